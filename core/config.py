@@ -1,0 +1,130 @@
+"""Settings: read once from the environment (``PAPERTRAIL_*``) and an optional ``papertrail.toml``.
+
+Build a :class:`Settings` in the shell and pass it down; nothing reads the environment elsewhere.
+Environment variables win over the TOML file, which wins over the defaults.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+DEFAULT_DATABASE_URL = "sqlite:///./data/papertrail.db"
+
+# Field names whose values never leave the process unmasked.
+SECRET_FIELDS = frozenset({"smtp_password"})
+
+
+def _toml_path() -> Path:
+    """The TOML file to read: ``PAPERTRAIL_CONFIG`` or ``./papertrail.toml``."""
+    return Path(os.environ.get("PAPERTRAIL_CONFIG", "papertrail.toml"))
+
+
+class Settings(BaseSettings):
+    """Every knob PaperTrail has. The names are a public contract: other tools set them."""
+
+    model_config = SettingsConfigDict(env_prefix="PAPERTRAIL_", extra="ignore", frozen=True)
+
+    database_url: str = DEFAULT_DATABASE_URL
+
+    arxiv_rss_url: str = "https://rss.arxiv.org/rss/"
+    # Comma-separated archives or categories; the feed request joins them with "+".
+    arxiv_categories: str = "cs"
+
+    smtp_host: str | None = None
+    smtp_port: int = 25
+    smtp_user: str | None = None
+    smtp_password: SecretStr | None = None
+    smtp_from: str = "PaperTrail <papertrail@localhost>"
+    smtp_starttls: bool = False
+    smtp_timeout: float = 30.0
+
+    public_url: str = "http://localhost:8080"
+    digest_max_items: int = 50
+
+    # Polite HTTP: who we are, and how long we wait.
+    contact_email: str = "papertrail-operator@example.org"
+    http_timeout: float = 30.0
+
+    ingest_interval_minutes: int = 30
+    digest_check_seconds: int = 60
+    default_schedule: str = "daily 08:00"
+    default_timezone: str = "UTC"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Order of precedence: explicit arguments, environment, ``papertrail.toml``."""
+        return (
+            init_settings,
+            env_settings,
+            TomlConfigSettingsSource(settings_cls, toml_file=_toml_path()),
+        )
+
+    @field_validator("arxiv_categories")
+    @classmethod
+    def _categories_not_empty(cls, value: str) -> str:
+        if not [part for part in value.split(",") if part.strip()]:
+            raise ValueError("PAPERTRAIL_ARXIV_CATEGORIES is empty; give e.g. 'cs' or 'cs.LG,stat.ML'")
+        return value
+
+    @field_validator("digest_max_items")
+    @classmethod
+    def _positive_cap(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError("PAPERTRAIL_DIGEST_MAX_ITEMS must be at least 1")
+        return value
+
+    @property
+    def category_list(self) -> list[str]:
+        """The configured archives/categories, trimmed, in order."""
+        return [part.strip() for part in self.arxiv_categories.split(",") if part.strip()]
+
+    @property
+    def arxiv_feed_url(self) -> str:
+        """The full feed URL: base URL plus the categories joined with ``+``."""
+        base = self.arxiv_rss_url if self.arxiv_rss_url.endswith("/") else self.arxiv_rss_url + "/"
+        return base + "+".join(self.category_list)
+
+    @property
+    def user_agent(self) -> str:
+        """A descriptive User-Agent with a contact address, as arXiv asks of robots."""
+        return f"PaperTrail/0.1 (paper alerts; mailto:{self.contact_email})"
+
+    def masked(self) -> dict[str, Any]:
+        """The effective settings with every secret replaced by ``********``."""
+        shown: dict[str, Any] = {}
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if name in SECRET_FIELDS:
+                shown[name] = "********" if value else None
+            elif name == "database_url":
+                shown[name] = mask_url_password(value)
+            else:
+                shown[name] = value
+        return shown
+
+
+def mask_url_password(url: str) -> str:
+    """Hide the password in a URL such as ``postgresql://user:secret@host/db``."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest:
+        return url
+    credentials, at, host = rest.rpartition("@")
+    user, colon, _password = credentials.partition(":")
+    return f"{scheme}://{user}{':********' if colon else ''}{at}{host}"

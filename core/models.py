@@ -1,0 +1,229 @@
+"""SQLModel tables, plus re-exports of the frozen value objects in ``core.values``.
+
+Every timestamp is stored and returned as a timezone-aware UTC datetime on SQLite and PostgreSQL alike
+(see :class:`UTCDateTime`). Lists (authors, categories, reasons) are JSON columns.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+from sqlmodel import Field, SQLModel
+
+from core.values import AnnounceType, DigestItem, Message, PaperIn, SendResult
+
+__all__ = [
+    "AnnounceType",
+    "Digest",
+    "DigestItem",
+    "DigestState",
+    "Follow",
+    "HttpValidator",
+    "Match",
+    "Message",
+    "Paper",
+    "PaperIn",
+    "RunState",
+    "SendResult",
+    "SourceRun",
+    "Subscriber",
+    "SubscriberStatus",
+    "UTCDateTime",
+    "Version",
+    "utcnow",
+]
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware UTC."""
+    return datetime.now(UTC)
+
+
+class UTCDateTime(sa.types.TypeDecorator[datetime]):
+    """A DateTime that refuses naive values and always hands back aware UTC datetimes.
+
+    SQLite has no time zones and returns naive values; PostgreSQL returns the session's zone. Converting
+    at this one boundary means no other code has to care which database it runs on.
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r} would be ambiguous; pass an aware UTC datetime")
+        value = value.astimezone(UTC)
+        # SQLite stores text; keep it naive-UTC so string comparison orders correctly.
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _ts(**kwargs: Any) -> Any:
+    return Field(sa_type=UTCDateTime, **kwargs)
+
+
+def _json(**kwargs: Any) -> Any:
+    return Field(sa_type=sa.JSON, **kwargs)
+
+
+class SubscriberStatus(StrEnum):
+    """Whether digests go out to a subscriber."""
+
+    ACTIVE = "active"
+    PAUSED = "paused"
+
+
+class DigestState(StrEnum):
+    """The life of one digest."""
+
+    PENDING = "pending"
+    SENT = "sent"
+    FAILED = "failed"
+
+
+class RunState(StrEnum):
+    """How one source run ended."""
+
+    RUNNING = "running"
+    OK = "ok"
+    EMPTY = "empty"
+    NOT_MODIFIED = "not_modified"
+    ERROR = "error"
+
+
+class Paper(SQLModel, table=True):
+    """One work, keyed by its arXiv id without version."""
+
+    __tablename__ = "paper"
+
+    id: str = Field(primary_key=True, max_length=64)
+    latest_version: int = 1
+    first_seen_at: datetime = _ts(default_factory=utcnow)
+
+
+class Version(SQLModel, table=True):
+    """One version of a paper with the metadata as of that version: the unit of news."""
+
+    __tablename__ = "version"
+    __table_args__ = (sa.UniqueConstraint("paper_id", "number", name="uq_version_paper_number"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    paper_id: str = Field(foreign_key="paper.id", index=True, max_length=64)
+    number: int
+    title: str
+    abstract: str = Field(sa_type=sa.Text)
+    authors: list[str] = _json(default_factory=list)
+    categories: list[str] = _json(default_factory=list)
+    comment: str | None = Field(default=None, sa_type=sa.Text)
+    journal_ref: str | None = Field(default=None, sa_type=sa.Text)
+    doi: str | None = Field(default=None, max_length=255)
+    license: str | None = Field(default=None, max_length=255)
+    announce_type: str = Field(max_length=16)
+    source: str = Field(max_length=32)
+    ai_related: bool = False
+    announced_at: datetime | None = _ts(default=None)
+    first_seen_at: datetime = _ts(default_factory=utcnow, index=True)
+    # Set once the version has been run against the follows; NULL means "still to match".
+    matched_at: datetime | None = _ts(default=None, index=True)
+
+
+class Subscriber(SQLModel, table=True):
+    """One place that receives digests, e.g. ``email:ada@example.org``."""
+
+    __tablename__ = "subscriber"
+
+    id: int | None = Field(default=None, primary_key=True)
+    address: str = Field(unique=True, max_length=512)
+    timezone: str = Field(default="UTC", max_length=64)
+    schedule: str = Field(default="daily 08:00", max_length=64)
+    status: str = Field(default=SubscriberStatus.ACTIVE, max_length=16)
+    status_reason: str | None = Field(default=None, sa_type=sa.Text)
+    created_at: datetime = _ts(default_factory=utcnow)
+    last_digest_at: datetime | None = _ts(default=None)
+    # Back-off after a retryable delivery failure: no attempt before this time.
+    retry_at: datetime | None = _ts(default=None)
+    failures: int = 0
+
+
+class Follow(SQLModel, table=True):
+    """A stored query of a subscriber, in the follow language."""
+
+    __tablename__ = "follow"
+    __table_args__ = (sa.UniqueConstraint("subscriber_id", "canonical", name="uq_follow_subscriber_query"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    subscriber_id: int = Field(foreign_key="subscriber.id", index=True)
+    query: str = Field(sa_type=sa.Text)
+    canonical: str = Field(max_length=1024)
+    created_at: datetime = _ts(default_factory=utcnow)
+
+
+class Match(SQLModel, table=True):
+    """The ledger: one subscriber, one version, the follows and reasons that matched."""
+
+    __tablename__ = "match"
+    __table_args__ = (sa.UniqueConstraint("subscriber_id", "version_id", name="uq_match_subscriber_version"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    subscriber_id: int = Field(foreign_key="subscriber.id", index=True)
+    version_id: int = Field(foreign_key="version.id", index=True)
+    follow_ids: list[int] = _json(default_factory=list)
+    reasons: list[str] = _json(default_factory=list)
+    created_at: datetime = _ts(default_factory=utcnow)
+    digest_id: int | None = Field(default=None, foreign_key="digest.id", index=True)
+
+
+class Digest(SQLModel, table=True):
+    """The matches sent to one subscriber in one message; sent once."""
+
+    __tablename__ = "digest"
+
+    id: int | None = Field(default=None, primary_key=True)
+    subscriber_id: int = Field(foreign_key="subscriber.id", index=True)
+    created_at: datetime = _ts(default_factory=utcnow)
+    sent_at: datetime | None = _ts(default=None)
+    state: str = Field(default=DigestState.PENDING, max_length=16)
+    item_count: int = 0
+    channel: str = Field(max_length=16)
+    platform_id: str | None = Field(default=None, max_length=255)
+    error: str | None = Field(default=None, sa_type=sa.Text)
+
+
+class SourceRun(SQLModel, table=True):
+    """One pass of one source: the raw material of the status page."""
+
+    __tablename__ = "source_run"
+
+    id: int | None = Field(default=None, primary_key=True)
+    source: str = Field(index=True, max_length=32)
+    started_at: datetime = _ts(default_factory=utcnow)
+    finished_at: datetime | None = _ts(default=None)
+    state: str = Field(default=RunState.RUNNING, max_length=16)
+    fetched: int = 0
+    new_papers: int = 0
+    revisions: int = 0
+    duplicates: int = 0
+    cursor: str | None = Field(default=None, max_length=255)
+    note: str | None = Field(default=None, sa_type=sa.Text)
+    error: str | None = Field(default=None, sa_type=sa.Text)
+
+
+class HttpValidator(SQLModel, table=True):
+    """ETag / Last-Modified remembered per URL for conditional GET."""
+
+    __tablename__ = "http_validator"
+
+    url: str = Field(primary_key=True, max_length=1024)
+    etag: str | None = Field(default=None, max_length=512)
+    last_modified: str | None = Field(default=None, max_length=128)
+    updated_at: datetime = _ts(default_factory=utcnow)

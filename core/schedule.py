@@ -1,0 +1,83 @@
+"""Digest schedules: when a subscriber's digest is due, in the subscriber's own timezone.
+
+Forms: ``instant`` (as soon as a match is pending), ``daily HH:MM``, ``weekdays HH:MM`` (Monday to
+Friday), ``weekly DAY HH:MM`` (DAY = mon..sun). Times are wall-clock times in the subscriber's zone, so a
+daily 08:00 digest stays at 08:00 across daylight-saving changes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, time, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+_FORM = re.compile(
+    r"^\s*(?:(?P<instant>instant)|(?P<kind>daily|weekdays)\s+(?P<t1>\d{1,2}:\d{2})"
+    r"|weekly\s+(?P<day>[a-z]{3})\w*\s+(?P<t2>\d{1,2}:\d{2}))\s*$",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A parsed schedule. ``days`` holds weekday numbers (Monday = 0) on which a slot exists."""
+
+    text: str
+    instant: bool
+    at: time
+    days: frozenset[int]
+
+
+def parse_schedule(text: str) -> Schedule:
+    """Parse a schedule string, raising ValueError that shows the accepted forms."""
+    m = _FORM.match(text)
+    hint = "use 'instant', 'daily 08:00', 'weekdays 07:30' or 'weekly mon 09:00'"
+    if not m:
+        raise ValueError(f"cannot read schedule {text!r}; {hint}")
+    if m["instant"]:
+        return Schedule("instant", True, time(0, 0), frozenset(range(7)))
+    clock = m["t1"] or m["t2"]
+    hours, minutes = (int(p) for p in clock.split(":"))
+    if hours > 23 or minutes > 59:
+        raise ValueError(f"time {clock!r} in schedule {text!r} is not a valid 24-hour time; {hint}")
+    at = time(hours, minutes)
+    if m["kind"]:
+        kind = m["kind"].lower()
+        days = frozenset(range(7)) if kind == "daily" else frozenset(range(5))
+        return Schedule(f"{kind} {at:%H:%M}", False, at, days)
+    day = m["day"].lower()
+    if day not in DAYS:
+        raise ValueError(f"unknown day {m['day']!r} in schedule {text!r}; days are {', '.join(DAYS)}")
+    return Schedule(f"weekly {day} {at:%H:%M}", False, at, frozenset({DAYS.index(day)}))
+
+
+def zone(name: str) -> ZoneInfo:
+    """Look up an IANA timezone, raising ValueError with a hint for a typo."""
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"unknown timezone {name!r}; use an IANA name such as Europe/Berlin or UTC") from exc
+
+
+def last_slot(schedule: Schedule, tz_name: str, now: datetime) -> datetime | None:
+    """The most recent scheduled send time at or before ``now`` (aware UTC), within the past 8 days."""
+    tz = zone(tz_name)
+    local_now = now.astimezone(tz)
+    for back in range(8):
+        day = (local_now - timedelta(days=back)).date()
+        if day.weekday() not in schedule.days:
+            continue
+        slot = datetime.combine(day, schedule.at, tzinfo=tz)
+        if slot <= local_now:
+            return slot.astimezone(UTC)
+    return None
+
+
+def is_due(schedule: Schedule, tz_name: str, now: datetime, since: datetime) -> bool:
+    """True when a digest should go out now, given the last digest (or sign-up) time ``since``."""
+    if schedule.instant:
+        return True
+    slot = last_slot(schedule, tz_name, now)
+    return slot is not None and slot > since

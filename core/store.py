@@ -1,0 +1,565 @@
+"""All SQL lives here: engine set-up, upserts of papers and versions, the match ledger, digests, runs.
+
+Each public method is one transaction, so a failure never leaves anything stored half-way.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col, select
+
+from core.classify import is_ai_related
+from core.models import (
+    Digest,
+    DigestState,
+    Follow,
+    HttpValidator,
+    Match,
+    Paper,
+    PaperIn,
+    RunState,
+    SourceRun,
+    Subscriber,
+    SubscriberStatus,
+    Version,
+    utcnow,
+)
+from core.values import AnnounceType, DigestItem
+
+# SQLite caps bound parameters per statement; stay well below it when looking up a batch of ids.
+_ID_CHUNK = 500
+
+
+def make_engine(url: str) -> Engine:
+    """Create an engine for ``url``; for a SQLite file, create its folder and use WAL with foreign keys."""
+    if url.startswith("sqlite"):
+        path = url.split("///", 1)[-1]
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine = sa.create_engine(url, connect_args={"timeout": 30})
+
+        @sa.event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cursor = dbapi_conn.cursor()
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.close()
+
+        return engine
+    return sa.create_engine(url, pool_pre_ping=True)
+
+
+@dataclass(slots=True)
+class SaveResult:
+    """What one batch of versions did to the store."""
+
+    new_version_ids: list[int] = field(default_factory=list)
+    new_papers: int = 0
+    revisions: int = 0
+    duplicates: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StoredFollow:
+    """An active follow with what the matcher needs to know about it."""
+
+    id: int
+    subscriber_id: int
+    query: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class PendingMatch:
+    """A match not yet sent, joined with its version for rendering."""
+
+    match_id: int
+    item: DigestItem
+
+
+@dataclass(frozen=True, slots=True)
+class SourceHealth:
+    """The latest facts about one source for the status page."""
+
+    source: str
+    last_check: datetime | None
+    last_state: str
+    last_new_version: datetime | None
+    last_error: str | None
+    last_note: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class StatusSummary:
+    """The numbers the status page and ``papertrail status`` show."""
+
+    papers: int
+    versions: int
+    new_papers_24h: int
+    revisions_24h: int
+    ai_related_24h: int
+    subscribers: int
+    follows: int
+    pending_matches: int
+    sources: tuple[SourceHealth, ...]
+
+
+def version_to_paper(version: Version) -> PaperIn:
+    """Turn a stored version back into the value object the matcher reads."""
+    return PaperIn(
+        arxiv_id=version.paper_id,
+        version=version.number,
+        title=version.title,
+        abstract=version.abstract,
+        authors=tuple(version.authors),
+        categories=tuple(version.categories),
+        announce_type=AnnounceType(version.announce_type),
+        announced_at=version.announced_at,
+        comment=version.comment,
+        journal_ref=version.journal_ref,
+        doi=version.doi,
+        license=version.license,
+        source=version.source,
+    )
+
+
+class Store:
+    """The database. Build one per process from an engine and pass it down."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A session whose transaction commits on success and rolls back on any exception."""
+        with Session(self.engine, expire_on_commit=False) as session, session.begin():
+            yield session
+
+    # -- papers and versions -------------------------------------------------------------------------
+
+    def save_versions(
+        self,
+        papers: Sequence[PaperIn],
+        *,
+        now: datetime | None = None,
+        validator: HttpValidator | None = None,
+    ) -> SaveResult:
+        """Store every version not seen before and return their ids, in one transaction.
+
+        A second sighting of a known version (a cross-list, a re-fetched feed) is counted as a duplicate.
+        ``validator`` (ETag / Last-Modified of the response) is saved in the same transaction so that a
+        conditional GET never skips a batch that was not stored.
+        """
+        now = now or utcnow()
+        result = SaveResult()
+        unique: dict[tuple[str, int], PaperIn] = {}
+        for paper in papers:
+            key = (paper.arxiv_id, paper.version)
+            if key in unique:
+                result.duplicates += 1
+            else:
+                unique[key] = paper
+        ids = sorted({paper.arxiv_id for paper in unique.values()})
+        with self.session() as session:
+            known_papers: dict[str, Paper] = {}
+            known_versions: set[tuple[str, int]] = set()
+            for start in range(0, len(ids), _ID_CHUNK):
+                chunk = ids[start : start + _ID_CHUNK]
+                for row in session.exec(select(Paper).where(col(Paper.id).in_(chunk))):
+                    known_papers[row.id] = row
+                pairs = session.exec(
+                    select(Version.paper_id, Version.number).where(col(Version.paper_id).in_(chunk))
+                )
+                known_versions.update((pid, num) for pid, num in pairs)
+            fresh: list[Version] = []
+            for (arxiv_id, number), paper in unique.items():
+                if (arxiv_id, number) in known_versions:
+                    result.duplicates += 1
+                    continue
+                stored = known_papers.get(arxiv_id)
+                if stored is None:
+                    stored = Paper(id=arxiv_id, latest_version=number, first_seen_at=now)
+                    known_papers[arxiv_id] = stored
+                    session.add(stored)
+                elif number > stored.latest_version:
+                    stored.latest_version = number
+                    session.add(stored)
+                fresh.append(_version_row(paper, now))
+                if number > 1:
+                    result.revisions += 1
+                else:
+                    result.new_papers += 1
+            session.flush()  # papers before versions: the foreign key must exist
+            session.add_all(fresh)
+            if validator is not None:
+                session.merge(validator)
+            session.flush()
+            result.new_version_ids = [v.id for v in fresh if v.id is not None]
+        return result
+
+    def validator_for(self, url: str) -> HttpValidator | None:
+        """The stored ETag / Last-Modified for ``url``, if any."""
+        with self.session() as session:
+            return session.get(HttpValidator, url)
+
+    def save_validator(self, validator: HttpValidator) -> None:
+        """Remember ETag / Last-Modified for a URL (used when a response carried nothing to store)."""
+        with self.session() as session:
+            session.merge(validator)
+
+    # -- source runs ---------------------------------------------------------------------------------
+
+    def start_run(self, source: str, *, now: datetime | None = None) -> int:
+        """Open a source run in state ``running`` and return its id."""
+        with self.session() as session:
+            run = SourceRun(source=source, started_at=now or utcnow())
+            session.add(run)
+            session.flush()
+            assert run.id is not None
+            return run.id
+
+    def finish_run(self, run_id: int, state: RunState, *, now: datetime | None = None, **fields: Any) -> None:
+        """Close a source run with its final state and counts (``fetched``, ``new_papers``, ``error`` ...)."""
+        with self.session() as session:
+            run = session.get(SourceRun, run_id)
+            if run is None:
+                raise LookupError(f"source run {run_id} does not exist")
+            run.state = state
+            run.finished_at = now or utcnow()
+            for name, value in fields.items():
+                setattr(run, name, value)
+            session.add(run)
+
+    def latest_runs(self, limit: int = 20) -> list[SourceRun]:
+        """The most recent source runs, newest first."""
+        with self.session() as session:
+            rows = session.exec(select(SourceRun).order_by(col(SourceRun.id).desc()).limit(limit))
+            return list(rows)
+
+    # -- subscribers and follows ---------------------------------------------------------------------
+
+    def get_subscriber(self, address: str) -> Subscriber | None:
+        """The subscriber with this (normalised) address, if any."""
+        with self.session() as session:
+            return session.exec(select(Subscriber).where(Subscriber.address == address)).first()
+
+    def ensure_subscriber(self, address: str, *, timezone: str, schedule: str) -> tuple[Subscriber, bool]:
+        """Return the subscriber for ``address``, creating it when new; the flag says whether it was created."""
+        with self.session() as session:
+            found = session.exec(select(Subscriber).where(Subscriber.address == address)).first()
+            if found is not None:
+                return found, False
+            subscriber = Subscriber(address=address, timezone=timezone, schedule=schedule)
+            session.add(subscriber)
+            session.flush()
+            return subscriber, True
+
+    def update_subscriber(self, subscriber_id: int, **fields: Any) -> Subscriber:
+        """Change fields of a subscriber (schedule, timezone, status ...)."""
+        with self.session() as session:
+            subscriber = session.get(Subscriber, subscriber_id)
+            if subscriber is None:
+                raise LookupError(f"subscriber {subscriber_id} does not exist")
+            for name, value in fields.items():
+                setattr(subscriber, name, value)
+            session.add(subscriber)
+            return subscriber
+
+    def add_follow(self, subscriber_id: int, query: str, canonical: str) -> tuple[Follow, bool]:
+        """Add a follow unless the subscriber already has the same query; the flag says whether it was added."""
+        with self.session() as session:
+            existing = session.exec(
+                select(Follow).where(Follow.subscriber_id == subscriber_id, Follow.canonical == canonical)
+            ).first()
+            if existing is not None:
+                return existing, False
+            follow = Follow(subscriber_id=subscriber_id, query=query, canonical=canonical)
+            session.add(follow)
+            session.flush()
+            return follow, True
+
+    def follows_of(self, subscriber_id: int) -> list[Follow]:
+        """A subscriber's follows in the order they were added (the numbering users see)."""
+        with self.session() as session:
+            rows = session.exec(
+                select(Follow).where(Follow.subscriber_id == subscriber_id).order_by(col(Follow.id))
+            )
+            return list(rows)
+
+    def remove_follow(self, follow_id: int) -> None:
+        """Delete one follow. Matches it already produced stay in the ledger."""
+        with self.session() as session:
+            follow = session.get(Follow, follow_id)
+            if follow is not None:
+                session.delete(follow)
+
+    def active_follows(self) -> list[StoredFollow]:
+        """Every follow of every active subscriber."""
+        with self.session() as session:
+            rows = session.exec(
+                select(Follow)
+                .join(Subscriber, col(Subscriber.id) == col(Follow.subscriber_id))
+                .where(Subscriber.status == SubscriberStatus.ACTIVE)
+                .order_by(col(Follow.id))
+            )
+            return [StoredFollow(f.id or 0, f.subscriber_id, f.query, f.created_at) for f in rows]
+
+    # -- matching ------------------------------------------------------------------------------------
+
+    def unmatched_versions(self, limit: int = 5000) -> list[Version]:
+        """Versions not yet run against the follows, oldest first."""
+        with self.session() as session:
+            rows = session.exec(
+                select(Version).where(col(Version.matched_at).is_(None)).order_by(col(Version.id)).limit(limit)
+            )
+            return list(rows)
+
+    def record_matches(
+        self,
+        version_ids: Iterable[int],
+        matches: Iterable[tuple[int, int, list[int], list[str]]],
+        *,
+        now: datetime | None = None,
+    ) -> int:
+        """Write Match rows ``(subscriber_id, version_id, follow_ids, reasons)`` and mark versions matched.
+
+        Both happen in one transaction, so every version is matched exactly once. Returns the number of
+        Match rows written.
+        """
+        now = now or utcnow()
+        written = 0
+        with self.session() as session:
+            for subscriber_id, version_id, follow_ids, reasons in matches:
+                session.add(
+                    Match(
+                        subscriber_id=subscriber_id,
+                        version_id=version_id,
+                        follow_ids=follow_ids,
+                        reasons=reasons,
+                        created_at=now,
+                    )
+                )
+                written += 1
+            ids = list(version_ids)
+            for start in range(0, len(ids), _ID_CHUNK):
+                session.execute(
+                    sa.update(Version)
+                    .where(col(Version.id).in_(ids[start : start + _ID_CHUNK]))
+                    .values(matched_at=now)
+                )
+        return written
+
+    # -- digests -------------------------------------------------------------------------------------
+
+    def subscribers_with_pending(self, now: datetime, address: str | None = None) -> list[Subscriber]:
+        """Active subscribers that have unsent matches and are not backing off."""
+        with self.session() as session:
+            pending = select(Match.subscriber_id).where(col(Match.digest_id).is_(None)).distinct()
+            query = select(Subscriber).where(
+                col(Subscriber.id).in_(pending),
+                Subscriber.status == SubscriberStatus.ACTIVE,
+                sa.or_(col(Subscriber.retry_at).is_(None), col(Subscriber.retry_at) <= now),
+            )
+            if address is not None:
+                query = query.where(Subscriber.address == address)
+            return list(session.exec(query.order_by(col(Subscriber.id))))
+
+    def pending_matches(self, subscriber_id: int) -> list[PendingMatch]:
+        """Unsent matches of one subscriber: new papers first, then revisions, each by arXiv id."""
+        with self.session() as session:
+            rows = session.exec(
+                select(Match, Version)
+                .join(Version, col(Version.id) == col(Match.version_id))
+                .where(Match.subscriber_id == subscriber_id, col(Match.digest_id).is_(None))
+            ).all()
+        items = [
+            PendingMatch(
+                match_id=match.id or 0,
+                item=DigestItem(
+                    arxiv_id=version.paper_id,
+                    version=version.number,
+                    title=version.title,
+                    authors=tuple(version.authors),
+                    categories=tuple(version.categories),
+                    reasons=tuple(match.reasons),
+                    abstract=version.abstract,
+                    comment=version.comment,
+                ),
+            )
+            for match, version in rows
+        ]
+        items.sort(key=lambda p: (p.item.is_revision, p.item.arxiv_id, p.item.version))
+        return items
+
+    def record_sent(
+        self,
+        subscriber_id: int,
+        match_ids: Sequence[int],
+        *,
+        channel: str,
+        platform_id: str | None,
+        now: datetime | None = None,
+    ) -> int:
+        """Record a delivered digest and mark its matches sent, in one transaction; returns the digest id."""
+        now = now or utcnow()
+        with self.session() as session:
+            digest = Digest(
+                subscriber_id=subscriber_id,
+                created_at=now,
+                sent_at=now,
+                state=DigestState.SENT,
+                item_count=len(match_ids),
+                channel=channel,
+                platform_id=platform_id,
+            )
+            session.add(digest)
+            session.flush()
+            for start in range(0, len(match_ids), _ID_CHUNK):
+                session.execute(
+                    sa.update(Match)
+                    .where(col(Match.id).in_(match_ids[start : start + _ID_CHUNK]))
+                    .values(digest_id=digest.id)
+                )
+            subscriber = session.get(Subscriber, subscriber_id)
+            if subscriber is not None:
+                subscriber.last_digest_at = now
+                subscriber.failures = 0
+                subscriber.retry_at = None
+                session.add(subscriber)
+            assert digest.id is not None
+            return digest.id
+
+    def record_failure(
+        self,
+        subscriber_id: int,
+        error: str,
+        *,
+        channel: str,
+        retry_at: datetime | None,
+        pause: bool,
+        now: datetime | None = None,
+    ) -> None:
+        """Record a failed delivery; the matches stay pending. ``pause`` stops deliveries until resumed."""
+        now = now or utcnow()
+        with self.session() as session:
+            session.add(
+                Digest(
+                    subscriber_id=subscriber_id,
+                    created_at=now,
+                    state=DigestState.FAILED,
+                    channel=channel,
+                    error=error,
+                )
+            )
+            subscriber = session.get(Subscriber, subscriber_id)
+            if subscriber is None:
+                return
+            subscriber.failures += 1
+            subscriber.retry_at = retry_at
+            if pause:
+                subscriber.status = SubscriberStatus.PAUSED
+                subscriber.status_reason = error
+            session.add(subscriber)
+
+    def digests_of(self, subscriber_id: int) -> list[Digest]:
+        """All digests of a subscriber, oldest first."""
+        with self.session() as session:
+            rows = session.exec(
+                select(Digest).where(Digest.subscriber_id == subscriber_id).order_by(col(Digest.id))
+            )
+            return list(rows)
+
+    # -- status --------------------------------------------------------------------------------------
+
+    def status(self, now: datetime | None = None, sources: Iterable[str] = ()) -> StatusSummary:
+        """Counts for the last 24 hours and the health of each source (those named plus any that ran)."""
+        now = now or utcnow()
+        since = now - timedelta(hours=24)
+        with self.session() as session:
+
+            def count(query: Any) -> int:
+                return int(session.execute(query).scalar_one())
+
+            recent = select(sa.func.count()).select_from(Version).where(col(Version.first_seen_at) >= since)
+            summary_counts = {
+                "papers": count(select(sa.func.count()).select_from(Paper)),
+                "versions": count(select(sa.func.count()).select_from(Version)),
+                "new_papers_24h": count(recent.where(Version.number == 1)),
+                "revisions_24h": count(recent.where(Version.number > 1)),
+                "ai_related_24h": count(recent.where(col(Version.ai_related).is_(True))),
+                "subscribers": count(select(sa.func.count()).select_from(Subscriber)),
+                "follows": count(select(sa.func.count()).select_from(Follow)),
+                "pending_matches": count(
+                    select(sa.func.count()).select_from(Match).where(col(Match.digest_id).is_(None))
+                ),
+            }
+            names = list(dict.fromkeys([*sources, *session.exec(select(SourceRun.source).distinct())]))
+            health = tuple(_source_health(session, name) for name in names)
+        return StatusSummary(**summary_counts, sources=health)
+
+
+def _source_health(session: Session, source: str) -> SourceHealth:
+    last = session.exec(
+        select(SourceRun).where(SourceRun.source == source).order_by(col(SourceRun.id).desc()).limit(1)
+    ).first()
+    productive = session.exec(
+        select(SourceRun.finished_at)
+        .where(SourceRun.source == source, (col(SourceRun.new_papers) + col(SourceRun.revisions)) > 0)
+        .order_by(col(SourceRun.id).desc())
+        .limit(1)
+    ).first()
+    if last is None:
+        return SourceHealth(source, None, "never run", None, None, None)
+    return SourceHealth(
+        source=source,
+        last_check=last.finished_at or last.started_at,
+        last_state=last.state,
+        last_new_version=productive,
+        last_error=last.error,
+        last_note=last.note,
+    )
+
+
+def _version_row(paper: PaperIn, now: datetime) -> Version:
+    return Version(
+        paper_id=paper.arxiv_id,
+        number=paper.version,
+        title=paper.title,
+        abstract=paper.abstract,
+        authors=list(paper.authors),
+        categories=list(paper.categories),
+        comment=paper.comment,
+        journal_ref=paper.journal_ref,
+        doi=paper.doi,
+        license=paper.license,
+        announce_type=paper.announce_type.value,
+        source=paper.source,
+        ai_related=is_ai_related(paper.categories),
+        announced_at=paper.announced_at,
+        first_seen_at=now,
+    )
+
+
+def group_by_subscriber(
+    hits: Iterable[tuple[int, int, int, tuple[str, ...]]],
+) -> list[tuple[int, int, list[int], list[str]]]:
+    """Fold ``(subscriber, version, follow, reasons)`` hits into one row per (subscriber, version).
+
+    Reasons keep their first-seen order and appear once each.
+    """
+    grouped: dict[tuple[int, int], tuple[list[int], dict[str, None]]] = defaultdict(lambda: ([], {}))
+    for subscriber_id, version_id, follow_id, reasons in hits:
+        follow_ids, seen = grouped[(subscriber_id, version_id)]
+        follow_ids.append(follow_id)
+        seen.update(dict.fromkeys(reasons))
+    return [(s, v, f, list(r)) for (s, v), (f, r) in grouped.items()]

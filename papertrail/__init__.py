@@ -1,0 +1,1 @@
+"""PaperTrail papertrail package."""
