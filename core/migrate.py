@@ -13,7 +13,8 @@ def alembic_config(engine: Engine) -> Config:
     """An Alembic config pointing at the shipped migrations and at ``engine``'s database."""
     config = Config()
     config.set_main_option("script_location", str(resource_dir("migrations")))
-    config.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False))
+    # configparser treats "%" as interpolation: URL-encoded options (e.g. %3D) must be doubled.
+    config.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False).replace("%", "%%"))
     return config
 
 

@@ -1,0 +1,278 @@
+"""The pipeline steps: ingest_once, match_new, send_due_digests, and follow management.
+
+This is the only module that mixes I/O and logic. Sources and notifiers come in as arguments, so core
+never imports the edges.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from core.delivery import DeliveryError, Notifier, normalise_address, split_address
+from core.match import Matcher
+from core.models import Follow, RunState, Subscriber, SubscriberStatus, utcnow
+from core.query import Query, QueryError, parse
+from core.render import Renderer
+from core.schedule import is_due, parse_schedule, zone
+from core.sources import Source, SourceError
+from core.store import Store, StoredFollow, group_by_subscriber, version_to_paper
+
+log = logging.getLogger(__name__)
+
+# Retryable delivery failures back off exponentially from one minute up to six hours.
+BACKOFF_BASE = timedelta(minutes=1)
+BACKOFF_MAX = timedelta(hours=6)
+
+
+@dataclass(frozen=True, slots=True)
+class IngestReport:
+    """What one source run did."""
+
+    source: str
+    state: RunState
+    fetched: int = 0
+    new_papers: int = 0
+    revisions: int = 0
+    duplicates: int = 0
+    matches: int = 0
+    note: str | None = None
+    error: str | None = None
+    retry_after: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DigestReport:
+    """What one delivery attempt did."""
+
+    address: str
+    items: int
+    sent: bool
+    error: str | None = None
+    paused: bool = False
+
+
+async def ingest_once(store: Store, source: Source, *, now: datetime | None = None) -> IngestReport:
+    """Run one source once: fetch, store new versions, record the run, then match what is new.
+
+    A failed fetch is recorded as a run in state ``error`` with the message; nothing is stored.
+    """
+    run_id = store.start_run(source.name, now=now)
+    try:
+        result = await source.fetch(store.validator_for)
+    except SourceError as exc:
+        store.finish_run(run_id, RunState.ERROR, error=str(exc))
+        log.warning("source %s failed: %s", source.name, exc)
+        return IngestReport(source.name, RunState.ERROR, error=str(exc), retry_after=exc.retry_after)
+    except Exception as exc:  # a bug in a parser must not stop the loop, but it must be visible
+        log.exception("source %s crashed", source.name)
+        message = f"unexpected {type(exc).__name__}: {exc}"
+        store.finish_run(run_id, RunState.ERROR, error=message)
+        return IngestReport(source.name, RunState.ERROR, error=message)
+    saved = store.save_versions(result.papers, now=now, validator=result.validator)
+    store.finish_run(
+        run_id,
+        result.state,
+        fetched=len(result.papers),
+        new_papers=saved.new_papers,
+        revisions=saved.revisions,
+        duplicates=saved.duplicates,
+        cursor=result.cursor,
+        note=result.note,
+    )
+    matches = match_new(store, now=now)
+    return IngestReport(
+        source.name,
+        result.state,
+        fetched=len(result.papers),
+        new_papers=saved.new_papers,
+        revisions=saved.revisions,
+        duplicates=saved.duplicates,
+        matches=matches,
+        note=result.note,
+    )
+
+
+def match_new(store: Store, *, now: datetime | None = None) -> int:
+    """Match every not-yet-matched version once against all active follows; returns Match rows written.
+
+    A follow only sees versions first seen after it was created, so a new follow does not flood its
+    subscriber with the backlog.
+    """
+    total = 0
+    while True:
+        versions = store.unmatched_versions()
+        if not versions:
+            return total
+        follows = store.active_follows()
+        by_id = {f.id: f for f in follows}
+        matcher = Matcher(_compiled(follows))
+        hits: list[tuple[int, int, int, tuple[str, ...]]] = []
+        for version in versions:
+            assert version.id is not None
+            for follow_id, reasons in matcher.match(version_to_paper(version)):
+                follow = by_id[follow_id]
+                if follow.created_at <= version.first_seen_at:
+                    hits.append((follow.subscriber_id, version.id, follow_id, reasons))
+        total += store.record_matches(
+            [v.id for v in versions if v.id is not None], group_by_subscriber(hits), now=now
+        )
+
+
+def _compiled(follows: list[StoredFollow]) -> list[tuple[int, Query]]:
+    compiled: list[tuple[int, Query]] = []
+    for stored in follows:
+        try:
+            compiled.append((stored.id, parse(stored.query)))
+        except QueryError as exc:  # stored follows were valid when added; a grammar change must not crash
+            log.error("follow %s no longer parses (%s); skipping it", stored.id, exc)
+    return compiled
+
+
+# -- follows ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FollowResult:
+    """The outcome of ``follow``: the stored follow and whether it (and its subscriber) were new."""
+
+    subscriber: Subscriber
+    follow: Follow
+    added: bool
+    subscriber_created: bool
+
+
+def follow(
+    store: Store, address: str, text: str, *, timezone: str = "UTC", schedule: str = "daily 08:00"
+) -> FollowResult:
+    """Validate and store a follow, creating the subscriber when the address is new.
+
+    Raises ValueError (bad address, timezone or schedule) or QueryError (bad query) with a hint.
+    """
+    address = normalise_address(address)
+    query = parse(text)
+    zone(timezone)
+    parse_schedule(schedule)
+    subscriber, created = store.ensure_subscriber(address, timezone=timezone, schedule=schedule)
+    assert subscriber.id is not None
+    stored, added = store.add_follow(subscriber.id, text.strip(), query.canonical())
+    return FollowResult(subscriber, stored, added, created)
+
+
+def unfollow(store: Store, address: str, which: str) -> Follow:
+    """Remove a follow by its number in ``follows`` (1-based) or by its query text.
+
+    Raises LookupError naming the subscriber's follows when nothing fits.
+    """
+    address = normalise_address(address)
+    subscriber = store.get_subscriber(address)
+    if subscriber is None or subscriber.id is None:
+        raise LookupError(f"{address} has no follows; add one with: papertrail follow {address} QUERY")
+    follows = store.follows_of(subscriber.id)
+    target: Follow | None = None
+    if which.strip().isdigit():
+        number = int(which)
+        if not 1 <= number <= len(follows):
+            raise LookupError(f"{address} has {len(follows)} follow(s); pick a number from 1 to {len(follows)}")
+        target = follows[number - 1]
+    else:
+        canonical = parse(which).canonical()
+        target = next((f for f in follows if f.canonical == canonical), None)
+        if target is None:
+            listing = "; ".join(f"{i}. {f.query}" for i, f in enumerate(follows, 1)) or "none"
+            raise LookupError(f"{address} does not follow {which!r}; its follows are: {listing}")
+    assert target.id is not None
+    store.remove_follow(target.id)
+    return target
+
+
+# -- digests ---------------------------------------------------------------------------------------
+
+
+async def send_due_digests(
+    store: Store,
+    notifiers: Mapping[str, Notifier],
+    renderer: Renderer,
+    *,
+    now: datetime | None = None,
+    force: bool = False,
+    address: str | None = None,
+) -> list[DigestReport]:
+    """Send every due digest (all pending ones with ``force``), optionally for one address only.
+
+    Matches are marked sent in the same transaction that records the digest. A retryable failure
+    keeps them pending and backs the subscriber off; a permanent one pauses the subscriber and says why.
+    """
+    now = now or utcnow()
+    if address is not None:
+        address = normalise_address(address)
+    reports: list[DigestReport] = []
+    for subscriber in store.subscribers_with_pending(now, address):
+        if not force and not _due(subscriber, now):
+            continue
+        reports.append(await _deliver(store, notifiers, renderer, subscriber, now))
+    return reports
+
+
+def _due(subscriber: Subscriber, now: datetime) -> bool:
+    try:
+        schedule = parse_schedule(subscriber.schedule)
+        since = subscriber.last_digest_at or subscriber.created_at
+        return is_due(schedule, subscriber.timezone, now, since)
+    except ValueError as exc:
+        log.error("subscriber %s has an unusable schedule: %s", subscriber.address, exc)
+        return False
+
+
+async def _deliver(
+    store: Store,
+    notifiers: Mapping[str, Notifier],
+    renderer: Renderer,
+    subscriber: Subscriber,
+    now: datetime,
+) -> DigestReport:
+    assert subscriber.id is not None
+    channel, target = split_address(subscriber.address)
+    pending = store.pending_matches(subscriber.id)
+    notifier = notifiers.get(channel)
+    if notifier is None:
+        # The channel's adapter is not built in (or not configured): keep everything for later.
+        error = f"no notifier for channel {channel!r} in this build; matches stay pending"
+        log.warning("%s: %s", subscriber.address, error)
+        return DigestReport(subscriber.address, len(pending), False, error)
+    message = renderer.render(channel, [p.item for p in pending], target)
+    try:
+        result = await notifier.send(target, message)
+    except DeliveryError as exc:
+        pause = not exc.retryable
+        wait = timedelta(seconds=exc.retry_after) if exc.retry_after else _backoff(subscriber.failures)
+        store.record_failure(
+            subscriber.id,
+            str(exc),
+            channel=channel,
+            retry_at=None if pause else now + wait,
+            pause=pause,
+            now=now,
+        )
+        log.warning("delivery to %s failed (%s): %s", subscriber.address, "paused" if pause else "retry", exc)
+        return DigestReport(subscriber.address, len(pending), False, str(exc), paused=pause)
+    store.record_sent(
+        subscriber.id, [p.match_id for p in pending], channel=channel, platform_id=result.platform_id, now=now
+    )
+    return DigestReport(subscriber.address, len(pending), True)
+
+
+def _backoff(failures: int) -> timedelta:
+    return min(BACKOFF_MAX, BACKOFF_BASE * (2 ** min(failures, 20)))
+
+
+def resume(store: Store, address: str) -> Subscriber:
+    """Re-activate a paused subscriber; its pending matches go out with the next due digest."""
+    subscriber = store.get_subscriber(normalise_address(address))
+    if subscriber is None or subscriber.id is None:
+        raise LookupError(f"no subscriber {address}")
+    return store.update_subscriber(
+        subscriber.id, status=SubscriberStatus.ACTIVE, status_reason=None, retry_at=None, failures=0
+    )

@@ -1,0 +1,47 @@
+"""The contract every ingest source fulfils, and the one error it raises."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar, Protocol
+
+from core.models import HttpValidator, RunState
+from core.values import PaperIn
+
+
+class SourceError(Exception):
+    """A fetch failed. The message says what went wrong and what to do about it.
+
+    ``retryable`` is False for failures that will repeat until someone changes the configuration
+    (a bad archive name, a 404); ``retry_after`` carries a server's Retry-After hint in seconds.
+    """
+
+    def __init__(self, message: str, *, retryable: bool = True, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    """One successful fetch: the versions seen, how the run ended, and what to remember for next time."""
+
+    papers: tuple[PaperIn, ...]
+    state: RunState
+    note: str | None = None
+    cursor: str | None = None
+    validator: HttpValidator | None = None
+
+
+ValidatorLookup = Callable[[str], HttpValidator | None]
+
+
+class Source(Protocol):
+    """An ingest source. ``fetch`` does the network part and the parsing; it never touches the store."""
+
+    name: ClassVar[str]
+
+    async def fetch(self, validators: ValidatorLookup) -> FetchResult:
+        """Fetch and parse, or raise :class:`SourceError`."""
+        ...

@@ -1,0 +1,54 @@
+"""arXiv RSS source: the daily announcement from rss.arxiv.org (2024+ format).
+
+The feed for ``PAPERTRAIL_ARXIV_CATEGORIES`` is fetched conditionally; an unchanged feed is recorded as
+``not_modified``, an empty one (weekends, holidays) as ``empty``, arXiv's error channel and anything that is
+not an RSS feed as errors — never as "no new papers".
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from core.models import RunState
+from core.sources import FetchResult, SourceError, ValidatorLookup
+from ingest.arxiv_rss_parse import ArxivFeedError, FeedFormatError, parse_feed
+from ingest.http import HttpClient
+
+
+class ArxivRssSource:
+    """Fetches and parses one rss.arxiv.org channel."""
+
+    name: ClassVar[str] = "arxiv-rss"
+
+    def __init__(self, http: HttpClient, url: str) -> None:
+        self.http = http
+        self.url = url
+
+    async def fetch(self, validators: ValidatorLookup) -> FetchResult:
+        """One conditional GET of the feed, parsed into versions."""
+        fetched = await self.http.get(self.url, validators(self.url))
+        if fetched.not_modified:
+            return FetchResult((), RunState.NOT_MODIFIED, note="feed unchanged since the last check (HTTP 304)")
+        try:
+            page = parse_feed(fetched.content)
+        except ArxivFeedError as exc:
+            raise SourceError(
+                f"arXiv reports an error for {self.url}: {exc}; check PAPERTRAIL_ARXIV_CATEGORIES",
+                retryable=False,
+            ) from exc
+        except FeedFormatError as exc:
+            raise SourceError(f"{self.url}: {exc}") from exc
+        cursor = page.published.isoformat() if page.published else None
+        notes = list(page.skipped)
+        if page.is_empty:
+            notes.insert(0, "feed has no items: no announcement today (weekend or arXiv holiday)")
+            state = RunState.EMPTY
+        else:
+            state = RunState.OK
+        return FetchResult(
+            page.items,
+            state,
+            note="; ".join(notes) or None,
+            cursor=cursor,
+            validator=fetched.validator,
+        )

@@ -1,0 +1,26 @@
+"""Console notifier: prints the plain-text digest. Needs no configuration; ``papertrail demo`` uses it."""
+
+from __future__ import annotations
+
+import sys
+from typing import ClassVar, TextIO
+
+from core.text_safety import strip_control
+from core.values import Message, SendResult
+
+
+class ConsoleNotifier:
+    """Writes each digest to a text stream (standard output by default). No length limit."""
+
+    channel: ClassVar[str] = "console"
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream
+
+    async def send(self, address: str, message: Message) -> SendResult:
+        """Print the digest with a header naming the recipient."""
+        out = self.stream or sys.stdout
+        # Titles and names come from the network: never let them drive the terminal.
+        out.write(f"--- digest for console:{strip_control(address)} ---\n{strip_control(message.text)}\n")
+        out.flush()
+        return SendResult(platform_id=None)

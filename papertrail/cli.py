@@ -1,0 +1,308 @@
+"""The ``papertrail`` command line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from core.config import Settings
+from core.query import QueryError
+from core.service import follow as add_follow
+from core.service import ingest_once, resume, send_due_digests, unfollow
+from papertrail.context import SOURCE_NAMES, AppContext, build_context
+
+app = typer.Typer(
+    help="PaperTrail: alerts for new arXiv papers and revisions.", no_args_is_help=True, add_completion=False
+)
+out = Console()
+err = Console(stderr=True)
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    return typer.Exit(code)
+
+
+def _settings() -> Settings:
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors())
+        raise _fail(f"invalid settings: {problems}", 2) from exc
+
+
+@contextmanager
+def _context() -> Iterator[AppContext]:
+    settings = _settings()
+    try:
+        ctx = build_context(settings)
+    except Exception as exc:  # cannot reach or migrate the database: say which one, without the password
+        from core.config import mask_url_password
+
+        raise _fail(f"cannot open database {mask_url_password(settings.database_url)}: {exc}") from exc
+    try:
+        yield ctx
+    finally:
+        asyncio.run(ctx.aclose())
+
+
+@app.callback()
+def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug details.")] = False) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+@app.command()
+def run() -> None:
+    """Run the service: ingest every 30 minutes, send due digests every minute, until Ctrl-C or SIGTERM."""
+    from papertrail.runtime import run_forever
+
+    settings = _settings()
+    ctx = build_context(settings)
+
+    async def main() -> None:
+        try:
+            await run_forever(ctx)
+        finally:
+            await ctx.aclose()
+
+    asyncio.run(main())
+
+
+@app.command()
+def ingest(
+    source: Annotated[str, typer.Option(help=f"Source to run: {', '.join(SOURCE_NAMES)}.")] = "arxiv-rss",
+) -> None:
+    """Fetch one source once, store new versions and match them against the follows."""
+    if source not in SOURCE_NAMES:
+        raise _fail(f"unknown source {source!r}; choose one of: {', '.join(SOURCE_NAMES)}", 2)
+    with _context() as ctx:
+        report = asyncio.run(ingest_once(ctx.store, ctx.sources[source]))
+    if report.error:
+        raise _fail(f"{source}: {report.error}")
+    out.print(
+        f"{source}: {report.state}; {report.fetched} items, {report.new_papers} new papers, "
+        f"{report.revisions} revisions, {report.duplicates} already known, {report.matches} matches"
+        + (f"\nnote: {report.note}" if report.note else ""),
+        highlight=False,
+    )
+
+
+@app.command()
+def follow(
+    address: Annotated[str, typer.Argument(help="email:ada@example.org, telegram:12345, slack:C0123, console:NAME")],
+    query: Annotated[str, typer.Argument(help='Follow query, e.g. \'cat:cs.DC au:"Zeng Li"\'.')],
+    timezone: Annotated[str | None, typer.Option(help="IANA timezone for a new subscriber.")] = None,
+    schedule: Annotated[str | None, typer.Option(help="'instant', 'daily 08:00', 'weekly mon 09:00'.")] = None,
+) -> None:
+    """Add a follow; creates the subscriber when the address is new."""
+    with _context() as ctx:
+        try:
+            result = add_follow(
+                ctx.store,
+                address,
+                query,
+                timezone=timezone or ctx.settings.default_timezone,
+                schedule=schedule or ctx.settings.default_schedule,
+            )
+        except (QueryError, ValueError) as exc:
+            raise _fail(str(exc), 2) from exc
+    who = result.subscriber
+    if result.subscriber_created:
+        out.print(f"new subscriber {who.address} (schedule {who.schedule}, timezone {who.timezone})", highlight=False)
+    verb = "now follows" if result.added else "already follows"
+    out.print(f"{who.address} {verb}: {result.follow.query}", highlight=False)
+
+
+@app.command(name="unfollow")
+def unfollow_command(
+    address: Annotated[str, typer.Argument(help="The subscriber address.")],
+    which: Annotated[str, typer.Argument(metavar="QUERY-OR-NUMBER", help="The query text or its number.")],
+) -> None:
+    """Remove a follow by its number (see `papertrail follows`) or its query text."""
+    with _context() as ctx:
+        try:
+            removed = unfollow(ctx.store, address, which)
+        except (LookupError, QueryError, ValueError) as exc:
+            raise _fail(str(exc).strip("'\""), 2) from exc
+    out.print(f"removed: {removed.query}", highlight=False)
+
+
+@app.command()
+def follows(address: Annotated[str, typer.Argument(help="The subscriber address.")]) -> None:
+    """List a subscriber's follows, numbered."""
+    from core.delivery import normalise_address
+
+    with _context() as ctx:
+        try:
+            subscriber = ctx.store.get_subscriber(normalise_address(address))
+        except ValueError as exc:
+            raise _fail(str(exc), 2) from exc
+        if subscriber is None or subscriber.id is None:
+            raise _fail(f"no subscriber {address}; add a follow with: papertrail follow {address} QUERY", 1)
+        rows = ctx.store.follows_of(subscriber.id)
+    out.print(
+        f"{subscriber.address} · {subscriber.status} · schedule {subscriber.schedule} ({subscriber.timezone})"
+        + (f" · paused because: {subscriber.status_reason}" if subscriber.status_reason else ""),
+        highlight=False,
+    )
+    for number, row in enumerate(rows, 1):
+        out.print(f"{number:>3}. {row.query}", highlight=False)
+    if not rows:
+        out.print("    (no follows)")
+
+
+@app.command()
+def schedule(
+    address: Annotated[str, typer.Argument(help="The subscriber address.")],
+    when: Annotated[str, typer.Argument(help="'instant', 'daily 08:00', 'weekdays 07:30', 'weekly mon 09:00'.")],
+    timezone: Annotated[str | None, typer.Option(help="IANA timezone, e.g. Europe/Berlin.")] = None,
+) -> None:
+    """Change when a subscriber's digests go out (and optionally their timezone)."""
+    from core.delivery import normalise_address
+    from core.schedule import parse_schedule, zone
+
+    with _context() as ctx:
+        try:
+            parsed = parse_schedule(when)
+            if timezone:
+                zone(timezone)
+            subscriber = ctx.store.get_subscriber(normalise_address(address))
+        except ValueError as exc:
+            raise _fail(str(exc), 2) from exc
+        if subscriber is None or subscriber.id is None:
+            raise _fail(f"no subscriber {address}; add a follow first", 1)
+        fields: dict[str, Any] = {"schedule": parsed.text}
+        if timezone:
+            fields["timezone"] = timezone
+        updated = ctx.store.update_subscriber(subscriber.id, **fields)
+    out.print(f"{updated.address}: schedule {updated.schedule} ({updated.timezone})", highlight=False)
+
+
+@app.command(name="resume")
+def resume_command(address: Annotated[str, typer.Argument(help="The subscriber address.")]) -> None:
+    """Re-activate a subscriber that was paused after a permanent delivery failure."""
+    with _context() as ctx:
+        try:
+            subscriber = resume(ctx.store, address)
+        except (LookupError, ValueError) as exc:
+            raise _fail(str(exc).strip("'\""), 2) from exc
+    out.print(f"{subscriber.address} is active again", highlight=False)
+
+
+@app.command()
+def digest(
+    address: Annotated[str | None, typer.Argument(help="Only this subscriber.")] = None,
+    now: Annotated[bool, typer.Option("--now", help="Send every pending match regardless of schedule.")] = False,
+) -> None:
+    """Send the digests that are due (all pending ones with --now)."""
+    with _context() as ctx:
+        try:
+            reports = asyncio.run(
+                send_due_digests(ctx.store, ctx.notifiers, ctx.renderer, force=now, address=address)
+            )
+        except ValueError as exc:
+            raise _fail(str(exc), 2) from exc
+    failed = 0
+    for report in reports:
+        if report.sent:
+            out.print(f"sent {report.items} item(s) to {report.address}", highlight=False)
+        else:
+            failed += 1
+            state = "paused" if report.paused else "kept pending"
+            err.print(f"not sent to {report.address} ({state}): {report.error}", highlight=False)
+    if not reports:
+        out.print("no digests due" if not now else "nothing pending")
+    if failed:
+        raise typer.Exit(1)
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+@app.command()
+def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
+    """Papers stored; new papers, revisions and AI-related papers in the last 24 h; health of each source."""
+    with _context() as ctx:
+        summary = ctx.store.status(sources=SOURCE_NAMES)
+    if as_json:
+        data = {
+            "papers": summary.papers,
+            "versions": summary.versions,
+            "last_24h": {
+                "new_papers": summary.new_papers_24h,
+                "revisions": summary.revisions_24h,
+                "ai_related": summary.ai_related_24h,
+            },
+            "subscribers": summary.subscribers,
+            "follows": summary.follows,
+            "pending_matches": summary.pending_matches,
+            "sources": [
+                {
+                    "source": s.source,
+                    "state": s.last_state,
+                    "last_check": _iso(s.last_check),
+                    "last_new_version": _iso(s.last_new_version),
+                    "error": s.last_error,
+                    "note": s.last_note,
+                }
+                for s in summary.sources
+            ],
+        }
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        return
+    out.print(
+        f"papers stored: {summary.papers} ({summary.versions} versions)\n"
+        f"last 24 h: {summary.new_papers_24h} new papers, {summary.revisions_24h} revisions, "
+        f"{summary.ai_related_24h} AI-related\n"
+        f"subscribers: {summary.subscribers}, follows: {summary.follows}, pending matches: {summary.pending_matches}",
+        highlight=False,
+    )
+    table = Table("source", "state", "last check", "last new version", "detail")
+    for s in summary.sources:
+        table.add_row(
+            s.source,
+            s.last_state,
+            _iso(s.last_check) or "never",
+            _iso(s.last_new_version) or "never",
+            s.last_error or s.last_note or "",
+        )
+    out.print(table)
+
+
+@app.command()
+def demo(
+    max_items: Annotated[int, typer.Option(help="Digest item cap for the demo.")] = 10,
+) -> None:
+    """Run the whole pipeline offline on a recorded arXiv feed and print the digest."""
+    from papertrail.demo import run_demo
+
+    sent = asyncio.run(run_demo(sys.stdout, max_items=max_items))
+    if not sent:
+        raise _fail("the demo produced no digest; this is a bug, please report it")
+
+
+@app.command()
+def config() -> None:
+    """Print the effective settings, secrets masked."""
+    settings = _settings()
+    for name, value in settings.masked().items():
+        shown = value.get_secret_value() if hasattr(value, "get_secret_value") else value
+        out.print(f"PAPERTRAIL_{name.upper()}={'' if shown is None else shown}", highlight=False, markup=False)
+    out.print(f"# feed URL: {settings.arxiv_feed_url}", highlight=False, markup=False)

@@ -1,0 +1,51 @@
+"""Builds the process-wide objects once from Settings: store, renderer, notifiers, HTTP client, sources."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from core.config import Settings
+from core.delivery import Notifier
+from core.migrate import migrate
+from core.render import Renderer
+from core.sources import Source
+from core.store import Store, make_engine
+from ingest.arxiv_rss import ArxivRssSource
+from ingest.http import HttpClient
+from notifiers.registry import build_notifiers
+
+SOURCE_NAMES = ("arxiv-rss",)
+
+
+@dataclass
+class AppContext:
+    """Everything a command or the runtime needs, built once and passed down."""
+
+    settings: Settings
+    store: Store
+    renderer: Renderer
+    notifiers: dict[str, Notifier]
+    http: HttpClient
+    sources: dict[str, Source] = field(default_factory=dict)
+
+    async def aclose(self) -> None:
+        """Release network and database resources."""
+        await self.http.aclose()
+        self.store.engine.dispose()
+
+
+def build_context(settings: Settings, *, console: TextIO | None = None) -> AppContext:
+    """Connect to the database, apply migrations and wire every adapter this build has."""
+    engine = make_engine(settings.database_url)
+    migrate(engine)
+    http = HttpClient(settings.user_agent, settings.http_timeout)
+    sources: dict[str, Source] = {"arxiv-rss": ArxivRssSource(http, settings.arxiv_feed_url)}
+    return AppContext(
+        settings=settings,
+        store=Store(engine),
+        renderer=Renderer(public_url=settings.public_url, max_items=settings.digest_max_items),
+        notifiers=build_notifiers(settings, console=console),
+        http=http,
+        sources=sources,
+    )

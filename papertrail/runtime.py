@@ -1,0 +1,78 @@
+"""``papertrail run``: one process that ingests on an interval and sends due digests every minute.
+
+APScheduler drives both jobs on one asyncio loop; SIGINT and SIGTERM stop it cleanly, letting a job
+that is running finish its transaction first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from datetime import timedelta
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from core.models import utcnow
+from core.service import ingest_once, send_due_digests
+from papertrail.context import AppContext
+
+log = logging.getLogger(__name__)
+
+
+async def ingest_all(ctx: AppContext) -> None:
+    """Run every source once, one after another (they share the polite HTTP client)."""
+    for source in ctx.sources.values():
+        report = await ingest_once(ctx.store, source)
+        if report.error:
+            log.warning("%s: error: %s", report.source, report.error)
+        else:
+            log.info(
+                "%s: %s, %d fetched, %d new papers, %d revisions, %d matches",
+                report.source, report.state, report.fetched, report.new_papers, report.revisions, report.matches,
+            )
+
+
+async def digest_tick(ctx: AppContext) -> None:
+    """Send whatever digests are due now."""
+    for report in await send_due_digests(ctx.store, ctx.notifiers, ctx.renderer):
+        if report.sent:
+            log.info("digest to %s: %d items", report.address, report.items)
+        else:
+            log.warning("digest to %s not sent: %s", report.address, report.error)
+
+
+async def run_forever(ctx: AppContext, stop: asyncio.Event | None = None) -> None:
+    """Schedule ingest and digests until ``stop`` is set or a SIGINT/SIGTERM arrives."""
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):  # not the main thread, or no signals on this OS
+            pass
+    scheduler = AsyncIOScheduler(timezone="UTC")
+    settings = ctx.settings
+    scheduler.add_job(
+        ingest_all, "interval", args=[ctx], minutes=settings.ingest_interval_minutes,
+        next_run_time=utcnow(), id="ingest", max_instances=1, coalesce=True,
+    )
+    scheduler.add_job(
+        digest_tick, "interval", args=[ctx], seconds=settings.digest_check_seconds,
+        next_run_time=utcnow() + timedelta(seconds=5), id="digests", max_instances=1, coalesce=True,
+    )
+    scheduler.start()
+    log.info(
+        "PaperTrail running: ingest every %d min, digests checked every %d s; Ctrl-C to stop",
+        settings.ingest_interval_minutes, settings.digest_check_seconds,
+    )
+    try:
+        await stop.wait()
+    finally:
+        log.info("stopping: waiting for running jobs to finish")
+        scheduler.shutdown(wait=False)
+        # Give a running job the chance to finish its transaction before the loop closes.
+        pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        if pending:
+            await asyncio.wait(pending, timeout=30)
+        log.info("stopped")

@@ -1,0 +1,121 @@
+"""Small real servers on 127.0.0.1 for the tests: a scripted HTTP feed server and an SMTP sink."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from email import message_from_bytes, policy
+from email.message import EmailMessage
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from aiosmtpd.controller import Controller
+
+
+@dataclass
+class Reply:
+    """One scripted HTTP answer."""
+
+    status: int = 200
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class FeedServer:
+    """Serves scripted replies in order (the last one repeats); records every request's headers."""
+
+    replies: list[Reply]
+    etag: str | None = None
+    requests: list[dict[str, str]] = field(default_factory=list)
+    url: str = ""
+
+    def next_reply(self, headers: dict[str, str]) -> Reply:
+        self.requests.append(headers)
+        if self.etag and headers.get("If-None-Match") == self.etag:
+            return Reply(304)
+        reply = self.replies[0] if len(self.replies) == 1 else self.replies.pop(0)
+        if self.etag and reply.status == 200:
+            reply = Reply(reply.status, reply.body, {**reply.headers, "ETag": self.etag})
+        return reply
+
+
+@contextmanager
+def feed_server(*replies: Reply, etag: str | None = None) -> Iterator[FeedServer]:
+    """Start a FeedServer on an ephemeral loopback port; ``server.url`` is its base URL."""
+    state = FeedServer(list(replies), etag=etag)
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            reply = state.next_reply(dict(self.headers.items()))
+            self.send_response(reply.status)
+            for name, value in reply.headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(reply.body)))
+            self.end_headers()
+            self.wfile.write(reply.body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    state.url = f"http://127.0.0.1:{server.server_address[1]}/rss/"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def free_port() -> int:
+    """An unused TCP port on 127.0.0.1."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Received:
+    """One message the SMTP sink accepted."""
+
+    mail_from: str
+    rcpt_tos: list[str]
+    message: EmailMessage
+
+
+class SinkHandler:
+    """aiosmtpd handler that keeps every message and refuses the recipients it is told to."""
+
+    def __init__(self, refuse: set[str] | None = None) -> None:
+        self.received: list[Received] = []
+        self.refuse = refuse or set()
+
+    async def handle_RCPT(self, server: Any, session: Any, envelope: Any, address: str, rcpt_options: Any) -> str:
+        if address in self.refuse:
+            return "550 5.1.1 mailbox unavailable"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        message = message_from_bytes(envelope.content, policy=policy.default)
+        assert isinstance(message, EmailMessage)
+        self.received.append(Received(envelope.mail_from, list(envelope.rcpt_tos), message))
+        return "250 Message accepted"
+
+
+@contextmanager
+def smtp_sink(refuse: set[str] | None = None) -> Iterator[tuple[SinkHandler, int]]:
+    """A real SMTP server (aiosmtpd) on 127.0.0.1; yields its handler and port."""
+    handler = SinkHandler(refuse)
+    port = free_port()
+    controller = Controller(handler, hostname="127.0.0.1", port=port)
+    controller.start()
+    try:
+        yield handler, port
+    finally:
+        controller.stop()

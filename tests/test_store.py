@@ -1,0 +1,150 @@
+"""The store on real SQLite and real PostgreSQL: upserts, the ledger, timestamps, migrations."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from alembic import command
+from sqlmodel import select
+
+from core.migrate import alembic_config
+from core.models import Follow, HttpValidator, RunState, SourceRun, Version
+from core.store import Store, group_by_subscriber
+from core.values import AnnounceType, PaperIn
+
+NOW = datetime(2024, 11, 28, 6, 0, tzinfo=UTC)
+
+
+def paper(arxiv_id: str, version: int = 1, categories: tuple[str, ...] = ("cs.DC",), **kw: object) -> PaperIn:
+    return PaperIn(
+        arxiv_id=arxiv_id,
+        version=version,
+        title=f"Title of {arxiv_id}",
+        abstract="An abstract.",
+        authors=("Zeng Li", "Benjamin Rémy"),
+        categories=categories,
+        announce_type=AnnounceType.REPLACE if version > 1 else AnnounceType.NEW,
+        announced_at=NOW - timedelta(hours=1),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_schema_matches_models(store: Store) -> None:
+    config = alembic_config(store.engine)
+    with store.engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.check(config)  # raises if the models drifted from the migrations
+
+
+def test_save_versions_is_idempotent_and_counts_revisions(store: Store) -> None:
+    batch = [paper("2411.00001"), paper("2411.00002", categories=("cs.LG",)), paper("1401.3665", 4)]
+    first = store.save_versions(batch, now=NOW)
+    assert (first.new_papers, first.revisions, first.duplicates) == (2, 1, 0)
+    assert len(first.new_version_ids) == 3
+    again = store.save_versions(batch, now=NOW + timedelta(hours=1))
+    assert (again.new_papers, again.revisions, again.duplicates) == (0, 0, 3)
+    assert again.new_version_ids == []
+    # The same version twice in one batch (a cross-list) is stored once.
+    twice = store.save_versions([paper("2411.00003"), paper("2411.00003", categories=("math.CO",))], now=NOW)
+    assert (twice.new_papers, twice.duplicates) == (1, 1)
+
+
+def test_revision_updates_latest_version_and_keeps_history(store: Store) -> None:
+    store.save_versions([paper("2411.00001")], now=NOW)
+    store.save_versions([paper("2411.00001", 2, comment="v2: fixed proofs")], now=NOW + timedelta(days=1))
+    with store.session() as session:
+        rows = session.exec(select(Version).where(Version.paper_id == "2411.00001")).all()
+    assert sorted(v.number for v in rows) == [1, 2]
+    assert next(v for v in rows if v.number == 2).comment == "v2: fixed proofs"
+
+
+def test_timestamps_come_back_aware_utc(store: Store) -> None:
+    store.save_versions([paper("2411.00001")], now=NOW)
+    with store.session() as session:
+        version = session.exec(select(Version)).one()
+    assert version.first_seen_at == NOW
+    assert version.first_seen_at.tzinfo is not None
+    assert version.announced_at == NOW - timedelta(hours=1)
+    assert version.authors == ["Zeng Li", "Benjamin Rémy"]
+    assert version.ai_related is False
+
+
+def test_naive_datetime_is_refused(store: Store) -> None:
+    with pytest.raises(Exception, match="naive datetime"):
+        store.save_versions([paper("2411.00001")], now=datetime(2024, 1, 1))
+
+
+def test_failed_batch_stores_nothing(store: Store) -> None:
+    bad = paper("2411.00009")
+    object.__setattr__(bad, "title", None)  # NOT NULL violation half-way through the batch
+    with pytest.raises(Exception):  # noqa: B017  (driver-specific IntegrityError)
+        store.save_versions([paper("2411.00001"), bad], now=NOW)
+    with store.session() as session:
+        assert session.exec(select(Version)).all() == []
+
+
+def test_validator_saved_with_batch(store: Store) -> None:
+    url = "http://127.0.0.1/rss/cs"
+    store.save_versions([paper("2411.00001")], now=NOW, validator=HttpValidator(url=url, etag='"abc"'))
+    found = store.validator_for(url)
+    assert found is not None and found.etag == '"abc"'
+
+
+def test_follows_matches_digests_ledger(store: Store) -> None:
+    subscriber, created = store.ensure_subscriber("email:ada@example.org", timezone="UTC", schedule="daily 08:00")
+    assert created and subscriber.id is not None
+    again, created_again = store.ensure_subscriber("email:ada@example.org", timezone="UTC", schedule="instant")
+    assert not created_again and again.id == subscriber.id
+    follow, added = store.add_follow(subscriber.id, "cat:cs.DC", "cat:cs.dc")
+    _, added_twice = store.add_follow(subscriber.id, "cat:CS.DC", "cat:cs.dc")
+    assert added and not added_twice
+    assert [f.query for f in store.follows_of(subscriber.id)] == ["cat:cs.DC"]
+    assert [f.id for f in store.active_follows()] == [follow.id]
+
+    saved = store.save_versions([paper("2411.00001"), paper("1401.3665", 4)], now=NOW)
+    assert len(store.unmatched_versions()) == 2
+    hits = [(subscriber.id, vid, follow.id or 0, ("category cs.DC",)) for vid in saved.new_version_ids]
+    assert store.record_matches(saved.new_version_ids, group_by_subscriber(hits), now=NOW) == 2
+    assert store.unmatched_versions() == []
+
+    assert [s.id for s in store.subscribers_with_pending(NOW)] == [subscriber.id]
+    pending = store.pending_matches(subscriber.id)
+    assert [(p.item.arxiv_id, p.item.version) for p in pending] == [("2411.00001", 1), ("1401.3665", 4)]
+    assert pending[0].item.reasons == ("category cs.DC",)
+
+    store.record_failure(subscriber.id, "boom", channel="email", retry_at=NOW + timedelta(minutes=5), pause=False)
+    assert store.subscribers_with_pending(NOW) == []  # backing off
+    assert len(store.subscribers_with_pending(NOW + timedelta(minutes=6))) == 1
+
+    store.record_sent(subscriber.id, [p.match_id for p in pending], channel="email", platform_id="<id@x>", now=NOW)
+    assert store.pending_matches(subscriber.id) == []
+    digests = store.digests_of(subscriber.id)
+    assert [d.state for d in digests] == ["failed", "sent"]
+    assert digests[-1].item_count == 2
+
+    # A duplicate match for the same (subscriber, version) violates the ledger's uniqueness.
+    with pytest.raises(Exception):  # noqa: B017
+        store.record_matches([], [(subscriber.id, saved.new_version_ids[0], [follow.id or 0], ["x"])])
+
+    store.remove_follow(follow.id or 0)
+    with store.session() as session:
+        assert session.exec(select(Follow)).all() == []
+
+
+def test_status_counts_last_24_hours_and_sources(store: Store) -> None:
+    store.save_versions([paper("2411.00001", categories=("cs.LG",)), paper("2411.00002"), paper("1401.3665", 2)], now=NOW)
+    store.save_versions([paper("2301.00001")], now=NOW - timedelta(days=3))
+    run_id = store.start_run("arxiv-rss", now=NOW)
+    store.finish_run(run_id, RunState.OK, now=NOW, new_papers=2, revisions=1, fetched=3)
+    failed = store.start_run("arxiv-rss", now=NOW + timedelta(minutes=30))
+    store.finish_run(failed, RunState.ERROR, now=NOW + timedelta(minutes=30), error="HTTP 503")
+    summary = store.status(NOW + timedelta(hours=1), sources=["arxiv-rss", "hf-daily"])
+    assert (summary.papers, summary.versions) == (4, 4)
+    assert (summary.new_papers_24h, summary.revisions_24h, summary.ai_related_24h) == (2, 1, 1)
+    rss, hf = summary.sources
+    assert rss.last_state == "error" and rss.last_error == "HTTP 503"
+    assert rss.last_new_version == NOW
+    assert hf.last_state == "never run"
+    with store.session() as session:
+        assert len(session.exec(select(SourceRun)).all()) == 2
