@@ -1,0 +1,134 @@
+"""End to end: recorded feed over HTTP -> store -> match -> digests over real SMTP (aiosmtpd)."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from email.message import EmailMessage
+
+from core.config import Settings
+from core.models import SubscriberStatus, utcnow
+from core.render import Renderer
+from core.service import follow, ingest_once, send_due_digests
+from core.store import Store
+from ingest.arxiv_rss import ArxivRssSource
+from ingest.http import HttpClient
+from notifiers.registry import build_notifiers
+from tests.conftest import BIG_FEED
+from tests.servers import Reply, feed_server, smtp_sink
+
+
+def recorded_items() -> list[tuple[str, int, list[str]]]:
+    """(id, version, categories) of every item, read with regular expressions, not with the parser."""
+    items = []
+    for block in re.findall(r"<item>(.*?)</item>", BIG_FEED.read_text(encoding="utf-8"), flags=re.S):
+        guid = re.search(r"oai:arXiv\.org:(.+?)v(\d+)</guid>", block)
+        assert guid is not None
+        items.append((guid[1], int(guid[2]), re.findall(r"<category>(.*?)</category>", block)))
+    return items
+
+
+def parts(message: EmailMessage) -> tuple[str, str]:
+    assert message.get_content_type() == "multipart/alternative"
+    plain = message.get_body(preferencelist=("plain",))
+    html = message.get_body(preferencelist=("html",))
+    assert plain is not None and html is not None
+    # SMTP carries CRLF line ends; compare text with plain newlines.
+    return plain.get_content().replace("\r\n", "\n"), html.get_content().replace("\r\n", "\n")
+
+
+async def test_digests_by_email(sqlite_store: Store) -> None:
+    items = recorded_items()
+    want_dc = {(i, v) for i, v, cats in items if "cs.DC" in cats}
+    want_cr = {(i, v) for i, v, cats in items if "cs.CR" in cats and "cs.LG" not in cats}
+    assert want_dc and want_cr
+
+    follow(sqlite_store, "email:ada@example.org", "cat:cs.DC")
+    follow(sqlite_store, "email:bob@example.org", "cat:cs.CR ANDNOT cat:cs.LG")
+    follow(sqlite_store, "email:gone@example.org", "cat:cs.DC")
+
+    with smtp_sink(refuse={"gone@example.org"}) as (sink, port), feed_server(Reply(200, BIG_FEED.read_bytes())) as feed:
+        settings = Settings(
+            smtp_host="127.0.0.1", smtp_port=port, smtp_from="PaperTrail <alerts@papertrail.test>", digest_max_items=500
+        )
+        async with HttpClient(settings.user_agent, timeout=10) as http:
+            report = await ingest_once(sqlite_store, ArxivRssSource(http, feed.url))
+        assert report.matches == 2 * len(want_dc) + len(want_cr)
+
+        notifiers = build_notifiers(settings)
+        renderer = Renderer(max_items=settings.digest_max_items)
+        # Not due yet: the default schedule is daily 08:00 and the subscribers signed up just now.
+        assert await send_due_digests(sqlite_store, notifiers, renderer) == []
+        reports = await send_due_digests(sqlite_store, notifiers, renderer, force=True)
+        assert await send_due_digests(sqlite_store, notifiers, renderer, force=True) == []
+
+    by_address = {r.address: r for r in reports}
+    assert by_address["email:ada@example.org"].sent and by_address["email:bob@example.org"].sent
+    refused = by_address["email:gone@example.org"]
+    assert not refused.sent and refused.paused and "550" in (refused.error or "")
+    gone = sqlite_store.get_subscriber("email:gone@example.org")
+    assert gone is not None and gone.id is not None
+    assert gone.status == SubscriberStatus.PAUSED and "refused recipient" in (gone.status_reason or "")
+    assert len(sqlite_store.pending_matches(gone.id)) == len(want_dc)  # kept, not lost
+
+    assert len(sink.received) == 2
+    for received in sink.received:
+        (rcpt,) = received.rcpt_tos
+        want = want_dc if rcpt == "ada@example.org" else want_cr
+        message = received.message
+        assert message["From"] == "PaperTrail <alerts@papertrail.test>"
+        assert message["To"] == rcpt
+        new = sum(1 for _, v in want if v == 1)
+        revisions = len(want) - new
+        assert message["Subject"].startswith(f"PaperTrail: {new} new paper")
+        assert f"{revisions} revision" in message["Subject"]
+        plain, html = parts(message)
+        found = set(re.findall(r"^  [^\n]*· (\S+?)v(\d+)$", plain, flags=re.M))
+        assert {(i, int(v)) for i, v in found} == want
+        for arxiv_id, _ in want:
+            assert f"https://arxiv.org/abs/{arxiv_id}" in plain
+            assert f'href="https://arxiv.org/abs/{arxiv_id}"' in html
+        assert "New papers" in plain and ("Revisions" in plain) == bool(revisions)
+        assert "<style" not in html and 'style="' in html  # CSS inlined
+        assert "Why: category cs." in plain
+
+
+async def test_cap_ends_with_and_n_more(sqlite_store: Store) -> None:
+    follow(sqlite_store, "email:ada@example.org", "cat:cs.DC", schedule="instant")
+    with smtp_sink() as (sink, port), feed_server(Reply(200, BIG_FEED.read_bytes())) as feed:
+        settings = Settings(smtp_host="127.0.0.1", smtp_port=port, digest_max_items=3)
+        async with HttpClient(settings.user_agent, timeout=10) as http:
+            report = await ingest_once(sqlite_store, ArxivRssSource(http, feed.url))
+        (sent,) = await send_due_digests(sqlite_store, build_notifiers(settings), Renderer(max_items=3))
+    assert sent.sent and sent.items == report.matches
+    plain, html = parts(sink.received[0].message)
+    assert plain.count("https://arxiv.org/abs/") == 3
+    assert f"and {report.matches - 3} more" in plain and f"and {report.matches - 3} more" in html
+
+
+async def test_follow_added_later_does_not_flood(sqlite_store: Store) -> None:
+    with feed_server(Reply(200, BIG_FEED.read_bytes())) as feed:
+        async with HttpClient("t", timeout=10) as http:
+            await ingest_once(sqlite_store, ArxivRssSource(http, feed.url))
+    follow(sqlite_store, "console:late", "cat:cs.DC")
+    from core.service import match_new
+
+    assert match_new(sqlite_store) == 0
+    assert sqlite_store.subscribers_with_pending(utcnow() + timedelta(days=1)) == []
+
+
+async def test_unreachable_smtp_keeps_matches_pending(sqlite_store: Store) -> None:
+    from tests.servers import free_port
+
+    follow(sqlite_store, "email:ada@example.org", "cat:cs.DC", schedule="instant")
+    with feed_server(Reply(200, BIG_FEED.read_bytes())) as feed:
+        async with HttpClient("t", timeout=10) as http:
+            await ingest_once(sqlite_store, ArxivRssSource(http, feed.url))
+    settings = Settings(smtp_host="127.0.0.1", smtp_port=free_port(), smtp_timeout=5)
+    (report,) = await send_due_digests(sqlite_store, build_notifiers(settings), Renderer())
+    assert not report.sent and not report.paused
+    assert "cannot reach SMTP server" in (report.error or "")
+    subscriber = sqlite_store.get_subscriber("email:ada@example.org")
+    assert subscriber is not None and subscriber.id is not None
+    assert subscriber.status == SubscriberStatus.ACTIVE and subscriber.retry_at is not None
+    assert len(sqlite_store.pending_matches(subscriber.id)) == report.items

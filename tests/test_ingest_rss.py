@@ -1,0 +1,115 @@
+"""The arXiv RSS source end to end over real HTTP on loopback, with the recorded feeds."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from sqlmodel import select
+
+from core.models import RunState, SourceRun, Version
+from core.service import ingest_once
+from core.store import Store
+from ingest.arxiv_rss import ArxivRssSource
+from ingest.http import HttpClient
+from tests.conftest import BIG_FEED, CORPUS
+from tests.servers import Reply, feed_server, free_port
+
+EMPTY_FEED = CORPUS / "arxiv-rss" / "aioarxiv_empty_rss_mock_feed.xml"
+ERROR_FEED = CORPUS / "arxiv-rss" / "aioarxiv_error_rss_mock_feed.xml"
+
+
+def guid_versions(path: Path) -> set[tuple[str, int]]:
+    """(id, version) pairs read straight from the guids, independently of the parser under test."""
+    text = path.read_text(encoding="utf-8")
+    return {(m[1], int(m[2])) for m in re.finditer(r"<guid[^>]*>oai:arXiv\.org:(.+?)v(\d+)</guid>", text)}
+
+
+async def ingest(store: Store, url: str) -> tuple[object, SourceRun]:
+    async with HttpClient("PaperTrail-tests/1 (mailto:test@example.org)", timeout=5) as http:
+        report = await ingest_once(store, ArxivRssSource(http, url))
+    run = store.latest_runs(1)[0]
+    return report, run
+
+
+def versions(store: Store) -> list[Version]:
+    with store.session() as session:
+        return list(session.exec(select(Version)))
+
+
+async def test_recorded_feed_is_stored_once(sqlite_store: Store) -> None:
+    expected = guid_versions(BIG_FEED)
+    with feed_server(Reply(200, BIG_FEED.read_bytes())) as server:
+        report, run = await ingest(sqlite_store, server.url)
+        again, run2 = await ingest(sqlite_store, server.url)
+    assert run.state == RunState.OK and run.fetched == 1504
+    assert (run.new_papers, run.revisions) == (
+        sum(1 for _, v in expected if v == 1),
+        sum(1 for _, v in expected if v > 1),
+    )
+    stored = {(v.paper_id, v.number) for v in versions(sqlite_store)}
+    assert stored == expected
+    assert run.cursor and run.cursor.startswith("2024-11-28")
+    # Re-ingesting the same feed creates nothing.
+    assert (run2.new_papers, run2.revisions, run2.duplicates) == (0, 0, 1504)
+    assert len(versions(sqlite_store)) == len(expected)
+    assert "PaperTrail-tests" in server.requests[0]["User-Agent"]
+
+
+async def test_conditional_get_uses_stored_etag(sqlite_store: Store) -> None:
+    with feed_server(Reply(200, EMPTY_FEED.read_bytes()), etag='"v1"') as server:
+        _, first = await ingest(sqlite_store, server.url)
+        _, second = await ingest(sqlite_store, server.url)
+    assert first.state == RunState.EMPTY
+    assert server.requests[1].get("If-None-Match") == '"v1"'
+    assert second.state == RunState.NOT_MODIFIED
+
+
+async def test_empty_feed_is_reported_as_empty_not_as_no_news(sqlite_store: Store) -> None:
+    with feed_server(Reply(200, EMPTY_FEED.read_bytes())) as server:
+        _, run = await ingest(sqlite_store, server.url)
+    assert run.state == RunState.EMPTY
+    assert run.note and "no announcement" in run.note
+
+
+def _truncated() -> bytes:
+    data = BIG_FEED.read_bytes()
+    return data[: len(data) // 2]
+
+
+@pytest.mark.parametrize(
+    ("reply", "message"),
+    [
+        (Reply(200, ERROR_FEED.read_bytes()), "Bad archive 'astroph'"),
+        (Reply(200, b"<!DOCTYPE html><html><body>503 Service Unavailable</body></html>"), "HTML"),
+        (Reply(200, _truncated()), ""),
+        (Reply(500, b"oops"), "HTTP 500"),
+        (Reply(429, b"slow down", {"Retry-After": "120"}), "HTTP 429"),
+        (Reply(404, b"not found"), "HTTP 404"),
+    ],
+    ids=["arxiv-error-feed", "html-page", "truncated-xml", "http-500", "http-429", "http-404"],
+)
+async def test_bad_responses_become_error_runs_and_store_nothing(
+    sqlite_store: Store, reply: Reply, message: str
+) -> None:
+    with feed_server(reply) as server:
+        report, run = await ingest(sqlite_store, server.url)
+    assert run.state == RunState.ERROR
+    assert run.error and message in run.error
+    assert run.finished_at is not None
+    assert versions(sqlite_store) == []
+    assert sqlite_store.validator_for(server.url) is None
+
+
+async def test_retry_after_is_reported(sqlite_store: Store) -> None:
+    with feed_server(Reply(429, b"", {"Retry-After": "120"})) as server:
+        report, _ = await ingest(sqlite_store, server.url)
+    assert report.retry_after == 120  # type: ignore[attr-defined]
+
+
+async def test_refused_connection(sqlite_store: Store) -> None:
+    url = f"http://127.0.0.1:{free_port()}/rss/cs"
+    _, run = await ingest(sqlite_store, url)
+    assert run.state == RunState.ERROR
+    assert run.error and "cannot connect" in run.error
