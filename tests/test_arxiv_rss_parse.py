@@ -1,0 +1,442 @@
+"""parse_feed over the recorded rss.arxiv.org feeds in shared/corpus/arxiv-rss and over broken copies.
+
+Expected values are computed independently of the parser (regex over the raw bytes, ElementTree over the
+XML) wherever possible, so the tests check the parser against the data rather than against itself.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import xml.etree.ElementTree as ET
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from core.values import AnnounceType, PaperIn
+from ingest.arxiv_rss_parse import ArxivFeedError, FeedFormatError, FeedPage, parse_feed, split_authors
+
+CORPUS = Path(
+    os.environ.get("PAPERTRAIL_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus"
+)
+RSS_DIR = CORPUS / "arxiv-rss"
+BIG_FEED = RSS_DIR / "aioarxiv_rss_mock_feed.xml"
+EMPTY_FEED = RSS_DIR / "aioarxiv_empty_rss_mock_feed.xml"
+ERROR_FEED = RSS_DIR / "aioarxiv_error_rss_mock_feed.xml"
+
+DC = "{http://purl.org/dc/elements/1.1/}"
+ARXIV = "{http://arxiv.org/schemas/atom}"
+EST = timezone(timedelta(hours=-5))
+MAILING = datetime(2024, 11, 28, 0, 0, tzinfo=EST)
+
+
+@pytest.fixture(scope="module")
+def big_bytes() -> bytes:
+    return BIG_FEED.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def big_page(big_bytes: bytes) -> FeedPage:
+    return parse_feed(big_bytes)
+
+
+@pytest.fixture(scope="module")
+def by_id(big_page: FeedPage) -> dict[str, PaperIn]:
+    return {paper.versioned_id: paper for paper in big_page.items}
+
+
+def _collapse(text: str) -> str:
+    return " ".join(text.split())
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Every recorded file
+
+
+def test_corpus_folder_is_there() -> None:
+    # Guards the parametrised test below against passing vacuously on a missing or moved corpus.
+    assert {BIG_FEED, EMPTY_FEED, ERROR_FEED} <= set(RSS_DIR.glob("*.xml"))
+
+
+@pytest.mark.parametrize("path", sorted(RSS_DIR.glob("*.xml")), ids=lambda p: p.name)
+def test_every_recorded_file_parses_or_reports_arxivs_error(path: Path) -> None:
+    data = path.read_bytes()
+    if b"<title>Feed error for query:" in data:
+        with pytest.raises(ArxivFeedError):
+            parse_feed(data)
+        return
+    page = parse_feed(data)
+    assert page.skipped == ()
+    assert len(page.items) == len(re.findall(rb"<item>", data))
+    assert page.published == MAILING
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The big feed: 20 archives, 2024-11-28 mailing
+
+
+def test_big_feed_counts_per_announce_type(big_bytes: bytes, big_page: FeedPage) -> None:
+    raw = Counter(
+        m.decode() for m in re.findall(rb"<arxiv:announce_type>([^<]*)</arxiv:announce_type>", big_bytes)
+    )
+    assert raw == {"new": 926, "cross": 9, "replace": 569}
+    assert len(re.findall(rb"<item>", big_bytes)) == 1504
+
+    parsed = Counter(paper.announce_type.value for paper in big_page.items)
+    assert parsed == raw
+    assert len(big_page.items) == 1504
+    assert big_page.skipped == ()
+    assert not big_page.is_empty
+
+
+def test_big_feed_channel(big_page: FeedPage) -> None:
+    assert big_page.channel_title.startswith("astro-ph, cond-mat, physics, quant-ph, math, cs,")
+    assert big_page.channel_title.endswith("stat updates on arXiv.org")
+    assert big_page.published == MAILING
+    assert big_page.published is not None and big_page.published.utcoffset() == timedelta(hours=-5)
+
+
+def test_big_feed_matches_an_independent_elementtree_reading(big_bytes: bytes, big_page: FeedPage) -> None:
+    items = ET.fromstring(big_bytes).findall("channel/item")
+    assert len(items) == len(big_page.items)
+    for item, paper in zip(items, big_page.items, strict=True):
+        guid = item.findtext("guid") or ""
+        assert guid == f"oai:arXiv.org:{paper.versioned_id}"
+        assert item.findtext("link") == f"https://arxiv.org/abs/{paper.arxiv_id}"
+        assert paper.categories == tuple(c.text for c in item.findall("category"))
+        assert paper.announce_type.value == item.findtext(f"{ARXIV}announce_type")
+        description = item.findtext("description") or ""
+        assert description.startswith(
+            f"arXiv:{paper.versioned_id} Announce Type: {paper.announce_type.value}"
+        )
+        assert paper.abstract == _collapse(description.split("Abstract:", 1)[1])
+        title = item.findtext("title") or ""
+        if "\\" not in title:
+            assert paper.title == _collapse(title)
+        assert paper.license == item.findtext(f"{DC}rights")
+        assert paper.doi == item.findtext(f"{ARXIV}DOI")
+        assert paper.journal_ref == item.findtext(f"{ARXIV}journal_reference")
+        assert paper.announced_at == MAILING
+        assert paper.comment is None
+        assert paper.source == "arxiv-rss"
+        creator = item.findtext(f"{DC}creator") or ""
+        if "(" not in creator:
+            assert len(paper.authors) == len([a for a in creator.split(",") if a.strip()])
+
+
+def test_big_feed_invariants(big_page: FeedPage) -> None:
+    for paper in big_page.items:
+        assert re.fullmatch(r"\d{4}\.\d{4,5}", paper.arxiv_id), paper.arxiv_id
+        assert paper.version >= 1
+        assert (paper.version > 1) == paper.is_revision
+        if paper.announce_type is AnnounceType.NEW:
+            assert paper.version == 1, paper.versioned_id
+        if paper.announce_type is AnnounceType.REPLACE:
+            assert paper.version > 1, paper.versioned_id
+        assert paper.title and paper.title == paper.title.strip()
+        assert paper.abstract, paper.versioned_id
+        assert not paper.abstract.startswith("arXiv:")
+        assert not paper.abstract.startswith("Abstract")
+        assert "  " not in paper.abstract and "\n" not in paper.abstract
+        assert paper.categories
+        assert paper.authors, paper.versioned_id
+        assert paper.announced_at is not None and paper.announced_at.tzinfo is not None
+        for author in paper.authors:
+            assert author and author == author.strip()
+            assert "\\" not in author and "(" not in author and ")" not in author, author
+            assert "{" not in author and "}" not in author, author
+            assert "," not in author, author
+
+
+def test_big_feed_versioned_ids_are_unique(big_page: FeedPage) -> None:
+    ids = [paper.versioned_id for paper in big_page.items]
+    assert len(ids) == len(set(ids))
+
+
+def test_first_item(by_id: dict[str, PaperIn]) -> None:
+    paper = by_id["2411.17700v1"]
+    assert paper.arxiv_id == "2411.17700"
+    assert paper.version == 1
+    assert paper.title == (
+        "Exploring the Impact of Generative AI on Cross-Border E-Commerce Brand Building "
+        "in Chinese Tianjin's Manufacturing Sector"
+    )
+    assert paper.abstract.startswith(
+        "This study investigates the influence of generative artificial intelligence"
+    )
+    assert paper.abstract.endswith("regression and structural equations (PLS-SEM).")
+    assert paper.authors == ("Jun Cui",)
+    assert paper.categories == ("cs.CY",)
+    assert paper.announce_type is AnnounceType.NEW
+    assert paper.license == "http://creativecommons.org/licenses/by/4.0/"
+    assert paper.doi is None and paper.journal_ref is None
+
+
+def test_replacement_with_doi_and_journal_ref(by_id: dict[str, PaperIn]) -> None:
+    paper = by_id["1712.07645v2"]
+    assert paper.title == "Medium effects on freeze-out of light clusters at NICA energies"
+    assert paper.announce_type is AnnounceType.REPLACE
+    assert paper.is_revision
+    assert paper.doi == "10.1134/S1547477118030159"
+    assert paper.journal_ref == "Phys. Part. Nucl. Lett. 15(3), 225-229 (2018)"
+    assert paper.categories == ("nucl-th", "hep-ph")
+    assert paper.authors == (
+        "G. Roepke",
+        "D. Blaschke",
+        "Yu. B. Ivanov",
+        "Iu. Karpenko",
+        "O. V. Rogachevsky",
+        "H. H. Wolter",
+    )
+    assert paper.license == "http://arxiv.org/licenses/nonexclusive-distrib/1.0/"
+
+
+def test_cross_list_keeps_its_version(by_id: dict[str, PaperIn]) -> None:
+    paper = by_id["2202.06515v3"]
+    assert paper.announce_type is AnnounceType.CROSS
+    assert paper.categories == ("astro-ph.CO", "astro-ph.GA", "physics.flu-dyn")
+
+
+def test_affiliations_are_removed(by_id: dict[str, PaperIn]) -> None:
+    assert by_id["2411.17748v1"].authors == (
+        "Mohammed Riadh Berramdane",
+        "Alexandre Battiston",
+        "Michele Bardi",
+        "Nicolas Blet",
+        "Benjamin Rémy",
+        "Matthieu Urbain",
+    )
+    assert by_id["2411.17793v1"].authors == ("Jiahuei Lin", "Dayi Lin", "Sky Zhang", "Ahmed E. Hassan")
+    # An affiliation with a comma inside its parentheses does not split the author.
+    assert by_id["2411.17753v1"].authors == (
+        "Aleteia Araujo",
+        "Breno Costa",
+        "Joao Bachiega Jr",
+        "Leonardo R. Carvalho",
+        "Rajkumar Buyya",
+    )
+
+
+def test_tex_in_author_names_is_decoded(by_id: dict[str, PaperIn]) -> None:
+    assert "Przemysław Olbratowski" in by_id["2411.17709v1"].authors
+    assert by_id["2411.17709v1"].authors[-1] == "Jarosław Żygierewicz"
+    assert by_id["2411.17768v1"].authors == ("Fabio Marco Monetti", "Adam Lundström", "Antonio Maffei")
+    assert by_id["2411.17775v1"].authors == ("Václav Vavryčuk",)
+    assert "Serdar Kadıoğlu" in by_id["2411.17796v1"].authors
+    assert by_id["2411.17818v1"].authors == ("Sofie Castro Holbæk", "Mark H. Fischer")
+    assert "Rasmus Maråk" in by_id["2411.17831v1"].authors
+    assert "Maciej Zięba" in by_id["2411.18311v1"].authors
+    assert "Weronika Smolak-Dyżewska" in by_id["2411.18311v1"].authors
+    assert "Guðmundur K. Stefánsson" in by_id["2411.18567v1"].authors
+    assert by_id["2411.18574v1"].authors[0] == "Radu I. Boţ"
+    assert "Marta Łuksza" in by_id["2403.12684v3"].authors
+    assert "Jeppe Liborius Sjørup" in by_id["2410.08641v2"].authors
+
+
+def test_tex_in_titles_is_decoded_and_math_kept(big_page: FeedPage, by_id: dict[str, PaperIn]) -> None:
+    assert by_id["2411.17875v1"].title == "On an Erdős-Szekeres Game"
+    assert by_id["2411.18574v1"].title == "Generalized Fast Krasnosel'kiĭ-Mann Method with Preconditioners"
+    assert "Planetary Nebulæ and Related Objects" in by_id["2411.18035v1"].title
+    assert "Personal Attributes & Preferences" in by_id["2411.18380v1"].title
+    assert by_id["2411.17985v1"].title == "$d$-Degree Erdős-Ko-Rado theorem for finite vector spaces"
+    titles = [paper.title for paper in big_page.items]
+    assert any("$\\mathbb{R}^3$" in title for title in titles)
+    assert not any(re.search(r"\\[\"'`^~]", re.sub(r"\$[^$]*\$", "", title)) for title in titles)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Empty and error channels
+
+
+def test_empty_feed_is_empty() -> None:
+    page = parse_feed(EMPTY_FEED.read_bytes())
+    assert page.items == ()
+    assert page.skipped == ()
+    assert page.is_empty
+    assert page.channel_title == "test updates on arXiv.org"
+    assert page.published == MAILING
+
+
+def test_error_feed_raises_with_arxivs_message() -> None:
+    with pytest.raises(ArxivFeedError) as caught:
+        parse_feed(ERROR_FEED.read_bytes())
+    error = caught.value
+    assert error.message.startswith("Bad archive 'astroph'. Valid archive names are: astro-ph, cond-mat, cs")
+    assert error.query == "http://rss.arxiv.org/rss/astroph"
+    assert "Bad archive 'astroph'" in str(error)
+    assert "PAPERTRAIL_ARXIV_RSS_URL" in str(error)
+    assert isinstance(error, RuntimeError)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Bytes that are not a usable feed
+
+
+def test_truncated_at_half_raises(big_bytes: bytes) -> None:
+    with pytest.raises(FeedFormatError, match="cut short"):
+        parse_feed(big_bytes[: len(big_bytes) // 2])
+
+
+@pytest.mark.parametrize(
+    "end",
+    [
+        lambda data: data.rindex(b"</item>") + len(b"</item>"),  # whole items, but no </channel></rss>
+        lambda data: len(data) - 10,
+        lambda data: data.index(b"<item>") + 300,
+    ],
+    ids=["after_last_item", "last_10_bytes", "inside_first_item"],
+)
+def test_other_truncations_raise(big_bytes: bytes, end: Callable[[bytes], int]) -> None:
+    with pytest.raises(FeedFormatError, match="cut short"):
+        parse_feed(big_bytes[: end(big_bytes)])
+
+
+def test_html_page_raises() -> None:
+    html = b"<!DOCTYPE html><html><body>503 Service Unavailable</body></html>"
+    with pytest.raises(FeedFormatError, match="HTML page instead of RSS") as caught:
+        parse_feed(html)
+    assert "503 Service Unavailable" in str(caught.value)
+    assert "PAPERTRAIL_ARXIV_RSS_URL" in str(caught.value)
+    assert isinstance(caught.value, ValueError)
+
+
+def test_html_page_that_is_not_xml_raises() -> None:
+    with pytest.raises(FeedFormatError, match="HTML page instead of RSS"):
+        parse_feed(b"\n<head><title>502 Bad Gateway</title></head><body><hr><center>nginx</center></body>")
+
+
+@pytest.mark.parametrize("data", [b"", b" \r\n\t"], ids=["empty", "blank"])
+def test_empty_bytes_raise(data: bytes) -> None:
+    with pytest.raises(FeedFormatError, match=r"(empty|blank) body .*instead of RSS"):
+        parse_feed(data)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b'{"error": "rate limited"}', b"\x00\x01\x02binary", b"/etc/passwd"],
+    ids=["json", "binary", "looks-like-a-path"],
+)
+def test_non_xml_raises(data: bytes) -> None:
+    with pytest.raises(FeedFormatError, match="not well-formed XML"):
+        parse_feed(data)
+
+
+def test_atom_document_raises() -> None:
+    atom = (CORPUS / "arxiv-api" / "arxivpy-2016" / "id_list_1111.2011v2.xml").read_bytes()
+    with pytest.raises(FeedFormatError, match=r"expected an RSS 2\.0 document"):
+        parse_feed(atom)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Unusable items are skipped with a note, never dropped silently (built from the real bytes)
+
+
+def _first_item_only(big_bytes: bytes) -> bytes:
+    """The real feed cut down to its first item, closed properly."""
+    end = big_bytes.index(b"</item>") + len(b"</item>")
+    return big_bytes[:end] + b"\n  </channel>\n</rss>\n"
+
+
+def test_first_item_only_copy_parses(big_bytes: bytes) -> None:
+    page = parse_feed(_first_item_only(big_bytes))
+    assert [paper.versioned_id for paper in page.items] == ["2411.17700v1"]
+
+
+def test_guid_without_version_falls_back_to_description(big_bytes: bytes) -> None:
+    data = _first_item_only(big_bytes).replace(b"oai:arXiv.org:2411.17700v1", b"oai:arXiv.org:2411.17700")
+    page = parse_feed(data)
+    assert [paper.versioned_id for paper in page.items] == ["2411.17700v1"]
+
+
+def test_no_version_anywhere_is_skipped_with_a_note(big_bytes: bytes) -> None:
+    data = (
+        _first_item_only(big_bytes)
+        .replace(b"oai:arXiv.org:2411.17700v1", b"oai:arXiv.org:2411.17700")
+        .replace(b"arXiv:2411.17700v1 Announce", b"arXiv:2411.17700 Announce")
+    )
+    page = parse_feed(data)
+    assert page.items == ()
+    assert len(page.skipped) == 1
+    assert "oai:arXiv.org:2411.17700" in page.skipped[0]
+    assert "no versioned arXiv id" in page.skipped[0]
+    assert not page.is_empty  # all items skipped is a problem, not an empty mailing
+
+
+def test_guid_and_description_disagreeing_is_skipped(big_bytes: bytes) -> None:
+    data = (
+        _first_item_only(big_bytes)
+        .replace(b"oai:arXiv.org:2411.17700v1", b"oai:arXiv.org:2411.17700")
+        .replace(b"arXiv:2411.17700v1 Announce", b"arXiv:2411.17799v1 Announce")
+    )
+    page = parse_feed(data)
+    assert page.items == ()
+    assert "2411.17799v1" in page.skipped[0]
+
+
+def test_unknown_announce_type_is_skipped_with_a_note(big_bytes: bytes) -> None:
+    first = big_bytes.index(b"<arxiv:announce_type>new<")
+    data = big_bytes[:first] + big_bytes[first:].replace(b">new<", b">withdrawn<", 1)
+    page = parse_feed(data)
+    assert len(page.items) == 1503
+    assert len(page.skipped) == 1
+    assert "2411.17700v1" in page.skipped[0]
+    assert "'withdrawn'" in page.skipped[0]
+
+
+def test_replace_cross_is_recognised(big_bytes: bytes) -> None:
+    data = _first_item_only(big_bytes).replace(
+        b"<arxiv:announce_type>new<", b"<arxiv:announce_type>replace-cross<"
+    )
+    page = parse_feed(data)
+    assert page.items[0].announce_type is AnnounceType.REPLACE_CROSS
+
+
+def test_missing_item_pubdate_falls_back_to_channel(big_bytes: bytes) -> None:
+    data = _first_item_only(big_bytes)
+    item_start = data.index(b"<item>")
+    head, tail = data[:item_start], data[item_start:]
+    tail = re.sub(rb"\s*<pubDate>[^<]*</pubDate>", b"", tail, count=1)
+    page = parse_feed(head + tail)
+    assert page.items[0].announced_at == MAILING
+
+
+def test_utc_item_date_is_kept_aware(big_bytes: bytes) -> None:
+    data = _first_item_only(big_bytes)
+    item_start = data.index(b"<item>")
+    tail = data[item_start:].replace(b"Thu, 28 Nov 2024 00:00:00 -0500", b"Thu, 28 Nov 2024 05:00:00 GMT")
+    paper = parse_feed(data[:item_start] + tail).items[0]
+    assert paper.announced_at == datetime(2024, 11, 28, 5, 0, tzinfo=UTC)
+    assert paper.announced_at is not None and paper.announced_at.tzinfo is not None
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Author splitting on its own
+
+
+@pytest.mark.parametrize(
+    ("creator", "expected"),
+    [
+        ("Jun Cui", ("Jun Cui",)),
+        (" CMS Collaboration", ("CMS Collaboration",)),
+        ("A. One, B. Two and C. Three", ("A. One", "B. Two", "C. Three")),
+        ("A. One, B. Two, and C. Three", ("A. One", "B. Two", "C. Three")),
+        ("A. One and B. Two", ("A. One", "B. Two")),
+        ("Gergely Zar\\'and, Ann Anderson", ("Gergely Zaránd", "Ann Anderson")),
+        ("A (Univ X, Dept (Y), Z), B (Q)", ("A", "B")),
+        ("A\n   Long, B", ("A Long", "B")),
+        ("A,, B, ", ("A", "B")),
+        ("Jiahuei Lin (Justina), Dayi Lin", ("Jiahuei Lin", "Dayi Lin")),
+        ('\\"Ozen\\c{c} G\\"ung\\"or (COMPACT Collaboration)', ("Özenç Güngör",)),
+        ("{Smith, Jr.}, B", ("{Smith, Jr.}", "B")),
+        # Unbalanced parentheses: every comma splits, bracketed text is dropped, names survive.
+        ("A (Univ X, B, C", ("A", "B", "C")),
+        # A stray ")" ends an affiliation that started in an earlier piece, so the text before it goes.
+        ("A (Univ), B) C, D", ("A", "C", "D")),
+        ("", ()),
+    ],
+)
+def test_split_authors(creator: str, expected: tuple[str, ...]) -> None:
+    assert split_authors(creator) == expected
