@@ -52,7 +52,9 @@ def normalise_address(address: str) -> str:
     """Validate an address and return its canonical spelling (channel lower-cased, email lower-cased)."""
     channel, target = split_address(address)
     if channel not in KNOWN_CHANNELS:
-        raise ValueError(f"unknown channel {channel!r} in {address!r}; known channels: {', '.join(KNOWN_CHANNELS)}")
+        raise ValueError(
+            f"unknown channel {channel!r} in {address!r}; known channels: {', '.join(KNOWN_CHANNELS)}"
+        )
     if channel == "email":
         local, at, domain = target.rpartition("@")
         if not at or not local or "." not in domain or any(c.isspace() for c in target):

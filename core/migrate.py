@@ -14,7 +14,9 @@ def alembic_config(engine: Engine) -> Config:
     config = Config()
     config.set_main_option("script_location", str(resource_dir("migrations")))
     # configparser treats "%" as interpolation: URL-encoded options (e.g. %3D) must be doubled.
-    config.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False).replace("%", "%%"))
+    config.set_main_option(
+        "sqlalchemy.url", engine.url.render_as_string(hide_password=False).replace("%", "%%")
+    )
     return config
 
 

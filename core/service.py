@@ -175,7 +175,9 @@ def unfollow(store: Store, address: str, which: str) -> Follow:
     if which.strip().isdigit():
         number = int(which)
         if not 1 <= number <= len(follows):
-            raise LookupError(f"{address} has {len(follows)} follow(s); pick a number from 1 to {len(follows)}")
+            raise LookupError(
+                f"{address} has {len(follows)} follow(s); pick a number from 1 to {len(follows)}"
+            )
         target = follows[number - 1]
     else:
         canonical = parse(which).canonical()
@@ -265,7 +267,8 @@ async def _deliver(
 
 
 def _backoff(failures: int) -> timedelta:
-    return min(BACKOFF_MAX, BACKOFF_BASE * (2 ** min(failures, 20)))
+    factor: int = 2 ** min(failures, 20)
+    return min(BACKOFF_MAX, BACKOFF_BASE * factor)
 
 
 def resume(store: Store, address: str) -> Subscriber:

@@ -254,7 +254,7 @@ class Store:
             return session.exec(select(Subscriber).where(Subscriber.address == address)).first()
 
     def ensure_subscriber(self, address: str, *, timezone: str, schedule: str) -> tuple[Subscriber, bool]:
-        """Return the subscriber for ``address``, creating it when new; the flag says whether it was created."""
+        """The subscriber for ``address``, created when new; the flag says whether it was created."""
         with self.session() as session:
             found = session.exec(select(Subscriber).where(Subscriber.address == address)).first()
             if found is not None:
@@ -276,7 +276,7 @@ class Store:
             return subscriber
 
     def add_follow(self, subscriber_id: int, query: str, canonical: str) -> tuple[Follow, bool]:
-        """Add a follow unless the subscriber already has the same query; the flag says whether it was added."""
+        """Add a follow unless the subscriber has the same query already; the flag says if it was added."""
         with self.session() as session:
             existing = session.exec(
                 select(Follow).where(Follow.subscriber_id == subscriber_id, Follow.canonical == canonical)
@@ -320,7 +320,10 @@ class Store:
         """Versions not yet run against the follows, oldest first."""
         with self.session() as session:
             rows = session.exec(
-                select(Version).where(col(Version.matched_at).is_(None)).order_by(col(Version.id)).limit(limit)
+                select(Version)
+                .where(col(Version.matched_at).is_(None))
+                .order_by(col(Version.id))
+                .limit(limit)
             )
             return list(rows)
 

@@ -28,7 +28,9 @@ class ArxivRssSource:
         """One conditional GET of the feed, parsed into versions."""
         fetched = await self.http.get(self.url, validators(self.url))
         if fetched.not_modified:
-            return FetchResult((), RunState.NOT_MODIFIED, note="feed unchanged since the last check (HTTP 304)")
+            return FetchResult(
+                (), RunState.NOT_MODIFIED, note="feed unchanged since the last check (HTTP 304)"
+            )
         try:
             page = parse_feed(fetched.content)
         except ArxivFeedError as exc:

@@ -43,7 +43,9 @@ def retry_after_seconds(value: str | None) -> float | None:
 class HttpClient:
     """One async HTTP client per process, shared by every source."""
 
-    def __init__(self, user_agent: str, timeout: float = 30.0, transport: httpx.AsyncBaseTransport | None = None):
+    def __init__(
+        self, user_agent: str, timeout: float = 30.0, transport: httpx.AsyncBaseTransport | None = None
+    ):
         self._client = httpx.AsyncClient(
             headers={"User-Agent": user_agent},
             timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
@@ -91,7 +93,11 @@ class HttpClient:
         if response.status_code >= 400:
             raise SourceError(
                 f"{url} answered HTTP {response.status_code} {response.reason_phrase}"
-                + ("; check the URL and categories in the settings" if response.status_code < 500 else "; will retry"),
+                + (
+                    "; check the URL and categories in the settings"
+                    if response.status_code < 500
+                    else "; will retry"
+                ),
                 retryable=response.status_code >= 500,
             )
         etag = response.headers.get("ETag")

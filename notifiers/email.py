@@ -18,7 +18,7 @@ from core.delivery import DeliveryError
 from core.text_safety import one_line
 from core.values import Message, SendResult
 
-# Format: multipart/alternative; limit: none in the protocol, digests are capped by PAPERTRAIL_DIGEST_MAX_ITEMS.
+# Format: multipart/alternative. Limit: none in the protocol; PAPERTRAIL_DIGEST_MAX_ITEMS caps digests.
 
 
 class EmailNotifier:
@@ -47,7 +47,7 @@ class EmailNotifier:
         """Deliver one digest; raises DeliveryError (retryable unless the server rejects the recipient)."""
         if not self.settings.smtp_host:
             raise DeliveryError(
-                "email is not configured: set PAPERTRAIL_SMTP_HOST (and _PORT, _FROM); the digest stays pending",
+                "email is not configured: set PAPERTRAIL_SMTP_HOST (and _PORT, _FROM); digests stay pending",
                 retryable=True,
             )
         mail = self.build(address, message)

@@ -38,7 +38,9 @@ def _settings() -> Settings:
     try:
         return Settings()
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors()
+        )
         raise _fail(f"invalid settings: {problems}", 2) from exc
 
 
@@ -58,7 +60,9 @@ def _context() -> Iterator[AppContext]:
 
 
 @app.callback()
-def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug details.")] = False) -> None:
+def _main(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug details.")] = False,
+) -> None:
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -105,10 +109,14 @@ def ingest(
 
 @app.command()
 def follow(
-    address: Annotated[str, typer.Argument(help="email:ada@example.org, telegram:12345, slack:C0123, console:NAME")],
-    query: Annotated[str, typer.Argument(help='Follow query, e.g. \'cat:cs.DC au:"Zeng Li"\'.')],
+    address: Annotated[
+        str, typer.Argument(help="email:ada@example.org, telegram:12345, slack:C0123, console:NAME")
+    ],
+    query: Annotated[str, typer.Argument(help="Follow query, e.g. 'cat:cs.DC au:\"Zeng Li\"'.")],
     timezone: Annotated[str | None, typer.Option(help="IANA timezone for a new subscriber.")] = None,
-    schedule: Annotated[str | None, typer.Option(help="'instant', 'daily 08:00', 'weekly mon 09:00'.")] = None,
+    schedule: Annotated[
+        str | None, typer.Option(help="'instant', 'daily 08:00', 'weekly mon 09:00'.")
+    ] = None,
 ) -> None:
     """Add a follow; creates the subscriber when the address is new."""
     with _context() as ctx:
@@ -124,7 +132,10 @@ def follow(
             raise _fail(str(exc), 2) from exc
     who = result.subscriber
     if result.subscriber_created:
-        out.print(f"new subscriber {who.address} (schedule {who.schedule}, timezone {who.timezone})", highlight=False)
+        out.print(
+            f"new subscriber {who.address} (schedule {who.schedule}, timezone {who.timezone})",
+            highlight=False,
+        )
     verb = "now follows" if result.added else "already follows"
     out.print(f"{who.address} {verb}: {result.follow.query}", highlight=False)
 
@@ -170,7 +181,9 @@ def follows(address: Annotated[str, typer.Argument(help="The subscriber address.
 @app.command()
 def schedule(
     address: Annotated[str, typer.Argument(help="The subscriber address.")],
-    when: Annotated[str, typer.Argument(help="'instant', 'daily 08:00', 'weekdays 07:30', 'weekly mon 09:00'.")],
+    when: Annotated[
+        str, typer.Argument(help="'instant', 'daily 08:00', 'weekdays 07:30', 'weekly mon 09:00'.")
+    ],
     timezone: Annotated[str | None, typer.Option(help="IANA timezone, e.g. Europe/Berlin.")] = None,
 ) -> None:
     """Change when a subscriber's digests go out (and optionally their timezone)."""
@@ -208,7 +221,9 @@ def resume_command(address: Annotated[str, typer.Argument(help="The subscriber a
 @app.command()
 def digest(
     address: Annotated[str | None, typer.Argument(help="Only this subscriber.")] = None,
-    now: Annotated[bool, typer.Option("--now", help="Send every pending match regardless of schedule.")] = False,
+    now: Annotated[
+        bool, typer.Option("--now", help="Send every pending match regardless of schedule.")
+    ] = False,
 ) -> None:
     """Send the digests that are due (all pending ones with --now)."""
     with _context() as ctx:
@@ -271,7 +286,8 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
         f"papers stored: {summary.papers} ({summary.versions} versions)\n"
         f"last 24 h: {summary.new_papers_24h} new papers, {summary.revisions_24h} revisions, "
         f"{summary.ai_related_24h} AI-related\n"
-        f"subscribers: {summary.subscribers}, follows: {summary.follows}, pending matches: {summary.pending_matches}",
+        f"subscribers: {summary.subscribers}, follows: {summary.follows}, "
+        f"pending matches: {summary.pending_matches}",
         highlight=False,
     )
     table = Table("source", "state", "last check", "last new version", "detail")
@@ -304,5 +320,7 @@ def config() -> None:
     settings = _settings()
     for name, value in settings.masked().items():
         shown = value.get_secret_value() if hasattr(value, "get_secret_value") else value
-        out.print(f"PAPERTRAIL_{name.upper()}={'' if shown is None else shown}", highlight=False, markup=False)
+        out.print(
+            f"PAPERTRAIL_{name.upper()}={'' if shown is None else shown}", highlight=False, markup=False
+        )
     out.print(f"# feed URL: {settings.arxiv_feed_url}", highlight=False, markup=False)

@@ -24,7 +24,7 @@ DEMO_FEED = Path(__file__).with_name("demo_data") / "arxiv-rss-2024-11-28.xml.gz
 DEMO_ADDRESS = "console:demo"
 DEMO_FOLLOWS = (
     'ti:"large language models" AND cat:cs.CL',
-    "au:Bengio OR au:\"Yann LeCun\"",
+    'au:Bengio OR au:"Yann LeCun"',
     "cat:cs.DC ANDNOT cat:cs.LG",
     'abs:"graph neural network"',
 )
@@ -76,7 +76,8 @@ async def run_demo(out: TextIO, database_url: str | None = None, max_items: int 
                 out.write(f"follow  {DEMO_ADDRESS}  {query}\n")
             report = await ingest_once(ctx.store, ctx.sources["arxiv-rss"])
             out.write(
-                f"ingest  {report.fetched} items: {report.new_papers} new papers, {report.revisions} revisions, "
+                f"ingest  {report.fetched} items: {report.new_papers} new papers, "
+                f"{report.revisions} revisions, "
                 f"{report.duplicates} duplicates, {report.matches} matches\n\n"
             )
             reports = await send_due_digests(ctx.store, ctx.notifiers, ctx.renderer, force=True)

@@ -7,8 +7,10 @@ that is running finish its transaction first.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -29,7 +31,12 @@ async def ingest_all(ctx: AppContext) -> None:
         else:
             log.info(
                 "%s: %s, %d fetched, %d new papers, %d revisions, %d matches",
-                report.source, report.state, report.fetched, report.new_papers, report.revisions, report.matches,
+                report.source,
+                report.state,
+                report.fetched,
+                report.new_papers,
+                report.revisions,
+                report.matches,
             )
 
 
@@ -47,32 +54,54 @@ async def run_forever(ctx: AppContext, stop: asyncio.Event | None = None) -> Non
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
+        # Not available off the main thread or on some platforms; Ctrl-C then ends the loop instead.
+        with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):  # not the main thread, or no signals on this OS
-            pass
     scheduler = AsyncIOScheduler(timezone="UTC")
     settings = ctx.settings
+    running: set[asyncio.Task[None]] = set()
+
+    async def tracked(job: Callable[[AppContext], Awaitable[None]], ctx: AppContext) -> None:
+        # Remember running jobs so that shutdown can let them finish their transaction.
+        task = asyncio.current_task()
+        assert task is not None
+        running.add(task)
+        try:
+            await job(ctx)
+        finally:
+            running.discard(task)
+
     scheduler.add_job(
-        ingest_all, "interval", args=[ctx], minutes=settings.ingest_interval_minutes,
-        next_run_time=utcnow(), id="ingest", max_instances=1, coalesce=True,
+        tracked,
+        "interval",
+        args=[ingest_all, ctx],
+        minutes=settings.ingest_interval_minutes,
+        next_run_time=utcnow(),
+        id="ingest",
+        max_instances=1,
+        coalesce=True,
     )
     scheduler.add_job(
-        digest_tick, "interval", args=[ctx], seconds=settings.digest_check_seconds,
-        next_run_time=utcnow() + timedelta(seconds=5), id="digests", max_instances=1, coalesce=True,
+        tracked,
+        "interval",
+        args=[digest_tick, ctx],
+        seconds=settings.digest_check_seconds,
+        next_run_time=utcnow() + timedelta(seconds=5),
+        id="digests",
+        max_instances=1,
+        coalesce=True,
     )
     scheduler.start()
     log.info(
         "PaperTrail running: ingest every %d min, digests checked every %d s; Ctrl-C to stop",
-        settings.ingest_interval_minutes, settings.digest_check_seconds,
+        settings.ingest_interval_minutes,
+        settings.digest_check_seconds,
     )
     try:
         await stop.wait()
     finally:
         log.info("stopping: waiting for running jobs to finish")
         scheduler.shutdown(wait=False)
-        # Give a running job the chance to finish its transaction before the loop closes.
-        pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-        if pending:
-            await asyncio.wait(pending, timeout=30)
+        if running:
+            await asyncio.wait(set(running), timeout=30)
         log.info("stopped")

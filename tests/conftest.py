@@ -17,7 +17,9 @@ from core.store import Store, make_engine
 
 CORPUS = Path(os.environ.get("PAPERTRAIL_CORPUS", Path(__file__).resolve().parents[2] / "shared" / "corpus"))
 BIG_FEED = CORPUS / "arxiv-rss" / "aioarxiv_rss_mock_feed.xml"
-POSTGRES_URL = os.environ.get("PAPERTRAIL_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+POSTGRES_URL = os.environ.get(
+    "PAPERTRAIL_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
 
 _LOOPBACK = {"127.0.0.1", "::1", "localhost", "::ffff:127.0.0.1"}
 _real_connect = socket.socket.connect
@@ -51,7 +53,10 @@ def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
 def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Settings come only from what a test sets: no stray PAPERTRAIL_* or papertrail.toml."""
     for name in list(os.environ):
-        if name.startswith("PAPERTRAIL_") and name not in ("PAPERTRAIL_CORPUS", "PAPERTRAIL_TEST_POSTGRES_URL"):
+        if name.startswith("PAPERTRAIL_") and name not in (
+            "PAPERTRAIL_CORPUS",
+            "PAPERTRAIL_TEST_POSTGRES_URL",
+        ):
             monkeypatch.delenv(name)
     monkeypatch.setenv("PAPERTRAIL_CONFIG", str(tmp_path / "absent.toml"))
 

@@ -95,7 +95,9 @@ class SinkHandler:
         self.received: list[Received] = []
         self.refuse = refuse or set()
 
-    async def handle_RCPT(self, server: Any, session: Any, envelope: Any, address: str, rcpt_options: Any) -> str:
+    async def handle_RCPT(
+        self, server: Any, session: Any, envelope: Any, address: str, rcpt_options: Any
+    ) -> str:
         if address in self.refuse:
             return "550 5.1.1 mailbox unavailable"
         envelope.rcpt_tos.append(address)

@@ -47,9 +47,15 @@ async def test_digests_by_email(sqlite_store: Store) -> None:
     follow(sqlite_store, "email:bob@example.org", "cat:cs.CR ANDNOT cat:cs.LG")
     follow(sqlite_store, "email:gone@example.org", "cat:cs.DC")
 
-    with smtp_sink(refuse={"gone@example.org"}) as (sink, port), feed_server(Reply(200, BIG_FEED.read_bytes())) as feed:
+    with (
+        smtp_sink(refuse={"gone@example.org"}) as (sink, port),
+        feed_server(Reply(200, BIG_FEED.read_bytes())) as feed,
+    ):
         settings = Settings(
-            smtp_host="127.0.0.1", smtp_port=port, smtp_from="PaperTrail <alerts@papertrail.test>", digest_max_items=500
+            smtp_host="127.0.0.1",
+            smtp_port=port,
+            smtp_from="PaperTrail <alerts@papertrail.test>",
+            digest_max_items=500,
         )
         async with HttpClient(settings.user_agent, timeout=10) as http:
             report = await ingest_once(sqlite_store, ArxivRssSource(http, feed.url))

@@ -41,8 +41,8 @@ def versions(store: Store) -> list[Version]:
 async def test_recorded_feed_is_stored_once(sqlite_store: Store) -> None:
     expected = guid_versions(BIG_FEED)
     with feed_server(Reply(200, BIG_FEED.read_bytes())) as server:
-        report, run = await ingest(sqlite_store, server.url)
-        again, run2 = await ingest(sqlite_store, server.url)
+        _, run = await ingest(sqlite_store, server.url)
+        _, run2 = await ingest(sqlite_store, server.url)
     assert run.state == RunState.OK and run.fetched == 1504
     assert (run.new_papers, run.revisions) == (
         sum(1 for _, v in expected if v == 1),
@@ -94,7 +94,7 @@ async def test_bad_responses_become_error_runs_and_store_nothing(
     sqlite_store: Store, reply: Reply, message: str
 ) -> None:
     with feed_server(reply) as server:
-        report, run = await ingest(sqlite_store, server.url)
+        _, run = await ingest(sqlite_store, server.url)
     assert run.state == RunState.ERROR
     assert run.error and message in run.error
     assert run.finished_at is not None

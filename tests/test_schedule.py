@@ -18,7 +18,11 @@ def test_forms_parse_to_canonical_text() -> None:
 
 @pytest.mark.parametrize(
     ("text", "message"),
-    [("hourly", "cannot read schedule"), ("daily 25:00", "not a valid 24-hour time"), ("weekly xyz 09:00", "unknown day")],
+    [
+        ("hourly", "cannot read schedule"),
+        ("daily 25:00", "not a valid 24-hour time"),
+        ("weekly xyz 09:00", "unknown day"),
+    ],
 )
 def test_bad_schedules_explain(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):

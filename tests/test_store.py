@@ -92,9 +92,13 @@ def test_validator_saved_with_batch(store: Store) -> None:
 
 
 def test_follows_matches_digests_ledger(store: Store) -> None:
-    subscriber, created = store.ensure_subscriber("email:ada@example.org", timezone="UTC", schedule="daily 08:00")
+    subscriber, created = store.ensure_subscriber(
+        "email:ada@example.org", timezone="UTC", schedule="daily 08:00"
+    )
     assert created and subscriber.id is not None
-    again, created_again = store.ensure_subscriber("email:ada@example.org", timezone="UTC", schedule="instant")
+    again, created_again = store.ensure_subscriber(
+        "email:ada@example.org", timezone="UTC", schedule="instant"
+    )
     assert not created_again and again.id == subscriber.id
     follow, added = store.add_follow(subscriber.id, "cat:cs.DC", "cat:cs.dc")
     _, added_twice = store.add_follow(subscriber.id, "cat:CS.DC", "cat:cs.dc")
@@ -113,11 +117,15 @@ def test_follows_matches_digests_ledger(store: Store) -> None:
     assert [(p.item.arxiv_id, p.item.version) for p in pending] == [("2411.00001", 1), ("1401.3665", 4)]
     assert pending[0].item.reasons == ("category cs.DC",)
 
-    store.record_failure(subscriber.id, "boom", channel="email", retry_at=NOW + timedelta(minutes=5), pause=False)
+    store.record_failure(
+        subscriber.id, "boom", channel="email", retry_at=NOW + timedelta(minutes=5), pause=False
+    )
     assert store.subscribers_with_pending(NOW) == []  # backing off
     assert len(store.subscribers_with_pending(NOW + timedelta(minutes=6))) == 1
 
-    store.record_sent(subscriber.id, [p.match_id for p in pending], channel="email", platform_id="<id@x>", now=NOW)
+    store.record_sent(
+        subscriber.id, [p.match_id for p in pending], channel="email", platform_id="<id@x>", now=NOW
+    )
     assert store.pending_matches(subscriber.id) == []
     digests = store.digests_of(subscriber.id)
     assert [d.state for d in digests] == ["failed", "sent"]
@@ -133,7 +141,9 @@ def test_follows_matches_digests_ledger(store: Store) -> None:
 
 
 def test_status_counts_last_24_hours_and_sources(store: Store) -> None:
-    store.save_versions([paper("2411.00001", categories=("cs.LG",)), paper("2411.00002"), paper("1401.3665", 2)], now=NOW)
+    store.save_versions(
+        [paper("2411.00001", categories=("cs.LG",)), paper("2411.00002"), paper("1401.3665", 2)], now=NOW
+    )
     store.save_versions([paper("2301.00001")], now=NOW - timedelta(days=3))
     run_id = store.start_run("arxiv-rss", now=NOW)
     store.finish_run(run_id, RunState.OK, now=NOW, new_papers=2, revisions=1, fetched=3)

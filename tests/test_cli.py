@@ -1,0 +1,115 @@
+"""The command line, in-process with typer's runner, against a real SQLite file and loopback servers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from papertrail.cli import app
+from tests.conftest import BIG_FEED
+from tests.servers import Reply, feed_server, free_port
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    db = tmp_path / "cli.db"
+    monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", f"sqlite:///{db}")
+    return db
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_follow_follows_unfollow(env: Path) -> None:
+    code, out, _ = invoke("follow", "console:me", "cat:cs.DC")
+    assert code == 0 and "new subscriber console:me" in out and "now follows: cat:cs.DC" in out
+    code, out, _ = invoke("follow", "console:me", 'au:"Zeng Li" OR ti:"policy lag"')
+    assert code == 0
+    code, out, _ = invoke("follow", "console:me", "cat:CS.DC")
+    assert code == 0 and "already follows" in out
+    code, out, _ = invoke("follows", "console:me")
+    assert code == 0 and "  1. cat:cs.DC" in out and '  2. au:"Zeng Li" OR ti:"policy lag"' in out
+    code, out, _ = invoke("unfollow", "console:me", "1")
+    assert code == 0 and "removed: cat:cs.DC" in out
+    code, out, _ = invoke("unfollow", "console:me", 'au:"ZENG LI" OR ti:"Policy  Lag"')
+    assert code == 0 and "removed" in out
+    code, out, _ = invoke("follows", "console:me")
+    assert "(no follows)" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("follow", "console:me", "ti:(graph"), "position"),
+        (("follow", "ada@example.org", "cat:cs.DC"), "CHANNEL:TARGET"),
+        (("follow", "console:me", "cat:cs.DC", "--timezone", "Mars/Base"), "unknown timezone"),
+        (("follow", "console:me", "cat:cs.DC", "--schedule", "hourly"), "cannot read schedule"),
+        (("unfollow", "console:nobody", "1"), "has no follows"),
+        (("ingest", "--source", "nope"), "unknown source"),
+    ],
+)
+def test_bad_input_explains_and_exits_nonzero(env: Path, args: tuple[str, ...], message: str) -> None:
+    code, _, err = invoke(*args)
+    assert code != 0
+    assert message in err.replace("\n", " ")
+
+
+def test_unfollow_number_out_of_range(env: Path) -> None:
+    invoke("follow", "console:me", "cat:cs.DC")
+    code, _, err = invoke("unfollow", "console:me", "5")
+    assert code == 2 and "pick a number from 1 to 1" in err
+
+
+def test_ingest_digest_status(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    invoke("follow", "console:me", "cat:cs.DC")
+    with feed_server(Reply(200, BIG_FEED.read_bytes())) as server:
+        monkeypatch.setenv("PAPERTRAIL_ARXIV_RSS_URL", server.url)
+        code, out, err = invoke("ingest")
+    assert code == 0, err
+    assert "1504 items" in out and "matches" in out
+    assert server.requests and len(server.requests) == 1
+    code, out, _ = invoke("digest", "--now")
+    assert code == 0
+    assert "--- digest for console:me ---" in out and "Why: category cs.DC" in out
+    code, out, _ = invoke("digest", "--now")
+    assert code == 0 and "nothing pending" in out and "digest for" not in out
+    code, out, _ = invoke("status", "--json")
+    data = json.loads(out)
+    assert data["papers"] > 1000
+    assert data["last_24h"]["new_papers"] + data["last_24h"]["revisions"] == data["versions"]
+    assert data["last_24h"]["ai_related"] > 0
+    assert data["sources"][0]["source"] == "arxiv-rss" and data["sources"][0]["state"] == "ok"
+    code, out, _ = invoke("status")
+    assert code == 0 and "last 24 h" in out and "arxiv-rss" in out
+
+
+def test_ingest_failure_is_recorded(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PAPERTRAIL_ARXIV_RSS_URL", f"http://127.0.0.1:{free_port()}/rss/")
+    code, _, err = invoke("ingest")
+    assert code == 1 and "cannot connect" in err
+    code, out, _ = invoke("status", "--json")
+    source = json.loads(out)["sources"][0]
+    assert source["state"] == "error" and "cannot connect" in source["error"]
+
+
+def test_config_masks_secrets(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PAPERTRAIL_SMTP_PASSWORD", "hunter2")
+    monkeypatch.setenv("PAPERTRAIL_ARXIV_CATEGORIES", "cs.LG,stat.ML")
+    code, out, _ = invoke("config")
+    assert code == 0
+    assert "hunter2" not in out and "PAPERTRAIL_SMTP_PASSWORD=********" in out
+    assert "rss.arxiv.org/rss/cs.LG+stat.ML" in out
+
+
+def test_demo_prints_a_digest(env: Path) -> None:
+    code, out, _ = invoke("demo")
+    assert code == 0
+    assert "--- digest for console:demo ---" in out
+    assert "https://arxiv.org/abs/" in out and "Why:" in out
