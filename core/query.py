@@ -1,0 +1,757 @@
+"""The follow language: ``parse(text) -> Query``, with errors that point at the bad position.
+
+Grammar (operators are recognised only in upper case; ``and``, ``or``, ``not`` are ordinary words)::
+
+    query    := or_expr
+    or_expr  := and_expr ( "OR" and_expr )*
+    and_expr := unary ( ( "AND" | "ANDNOT" )? unary )*      juxtaposition means AND
+    unary    := "NOT" unary | primary
+    primary  := "(" or_expr ")" | term
+    term     := [ field ":" ] ( word | '"' phrase '"' )      no space between the colon and the value
+    field    := cat | au | ti | abs | id                      case-insensitive
+
+A term without a field searches the title or the abstract. Words match whole words, case- and
+accent-insensitively; a phrase (or a bare word with hyphens, like ``multi-agent``) matches consecutive words.
+Typographic quotes (“ ” „) count as ``"`` because phones substitute them.
+
+A parsed :class:`Query` is immutable, has a normal form (:meth:`Query.canonical`) and evaluates against a
+paper, returning the reasons of the positive terms that matched. :meth:`Query.anchors` tells the matcher
+which paper keys the query needs, so that ``core.match`` can index thousands of follows.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from core.text import NameKey, name_key, name_matches, query_name_keys, words
+from core.values import PaperIn
+
+MAX_QUERY_CHARS = 1000
+MAX_TERMS = 50
+MAX_DEPTH = 20
+"""Limits that keep one follow cheap to store, show and evaluate (depth counts parentheses and NOTs)."""
+
+FIELDS = ("cat", "au", "ti", "abs", "id")
+OPERATORS = frozenset({"AND", "OR", "NOT", "ANDNOT"})
+
+# Modern arXiv archives; a typo such as ``cat:sc.DC`` would otherwise be a follow that never matches.
+ARCHIVES = frozenset(
+    {
+        "astro-ph", "cond-mat", "cs", "econ", "eess", "gr-qc", "hep-ex", "hep-lat", "hep-ph", "hep-th",
+        "math", "math-ph", "nlin", "nucl-ex", "nucl-th", "physics", "q-bio", "q-fin", "quant-ph", "stat",
+    }
+)  # fmt: skip
+# Archives divided into subject classes; the others ("hep-th") are a single category.
+_DIVIDED_ARCHIVES = frozenset(
+    {"astro-ph", "cond-mat", "cs", "econ", "eess", "math", "nlin", "physics", "q-bio", "q-fin", "stat"}
+)
+
+Key = tuple[str, str]
+"""An index key: ("w", word), ("cat", "cs.dc"), ("arch", "cs"), ("au", last surname word), ("id", id)."""
+
+_QUOTES = '"“”„'
+_CLOSING_QUOTES = '"“”'
+_FIELD = re.compile(r"([A-Za-z]+):(.*)", re.DOTALL)
+_CATEGORY = re.compile(r"([a-z][a-z-]*)(?:\.([a-z][a-z-]*|\*))?")
+_NEW_ID = re.compile(r"([0-9]{4}\.[0-9]{4,5})(v[0-9]+)?")
+_OLD_ID = re.compile(r"([a-z][a-z-]*)(?:\.[a-z]{2})?/([0-9]{7})(v[0-9]+)?")
+
+
+class QueryError(ValueError):
+    """A follow that does not parse; ``str()`` says what was expected and where.
+
+    ``position`` is a 0-based character offset into the query text (``len(text)`` for "at the end").
+    ``excerpt()`` renders the query with a caret under that position.
+    """
+
+    def __init__(self, message: str, position: int, hint: str = "", text: str = "") -> None:
+        self.message = message
+        self.position = position
+        self.hint = hint
+        self.text = text
+        super().__init__(str(self))
+
+    def __reduce__(self) -> tuple[type[QueryError], tuple[str, int, str, str]]:
+        # The default would rebuild from str(self) alone; keep the fields across pickling (worker processes).
+        return (QueryError, (self.message, self.position, self.hint, self.text))
+
+    def __str__(self) -> str:
+        tail = f"; {self.hint}" if self.hint else ""
+        return f"{self.message} at position {self.position}{tail}"
+
+    def excerpt(self, width: int = 60) -> str:
+        """Two lines: (a window of) the query text and a caret under the bad position."""
+        start = max(0, min(self.position - width // 2, len(self.text) - width))
+        end = min(len(self.text), start + width)
+        prefix = "…" if start > 0 else ""
+        suffix = "…" if end < len(self.text) else ""
+        line = prefix + self.text[start:end].replace("\n", " ") + suffix
+        return f"{line}\n{' ' * (len(prefix) + self.position - start)}^"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The paper side: tokenised once, shared by every query evaluated against it.
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PaperText:
+    """A paper's searchable text, folded and split once so that each query only does lookups."""
+
+    arxiv_id: str
+    title_words: tuple[str, ...]
+    abstract_words: tuple[str, ...]
+    title_positions: Mapping[str, tuple[int, ...]]
+    abstract_positions: Mapping[str, tuple[int, ...]]
+    categories: tuple[str, ...]
+    """As the source gave them (for reasons), parallel to ``folded_categories``."""
+    folded_categories: tuple[str, ...]
+    authors_by_surname: Mapping[str, tuple[tuple[str, NameKey], ...]]
+    """Last surname word -> ``(display name, name key)`` of the authors with that surname, in paper order."""
+    keys: frozenset[Key]
+    """Every index key this paper satisfies; see :meth:`Query.anchors`."""
+
+    @classmethod
+    def of(cls, paper: PaperIn) -> PaperText:
+        """Fold and split ``paper`` once."""
+        title_words = tuple(words(paper.title))
+        abstract_words = tuple(words(paper.abstract))
+        folded_categories = tuple(c.strip().lower() for c in paper.categories)
+        authors: dict[str, list[tuple[str, NameKey]]] = {}
+        for display in paper.authors:
+            key = name_key(display)
+            if key[0]:
+                authors.setdefault(key[0].split()[-1], []).append((display, key))
+        keys: set[Key] = {("w", w) for w in title_words}
+        keys.update(("w", w) for w in abstract_words)
+        keys.update(("cat", c) for c in folded_categories)
+        keys.update(("arch", c.split(".")[0]) for c in folded_categories)
+        keys.update(("au", surname) for surname in authors)
+        arxiv_id = paper.arxiv_id.strip().lower()
+        keys.add(("id", arxiv_id))
+        return cls(
+            arxiv_id=arxiv_id,
+            title_words=title_words,
+            abstract_words=abstract_words,
+            title_positions=_positions(title_words),
+            abstract_positions=_positions(abstract_words),
+            categories=paper.categories,
+            folded_categories=folded_categories,
+            authors_by_surname={k: tuple(v) for k, v in authors.items()},
+            keys=frozenset(keys),
+        )
+
+    def in_title(self, phrase: tuple[str, ...]) -> bool:
+        """True if ``phrase`` (folded words) occurs as consecutive words of the title."""
+        return _has_phrase(self.title_words, self.title_positions, phrase)
+
+    def in_abstract(self, phrase: tuple[str, ...]) -> bool:
+        """True if ``phrase`` (folded words) occurs as consecutive words of the abstract."""
+        return _has_phrase(self.abstract_words, self.abstract_positions, phrase)
+
+
+def _positions(ws: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
+    found: dict[str, list[int]] = {}
+    for i, w in enumerate(ws):
+        found.setdefault(w, []).append(i)
+    return {w: tuple(p) for w, p in found.items()}
+
+
+def _has_phrase(
+    ws: tuple[str, ...], positions: Mapping[str, tuple[int, ...]], phrase: tuple[str, ...]
+) -> bool:
+    n = len(phrase)
+    return any(ws[p : p + n] == phrase for p in positions.get(phrase[0], ()))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The query side: an immutable tree of nodes.
+
+Reasons = tuple[str, ...]
+
+
+class Node:
+    """A node of a parsed query. Subclasses are frozen dataclasses, so trees are hashable and comparable."""
+
+    __slots__ = ()
+
+    def canonical(self) -> str:
+        """The normal form of this node as query text."""
+        raise NotImplementedError
+
+    def evaluate(self, paper: PaperText) -> Reasons | None:
+        """None if the node does not hold for ``paper``, else the reasons of its positive terms."""
+        raise NotImplementedError
+
+    def anchors(self) -> frozenset[Key] | None:
+        """Keys of which ``paper.keys`` must contain at least one for this node to hold; None if unknown."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class Words(Node):
+    """A word or phrase in the title (``ti:``), the abstract (``abs:``) or either (no field)."""
+
+    field: Literal["any", "ti", "abs"]
+    words: tuple[str, ...]
+
+    def _value(self) -> str:
+        return self.words[0] if len(self.words) == 1 else '"' + " ".join(self.words) + '"'
+
+    def canonical(self) -> str:
+        """``ti:word``, ``abs:"a phrase"`` or a bare word / phrase."""
+        return self._value() if self.field == "any" else f"{self.field}:{self._value()}"
+
+    def evaluate(self, paper: PaperText) -> Reasons | None:
+        """Reason ``title: word`` when the title has it, else ``abstract: word``."""
+        if self.field != "abs" and paper.in_title(self.words):
+            return (f"title: {self._value()}",)
+        if self.field != "ti" and paper.in_abstract(self.words):
+            return (f"abstract: {self._value()}",)
+        return None
+
+    def anchors(self) -> frozenset[Key] | None:
+        """One word, the rarest by a rough guess: every word of a phrase must occur in a matching paper."""
+        return frozenset({min((("w", w) for w in self.words), key=lambda k: (_key_share(k), -len(k[1])))})
+
+
+@dataclass(frozen=True, slots=True)
+class Author(Node):
+    """``au:``: one or two readings of a typed name (see ``core.text.query_name_keys``)."""
+
+    readings: tuple[NameKey, ...]
+
+    def canonical(self) -> str:
+        """``au:li``, ``au:"zeng li"``, or the comma form when only that reads back the same."""
+        surname, given = self.readings[0]
+        text = " ".join((*given, surname))
+        if query_name_keys(text) != self.readings:
+            text = f"{surname}, {' '.join(given)}".rstrip()
+        return f"au:{text}" if " " not in text and "," not in text else f'au:"{text}"'
+
+    def evaluate(self, paper: PaperText) -> Reasons | None:
+        """Reason ``author <display name>`` for each matching author of the paper."""
+        candidates = paper.authors_by_surname.get(self.readings[0][0].split()[-1], ())
+        found = tuple(
+            f"author {display}"
+            for display, key in candidates
+            if any(name_matches(reading, key) for reading in self.readings)
+        )
+        return found or None
+
+    def anchors(self) -> frozenset[Key] | None:
+        """The last surname word, which every reading shares with every author it matches."""
+        return frozenset({("au", self.readings[0][0].split()[-1])})
+
+
+@dataclass(frozen=True, slots=True)
+class Category(Node):
+    """``cat:cs.dc`` (one category, primary or cross-list) or ``cat:cs.*`` (a whole archive)."""
+
+    category: str
+    """Lower case; an archive name when ``archive`` is set."""
+    archive: bool
+
+    def canonical(self) -> str:
+        """arXiv's usual spelling: ``cat:cs.DC``, ``cat:physics.acc-ph``, ``cat:cs.*``, ``cat:hep-th``."""
+        if self.archive:
+            return f"cat:{self.category}.*" if self.category in _DIVIDED_ARCHIVES else f"cat:{self.category}"
+        archive, _, subject = self.category.partition(".")
+        # Two-letter subject classes are upper case (cs.DC, math.AG), longer ones lower (cond-mat.soft).
+        return f"cat:{archive}.{subject.upper() if len(subject) == 2 else subject}"
+
+    def evaluate(self, paper: PaperText) -> Reasons | None:
+        """Reason ``category <the paper's first matching category>``."""
+        for given, folded in zip(paper.categories, paper.folded_categories, strict=True):
+            if (folded.split(".")[0] if self.archive else folded) == self.category:
+                return (f"category {given}",)
+        return None
+
+    def anchors(self) -> frozenset[Key] | None:
+        """``("arch", archive)`` or ``("cat", category)``."""
+        return frozenset({("arch" if self.archive else "cat", self.category)})
+
+
+@dataclass(frozen=True, slots=True)
+class PaperId(Node):
+    """``id:2611.08864``: one paper, any version."""
+
+    arxiv_id: str
+
+    def canonical(self) -> str:
+        """``id:<id>``."""
+        return f"id:{self.arxiv_id}"
+
+    def evaluate(self, paper: PaperText) -> Reasons | None:
+        """Reason ``paper <id>``."""
+        return (f"paper {self.arxiv_id}",) if paper.arxiv_id == self.arxiv_id else None
+
+    def anchors(self) -> frozenset[Key] | None:
+        """``("id", id)``."""
+        return frozenset({("id", self.arxiv_id)})
+
+
+@dataclass(frozen=True, slots=True)
+class And(Node):
+    """All children hold (two or more, none of them an And)."""
+
+    children: tuple[Node, ...]
+
+    def canonical(self) -> str:
+        """Children joined by ``AND``; OR children in parentheses."""
+        return " AND ".join(
+            f"({c.canonical()})" if isinstance(c, Or) else c.canonical() for c in self.children
+        )
+
+    def evaluate(self, paper: PaperText) -> Reasons | None:
+        """The reasons of all children, or None as soon as one fails."""
+        reasons: list[str] = []
+        for child in self.children:
+            found = child.evaluate(paper)
+            if found is None:
+                return None
+            reasons.extend(found)
+        return tuple(reasons)
+
+    def anchors(self) -> frozenset[Key] | None:
+        """The anchors of the most selective child that has any: one child's keys suffice."""
+        known = [a for a in (c.anchors() for c in self.children) if a is not None]
+        return min(known, key=_selectivity) if known else None
+
+
+@dataclass(frozen=True, slots=True)
+class Or(Node):
+    """At least one child holds (two or more, none of them an Or)."""
+
+    children: tuple[Node, ...]
+
+    def canonical(self) -> str:
+        """Children joined by ``OR``; AND binds tighter, so no parentheses are needed."""
+        return " OR ".join(c.canonical() for c in self.children)
+
+    def evaluate(self, paper: PaperText) -> Reasons | None:
+        """The reasons of every child that holds (all are evaluated, to report every reason)."""
+        reasons: list[str] = []
+        matched = False
+        for child in self.children:
+            found = child.evaluate(paper)
+            if found is not None:
+                matched = True
+                reasons.extend(found)
+        return tuple(reasons) if matched else None
+
+    def anchors(self) -> frozenset[Key] | None:
+        """The union of the children's anchors; None if any child has none."""
+        union: set[Key] = set()
+        for child in self.children:
+            found = child.anchors()
+            if found is None:
+                return None
+            union |= found
+        return frozenset(union)
+
+
+@dataclass(frozen=True, slots=True)
+class Not(Node):
+    """The child does not hold. Contributes no reasons."""
+
+    child: Node
+
+    def canonical(self) -> str:
+        """``NOT term`` or ``NOT (...)``."""
+        inner = self.child.canonical()
+        return f"NOT ({inner})" if isinstance(self.child, And | Or) else f"NOT {inner}"
+
+    def evaluate(self, paper: PaperText) -> Reasons | None:
+        """An empty reason tuple when the child fails."""
+        return () if self.child.evaluate(paper) is None else None
+
+    def anchors(self) -> frozenset[Key] | None:
+        """None: absence of something cannot be looked up."""
+        return None
+
+
+# Rough guesses of the share of papers that carry a key: a paper id is unique, a surname rare, most words
+# rare, a category common and an archive very common. An OR of keys costs the sum of its parts. Only the
+# speed of matching depends on these numbers, never its result.
+_KEY_SHARE = {"id": 0.0001, "au": 0.001, "cat": 0.03, "arch": 0.2}
+_COMMON_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "based",
+        "be",
+        "by",
+        "data",
+        "deep",
+        "for",
+        "from",
+        "in",
+        "is",
+        "learning",
+        "method",
+        "methods",
+        "model",
+        "models",
+        "network",
+        "networks",
+        "neural",
+        "new",
+        "of",
+        "on",
+        "our",
+        "paper",
+        "problem",
+        "results",
+        "show",
+        "study",
+        "system",
+        "systems",
+        "that",
+        "the",
+        "this",
+        "to",
+        "two",
+        "use",
+        "using",
+        "via",
+        "we",
+        "which",
+        "with",
+    ]
+)
+
+
+def _key_share(key: Key) -> float:
+    kind, value = key
+    if kind == "w":
+        return 0.2 if value in _COMMON_WORDS else 0.05 if len(value) < 4 else 0.01
+    return _KEY_SHARE[kind]
+
+
+def _selectivity(keys: frozenset[Key]) -> tuple[float, int]:
+    return sum(_key_share(k) for k in keys), len(keys)
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A parsed follow. Equal queries have equal canonical forms."""
+
+    root: Node
+
+    def canonical(self) -> str:
+        """The normal form: folded words, explicit ``AND``/``OR``/``NOT``, arXiv-style categories.
+
+        ``parse(q.canonical()) == q`` always holds, so the canonical text dedupes and displays follows.
+        ``ANDNOT`` is written ``AND NOT``; operands keep the order the user gave.
+        """
+        return self.root.canonical()
+
+    def evaluate(self, paper: PaperIn | PaperText) -> Reasons | None:
+        """None if ``paper`` does not match, else the distinct reasons of the positive terms that matched.
+
+        Pass a :class:`PaperText` when evaluating many queries against one paper, to tokenise it once.
+        """
+        text = paper if isinstance(paper, PaperText) else PaperText.of(paper)
+        found = self.root.evaluate(text)
+        return None if found is None else tuple(dict.fromkeys(found))
+
+    def anchors(self) -> frozenset[Key] | None:
+        """Index keys of which a matching paper has at least one; None if the query has no positive anchor."""
+        return self.root.anchors()
+
+    def __str__(self) -> str:
+        return self.canonical()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Lexer and parser.
+
+
+@dataclass(frozen=True, slots=True)
+class _Token:
+    kind: Literal["(", ")", "op", "term", "end"]
+    pos: int
+    text: str = ""
+    field: str = ""
+    value: str = ""
+    value_pos: int = 0
+    quoted: bool = False
+
+
+def _read_phrase(text: str, start: int) -> tuple[str, int]:
+    """Read the quoted phrase opening at ``start``; return its content and the index after it."""
+    end = next((k for k in range(start + 1, len(text)) if text[k] in _CLOSING_QUOTES), -1)
+    if end < 0:
+        raise QueryError("unterminated quoted phrase", start, 'add a closing "')
+    content = text[start + 1 : end]
+    if not content.strip():
+        raise QueryError("empty quoted phrase", start)
+    return content, end + 1
+
+
+def _lex(text: str) -> list[_Token]:
+    tokens: list[_Token] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c.isspace():
+            i += 1
+        elif c in "()":
+            tokens.append(_Token("(" if c == "(" else ")", i, text=c))
+            i += 1
+        elif c in _QUOTES:
+            value, end = _read_phrase(text, i)
+            tokens.append(_Token("term", i, text=text[i:end], value=value, value_pos=i + 1, quoted=True))
+            i = end
+        else:
+            j = i
+            while j < n and not text[j].isspace() and text[j] not in "()" and text[j] not in _QUOTES:
+                j += 1
+            run = text[i:j]
+            if run in OPERATORS:
+                tokens.append(_Token("op", i, text=run))
+                i = j
+                continue
+            m = _FIELD.fullmatch(run)
+            if m is None:
+                tokens.append(_Token("term", i, text=run, value=run, value_pos=i))
+                i = j
+                continue
+            field = m.group(1).lower()
+            if field not in FIELDS:
+                raise QueryError(f"unknown field '{m.group(1)}:'", i, "fields are cat:, au:, ti:, abs:, id:")
+            value_pos = i + len(m.group(1)) + 1
+            if m.group(2):
+                value, end, quoted = m.group(2), j, False
+            elif j < n and text[j] in _QUOTES:
+                value, end = _read_phrase(text, j)
+                value_pos, quoted = j + 1, True
+            else:
+                raise QueryError(f"""expected a word or "phrase" after '{m.group(1)}:'""", value_pos)
+            tokens.append(
+                _Token(
+                    "term", i, text=text[i:end], field=field, value=value, value_pos=value_pos, quoted=quoted
+                )
+            )
+            i = end
+    tokens.append(_Token("end", n))
+    return tokens
+
+
+def _term(token: _Token) -> Node:
+    """Build the node for one term token, validating its value."""
+    value, pos, field = token.value, token.value_pos, token.field
+    if field in ("", "ti", "abs"):
+        if "*" in value:
+            raise QueryError(
+                "wildcards are not supported",
+                pos + value.index("*"),
+                "words match whole words; cat: accepts cs.*",
+            )
+        if not token.quoted and not field and len(value) > 1 and value.startswith("-"):
+            raise QueryError("a leading '-' does not exclude", pos, "write NOT word to exclude")
+        found = tuple(words(value))
+        if not found:
+            raise QueryError(
+                f"nothing to search for in '{value}'", pos, "words are made of letters and digits"
+            )
+        kind: Literal["any", "ti", "abs"] = "ti" if field == "ti" else "abs" if field == "abs" else "any"
+        return Words(kind, found)
+    if field == "au":
+        readings = query_name_keys(value)
+        if not readings[0][0]:
+            raise QueryError(f"no name in '{value}'", pos, 'write e.g. au:Li or au:"Zeng Li"')
+        return Author(readings)
+    if field == "cat":
+        m = _CATEGORY.fullmatch(value.strip().lower())
+        if m is None:
+            raise QueryError(f"not a category: '{value}'", pos, "write e.g. cat:cs.DC or cat:cs.*")
+        archive, subject = m.group(1), m.group(2)
+        if archive not in ARCHIVES:
+            raise QueryError(
+                f"unknown arXiv archive '{archive}'", pos, "archives are " + ", ".join(sorted(ARCHIVES))
+            )
+        if subject is None or subject == "*":
+            return Category(archive, archive=True)
+        return Category(f"{archive}.{subject}", archive=False)
+    return PaperId(_arxiv_id(value.strip(), pos))
+
+
+def _arxiv_id(value: str, pos: int) -> str:
+    """Validate and normalise an ``id:`` value; a version suffix is an error (follows watch all versions)."""
+    bare = value[6:] if value.lower().startswith("arxiv:") else value
+    offset = pos + len(value) - len(bare)
+    new = _NEW_ID.fullmatch(bare)
+    old = _OLD_ID.fullmatch(bare.lower())
+    if new is not None:
+        ident, version = new.group(1), new.group(2)
+    elif old is not None:
+        # "math.GT/0309136" and "math/0309136" are the same paper; arXiv's canonical id drops the class.
+        ident, version = f"{old.group(1)}/{old.group(2)}", old.group(3)
+    else:
+        raise QueryError(
+            f"not an arXiv id: '{value}'", pos, "write e.g. id:2411.17700 or id:quant-ph/0201082"
+        )
+    if version:
+        raise QueryError(
+            f"unexpected version suffix '{version}'",
+            offset + len(bare) - len(version),
+            f"drop it: id:{ident} follows every version",
+        )
+    return ident
+
+
+def _and(items: list[Node]) -> Node:
+    return _combine(items, And)
+
+
+def _or(items: list[Node]) -> Node:
+    return _combine(items, Or)
+
+
+def _combine(items: list[Node], kind: type[And] | type[Or]) -> Node:
+    # Flatten nested nodes of the same kind and drop repeated operands, so equal meanings print equally.
+    flat: list[Node] = []
+    for item in items:
+        for child in item.children if isinstance(item, kind) else (item,):
+            if child not in flat:
+                flat.append(child)
+    return flat[0] if len(flat) == 1 else kind(tuple(flat))
+
+
+def _not(item: Node) -> Node:
+    return item.child if isinstance(item, Not) else Not(item)
+
+
+class _Parser:
+    def __init__(self, tokens: list[_Token]) -> None:
+        self.tokens = tokens
+        self.i = 0
+        self.terms = 0
+
+    def peek(self) -> _Token:
+        return self.tokens[self.i]
+
+    def take(self) -> _Token:
+        token = self.tokens[self.i]
+        self.i += 1
+        return token
+
+    def is_op(self, *names: str) -> bool:
+        token = self.peek()
+        return token.kind == "op" and token.text in names
+
+    def parse(self) -> Node:
+        first = self.peek()
+        if first.kind == "end":
+            raise QueryError("empty query", 0, 'write a word, a "phrase" or a field such as cat:cs.DC')
+        node = self.or_expr(0)
+        rest = self.peek()
+        if rest.kind == ")":
+            raise QueryError("unexpected ')'", rest.pos, "it has no matching '('")
+        if rest.kind != "end":  # pragma: no cover - and_expr consumes everything else
+            raise QueryError(f"unexpected '{rest.text}'", rest.pos)
+        return node
+
+    def or_expr(self, depth: int) -> Node:
+        items = [self.and_expr(depth)]
+        while self.is_op("OR"):
+            self.take()
+            items.append(self.and_expr(depth))
+        return _or(items)
+
+    def and_expr(self, depth: int) -> Node:
+        items = [self.unary(depth)]
+        while True:
+            token = self.peek()
+            if self.is_op("AND", "ANDNOT"):
+                self.take()
+                item = self.unary(depth)
+                items.append(_not(item) if token.text == "ANDNOT" else item)
+            elif token.kind in ("term", "(") or self.is_op("NOT"):
+                items.append(self.unary(depth))
+            else:
+                return _and(items)
+
+    def unary(self, depth: int) -> Node:
+        if self.is_op("NOT"):
+            self.check_depth(depth + 1)
+            self.take()
+            return _not(self.unary(depth + 1))
+        return self.primary(depth)
+
+    def primary(self, depth: int) -> Node:
+        token = self.peek()
+        if token.kind == "term":
+            self.terms += 1
+            if self.terms > MAX_TERMS:
+                raise QueryError("too many search terms", token.pos, f"the limit is {MAX_TERMS}")
+            self.take()
+            return _term(token)
+        if token.kind == "(":
+            self.check_depth(depth + 1)
+            self.take()
+            inner = self.or_expr(depth + 1)
+            close = self.peek()
+            if close.kind != ")":
+                raise QueryError(
+                    "expected a closing ')'", close.pos, f"the '(' at position {token.pos} is still open"
+                )
+            self.take()
+            return inner
+        raise self.missing_term(token)
+
+    def check_depth(self, depth: int) -> None:
+        if depth > MAX_DEPTH:
+            raise QueryError("query nested too deeply", self.peek().pos, f"the limit is {MAX_DEPTH} levels")
+
+    def missing_term(self, token: _Token) -> QueryError:
+        """The error for a place that needed a term but holds ``token``."""
+        prev = self.tokens[self.i - 1] if self.i > 0 else None
+        if prev is not None and prev.kind == "(" and token.kind == ")":
+            return QueryError("empty parentheses", prev.pos)
+        if prev is None and token.kind == ")":
+            return QueryError("unexpected ')'", token.pos, "it has no matching '('")
+        if prev is not None and prev.kind in ("op", "("):
+            found = "" if token.kind == "end" else f"found '{token.text}'"
+            return QueryError(f"expected a search term after '{prev.text}'", token.pos, found)
+        return QueryError(f"expected a search term before '{token.text}'", token.pos)
+
+
+def parse(text: str) -> Query:
+    """Parse a follow; raise :class:`QueryError` (a ``ValueError``) pointing at the first problem."""
+    try:
+        if len(text) > MAX_QUERY_CHARS:
+            raise QueryError("query too long", MAX_QUERY_CHARS, f"the limit is {MAX_QUERY_CHARS} characters")
+        return Query(_Parser(_lex(text)).parse())
+    except QueryError as err:
+        err.text = text
+        raise
+
+
+__all__ = [
+    "FIELDS",
+    "MAX_DEPTH",
+    "MAX_QUERY_CHARS",
+    "MAX_TERMS",
+    "And",
+    "Author",
+    "Category",
+    "Key",
+    "Node",
+    "Not",
+    "Or",
+    "PaperId",
+    "PaperText",
+    "Query",
+    "QueryError",
+    "Words",
+    "parse",
+]
