@@ -4,7 +4,8 @@ The feed format (2024+) is described in ``shared/corpus/SOURCES.md``. Per item w
 
 - the versioned id from ``<guid>oai:arXiv.org:2411.17700v1</guid>`` (the ``<link>`` has no version), falling
   back to the ``arXiv:2411.17700v1`` prefix of ``<description>``;
-- the abstract: ``<description>`` minus its ``arXiv:... Announce Type: new`` / ``Abstract:`` prefix;
+- the abstract: ``<description>`` minus its ``arXiv:... Announce Type: new`` / ``Abstract:`` prefix,
+  TeX accents decoded outside math;
 - the authors: one comma-joined ``<dc:creator>``, with parenthesised affiliations;
 - ``<category>`` (primary first), ``<arxiv:announce_type>``, ``<pubDate>``, ``<dc:rights>``,
   ``<arxiv:DOI>`` and ``<arxiv:journal_reference>``.
@@ -244,7 +245,8 @@ def _abstract(description: str, desc_match: re.Match[str] | None) -> str:
     else:
         label = _ABSTRACT_LABEL_RE.match(description)
         body = description[label.end() :] if label else description
-    return _collapse(body)
+    # Accents are decoded so that abs:Schrödinger finds Schr\"odinger; math ($...$) is left alone.
+    return decode_tex(_collapse(body))
 
 
 def split_authors(creator: str) -> tuple[str, ...]:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from core.tex import decode_tex
 from core.values import AnnounceType, PaperIn
 from ingest.arxiv_rss_parse import ArxivFeedError, FeedFormatError, FeedPage, parse_feed, split_authors
 
@@ -112,7 +113,7 @@ def test_big_feed_matches_an_independent_elementtree_reading(big_bytes: bytes, b
         assert description.startswith(
             f"arXiv:{paper.versioned_id} Announce Type: {paper.announce_type.value}"
         )
-        assert paper.abstract == _collapse(description.split("Abstract:", 1)[1])
+        assert paper.abstract == decode_tex(_collapse(description.split("Abstract:", 1)[1]))
         title = item.findtext("title") or ""
         if "\\" not in title:
             assert paper.title == _collapse(title)
