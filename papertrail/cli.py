@@ -15,6 +15,7 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from core.config import Settings
 from core.query import QueryError
@@ -25,13 +26,21 @@ from papertrail.context import SOURCE_NAMES, AppContext, build_context
 app = typer.Typer(
     help="PaperTrail: alerts for new arXiv papers and revisions.", no_args_is_help=True, add_completion=False
 )
-out = Console()
-err = Console(stderr=True)
+# Markup off: addresses, queries and titles are user text, and "[...]" in them must print as written.
+out = Console(markup=False, highlight=False, soft_wrap=True)
+err = Console(stderr=True, markup=False, highlight=False, soft_wrap=True)
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    err.print(Text("error: ", style="bold red") + Text(message))
     return typer.Exit(code)
+
+
+def _explain(exc: Exception) -> str:
+    """The error text; for a query, followed by the query with a caret under the bad spot."""
+    if isinstance(exc, QueryError):
+        return f"{exc}\n{exc.excerpt()}"
+    return str(exc).strip("'\"")
 
 
 def _settings() -> Settings:
@@ -68,7 +77,9 @@ def _main(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    # Per-request and per-migration chatter hides what matters; -v brings it back.
+    for noisy in ("httpx", "alembic", "apscheduler.executors.default"):
+        logging.getLogger(noisy).setLevel(logging.DEBUG if verbose else logging.WARNING)
 
 
 @app.command()
@@ -102,8 +113,7 @@ def ingest(
     out.print(
         f"{source}: {report.state}; {report.fetched} items, {report.new_papers} new papers, "
         f"{report.revisions} revisions, {report.duplicates} already known, {report.matches} matches"
-        + (f"\nnote: {report.note}" if report.note else ""),
-        highlight=False,
+        + (f"\nnote: {report.note}" if report.note else "")
     )
 
 
@@ -129,15 +139,12 @@ def follow(
                 schedule=schedule or ctx.settings.default_schedule,
             )
         except (QueryError, ValueError) as exc:
-            raise _fail(str(exc), 2) from exc
+            raise _fail(_explain(exc), 2) from exc
     who = result.subscriber
     if result.subscriber_created:
-        out.print(
-            f"new subscriber {who.address} (schedule {who.schedule}, timezone {who.timezone})",
-            highlight=False,
-        )
+        out.print(f"new subscriber {who.address} (schedule {who.schedule}, timezone {who.timezone})")
     verb = "now follows" if result.added else "already follows"
-    out.print(f"{who.address} {verb}: {result.follow.query}", highlight=False)
+    out.print(f"{who.address} {verb}: {result.follow.query}")
 
 
 @app.command(name="unfollow")
@@ -150,8 +157,8 @@ def unfollow_command(
         try:
             removed = unfollow(ctx.store, address, which)
         except (LookupError, QueryError, ValueError) as exc:
-            raise _fail(str(exc).strip("'\""), 2) from exc
-    out.print(f"removed: {removed.query}", highlight=False)
+            raise _fail(_explain(exc), 2) from exc
+    out.print(f"removed: {removed.query}")
 
 
 @app.command()
@@ -169,11 +176,10 @@ def follows(address: Annotated[str, typer.Argument(help="The subscriber address.
         rows = ctx.store.follows_of(subscriber.id)
     out.print(
         f"{subscriber.address} · {subscriber.status} · schedule {subscriber.schedule} ({subscriber.timezone})"
-        + (f" · paused because: {subscriber.status_reason}" if subscriber.status_reason else ""),
-        highlight=False,
+        + (f" · paused because: {subscriber.status_reason}" if subscriber.status_reason else "")
     )
     for number, row in enumerate(rows, 1):
-        out.print(f"{number:>3}. {row.query}", highlight=False)
+        out.print(f"{number:>3}. {row.query}")
     if not rows:
         out.print("    (no follows)")
 
@@ -204,7 +210,7 @@ def schedule(
         if timezone:
             fields["timezone"] = timezone
         updated = ctx.store.update_subscriber(subscriber.id, **fields)
-    out.print(f"{updated.address}: schedule {updated.schedule} ({updated.timezone})", highlight=False)
+    out.print(f"{updated.address}: schedule {updated.schedule} ({updated.timezone})")
 
 
 @app.command(name="resume")
@@ -214,8 +220,8 @@ def resume_command(address: Annotated[str, typer.Argument(help="The subscriber a
         try:
             subscriber = resume(ctx.store, address)
         except (LookupError, ValueError) as exc:
-            raise _fail(str(exc).strip("'\""), 2) from exc
-    out.print(f"{subscriber.address} is active again", highlight=False)
+            raise _fail(_explain(exc), 2) from exc
+    out.print(f"{subscriber.address} is active again")
 
 
 @app.command()
@@ -236,11 +242,11 @@ def digest(
     failed = 0
     for report in reports:
         if report.sent:
-            out.print(f"sent {report.items} item(s) to {report.address}", highlight=False)
+            out.print(f"sent {report.items} item(s) to {report.address}")
         else:
             failed += 1
             state = "paused" if report.paused else "kept pending"
-            err.print(f"not sent to {report.address} ({state}): {report.error}", highlight=False)
+            err.print(f"not sent to {report.address} ({state}): {report.error}")
     if not reports:
         out.print("no digests due" if not now else "nothing pending")
     if failed:
@@ -287,8 +293,7 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
         f"last 24 h: {summary.new_papers_24h} new papers, {summary.revisions_24h} revisions, "
         f"{summary.ai_related_24h} AI-related\n"
         f"subscribers: {summary.subscribers}, follows: {summary.follows}, "
-        f"pending matches: {summary.pending_matches}",
-        highlight=False,
+        f"pending matches: {summary.pending_matches}"
     )
     table = Table("source", "state", "last check", "last new version", "detail")
     for s in summary.sources:
@@ -319,8 +324,6 @@ def config() -> None:
     """Print the effective settings, secrets masked."""
     settings = _settings()
     for name, value in settings.masked().items():
-        shown = value.get_secret_value() if hasattr(value, "get_secret_value") else value
-        out.print(
-            f"PAPERTRAIL_{name.upper()}={'' if shown is None else shown}", highlight=False, markup=False
-        )
-    out.print(f"# feed URL: {settings.arxiv_feed_url}", highlight=False, markup=False)
+        shown = str(value).lower() if isinstance(value, bool) else value
+        out.print(f"PAPERTRAIL_{name.upper()}={'' if shown is None else shown}")
+    out.print(f"# feed URL: {settings.arxiv_feed_url}")
