@@ -15,7 +15,8 @@ import sqlalchemy as sa
 from core.migrate import migrate
 from core.store import Store, make_engine
 
-CORPUS = Path(os.environ.get("PAPERTRAIL_CORPUS", Path(__file__).resolve().parents[2] / "shared" / "corpus"))
+# Recorded responses: the copies in tests/corpus (see its README), or another corpus folder.
+CORPUS = Path(os.environ.get("PAPERTRAIL_CORPUS") or Path(__file__).resolve().parent / "corpus")
 BIG_FEED = CORPUS / "arxiv-rss" / "aioarxiv_rss_mock_feed.xml"
 POSTGRES_URL = os.environ.get(
     "PAPERTRAIL_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"

@@ -1,4 +1,4 @@
-"""parse_feed over the recorded rss.arxiv.org feeds in shared/corpus/arxiv-rss and over broken copies.
+"""parse_feed over the recorded rss.arxiv.org feeds in tests/corpus/arxiv-rss (copies of shared/corpus) and over broken copies.
 
 Expected values are computed independently of the parser (regex over the raw bytes, ElementTree over the
 XML) wherever possible, so the tests check the parser against the data rather than against itself.
@@ -6,7 +6,6 @@ XML) wherever possible, so the tests check the parser against the data rather th
 
 from __future__ import annotations
 
-import os
 import re
 import xml.etree.ElementTree as ET
 from collections import Counter
@@ -19,10 +18,8 @@ import pytest
 from core.tex import decode_tex
 from core.values import AnnounceType, PaperIn
 from ingest.arxiv_rss_parse import ArxivFeedError, FeedFormatError, FeedPage, parse_feed, split_authors
+from tests.conftest import CORPUS
 
-CORPUS = Path(
-    os.environ.get("PAPERTRAIL_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus"
-)
 RSS_DIR = CORPUS / "arxiv-rss"
 BIG_FEED = RSS_DIR / "aioarxiv_rss_mock_feed.xml"
 EMPTY_FEED = RSS_DIR / "aioarxiv_empty_rss_mock_feed.xml"

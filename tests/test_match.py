@@ -5,15 +5,13 @@ from __future__ import annotations
 import re
 import unicodedata
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 
 from core.match import Matcher
 from core.query import PaperText, Query, parse
 from core.values import PaperIn
-
-FEED = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "arxiv-rss" / "aioarxiv_rss_mock_feed.xml"
+from tests.conftest import BIG_FEED as FEED
 
 
 def paper(

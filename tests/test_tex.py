@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import random
 import re
 import unicodedata
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 
 from core.tex import decode_tex
+from tests.conftest import BIG_FEED
 
-CORPUS = Path(
-    os.environ.get("PAPERTRAIL_CORPUS") or Path(__file__).resolve().parents[2] / "shared" / "corpus"
-)
-BIG_FEED = CORPUS / "arxiv-rss" / "aioarxiv_rss_mock_feed.xml"
 DC_CREATOR = "{http://purl.org/dc/elements/1.1/}creator"
 
 
