@@ -1,4 +1,4 @@
-"""parse_feed over the recorded rss.arxiv.org feeds in tests/corpus/arxiv-rss (copies of shared/corpus) and over broken copies.
+"""parse_feed over the recorded rss.arxiv.org feeds in tests/corpus/arxiv-rss and over broken copies.
 
 Expected values are computed independently of the parser (regex over the raw bytes, ElementTree over the
 XML) wherever possible, so the tests check the parser against the data rather than against itself.
