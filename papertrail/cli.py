@@ -78,7 +78,7 @@ def _main(
         stream=sys.stderr,
     )
     # Per-request and per-migration chatter hides what matters; -v brings it back.
-    for noisy in ("httpx", "alembic", "apscheduler.executors.default"):
+    for noisy in ("httpx", "alembic", "apscheduler"):
         logging.getLogger(noisy).setLevel(logging.DEBUG if verbose else logging.WARNING)
 
 

@@ -26,9 +26,7 @@ async def ingest_all(ctx: AppContext) -> None:
     """Run every source once, one after another (they share the polite HTTP client)."""
     for source in ctx.sources.values():
         report = await ingest_once(ctx.store, source)
-        if report.error:
-            log.warning("%s: error: %s", report.source, report.error)
-        else:
+        if not report.error:  # failures are logged where they are recorded, in core.service
             log.info(
                 "%s: %s, %d fetched, %d new papers, %d revisions, %d matches",
                 report.source,
@@ -78,6 +76,7 @@ async def run_forever(ctx: AppContext, stop: asyncio.Event | None = None) -> Non
         minutes=settings.ingest_interval_minutes,
         next_run_time=utcnow(),
         id="ingest",
+        name="ingest",
         max_instances=1,
         coalesce=True,
     )
@@ -88,6 +87,7 @@ async def run_forever(ctx: AppContext, stop: asyncio.Event | None = None) -> Non
         seconds=settings.digest_check_seconds,
         next_run_time=utcnow() + timedelta(seconds=5),
         id="digests",
+        name="digests",
         max_instances=1,
         coalesce=True,
     )
