@@ -8,17 +8,43 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import overload
 from pathlib import Path
 
 import css_inline
 import jinja2
+import markupsafe
 
 from core.resources import resource_dir
+from core.text_safety import strip_control
 from core.values import DigestItem, Message
+
+
+# Digests are for skimming: long author lists are cut here; the abstract page has them all.
+MAX_AUTHORS_SHOWN = 8
 
 
 def _autoescape(name: str | None) -> bool:
     return bool(name and name.endswith((".html.j2", ".html")))
+
+
+def short_authors(authors: Sequence[str]) -> str:
+    """``A, B, C`` or, past :data:`MAX_AUTHORS_SHOWN` names, ``A, ..., H, et al. (20 authors)``.
+
+    A filter rather than a template macro: a macro defined in a plain-text template would hand its output
+    to HTML templates as already-safe markup, unescaped.
+    """
+    shown = ", ".join(authors[:MAX_AUTHORS_SHOWN])
+    return shown if len(authors) <= MAX_AUTHORS_SHOWN else f"{shown}, et al. ({len(authors)} authors)"
+
+
+def _finalize(value: object) -> object:
+    # Every value a template prints passes here first: no terminal escapes or NULs reach any channel.
+    # Markup (a macro's output) was built from values that already passed here; re-wrapping it as str
+    # would escape it twice.
+    if isinstance(value, str) and not isinstance(value, markupsafe.Markup):
+        return strip_control(value)
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +81,9 @@ class Renderer:
             trim_blocks=True,
             lstrip_blocks=True,
             keep_trailing_newline=True,
+            finalize=_finalize,
         )
+        self.env.filters["short_authors"] = short_authors
         self.public_url = public_url.rstrip("/")
         self.max_items = max_items
 
@@ -76,28 +104,23 @@ class Renderer:
             recipient=recipient,
         )
 
-    def render_text(self, view: DigestView) -> str:
-        """The plain-text digest (console, and the text/plain part of email)."""
-        return self.env.get_template("digest.txt.j2").render(d=view)
-
-    def render_email(self, items: Sequence[DigestItem], recipient: str) -> Message:
-        """A multipart-ready email digest: subject, plain text and HTML with the CSS inlined."""
-        view = self.view(items, recipient)
-        html = self.env.get_template("email.html.j2").render(d=view)
-        return Message(
-            subject=view.subject,
-            text=self.render_text(view),
-            html=css_inline.inline(html),
-            item_count=len(items),
-        )
-
-    def render_console(self, items: Sequence[DigestItem], recipient: str) -> Message:
-        """The plain-text digest only."""
-        view = self.view(items, recipient)
-        return Message(subject=view.subject, text=self.render_text(view), item_count=len(items))
-
     def render(self, channel: str, items: Sequence[DigestItem], recipient: str) -> Message:
-        """Render for ``channel``; channels without templates of their own get the plain-text digest."""
-        if channel == "email":
-            return self.render_email(items, recipient)
-        return self.render_console(items, recipient)
+        """Render a digest for ``channel`` from ``<channel>.txt.j2`` and, when it exists, ``<channel>.html.j2``.
+
+        A channel without a text template of its own gets ``digest.txt.j2``, the plain-text digest.
+        """
+        view = self.view(items, recipient)
+        text = self._first(f"{channel}.txt.j2", "digest.txt.j2").render(d=view)
+        html_template = self._first(f"{channel}.html.j2")
+        html = css_inline.inline(html_template.render(d=view)) if html_template else None
+        return Message(subject=view.subject, text=text, html=html, item_count=len(items))
+
+    @overload
+    def _first(self, name: str, fallback: str) -> jinja2.Template: ...
+    @overload
+    def _first(self, name: str) -> jinja2.Template | None: ...
+    def _first(self, name: str, fallback: str | None = None) -> jinja2.Template | None:
+        try:
+            return self.env.get_template(name)
+        except jinja2.TemplateNotFound:
+            return self.env.get_template(fallback) if fallback else None

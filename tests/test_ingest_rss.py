@@ -83,7 +83,7 @@ def _truncated() -> bytes:
     [
         (Reply(200, ERROR_FEED.read_bytes()), "Bad archive 'astroph'"),
         (Reply(200, b"<!DOCTYPE html><html><body>503 Service Unavailable</body></html>"), "HTML"),
-        (Reply(200, _truncated()), ""),
+        (Reply(200, _truncated()), "download was cut short"),
         (Reply(500, b"oops"), "HTTP 500"),
         (Reply(429, b"slow down", {"Retry-After": "120"}), "HTTP 429"),
         (Reply(404, b"not found"), "HTTP 404"),
