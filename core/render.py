@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import overload
 from pathlib import Path
+from typing import overload
 
 import css_inline
 import jinja2
@@ -18,7 +18,6 @@ import markupsafe
 from core.resources import resource_dir
 from core.text_safety import strip_control
 from core.values import DigestItem, Message
-
 
 # Digests are for skimming: long author lists are cut here; the abstract page has them all.
 MAX_AUTHORS_SHOWN = 8
@@ -105,7 +104,7 @@ class Renderer:
         )
 
     def render(self, channel: str, items: Sequence[DigestItem], recipient: str) -> Message:
-        """Render a digest for ``channel`` from ``<channel>.txt.j2`` and, when it exists, ``<channel>.html.j2``.
+        """Render for ``channel`` from ``<channel>.txt.j2`` and, when it exists, ``<channel>.html.j2``.
 
         A channel without a text template of its own gets ``digest.txt.j2``, the plain-text digest.
         """
