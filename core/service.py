@@ -202,7 +202,9 @@ async def send_due_digests(
     force: bool = False,
     address: str | None = None,
 ) -> list[DigestReport]:
-    """Send every due digest (all pending ones with ``force``), optionally for one address only.
+    """Send every due digest, optionally for one address only.
+
+    With ``force`` every pending match goes out now, whatever the schedule and any back-off.
 
     Matches are marked sent in the same transaction that records the digest. A retryable failure
     keeps them pending and backs the subscriber off; a permanent one pauses the subscriber and says why.
@@ -211,7 +213,8 @@ async def send_due_digests(
     if address is not None:
         address = normalise_address(address)
     reports: list[DigestReport] = []
-    for subscriber in store.subscribers_with_pending(now, address):
+    # An operator asking for --now wants an attempt now, back-off or not.
+    for subscriber in store.subscribers_with_pending(now, address, ignore_backoff=force):
         if not force and not _due(subscriber, now):
             continue
         reports.append(await _deliver(store, notifiers, renderer, subscriber, now))

@@ -364,15 +364,19 @@ class Store:
 
     # -- digests -------------------------------------------------------------------------------------
 
-    def subscribers_with_pending(self, now: datetime, address: str | None = None) -> list[Subscriber]:
-        """Active subscribers that have unsent matches and are not backing off."""
+    def subscribers_with_pending(
+        self, now: datetime, address: str | None = None, *, ignore_backoff: bool = False
+    ) -> list[Subscriber]:
+        """Active subscribers that have unsent matches and (unless ``ignore_backoff``) are not backing off."""
         with self.session() as session:
             pending = select(Match.subscriber_id).where(col(Match.digest_id).is_(None)).distinct()
             query = select(Subscriber).where(
-                col(Subscriber.id).in_(pending),
-                Subscriber.status == SubscriberStatus.ACTIVE,
-                sa.or_(col(Subscriber.retry_at).is_(None), col(Subscriber.retry_at) <= now),
+                col(Subscriber.id).in_(pending), Subscriber.status == SubscriberStatus.ACTIVE
             )
+            if not ignore_backoff:
+                query = query.where(
+                    sa.or_(col(Subscriber.retry_at).is_(None), col(Subscriber.retry_at) <= now)
+                )
             if address is not None:
                 query = query.where(Subscriber.address == address)
             return list(session.exec(query.order_by(col(Subscriber.id))))

@@ -138,3 +138,8 @@ async def test_unreachable_smtp_keeps_matches_pending(sqlite_store: Store) -> No
     assert subscriber is not None and subscriber.id is not None
     assert subscriber.status == SubscriberStatus.ACTIVE and subscriber.retry_at is not None
     assert len(sqlite_store.pending_matches(subscriber.id)) == report.items
+    # Backing off: the scheduler leaves it alone, an explicit --now tries again.
+    renderer = Renderer()
+    assert await send_due_digests(sqlite_store, build_notifiers(settings), renderer) == []
+    (again,) = await send_due_digests(sqlite_store, build_notifiers(settings), renderer, force=True)
+    assert not again.sent and again.items == report.items
