@@ -164,8 +164,13 @@ class Follow(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     subscriber_id: int = Field(foreign_key="subscriber.id", index=True)
     query: str = Field(sa_type=sa.Text)
-    canonical: str = Field(max_length=1024)
+    # Text, not a bounded string: the normal form of a 1,000-character query can be longer than it.
+    canonical: str = Field(sa_type=sa.Text)
     created_at: datetime = _ts(default_factory=utcnow)
+    # Per-follow options: revisions (v2+) as well as new papers; and delivery as soon as it matches
+    # instead of waiting for the subscriber's scheduled digest.
+    revisions: bool = Field(default=True, sa_column_kwargs={"server_default": sa.true()})
+    instant: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
 
 
 class Match(SQLModel, table=True):
@@ -180,6 +185,8 @@ class Match(SQLModel, table=True):
     follow_ids: list[int] = _json(default_factory=list)
     reasons: list[str] = _json(default_factory=list)
     created_at: datetime = _ts(default_factory=utcnow)
+    # True when one of the matching follows asks for instant delivery.
+    instant: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
     digest_id: int | None = Field(default=None, foreign_key="digest.id", index=True)
 
 

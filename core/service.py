@@ -18,7 +18,7 @@ from core.query import Query, QueryError, parse
 from core.render import Renderer
 from core.schedule import is_due, parse_schedule, zone
 from core.sources import Source, SourceError
-from core.store import Store, StoredFollow, group_by_subscriber, version_to_paper
+from core.store import Hit, PendingMatch, Store, StoredFollow, group_by_subscriber, version_to_paper
 
 log = logging.getLogger(__name__)
 
@@ -109,13 +109,16 @@ def match_new(store: Store, *, now: datetime | None = None) -> int:
         follows = store.active_follows()
         by_id = {f.id: f for f in follows}
         matcher = Matcher(_compiled(follows))
-        hits: list[tuple[int, int, int, tuple[str, ...]]] = []
+        hits: list[Hit] = []
         for version in versions:
             assert version.id is not None
             for follow_id, reasons in matcher.match(version_to_paper(version)):
                 follow = by_id[follow_id]
-                if follow.created_at <= version.first_seen_at:
-                    hits.append((follow.subscriber_id, version.id, follow_id, reasons))
+                if follow.created_at > version.first_seen_at:
+                    continue  # added after this version arrived: no backlog floods
+                if version.number > 1 and not follow.revisions:
+                    continue  # this follow wants new papers only
+                hits.append(Hit(follow.subscriber_id, version.id, follow_id, reasons, follow.instant))
         total += store.record_matches(
             [v.id for v in versions if v.id is not None], group_by_subscriber(hits), now=now
         )
@@ -140,14 +143,25 @@ class FollowResult:
 
     subscriber: Subscriber
     follow: Follow
-    added: bool
+    outcome: str
+    """``added``, ``updated`` (same query, new options) or ``unchanged``."""
     subscriber_created: bool
 
 
 def follow(
-    store: Store, address: str, text: str, *, timezone: str = "UTC", schedule: str = "daily 08:00"
+    store: Store,
+    address: str,
+    text: str,
+    *,
+    timezone: str = "UTC",
+    schedule: str = "daily 08:00",
+    revisions: bool = True,
+    instant: bool = False,
 ) -> FollowResult:
     """Validate and store a follow, creating the subscriber when the address is new.
+
+    ``revisions=False`` follows new papers only; ``instant=True`` sends its matches as soon as they are
+    found instead of with the scheduled digest. Following the same query again updates these options.
 
     Raises ValueError (bad address, timezone or schedule) or QueryError (bad query) with a hint.
     """
@@ -157,8 +171,10 @@ def follow(
     parse_schedule(schedule)
     subscriber, created = store.ensure_subscriber(address, timezone=timezone, schedule=schedule)
     assert subscriber.id is not None
-    stored, added = store.add_follow(subscriber.id, text.strip(), query.canonical())
-    return FollowResult(subscriber, stored, added, created)
+    stored, outcome = store.add_follow(
+        subscriber.id, text.strip(), query.canonical(), revisions=revisions, instant=instant
+    )
+    return FollowResult(subscriber, stored, outcome, created)
 
 
 def unfollow(store: Store, address: str, which: str) -> Follow:
@@ -215,9 +231,13 @@ async def send_due_digests(
     reports: list[DigestReport] = []
     # An operator asking for --now wants an attempt now, back-off or not.
     for subscriber in store.subscribers_with_pending(now, address, ignore_backoff=force):
-        if not force and not _due(subscriber, now):
-            continue
-        reports.append(await _deliver(store, notifiers, renderer, subscriber, now))
+        assert subscriber.id is not None
+        pending = store.pending_matches(subscriber.id)
+        if not (force or _due(subscriber, now)):
+            # Between scheduled digests only the matches of instant follows go out.
+            pending = [p for p in pending if p.instant]
+        if pending:
+            reports.append(await _deliver(store, notifiers, renderer, subscriber, pending, now))
     return reports
 
 
@@ -236,11 +256,11 @@ async def _deliver(
     notifiers: Mapping[str, Notifier],
     renderer: Renderer,
     subscriber: Subscriber,
+    pending: list[PendingMatch],
     now: datetime,
 ) -> DigestReport:
     assert subscriber.id is not None
     channel, target = split_address(subscriber.address)
-    pending = store.pending_matches(subscriber.id)
     notifier = notifiers.get(channel)
     if notifier is None:
         # The channel's adapter is not built in (or not configured): keep everything for later.
@@ -282,3 +302,34 @@ def resume(store: Store, address: str) -> Subscriber:
     return store.update_subscriber(
         subscriber.id, status=SubscriberStatus.ACTIVE, status_reason=None, retry_at=None, failures=0
     )
+
+
+# -- trying a query --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TryHit:
+    """A stored version a query would have matched, with why."""
+
+    arxiv_id: str
+    version: int
+    title: str
+    first_seen_at: datetime
+    reasons: tuple[str, ...]
+
+
+def try_query(store: Store, text: str, *, days: int = 7, now: datetime | None = None) -> list[TryHit]:
+    """Which versions first seen in the last ``days`` days ``text`` would have matched, newest first.
+
+    Raises QueryError for a query that does not parse, so people can tune a follow before saving it.
+    """
+    query = parse(text)
+    since = (now or utcnow()) - timedelta(days=days)
+    hits: list[TryHit] = []
+    for version in store.versions_since(since):
+        reasons = query.evaluate(version_to_paper(version))
+        if reasons is not None:
+            hits.append(
+                TryHit(version.paper_id, version.number, version.title, version.first_seen_at, reasons)
+            )
+    return hits

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -77,6 +77,28 @@ class StoredFollow:
     subscriber_id: int
     query: str
     created_at: datetime
+    revisions: bool = True
+    instant: bool = False
+
+
+class Hit(NamedTuple):
+    """One follow of one subscriber matched one version."""
+
+    subscriber_id: int
+    version_id: int
+    follow_id: int
+    reasons: tuple[str, ...]
+    instant: bool = False
+
+
+class MatchRow(NamedTuple):
+    """What becomes one Match row: all hits of one subscriber on one version, folded."""
+
+    subscriber_id: int
+    version_id: int
+    follow_ids: list[int]
+    reasons: list[str]
+    instant: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +107,7 @@ class PendingMatch:
 
     match_id: int
     item: DigestItem
+    instant: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,18 +298,30 @@ class Store:
             session.add(subscriber)
             return subscriber
 
-    def add_follow(self, subscriber_id: int, query: str, canonical: str) -> tuple[Follow, bool]:
-        """Add a follow unless the subscriber has the same query already; the flag says if it was added."""
+    def add_follow(
+        self, subscriber_id: int, query: str, canonical: str, *, revisions: bool = True, instant: bool = False
+    ) -> tuple[Follow, str]:
+        """Add a follow, or update the options of the same query: ``added``, ``updated`` or ``unchanged``."""
         with self.session() as session:
             existing = session.exec(
                 select(Follow).where(Follow.subscriber_id == subscriber_id, Follow.canonical == canonical)
             ).first()
             if existing is not None:
-                return existing, False
-            follow = Follow(subscriber_id=subscriber_id, query=query, canonical=canonical)
+                if (existing.revisions, existing.instant) == (revisions, instant):
+                    return existing, "unchanged"
+                existing.revisions, existing.instant = revisions, instant
+                session.add(existing)
+                return existing, "updated"
+            follow = Follow(
+                subscriber_id=subscriber_id,
+                query=query,
+                canonical=canonical,
+                revisions=revisions,
+                instant=instant,
+            )
             session.add(follow)
             session.flush()
-            return follow, True
+            return follow, "added"
 
     def follows_of(self, subscriber_id: int) -> list[Follow]:
         """A subscriber's follows in the order they were added (the numbering users see)."""
@@ -312,7 +347,10 @@ class Store:
                 .where(Subscriber.status == SubscriberStatus.ACTIVE)
                 .order_by(col(Follow.id))
             )
-            return [StoredFollow(f.id or 0, f.subscriber_id, f.query, f.created_at) for f in rows]
+            return [
+                StoredFollow(f.id or 0, f.subscriber_id, f.query, f.created_at, f.revisions, f.instant)
+                for f in rows
+            ]
 
     # -- matching ------------------------------------------------------------------------------------
 
@@ -330,11 +368,11 @@ class Store:
     def record_matches(
         self,
         version_ids: Iterable[int],
-        matches: Iterable[tuple[int, int, list[int], list[str]]],
+        matches: Iterable[MatchRow],
         *,
         now: datetime | None = None,
     ) -> int:
-        """Write Match rows ``(subscriber_id, version_id, follow_ids, reasons)`` and mark versions matched.
+        """Write the Match rows and mark the versions matched.
 
         Both happen in one transaction, so every version is matched exactly once. Returns the number of
         Match rows written.
@@ -342,13 +380,14 @@ class Store:
         now = now or utcnow()
         written = 0
         with self.session() as session:
-            for subscriber_id, version_id, follow_ids, reasons in matches:
+            for subscriber_id, version_id, follow_ids, reasons, instant in matches:
                 session.add(
                     Match(
                         subscriber_id=subscriber_id,
                         version_id=version_id,
                         follow_ids=follow_ids,
                         reasons=reasons,
+                        instant=instant,
                         created_at=now,
                     )
                 )
@@ -361,6 +400,20 @@ class Store:
                     .values(matched_at=now)
                 )
         return written
+
+    def versions_since(self, since: datetime, *, batch: int = 2000) -> Iterator[Version]:
+        """Every version first seen at or after ``since``, newest first, read in batches."""
+        last_id: int | None = None
+        while True:
+            with self.session() as session:
+                query = select(Version).where(col(Version.first_seen_at) >= since)
+                if last_id is not None:
+                    query = query.where(col(Version.id) < last_id)
+                rows = list(session.exec(query.order_by(col(Version.id).desc()).limit(batch)))
+            if not rows:
+                return
+            yield from rows
+            last_id = rows[-1].id
 
     # -- digests -------------------------------------------------------------------------------------
 
@@ -392,6 +445,7 @@ class Store:
         items = [
             PendingMatch(
                 match_id=match.id or 0,
+                instant=match.instant,
                 item=DigestItem(
                     arxiv_id=version.paper_id,
                     version=version.number,
@@ -557,16 +611,17 @@ def _version_row(paper: PaperIn, now: datetime) -> Version:
     )
 
 
-def group_by_subscriber(
-    hits: Iterable[tuple[int, int, int, tuple[str, ...]]],
-) -> list[tuple[int, int, list[int], list[str]]]:
-    """Fold ``(subscriber, version, follow, reasons)`` hits into one row per (subscriber, version).
+def group_by_subscriber(hits: Iterable[Hit]) -> list[MatchRow]:
+    """Fold hits into one row per (subscriber, version).
 
-    Reasons keep their first-seen order and appear once each.
+    Reasons keep their first-seen order and appear once each; the row is instant if any follow is.
     """
-    grouped: dict[tuple[int, int], tuple[list[int], dict[str, None]]] = defaultdict(lambda: ([], {}))
-    for subscriber_id, version_id, follow_id, reasons in hits:
-        follow_ids, seen = grouped[(subscriber_id, version_id)]
+    grouped: dict[tuple[int, int], tuple[list[int], dict[str, None], list[bool]]] = defaultdict(
+        lambda: ([], {}, [False])
+    )
+    for subscriber_id, version_id, follow_id, reasons, instant in hits:
+        follow_ids, seen, flag = grouped[(subscriber_id, version_id)]
         follow_ids.append(follow_id)
         seen.update(dict.fromkeys(reasons))
-    return [(s, v, f, list(r)) for (s, v), (f, r) in grouped.items()]
+        flag[0] = flag[0] or instant
+    return [MatchRow(s, v, f, list(r), flag[0]) for (s, v), (f, r, flag) in grouped.items()]

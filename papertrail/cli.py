@@ -18,9 +18,10 @@ from rich.table import Table
 from rich.text import Text
 
 from core.config import Settings
+from core.models import Follow
 from core.query import QueryError
 from core.service import follow as add_follow
-from core.service import ingest_once, resume, send_due_digests, unfollow
+from core.service import ingest_once, resume, send_due_digests, try_query, unfollow
 from papertrail.context import SOURCE_NAMES, AppContext, build_context
 
 app = typer.Typer(
@@ -127,8 +128,12 @@ def follow(
     schedule: Annotated[
         str | None, typer.Option(help="'instant', 'daily 08:00', 'weekly mon 09:00'.")
     ] = None,
+    new_only: Annotated[bool, typer.Option("--new-only", help="New papers only, no revisions.")] = False,
+    instant: Annotated[
+        bool, typer.Option("--instant", help="Send this follow's matches at once, not with the digest.")
+    ] = False,
 ) -> None:
-    """Add a follow; creates the subscriber when the address is new."""
+    """Add a follow (or change its options); creates the subscriber when the address is new."""
     with _context() as ctx:
         try:
             result = add_follow(
@@ -137,14 +142,21 @@ def follow(
                 query,
                 timezone=timezone or ctx.settings.default_timezone,
                 schedule=schedule or ctx.settings.default_schedule,
+                revisions=not new_only,
+                instant=instant,
             )
         except (QueryError, ValueError) as exc:
             raise _fail(_explain(exc), 2) from exc
     who = result.subscriber
     if result.subscriber_created:
         out.print(f"new subscriber {who.address} (schedule {who.schedule}, timezone {who.timezone})")
-    verb = "now follows" if result.added else "already follows"
-    out.print(f"{who.address} {verb}: {result.follow.query}")
+    verb = {"added": "now follows", "updated": "updated", "unchanged": "already follows"}[result.outcome]
+    out.print(f"{who.address} {verb}: {result.follow.query}{_options(result.follow)}")
+
+
+def _options(row: Follow) -> str:
+    flags = [flag for flag, on in (("new papers only", not row.revisions), ("instant", row.instant)) if on]
+    return f"  [{', '.join(flags)}]" if flags else ""
 
 
 @app.command(name="unfollow")
@@ -179,7 +191,7 @@ def follows(address: Annotated[str, typer.Argument(help="The subscriber address.
         + (f" · paused because: {subscriber.status_reason}" if subscriber.status_reason else "")
     )
     for number, row in enumerate(rows, 1):
-        out.print(f"{number:>3}. {row.query}")
+        out.print(f"{number:>3}. {row.query}{_options(row)}")
     if not rows:
         out.print("    (no follows)")
 
@@ -305,6 +317,26 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
             s.last_error or s.last_note or "",
         )
     out.print(table)
+
+
+@app.command(name="try")
+def try_command(
+    query: Annotated[str, typer.Argument(help="A follow query to test, e.g. 'cat:cs.DC graph'.")],
+    days: Annotated[int, typer.Option(min=1, help="Look at versions first seen in the last N days.")] = 7,
+    limit: Annotated[int, typer.Option(min=1, help="Show at most this many.")] = 20,
+) -> None:
+    """Show which stored papers of the last N days a query would have matched, and why."""
+    with _context() as ctx:
+        try:
+            hits = try_query(ctx.store, query, days=days)
+        except QueryError as exc:
+            raise _fail(_explain(exc), 2) from exc
+    for hit in hits[:limit]:
+        out.print(f"{hit.arxiv_id}v{hit.version}  {hit.title}\n    why: {'; '.join(hit.reasons)}")
+    shown = min(limit, len(hits))
+    out.print(
+        f"{len(hits)} match(es) in the last {days} day(s)" + (f", {shown} shown" if shown < len(hits) else "")
+    )
 
 
 @app.command()

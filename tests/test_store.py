@@ -10,7 +10,7 @@ from sqlmodel import select
 
 from core.migrate import alembic_config
 from core.models import Follow, HttpValidator, RunState, SourceRun, Version
-from core.store import Store, group_by_subscriber
+from core.store import Hit, MatchRow, Store, group_by_subscriber
 from core.values import AnnounceType, PaperIn
 
 NOW = datetime(2024, 11, 28, 6, 0, tzinfo=UTC)
@@ -102,13 +102,16 @@ def test_follows_matches_digests_ledger(store: Store) -> None:
     assert not created_again and again.id == subscriber.id
     follow, added = store.add_follow(subscriber.id, "cat:cs.DC", "cat:cs.dc")
     _, added_twice = store.add_follow(subscriber.id, "cat:CS.DC", "cat:cs.dc")
-    assert added and not added_twice
+    assert (added, added_twice) == ("added", "unchanged")
+    same, updated = store.add_follow(subscriber.id, "cat:cs.DC", "cat:cs.dc", revisions=False, instant=True)
+    assert updated == "updated" and same.id == follow.id and (same.revisions, same.instant) == (False, True)
+    store.add_follow(subscriber.id, "cat:cs.DC", "cat:cs.dc")
     assert [f.query for f in store.follows_of(subscriber.id)] == ["cat:cs.DC"]
     assert [f.id for f in store.active_follows()] == [follow.id]
 
     saved = store.save_versions([paper("2411.00001"), paper("1401.3665", 4)], now=NOW)
     assert len(store.unmatched_versions()) == 2
-    hits = [(subscriber.id, vid, follow.id or 0, ("category cs.DC",)) for vid in saved.new_version_ids]
+    hits = [Hit(subscriber.id, vid, follow.id or 0, ("category cs.DC",)) for vid in saved.new_version_ids]
     assert store.record_matches(saved.new_version_ids, group_by_subscriber(hits), now=NOW) == 2
     assert store.unmatched_versions() == []
 
@@ -133,7 +136,7 @@ def test_follows_matches_digests_ledger(store: Store) -> None:
 
     # A duplicate match for the same (subscriber, version) violates the ledger's uniqueness.
     with pytest.raises(Exception):  # noqa: B017
-        store.record_matches([], [(subscriber.id, saved.new_version_ids[0], [follow.id or 0], ["x"])])
+        store.record_matches([], [MatchRow(subscriber.id, saved.new_version_ids[0], [follow.id or 0], ["x"])])
 
     store.remove_follow(follow.id or 0)
     with store.session() as session:
