@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from core.delivery import DeliveryError, Notifier, normalise_address, split_address
-from core.match import Matcher
+from core.follow_index import FollowIndex
 from core.models import Follow, RunState, Subscriber, SubscriberStatus, utcnow
-from core.query import Query, QueryError, parse
+from core.query import parse
 from core.render import Renderer
 from core.schedule import is_due, parse_schedule, zone
 from core.sources import Source, SourceError
-from core.store import Hit, PendingMatch, Store, StoredFollow, group_by_subscriber, version_to_paper
+from core.store import Hit, PendingMatch, Store, group_by_subscriber, version_to_paper
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,9 @@ class DigestReport:
     paused: bool = False
 
 
-async def ingest_once(store: Store, source: Source, *, now: datetime | None = None) -> IngestReport:
+async def ingest_once(
+    store: Store, source: Source, *, now: datetime | None = None, index: FollowIndex | None = None
+) -> IngestReport:
     """Run one source once: fetch, store new versions, record the run, then match what is new.
 
     A failed fetch is recorded as a run in state ``error`` with the message; nothing is stored.
@@ -82,7 +84,7 @@ async def ingest_once(store: Store, source: Source, *, now: datetime | None = No
         cursor=result.cursor,
         note=result.note,
     )
-    matches = match_new(store, now=now)
+    matches = match_new(store, now=now, index=index)
     return IngestReport(
         source.name,
         result.state,
@@ -95,25 +97,25 @@ async def ingest_once(store: Store, source: Source, *, now: datetime | None = No
     )
 
 
-def match_new(store: Store, *, now: datetime | None = None) -> int:
+def match_new(store: Store, *, now: datetime | None = None, index: FollowIndex | None = None) -> int:
     """Match every not-yet-matched version once against all active follows; returns Match rows written.
 
-    A follow only sees versions first seen after it was created, so a new follow does not flood its
-    subscriber with the backlog.
+    ``index`` is the process's long-lived follow index (brought up to date here); without one a fresh
+    index is built. A follow only sees versions first seen after it was created, so a new follow does not
+    flood its subscriber with the backlog.
     """
+    index = index or FollowIndex()
     total = 0
     while True:
         versions = store.unmatched_versions()
         if not versions:
             return total
-        follows = store.active_follows()
-        by_id = {f.id: f for f in follows}
-        matcher = Matcher(_compiled(follows))
+        index.sync(store.active_follows())
         hits: list[Hit] = []
         for version in versions:
             assert version.id is not None
-            for follow_id, reasons in matcher.match(version_to_paper(version)):
-                follow = by_id[follow_id]
+            for follow_id, reasons in index.matcher.match(version_to_paper(version)):
+                follow = index.follows[follow_id]
                 if follow.created_at > version.first_seen_at:
                     continue  # added after this version arrived: no backlog floods
                 if version.number > 1 and not follow.revisions:
@@ -122,16 +124,6 @@ def match_new(store: Store, *, now: datetime | None = None) -> int:
         total += store.record_matches(
             [v.id for v in versions if v.id is not None], group_by_subscriber(hits), now=now
         )
-
-
-def _compiled(follows: list[StoredFollow]) -> list[tuple[int, Query]]:
-    compiled: list[tuple[int, Query]] = []
-    for stored in follows:
-        try:
-            compiled.append((stored.id, parse(stored.query)))
-        except QueryError as exc:  # stored follows were valid when added; a grammar change must not crash
-            log.error("follow %s no longer parses (%s); skipping it", stored.id, exc)
-    return compiled
 
 
 # -- follows ---------------------------------------------------------------------------------------

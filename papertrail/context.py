@@ -7,6 +7,7 @@ from typing import TextIO
 
 from core.config import Settings
 from core.delivery import Notifier
+from core.follow_index import FollowIndex
 from core.migrate import migrate
 from core.render import Renderer
 from core.sources import Source
@@ -28,6 +29,8 @@ class AppContext:
     notifiers: dict[str, Notifier]
     http: HttpClient
     sources: dict[str, Source] = field(default_factory=dict)
+    # One follow index for the life of the process, updated incrementally before each matching pass.
+    follows: FollowIndex = field(default_factory=FollowIndex)
 
     async def aclose(self) -> None:
         """Release network and database resources."""

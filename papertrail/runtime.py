@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 async def ingest_all(ctx: AppContext) -> None:
     """Run every source once, one after another (they share the polite HTTP client)."""
     for source in ctx.sources.values():
-        report = await ingest_once(ctx.store, source)
+        report = await ingest_once(ctx.store, source, index=ctx.follows)
         if not report.error:  # failures are logged where they are recorded, in core.service
             log.info(
                 "%s: %s, %d fetched, %d new papers, %d revisions, %d matches",

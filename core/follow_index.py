@@ -1,0 +1,55 @@
+"""The long-lived index of all active follows, kept in step with the database without full rebuilds.
+
+``papertrail run`` keeps one :class:`FollowIndex` for the life of the process. Before each matching pass it
+reads the follows' ids and options (cheap) and parses and indexes only the follows it has not seen, and
+drops the ones that are gone; a one-shot command builds it once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from core.match import Matcher
+from core.query import QueryError, parse
+from core.store import StoredFollow
+
+log = logging.getLogger(__name__)
+
+
+class FollowIndex:
+    """A :class:`Matcher` plus what each follow needs beyond its query (subscriber, options, age)."""
+
+    def __init__(self) -> None:
+        self.matcher = Matcher(())
+        self.follows: dict[int, StoredFollow] = {}
+        # Follows whose stored query no longer parses: remembered so they are not re-parsed every pass.
+        self._broken: set[int] = set()
+
+    def sync(self, current: Iterable[StoredFollow]) -> tuple[int, int]:
+        """Make the index hold exactly ``current``; returns how many follows were (added, removed)."""
+        latest = {f.id: f for f in current}
+        removed = [fid for fid in self.follows if fid not in latest]
+        for fid in removed:
+            self.matcher.remove(fid)
+            del self.follows[fid]
+        self._broken &= latest.keys()
+        added = 0
+        for fid, stored in latest.items():
+            known = self.follows.get(fid)
+            if known is not None:
+                # Options (new-only, instant) may change in place; the query itself never does.
+                self.follows[fid] = stored
+                continue
+            if fid in self._broken:
+                continue
+            try:
+                query = parse(stored.query)
+            except QueryError as exc:  # valid when added; a stricter grammar must not stop matching
+                log.error("follow %s no longer parses (%s); it is skipped", fid, exc)
+                self._broken.add(fid)
+                continue
+            self.matcher.add(fid, query)
+            self.follows[fid] = stored
+            added += 1
+        return added, len(removed)
