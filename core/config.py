@@ -54,6 +54,13 @@ class Settings(BaseSettings):
     # Polite HTTP: who we are, and how long we wait.
     contact_email: str = "papertrail-operator@example.org"
     http_timeout: float = 30.0
+    # Seconds between two requests to any *.arxiv.org host (arXiv asks robots for 3 s).
+    arxiv_min_interval: float = 3.0
+    # Extra attempts after a failed request, the first back-off in seconds (doubling), and the longest
+    # Retry-After one run sits out.
+    http_retries: int = 3
+    http_backoff: float = 2.0
+    http_max_retry_wait: float = 300.0
 
     ingest_interval_minutes: int = 30
     digest_check_seconds: int = 60

@@ -1,19 +1,33 @@
-"""The HTTP client the sources share: descriptive User-Agent, timeouts, conditional GET, clear errors.
+"""The one polite HTTP client every source in the process shares.
 
-Every httpx failure is translated here into a :class:`core.sources.SourceError` whose message names
+Politeness, per host: at most one request in flight, and a minimum interval between the end of one request
+and the start of the next (arXiv asks robots for 3 s: ``PAPERTRAIL_ARXIV_MIN_INTERVAL``). A descriptive
+User-Agent with a contact address, timeouts, conditional GET, and bounded retries: a 429 or 503 waits what
+its Retry-After says (up to a cap), other 5xx replies and network errors back off exponentially.
+
+Every failure that is left after the retries becomes a :class:`core.sources.SourceError` whose message names
 the URL, what happened and what to do.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from types import TracebackType
+from urllib.parse import urlsplit
 
 import httpx
 
 from core.models import HttpValidator, utcnow
 from core.sources import SourceError
+
+log = logging.getLogger(__name__)
+
+Sleep = Callable[[float], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +38,31 @@ class Fetched:
     content: bytes
     not_modified: bool
     validator: HttpValidator | None
+
+
+@dataclass(frozen=True, slots=True)
+class Politeness:
+    """How gently to treat servers.
+
+    ``intervals`` maps a host suffix (``arxiv.org``) to its minimum interval in seconds; the longest matching
+    suffix wins and other hosts get ``default_interval``. ``retries`` is the number of extra attempts after
+    the first; ``max_retry_wait`` caps a Retry-After we are willing to sit out (a longer one fails the run
+    with the server's hint, and the next scheduled run tries again).
+    """
+
+    intervals: dict[str, float] = field(default_factory=lambda: {"arxiv.org": 3.0})
+    default_interval: float = 0.0
+    retries: int = 3
+    backoff: float = 2.0
+    max_retry_wait: float = 300.0
+
+    def interval_for(self, host: str) -> float:
+        """The minimum interval between two requests to ``host``."""
+        best: tuple[int, float] | None = None
+        for suffix, seconds in self.intervals.items():
+            if (host == suffix or host.endswith("." + suffix)) and (best is None or len(suffix) > best[0]):
+                best = (len(suffix), seconds)
+        return best[1] if best else self.default_interval
 
 
 def retry_after_seconds(value: str | None) -> float | None:
@@ -40,18 +79,45 @@ def retry_after_seconds(value: str | None) -> float | None:
     return max(0.0, (when - utcnow()).total_seconds())
 
 
+class _Host:
+    """One host's turn-taking: a lock (one request in flight) and when the last request ended."""
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.last_end = float("-inf")
+
+
+class _Retry(Exception):
+    """Internal: this attempt failed in a way worth another try after ``wait`` seconds."""
+
+    def __init__(self, error: SourceError, wait: float) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.wait = wait
+
+
 class HttpClient:
     """One async HTTP client per process, shared by every source."""
 
     def __init__(
-        self, user_agent: str, timeout: float = 30.0, transport: httpx.AsyncBaseTransport | None = None
-    ):
+        self,
+        user_agent: str,
+        timeout: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+        politeness: Politeness | None = None,
+        sleep: Sleep = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._client = httpx.AsyncClient(
             headers={"User-Agent": user_agent},
             timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
             follow_redirects=True,
             transport=transport,
         )
+        self.politeness = politeness or Politeness()
+        self._sleep = sleep
+        self._clock = clock
+        self._hosts: dict[str, _Host] = {}
 
     async def __aenter__(self) -> HttpClient:
         return self
@@ -65,40 +131,89 @@ class HttpClient:
         """Close the connection pool."""
         await self._client.aclose()
 
-    async def get(self, url: str, previous: HttpValidator | None = None) -> Fetched:
-        """GET ``url``, conditionally when ``previous`` holds an ETag or Last-Modified."""
+    async def get(
+        self, url: str, previous: HttpValidator | None = None, params: dict[str, str] | None = None
+    ) -> Fetched:
+        """GET ``url`` politely, conditionally when ``previous`` holds an ETag or Last-Modified."""
         headers: dict[str, str] = {}
         if previous is not None:
             if previous.etag:
                 headers["If-None-Match"] = previous.etag
             if previous.last_modified:
                 headers["If-Modified-Since"] = previous.last_modified
-        try:
-            response = await self._client.get(url, headers=headers)
-        except httpx.TimeoutException as exc:
-            raise SourceError(f"{url} did not answer in time ({type(exc).__name__}); will retry") from exc
-        except httpx.TransportError as exc:
-            raise SourceError(
-                f"cannot connect to {url}: {exc or type(exc).__name__}; check the network and the source URL"
-            ) from exc
-        if response.status_code == 304:
+        attempts = self.politeness.retries + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return await self._attempt(url, headers, params, previous, attempt)
+            except _Retry as retry:
+                if attempt == attempts:
+                    raise retry.error from None
+                log.info(
+                    "%s; retrying in %.1f s (attempt %d of %d)",
+                    retry.error,
+                    retry.wait,
+                    attempt + 1,
+                    attempts,
+                )
+                await self._sleep(retry.wait)
+        raise AssertionError("unreachable")
+
+    async def _attempt(
+        self,
+        url: str,
+        headers: dict[str, str],
+        params: dict[str, str] | None,
+        previous: HttpValidator | None,
+        attempt: int,
+    ) -> Fetched:
+        host = urlsplit(url).hostname or ""
+        slot = self._hosts.setdefault(host, _Host())
+        backoff = self.politeness.backoff * 2 ** (attempt - 1)
+        async with slot.lock:
+            wait = slot.last_end + self.politeness.interval_for(host) - self._clock()
+            if wait > 0:
+                await self._sleep(wait)
+            try:
+                response = await self._client.get(url, headers=headers, params=params)
+            except httpx.TimeoutException as exc:
+                raise _Retry(
+                    SourceError(f"{url} did not answer in time ({type(exc).__name__})"), backoff
+                ) from exc
+            except httpx.TransportError as exc:
+                error = SourceError(
+                    f"cannot connect to {url}: {exc or type(exc).__name__}; "
+                    "check the network and the source URL"
+                )
+                raise _Retry(error, backoff) from exc
+            finally:
+                slot.last_end = self._clock()
+        return self._read(url, response, previous, backoff)
+
+    def _read(
+        self, url: str, response: httpx.Response, previous: HttpValidator | None, backoff: float
+    ) -> Fetched:
+        status = response.status_code
+        if status == 304:
             return Fetched(url, b"", True, previous)
-        if response.status_code in (429, 503):
-            wait = retry_after_seconds(response.headers.get("Retry-After"))
-            hint = f"; server asks to wait {wait:.0f} s" if wait is not None else ""
-            raise SourceError(
-                f"{url} answered HTTP {response.status_code} (rate limited or busy){hint}; will retry later",
-                retry_after=wait,
+        if status in (429, 503):
+            hinted = retry_after_seconds(response.headers.get("Retry-After"))
+            hint = f"; server asks to wait {hinted:.0f} s" if hinted is not None else ""
+            error = SourceError(
+                f"{url} answered HTTP {status} (rate limited or busy){hint}; will retry later",
+                retry_after=hinted,
             )
-        if response.status_code >= 400:
+            if hinted is not None and hinted > self.politeness.max_retry_wait:
+                raise error  # longer than we sit out in one run: the next scheduled run tries again
+            raise _Retry(error, hinted if hinted is not None else backoff)
+        if status >= 500:
+            raise _Retry(
+                SourceError(f"{url} answered HTTP {status} {response.reason_phrase}; will retry"), backoff
+            )
+        if status >= 400:
             raise SourceError(
-                f"{url} answered HTTP {response.status_code} {response.reason_phrase}"
-                + (
-                    "; check the URL and categories in the settings"
-                    if response.status_code < 500
-                    else "; will retry"
-                ),
-                retryable=response.status_code >= 500,
+                f"{url} answered HTTP {status} {response.reason_phrase}; "
+                "check the URL and categories in the settings",
+                retryable=False,
             )
         etag = response.headers.get("ETag")
         last_modified = response.headers.get("Last-Modified")

@@ -13,7 +13,7 @@ from core.render import Renderer
 from core.sources import Source
 from core.store import Store, make_engine
 from ingest.arxiv_rss import ArxivRssSource
-from ingest.http import HttpClient
+from ingest.http import HttpClient, Politeness
 from notifiers.registry import build_notifiers
 
 SOURCE_NAMES = ("arxiv-rss",)
@@ -42,7 +42,13 @@ def build_context(settings: Settings, *, console: TextIO | None = None) -> AppCo
     """Connect to the database, apply migrations and wire every adapter this build has."""
     engine = make_engine(settings.database_url)
     migrate(engine)
-    http = HttpClient(settings.user_agent, settings.http_timeout)
+    politeness = Politeness(
+        intervals={"arxiv.org": settings.arxiv_min_interval},
+        retries=settings.http_retries,
+        backoff=settings.http_backoff,
+        max_retry_wait=settings.http_max_retry_wait,
+    )
+    http = HttpClient(settings.user_agent, settings.http_timeout, politeness=politeness)
     sources: dict[str, Source] = {"arxiv-rss": ArxivRssSource(http, settings.arxiv_feed_url)}
     return AppContext(
         settings=settings,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -31,10 +32,12 @@ class FeedServer:
     replies: list[Reply]
     etag: str | None = None
     requests: list[dict[str, str]] = field(default_factory=list)
+    arrivals: list[float] = field(default_factory=list)
     url: str = ""
 
     def next_reply(self, headers: dict[str, str]) -> Reply:
         self.requests.append(headers)
+        self.arrivals.append(time.monotonic())
         if self.etag and headers.get("If-None-Match") == self.etag:
             return Reply(304)
         reply = self.replies[0] if len(self.replies) == 1 else self.replies.pop(0)

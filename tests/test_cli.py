@@ -92,6 +92,7 @@ def test_ingest_digest_status(env: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_ingest_failure_is_recorded(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PAPERTRAIL_ARXIV_RSS_URL", f"http://127.0.0.1:{free_port()}/rss/")
+    monkeypatch.setenv("PAPERTRAIL_HTTP_BACKOFF", "0.01")
     code, _, err = invoke("ingest")
     assert code == 1 and "cannot connect" in err
     code, out, _ = invoke("status", "--json")

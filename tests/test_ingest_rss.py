@@ -12,10 +12,12 @@ from core.models import RunState, SourceRun, Version
 from core.service import ingest_once
 from core.store import Store
 from ingest.arxiv_rss import ArxivRssSource
-from ingest.http import HttpClient
+from ingest.http import HttpClient, Politeness
 from tests.conftest import BIG_FEED, CORPUS
 from tests.servers import Reply, feed_server, free_port
 
+# Retries on, with waits short enough for tests; a Retry-After of 120 s is more than one run sits out.
+FAST = Politeness(retries=2, backoff=0.01, max_retry_wait=5)
 EMPTY_FEED = CORPUS / "arxiv-rss" / "aioarxiv_empty_rss_mock_feed.xml"
 ERROR_FEED = CORPUS / "arxiv-rss" / "aioarxiv_error_rss_mock_feed.xml"
 
@@ -27,7 +29,7 @@ def guid_versions(path: Path) -> set[tuple[str, int]]:
 
 
 async def ingest(store: Store, url: str) -> tuple[object, SourceRun]:
-    async with HttpClient("PaperTrail-tests/1 (mailto:test@example.org)", timeout=5) as http:
+    async with HttpClient("PaperTrail-tests/1 (mailto:test@example.org)", timeout=5, politeness=FAST) as http:
         report = await ingest_once(store, ArxivRssSource(http, url))
     run = store.latest_runs(1)[0]
     return report, run

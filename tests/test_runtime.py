@@ -27,6 +27,7 @@ def test_run_records_source_error_and_stops_on_sigterm(tmp_path: Path) -> None:
         **{k: v for k, v in os.environ.items() if not k.startswith("PAPERTRAIL_")},
         "PAPERTRAIL_DATABASE_URL": f"sqlite:///{db}",
         "PAPERTRAIL_ARXIV_RSS_URL": f"http://127.0.0.1:{free_port()}/rss/",
+        "PAPERTRAIL_HTTP_BACKOFF": "0.01",
         "PAPERTRAIL_CONFIG": str(tmp_path / "absent.toml"),
     }
     proc = subprocess.Popen(

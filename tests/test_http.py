@@ -1,0 +1,109 @@
+"""The polite HTTP client over real loopback HTTP: spacing, one request in flight, retries, Retry-After."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+import pytest
+
+from core.sources import SourceError
+from ingest.http import HttpClient, Politeness, retry_after_seconds
+from tests.servers import Reply, feed_server, free_port
+
+
+class RecordingSleep:
+    """Records every wait and really waits (scaled down), so ordering stays real."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        await asyncio.sleep(min(seconds, 0.05))
+
+
+async def test_503_retry_after_is_honoured() -> None:
+    sleep = RecordingSleep()
+    with feed_server(Reply(503, b"busy", {"Retry-After": "7"}), Reply(200, b"ok")) as server:
+        async with HttpClient("t", politeness=Politeness(retries=2), sleep=sleep) as http:
+            fetched = await http.get(server.url)
+    assert fetched.content == b"ok"
+    assert len(server.requests) == 2
+    assert 7 in sleep.waits  # the server's wait, not our own back-off
+
+
+async def test_429_beyond_the_cap_fails_with_the_hint() -> None:
+    sleep = RecordingSleep()
+    with feed_server(Reply(429, b"", {"Retry-After": "3600"})) as server:
+        async with HttpClient("t", politeness=Politeness(max_retry_wait=60), sleep=sleep) as http:
+            with pytest.raises(SourceError, match="HTTP 429") as caught:
+                await http.get(server.url)
+    assert caught.value.retry_after == 3600
+    assert len(server.requests) == 1 and sleep.waits == []
+
+
+async def test_5xx_retries_are_bounded_with_backoff() -> None:
+    sleep = RecordingSleep()
+    with feed_server(Reply(500, b"oops")) as server:
+        async with HttpClient("t", politeness=Politeness(retries=2, backoff=1.0), sleep=sleep) as http:
+            with pytest.raises(SourceError, match="HTTP 500"):
+                await http.get(server.url)
+    assert len(server.requests) == 3
+    assert sleep.waits == [1.0, 2.0]
+
+
+async def test_404_is_not_retried() -> None:
+    with feed_server(Reply(404, b"nope")) as server:
+        async with HttpClient("t", politeness=Politeness(retries=3, backoff=0.01)) as http:
+            with pytest.raises(SourceError, match="check the URL") as caught:
+                await http.get(server.url)
+    assert not caught.value.retryable and len(server.requests) == 1
+
+
+async def test_refused_connection_is_retried_then_explained() -> None:
+    sleep = RecordingSleep()
+    async with HttpClient("t", politeness=Politeness(retries=1, backoff=0.5), sleep=sleep) as http:
+        with pytest.raises(SourceError, match="cannot connect"):
+            await http.get(f"http://127.0.0.1:{free_port()}/")
+    assert sleep.waits == [0.5]
+
+
+async def test_requests_to_one_host_are_spaced_and_never_overlap() -> None:
+    with feed_server(Reply(200, b"ok")) as server:
+        polite = Politeness(intervals={"127.0.0.1": 0.3}, retries=0)
+        async with HttpClient("t", politeness=polite) as http:
+            await asyncio.gather(*(http.get(server.url) for _ in range(3)))
+    arrivals = server.arrivals
+    assert len(arrivals) == 3
+    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
+    assert all(gap >= 0.3 for gap in gaps), gaps  # behaviour (the spacing), not a speed target
+
+
+def test_interval_lookup_prefers_the_longest_suffix() -> None:
+    polite = Politeness(intervals={"arxiv.org": 3.0, "export.arxiv.org": 5.0}, default_interval=0.5)
+    assert polite.interval_for("rss.arxiv.org") == 3.0
+    assert polite.interval_for("export.arxiv.org") == 5.0
+    assert polite.interval_for("arxiv.org") == 3.0
+    assert polite.interval_for("notarxiv.org") == 0.5
+    assert polite.interval_for("huggingface.co") == 0.5
+
+
+def test_retry_after_forms() -> None:
+    assert retry_after_seconds("120") == 120
+    assert retry_after_seconds(None) is None
+    assert retry_after_seconds("soon") is None
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # in the past
+
+
+async def test_user_agent_and_conditional_headers() -> None:
+    from core.models import HttpValidator
+
+    with feed_server(Reply(200, b"ok")) as server:
+        async with HttpClient("PaperTrail/0.1 (mailto:ops@example.org)") as http:
+            await http.get(
+                server.url, HttpValidator(url=server.url, etag='"e1"', last_modified="Thu, 28 Nov")
+            )
+    headers = server.requests[0]
+    assert headers["User-Agent"] == "PaperTrail/0.1 (mailto:ops@example.org)"
+    assert headers["If-None-Match"] == '"e1"' and headers["If-Modified-Since"] == "Thu, 28 Nov"
