@@ -7,6 +7,7 @@ Environment variables win over the TOML file, which wins over the defaults.
 from __future__ import annotations
 
 import os
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ from pydantic_settings import (
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
+
+from core.health import parse_holidays
 
 DEFAULT_DATABASE_URL = "sqlite:///./data/papertrail.db"
 
@@ -62,6 +65,12 @@ class Settings(BaseSettings):
     http_backoff: float = 2.0
     http_max_retry_wait: float = 300.0
 
+    # Mailing dates (YYYY-MM-DD, comma-separated) on which arXiv announces nothing, so that a silent
+    # feed on those days reads "quiet", not "stale".
+    arxiv_holidays: str = ""
+    # How long after the 20:00 America/New_York announcement a feed may still serve the previous mailing.
+    arxiv_stale_grace_hours: float = 4.0
+
     ingest_interval_minutes: int = 30
     digest_check_seconds: int = 60
     default_schedule: str = "daily 08:00"
@@ -89,6 +98,17 @@ class Settings(BaseSettings):
         if not [part for part in value.split(",") if part.strip()]:
             raise ValueError("PAPERTRAIL_ARXIV_CATEGORIES is empty; give e.g. 'cs' or 'cs.LG,stat.ML'")
         return value
+
+    @field_validator("arxiv_holidays")
+    @classmethod
+    def _holidays_are_dates(cls, value: str) -> str:
+        parse_holidays(value)
+        return value
+
+    @property
+    def holiday_dates(self) -> frozenset[date]:
+        """The configured arXiv holidays as dates."""
+        return parse_holidays(self.arxiv_holidays)
 
     @field_validator("digest_max_items")
     @classmethod

@@ -7,18 +7,27 @@ never imports the edges.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
 from core.delivery import DeliveryError, Notifier, normalise_address, split_address
 from core.follow_index import FollowIndex
+from core.health import ARXIV_TZ, Health, Verdict, arxiv_feed_health
 from core.models import Follow, RunState, Subscriber, SubscriberStatus, utcnow
 from core.query import parse
 from core.render import Renderer
 from core.schedule import is_due, parse_schedule, zone
 from core.sources import Source, SourceError
-from core.store import Hit, PendingMatch, Store, group_by_subscriber, version_to_paper
+from core.store import (
+    Hit,
+    PendingMatch,
+    SourceHealth,
+    StatusSummary,
+    Store,
+    group_by_subscriber,
+    version_to_paper,
+)
 
 log = logging.getLogger(__name__)
 
@@ -325,3 +334,58 @@ def try_query(store: Store, text: str, *, days: int = 7, now: datetime | None = 
                 TryHit(version.paper_id, version.number, version.title, version.first_seen_at, reasons)
             )
     return hits
+
+
+# -- status ----------------------------------------------------------------------------------------
+
+# Sources that follow arXiv's announcement calendar (their cursor is the mailing's date).
+CALENDAR_SOURCES = frozenset({"arxiv-rss"})
+
+
+@dataclass(frozen=True, slots=True)
+class SourceStatus:
+    """One source on the status page: the stored facts and the calendar-aware verdict."""
+
+    facts: SourceHealth
+    verdict: Verdict
+
+
+def source_statuses(
+    summary: StatusSummary,
+    *,
+    now: datetime | None = None,
+    holidays: Collection[date] = (),
+    grace: timedelta = timedelta(hours=4),
+) -> list[SourceStatus]:
+    """Judge every source of a status summary: ok, quiet, stale, failing or unknown."""
+    now = now or utcnow()
+    judged: list[SourceStatus] = []
+    for facts in summary.sources:
+        failed = facts.last_state == RunState.ERROR
+        if facts.source in CALENDAR_SOURCES:
+            served = _mailing_of(facts.served_cursor)
+            verdict = arxiv_feed_health(
+                now=now,
+                last_check_failed=failed,
+                last_error=facts.last_error,
+                served_mailing=served,
+                holidays=holidays,
+                grace=grace,
+            )
+        elif facts.last_check is None:
+            verdict = Verdict(Health.UNKNOWN, "never checked")
+        elif failed:
+            verdict = Verdict(Health.FAILING, facts.last_error or "the last check failed")
+        else:
+            verdict = Verdict(Health.OK, facts.last_note or "last check succeeded")
+        judged.append(SourceStatus(facts, verdict))
+    return judged
+
+
+def _mailing_of(cursor: str | None) -> date | None:
+    if not cursor:
+        return None
+    try:
+        return datetime.fromisoformat(cursor).astimezone(ARXIV_TZ).date()
+    except ValueError:
+        return None

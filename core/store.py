@@ -120,6 +120,9 @@ class SourceHealth:
     last_new_version: datetime | None
     last_error: str | None
     last_note: str | None
+    last_success: datetime | None = None
+    # The cursor of the newest good run that had one (for arXiv RSS: the mailing's pubDate).
+    served_cursor: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -579,6 +582,11 @@ def _source_health(session: Session, source: str) -> SourceHealth:
         .order_by(col(SourceRun.id).desc())
         .limit(1)
     ).first()
+    good = select(SourceRun).where(SourceRun.source == source, col(SourceRun.state).in_(_GOOD_STATES))
+    success = session.exec(good.order_by(col(SourceRun.id).desc()).limit(1)).first()
+    served = session.exec(
+        good.where(col(SourceRun.cursor).is_not(None)).order_by(col(SourceRun.id).desc()).limit(1)
+    ).first()
     if last is None:
         return SourceHealth(source, None, "never run", None, None, None)
     return SourceHealth(
@@ -588,7 +596,12 @@ def _source_health(session: Session, source: str) -> SourceHealth:
         last_new_version=productive,
         last_error=last.error,
         last_note=last.note,
+        last_success=success.finished_at if success else None,
+        served_cursor=served.cursor if served else None,
     )
+
+
+_GOOD_STATES = (RunState.OK, RunState.EMPTY, RunState.NOT_MODIFIED)
 
 
 def _version_row(paper: PaperIn, now: datetime) -> Version:

@@ -8,7 +8,7 @@ import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 import typer
@@ -21,7 +21,7 @@ from core.config import Settings
 from core.models import Follow
 from core.query import QueryError
 from core.service import follow as add_follow
-from core.service import ingest_once, resume, send_due_digests, try_query, unfollow
+from core.service import ingest_once, resume, send_due_digests, source_statuses, try_query, unfollow
 from papertrail.context import SOURCE_NAMES, AppContext, build_context
 
 app = typer.Typer(
@@ -274,6 +274,12 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
     """Papers stored; new papers, revisions and AI-related papers in the last 24 h; health of each source."""
     with _context() as ctx:
         summary = ctx.store.status(sources=SOURCE_NAMES)
+        settings = ctx.settings
+    judged = source_statuses(
+        summary,
+        holidays=settings.holiday_dates,
+        grace=timedelta(hours=settings.arxiv_stale_grace_hours),
+    )
     if as_json:
         data = {
             "papers": summary.papers,
@@ -288,14 +294,18 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
             "pending_matches": summary.pending_matches,
             "sources": [
                 {
-                    "source": s.source,
-                    "state": s.last_state,
-                    "last_check": _iso(s.last_check),
-                    "last_new_version": _iso(s.last_new_version),
-                    "error": s.last_error,
-                    "note": s.last_note,
+                    "source": j.facts.source,
+                    "state": j.verdict.state,
+                    "reason": j.verdict.reason,
+                    "lag_seconds": round(j.verdict.lag.total_seconds()) if j.verdict.lag else 0,
+                    "last_run": j.facts.last_state,
+                    "last_check": _iso(j.facts.last_check),
+                    "last_success": _iso(j.facts.last_success),
+                    "last_new_version": _iso(j.facts.last_new_version),
+                    "error": j.facts.last_error,
+                    "note": j.facts.last_note,
                 }
-                for s in summary.sources
+                for j in judged
             ],
         }
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
@@ -307,16 +317,25 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
         f"subscribers: {summary.subscribers}, follows: {summary.follows}, "
         f"pending matches: {summary.pending_matches}"
     )
-    table = Table("source", "state", "last check", "last new version", "detail")
-    for s in summary.sources:
+    table = Table("source", "state", "last check", "last success", "last new version", "lag", "why")
+    for j in judged:
         table.add_row(
-            s.source,
-            s.last_state,
-            _iso(s.last_check) or "never",
-            _iso(s.last_new_version) or "never",
-            s.last_error or s.last_note or "",
+            j.facts.source,
+            j.verdict.state,
+            _iso(j.facts.last_check) or "never",
+            _iso(j.facts.last_success) or "never",
+            _iso(j.facts.last_new_version) or "never",
+            _duration(j.verdict.lag),
+            j.verdict.reason,
         )
     out.print(table)
+
+
+def _duration(lag: timedelta | None) -> str:
+    if not lag:
+        return ""
+    hours = lag.total_seconds() / 3600
+    return f"{hours:.1f} h" if hours < 48 else f"{hours / 24:.1f} d"
 
 
 @app.command(name="try")

@@ -85,7 +85,10 @@ def test_ingest_digest_status(env: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert data["papers"] > 1000
     assert data["last_24h"]["new_papers"] + data["last_24h"]["revisions"] == data["versions"]
     assert data["last_24h"]["ai_related"] > 0
-    assert data["sources"][0]["source"] == "arxiv-rss" and data["sources"][0]["state"] == "ok"
+    source = data["sources"][0]
+    assert source["source"] == "arxiv-rss" and source["last_run"] == "ok"
+    # The recorded feed is the mailing of 2024-11-28: long behind arXiv's calendar today.
+    assert source["state"] == "stale" and "2024-11-28" in source["reason"] and source["lag_seconds"] > 0
     code, out, _ = invoke("status")
     assert code == 0 and "last 24 h" in out and "arxiv-rss" in out
 
@@ -97,7 +100,8 @@ def test_ingest_failure_is_recorded(env: Path, monkeypatch: pytest.MonkeyPatch) 
     assert code == 1 and "cannot connect" in err
     code, out, _ = invoke("status", "--json")
     source = json.loads(out)["sources"][0]
-    assert source["state"] == "error" and "cannot connect" in source["error"]
+    assert source["state"] == "failing" and source["last_run"] == "error"
+    assert "cannot connect" in source["error"] and "cannot connect" in source["reason"]
 
 
 def test_config_masks_secrets(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
