@@ -7,6 +7,7 @@ never imports the edges.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -389,3 +390,64 @@ def _mailing_of(cursor: str | None) -> date | None:
         return datetime.fromisoformat(cursor).astimezone(ARXIV_TZ).date()
     except ValueError:
         return None
+
+
+# -- one paper -------------------------------------------------------------------------------------
+
+# Fields compared between consecutive versions to say what a revision changed.
+_TRACKED = ("title", "abstract", "authors", "categories", "comment", "journal_ref", "doi", "license")
+
+
+@dataclass(frozen=True, slots=True)
+class VersionView:
+    """One stored version of a paper and what changed against the previous stored one."""
+
+    version: int
+    date: datetime
+    announce_type: str
+    source: str
+    changed: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PaperView:
+    """A paper with every version PaperTrail knows, newest metadata first."""
+
+    id: str
+    title: str
+    authors: tuple[str, ...]
+    categories: tuple[str, ...]
+    abstract: str
+    versions: tuple[VersionView, ...]
+    sources: tuple[str, ...]
+
+
+def show_paper(store: Store, arxiv_id: str) -> PaperView:
+    """Everything known about one paper; raises LookupError for an id PaperTrail has not seen."""
+    # Accept "arXiv:2411.17700v2" as well as "2411.17700": a paper is keyed without its version.
+    bare = re.sub(r"v\d+$", "", arxiv_id.strip().removeprefix("arXiv:").removeprefix("arxiv:"))
+    rows = store.versions_of(bare)
+    if not rows:
+        raise LookupError(f"PaperTrail has not seen {arxiv_id!r}; ingest it first or check the id")
+    views: list[VersionView] = []
+    previous = None
+    for row in rows:
+        changed: tuple[str, ...] = ()
+        if previous is not None:
+            changed = tuple(f for f in _TRACKED if getattr(row, f) != getattr(previous, f))
+        views.append(
+            VersionView(
+                row.number, row.announced_at or row.first_seen_at, row.announce_type, row.source, changed
+            )
+        )
+        previous = row
+    latest = rows[-1]
+    return PaperView(
+        id=bare,
+        title=latest.title,
+        authors=tuple(latest.authors),
+        categories=tuple(latest.categories),
+        abstract=latest.abstract,
+        versions=tuple(views),
+        sources=tuple(dict.fromkeys(row.source for row in rows)),
+    )

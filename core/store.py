@@ -233,6 +233,14 @@ class Store:
             result.new_version_ids = [v.id for v in fresh if v.id is not None]
         return result
 
+    def versions_of(self, arxiv_id: str) -> list[Version]:
+        """Every stored version of one paper, oldest first (empty when the paper is unknown)."""
+        with self.session() as session:
+            rows = session.exec(
+                select(Version).where(Version.paper_id == arxiv_id).order_by(col(Version.number))
+            )
+            return list(rows)
+
     def validator_for(self, url: str) -> HttpValidator | None:
         """The stored ETag / Last-Modified for ``url``, if any."""
         with self.session() as session:

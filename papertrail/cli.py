@@ -21,7 +21,15 @@ from core.config import Settings
 from core.models import Follow
 from core.query import QueryError
 from core.service import follow as add_follow
-from core.service import ingest_once, resume, send_due_digests, source_statuses, try_query, unfollow
+from core.service import (
+    ingest_once,
+    resume,
+    send_due_digests,
+    show_paper,
+    source_statuses,
+    try_query,
+    unfollow,
+)
 from papertrail.context import SOURCE_NAMES, AppContext, build_context
 
 app = typer.Typer(
@@ -336,6 +344,50 @@ def _duration(lag: timedelta | None) -> str:
         return ""
     hours = lag.total_seconds() / 3600
     return f"{hours:.1f} h" if hours < 48 else f"{hours / 24:.1f} d"
+
+
+@app.command()
+def show(
+    arxiv_id: Annotated[str, typer.Argument(metavar="ARXIV_ID", help="e.g. 2411.17700 or quant-ph/0201082")],
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """One paper with every known version, what each revision changed, and its sources."""
+    with _context() as ctx:
+        try:
+            paper = show_paper(ctx.store, arxiv_id)
+        except LookupError as exc:
+            raise _fail(_explain(exc), 1) from exc
+    if as_json:
+        data = {
+            "id": paper.id,
+            "title": paper.title,
+            "authors": list(paper.authors),
+            "categories": list(paper.categories),
+            "abstract": paper.abstract,
+            "url": f"https://arxiv.org/abs/{paper.id}",
+            "sources": list(paper.sources),
+            "versions": [
+                {
+                    "version": v.version,
+                    "date": v.date.isoformat(),
+                    "announce_type": v.announce_type,
+                    "source": v.source,
+                    "changed": list(v.changed),
+                }
+                for v in paper.versions
+            ],
+        }
+        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        return
+    out.print(f"{paper.id}  {paper.title}\n{', '.join(paper.authors)}\n{' '.join(paper.categories)}")
+    out.print(f"https://arxiv.org/abs/{paper.id} · sources: {', '.join(paper.sources)}")
+    for v in paper.versions:
+        what = (
+            ("changed: " + ", ".join(v.changed))
+            if v.changed
+            else ("first seen" if v is paper.versions[0] else "")
+        )
+        out.print(f"  v{v.version}  {v.date:%Y-%m-%d %H:%M} UTC  {v.announce_type:<13} {what}")
 
 
 @app.command(name="try")

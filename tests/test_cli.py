@@ -118,3 +118,31 @@ def test_demo_prints_a_digest(env: Path) -> None:
     assert code == 0
     assert "--- digest for console:demo ---" in out
     assert "https://arxiv.org/abs/" in out and "Why:" in out
+
+
+def test_show_paper_versions_and_changes(env: Path) -> None:
+    from dataclasses import replace
+
+    from core.migrate import migrate
+    from core.store import Store, make_engine
+    from ingest.arxiv_rss_parse import parse_feed
+
+    papers = parse_feed(BIG_FEED.read_bytes()).items
+    revised = next(p for p in papers if p.version == 4)  # 1401.3665v4, "The existence of designs"
+    store = Store(make_engine(f"sqlite:///{env}"))
+    migrate(store.engine)
+    earlier = replace(revised, version=3, title="The existence of designs (draft)", comment="v3")
+    store.save_versions([earlier, revised])
+
+    code, out, _ = invoke("show", f"arXiv:{revised.arxiv_id}v4", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["id"] == revised.arxiv_id and data["title"] == revised.title
+    assert [v["version"] for v in data["versions"]] == [3, 4]
+    assert data["versions"][0]["date"].startswith("2024-11-28T05:00:00")
+    assert data["versions"][1]["changed"] == ["title", "comment"]
+    assert data["authors"] == list(revised.authors) and data["categories"] == list(revised.categories)
+    code, out, _ = invoke("show", revised.arxiv_id)
+    assert code == 0 and "changed: title, comment" in out
+    code, _, err = invoke("show", "2411.00000")
+    assert code == 1 and "has not seen" in err
