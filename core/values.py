@@ -6,7 +6,7 @@ They hold no database state; ``core.models`` maps them to and from SQLModel rows
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from enum import StrEnum
 
 
@@ -93,3 +93,25 @@ class SendResult:
     """What a notifier reports after the platform accepted a message."""
 
     platform_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CommunityPick:
+    """A paper as a community source (Hugging Face daily papers) featured it on one day.
+
+    It attaches to the arXiv paper ``arxiv_id`` (never a second paper); ``day`` is the daily list it was on.
+    """
+
+    arxiv_id: str
+    day: date
+    title: str
+    summary: str
+    authors: tuple[str, ...]
+    upvotes: int = 0
+    comments: int = 0
+    published_at: datetime | None = None
+    keywords: tuple[str, ...] = ()
+    ai_summary: str | None = None
+    github_repo: str | None = None
+    project_page: str | None = None
+    source: str = "hf-daily"
