@@ -6,7 +6,7 @@ Every timestamp is stored and returned as a timezone-aware UTC datetime on SQLit
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -18,6 +18,7 @@ from core.values import AnnounceType, DigestItem, Message, PaperIn, SendResult
 
 __all__ = [
     "AnnounceType",
+    "CommunityPickRow",
     "Digest",
     "DigestItem",
     "DigestState",
@@ -135,6 +136,30 @@ class Version(SQLModel, table=True):
     first_seen_at: datetime = _ts(default_factory=utcnow, index=True)
     # Set once the version has been run against the follows; NULL means "still to match".
     matched_at: datetime | None = _ts(default=None, index=True)
+    # False for history: versions stored by a backfill or announced before what PaperTrail had already
+    # seen. History is never matched, never sent, and not counted as news on the status page.
+    news: bool = Field(default=True, sa_column_kwargs={"server_default": sa.true()})
+
+
+class CommunityPickRow(SQLModel, table=True):
+    """A paper featured by a community source on one day (Hugging Face daily papers), with its signals."""
+
+    __tablename__ = "community_pick"
+    __table_args__ = (sa.UniqueConstraint("paper_id", "source", "day", name="uq_pick_paper_source_day"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    paper_id: str = Field(foreign_key="paper.id", index=True, max_length=64)
+    source: str = Field(max_length=32)
+    day: date = Field(index=True)
+    title: str = Field(sa_type=sa.Text)
+    summary: str = Field(sa_type=sa.Text)
+    upvotes: int = 0
+    comments: int = 0
+    keywords: list[str] = _json(default_factory=list)
+    ai_summary: str | None = Field(default=None, sa_type=sa.Text)
+    github_repo: str | None = Field(default=None, max_length=512)
+    project_page: str | None = Field(default=None, max_length=512)
+    first_seen_at: datetime = _ts(default_factory=utcnow, index=True)
 
 
 class Subscriber(SQLModel, table=True):

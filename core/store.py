@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -59,14 +60,23 @@ def make_engine(url: str) -> Engine:
     return sa.create_engine(url, pool_pre_ping=True)
 
 
+class Novelty(StrEnum):
+    """Which new versions of a batch are news (see :meth:`Store.save_versions`)."""
+
+    NEWS = "news"
+    HISTORY = "history"
+    GAP = "gap"
+
+
 @dataclass(slots=True)
 class SaveResult:
-    """What one batch of versions did to the store."""
+    """What one batch of versions did to the store. Counts of new papers and revisions are news only."""
 
     new_version_ids: list[int] = field(default_factory=list)
     new_papers: int = 0
     revisions: int = 0
     duplicates: int = 0
+    history: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,12 +189,16 @@ class Store:
         *,
         now: datetime | None = None,
         validator: HttpValidator | None = None,
+        novelty: Novelty = Novelty.NEWS,
     ) -> SaveResult:
-        """Store every version not seen before and return their ids, in one transaction.
+        """Store every version not seen before, in one transaction; return the ids of the news among them.
 
         A second sighting of a known version (a cross-list, a re-fetched feed) is counted as a duplicate.
-        ``validator`` (ETag / Last-Modified of the response) is saved in the same transaction so that a
-        conditional GET never skips a batch that was not stored.
+        ``novelty`` says which new versions are news (to be matched and sent): all of them (``NEWS``, a
+        daily feed), none (``HISTORY``, a backfill), or those announced after the newest announcement
+        already stored as news (``GAP``, filling a gap after downtime; with nothing stored yet there is
+        no gap and all is history). ``validator`` (ETag / Last-Modified of the response) is saved in the
+        same transaction so that a conditional GET never skips a batch that was not stored.
         """
         now = now or utcnow()
         result = SaveResult()
@@ -197,40 +211,61 @@ class Store:
                 unique[key] = paper
         ids = sorted({paper.arxiv_id for paper in unique.values()})
         with self.session() as session:
-            known_papers: dict[str, Paper] = {}
+            latest: dict[str, int] = {}
             known_versions: set[tuple[str, int]] = set()
             for start in range(0, len(ids), _ID_CHUNK):
                 chunk = ids[start : start + _ID_CHUNK]
-                for row in session.exec(select(Paper).where(col(Paper.id).in_(chunk))):
-                    known_papers[row.id] = row
-                pairs = session.exec(
-                    select(Version.paper_id, Version.number).where(col(Version.paper_id).in_(chunk))
+                rows = session.execute(
+                    sa.select(col(Paper.id), col(Paper.latest_version)).where(col(Paper.id).in_(chunk))
+                )
+                latest.update((pid, number) for pid, number in rows)
+                pairs = session.execute(
+                    sa.select(col(Version.paper_id), col(Version.number)).where(
+                        col(Version.paper_id).in_(chunk)
+                    )
                 )
                 known_versions.update((pid, num) for pid, num in pairs)
-            fresh: list[Version] = []
+            threshold = _news_threshold(session) if novelty is Novelty.GAP else None
+            new_papers: dict[str, int] = {}
+            raised: dict[str, int] = {}
+            news_rows: list[dict[str, Any]] = []
+            history_rows: list[dict[str, Any]] = []
             for (arxiv_id, number), paper in unique.items():
                 if (arxiv_id, number) in known_versions:
                     result.duplicates += 1
                     continue
-                stored = known_papers.get(arxiv_id)
-                if stored is None:
-                    stored = Paper(id=arxiv_id, latest_version=number, first_seen_at=now)
-                    known_papers[arxiv_id] = stored
-                    session.add(stored)
-                elif number > stored.latest_version:
-                    stored.latest_version = number
-                    session.add(stored)
-                fresh.append(_version_row(paper, now))
-                if number > 1:
+                if arxiv_id not in latest:
+                    new_papers[arxiv_id] = max(number, new_papers.get(arxiv_id, 0))
+                elif number > latest[arxiv_id]:
+                    raised[arxiv_id] = max(number, raised.get(arxiv_id, 0))
+                is_news = novelty is Novelty.NEWS or (
+                    novelty is Novelty.GAP
+                    and threshold is not None
+                    and paper.announced_at is not None
+                    and paper.announced_at > threshold
+                )
+                (news_rows if is_news else history_rows).append(_version_values(paper, now, news=is_news))
+                if not is_news:
+                    result.history += 1
+                elif number > 1:
                     result.revisions += 1
                 else:
                     result.new_papers += 1
-            session.flush()  # papers before versions: the foreign key must exist
-            session.add_all(fresh)
+            # Core inserts, not ORM objects: a backfill writes millions of rows.
+            if new_papers:
+                session.execute(
+                    sa.insert(Paper),
+                    [{"id": pid, "latest_version": n, "first_seen_at": now} for pid, n in new_papers.items()],
+                )
+            for pid, number in raised.items():
+                session.execute(sa.update(Paper).where(col(Paper.id) == pid).values(latest_version=number))
+            if history_rows:
+                session.execute(sa.insert(Version), history_rows)
+            if news_rows:
+                inserted = session.execute(sa.insert(Version).returning(col(Version.id)), news_rows)
+                result.new_version_ids = [row[0] for row in inserted]
             if validator is not None:
                 session.merge(validator)
-            session.flush()
-            result.new_version_ids = [v.id for v in fresh if v.id is not None]
         return result
 
     def versions_of(self, arxiv_id: str) -> list[Version]:
@@ -562,7 +597,11 @@ class Store:
             def count(query: Any) -> int:
                 return int(session.execute(query).scalar_one())
 
-            recent = select(sa.func.count()).select_from(Version).where(col(Version.first_seen_at) >= since)
+            recent = (
+                select(sa.func.count())
+                .select_from(Version)
+                .where(col(Version.first_seen_at) >= since, col(Version.news).is_(True))
+            )
             summary_counts = {
                 "papers": count(select(sa.func.count()).select_from(Paper)),
                 "versions": count(select(sa.func.count()).select_from(Version)),
@@ -612,24 +651,33 @@ def _source_health(session: Session, source: str) -> SourceHealth:
 _GOOD_STATES = (RunState.OK, RunState.EMPTY, RunState.NOT_MODIFIED)
 
 
-def _version_row(paper: PaperIn, now: datetime) -> Version:
-    return Version(
-        paper_id=paper.arxiv_id,
-        number=paper.version,
-        title=paper.title,
-        abstract=paper.abstract,
-        authors=list(paper.authors),
-        categories=list(paper.categories),
-        comment=paper.comment,
-        journal_ref=paper.journal_ref,
-        doi=paper.doi,
-        license=paper.license,
-        announce_type=paper.announce_type.value,
-        source=paper.source,
-        ai_related=is_ai_related(paper.categories),
-        announced_at=paper.announced_at,
-        first_seen_at=now,
-    )
+def _version_values(paper: PaperIn, now: datetime, *, news: bool) -> dict[str, Any]:
+    return {
+        "paper_id": paper.arxiv_id,
+        "number": paper.version,
+        "title": paper.title,
+        "abstract": paper.abstract,
+        "authors": list(paper.authors),
+        "categories": list(paper.categories),
+        "comment": paper.comment,
+        "journal_ref": paper.journal_ref,
+        "doi": paper.doi,
+        "license": paper.license,
+        "announce_type": paper.announce_type.value,
+        "source": paper.source,
+        "ai_related": is_ai_related(paper.categories),
+        "announced_at": paper.announced_at,
+        "first_seen_at": now,
+        "news": news,
+        # History is never matched: mark it done so the matcher never picks it up.
+        "matched_at": None if news else now,
+    }
+
+
+def _news_threshold(session: Session) -> datetime | None:
+    """The newest announcement already stored as news: later versions found by a gap fill are news."""
+    value = session.execute(sa.select(sa.func.max(Version.announced_at)).where(col(Version.news).is_(True)))
+    return value.scalar_one_or_none()
 
 
 def group_by_subscriber(hits: Iterable[Hit]) -> list[MatchRow]:

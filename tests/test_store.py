@@ -10,7 +10,7 @@ from sqlmodel import select
 
 from core.migrate import alembic_config
 from core.models import Follow, HttpValidator, RunState, SourceRun, Version
-from core.store import Hit, MatchRow, Store, group_by_subscriber
+from core.store import Hit, MatchRow, Novelty, Store, group_by_subscriber
 from core.values import AnnounceType, PaperIn
 
 NOW = datetime(2024, 11, 28, 6, 0, tzinfo=UTC)
@@ -161,3 +161,26 @@ def test_status_counts_last_24_hours_and_sources(store: Store) -> None:
     assert hf.last_state == "never run"
     with store.session() as session:
         assert len(session.exec(select(SourceRun)).all()) == 2
+
+
+def test_history_is_stored_but_never_news(store: Store) -> None:
+    saved = store.save_versions(
+        [paper("2301.00001"), paper("2301.00002", 3)], now=NOW, novelty=Novelty.HISTORY
+    )
+    assert (saved.new_papers, saved.revisions, saved.history, saved.new_version_ids) == (0, 0, 2, [])
+    assert store.unmatched_versions() == []  # history is never matched
+    summary = store.status(NOW + timedelta(hours=1))
+    assert (summary.versions, summary.new_papers_24h, summary.revisions_24h) == (2, 0, 0)
+
+
+def test_gap_fill_news_only_after_the_newest_announcement_seen(store: Store) -> None:
+    # With nothing stored there is no gap: everything a gap fill finds is history.
+    first = store.save_versions([paper("2411.00001")], now=NOW, novelty=Novelty.GAP)
+    assert first.history == 1
+    seen = store.save_versions([paper("2411.00002")], now=NOW)  # announced NOW - 1 h, news
+    assert seen.new_papers == 1
+    older = PaperIn("2411.00003", 1, "t", "a", (), ("cs.DC",), announced_at=NOW - timedelta(days=2))
+    newer = PaperIn("2411.00004", 2, "t", "a", (), ("cs.DC",), announced_at=NOW + timedelta(hours=5))
+    gap = store.save_versions([older, newer, paper("2411.00002")], now=NOW, novelty=Novelty.GAP)
+    assert (gap.history, gap.revisions, gap.duplicates) == (1, 1, 1)
+    assert [v.paper_id for v in store.unmatched_versions()] == ["2411.00002", "2411.00004"]
