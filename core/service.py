@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from typing import Any
 
 from core.delivery import DeliveryError, Notifier, normalise_address, split_address
 from core.follow_index import FollowIndex
@@ -19,10 +20,12 @@ from core.models import Follow, RunState, Subscriber, SubscriberStatus, utcnow
 from core.query import parse
 from core.render import Renderer
 from core.schedule import is_due, parse_schedule, zone
-from core.sources import Source, SourceError
+from core.sources import PagedSource, Source, SourceError
 from core.store import (
     Hit,
+    Novelty,
     PendingMatch,
+    SaveResult,
     SourceHealth,
     StatusSummary,
     Store,
@@ -104,6 +107,87 @@ async def ingest_once(
         duplicates=saved.duplicates,
         matches=matches,
         note=result.note,
+    )
+
+
+async def ingest_paged(
+    store: Store,
+    source: PagedSource,
+    *,
+    since: str | None = None,
+    novelty: Novelty = Novelty.GAP,
+    now: datetime | None = None,
+    index: FollowIndex | None = None,
+    on_page: Callable[[SaveResult], None] | None = None,
+) -> IngestReport:
+    """Run a paged source: store each page before fetching the next, then match what is news.
+
+    ``since`` overrides the stored cursor (``--since 2026-11-01``). ``novelty`` decides what is news:
+    ``GAP`` (versions announced after the newest announcement already seen) or ``HISTORY`` (nothing).
+    A failure part-way keeps the pages already stored and leaves the cursor where it was.
+    """
+    run_id = store.start_run(source.name, now=now)
+    cursor = since or store.last_cursor(source.name)
+    totals = SaveResult()
+    fetched = 0
+    skipped: list[str] = []
+    final_cursor: str | None = None
+    notes: list[str] = []
+
+    def progress() -> dict[str, Any]:
+        parts = list(notes)
+        if skipped:
+            parts.append(f"skipped {len(skipped)} record(s): " + "; ".join(skipped[:5]))
+        return {
+            "fetched": fetched,
+            "new_papers": totals.new_papers,
+            "revisions": totals.revisions,
+            "duplicates": totals.duplicates,
+            "note": "; ".join(parts) or None,
+        }
+
+    try:
+        async for page in source.pages(cursor):
+            saved = store.save_versions(page.papers, now=now, novelty=novelty)
+            fetched += len(page.papers)
+            totals.new_papers += saved.new_papers
+            totals.revisions += saved.revisions
+            totals.duplicates += saved.duplicates
+            totals.history += saved.history
+            skipped.extend(page.skipped)
+            if page.note:
+                notes.append(page.note)
+            if page.cursor is not None:
+                final_cursor = page.cursor
+            if on_page is not None:
+                on_page(saved)
+    except SourceError as exc:
+        store.finish_run(run_id, RunState.ERROR, error=str(exc), **progress())
+        log.warning("source %s failed after %d versions: %s", source.name, fetched, exc)
+        return IngestReport(
+            source.name,
+            RunState.ERROR,
+            fetched,
+            totals.new_papers,
+            totals.revisions,
+            totals.duplicates,
+            error=str(exc),
+            retry_after=exc.retry_after,
+        )
+    state = RunState.OK if fetched else RunState.EMPTY
+    if totals.history:
+        notes.append(f"{totals.history} version(s) stored as history")
+    store.finish_run(run_id, state, cursor=final_cursor, **progress())
+    matches = match_new(store, now=now, index=index)
+    return IngestReport(
+        source.name,
+        state,
+        fetched,
+        totals.new_papers,
+        totals.revisions,
+        totals.duplicates,
+        matches,
+        note=progress()["note"],
     )
 
 

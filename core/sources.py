@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
@@ -44,4 +44,29 @@ class Source(Protocol):
 
     async def fetch(self, validators: ValidatorLookup) -> FetchResult:
         """Fetch and parse, or raise :class:`SourceError`."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One committed unit of a paged source (an OAI-PMH page, a snapshot batch).
+
+    ``cursor`` is set on the page after which the source can resume from a new place next time (for
+    OAI-PMH: the last page of a complete list). Until then the stored cursor stays where it was, so an
+    interrupted harvest starts over from the old cursor and re-reads only duplicates.
+    """
+
+    papers: tuple[PaperIn, ...]
+    skipped: tuple[str, ...] = ()
+    cursor: str | None = None
+    note: str | None = None
+
+
+class PagedSource(Protocol):
+    """A source that delivers many pages per run; each page is stored before the next is fetched."""
+
+    name: ClassVar[str]
+
+    def pages(self, cursor: str | None) -> AsyncIterator[Page]:
+        """Fetch pages starting from ``cursor`` (None: the source's own default start)."""
         ...

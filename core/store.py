@@ -309,6 +309,16 @@ class Store:
                 setattr(run, name, value)
             session.add(run)
 
+    def last_cursor(self, source: str) -> str | None:
+        """The newest cursor a run of ``source`` recorded: where an incremental source resumes."""
+        with self.session() as session:
+            return session.exec(
+                select(SourceRun.cursor)
+                .where(SourceRun.source == source, col(SourceRun.cursor).is_not(None))
+                .order_by(col(SourceRun.id).desc())
+                .limit(1)
+            ).first()
+
     def latest_runs(self, limit: int = 20) -> list[SourceRun]:
         """The most recent source runs, newest first."""
         with self.session() as session:
