@@ -16,7 +16,7 @@ from typing import Any
 from core.delivery import DeliveryError, Notifier, normalise_address, split_address
 from core.follow_index import FollowIndex
 from core.health import ARXIV_TZ, Health, Verdict, arxiv_feed_health
-from core.models import Follow, RunState, Subscriber, SubscriberStatus, utcnow
+from core.models import CommunityPickRow, Follow, RunState, Subscriber, SubscriberStatus, utcnow
 from core.query import parse
 from core.render import Renderer
 from core.schedule import is_due, parse_schedule, zone
@@ -504,6 +504,12 @@ class PaperView:
     abstract: str
     versions: tuple[VersionView, ...]
     sources: tuple[str, ...]
+    picks: tuple[CommunityPickRow, ...] = ()
+
+    @property
+    def upvotes(self) -> int:
+        """The highest upvote count any community pick recorded (0 without picks)."""
+        return max((pick.upvotes for pick in self.picks), default=0)
 
 
 def show_paper(store: Store, arxiv_id: str) -> PaperView:
@@ -511,8 +517,15 @@ def show_paper(store: Store, arxiv_id: str) -> PaperView:
     # Accept "arXiv:2411.17700v2" as well as "2411.17700": a paper is keyed without its version.
     bare = re.sub(r"v\d+$", "", arxiv_id.strip().removeprefix("arXiv:").removeprefix("arxiv:"))
     rows = store.versions_of(bare)
-    if not rows:
+    picks = tuple(store.picks_of(bare))
+    if not rows and not picks:
         raise LookupError(f"PaperTrail has not seen {arxiv_id!r}; ingest it first or check the id")
+    if not rows:
+        # Known from a community source only: show what it said until arXiv's metadata arrives.
+        last = picks[-1]
+        return PaperView(
+            bare, last.title, (), (), last.summary, (), tuple(dict.fromkeys(p.source for p in picks)), picks
+        )
     views: list[VersionView] = []
     previous = None
     for row in rows:
@@ -533,5 +546,6 @@ def show_paper(store: Store, arxiv_id: str) -> PaperView:
         categories=tuple(latest.categories),
         abstract=latest.abstract,
         versions=tuple(views),
-        sources=tuple(dict.fromkeys(row.source for row in rows)),
+        sources=tuple(dict.fromkeys([*(row.source for row in rows), *(pick.source for pick in picks)])),
+        picks=picks,
     )

@@ -20,6 +20,7 @@ from sqlmodel import Session, col, select
 
 from core.classify import is_ai_related
 from core.models import (
+    CommunityPickRow,
     Digest,
     DigestState,
     Follow,
@@ -34,7 +35,7 @@ from core.models import (
     Version,
     utcnow,
 )
-from core.values import AnnounceType, DigestItem
+from core.values import AnnounceType, CommunityPick, DigestItem
 
 # SQLite caps bound parameters per statement; stay well below it when looking up a batch of ids.
 _ID_CHUNK = 500
@@ -147,6 +148,7 @@ class StatusSummary:
     subscribers: int
     follows: int
     pending_matches: int
+    community_24h: int
     sources: tuple[SourceHealth, ...]
 
 
@@ -267,6 +269,64 @@ class Store:
             if validator is not None:
                 session.merge(validator)
         return result
+
+    def save_picks(self, picks: Sequence[CommunityPick], *, now: datetime | None = None) -> tuple[int, int]:
+        """Store community picks, attached to their arXiv paper (created as a stub when still unknown).
+
+        A pick seen again on the same day updates its signals (upvotes move during the day). Returns
+        (picks stored for the first time, papers PaperTrail had not seen before).
+        """
+        now = now or utcnow()
+        added = stubs = 0
+        with self.session() as session:
+            for pick in picks:
+                if session.get(Paper, pick.arxiv_id) is None:
+                    # latest_version 0: known from a community source only, until arXiv metadata arrives.
+                    session.add(Paper(id=pick.arxiv_id, latest_version=0, first_seen_at=now))
+                    session.flush()
+                    stubs += 1
+                row = session.exec(
+                    select(CommunityPickRow).where(
+                        CommunityPickRow.paper_id == pick.arxiv_id,
+                        CommunityPickRow.source == pick.source,
+                        CommunityPickRow.day == pick.day,
+                    )
+                ).first()
+                if row is None:
+                    row = CommunityPickRow(
+                        paper_id=pick.arxiv_id,
+                        source=pick.source,
+                        day=pick.day,
+                        first_seen_at=now,
+                        title=pick.title,
+                        summary=pick.summary,
+                    )
+                    added += 1
+                row.title, row.summary = pick.title, pick.summary
+                row.upvotes, row.comments = pick.upvotes, pick.comments
+                row.keywords = list(pick.keywords)
+                row.ai_summary, row.github_repo, row.project_page = (
+                    pick.ai_summary,
+                    pick.github_repo,
+                    pick.project_page,
+                )
+                session.add(row)
+        return added, stubs
+
+    def picks_of(self, arxiv_id: str) -> list[CommunityPickRow]:
+        """Every community pick of one paper, oldest day first."""
+        with self.session() as session:
+            rows = session.exec(
+                select(CommunityPickRow)
+                .where(CommunityPickRow.paper_id == arxiv_id)
+                .order_by(col(CommunityPickRow.day))
+            )
+            return list(rows)
+
+    def papers_without_versions(self, limit: int = 100) -> list[str]:
+        """Ids of papers known only from a community source, waiting for their arXiv metadata."""
+        with self.session() as session:
+            return list(session.exec(select(Paper.id).where(Paper.latest_version == 0).limit(limit)))
 
     def versions_of(self, arxiv_id: str) -> list[Version]:
         """Every stored version of one paper, oldest first (empty when the paper is unknown)."""
@@ -620,6 +680,11 @@ class Store:
                 "ai_related_24h": count(recent.where(col(Version.ai_related).is_(True))),
                 "subscribers": count(select(sa.func.count()).select_from(Subscriber)),
                 "follows": count(select(sa.func.count()).select_from(Follow)),
+                "community_24h": count(
+                    select(sa.func.count())
+                    .select_from(CommunityPickRow)
+                    .where(col(CommunityPickRow.first_seen_at) >= since)
+                ),
                 "pending_matches": count(
                     select(sa.func.count()).select_from(Match).where(col(Match.digest_id).is_(None))
                 ),

@@ -300,6 +300,7 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
             "subscribers": summary.subscribers,
             "follows": summary.follows,
             "pending_matches": summary.pending_matches,
+            "community_discoveries_24h": summary.community_24h,
             "sources": [
                 {
                     "source": j.facts.source,
@@ -323,7 +324,8 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
         f"last 24 h: {summary.new_papers_24h} new papers, {summary.revisions_24h} revisions, "
         f"{summary.ai_related_24h} AI-related\n"
         f"subscribers: {summary.subscribers}, follows: {summary.follows}, "
-        f"pending matches: {summary.pending_matches}"
+        f"pending matches: {summary.pending_matches}\n"
+        f"community discoveries in the last 24 h: {summary.community_24h}"
     )
     table = Table("source", "state", "last check", "last success", "last new version", "lag", "why")
     for j in judged:
@@ -366,6 +368,18 @@ def show(
             "abstract": paper.abstract,
             "url": f"https://arxiv.org/abs/{paper.id}",
             "sources": list(paper.sources),
+            "upvotes": paper.upvotes,
+            "community": [
+                {
+                    "source": pick.source,
+                    "day": pick.day.isoformat(),
+                    "upvotes": pick.upvotes,
+                    "comments": pick.comments,
+                    "keywords": pick.keywords,
+                    "github_repo": pick.github_repo,
+                }
+                for pick in paper.picks
+            ],
             "versions": [
                 {
                     "version": v.version,
@@ -381,6 +395,9 @@ def show(
         return
     out.print(f"{paper.id}  {paper.title}\n{', '.join(paper.authors)}\n{' '.join(paper.categories)}")
     out.print(f"https://arxiv.org/abs/{paper.id} · sources: {', '.join(paper.sources)}")
+    for pick in paper.picks:
+        repo = f" · {pick.github_repo}" if pick.github_repo else ""
+        out.print(f"  {pick.source} {pick.day}: {pick.upvotes} upvotes, {pick.comments} comments{repo}")
     for v in paper.versions:
         what = (
             ("changed: " + ", ".join(v.changed))

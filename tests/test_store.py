@@ -184,3 +184,26 @@ def test_gap_fill_news_only_after_the_newest_announcement_seen(store: Store) -> 
     gap = store.save_versions([older, newer, paper("2411.00002")], now=NOW, novelty=Novelty.GAP)
     assert (gap.history, gap.revisions, gap.duplicates) == (1, 1, 1)
     assert [v.paper_id for v in store.unmatched_versions()] == ["2411.00002", "2411.00004"]
+
+
+def test_community_picks_attach_to_the_paper(store: Store) -> None:
+    from datetime import date
+
+    from core.values import CommunityPick
+
+    store.save_versions([paper("2411.00001")], now=NOW)
+    day = date(2024, 11, 28)
+    known = CommunityPick("2411.00001", day, "Title", "Summary", ("A B",), upvotes=3, keywords=("llm",))
+    unknown = CommunityPick("2411.99999", day, "Only on HF", "S", ("C D",), upvotes=7)
+    assert store.save_picks([known, unknown], now=NOW) == (2, 1)
+    # Seen again the same day: the signals move, nothing new is created.
+    assert store.save_picks(
+        [CommunityPick("2411.00001", day, "Title", "Summary", (), upvotes=9)], now=NOW
+    ) == (0, 0)
+    assert [p.upvotes for p in store.picks_of("2411.00001")] == [9]
+    assert store.papers_without_versions() == ["2411.99999"]
+    # Its arXiv metadata arrives later: the stub becomes a normal paper, not a second one.
+    store.save_versions([paper("2411.99999", 2)], now=NOW)
+    assert store.papers_without_versions() == []
+    summary = store.status(NOW + timedelta(hours=1))
+    assert summary.community_24h == 2 and summary.papers == 2
