@@ -43,6 +43,8 @@ class Settings(BaseSettings):
     # Comma-separated archives or categories; the feed request joins them with "+".
     arxiv_categories: str = "cs"
 
+    hf_api_url: str = "https://huggingface.co/api/"
+
     smtp_host: str | None = None
     smtp_port: int = 25
     smtp_user: str | None = None

@@ -20,7 +20,7 @@ from core.models import CommunityPickRow, Follow, RunState, Subscriber, Subscrib
 from core.query import parse
 from core.render import Renderer
 from core.schedule import is_due, parse_schedule, zone
-from core.sources import PagedSource, Source, SourceError
+from core.sources import CommunitySource, PagedSource, Source, SourceError
 from core.store import (
     Hit,
     Novelty,
@@ -188,6 +188,38 @@ async def ingest_paged(
         totals.duplicates,
         matches,
         note=progress()["note"],
+    )
+
+
+async def ingest_community(
+    store: Store, source: CommunitySource, day: date, *, now: datetime | None = None
+) -> IngestReport:
+    """Fetch one day of community picks and attach them to their arXiv papers."""
+    run_id = store.start_run(source.name, now=now)
+    try:
+        page = await source.fetch_day(day)
+    except SourceError as exc:
+        store.finish_run(run_id, RunState.ERROR, error=str(exc), cursor=None)
+        log.warning("source %s failed: %s", source.name, exc)
+        return IngestReport(source.name, RunState.ERROR, error=str(exc), retry_after=exc.retry_after)
+    added, unseen = store.save_picks(page.picks, now=now)
+    parts = [
+        f"{len(page.picks)} pick(s) on {day.isoformat()}, {added} new, {unseen} paper(s) new to PaperTrail"
+    ]
+    if page.skipped:
+        parts.append(f"skipped {len(page.skipped)}: " + "; ".join(page.skipped[:5]))
+    note = "; ".join(parts)
+    state = RunState.OK if page.picks else RunState.EMPTY
+    store.finish_run(
+        run_id,
+        state,
+        fetched=len(page.picks),
+        duplicates=len(page.picks) - added,
+        cursor=day.isoformat(),
+        note=note,
+    )
+    return IngestReport(
+        source.name, state, fetched=len(page.picks), duplicates=len(page.picks) - added, note=note
     )
 
 

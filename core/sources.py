@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from datetime import date
 from typing import ClassVar, Protocol
 
 from core.models import HttpValidator, RunState
-from core.values import PaperIn
+from core.values import CommunityPick, PaperIn
 
 
 class SourceError(Exception):
@@ -70,3 +71,23 @@ class PagedSource(Protocol):
     def pages(self, cursor: str | None) -> AsyncIterator[Page]:
         """Fetch pages starting from ``cursor`` (None: the source's own default start)."""
         ...
+
+
+class CommunitySource(Protocol):
+    """A source of community picks (Hugging Face daily papers): one list per day."""
+
+    name: ClassVar[str]
+
+    async def fetch_day(self, day: date) -> CommunityDay:
+        """The picks of ``day``, or raise :class:`SourceError`."""
+        ...
+
+
+class CommunityDay(Protocol):
+    """What a community source returns for one day."""
+
+    @property
+    def picks(self) -> tuple[CommunityPick, ...]: ...
+
+    @property
+    def skipped(self) -> tuple[str, ...]: ...

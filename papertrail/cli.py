@@ -8,7 +8,7 @@ import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Annotated, Any
 
 import typer
@@ -18,10 +18,11 @@ from rich.table import Table
 from rich.text import Text
 
 from core.config import Settings
-from core.models import Follow
+from core.models import Follow, utcnow
 from core.query import QueryError
 from core.service import follow as add_follow
 from core.service import (
+    ingest_community,
     ingest_once,
     resume,
     send_due_digests,
@@ -111,12 +112,22 @@ def run() -> None:
 @app.command()
 def ingest(
     source: Annotated[str, typer.Option(help=f"Source to run: {', '.join(SOURCE_NAMES)}.")] = "arxiv-rss",
+    day: Annotated[
+        str | None, typer.Option("--date", help="hf-daily: the day to fetch (YYYY-MM-DD, default today UTC).")
+    ] = None,
 ) -> None:
     """Fetch one source once, store new versions and match them against the follows."""
     if source not in SOURCE_NAMES:
         raise _fail(f"unknown source {source!r}; choose one of: {', '.join(SOURCE_NAMES)}", 2)
+    try:
+        wanted = date.fromisoformat(day) if day else utcnow().date()
+    except ValueError as exc:
+        raise _fail(f"--date {day!r} is not a date like 2026-11-30", 2) from exc
     with _context() as ctx:
-        report = asyncio.run(ingest_once(ctx.store, ctx.sources[source]))
+        if source in ctx.community:
+            report = asyncio.run(ingest_community(ctx.store, ctx.community[source], wanted))
+        else:
+            report = asyncio.run(ingest_once(ctx.store, ctx.sources[source]))
     if report.error:
         raise _fail(f"{source}: {report.error}")
     out.print(

@@ -10,13 +10,14 @@ from core.delivery import Notifier
 from core.follow_index import FollowIndex
 from core.migrate import migrate
 from core.render import Renderer
-from core.sources import Source
+from core.sources import CommunitySource, Source
 from core.store import Store, make_engine
 from ingest.arxiv_rss import ArxivRssSource
+from ingest.hf_daily import HfDailySource
 from ingest.http import HttpClient, Politeness
 from notifiers.registry import build_notifiers
 
-SOURCE_NAMES = ("arxiv-rss",)
+SOURCE_NAMES = ("arxiv-rss", "hf-daily")
 
 
 @dataclass
@@ -29,6 +30,7 @@ class AppContext:
     notifiers: dict[str, Notifier]
     http: HttpClient
     sources: dict[str, Source] = field(default_factory=dict)
+    community: dict[str, CommunitySource] = field(default_factory=dict)
     # One follow index for the life of the process, updated incrementally before each matching pass.
     follows: FollowIndex = field(default_factory=FollowIndex)
 
@@ -50,6 +52,7 @@ def build_context(settings: Settings, *, console: TextIO | None = None) -> AppCo
     )
     http = HttpClient(settings.user_agent, settings.http_timeout, politeness=politeness)
     sources: dict[str, Source] = {"arxiv-rss": ArxivRssSource(http, settings.arxiv_feed_url)}
+    community: dict[str, CommunitySource] = {"hf-daily": HfDailySource(http, settings.hf_api_url)}
     return AppContext(
         settings=settings,
         store=Store(engine),
@@ -57,4 +60,5 @@ def build_context(settings: Settings, *, console: TextIO | None = None) -> AppCo
         notifiers=build_notifiers(settings, console=console),
         http=http,
         sources=sources,
+        community=community,
     )

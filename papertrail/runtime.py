@@ -16,7 +16,7 @@ from datetime import timedelta
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from core.models import utcnow
-from core.service import ingest_once, send_due_digests
+from core.service import ingest_community, ingest_once, send_due_digests
 from papertrail.context import AppContext
 
 log = logging.getLogger(__name__)
@@ -36,6 +36,15 @@ async def ingest_all(ctx: AppContext) -> None:
                 report.revisions,
                 report.matches,
             )
+    await community_all(ctx)
+
+
+async def community_all(ctx: AppContext) -> None:
+    """Fetch today's list (UTC) of every community source; upvotes move during the day."""
+    for source in ctx.community.values():
+        report = await ingest_community(ctx.store, source, utcnow().date())
+        if not report.error:
+            log.info("%s: %s", report.source, report.note)
 
 
 async def digest_tick(ctx: AppContext) -> None:

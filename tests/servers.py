@@ -33,10 +33,12 @@ class FeedServer:
     etag: str | None = None
     requests: list[dict[str, str]] = field(default_factory=list)
     arrivals: list[float] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
     url: str = ""
 
-    def next_reply(self, headers: dict[str, str]) -> Reply:
+    def next_reply(self, headers: dict[str, str], path: str = "") -> Reply:
         self.requests.append(headers)
+        self.paths.append(path)
         self.arrivals.append(time.monotonic())
         if self.etag and headers.get("If-None-Match") == self.etag:
             return Reply(304)
@@ -53,7 +55,7 @@ def feed_server(*replies: Reply, etag: str | None = None) -> Iterator[FeedServer
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            reply = state.next_reply(dict(self.headers.items()))
+            reply = state.next_reply(dict(self.headers.items()), self.path)
             self.send_response(reply.status)
             for name, value in reply.headers.items():
                 self.send_header(name, value)

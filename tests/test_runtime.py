@@ -28,6 +28,7 @@ def test_run_records_source_error_and_stops_on_sigterm(tmp_path: Path) -> None:
         "PAPERTRAIL_DATABASE_URL": f"sqlite:///{db}",
         "PAPERTRAIL_ARXIV_RSS_URL": f"http://127.0.0.1:{free_port()}/rss/",
         "PAPERTRAIL_HTTP_BACKOFF": "0.01",
+        "PAPERTRAIL_HF_API_URL": f"http://127.0.0.1:{free_port()}/api/",
         "PAPERTRAIL_CONFIG": str(tmp_path / "absent.toml"),
     }
     proc = subprocess.Popen(
@@ -66,7 +67,11 @@ async def test_run_forever_ingests_and_sends_instant_digests(tmp_path: Path) -> 
     out = io.StringIO()
     with feed_server(Reply(200, BIG_FEED.read_bytes())) as server:
         settings = Settings(
-            database_url=f"sqlite:///{tmp_path}/rt.db", arxiv_rss_url=server.url, digest_check_seconds=1
+            database_url=f"sqlite:///{tmp_path}/rt.db",
+            arxiv_rss_url=server.url,
+            hf_api_url=f"http://127.0.0.1:{free_port()}/api/",
+            http_backoff=0.01,
+            digest_check_seconds=1,
         )
         ctx = build_context(settings, console=out)
         follow(ctx.store, "console:me", "cat:cs.DC", schedule="instant")
