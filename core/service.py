@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -16,7 +16,7 @@ from typing import Any
 from core.delivery import DeliveryError, Notifier, normalise_address, split_address
 from core.follow_index import FollowIndex
 from core.health import ARXIV_TZ, Health, Verdict, arxiv_feed_health
-from core.models import CommunityPickRow, Follow, RunState, Subscriber, SubscriberStatus, utcnow
+from core.models import CommunityPickRow, Follow, PaperIn, RunState, Subscriber, SubscriberStatus, utcnow
 from core.query import parse
 from core.render import Renderer
 from core.schedule import is_due, parse_schedule, zone
@@ -221,6 +221,56 @@ async def ingest_community(
     return IngestReport(
         source.name, state, fetched=len(page.picks), duplicates=len(page.picks) - added, note=note
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """A slice of a backfill: versions to store and notes on input lines that were skipped."""
+
+    papers: Sequence[PaperIn]
+    skipped: Sequence[str] = ()
+
+
+def backfill(
+    store: Store,
+    source: str,
+    batches: Iterable[Batch],
+    *,
+    now: datetime | None = None,
+    on_batch: Callable[[SaveResult], None] | None = None,
+) -> IngestReport:
+    """Store a backfill as history, batch by batch (each batch one transaction); never news, never sent.
+
+    Interrupting it keeps every batch already stored; running it again skips them as duplicates.
+    """
+    run_id = store.start_run(source, now=now)
+    totals = SaveResult()
+    fetched = 0
+    skipped: list[str] = []
+    try:
+        for batch in batches:
+            saved = store.save_versions(batch.papers, now=now, novelty=Novelty.HISTORY)
+            fetched += len(batch.papers)
+            totals.history += saved.history
+            totals.duplicates += saved.duplicates
+            skipped.extend(batch.skipped)
+            if on_batch is not None:
+                on_batch(saved)
+    except BaseException as exc:  # Ctrl-C included: the run must not stay "running" forever
+        store.finish_run(
+            run_id,
+            RunState.ERROR,
+            fetched=fetched,
+            duplicates=totals.duplicates,
+            error=f"interrupted: {exc!r}",
+        )
+        raise
+    note = f"{totals.history} version(s) stored as history"
+    if skipped:
+        note += f"; skipped {len(skipped)} line(s): " + "; ".join(skipped[:5])
+    state = RunState.OK if fetched else RunState.EMPTY
+    store.finish_run(run_id, state, fetched=fetched, duplicates=totals.duplicates, note=note)
+    return IngestReport(source, state, fetched=fetched, duplicates=totals.duplicates, note=note)
 
 
 def match_new(store: Store, *, now: datetime | None = None, index: FollowIndex | None = None) -> int:

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import date, datetime, timedelta
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -135,6 +136,26 @@ def ingest(
         f"{report.revisions} revisions, {report.duplicates} already known, {report.matches} matches"
         + (f"\nnote: {report.note}" if report.note else "")
     )
+
+
+backfill_app = typer.Typer(help="Load history in bulk (stored, never sent as news).", no_args_is_help=True)
+app.add_typer(backfill_app, name="backfill")
+
+
+@backfill_app.command("snapshot")
+def backfill_snapshot(
+    path: Annotated[Path, typer.Argument(help="arxiv-metadata-oai-snapshot.json[.gz] (JSON Lines).")],
+) -> None:
+    """Stream the arXiv metadata snapshot into the store as history, with a progress bar."""
+    from papertrail.backfill import run_snapshot_backfill
+
+    if not path.is_file():
+        raise _fail(f"{path} is not a file; download arxiv-metadata-oai-snapshot.json (Kaggle) first", 2)
+    with _context() as ctx:
+        report = run_snapshot_backfill(ctx.store, path, err)
+    out.print(f"snapshot: {report.state}; {report.fetched} versions read, {report.duplicates} already known")
+    if report.note:
+        out.print(f"note: {report.note}")
 
 
 @app.command()
