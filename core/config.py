@@ -44,6 +44,9 @@ class Settings(BaseSettings):
     arxiv_categories: str = "cs"
 
     hf_api_url: str = "https://huggingface.co/api/"
+    arxiv_oai_url: str = "https://oaipmh.arxiv.org/oai"
+    # The OAI-PMH set harvested by the gap filler (arXiv sets are archives: cs, math, physics:hep-th ...).
+    arxiv_oai_set: str = "cs"
 
     smtp_host: str | None = None
     smtp_port: int = 25

@@ -25,6 +25,7 @@ from core.service import follow as add_follow
 from core.service import (
     ingest_community,
     ingest_once,
+    ingest_paged,
     resume,
     send_due_digests,
     show_paper,
@@ -32,6 +33,7 @@ from core.service import (
     try_query,
     unfollow,
 )
+from core.store import Novelty
 from papertrail.context import SOURCE_NAMES, AppContext, build_context
 
 app = typer.Typer(
@@ -116,16 +118,33 @@ def ingest(
     day: Annotated[
         str | None, typer.Option("--date", help="hf-daily: the day to fetch (YYYY-MM-DD, default today UTC).")
     ] = None,
+    since: Annotated[
+        str | None, typer.Option(help="arxiv-oai: harvest records changed since this date (YYYY-MM-DD).")
+    ] = None,
+    history: Annotated[
+        bool, typer.Option("--history", help="arxiv-oai: store everything as history; notify nobody.")
+    ] = False,
 ) -> None:
-    """Fetch one source once, store new versions and match them against the follows."""
+    """Fetch one source once, store new versions and match them against the follows.
+
+    arxiv-oai fills gaps: versions announced after the newest announcement already seen are news, older
+    ones are stored as history.
+    """
     if source not in SOURCE_NAMES:
         raise _fail(f"unknown source {source!r}; choose one of: {', '.join(SOURCE_NAMES)}", 2)
     try:
         wanted = date.fromisoformat(day) if day else utcnow().date()
     except ValueError as exc:
         raise _fail(f"--date {day!r} is not a date like 2026-11-30", 2) from exc
+    try:
+        from_date = date.fromisoformat(since).isoformat() if since else None
+    except ValueError as exc:
+        raise _fail(f"--since {since!r} is not a date like 2026-11-01", 2) from exc
     with _context() as ctx:
-        if source in ctx.community:
+        if source in ctx.paged:
+            novelty = Novelty.HISTORY if history else Novelty.GAP
+            report = asyncio.run(ingest_paged(ctx.store, ctx.paged[source], since=from_date, novelty=novelty))
+        elif source in ctx.community:
             report = asyncio.run(ingest_community(ctx.store, ctx.community[source], wanted))
         else:
             report = asyncio.run(ingest_once(ctx.store, ctx.sources[source]))

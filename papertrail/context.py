@@ -10,14 +10,15 @@ from core.delivery import Notifier
 from core.follow_index import FollowIndex
 from core.migrate import migrate
 from core.render import Renderer
-from core.sources import CommunitySource, Source
+from core.sources import CommunitySource, PagedSource, Source
 from core.store import Store, make_engine
+from ingest.arxiv_oai import ArxivOaiSource
 from ingest.arxiv_rss import ArxivRssSource
 from ingest.hf_daily import HfDailySource
 from ingest.http import HttpClient, Politeness
 from notifiers.registry import build_notifiers
 
-SOURCE_NAMES = ("arxiv-rss", "hf-daily")
+SOURCE_NAMES = ("arxiv-rss", "hf-daily", "arxiv-oai")
 
 
 @dataclass
@@ -31,6 +32,7 @@ class AppContext:
     http: HttpClient
     sources: dict[str, Source] = field(default_factory=dict)
     community: dict[str, CommunitySource] = field(default_factory=dict)
+    paged: dict[str, PagedSource] = field(default_factory=dict)
     # One follow index for the life of the process, updated incrementally before each matching pass.
     follows: FollowIndex = field(default_factory=FollowIndex)
 
@@ -53,6 +55,9 @@ def build_context(settings: Settings, *, console: TextIO | None = None) -> AppCo
     http = HttpClient(settings.user_agent, settings.http_timeout, politeness=politeness)
     sources: dict[str, Source] = {"arxiv-rss": ArxivRssSource(http, settings.arxiv_feed_url)}
     community: dict[str, CommunitySource] = {"hf-daily": HfDailySource(http, settings.hf_api_url)}
+    paged: dict[str, PagedSource] = {
+        "arxiv-oai": ArxivOaiSource(http, settings.arxiv_oai_url, settings.arxiv_oai_set)
+    }
     return AppContext(
         settings=settings,
         store=Store(engine),
@@ -61,4 +66,5 @@ def build_context(settings: Settings, *, console: TextIO | None = None) -> AppCo
         http=http,
         sources=sources,
         community=community,
+        paged=paged,
     )
