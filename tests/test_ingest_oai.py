@@ -40,7 +40,7 @@ def versions_in(data: bytes) -> int:
 
 async def harvest(
     store: Store, *replies: Reply, since: str | None = "2016-10-20", novelty: Novelty = Novelty.GAP
-):
+) -> tuple[IngestReport, FeedServer]:
     with feed_server(*replies) as server:
         async with HttpClient("t", politeness=Politeness(retries=0)) as http:
             report = await ingest_paged(store, ArxivOaiSource(http, server.url), since=since, novelty=novelty)
