@@ -1,0 +1,61 @@
+"""Snapshot backfill: the recorded snapshot sample, plain and gzip, stored as history with a run record."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from core.store import Store
+from papertrail.backfill import snapshot_batches
+from papertrail.cli import app
+from tests.conftest import CORPUS
+
+SAMPLE = CORPUS / "arxiv-snapshot" / "wanng-ide_arxiv-metadata-oai-snapshot_first200.jsonl"
+
+
+def expected_versions() -> int:
+    return sum(len(json.loads(line)["versions"]) for line in SAMPLE.read_text(encoding="utf-8").splitlines())
+
+
+def test_batches_cover_every_version_and_report_position(tmp_path: Path) -> None:
+    packed = tmp_path / "sample.jsonl.gz"
+    packed.write_bytes(gzip.compress(SAMPLE.read_bytes()))
+    positions: list[int] = []
+    batches = list(snapshot_batches(packed, positions.append))
+    assert sum(len(b.papers) for b in batches) == expected_versions()
+    assert positions[-1] == packed.stat().st_size
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["jsonl", "jsonl.gz"])
+def test_cli_backfill_is_history_and_idempotent(
+    sqlite_store: Store, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, packed: bool
+) -> None:
+    path = SAMPLE
+    if packed:
+        path = tmp_path / "snapshot.json.gz"
+        path.write_bytes(gzip.compress(SAMPLE.read_bytes()))
+    monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", str(sqlite_store.engine.url))
+    runner = CliRunner()
+    first = runner.invoke(app, ["backfill", "snapshot", str(path)])
+    assert first.exit_code == 0, first.stderr
+    total = expected_versions()
+    assert f"{total} versions read, 0 already known" in first.stdout
+    again = runner.invoke(app, ["backfill", "snapshot", str(path)])
+    assert f"{total} already known" in again.stdout
+    summary = sqlite_store.status()
+    assert summary.versions == total and summary.papers == 200
+    assert (summary.new_papers_24h, summary.revisions_24h) == (0, 0)  # history, not news
+    assert sqlite_store.unmatched_versions() == []
+    first_run, second_run = reversed(sqlite_store.latest_runs(2))
+    assert first_run.note == f"{total} version(s) stored as history" and first_run.state == "ok"
+    assert second_run.duplicates == total
+
+
+def test_cli_backfill_missing_file(sqlite_store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", str(sqlite_store.engine.url))
+    result = CliRunner().invoke(app, ["backfill", "snapshot", "/nonexistent/snapshot.json"])
+    assert result.exit_code == 2 and "is not a file" in result.stderr
