@@ -45,6 +45,7 @@ class Settings(BaseSettings):
 
     hf_api_url: str = "https://huggingface.co/api/"
     arxiv_oai_url: str = "https://oaipmh.arxiv.org/oai"
+    arxiv_api_url: str = "https://export.arxiv.org/api/query"
     # The OAI-PMH set harvested by the gap filler (arXiv sets are archives: cs, math, physics:hep-th ...).
     arxiv_oai_set: str = "cs"
 

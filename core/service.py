@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 from core.delivery import DeliveryError, Notifier, normalise_address, split_address
 from core.follow_index import FollowIndex
@@ -271,6 +271,41 @@ def backfill(
     state = RunState.OK if fetched else RunState.EMPTY
     store.finish_run(run_id, state, fetched=fetched, duplicates=totals.duplicates, note=note)
     return IngestReport(source, state, fetched=fetched, duplicates=totals.duplicates, note=note)
+
+
+class PaperLookup(Protocol):
+    """Fetches arXiv's metadata for papers by id (the arXiv API)."""
+
+    name: ClassVar[str]
+
+    async def lookup(self, ids: Sequence[str]) -> tuple[PaperIn, ...]:
+        """The latest version of each id the service knows."""
+        ...
+
+
+async def complete_papers(store: Store, api: PaperLookup, *, limit: int = 500) -> IngestReport:
+    """Fetch arXiv metadata for papers known only from a community source; stored as history.
+
+    Such papers were picked by the community, not announced to PaperTrail's feed: storing them as
+    history completes their page without notifying anyone twice.
+    """
+    ids = store.papers_without_versions(limit)
+    run_id = store.start_run(api.name)
+    if not ids:
+        store.finish_run(run_id, RunState.EMPTY, note="no papers waiting for arXiv metadata")
+        return IngestReport(api.name, RunState.EMPTY, note="no papers waiting for arXiv metadata")
+    try:
+        papers = await api.lookup(ids)
+    except SourceError as exc:
+        store.finish_run(run_id, RunState.ERROR, error=str(exc))
+        return IngestReport(api.name, RunState.ERROR, error=str(exc), retry_after=exc.retry_after)
+    saved = store.save_versions(papers, novelty=Novelty.HISTORY)
+    missing = sorted(set(ids) - {p.arxiv_id for p in papers})
+    note = f"completed {len(papers)} of {len(ids)} paper(s)" + (
+        f"; arXiv does not know {', '.join(missing[:10])}" if missing else ""
+    )
+    store.finish_run(run_id, RunState.OK, fetched=len(papers), duplicates=saved.duplicates, note=note)
+    return IngestReport(api.name, RunState.OK, fetched=len(papers), duplicates=saved.duplicates, note=note)
 
 
 def match_new(store: Store, *, now: datetime | None = None, index: FollowIndex | None = None) -> int:

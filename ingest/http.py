@@ -38,6 +38,7 @@ class Fetched:
     content: bytes
     not_modified: bool
     validator: HttpValidator | None
+    status: int = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,9 +133,18 @@ class HttpClient:
         await self._client.aclose()
 
     async def get(
-        self, url: str, previous: HttpValidator | None = None, params: dict[str, str] | None = None
+        self,
+        url: str,
+        previous: HttpValidator | None = None,
+        params: dict[str, str] | None = None,
+        *,
+        read_errors: frozenset[int] = frozenset(),
     ) -> Fetched:
-        """GET ``url`` politely, conditionally when ``previous`` holds an ETag or Last-Modified."""
+        """GET ``url`` politely, conditionally when ``previous`` holds an ETag or Last-Modified.
+
+        ``read_errors`` lists 4xx statuses whose body the caller reads itself (the arXiv API explains a
+        bad request in an Atom feed served with HTTP 400).
+        """
         headers: dict[str, str] = {}
         if previous is not None:
             if previous.etag:
@@ -144,7 +154,7 @@ class HttpClient:
         attempts = self.politeness.retries + 1
         for attempt in range(1, attempts + 1):
             try:
-                return await self._attempt(url, headers, params, previous, attempt)
+                return await self._attempt(url, headers, params, previous, attempt, read_errors)
             except _Retry as retry:
                 if attempt == attempts:
                     raise retry.error from None
@@ -165,6 +175,7 @@ class HttpClient:
         params: dict[str, str] | None,
         previous: HttpValidator | None,
         attempt: int,
+        read_errors: frozenset[int],
     ) -> Fetched:
         host = urlsplit(url).hostname or ""
         slot = self._hosts.setdefault(host, _Host())
@@ -187,12 +198,19 @@ class HttpClient:
                 raise _Retry(error, backoff) from exc
             finally:
                 slot.last_end = self._clock()
-        return self._read(url, response, previous, backoff)
+        return self._read(url, response, previous, backoff, read_errors)
 
     def _read(
-        self, url: str, response: httpx.Response, previous: HttpValidator | None, backoff: float
+        self,
+        url: str,
+        response: httpx.Response,
+        previous: HttpValidator | None,
+        backoff: float,
+        read_errors: frozenset[int],
     ) -> Fetched:
         status = response.status_code
+        if status in read_errors:
+            return Fetched(url, response.content, False, None, status)
         if status == 304:
             return Fetched(url, b"", True, previous)
         if status in (429, 503):

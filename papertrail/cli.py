@@ -21,8 +21,8 @@ from rich.text import Text
 from core.config import Settings
 from core.models import Follow, utcnow
 from core.query import QueryError
-from core.service import follow as add_follow
 from core.service import (
+    complete_papers,
     ingest_community,
     ingest_once,
     ingest_paged,
@@ -33,6 +33,7 @@ from core.service import (
     try_query,
     unfollow,
 )
+from core.service import follow as add_follow
 from core.store import Novelty
 from papertrail.context import SOURCE_NAMES, AppContext, build_context
 
@@ -141,7 +142,10 @@ def ingest(
     except ValueError as exc:
         raise _fail(f"--since {since!r} is not a date like 2026-11-01", 2) from exc
     with _context() as ctx:
-        if source in ctx.paged:
+        if source == "arxiv-api":
+            assert ctx.api is not None
+            report = asyncio.run(complete_papers(ctx.store, ctx.api))
+        elif source in ctx.paged:
             novelty = Novelty.HISTORY if history else Novelty.GAP
             report = asyncio.run(ingest_paged(ctx.store, ctx.paged[source], since=from_date, novelty=novelty))
         elif source in ctx.community:

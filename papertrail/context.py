@@ -12,13 +12,14 @@ from core.migrate import migrate
 from core.render import Renderer
 from core.sources import CommunitySource, PagedSource, Source
 from core.store import Store, make_engine
+from ingest.arxiv_api import ArxivApiSource
 from ingest.arxiv_oai import ArxivOaiSource
 from ingest.arxiv_rss import ArxivRssSource
 from ingest.hf_daily import HfDailySource
 from ingest.http import HttpClient, Politeness
 from notifiers.registry import build_notifiers
 
-SOURCE_NAMES = ("arxiv-rss", "hf-daily", "arxiv-oai")
+SOURCE_NAMES = ("arxiv-rss", "hf-daily", "arxiv-oai", "arxiv-api")
 
 
 @dataclass
@@ -33,6 +34,7 @@ class AppContext:
     sources: dict[str, Source] = field(default_factory=dict)
     community: dict[str, CommunitySource] = field(default_factory=dict)
     paged: dict[str, PagedSource] = field(default_factory=dict)
+    api: ArxivApiSource | None = None
     # One follow index for the life of the process, updated incrementally before each matching pass.
     follows: FollowIndex = field(default_factory=FollowIndex)
 
@@ -67,4 +69,5 @@ def build_context(settings: Settings, *, console: TextIO | None = None) -> AppCo
         sources=sources,
         community=community,
         paged=paged,
+        api=ArxivApiSource(http, settings.arxiv_api_url),
     )

@@ -16,7 +16,7 @@ from datetime import timedelta
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from core.models import utcnow
-from core.service import ingest_community, ingest_once, send_due_digests
+from core.service import complete_papers, ingest_community, ingest_once, send_due_digests
 from papertrail.context import AppContext
 
 log = logging.getLogger(__name__)
@@ -44,6 +44,11 @@ async def community_all(ctx: AppContext) -> None:
     for source in ctx.community.values():
         report = await ingest_community(ctx.store, source, utcnow().date())
         if not report.error:
+            log.info("%s: %s", report.source, report.note)
+    if ctx.api is not None:
+        # Papers first seen on a community source get arXiv's metadata right away.
+        report = await complete_papers(ctx.store, ctx.api)
+        if report.fetched:
             log.info("%s: %s", report.source, report.note)
 
 
