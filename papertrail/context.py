@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TextIO
 
 from core.config import Settings
@@ -35,6 +36,8 @@ class AppContext:
     community: dict[str, CommunitySource] = field(default_factory=dict)
     paged: dict[str, PagedSource] = field(default_factory=dict)
     api: ArxivApiSource | None = None
+    # Per source: no request before this time (a server's Retry-After longer than one run sits out).
+    not_before: dict[str, datetime] = field(default_factory=dict)
     # One follow index for the life of the process, updated incrementally before each matching pass.
     follows: FollowIndex = field(default_factory=FollowIndex)
 

@@ -23,9 +23,19 @@ log = logging.getLogger(__name__)
 
 
 async def ingest_all(ctx: AppContext) -> None:
-    """Run every source once, one after another (they share the polite HTTP client)."""
+    """Run every source once, one after another (they share the polite HTTP client).
+
+    A source whose server asked for a longer pause (Retry-After beyond what one run sits out) is skipped
+    until that time has passed.
+    """
     for source in ctx.sources.values():
+        resume_at = ctx.not_before.get(source.name)
+        if resume_at is not None and utcnow() < resume_at:
+            log.info("%s: skipped; the server asked us to wait until %s", source.name, resume_at.isoformat())
+            continue
         report = await ingest_once(ctx.store, source, index=ctx.follows)
+        if report.retry_after:
+            ctx.not_before[source.name] = utcnow() + timedelta(seconds=report.retry_after)
         if not report.error:  # failures are logged where they are recorded, in core.service
             log.info(
                 "%s: %s, %d fetched, %d new papers, %d revisions, %d matches",

@@ -85,3 +85,24 @@ async def test_run_forever_ingests_and_sends_instant_digests(tmp_path: Path) -> 
         await asyncio.wait_for(task, 30)
         await ctx.aclose()
     assert "Why: category cs.DC" in out.getvalue()
+
+
+async def test_a_long_retry_after_pauses_that_source(tmp_path: Path) -> None:
+    from papertrail.runtime import ingest_all
+
+    with feed_server(Reply(429, b"slow down", {"Retry-After": "3600"})) as server:
+        settings = Settings(
+            database_url=f"sqlite:///{tmp_path}/ra.db",
+            arxiv_rss_url=server.url,
+            hf_api_url=f"http://127.0.0.1:{free_port()}/api/",
+            http_backoff=0.01,
+            http_max_retry_wait=5,
+        )
+        ctx = build_context(settings)
+        try:
+            await ingest_all(ctx)
+            await ingest_all(ctx)  # within the hour: arXiv is not asked again
+        finally:
+            await ctx.aclose()
+    assert len(server.requests) == 1
+    assert "arxiv-rss" in ctx.not_before
