@@ -11,8 +11,12 @@ Grammar (operators are recognised only in upper case; ``and``, ``or``, ``not`` a
     field    := cat | au | ti | abs | id                      case-insensitive
 
 A term without a field searches the title or the abstract. Words match whole words, case- and
-accent-insensitively; a phrase (or a bare word with hyphens, like ``multi-agent``) matches consecutive words.
-Typographic quotes (“ ” „) count as ``"`` because phones substitute them.
+accent-insensitively, regular plurals folded (``model`` = ``models``, see ``core.text.term``); a phrase (or a
+bare word with hyphens, like ``multi-agent``) matches consecutive words. TeX markup and inline math are
+stripped from titles and abstracts first (``core.text.strip_tex``). Typographic quotes (“ ” „) count as
+``"`` because phones substitute them; a backslash keeps the next character in the term (``au:G\"odel``).
+Categories are checked against arXiv's taxonomy (``core.taxonomy``); unknown ones and unknown fields are
+refused with the closest real names.
 
 A parsed :class:`Query` is immutable, has a normal form (:meth:`Query.canonical`) and evaluates against a
 paper, returning the reasons of the positive terms that matched. :meth:`Query.anchors` tells the matcher
@@ -21,12 +25,24 @@ which paper keys the query needs, so that ``core.match`` can index thousands of 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from core.text import NameKey, name_key, name_matches, query_name_keys, words
+from core.taxonomy import (
+    ARCHIVES,
+    CATEGORIES,
+    DIVIDED_ARCHIVES,
+    SUBSUMED,
+    archive_of,
+    canonical_category,
+    closest,
+    spell,
+    suggest_category,
+)
+from core.text import NameKey, name_key, name_matches, query_name_keys, strip_tex, term, terms, words
 from core.values import PaperIn
 
 MAX_QUERY_CHARS = 1000
@@ -37,17 +53,12 @@ MAX_DEPTH = 20
 FIELDS = ("cat", "au", "ti", "abs", "id")
 OPERATORS = frozenset({"AND", "OR", "NOT", "ANDNOT"})
 
-# Modern arXiv archives; a typo such as ``cat:sc.DC`` would otherwise be a follow that never matches.
-ARCHIVES = frozenset(
-    {
-        "astro-ph", "cond-mat", "cs", "econ", "eess", "gr-qc", "hep-ex", "hep-lat", "hep-ph", "hep-th",
-        "math", "math-ph", "nlin", "nucl-ex", "nucl-th", "physics", "q-bio", "q-fin", "quant-ph", "stat",
-    }
-)  # fmt: skip
-# Archives divided into subject classes; the others ("hep-th") are a single category.
-_DIVIDED_ARCHIVES = frozenset(
-    {"astro-ph", "cond-mat", "cs", "econ", "eess", "math", "nlin", "physics", "q-bio", "q-fin", "stat"}
-)
+# Names people try for a field: arXiv's long names and plain words. Only used to suggest the right field.
+_FIELD_GUESSES = {
+    "author": "au", "authors": "au", "name": "au", "title": "ti", "abstract": "abs", "summary": "abs",
+    "category": "cat", "categories": "cat", "subject": "cat", "paper": "id", "arxiv": "id",
+}  # fmt: skip
+_CATEGORY_IDS = frozenset(c.lower() for c in CATEGORIES)
 
 Key = tuple[str, str]
 """An index key: ("w", word), ("cat", "cs.dc"), ("arch", "cs"), ("au", last surname word), ("id", id)."""
@@ -57,6 +68,9 @@ _CLOSING_QUOTES = '"“”'
 _FIELD = re.compile(r"([A-Za-z]+):(.*)", re.DOTALL)
 _CATEGORY = re.compile(r"([a-z][a-z-]*)(?:\.([a-z][a-z-]*|\*))?")
 _NEW_ID = re.compile(r"([0-9]{4}\.[0-9]{4,5})(v[0-9]+)?")
+_ID_IN_LINK = re.compile(
+    r"arxiv\.org/(?:abs|pdf|html)/([0-9]{4}\.[0-9]{4,5}|[a-z][a-z-]*(?:\.[a-z]{2})?/[0-9]{7})"
+)
 _OLD_ID = re.compile(r"([a-z][a-z-]*)(?:\.[a-z]{2})?/([0-9]{7})(v[0-9]+)?")
 
 
@@ -102,12 +116,18 @@ class PaperText:
 
     arxiv_id: str
     title_words: tuple[str, ...]
+    """The title's match terms (``core.text.terms`` after ``strip_tex``), in order."""
     abstract_words: tuple[str, ...]
+    """The abstract's match terms, in order."""
     title_positions: Mapping[str, tuple[int, ...]]
+    """Term -> its positions in ``title_words``."""
     abstract_positions: Mapping[str, tuple[int, ...]]
     categories: tuple[str, ...]
-    """As the source gave them (for reasons), parallel to ``folded_categories``."""
+    """As the source gave them (for reasons), parallel to ``folded_categories`` and ``archives``."""
     folded_categories: tuple[str, ...]
+    """Lower case, aliases replaced by arXiv's canonical id (``math.MP`` -> ``math-ph``)."""
+    archives: tuple[str, ...]
+    """The archive of each category as listed (``math.MP`` -> ``math``)."""
     authors_by_surname: Mapping[str, tuple[tuple[str, NameKey], ...]]
     """Last surname word -> ``(display name, name key)`` of the authors with that surname, in paper order."""
     keys: frozenset[Key]
@@ -116,9 +136,10 @@ class PaperText:
     @classmethod
     def of(cls, paper: PaperIn) -> PaperText:
         """Fold and split ``paper`` once."""
-        title_words = tuple(words(paper.title))
-        abstract_words = tuple(words(paper.abstract))
-        folded_categories = tuple(c.strip().lower() for c in paper.categories)
+        title_words = tuple(terms(strip_tex(paper.title)))
+        abstract_words = tuple(terms(strip_tex(paper.abstract)))
+        folded_categories = tuple(canonical_category(c) for c in paper.categories)
+        archives = tuple(archive_of(c) for c in paper.categories)
         authors: dict[str, list[tuple[str, NameKey]]] = {}
         for display in paper.authors:
             key = name_key(display)
@@ -127,7 +148,7 @@ class PaperText:
         keys: set[Key] = {("w", w) for w in title_words}
         keys.update(("w", w) for w in abstract_words)
         keys.update(("cat", c) for c in folded_categories)
-        keys.update(("arch", c.split(".")[0]) for c in folded_categories)
+        keys.update(("arch", a) for a in archives)
         keys.update(("au", surname) for surname in authors)
         arxiv_id = paper.arxiv_id.strip().lower()
         keys.add(("id", arxiv_id))
@@ -139,16 +160,17 @@ class PaperText:
             abstract_positions=_positions(abstract_words),
             categories=paper.categories,
             folded_categories=folded_categories,
+            archives=archives,
             authors_by_surname={k: tuple(v) for k, v in authors.items()},
             keys=frozenset(keys),
         )
 
     def in_title(self, phrase: tuple[str, ...]) -> bool:
-        """True if ``phrase`` (folded words) occurs as consecutive words of the title."""
+        """True if ``phrase`` (match terms) occurs as consecutive words of the title."""
         return _has_phrase(self.title_words, self.title_positions, phrase)
 
     def in_abstract(self, phrase: tuple[str, ...]) -> bool:
-        """True if ``phrase`` (folded words) occurs as consecutive words of the abstract."""
+        """True if ``phrase`` (match terms) occurs as consecutive words of the abstract."""
         return _has_phrase(self.abstract_words, self.abstract_positions, phrase)
 
 
@@ -195,10 +217,17 @@ class Words(Node):
     """A word or phrase in the title (``ti:``), the abstract (``abs:``) or either (no field)."""
 
     field: Literal["any", "ti", "abs"]
-    words: tuple[str, ...]
+    display: tuple[str, ...]
+    """The words as the user typed them, case and accents folded: shown in reasons and the canonical form."""
+    words: tuple[str, ...] = dataclasses.field(init=False)
+    """The match terms (``core.text.term`` of each displayed word): what is looked up in the paper."""
+
+    def __post_init__(self) -> None:
+        # Derived, so that equal displays always give equal terms; set through object because it is frozen.
+        object.__setattr__(self, "words", tuple(term(w) for w in self.display))
 
     def _value(self) -> str:
-        return self.words[0] if len(self.words) == 1 else '"' + " ".join(self.words) + '"'
+        return self.display[0] if len(self.display) == 1 else '"' + " ".join(self.display) + '"'
 
     def canonical(self) -> str:
         """``ti:word``, ``abs:"a phrase"`` or a bare word / phrase."""
@@ -213,7 +242,7 @@ class Words(Node):
         return None
 
     def anchors(self) -> frozenset[Key] | None:
-        """One word, the rarest by a rough guess: every word of a phrase must occur in a matching paper."""
+        """One term, the rarest by a rough guess: every term of a phrase must occur in a matching paper."""
         return frozenset({min((("w", w) for w in self.words), key=lambda k: (_key_share(k), -len(k[1])))})
 
 
@@ -251,21 +280,19 @@ class Category(Node):
     """``cat:cs.dc`` (one category, primary or cross-list) or ``cat:cs.*`` (a whole archive)."""
 
     category: str
-    """Lower case; an archive name when ``archive`` is set."""
+    """Lower case and canonical (``math.MP`` is stored as ``math-ph``); an archive name when ``archive``."""
     archive: bool
+    """Set for a divided archive (``cs``, ``math``); an undivided one (``hep-th``) is a category."""
 
     def canonical(self) -> str:
         """arXiv's usual spelling: ``cat:cs.DC``, ``cat:physics.acc-ph``, ``cat:cs.*``, ``cat:hep-th``."""
-        if self.archive:
-            return f"cat:{self.category}.*" if self.category in _DIVIDED_ARCHIVES else f"cat:{self.category}"
-        archive, _, subject = self.category.partition(".")
-        # Two-letter subject classes are upper case (cs.DC, math.AG), longer ones lower (cond-mat.soft).
-        return f"cat:{archive}.{subject.upper() if len(subject) == 2 else subject}"
+        return f"cat:{self.category}.*" if self.archive else f"cat:{spell(self.category)}"
 
     def evaluate(self, paper: PaperText) -> Reasons | None:
-        """Reason ``category <the paper's first matching category>``."""
-        for given, folded in zip(paper.categories, paper.folded_categories, strict=True):
-            if (folded.split(".")[0] if self.archive else folded) == self.category:
+        """Reason ``category <the paper's first matching category>``, as the paper lists it."""
+        found = paper.archives if self.archive else paper.folded_categories
+        for given, folded in zip(paper.categories, found, strict=True):
+            if folded == self.category:
                 return (f"category {given}",)
         return None
 
@@ -374,11 +401,13 @@ class Not(Node):
 
 
 # Rough guesses of the share of papers that carry a key: a paper id is unique, a surname rare, most words
-# rare, a category common and an archive very common. An OR of keys costs the sum of its parts. Only the
-# speed of matching depends on these numbers, never its result.
+# rare, a category common and an archive very common. Word keys are match terms, hence the list is folded.
+# An OR of keys costs the sum of its parts. Only the speed of matching depends on these numbers, never its
+# result.
 _KEY_SHARE = {"id": 0.0001, "au": 0.001, "cat": 0.03, "arch": 0.2}
 _COMMON_WORDS = frozenset(
-    [
+    term(w)
+    for w in [
         "a",
         "an",
         "and",
@@ -486,14 +515,52 @@ class _Token:
 
 
 def _read_phrase(text: str, start: int) -> tuple[str, int]:
-    """Read the quoted phrase opening at ``start``; return its content and the index after it."""
-    end = next((k for k in range(start + 1, len(text)) if text[k] in _CLOSING_QUOTES), -1)
-    if end < 0:
+    """Read the quoted phrase opening at ``start``; return its content and the index after it.
+
+    A backslash keeps the next character inside the phrase, so ``"G\\"odel"`` (TeX for Gödel) is one phrase.
+    """
+    k = start + 1
+    while k < len(text) and text[k] not in _CLOSING_QUOTES:
+        k += 2 if text[k] == "\\" else 1
+    if k >= len(text):
         raise QueryError("unterminated quoted phrase", start, 'add a closing "')
-    content = text[start + 1 : end]
+    content = text[start + 1 : k]
     if not content.strip():
         raise QueryError("empty quoted phrase", start)
-    return content, end + 1
+    return content, k + 1
+
+
+def _run_end(text: str, start: int) -> int:
+    """The end of the unquoted run starting at ``start``: up to a space, a parenthesis or a quote.
+
+    A backslash keeps the next non-space character in the run (``au:G\\"odel``, ``\\(``).
+    """
+    j, n = start, len(text)
+    while j < n and not text[j].isspace() and text[j] not in "()" and text[j] not in _QUOTES:
+        j += 2 if text[j] == "\\" and j + 1 < n and not text[j + 1].isspace() else 1
+    return j
+
+
+def _did_you_mean(options: list[str]) -> str:
+    """``did you mean X?``, ``did you mean X or Y?``, ``did you mean X, Y or Z?``."""
+    if len(options) == 1:
+        return f"did you mean {options[0]}?"
+    return f"did you mean {', '.join(options[:-1])} or {options[-1]}?"
+
+
+def _unknown_field(name: str, value: str, pos: int) -> QueryError:
+    """The error for ``name:`` that is not a field, with the field the user most likely meant."""
+    folded = name.lower()
+    if folded == "all":
+        hint = "all: is not supported; a word without a field searches the title and the abstract"
+    elif folded in ("http", "https") or "arxiv.org/" in value.lower():
+        found = _ID_IN_LINK.search(value.lower())
+        hint = f"write id:{found.group(1)} to follow that paper" if found else "a link is not a query"
+    else:
+        guesses = [_FIELD_GUESSES.get(g, g) for g in closest(folded, [*FIELDS, *_FIELD_GUESSES])]
+        fields = list(dict.fromkeys(guesses))
+        hint = _did_you_mean([f"{f}:" for f in fields]) if fields else "fields are cat:, au:, ti:, abs:, id:"
+    return QueryError(f"unknown field '{name}:'", pos, hint)
 
 
 def _lex(text: str) -> list[_Token]:
@@ -511,9 +578,7 @@ def _lex(text: str) -> list[_Token]:
             tokens.append(_Token("term", i, text=text[i:end], value=value, value_pos=i + 1, quoted=True))
             i = end
         else:
-            j = i
-            while j < n and not text[j].isspace() and text[j] not in "()" and text[j] not in _QUOTES:
-                j += 1
+            j = _run_end(text, i)
             run = text[i:j]
             if run in OPERATORS:
                 tokens.append(_Token("op", i, text=run))
@@ -526,7 +591,7 @@ def _lex(text: str) -> list[_Token]:
                 continue
             field = m.group(1).lower()
             if field not in FIELDS:
-                raise QueryError(f"unknown field '{m.group(1)}:'", i, "fields are cat:, au:, ti:, abs:, id:")
+                raise _unknown_field(m.group(1), m.group(2), i)
             value_pos = i + len(m.group(1)) + 1
             if m.group(2):
                 value, end, quoted = m.group(2), j, False
@@ -557,11 +622,11 @@ def _term(token: _Token) -> Node:
             )
         if not token.quoted and not field and len(value) > 1 and value.startswith("-"):
             raise QueryError("a leading '-' does not exclude", pos, "write NOT word to exclude")
-        found = tuple(words(value))
+        found = tuple(words(strip_tex(value)))
         if not found:
-            raise QueryError(
-                f"nothing to search for in '{value}'", pos, "words are made of letters and digits"
-            )
+            tex = "\\" in value or "$" in value
+            hint = "TeX math and commands are not searched" if tex else "words are made of letters and digits"
+            raise QueryError(f"nothing to search for in '{value}'", pos, hint)
         kind: Literal["any", "ti", "abs"] = "ti" if field == "ti" else "abs" if field == "abs" else "any"
         return Words(kind, found)
     if field == "au":
@@ -570,18 +635,41 @@ def _term(token: _Token) -> Node:
             raise QueryError(f"no name in '{value}'", pos, 'write e.g. au:Li or au:"Zeng Li"')
         return Author(readings)
     if field == "cat":
-        m = _CATEGORY.fullmatch(value.strip().lower())
-        if m is None:
-            raise QueryError(f"not a category: '{value}'", pos, "write e.g. cat:cs.DC or cat:cs.*")
-        archive, subject = m.group(1), m.group(2)
-        if archive not in ARCHIVES:
-            raise QueryError(
-                f"unknown arXiv archive '{archive}'", pos, "archives are " + ", ".join(sorted(ARCHIVES))
-            )
-        if subject is None or subject == "*":
-            return Category(archive, archive=True)
-        return Category(f"{archive}.{subject}", archive=False)
+        return _category(value, pos)
     return PaperId(_arxiv_id(value.strip(), pos))
+
+
+def _category(value: str, pos: int) -> Category:
+    """Validate a ``cat:`` value against arXiv's taxonomy; the error names the closest real categories."""
+    shown = value.strip()
+    m = _CATEGORY.fullmatch(shown.lower())
+    if m is None:
+        raise QueryError(f"not a category: '{value}'", pos, "write e.g. cat:cs.DC or cat:cs.*")
+    archive, subject = m.group(1), m.group(2)
+    if subject is None or subject == "*":
+        if archive in DIVIDED_ARCHIVES:
+            return Category(archive, archive=True)
+        if archive in ARCHIVES:
+            return Category(archive, archive=False)  # hep-th, hep-th.*: the archive is the category
+        if archive in SUBSUMED:
+            hint = f"{archive} is now {SUBSUMED[archive]}: write cat:{SUBSUMED[archive]}"
+        else:
+            options = suggest_category(shown)
+            hint = _did_you_mean(options) if options else "archives are " + ", ".join(sorted(ARCHIVES))
+        raise QueryError(f"unknown arXiv archive '{shown.split('.')[0]}'", pos, hint)
+    full = f"{archive}.{subject}"
+    if full in _CATEGORY_IDS:
+        return Category(canonical_category(full), archive=False)
+    options = suggest_category(shown)
+    if options:
+        hint = _did_you_mean(options)
+    elif archive in DIVIDED_ARCHIVES:
+        hint = f"see arxiv.org/category_taxonomy, or write cat:{archive}.* for all of {archive}"
+    elif archive in ARCHIVES:
+        hint = f"{archive} has no subject classes: write cat:{archive}"
+    else:
+        hint = "archives are " + ", ".join(sorted(ARCHIVES))
+    raise QueryError(f"unknown category '{shown}'", pos, hint)
 
 
 def _arxiv_id(value: str, pos: int) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import pickle
 import random
+import re
 
 import pytest
 
@@ -24,8 +25,10 @@ from core.query import (
     Words,
     parse,
 )
+from core.taxonomy import ALIASES, ARCHIVES, CATEGORIES, DIVIDED_ARCHIVES, SUBSUMED, archive_of
 from core.text import fold, given_compatible, name_key, name_matches, query_name_keys, words
 from core.values import PaperIn
+from tests.conftest import BIG_FEED
 
 
 def paper(
@@ -101,7 +104,11 @@ def test_words_split_on_hyphens_and_punctuation() -> None:
         ("Robert J. De Rosa", ("rosa", ("robert", "j", "de"))),
         # The first word is never a particle.
         ("Le Wang", ("wang", ("le",))),
-        ("Jean-Pierre Serre", ("serre", ("jean", "pierre"))),
+        # A hyphen makes one given name of two parts; dots alone do not.
+        ("Jean-Pierre Serre", ("serre", ("jean-pierre",))),
+        ("J.-P. Serre", ("serre", ("j-p",))),
+        ("J.C.S. Rocha", ("rocha", ("j", "c", "s"))),
+        ("Bettler, M. -O.", ("bettler", ("m-o",))),
         ("Maria Garcia-Lopez", ("garcia lopez", ("maria",))),
         ("Kenneth M. Merz Jr", ("merz", ("kenneth", "m"))),
         ("John Smith, Jr.", ("smith", ("john",))),
@@ -135,6 +142,30 @@ def test_given_compatible_pairs_initials_in_order() -> None:
     assert not given_compatible(("wei",), ("zeng",))
 
 
+def test_given_compatible_hyphenated_names() -> None:
+    # One name: the query may not stop inside it...
+    assert not given_compatible(("yu",), ("yu-jhe",))
+    assert not given_compatible(("zeng",), ("zeng-hui",))
+    # ...but hyphen, space and one piece are the same name, and one initial stands for all of it.
+    assert given_compatible(("yu", "jhe"), ("yu-jhe",))
+    assert given_compatible(("yu-jhe",), ("yu", "jhe"))
+    assert given_compatible(("yujhe",), ("yu-jhe",))
+    assert given_compatible(("yu-jhe",), ("yujhe",))
+    assert given_compatible(("y-j",), ("yu-jhe",))
+    assert given_compatible(("y",), ("yu-jhe",))
+    assert given_compatible(("jean-pierre",), ("j",))
+    assert given_compatible(("jp",), ("j", "p"))
+    # An initial followed by another initial is compared part by part, not as the whole compound name.
+    assert not given_compatible(("ya-qian",), ("y", "j"))
+    assert given_compatible(("yun-jie",), ("y", "j"))
+    # A leading initial before the name someone goes by may be skipped, on either side.
+    assert given_compatible(("lee",), ("a", "lee"))
+    assert given_compatible(("a", "lee"), ("lee",))
+    assert given_compatible(("david",), ("c-j", "david"))
+    assert not given_compatible(("j",), ("kevin",))
+    assert not given_compatible(("lee",), ("a", "b"))
+
+
 @pytest.mark.parametrize(
     ("query", "author", "expected"),
     [
@@ -159,6 +190,13 @@ def test_given_compatible_pairs_initials_in_order() -> None:
         ("Le Wang", "Wei Wang", False),
         ("Garcia-Lopez", "Maria Garcia-Lopez", True),
         ("Lopez", "Maria Garcia-Lopez", False),
+        ("Garcia-Lopez", "Maria Garcia Lopez", True),
+        ("Garcia Lopez, Maria", "Maria Garcia Lopez", True),
+        ("Garcia Lopez, Ana", "Maria Garcia Lopez", False),
+        ("Hui Li", "Z. Hui Li", True),
+        ("Zeng Li", "Zeng-Hui Li", False),
+        ("Z. Li", "Zeng-Hui Li", True),
+        (r"R\'emy", "Benjamin Rémy", True),
     ],
 )
 def test_name_matches(query: str, author: str, expected: bool) -> None:
@@ -250,6 +288,15 @@ def test_query_is_immutable_and_hashable() -> None:
         ('au:"van der Schee"', 'au:"van der schee"'),
         ('au:"van der Schee,"', 'au:"van der schee,"'),
         ('au:"Garcia-Lopez, Maria"', 'au:"garcia lopez, maria"'),
+        ('au:"Jean-Pierre Serre"', 'au:"jean-pierre serre"'),
+        ('au:"Serre, J.-P."', 'au:"j-p serre"'),
+        ('au:"R\\\'emy"', "au:remy"),
+        ("Models", "models"),
+        ('ti:"Language Models"', 'ti:"language models"'),
+        ("SARS-CoV-2", '"sars cov 2"'),
+        ("$k$-means", '"k means"'),
+        ("cat:math.MP cat:stat.TH cat:cs.SY", "cat:math-ph AND cat:math.ST AND cat:eess.SY"),
+        ("cat:hep-th.* cat:Quant-Ph cat:cond-mat", "cat:hep-th AND cat:quant-ph AND cat:cond-mat.*"),
         ("id:arXiv:2611.08864", "id:2611.08864"),
         ("id:math.GT/0309136", "id:math/0309136"),
         ("id:Quant-Ph/0201082", "id:quant-ph/0201082"),
@@ -279,8 +326,24 @@ def test_canonical_form_and_round_trip(text: str, canonical: str) -> None:
         ("a)", 1, "unexpected ')' at position 1; it has no matching '('"),
         (") a", 0, "unexpected ')' at position 0; it has no matching '('"),
         ("()", 0, "empty parentheses at position 0"),
-        ("tit:async", 0, "unknown field 'tit:' at position 0; fields are cat:, au:, ti:, abs:, id:"),
-        ("x all:y", 2, "unknown field 'all:' at position 2; fields are cat:, au:, ti:, abs:, id:"),
+        ("tit:async", 0, "unknown field 'tit:' at position 0; did you mean ti:?"),
+        ("author:Li", 0, "unknown field 'author:' at position 0; did you mean au:?"),
+        ("title:x", 0, "unknown field 'title:' at position 0; did you mean ti:?"),
+        ("abstract:x", 0, "unknown field 'abstract:' at position 0; did you mean abs:?"),
+        ("category:cs.DC", 0, "unknown field 'category:' at position 0; did you mean cat:?"),
+        ("kat:cs.DC", 0, "unknown field 'kat:' at position 0; did you mean cat:?"),
+        ("x foo:y", 2, "unknown field 'foo:' at position 2; fields are cat:, au:, ti:, abs:, id:"),
+        (
+            "x all:y",
+            2,
+            "unknown field 'all:' at position 2; all: is not supported; "
+            "a word without a field searches the title and the abstract",
+        ),
+        (
+            "https://arxiv.org/abs/2611.08864v2",
+            0,
+            "unknown field 'https:' at position 0; write id:2611.08864 to follow that paper",
+        ),
         ("a AND", 5, "expected a search term after 'AND' at position 5"),
         ("a OR ", 5, "expected a search term after 'OR' at position 5"),
         ("a ANDNOT", 8, "expected a search term after 'ANDNOT' at position 8"),
@@ -319,12 +382,45 @@ def test_canonical_form_and_round_trip(text: str, canonical: str) -> None:
             "not an arXiv id: 'Zeng Li' at position 4; write e.g. id:2411.17700 or id:quant-ph/0201082",
         ),
         ("cat:cs.D.C", 4, "not a category: 'cs.D.C' at position 4; write e.g. cat:cs.DC or cat:cs.*"),
+        ("cat:cs.LGG", 4, "unknown category 'cs.LGG' at position 4; did you mean cs.LG?"),
+        ("cat:sc.DC", 4, "unknown category 'sc.DC' at position 4; did you mean cs.DC?"),
+        ("x cat:sc", 6, "unknown arXiv archive 'sc' at position 6; did you mean cs?"),
+        ("cat:sc.*", 4, "unknown arXiv archive 'sc' at position 4; did you mean cs.*?"),
+        ("cat:cs.ML", 4, "unknown category 'cs.ML' at position 4; did you mean stat.ML?"),
+        ("cat:cs.DCC", 4, "unknown category 'cs.DCC' at position 4; did you mean cs.DC or cs.CC?"),
+        ("cat:hepth", 4, "unknown arXiv archive 'hepth' at position 4; did you mean hep-th?"),
         (
-            "cat:sc.DC",
+            "cat:hep",
             4,
-            "unknown arXiv archive 'sc' at position 4; archives are astro-ph, cond-mat, cs, econ, "
+            "unknown arXiv archive 'hep' at position 4; did you mean hep-ex, hep-ph, hep-th or hep-lat?",
+        ),
+        (
+            "cat:cs.zz",
+            4,
+            "unknown category 'cs.zz' at position 4; see arxiv.org/category_taxonomy, "
+            "or write cat:cs.* for all of cs",
+        ),
+        (
+            "cat:hep-th.xx",
+            4,
+            "unknown category 'hep-th.xx' at position 4; hep-th has no subject classes: write cat:hep-th",
+        ),
+        (
+            "cat:chao-dyn",
+            4,
+            "unknown arXiv archive 'chao-dyn' at position 4; chao-dyn is now nlin.CD: write cat:nlin.CD",
+        ),
+        (
+            "cat:xyz.AB",
+            4,
+            "unknown category 'xyz.AB' at position 4; archives are astro-ph, cond-mat, cs, econ, "
             "eess, gr-qc, hep-ex, hep-lat, hep-ph, hep-th, math, math-ph, nlin, nucl-ex, nucl-th, physics, "
             "q-bio, q-fin, quant-ph, stat",
+        ),
+        (
+            "ti:$\\alpha$",
+            3,
+            "nothing to search for in '$\\alpha$' at position 3; TeX math and commands are not searched",
         ),
         ('au:"(,)"', 4, """no name in '(,)' at position 4; write e.g. au:Li or au:"Zeng Li\""""),
         (
@@ -382,10 +478,66 @@ def test_limits() -> None:
 
 def test_words_match_whole_words_only() -> None:
     p = paper(title="Graphene sheets", abstract="Paragraphs about graphs.")
-    assert reasons("graph", p) is None
+    assert reasons("grap", p) is None
+    assert reasons("paragraph", p) == ("abstract: paragraph",)
     assert reasons("graphene", p) == ("title: graphene",)
+    assert reasons("graphenes", p) == ("title: graphenes",)
     assert reasons("graphs", p) == ("abstract: graphs",)
     assert reasons("GRAPHENE", p) == ("title: graphene",)
+    assert reasons("sheet", p) == ("title: sheet",)
+
+
+def test_plurals_fold_on_both_sides_and_reasons_show_the_typed_word() -> None:
+    p = paper(
+        title="Large language models for case studies",
+        abstract="A box of classes; two approaches; the model zoo.",
+    )
+    assert reasons("model", p) == ("title: model",)
+    assert reasons("models", p) == ("title: models",)
+    assert reasons("Study", p) == ("title: study",)
+    assert reasons("boxes", p) == ("abstract: boxes",)
+    assert reasons("abs:class", p) == ("abstract: class",)
+    assert reasons("approach", p) == ("abstract: approach",)
+    # Phrases fold word by word.
+    assert reasons('"language model"', p) == ('title: "language model"',)
+    assert reasons('"case study"', p) == ('title: "case study"',)
+    assert reasons('abs:"the models zoo"', p) == ('abstract: "the models zoo"',)
+    # What does not fold.
+    assert reasons("analyses", paper(title="An analysis")) is None
+    assert reasons("news", paper(title="A new method")) is None
+    assert reasons("SAR", paper(title="SARS-CoV-2 spread")) is None
+    assert reasons("gpu", paper(title="Many GPUs")) is None
+    # Equal terms, different typed words: two follows, each with its own reason.
+    assert parse("model") != parse("models")
+    assert parse("model").anchors() == parse("models").anchors() == frozenset({("w", "model")})
+
+
+def test_tex_markup_is_stripped_from_titles_and_abstracts() -> None:
+    p = paper(
+        title=r"\emph{Fast} $k$-means for MnBi$_2$Te$_4$ films",
+        abstract=r"We use $\mathcal{O}(n \log n)$ time \cite{smith2020} on \textbf{GPUs}; see \url{x.org}.",
+    )
+    assert reasons('"k-means"', p) == ('title: "k means"',)
+    assert reasons("fast", p) == ("title: fast",)
+    assert reasons("MnBi2Te4", p) == ("title: mnbi2te4",)
+    assert reasons('abs:"on gpus"', p) == ('abstract: "on gpus"',)
+    assert reasons('abs:"time on"', p) == ('abstract: "time on"',)  # the citation left no word behind
+    assert reasons("smith2020", p) is None
+    assert reasons("log", p) is None  # a formula is not text
+    assert reasons("emph", p) is None
+    text = PaperText.of(p)
+    assert ("w", "mnbi2te4") in text.keys and ("w", "mathcal") not in text.keys
+    # The same markup pasted into a query means the same words.
+    assert reasons(r'ti:"$k$-means"', p) == ('title: "k means"',)
+
+
+def test_tex_accents_in_query_values() -> None:
+    p = paper(title="Schrödinger bridges", authors=("Benjamin Rémy", "Kurt Gödel"))
+    assert reasons(r'au:"R\'emy"', p) == ("author Benjamin Rémy",)
+    assert reasons(r'au:"G\"odel"', p) == ("author Kurt Gödel",)
+    assert reasons(r"au:G\"odel", p) == ("author Kurt Gödel",)
+    assert reasons(r'au:"Kurt G\"{o}del"', p) == ("author Kurt Gödel",)
+    assert reasons(r"ti:Schr\"odinger", p) == ("title: schrodinger",)
 
 
 def test_accents_fold_on_both_sides() -> None:
@@ -427,7 +579,23 @@ def test_category_primary_or_cross_list() -> None:
     assert reasons("cat:cs.dc", p) == ("category cs.DC",)
     assert reasons("cat:cs.LG", p) == ("category cs.LG",)
     assert reasons("cat:cs.AI", p) is None
-    assert reasons("cat:cs.D", p) is None
+    assert str(error("cat:cs.D")) == (
+        "unknown category 'cs.D' at position 4; did you mean cs.DB, cs.DC, cs.DL or cs.DM?"
+    )
+
+
+def test_category_aliases_are_one_category() -> None:
+    both = paper(categories=("cs.IT", "math.IT"))
+    assert reasons("cat:math.IT", both) == ("category cs.IT",)
+    assert reasons("cat:cs.IT", both) == ("category cs.IT",)
+    # A source that lists only one of the two names still matches a follow on the other.
+    assert reasons("cat:cs.IT", paper(categories=("math.IT",))) == ("category math.IT",)
+    assert reasons("cat:math-ph", paper(categories=("math.MP",))) == ("category math.MP",)
+    assert reasons("cat:math.MP", paper(categories=("math-ph",))) == ("category math-ph",)
+    assert parse("cat:math.IT") == parse("cat:cs.IT")
+    # Archives go by the categories as listed.
+    assert reasons("cat:math.*", paper(categories=("math-ph",))) is None
+    assert reasons("cat:math.*", paper(categories=("math-ph", "math.MP"))) == ("category math.MP",)
 
 
 def test_category_archive() -> None:
@@ -490,6 +658,16 @@ def test_reasons_of_combined_queries() -> None:
     assert reasons("id:2611.08864", p) == ("paper 2611.08864",)
 
 
+def test_paper_keys_use_match_terms_and_canonical_categories() -> None:
+    text = PaperText.of(paper(title="Models of studies", categories=("math.MP", "math-ph", "cs.LG")))
+    assert {("w", "model"), ("w", "study"), ("w", "of")} <= text.keys
+    assert ("w", "models") not in text.keys
+    assert text.title_words == ("model", "of", "study")
+    assert text.folded_categories == ("math-ph", "math-ph", "cs.lg")
+    assert text.archives == ("math", "math-ph", "cs")
+    assert {("cat", "math-ph"), ("arch", "math"), ("arch", "math-ph"), ("arch", "cs")} <= text.keys
+
+
 def test_evaluate_accepts_a_pretokenised_paper() -> None:
     p = paper(title="Asynchronous rollouts", authors=("Zeng Li",))
     text = PaperText.of(p)
@@ -499,10 +677,49 @@ def test_evaluate_accepts_a_pretokenised_paper() -> None:
     assert {("cat", "cs.dc"), ("arch", "cs"), ("au", "li"), ("id", "2611.08864")} <= text.keys
 
 
+def test_undivided_archives_are_categories() -> None:
+    assert parse("cat:hep-th").root == parse("cat:hep-th.*").root == Category("hep-th", archive=False)
+    assert reasons("cat:hep-th", paper(categories=("hep-ph", "hep-th"))) == ("category hep-th",)
+    assert reasons("cat:quant-ph", paper(categories=("quant-ph",))) == ("category quant-ph",)
+
+
+# --- taxonomy ----------
+
+
+def _feed_categories() -> set[str]:
+    return set(re.findall(r"<category>([^<]+)</category>", BIG_FEED.read_text(encoding="utf-8")))
+
+
+def test_every_category_of_the_recorded_feed_is_known() -> None:
+    seen = _feed_categories()
+    assert len(seen) > 140
+    assert seen <= CATEGORIES, sorted(seen - CATEGORIES)
+    for category in seen:
+        assert parse(f"cat:{category}").canonical().lower() in (
+            f"cat:{category.lower()}",
+            f"cat:{ALIASES.get(category, category).lower()}",
+        )
+
+
+def test_taxonomy_shape() -> None:
+    assert {archive_of(c) for c in CATEGORIES} == ARCHIVES
+    assert DIVIDED_ARCHIVES < ARCHIVES
+    assert set(ALIASES) | set(ALIASES.values()) <= CATEGORIES
+    assert set(SUBSUMED.values()) <= CATEGORIES and not set(SUBSUMED) & ARCHIVES
+    # Every category parses, prints in arXiv's spelling and reads back the same.
+    for category in CATEGORIES:
+        q = parse(f"cat:{category}")
+        assert parse(q.canonical()) == q
+        assert q.canonical() == f"cat:{ALIASES.get(category, category)}"
+
+
 def test_anchors() -> None:
     assert parse("cat:cs.DC").anchors() == frozenset({("cat", "cs.dc")})
     assert parse("cat:cs.*").anchors() == frozenset({("arch", "cs")})
     assert parse('"policy lag"').anchors() == frozenset({("w", "policy")})
+    assert parse('"rollouts"').anchors() == frozenset({("w", "rollout")})
+    assert parse("cat:math.MP").anchors() == frozenset({("cat", "math-ph")})
+    assert parse("cat:hep-th").anchors() == frozenset({("cat", "hep-th")})
     assert parse('au:"van der Schee"').anchors() == frozenset({("au", "schee")})
     assert parse("id:2611.08864").anchors() == frozenset({("id", "2611.08864")})
     # AND keeps the most selective child: an author beats a category, an id beats everything.
@@ -519,7 +736,7 @@ def test_anchors() -> None:
 _PIECES = [
     "a", "b", "Li", '"x y"', '"', "(", ")", "AND", "OR", "NOT", "ANDNOT", "and", "ti:", "abs:", "au:",
     "cat:", "id:", "cs.DC", "cs.*", "2611.08864", "v2", "-", "*", "“", "”", ",", "Zeng", "van", "der", "é",
-    "tit:", ":",
+    "tit:", ":", "models", "ys", "\\", "$", "{", "}", "math.MP", "hep-th", "Jean-Pierre", "J.", "\\'e",
 ]  # fmt: skip
 
 
@@ -529,6 +746,14 @@ def test_random_text_parses_to_a_stable_form_or_fails_cleanly() -> None:
         PaperText.of(paper(title="a b x y", abstract="Li zeng", authors=("Zeng Li", "Wilke van der Schee"))),
         PaperText.of(
             paper(title="x", abstract="b a", authors=("A. van der Schee",), categories=("math.CO",))
+        ),
+        PaperText.of(
+            paper(
+                title=r"Models $y$ {a} \emph{b}",
+                abstract="the model ys",
+                authors=("Jean-Pierre Li", "J. Zeng", "Rémy é"),
+                categories=("math.MP", "hep-th"),
+            )
         ),
     ]
     parsed = 0
