@@ -27,13 +27,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote_plus, urlencode
 
 from core.tex import decode_tex
 from core.values import AnnounceType, PaperIn
 from ingest.arxiv_oai_parse import load_untrusted_xml
+from ingest.timestamps import iso_utc
 
 __all__ = [
     "MAX_RESULTS_PER_REQUEST",
@@ -220,7 +221,7 @@ def parse_api(data: bytes) -> ApiPage:
         total_results=total,
         start_index=start,
         items_per_page=per_page,
-        updated=_parse_datetime(_collapse(_text(root.find(f"{_A}updated")))),
+        updated=iso_utc(_collapse(_text(root.find(f"{_A}updated")))),
         skipped=tuple(skipped),
     )
 
@@ -253,8 +254,8 @@ def _parse_entry(entry: Any, position: int) -> PaperIn | str:
     title = _collapse(_text(entry.find(f"{_A}title")))
     if not title:
         return f"{label}: no <title>; skipped"
-    published = _parse_datetime(_collapse(_text(entry.find(f"{_A}published"))))
-    updated = _parse_datetime(_collapse(_text(entry.find(f"{_A}updated"))))
+    published = iso_utc(_collapse(_text(entry.find(f"{_A}published"))))
+    updated = iso_utc(_collapse(_text(entry.find(f"{_A}updated"))))
     # v1's date is <published>; a later version's is <updated>, the date of the version the entry shows.
     announced_at = published if version == 1 else updated
     if announced_at is None:
@@ -300,17 +301,6 @@ def _optional(entry: Any, tag: str, *, tex: bool) -> str | None:
     if not text:
         return None
     return decode_tex(text) if tex else text
-
-
-def _parse_datetime(text: str) -> datetime | None:
-    """An Atom date (``2011-11-08T18:48:36Z``, ``2016-10-09T00:00:00-04:00``) as an aware UTC datetime."""
-    if not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def _text(element: Any) -> str:

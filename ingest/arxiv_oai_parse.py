@@ -29,8 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
-from email.utils import parsedate_to_datetime
+from datetime import date, datetime
 from enum import StrEnum
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -40,6 +39,7 @@ from lxml import etree
 from core.tex import decode_tex
 from core.values import AnnounceType, PaperIn
 from ingest.arxiv_rss_parse import split_authors
+from ingest.timestamps import iso_utc, rfc822_utc
 
 __all__ = [
     "METADATA_PREFIXES",
@@ -454,7 +454,7 @@ def parse_oai(data: bytes) -> OaiPage:
             f"expected an OAI-PMH 2.0 document (<OAI-PMH xmlns={OAI_NS!r}>) but got <{root.tag}> "
             f"(first bytes: {_preview(data)}); {_URL_HINT}"
         )
-    response_date = _parse_iso_datetime(_text(root.find(f"{_OAI}responseDate")))
+    response_date = iso_utc(_text(root.find(f"{_OAI}responseDate")))
     request = root.find(f"{_OAI}request")
     verb = request.get("verb") if request is not None else None
     request_prefix = request.get("metadataPrefix") if request is not None else None
@@ -594,7 +594,7 @@ def _raw_record(
         if number is None:
             return f"{label}: <version version={raw_number!r}> is not vN with N >= 1; skipped"
         raw_date = _collapse(_text(element.find(f"{_RAW}date")))
-        moment = _parse_rfc822(raw_date)
+        moment = rfc822_utc(raw_date)
         if moment is None:
             return f"{label}: version {raw_number} has no usable <date> ({raw_date!r}); skipped"
         n = int(number.group("n"))
@@ -737,29 +737,6 @@ def _paper(arxiv_id: str, version: int, metadata: OaiMetadata, announced_at: dat
 def _split_categories(text: str) -> tuple[str, ...]:
     """Space-separated categories, primary first, without repeats."""
     return tuple(dict.fromkeys(text.split()))
-
-
-def _parse_rfc822(text: str) -> datetime | None:
-    """``Mon, 14 Apr 2008 21:02:00 GMT`` as an aware UTC datetime."""
-    if not text:
-        return None
-    try:
-        moment = parsedate_to_datetime(text)
-    except (TypeError, ValueError):
-        return None
-    # "-0000" (no known offset) comes back naive; arXiv means UTC.
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-
-
-def _parse_iso_datetime(text: str) -> datetime | None:
-    """An OAI-PMH UTCdatetime (``2016-10-21T04:36:53Z``) as an aware UTC datetime."""
-    if not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def _parse_day(text: str) -> date | None:

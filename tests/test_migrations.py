@@ -35,7 +35,7 @@ def test_0004_recomputes_canonical_forms(db_url: str) -> None:
     with engine.begin() as conn:
         config.attributes["connection"] = conn
         command.upgrade(config, "head")
-        rows = dict(conn.execute(sa.text("select query, canonical from follow")).all())
+        rows: dict[str, str] = {q: c for q, c in conn.execute(sa.text("select query, canonical from follow"))}
     engine.dispose()
     assert rows["cat:math.MP"] == parse("cat:math.MP").canonical() == "cat:math-ph"
     assert rows['au:"Li, Zeng"'] == parse('au:"Zeng Li"').canonical()
