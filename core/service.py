@@ -1,43 +1,30 @@
-"""The pipeline steps: ingest_once, match_new, send_due_digests, and follow management.
+"""The ingest pipeline: run a source (feed, paged, community, backfill, look-up), store, then match.
 
-This is the only module that mixes I/O and logic. Sources and notifiers come in as arguments, so core
-never imports the edges.
+With core.digests, core.follows and core.status, the only modules that mix I/O and logic. Sources and
+notifiers come in as arguments, so core never imports the edges.
 """
 
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from typing import Any, ClassVar, Protocol
 
-from core.delivery import DeliveryError, Notifier, normalise_address, split_address
 from core.follow_index import FollowIndex
-from core.health import ARXIV_TZ, Health, Verdict, arxiv_feed_health
-from core.models import CommunityPickRow, Follow, PaperIn, RunState, Subscriber, SubscriberStatus, utcnow
-from core.query import parse
-from core.render import Renderer
-from core.schedule import is_due, parse_schedule, zone
+from core.models import PaperIn, RunState
 from core.sources import CommunitySource, PagedSource, Source, SourceError
 from core.store import (
     Hit,
     Novelty,
-    PendingMatch,
     SaveResult,
-    SourceHealth,
-    StatusSummary,
     Store,
     group_by_subscriber,
     version_to_paper,
 )
 
 log = logging.getLogger(__name__)
-
-# Retryable delivery failures back off exponentially from one minute up to six hours.
-BACKOFF_BASE = timedelta(minutes=1)
-BACKOFF_MAX = timedelta(hours=6)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,17 +41,6 @@ class IngestReport:
     note: str | None = None
     error: str | None = None
     retry_after: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class DigestReport:
-    """What one delivery attempt did."""
-
-    address: str
-    items: int
-    sent: bool
-    error: str | None = None
-    paused: bool = False
 
 
 async def ingest_once(
@@ -335,334 +311,3 @@ def match_new(store: Store, *, now: datetime | None = None, index: FollowIndex |
         total += store.record_matches(
             [v.id for v in versions if v.id is not None], group_by_subscriber(hits), now=now
         )
-
-
-# -- follows ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class FollowResult:
-    """The outcome of ``follow``: the stored follow and whether it (and its subscriber) were new."""
-
-    subscriber: Subscriber
-    follow: Follow
-    outcome: str
-    """``added``, ``updated`` (same query, new options) or ``unchanged``."""
-    subscriber_created: bool
-
-
-def follow(
-    store: Store,
-    address: str,
-    text: str,
-    *,
-    timezone: str = "UTC",
-    schedule: str = "daily 08:00",
-    revisions: bool = True,
-    instant: bool = False,
-) -> FollowResult:
-    """Validate and store a follow, creating the subscriber when the address is new.
-
-    ``revisions=False`` follows new papers only; ``instant=True`` sends its matches as soon as they are
-    found instead of with the scheduled digest. Following the same query again updates these options.
-
-    Raises ValueError (bad address, timezone or schedule) or QueryError (bad query) with a hint.
-    """
-    address = normalise_address(address)
-    query = parse(text)
-    zone(timezone)
-    parse_schedule(schedule)
-    subscriber, created = store.ensure_subscriber(address, timezone=timezone, schedule=schedule)
-    assert subscriber.id is not None
-    stored, outcome = store.add_follow(
-        subscriber.id, text.strip(), query.canonical(), revisions=revisions, instant=instant
-    )
-    return FollowResult(subscriber, stored, outcome, created)
-
-
-def unfollow(store: Store, address: str, which: str) -> Follow:
-    """Remove a follow by its number in ``follows`` (1-based) or by its query text.
-
-    Raises LookupError naming the subscriber's follows when nothing fits.
-    """
-    address = normalise_address(address)
-    subscriber = store.get_subscriber(address)
-    if subscriber is None or subscriber.id is None:
-        raise LookupError(f"{address} has no follows; add one with: papertrail follow {address} QUERY")
-    follows = store.follows_of(subscriber.id)
-    target: Follow | None = None
-    if which.strip().isdigit():
-        number = int(which)
-        if not 1 <= number <= len(follows):
-            raise LookupError(
-                f"{address} has {len(follows)} follow(s); pick a number from 1 to {len(follows)}"
-            )
-        target = follows[number - 1]
-    else:
-        canonical = parse(which).canonical()
-        target = next((f for f in follows if f.canonical == canonical), None)
-        if target is None:
-            listing = "; ".join(f"{i}. {f.query}" for i, f in enumerate(follows, 1)) or "none"
-            raise LookupError(f"{address} does not follow {which!r}; its follows are: {listing}")
-    assert target.id is not None
-    store.remove_follow(target.id)
-    return target
-
-
-# -- digests ---------------------------------------------------------------------------------------
-
-
-async def send_due_digests(
-    store: Store,
-    notifiers: Mapping[str, Notifier],
-    renderer: Renderer,
-    *,
-    now: datetime | None = None,
-    force: bool = False,
-    address: str | None = None,
-) -> list[DigestReport]:
-    """Send every due digest, optionally for one address only.
-
-    With ``force`` every pending match goes out now, whatever the schedule and any back-off.
-
-    Matches are marked sent in the same transaction that records the digest. A retryable failure
-    keeps them pending and backs the subscriber off; a permanent one pauses the subscriber and says why.
-    """
-    now = now or utcnow()
-    if address is not None:
-        address = normalise_address(address)
-    reports: list[DigestReport] = []
-    # An operator asking for --now wants an attempt now, back-off or not.
-    for subscriber in store.subscribers_with_pending(now, address, ignore_backoff=force):
-        assert subscriber.id is not None
-        pending = store.pending_matches(subscriber.id)
-        if not (force or _due(subscriber, now)):
-            # Between scheduled digests only the matches of instant follows go out.
-            pending = [p for p in pending if p.instant]
-        if pending:
-            reports.append(await _deliver(store, notifiers, renderer, subscriber, pending, now))
-    return reports
-
-
-def _due(subscriber: Subscriber, now: datetime) -> bool:
-    try:
-        schedule = parse_schedule(subscriber.schedule)
-        since = subscriber.last_digest_at or subscriber.created_at
-        return is_due(schedule, subscriber.timezone, now, since)
-    except ValueError as exc:
-        log.error("subscriber %s has an unusable schedule: %s", subscriber.address, exc)
-        return False
-
-
-async def _deliver(
-    store: Store,
-    notifiers: Mapping[str, Notifier],
-    renderer: Renderer,
-    subscriber: Subscriber,
-    pending: list[PendingMatch],
-    now: datetime,
-) -> DigestReport:
-    assert subscriber.id is not None
-    channel, target = split_address(subscriber.address)
-    notifier = notifiers.get(channel)
-    if notifier is None:
-        # The channel's adapter is not built in (or not configured): keep everything for later.
-        error = f"no notifier for channel {channel!r} in this build; matches stay pending"
-        log.warning("%s: %s", subscriber.address, error)
-        return DigestReport(subscriber.address, len(pending), False, error)
-    message = renderer.render(channel, [p.item for p in pending], target)
-    try:
-        result = await notifier.send(target, message)
-    except DeliveryError as exc:
-        pause = not exc.retryable
-        wait = timedelta(seconds=exc.retry_after) if exc.retry_after else _backoff(subscriber.failures)
-        store.record_failure(
-            subscriber.id,
-            str(exc),
-            channel=channel,
-            retry_at=None if pause else now + wait,
-            pause=pause,
-            now=now,
-        )
-        log.warning("delivery to %s failed (%s): %s", subscriber.address, "paused" if pause else "retry", exc)
-        return DigestReport(subscriber.address, len(pending), False, str(exc), paused=pause)
-    store.record_sent(
-        subscriber.id, [p.match_id for p in pending], channel=channel, platform_id=result.platform_id, now=now
-    )
-    return DigestReport(subscriber.address, len(pending), True)
-
-
-def _backoff(failures: int) -> timedelta:
-    factor: int = 2 ** min(failures, 20)
-    return min(BACKOFF_MAX, BACKOFF_BASE * factor)
-
-
-def resume(store: Store, address: str) -> Subscriber:
-    """Re-activate a paused subscriber; its pending matches go out with the next due digest."""
-    subscriber = store.get_subscriber(normalise_address(address))
-    if subscriber is None or subscriber.id is None:
-        raise LookupError(f"no subscriber {address}")
-    return store.update_subscriber(
-        subscriber.id, status=SubscriberStatus.ACTIVE, status_reason=None, retry_at=None, failures=0
-    )
-
-
-# -- trying a query --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class TryHit:
-    """A stored version a query would have matched, with why."""
-
-    arxiv_id: str
-    version: int
-    title: str
-    first_seen_at: datetime
-    reasons: tuple[str, ...]
-
-
-def try_query(store: Store, text: str, *, days: int = 7, now: datetime | None = None) -> list[TryHit]:
-    """Which versions first seen in the last ``days`` days ``text`` would have matched, newest first.
-
-    Raises QueryError for a query that does not parse, so people can tune a follow before saving it.
-    """
-    query = parse(text)
-    since = (now or utcnow()) - timedelta(days=days)
-    hits: list[TryHit] = []
-    for version in store.versions_since(since):
-        reasons = query.evaluate(version_to_paper(version))
-        if reasons is not None:
-            hits.append(
-                TryHit(version.paper_id, version.number, version.title, version.first_seen_at, reasons)
-            )
-    return hits
-
-
-# -- status ----------------------------------------------------------------------------------------
-
-# Sources that follow arXiv's announcement calendar (their cursor is the mailing's date).
-CALENDAR_SOURCES = frozenset({"arxiv-rss"})
-
-
-@dataclass(frozen=True, slots=True)
-class SourceStatus:
-    """One source on the status page: the stored facts and the calendar-aware verdict."""
-
-    facts: SourceHealth
-    verdict: Verdict
-
-
-def source_statuses(
-    summary: StatusSummary,
-    *,
-    now: datetime | None = None,
-    holidays: Collection[date] = (),
-    grace: timedelta = timedelta(hours=4),
-) -> list[SourceStatus]:
-    """Judge every source of a status summary: ok, quiet, stale, failing or unknown."""
-    now = now or utcnow()
-    judged: list[SourceStatus] = []
-    for facts in summary.sources:
-        failed = facts.last_state == RunState.ERROR
-        if facts.source in CALENDAR_SOURCES:
-            served = _mailing_of(facts.served_cursor)
-            verdict = arxiv_feed_health(
-                now=now,
-                last_check_failed=failed,
-                last_error=facts.last_error,
-                served_mailing=served,
-                holidays=holidays,
-                grace=grace,
-            )
-        elif facts.last_check is None:
-            verdict = Verdict(Health.UNKNOWN, "never checked")
-        elif failed:
-            verdict = Verdict(Health.FAILING, facts.last_error or "the last check failed")
-        else:
-            verdict = Verdict(Health.OK, facts.last_note or "last check succeeded")
-        judged.append(SourceStatus(facts, verdict))
-    return judged
-
-
-def _mailing_of(cursor: str | None) -> date | None:
-    if not cursor:
-        return None
-    try:
-        return datetime.fromisoformat(cursor).astimezone(ARXIV_TZ).date()
-    except ValueError:
-        return None
-
-
-# -- one paper -------------------------------------------------------------------------------------
-
-# Fields compared between consecutive versions to say what a revision changed.
-_TRACKED = ("title", "abstract", "authors", "categories", "comment", "journal_ref", "doi", "license")
-
-
-@dataclass(frozen=True, slots=True)
-class VersionView:
-    """One stored version of a paper and what changed against the previous stored one."""
-
-    version: int
-    date: datetime
-    announce_type: str
-    source: str
-    changed: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class PaperView:
-    """A paper with every version PaperTrail knows, newest metadata first."""
-
-    id: str
-    title: str
-    authors: tuple[str, ...]
-    categories: tuple[str, ...]
-    abstract: str
-    versions: tuple[VersionView, ...]
-    sources: tuple[str, ...]
-    picks: tuple[CommunityPickRow, ...] = ()
-
-    @property
-    def upvotes(self) -> int:
-        """The highest upvote count any community pick recorded (0 without picks)."""
-        return max((pick.upvotes for pick in self.picks), default=0)
-
-
-def show_paper(store: Store, arxiv_id: str) -> PaperView:
-    """Everything known about one paper; raises LookupError for an id PaperTrail has not seen."""
-    # Accept "arXiv:2411.17700v2" as well as "2411.17700": a paper is keyed without its version.
-    bare = re.sub(r"v\d+$", "", arxiv_id.strip().removeprefix("arXiv:").removeprefix("arxiv:"))
-    rows = store.versions_of(bare)
-    picks = tuple(store.picks_of(bare))
-    if not rows and not picks:
-        raise LookupError(f"PaperTrail has not seen {arxiv_id!r}; ingest it first or check the id")
-    if not rows:
-        # Known from a community source only: show what it said until arXiv's metadata arrives.
-        last = picks[-1]
-        return PaperView(
-            bare, last.title, (), (), last.summary, (), tuple(dict.fromkeys(p.source for p in picks)), picks
-        )
-    views: list[VersionView] = []
-    previous = None
-    for row in rows:
-        changed: tuple[str, ...] = ()
-        if previous is not None:
-            changed = tuple(f for f in _TRACKED if getattr(row, f) != getattr(previous, f))
-        views.append(
-            VersionView(
-                row.number, row.announced_at or row.first_seen_at, row.announce_type, row.source, changed
-            )
-        )
-        previous = row
-    latest = rows[-1]
-    return PaperView(
-        id=bare,
-        title=latest.title,
-        authors=tuple(latest.authors),
-        categories=tuple(latest.categories),
-        abstract=latest.abstract,
-        versions=tuple(views),
-        sources=tuple(dict.fromkeys([*(row.source for row in rows), *(pick.source for pick in picks)])),
-        picks=picks,
-    )

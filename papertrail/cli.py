@@ -19,21 +19,13 @@ from rich.table import Table
 from rich.text import Text
 
 from core.config import Settings
+from core.digests import resume, send_due_digests
+from core.follows import follow as add_follow
+from core.follows import try_query, unfollow
 from core.models import Follow, utcnow
 from core.query import QueryError
-from core.service import (
-    complete_papers,
-    ingest_community,
-    ingest_once,
-    ingest_paged,
-    resume,
-    send_due_digests,
-    show_paper,
-    source_statuses,
-    try_query,
-    unfollow,
-)
-from core.service import follow as add_follow
+from core.service import complete_papers, ingest_community, ingest_once, ingest_paged
+from core.status import show_paper, source_statuses
 from core.store import Novelty
 from papertrail.context import SOURCE_NAMES, AppContext, build_context
 

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import TextIO
 
 from core.config import Settings
-from core.service import follow, ingest_once, send_due_digests
+from core.digests import send_due_digests
+from core.follows import follow
+from core.service import ingest_once
 from papertrail.context import build_context
 
 DEMO_FEED = Path(__file__).with_name("demo_data") / "arxiv-rss-2024-11-28.xml.gz"

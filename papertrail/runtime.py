@@ -15,8 +15,9 @@ from datetime import timedelta
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
+from core.digests import send_due_digests
 from core.models import utcnow
-from core.service import complete_papers, ingest_community, ingest_once, send_due_digests
+from core.service import complete_papers, ingest_community, ingest_once
 from papertrail.context import AppContext
 
 log = logging.getLogger(__name__)

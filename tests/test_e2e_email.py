@@ -7,9 +7,11 @@ from datetime import timedelta
 from email.message import EmailMessage
 
 from core.config import Settings
+from core.digests import send_due_digests
+from core.follows import follow
 from core.models import SubscriberStatus, utcnow
 from core.render import Renderer
-from core.service import follow, ingest_once, send_due_digests
+from core.service import ingest_once
 from core.store import Store
 from ingest.arxiv_rss import ArxivRssSource
 from ingest.http import HttpClient

@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from core.digests import send_due_digests
+from core.follows import follow, try_query
 from core.query import QueryError
 from core.render import Renderer
-from core.service import follow, ingest_once, send_due_digests, try_query
+from core.service import ingest_once
 from core.store import Store
 from ingest.arxiv_rss import ArxivRssSource
 from ingest.http import HttpClient

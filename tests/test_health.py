@@ -8,7 +8,7 @@ import pytest
 
 from core.health import Health, announcement_expected_today, arxiv_feed_health, latest_mailing, parse_holidays
 from core.models import RunState
-from core.service import source_statuses
+from core.status import source_statuses
 from core.store import Store
 
 THU_MAILING = date(2024, 11, 28)  # the recorded feed: announced Wed 27 Nov 2024, 20:00 New York

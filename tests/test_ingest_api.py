@@ -6,7 +6,8 @@ import re
 from datetime import date
 
 from core.models import RunState
-from core.service import complete_papers, show_paper
+from core.service import complete_papers
+from core.status import show_paper
 from core.store import Store
 from core.values import CommunityPick
 from ingest.arxiv_api import ArxivApiSource

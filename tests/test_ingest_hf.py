@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from core.service import ingest_community, show_paper
+from core.service import ingest_community
+from core.status import show_paper
 from core.store import Store
 from ingest.arxiv_rss_parse import parse_feed
 from ingest.hf_daily import HfDailySource

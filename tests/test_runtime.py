@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 from core.config import Settings
+from core.follows import follow
 from core.models import RunState
-from core.service import follow
 from core.store import Store, make_engine
 from papertrail.context import build_context
 from papertrail.runtime import run_forever

@@ -1,0 +1,109 @@
+"""Managing follows: add (with options), remove by number or text, and try a query before saving it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from core.delivery import normalise_address
+from core.models import Follow, Subscriber, utcnow
+from core.query import parse
+from core.schedule import parse_schedule, zone
+from core.store import Store, version_to_paper
+
+
+@dataclass(frozen=True, slots=True)
+class FollowResult:
+    """The outcome of ``follow``: the stored follow and whether it (and its subscriber) were new."""
+
+    subscriber: Subscriber
+    follow: Follow
+    outcome: str
+    """``added``, ``updated`` (same query, new options) or ``unchanged``."""
+    subscriber_created: bool
+
+
+def follow(
+    store: Store,
+    address: str,
+    text: str,
+    *,
+    timezone: str = "UTC",
+    schedule: str = "daily 08:00",
+    revisions: bool = True,
+    instant: bool = False,
+) -> FollowResult:
+    """Validate and store a follow, creating the subscriber when the address is new.
+
+    ``revisions=False`` follows new papers only; ``instant=True`` sends its matches as soon as they are
+    found instead of with the scheduled digest. Following the same query again updates these options.
+
+    Raises ValueError (bad address, timezone or schedule) or QueryError (bad query) with a hint.
+    """
+    address = normalise_address(address)
+    query = parse(text)
+    zone(timezone)
+    parse_schedule(schedule)
+    subscriber, created = store.ensure_subscriber(address, timezone=timezone, schedule=schedule)
+    assert subscriber.id is not None
+    stored, outcome = store.add_follow(
+        subscriber.id, text.strip(), query.canonical(), revisions=revisions, instant=instant
+    )
+    return FollowResult(subscriber, stored, outcome, created)
+
+
+def unfollow(store: Store, address: str, which: str) -> Follow:
+    """Remove a follow by its number in ``follows`` (1-based) or by its query text.
+
+    Raises LookupError naming the subscriber's follows when nothing fits.
+    """
+    address = normalise_address(address)
+    subscriber = store.get_subscriber(address)
+    if subscriber is None or subscriber.id is None:
+        raise LookupError(f"{address} has no follows; add one with: papertrail follow {address} QUERY")
+    follows = store.follows_of(subscriber.id)
+    target: Follow | None = None
+    if which.strip().isdigit():
+        number = int(which)
+        if not 1 <= number <= len(follows):
+            raise LookupError(
+                f"{address} has {len(follows)} follow(s); pick a number from 1 to {len(follows)}"
+            )
+        target = follows[number - 1]
+    else:
+        canonical = parse(which).canonical()
+        target = next((f for f in follows if f.canonical == canonical), None)
+        if target is None:
+            listing = "; ".join(f"{i}. {f.query}" for i, f in enumerate(follows, 1)) or "none"
+            raise LookupError(f"{address} does not follow {which!r}; its follows are: {listing}")
+    assert target.id is not None
+    store.remove_follow(target.id)
+    return target
+
+
+@dataclass(frozen=True, slots=True)
+class TryHit:
+    """A stored version a query would have matched, with why."""
+
+    arxiv_id: str
+    version: int
+    title: str
+    first_seen_at: datetime
+    reasons: tuple[str, ...]
+
+
+def try_query(store: Store, text: str, *, days: int = 7, now: datetime | None = None) -> list[TryHit]:
+    """Which versions first seen in the last ``days`` days ``text`` would have matched, newest first.
+
+    Raises QueryError for a query that does not parse, so people can tune a follow before saving it.
+    """
+    query = parse(text)
+    since = (now or utcnow()) - timedelta(days=days)
+    hits: list[TryHit] = []
+    for version in store.versions_since(since):
+        reasons = query.evaluate(version_to_paper(version))
+        if reasons is not None:
+            hits.append(
+                TryHit(version.paper_id, version.number, version.title, version.first_seen_at, reasons)
+            )
+    return hits
