@@ -116,7 +116,11 @@ class Version(SQLModel, table=True):
     """One version of a paper with the metadata as of that version: the unit of news."""
 
     __tablename__ = "version"
-    __table_args__ = (sa.UniqueConstraint("paper_id", "number", name="uq_version_paper_number"),)
+    __table_args__ = (
+        sa.UniqueConstraint("paper_id", "number", name="uq_version_paper_number"),
+        # A gap fill asks for the newest announcement already stored as news on every page.
+        sa.Index("ix_version_news_announced_at", "news", "announced_at"),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     paper_id: str = Field(foreign_key="paper.id", index=True, max_length=64)
