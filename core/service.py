@@ -299,7 +299,8 @@ def match_new(store: Store, *, now: datetime | None = None, index: FollowIndex |
             return total
         index.sync(store.active_follows())
         hits: list[Hit] = []
-        for version in versions:
+        # With no follows there is nothing to match: skip tokenising every version (most of the cost).
+        for version in versions if index.follows else ():
             assert version.id is not None
             for follow_id, reasons in index.matcher.match(version_to_paper(version)):
                 follow = index.follows[follow_id]
