@@ -1,0 +1,340 @@
+"""Benchmark: the follow index (``core.match.Matcher``) at 10 thousand to 1 million follows.
+
+The papers are the 1,504 versions of the recorded rss.arxiv.org day (``tests/corpus/arxiv-rss``, 28 Nov 2024,
+all 20 archives). The follows are generated (seeded, so every run sees the same ones) from that day's real
+categories, author names and title words, drawn in proportion to how often they occur, so popular choices
+repeat the way they do among real users (many people follow ``cat:cs.LG``):
+
+* ~35% a single category: ``cat:cs.LG`` (one in ten a whole archive, ``cat:cs.*``);
+* ~25% a single author: ``au:"Zeng Li"``, ``au:"Z. Li"``, ``au:Li`` or ``au:"Li, Zeng"``;
+* ~20% a keyword or phrase: ``diffusion``, ``ti:diffusion``, ``abs:diffusion``, ``"language models"``;
+* ~15% a category AND a keyword or phrase, taken from one paper of that category
+  (``cat:cs.CL "language models"``);
+* ~5% boolean queries with OR, ANDNOT and NOT, e.g. ``(graph OR network) cat:cs.LG``,
+  ``au:"A B" OR au:"C D"``, ``quantum ANDNOT cat:quant-ph``.
+
+Queries without any positive term (``NOT cat:cs.CV``) are left out: each distinct one is evaluated for every
+paper, they are rare, and ``tests/test_match*.py`` cover them. Each size is a prefix of the next, follow ids
+are 1..N, and every query text is parsed with ``core.query.parse`` (each distinct text once).
+
+Reported per size, all measured in one run on this machine:
+
+* build: ``Matcher(follows)`` wall time; the index's memory (tracemalloc, in a second build: the
+  structures the matcher adds while the caller still holds the follows, the peak during the build, and what
+  stays alive once the caller drops its follows: index plus the distinct queries it interns);
+* match: ``Matcher.match`` over all 1,504 versions (each version's ``PaperText`` is built once, up front, and
+  shared by every size; that time is reported on its own), the median of ``--repeat`` runs; versions per
+  second; the matches produced; ``Matcher.match_groups`` (the same matches, one group per distinct query);
+* plain: ``query.evaluate`` on every follow for a sample of the versions (the whole day would take hours at
+  1 million follows), extrapolated to 1,504 versions; its results are compared with the matcher's.
+
+Usage: python bench/match.py [--sizes 10000,100000,1000000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import gc
+import itertools
+import random
+import statistics
+import sys
+import time
+import tracemalloc
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from core.match import Matcher  # noqa: E402
+from core.query import PaperText, Query, QueryError, parse  # noqa: E402
+from core.text import words  # noqa: E402
+from core.values import PaperIn  # noqa: E402
+from ingest.arxiv_rss_parse import parse_feed  # noqa: E402
+
+FEED = ROOT / "tests" / "corpus" / "arxiv-rss" / "aioarxiv_rss_mock_feed.xml"
+
+# Function words nobody follows on their own; they still occur inside phrases taken from titles.
+STOPWORDS = frozenset(
+    {
+        "a", "an", "and", "are", "as", "at", "based", "be", "by", "for", "from", "in", "into", "is", "it",
+        "its", "new", "of", "on", "or", "our", "the", "their", "this", "to", "toward", "towards", "using",
+        "via", "we", "with", "without",
+    }
+)  # fmt: skip
+
+
+class Weighted:
+    """Draw items in proportion to their counts."""
+
+    def __init__(self, counts: Counter[str]) -> None:
+        self.items = sorted(counts)
+        self.cumulative = list(itertools.accumulate(counts[i] for i in self.items))
+
+    def draw(self, rng: random.Random) -> str:
+        """One item, by weight."""
+        return self.items[bisect.bisect_right(self.cumulative, rng.random() * self.cumulative[-1])]
+
+
+class FollowGenerator:
+    """Query texts built from one day's categories, authors and title words, in realistic proportions."""
+
+    def __init__(self, papers: Sequence[PaperIn], seed: int = 4) -> None:
+        self.rng = random.Random(seed)
+        self.papers = papers
+        self.categories = Weighted(Counter(c for p in papers for c in p.categories))
+        self.archives = Weighted(Counter(c.split(".")[0] for p in papers for c in p.categories if "." in c))
+        self.names = Weighted(
+            Counter(a for p in papers for a in p.authors if not any(q in a for q in '"“”„()'))
+        )
+        self.title_words: list[list[str]] = []
+        self.bigrams: list[list[str]] = []
+        word_counts: Counter[str] = Counter()
+        bigram_counts: Counter[str] = Counter()
+        for p in papers:
+            ws = words(p.title)
+            keep = [w for w in ws if w not in STOPWORDS and len(w) > 2 and not w.isdigit()]
+            pairs = [
+                f"{a} {b}" for a, b in itertools.pairwise(ws) if a not in STOPWORDS and b not in STOPWORDS
+            ]
+            self.title_words.append(keep)
+            self.bigrams.append(pairs)
+            word_counts.update(set(keep))
+            bigram_counts.update(set(pairs))
+        self.words = Weighted(word_counts)
+        self.phrases = Weighted(bigram_counts)
+
+    def author(self) -> str:
+        """``au:`` in one of the forms people type."""
+        name = self.names.draw(self.rng)
+        parts = name.split()
+        form = self.rng.random()
+        if len(parts) < 2 or form < 0.6:
+            return f'au:"{name}"'
+        if form < 0.85:
+            return 'au:"' + " ".join(f"{p[0]}." for p in parts[:-1]) + f' {parts[-1]}"'
+        if form < 0.95:
+            return f"au:{parts[-1]}"
+        return f'au:"{parts[-1]}, {" ".join(parts[:-1])}"'
+
+    def keyword(self) -> str:
+        """A word or phrase, sometimes restricted to the title or the abstract."""
+        form = self.rng.random()
+        if form < 0.55:
+            return self.words.draw(self.rng)
+        if form < 0.70:
+            return f"ti:{self.words.draw(self.rng)}"
+        if form < 0.75:
+            return f"abs:{self.words.draw(self.rng)}"
+        if form < 0.95:
+            return f'"{self.phrases.draw(self.rng)}"'
+        return f'ti:"{self.phrases.draw(self.rng)}"'
+
+    def topical(self) -> tuple[str, str]:
+        """A category and a word or phrase that go together: both from one paper."""
+        while True:
+            i = self.rng.randrange(len(self.papers))
+            p, ws, pairs = self.papers[i], self.title_words[i], self.bigrams[i]
+            if ws:
+                break
+        term = f'"{self.rng.choice(pairs)}"' if pairs and self.rng.random() < 0.3 else self.rng.choice(ws)
+        return f"cat:{p.categories[0]}", term
+
+    def boolean(self) -> str:
+        """One of a few common shapes with OR, ANDNOT and NOT."""
+        r = self.rng
+        shape = r.randrange(6)
+        if shape == 0:
+            return f"({self.words.draw(r)} OR {self.words.draw(r)}) cat:{self.categories.draw(r)}"
+        if shape == 1:
+            return f"{self.words.draw(r)} ANDNOT cat:{self.categories.draw(r)}"
+        if shape == 2:
+            return f"{self.author()} OR {self.author()}"
+        if shape == 3:
+            return f"cat:{self.categories.draw(r)} OR cat:{self.categories.draw(r)}"
+        if shape == 4:
+            category, term = self.topical()
+            return f"{category} NOT ti:{self.words.draw(r)} {term}"
+        return f'("{self.phrases.draw(r)}" OR {self.words.draw(r)}) AND NOT cat:{self.categories.draw(r)}'
+
+    def text(self) -> str:
+        """One follow's query text."""
+        kind = self.rng.random()
+        if kind < 0.35:
+            if self.rng.random() < 0.1:
+                return f"cat:{self.archives.draw(self.rng)}.*"
+            return f"cat:{self.categories.draw(self.rng)}"
+        if kind < 0.60:
+            return self.author()
+        if kind < 0.80:
+            return self.keyword()
+        if kind < 0.95:
+            category, term = self.topical()
+            return f"{category} {term}" if self.rng.random() < 0.5 else f"{category} AND {term}"
+        return self.boolean()
+
+
+def generate(papers: Sequence[PaperIn], n: int) -> list[str]:
+    """``n`` query texts that all parse; the first ``k`` are the same for every ``n >= k``."""
+    gen = FollowGenerator(papers)
+    texts: list[str] = []
+    while len(texts) < n:
+        text = gen.text()
+        try:
+            parse(text)
+        except QueryError:
+            continue
+        texts.append(text)
+    return texts
+
+
+def cpu(fn: Callable[[], object]) -> float:
+    """CPU seconds of this process spent in ``fn`` (the machine is shared: wall time includes waiting)."""
+    start = time.process_time()
+    fn()
+    return time.process_time() - start
+
+
+def median_cpu(fn: Callable[[], object], repeat: int) -> float:
+    """Median CPU seconds of ``fn`` over ``repeat`` runs, after a full garbage collection."""
+    times = []
+    for _ in range(repeat):
+        gc.collect()
+        times.append(cpu(fn))
+    return statistics.median(times)
+
+
+def traced(fn: Callable[[], object]) -> tuple[object, int, int]:
+    """Run ``fn`` under tracemalloc; return its result, the bytes it left allocated and its peak."""
+    gc.collect()
+    tracemalloc.start()
+    before, _ = tracemalloc.get_traced_memory()
+    tracemalloc.reset_peak()
+    result = fn()
+    after, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return result, after - before, peak - before
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", default="10000,100000,1000000", help="comma-separated follow counts")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per timing (median reported)")
+    parser.add_argument(
+        "--plain-budget",
+        type=int,
+        default=3_000_000,
+        help="query evaluations for the plain evaluator per size (sets how many versions it samples)",
+    )
+    args = parser.parse_args()
+    sizes = sorted(int(s) for s in args.sizes.split(","))
+
+    papers = parse_feed(FEED.read_bytes()).items
+    paper_texts: list[PaperText] = []
+    text_cpu = cpu(lambda: paper_texts.extend(PaperText.of(p) for p in papers))
+    print(f"{len(papers):,} versions; PaperText.of for all of them: {text_cpu:.2f} s CPU (once, shared)")
+
+    texts = generate(papers, sizes[-1])
+    parsed: dict[str, Query] = {}
+    parse_cpu = cpu(lambda: parsed.update((t, parse(t)) for t in dict.fromkeys(texts)))
+    print(f"{len(texts):,} follows, {len(parsed):,} distinct texts parsed in {parse_cpu:.1f} s CPU")
+
+    rows = [
+        measure([(i, parsed[t]) for i, t in enumerate(texts[:n], start=1)], paper_texts, args) for n in sizes
+    ]
+    print()
+    print(table(rows, len(paper_texts)))
+
+
+def measure(
+    follows: list[tuple[int, Query]], paper_texts: list[PaperText], args: argparse.Namespace
+) -> dict[str, float]:
+    """Build, size and time the index over ``follows``; time the plain evaluator on a sample of versions."""
+    n = len(follows)
+    gc.collect()
+    built: list[Matcher] = []
+    build = cpu(lambda: built.append(Matcher(follows)))
+    matcher = built[0]
+    _, index_bytes, build_peak = traced(lambda: Matcher(follows))
+    # The distinct queries live as long as the index does: count each once, as parse builds it.
+    distinct = {query.canonical() for _, query in follows}
+    _, query_bytes, _ = traced(lambda: [parse(text) for text in distinct])
+
+    groups_cpu = median_cpu(lambda: [matcher.match_groups(t) for t in paper_texts], args.repeat)
+    # One pair per matching follow: tens of millions at a million follows, so fewer runs.
+    pairs_cpu = median_cpu(lambda: [matcher.match(t) for t in paper_texts], max(1, args.repeat // 2))
+    groups = candidates = matches = 0
+    for t in paper_texts:
+        found = matcher.match_groups(t)
+        groups += len(found)
+        candidates += matcher.last_candidates
+        matches += sum(len(ids) for ids, _ in found)
+
+    sample_size = max(2, min(len(paper_texts), args.plain_budget // n))
+    step = len(paper_texts) / sample_size
+    sample = [paper_texts[int(k * step)] for k in range(sample_size)]
+    plain_results: list[list[tuple[int, tuple[str, ...]]]] = []
+    plain_cpu = cpu(
+        lambda: plain_results.extend(
+            [(fid, r) for fid, q in follows if (r := q.evaluate(t)) is not None] for t in sample
+        )
+    )
+    for t, expected in zip(sample, plain_results, strict=True):
+        assert matcher.match(t) == expected, f"index and plain evaluation differ on {t.arxiv_id}"
+    plain_day = plain_cpu / sample_size * len(paper_texts)
+
+    row = {
+        "follows": n,
+        "distinct": matcher.distinct_queries,
+        "atoms": matcher.distinct_atoms,
+        "build": build,
+        "index_mib": index_bytes / 2**20,
+        "queries_mib": query_bytes / 2**20,
+        "peak_mib": build_peak / 2**20,
+        "groups_s": groups_cpu,
+        "pairs_s": pairs_cpu,
+        "groups": groups,
+        "candidates": candidates,
+        "matches": matches,
+        "plain_s": plain_day,
+        "plain_sample": sample_size,
+    }
+    print(
+        f"{n:>9,} follows: {matcher.distinct_queries:,} distinct queries, {matcher.distinct_atoms:,} atoms; "
+        f"build {build:.2f} s; index {row['index_mib']:.0f} MiB + {row['queries_mib']:.0f} MiB of queries "
+        f"(build peak {row['peak_mib']:.0f} MiB); match_groups {groups_cpu:.2f} s, match {pairs_cpu:.2f} s; "
+        f"{candidates:,} candidates, {groups:,} groups, {matches:,} matches; "
+        f"plain evaluator {plain_day:,.0f} s (from {sample_size} versions)",
+        flush=True,
+    )
+    return row
+
+
+def table(rows: list[dict[str, float]], versions: int) -> str:
+    """The results as a Markdown table, for docs/benchmarks.md."""
+    base = rows[0]["groups_s"] / versions
+    lines = [
+        "| follows | distinct queries | build | index memory (+ queries) | match_groups: 1,504 versions "
+        "| versions/s | per version vs smallest | groups (distinct matches) | match: follow pairs "
+        "| matches | plain evaluator (extrapolated) | plain / match_groups |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['follows']:,.0f} | {r['distinct']:,.0f} | {r['build']:.2f} s "
+            f"| {r['index_mib']:,.0f} MiB (+{r['queries_mib']:,.0f} MiB) | {r['groups_s']:.2f} s "
+            f"| {versions / r['groups_s']:,.0f} | {r['groups_s'] / versions / base:.2f} × "
+            f"| {r['groups']:,.0f} | {r['pairs_s']:.2f} s | {r['matches']:,.0f} "
+            f"| {r['plain_s']:,.0f} s ({r['plain_sample']:.0f} versions) "
+            f"| {r['plain_s'] / r['groups_s']:,.0f} × |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
