@@ -38,7 +38,7 @@ pytest: $(VENV)/.installed-dev
 	$(BIN)/pytest -q
 
 bench: $(VENV)/.installed-dev
-	$(BIN)/python bench/ingest_bench.py
+	$(BIN)/python bench/ingest.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -211,27 +212,14 @@ class Store:
                 result.duplicates += 1
             else:
                 unique[key] = paper
-        ids = sorted({paper.arxiv_id for paper in unique.values()})
         with self.session() as session:
-            latest: dict[str, int] = {}
-            known_versions: set[tuple[str, int]] = set()
-            for start in range(0, len(ids), _ID_CHUNK):
-                chunk = ids[start : start + _ID_CHUNK]
-                rows = session.execute(
-                    sa.select(col(Paper.id), col(Paper.latest_version)).where(col(Paper.id).in_(chunk))
-                )
-                latest.update((pid, number) for pid, number in rows)
-                pairs = session.execute(
-                    sa.select(col(Version.paper_id), col(Version.number)).where(
-                        col(Version.paper_id).in_(chunk)
-                    )
-                )
-                known_versions.update((pid, num) for pid, num in pairs)
+            connection = session.connection()
+            latest, known_versions = _stored_versions(connection, {arxiv_id for arxiv_id, _ in unique})
             threshold = _news_threshold(session) if novelty is Novelty.GAP else None
             new_papers: dict[str, int] = {}
             raised: dict[str, int] = {}
-            news_rows: list[dict[str, Any]] = []
-            history_rows: list[dict[str, Any]] = []
+            news: list[PaperIn] = []
+            history: list[PaperIn] = []
             for (arxiv_id, number), paper in unique.items():
                 if (arxiv_id, number) in known_versions:
                     result.duplicates += 1
@@ -246,26 +234,40 @@ class Store:
                     and paper.announced_at is not None
                     and paper.announced_at > threshold
                 )
-                (news_rows if is_news else history_rows).append(_version_values(paper, now, news=is_news))
                 if not is_news:
+                    history.append(paper)
                     result.history += 1
-                elif number > 1:
-                    result.revisions += 1
                 else:
-                    result.new_papers += 1
-            # Core inserts, not ORM objects: a backfill writes millions of rows.
+                    news.append(paper)
+                    if number > 1:
+                        result.revisions += 1
+                    else:
+                        result.new_papers += 1
+            # Core statements and driver bulk loads, not ORM objects: a backfill writes millions of rows.
             if new_papers:
-                session.execute(
-                    sa.insert(Paper),
-                    [{"id": pid, "latest_version": n, "first_seen_at": now} for pid, n in new_papers.items()],
+                _bulk_insert(
+                    connection,
+                    _PAPER_TABLE,
+                    ("id", "latest_version", "first_seen_at"),
+                    [[pid, number, now] for pid, number in new_papers.items()],
                 )
-            for pid, number in raised.items():
-                session.execute(sa.update(Paper).where(col(Paper.id) == pid).values(latest_version=number))
-            if history_rows:
-                session.execute(sa.insert(Version), history_rows)
-            if news_rows:
-                inserted = session.execute(sa.insert(Version).returning(col(Version.id)), news_rows)
-                result.new_version_ids = [row[0] for row in inserted]
+            if raised:
+                connection.execute(
+                    _PAPER_TABLE.update()
+                    .where(_PAPER_TABLE.c.id == sa.bindparam("raised_id"))
+                    .values(latest_version=sa.bindparam("raised_to")),
+                    [{"raised_id": pid, "raised_to": number} for pid, number in raised.items()],
+                )
+            if history:
+                _bulk_insert(
+                    connection, _VERSION_TABLE, _VERSION_COLUMNS, _version_rows(history, now, news=False)
+                )
+            if news:
+                _bulk_insert(
+                    connection, _VERSION_TABLE, _VERSION_COLUMNS, _version_rows(news, now, news=True)
+                )
+                # Read back rather than RETURNING, which neither executemany nor COPY offers.
+                result.new_version_ids = _version_ids(connection, news)
             if validator is not None:
                 session.merge(validator)
         return result
@@ -726,27 +728,169 @@ def _source_health(session: Session, source: str) -> SourceHealth:
 _GOOD_STATES = (RunState.OK, RunState.EMPTY, RunState.NOT_MODIFIED)
 
 
-def _version_values(paper: PaperIn, now: datetime, *, news: bool) -> dict[str, Any]:
-    return {
-        "paper_id": paper.arxiv_id,
-        "number": paper.version,
-        "title": paper.title,
-        "abstract": paper.abstract,
-        "authors": list(paper.authors),
-        "categories": list(paper.categories),
-        "comment": paper.comment,
-        "journal_ref": paper.journal_ref,
-        "doi": paper.doi,
-        "license": paper.license,
-        "announce_type": paper.announce_type.value,
-        "source": paper.source,
-        "ai_related": is_ai_related(paper.categories),
-        "announced_at": paper.announced_at,
-        "first_seen_at": now,
-        "news": news,
-        # History is never matched: mark it done so the matcher never picks it up.
-        "matched_at": None if news else now,
+_PAPER_TABLE = Paper.metadata.tables["paper"]
+_VERSION_TABLE = Version.metadata.tables["version"]
+# Every version column but the generated id, in the order _version_rows fills them.
+_VERSION_COLUMNS = (
+    "paper_id",
+    "number",
+    "title",
+    "abstract",
+    "authors",
+    "categories",
+    "comment",
+    "journal_ref",
+    "doi",
+    "license",
+    "announce_type",
+    "source",
+    "announced_at",
+    "ai_related",
+    "first_seen_at",
+    "news",
+    "matched_at",
+)
+# The PaperIn fields behind the first columns, read in one C call per paper.
+_PAPER_FIELDS = attrgetter(
+    "arxiv_id",
+    "version",
+    "title",
+    "abstract",
+    "authors",
+    "categories",
+    "comment",
+    "journal_ref",
+    "doi",
+    "license",
+    "announce_type",
+    "source",
+    "announced_at",
+)
+_ANNOUNCE_TYPE = _VERSION_COLUMNS.index("announce_type")
+_AI_RELATED = _VERSION_COLUMNS.index("ai_related")
+# Enum.value is a property, slow enough to show in a profile when read for millions of rows.
+_ANNOUNCE_TYPES = {member: member.value for member in AnnounceType}
+
+
+def _version_rows(papers: Sequence[PaperIn], now: datetime, *, news: bool) -> list[list[Any]]:
+    """One row of ``_VERSION_COLUMNS`` values per paper (Python values, before any type processing).
+
+    Authors and categories stay tuples: the JSON columns serialise them exactly as the lists they hold.
+    """
+    # History is never matched: mark it done so the matcher never picks it up.
+    matched_at = None if news else now
+    ai_related: dict[tuple[str, ...], bool] = {}  # a batch repeats few category lists
+    rows = []
+    for paper in papers:
+        row = [*_PAPER_FIELDS(paper), None, now, news, matched_at]
+        row[_ANNOUNCE_TYPE] = _ANNOUNCE_TYPES[paper.announce_type]
+        categories = paper.categories
+        ai = ai_related.get(categories)
+        if ai is None:
+            ai = ai_related[categories] = is_ai_related(categories)
+        row[_AI_RELATED] = ai
+        rows.append(row)
+    return rows
+
+
+def _bulk_insert(
+    connection: sa.Connection, table: sa.Table, columns: Sequence[str], rows: list[list[Any]]
+) -> None:
+    """INSERT ``rows`` (values of ``columns``) into ``table`` in the connection's transaction, fast.
+
+    SQLAlchemy's own executemany processes every value of every row in Python, and its ORM bulk insert also
+    splits the rows into small groups wherever a None moves from one column to another. Here each column's
+    bind processor (the same conversion SQLAlchemy applies: JSON text, naive UTC for SQLite, ...) runs once
+    per distinct value, and the rows go to the driver in one call: ``executemany`` for SQLite, ``COPY`` for
+    PostgreSQL (several times faster than psycopg's per-row executemany). Any other database gets plain
+    SQLAlchemy executemany. Values must be hashable; ``rows`` is modified in place.
+    """
+    dialect = connection.dialect
+    if dialect.name not in ("sqlite", "postgresql"):
+        connection.execute(table.insert(), [dict(zip(columns, row, strict=True)) for row in rows])
+        return
+    for index, name in enumerate(columns):
+        process = table.c[name].type.dialect_impl(dialect).bind_processor(dialect)
+        if process is None:
+            continue
+        # Keyed by the value: repeated dates, categories and the author list shared by the versions of
+        # one paper are converted once. (Values that compare equal convert equally: a datetime is stored
+        # as its UTC instant.)
+        seen: dict[Any, Any] = {}
+        for row in rows:
+            value = row[index]
+            try:
+                row[index] = seen[value]
+            except KeyError:
+                row[index] = seen[value] = process(value)
+    quote = dialect.identifier_preparer.quote
+    target = f"{dialect.identifier_preparer.format_table(table)} ({', '.join(quote(c) for c in columns)})"
+    if dialect.name == "sqlite":
+        # The DBAPI cursor directly: SQLAlchemy's exec_driver_sql would want every row copied into a tuple.
+        cursor = connection.connection.cursor()
+        try:
+            cursor.executemany(f"INSERT INTO {target} VALUES ({', '.join('?' for _ in columns)})", rows)
+        finally:
+            cursor.close()
+        return
+    # psycopg's own connection: the COPY runs in the transaction SQLAlchemy has open on it.
+    driver = connection.connection.driver_connection
+    assert driver is not None
+    with driver.cursor() as cursor, cursor.copy(f"COPY {target} FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)
+
+
+def _stored_versions(connection: sa.Connection, ids: set[str]) -> tuple[dict[str, int], set[tuple[str, int]]]:
+    """For the papers ``ids``: the latest version number of each stored one, and every stored version."""
+    paper, version = _PAPER_TABLE.c, _VERSION_TABLE.c
+    latest = {
+        pid: n for pid, n in _rows_of_papers(connection, (paper.id, paper.latest_version), paper.id, ids)
     }
+    known = {
+        (pid, n)
+        for pid, n in _rows_of_papers(connection, (version.paper_id, version.number), version.paper_id, ids)
+    }
+    return latest, known
+
+
+def _version_ids(connection: sa.Connection, papers: Sequence[PaperIn]) -> list[int]:
+    """The ids of the stored versions ``papers``, in their order (a paper id and number are unique)."""
+    version = _VERSION_TABLE.c
+    stored = {
+        (pid, n): vid
+        for vid, pid, n in _rows_of_papers(
+            connection,
+            (version.id, version.paper_id, version.number),
+            version.paper_id,
+            {p.arxiv_id for p in papers},
+        )
+    }
+    return [stored[(paper.arxiv_id, paper.version)] for paper in papers]
+
+
+def _rows_of_papers(
+    connection: sa.Connection,
+    columns: Sequence[sa.ColumnElement[Any]],
+    paper_column: sa.Column[Any],
+    ids: set[str],
+) -> Iterator[Sequence[Any]]:
+    """``columns`` of every row whose ``paper_column`` is one of ``ids``."""
+    ordered = sorted(ids)
+    if connection.dialect.name == "postgresql":
+        # One array parameter. A long IN list of separate parameters turns, once psycopg prepares the
+        # statement (its fifth use), into a generic plan that compares every stored row with every
+        # parameter: seconds per batch once the table holds a few hundred thousand versions.
+        array = sa.bindparam("ids", ordered, type_=sa.ARRAY(sa.String()))
+        conditions = [paper_column == sa.any_(array)] if ordered else []
+    else:
+        # SQLite caps the number of bound parameters.
+        conditions = [
+            paper_column.in_(ordered[start : start + _ID_CHUNK])
+            for start in range(0, len(ordered), _ID_CHUNK)
+        ]
+    for condition in conditions:
+        yield from connection.execute(sa.select(*columns).where(condition))
 
 
 def _news_threshold(session: Session) -> datetime | None:

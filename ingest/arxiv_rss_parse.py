@@ -14,11 +14,17 @@ Three outcomes a caller must tell apart: a page of items (maybe with some ``skip
 (a normal channel without items: arXiv publishes nothing on weekends and holidays), and an error —
 ``FeedFormatError`` when the bytes are not a usable RSS document, ``ArxivFeedError`` when arXiv answered with
 its error channel.
+
+``parse_feed`` reads the items from the ElementTree of its well-formedness check; ``parse_feed_feedparser``
+reads them with feedparser, as ``parse_feed`` did before. Both give the same result for the same bytes
+(``tests/test_arxiv_rss_parse.py`` compares them); the first falls back on the second for any document
+not laid out like arXiv's feed.
 """
 
 from __future__ import annotations
 
 import calendar
+import contextlib
 import io
 import re
 import xml.etree.ElementTree as ET
@@ -29,11 +35,19 @@ from typing import Any
 from xml.parsers.expat import errors as expat_errors
 
 import feedparser
+from feedparser.datetimes import _parse_date as _feedparser_parse_date
 
 from core.tex import decode_tex
 from core.values import AnnounceType, PaperIn
 
-__all__ = ["ArxivFeedError", "FeedFormatError", "FeedPage", "parse_feed", "split_authors"]
+__all__ = [
+    "ArxivFeedError",
+    "FeedFormatError",
+    "FeedPage",
+    "parse_feed",
+    "parse_feed_feedparser",
+    "split_authors",
+]
 
 SOURCE = "arxiv-rss"
 
@@ -50,6 +64,9 @@ _ABSTRACT_LABEL_RE = re.compile(r"\A\s*Abstract:")
 _TRAILING_AND_RE = re.compile(r"\s+and\s+")
 _LEADING_AND_RE = re.compile(r"\Aand\s+")
 _PAREN_GROUP_RE = re.compile(r"\([^()]*\)")
+_BRACKET_CHARS_RE = re.compile(r"[(){}]")
+_SPLIT_CHARS_RE = re.compile(r"[(){},]")
+_PAREN_CHARS_RE = re.compile(r"[()]")
 _HTML_MARKERS = (b"<html", b"<body", b"<head", b"<!doctype html")
 # expat errors that mean "the input stopped early" rather than "the input is not XML".
 _TRUNCATION_CODES = frozenset(
@@ -61,6 +78,91 @@ _TRUNCATION_CODES = frozenset(
         expat_errors.XML_ERROR_UNCLOSED_CDATA_SECTION,
     )
 )
+
+
+_UTF8_BOM = b"\xef\xbb\xbf"
+_DC = "{http://purl.org/dc/elements/1.1/}"
+_ARXIV = "{http://arxiv.org/schemas/atom}"
+_ATOM_LINK = "{http://www.w3.org/2005/Atom}link"
+# The namespaces arXiv's feed declares, by the prefix it gives them (see _tree_readable_bytes).
+_KNOWN_NAMESPACES = {
+    b"arxiv": b"http://arxiv.org/schemas/atom",
+    b"dc": b"http://purl.org/dc/elements/1.1/",
+    b"atom": b"http://www.w3.org/2005/Atom",
+    b"content": b"http://purl.org/rss/1.0/modules/content/",
+}
+_KNOWN_NAMESPACE_DECL_RE = re.compile(
+    rb"xmlns:(?:"
+    + rb"|".join(
+        re.escape(prefix) + rb"\s*=\s*(?:\"" + re.escape(uri) + rb"\"|'" + re.escape(uri) + rb"')"
+        for prefix, uri in _KNOWN_NAMESPACES.items()
+    )
+    + rb")"
+)
+_FIRST_ELEMENT_RE = re.compile(rb"<\w")
+_XML_DECLARATION_RE = re.compile(
+    rb"<\?xml\s[^>]*?(?:encoding\s*=\s*[\"'](?P<encoding>[^\"']*)[\"'][^>]*)?\?>"
+)
+# Channel children of arXiv's feed, each with a name of its own; title, description and pubDate are read.
+_CHANNEL_TAGS = {
+    "title": "title",
+    "description": "subtitle",
+    "pubDate": "published",
+    "link": "link",
+    _ATOM_LINK: "atom_link",
+    "docs": "docs",
+    "language": "language",
+    "lastBuildDate": "updated",
+    "managingEditor": "author",
+    "skipDays": "skipdays",
+}
+_CHANNEL_READ = frozenset({"title", "subtitle", "published"})
+# Item children of arXiv's feed (besides <category>), with the feedparser entry key each one fills.
+_ITEM_KEYS = {
+    "title": "title",
+    "link": "link",
+    "description": "summary",
+    "guid": "id",
+    "pubDate": "published",
+    f"{_DC}creator": "author",
+    f"{_DC}rights": "rights",
+    f"{_ARXIV}announce_type": "arxiv_announce_type",
+    f"{_ARXIV}DOI": "arxiv_doi",
+    f"{_ARXIV}journal_reference": "arxiv_journal_reference",
+}
+# feedparser.urls._urifixer: collapses extra slashes after "scheme://".
+_URL_SLASHES_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+-.]*://)(/*)(.*?)")
+_LINK_ENTITY_RE = re.compile(r"&([A-Za-z0-9_]+);")
+# feedparser.html._cp1252: C1 control characters read as the Windows-1252 characters at those bytes.
+_CP1252 = {
+    128: "\u20ac",
+    130: "\u201a",
+    131: "\u0192",
+    132: "\u201e",
+    133: "\u2026",
+    134: "\u2020",
+    135: "\u2021",
+    136: "\u02c6",
+    137: "\u2030",
+    138: "\u0160",
+    139: "\u2039",
+    140: "\u0152",
+    142: "\u017d",
+    145: "\u2018",
+    146: "\u2019",
+    147: "\u201c",
+    148: "\u201d",
+    149: "\u2022",
+    150: "\u2013",
+    151: "\u2014",
+    152: "\u02dc",
+    153: "\u2122",
+    154: "\u0161",
+    155: "\u203a",
+    156: "\u0153",
+    158: "\u017e",
+    159: "\u0178",
+}
 
 
 class FeedFormatError(ValueError):
@@ -104,8 +206,31 @@ def parse_feed(data: bytes) -> FeedPage:
     Raises ``FeedFormatError`` if ``data`` is not a complete RSS document (empty, an HTML page, truncated or
     ill-formed XML) and ``ArxivFeedError`` if it is arXiv's error channel. Items that cannot be used are not
     dropped silently: each one leaves a note in ``FeedPage.skipped``.
+
+    The result is exactly what ``parse_feed_feedparser`` returns for the same bytes, several times faster
+    (docs/benchmarks.md): the items are read from the ElementTree that the well-formedness check builds
+    anyway, with feedparser's text rules (see ``_feedparser_text``). That shortcut is taken only for
+    documents laid out like arXiv's feed (``_tree_page`` lists the conditions); anything else (a DOCTYPE,
+    an unknown element or namespace, an attribute feedparser would act on) goes through feedparser, so
+    the two never differ.
     """
-    channel = _check_document(data)
+    root, channel = _check_document(data)
+    page = _tree_page(root, channel) if _tree_readable_bytes(data) else None
+    return page if page is not None else _feedparser_page(data, channel)
+
+
+def parse_feed_feedparser(data: bytes) -> FeedPage:
+    """``parse_feed`` as it was before it read the tree itself: every item through feedparser.
+
+    Kept as the reference that ``parse_feed`` is tested against, the fallback for documents not laid out
+    like arXiv's feed, and the baseline of ``bench/ingest.py``. Same contract as ``parse_feed``.
+    """
+    _, channel = _check_document(data)
+    return _feedparser_page(data, channel)
+
+
+def _feedparser_page(data: bytes, channel: ET.Element) -> FeedPage:
+    """The page feedparser reads from ``data``, whose ``<channel>`` (from ``_check_document``) is given."""
     # A BytesIO, not the bytes themselves: feedparser first tries to open() a bytes argument as a file name.
     parsed = feedparser.parse(io.BytesIO(data), sanitize_html=False, resolve_relative_uris=False)
     feed = parsed.get("feed", {})
@@ -138,8 +263,191 @@ def parse_feed(data: bytes) -> FeedPage:
     )
 
 
-def _check_document(data: bytes) -> ET.Element:
-    """Reject anything but a complete, well-formed RSS document and return its ``<channel>``.
+# ------------------------------------------------------------------------------------------------------------
+# Reading the tree the way feedparser reads the same bytes
+#
+# Every value feedparser reports for an element is the element's text after these steps (feedparser
+# ``mixin.py``, ``_FeedParserMixin.pop``, with sanitizing and relative-URI resolution switched off as
+# ``_feedparser_page`` does): surrounding whitespace stripped; for <guid> (unless isPermaLink is not
+# "true") and <link> the URL clean-up of ``feedparser.urls._urljoin`` against an empty base; the
+# "UTF-8 read as Latin-1" repair; and the Windows-1252 mapping of U+0080..U+009F. The conditions below make
+# sure those are the only steps feedparser takes, so that the tree gives the same entry it would.
+
+
+def _tree_readable_bytes(data: bytes) -> bool:
+    """Byte-level conditions for reading the tree: the parts of the document ElementTree does not keep.
+
+    - UTF-8 (declared or by default) with at most a UTF-8 byte-order mark: feedparser re-encodes anything
+      else before parsing, and would fall back to its lenient parser if it could not;
+    - nothing but the XML declaration before the root element: feedparser rewrites a DOCTYPE and its
+      entity declarations before parsing (and ElementTree would have expanded them);
+    - every namespace declaration one of arXiv's four: feedparser names the keys of an unknown namespace
+      (``arxiv_announce_type``) after the prefix the document uses, which the tree does not record. Each
+      real declaration starts with the bytes ``xmlns`` (attribute names cannot be escaped), so every
+      occurrence of them is checked; one in text merely sends the document through feedparser.
+    """
+    body = data[len(_UTF8_BOM) :] if data.startswith(_UTF8_BOM) else data
+    start = _FIRST_ELEMENT_RE.search(body)
+    if start is None:
+        return False
+    prolog = body[: start.start()]
+    declaration = _XML_DECLARATION_RE.match(prolog)
+    rest = prolog[declaration.end() :] if declaration else prolog
+    if rest.strip() or (declaration and (declaration.group("encoding") or b"utf-8").lower() != b"utf-8"):
+        return False
+    position = body.find(b"xmlns")
+    while position != -1:
+        if _KNOWN_NAMESPACE_DECL_RE.match(body, position) is None:
+            return False
+        position = body.find(b"xmlns", position + 5)
+    return True
+
+
+def _tree_page(root: ET.Element, channel: ET.Element) -> FeedPage | None:
+    """The page read from the tree, or None when the document is not laid out like arXiv's feed.
+
+    The layout, checked in full before anything is raised or built: an ``<rss>`` root with at most a
+    ``version`` attribute and the ``<channel>`` as its only child; channel children among arXiv's
+    (``_CHANNEL_TAGS``, each at most once, no attributes but ``atom:link``'s href/rel/type, no children
+    but ``<skipDays><day>``); and items as ``_tree_entry`` describes. Under those conditions feedparser
+    sees the same channel title, description and date, and one entry per ``<item>``.
+    """
+    if len(root) != 1 or not root.attrib.keys() <= {"version"} or channel.attrib:
+        return None
+    fields: dict[str, str] = {}
+    entries: list[dict[str, Any]] = []
+    for child in channel:
+        tag = child.tag
+        if tag == "item":
+            entry = _tree_entry(child)
+            if entry is None:
+                return None
+            entries.append(entry)
+            continue
+        key = _CHANNEL_TAGS.get(tag, "")
+        if not key or key in fields:
+            return None
+        fields[key] = _feedparser_text(child.text) if key in _CHANNEL_READ else ""
+        if tag == _ATOM_LINK:
+            if len(child) or not child.attrib.keys() <= {"href", "rel", "type"}:
+                return None
+        elif child.attrib:
+            return None
+        elif tag == "skipDays":
+            if any(day.tag != "day" or day.attrib or len(day) for day in child):
+                return None
+        elif len(child):
+            return None
+
+    channel_title = _collapse(fields.get("title", ""))
+    if channel_title.startswith(_ERROR_TITLE_PREFIX):
+        message = _collapse(fields.get("subtitle", "")) or "(no message in the error channel)"
+        raise ArxivFeedError(message, query=channel_title[len(_ERROR_TITLE_PREFIX) :].strip())
+
+    dates = _DateCache()
+    published = dates(fields.get("published"))
+    items: list[PaperIn] = []
+    skipped: list[str] = []
+    for position, entry in enumerate(entries, start=1):
+        result = _parse_entry(entry, position, published, dates)
+        if isinstance(result, PaperIn):
+            items.append(result)
+        else:
+            skipped.append(result)
+    return FeedPage(
+        items=tuple(items), channel_title=channel_title, published=published, skipped=tuple(skipped)
+    )
+
+
+def _tree_entry(item: ET.Element) -> dict[str, Any] | None:
+    """One ``<item>`` as the entry feedparser would build (the keys ``_parse_entry`` reads), or None.
+
+    None when the item is not like arXiv's: attributes on the item, an element other than those in
+    ``_ITEM_KEYS`` (or one of them twice; ``<category>`` may repeat), an element with children, or
+    attributes other than ``isPermaLink`` on ``<guid>``. Those are the cases where feedparser's many
+    special rules (first title wins, a second description becomes content, rdf:about, xml:base, ...)
+    could make its entry differ.
+    """
+    if item.attrib:
+        return None
+    entry: dict[str, Any] = {}
+    terms: dict[str, None] = {}
+    guid_is_link = False
+    for child in item:
+        if len(child):
+            return None
+        tag = child.tag
+        attrib = child.attrib
+        if tag == "category":
+            if attrib:
+                return None
+            term = _feedparser_text(child.text)
+            if term:
+                # feedparser keeps each term once, in order of first appearance.
+                terms[term] = None
+            continue
+        key = _ITEM_KEYS.get(tag, "")
+        if not key or key in entry:
+            return None
+        if tag == "guid":
+            if attrib.keys() - {"isPermaLink"}:
+                return None
+            # RSS 2.0: a guid is a permalink unless it says otherwise; feedparser then treats it as a URL.
+            guid_is_link = attrib.get("isPermaLink", "true") == "true"
+            entry[key] = _feedparser_text(child.text, url=guid_is_link)
+        elif attrib:
+            return None
+        elif tag == "link":
+            # feedparser undoes what it takes for unhandled entity references in query strings.
+            link = _feedparser_text(child.text, url=True).replace("&amp;", "&")
+            entry[key] = _LINK_ENTITY_RE.sub(r"&\g<1>", link)
+        else:
+            entry[key] = _feedparser_text(child.text)
+    if guid_is_link and "link" not in entry:
+        # A permalink guid stands in for a missing <link>; a real <link> wins wherever it comes.
+        entry["link"] = entry["id"]
+    if terms:
+        entry["tags"] = [{"term": term} for term in terms]
+    return entry
+
+
+def _feedparser_text(text: str | None, *, url: bool = False) -> str:
+    """An element's text as feedparser reports it (see the notes above ``_tree_readable_bytes``)."""
+    if not text:
+        return ""
+    text = text.strip()
+    if url and text:
+        text = _URL_SLASHES_RE.sub(r"\1\3", text)
+    if not text.isascii():  # both repairs below leave ASCII unchanged
+        # Text that is not such a mix-up (most non-ASCII text) fails to round-trip and is kept as it is.
+        with contextlib.suppress(UnicodeEncodeError, UnicodeDecodeError):
+            text = text.encode("iso-8859-1").decode("utf-8")
+        text = text.translate(_CP1252)
+    return text
+
+
+class _DateCache:
+    """``_parse_date`` of a date string with the fallback feedparser would have computed, memoised.
+
+    Every item of a mailing carries the same ``<pubDate>``, so one page parses one or two distinct strings.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[str | None, datetime | None] = {}
+
+    def __call__(self, value: str | None) -> datetime | None:
+        try:
+            return self._seen[value]
+        except KeyError:
+            pass
+        # feedparser stores its own parse of every date element next to the text.
+        parsed = None if value is None else _feedparser_parse_date(value)
+        moment = self._seen[value] = _parse_date(value, parsed)
+        return moment
+
+
+def _check_document(data: bytes) -> tuple[ET.Element, ET.Element]:
+    """Reject anything but a complete, well-formed RSS document; return its root and ``<channel>``.
 
     feedparser is lenient by design: on a truncated feed it returns the items before the cut with only a
     ``bozo`` flag. A strict XML parse first makes a cut download an error instead of a short page.
@@ -175,7 +483,7 @@ def _check_document(data: bytes) -> ET.Element:
             f"expected an RSS 2.0 document (<rss><channel>) but got <{root.tag}> "
             f"(first bytes: {_preview(data)}); {_URL_HINT}: it must point at rss.arxiv.org/rss/..."
         )
-    return channel
+    return root, channel
 
 
 def _html_error(data: bytes) -> FeedFormatError:
@@ -191,8 +499,14 @@ def _preview(data: bytes, limit: int = 80) -> str:
     return repr(text + ("..." if len(data) > limit else ""))
 
 
-def _parse_entry(entry: Any, position: int, channel_published: datetime | None) -> PaperIn | str:
-    """Turn one feedparser entry into a ``PaperIn``, or return a note saying why it was skipped."""
+def _parse_entry(
+    entry: Any, position: int, channel_published: datetime | None, dates: _DateCache | None = None
+) -> PaperIn | str:
+    """Turn one entry into a ``PaperIn``, or return a note saying why it was skipped.
+
+    ``entry`` is a feedparser entry or the equivalent dict from ``_tree_entry``; ``dates`` (tree entries
+    only, which carry no ``published_parsed``) parses the item date.
+    """
     guid = _text(entry.get("id"))
     description = entry.get("summary") or ""
     label = f"item {position} ({guid or _text(entry.get('link')) or 'no guid'})"
@@ -229,7 +543,12 @@ def _parse_entry(entry: Any, position: int, channel_published: datetime | None) 
         authors=split_authors(entry.get("author", "")),
         categories=_categories(entry.get("tags") or []),
         announce_type=announce_type,
-        announced_at=_parse_date(entry.get("published"), entry.get("published_parsed")) or channel_published,
+        announced_at=(
+            dates(entry.get("published"))
+            if dates is not None
+            else _parse_date(entry.get("published"), entry.get("published_parsed"))
+        )
+        or channel_published,
         comment=None,
         journal_ref=_optional(entry.get("arxiv_journal_reference")),
         doi=_optional(entry.get("arxiv_doi")),
@@ -272,38 +591,58 @@ def split_authors(creator: str) -> tuple[str, ...]:
 
 def _split_top_level(text: str) -> list[str] | None:
     """Split on commas outside ``(...)`` and ``{...}``; None when the brackets do not balance."""
+    if not _BRACKET_CHARS_RE.search(text):
+        return text.split(",")  # the common case, and the same answer as the walk below
     pieces: list[str] = []
-    depth = {"(": 0, "{": 0}
-    closers = {")": "(", "}": "{"}
+    parens = braces = 0
     start = 0
-    for index, char in enumerate(text):
-        if char in depth:
-            depth[char] += 1
-        elif char in closers:
-            depth[closers[char]] -= 1
-            if depth[closers[char]] < 0:
+    # Only brackets and commas decide anything, so the regex skips the letters between them.
+    for found in _SPLIT_CHARS_RE.finditer(text):
+        char = found.group()
+        if char == "(":
+            parens += 1
+        elif char == "{":
+            braces += 1
+        elif char == ")":
+            parens -= 1
+            if parens < 0:
                 return None
-        elif char == "," and not any(depth.values()):
-            pieces.append(text[start:index])
-            start = index + 1
-    if any(depth.values()):
+        elif char == "}":
+            braces -= 1
+            if braces < 0:
+                return None
+        elif not parens and not braces:
+            pieces.append(text[start : found.start()])
+            start = found.end()
+    if parens or braces:
         return None
     pieces.append(text[start:])
     return pieces
 
 
 def _remove_parenthesised(text: str) -> str:
-    """Drop every top-level ``(...)`` group (affiliations, nicknames) from a balanced string."""
+    """Drop every top-level ``(...)`` group (affiliations, nicknames) from a balanced string.
+
+    Each ``(`` becomes a space (keeping the words on both sides apart); text inside the groups and the
+    ``)`` go. Text between two brackets keeps or loses its place by the depth it is at.
+    """
+    if "(" not in text and ")" not in text:
+        return text
     out: list[str] = []
     depth = 0
-    for char in text:
-        if char == "(":
+    last = 0
+    for found in _PAREN_CHARS_RE.finditer(text):
+        index = found.start()
+        if depth == 0:
+            out.append(text[last:index])
+        if found.group() == "(":
             depth += 1
-            out.append(" ")  # keep the words on both sides apart
-        elif char == ")":
+            out.append(" ")
+        else:
             depth -= 1
-        elif depth == 0:
-            out.append(char)
+        last = index + 1
+    if depth == 0:
+        out.append(text[last:])
     return "".join(out)
 
 

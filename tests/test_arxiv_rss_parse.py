@@ -13,11 +13,22 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
+import feedparser.html
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from core.tex import decode_tex
 from core.values import AnnounceType, PaperIn
-from ingest.arxiv_rss_parse import ArxivFeedError, FeedFormatError, FeedPage, parse_feed, split_authors
+from ingest import arxiv_rss_parse
+from ingest.arxiv_rss_parse import (
+    ArxivFeedError,
+    FeedFormatError,
+    FeedPage,
+    parse_feed,
+    parse_feed_feedparser,
+    split_authors,
+)
 from tests.conftest import CORPUS
 
 RSS_DIR = CORPUS / "arxiv-rss"
@@ -438,3 +449,368 @@ def test_utc_item_date_is_kept_aware(big_bytes: bytes) -> None:
 )
 def test_split_authors(creator: str, expected: tuple[str, ...]) -> None:
     assert split_authors(creator) == expected
+
+
+# ----------------------------------------------------------------------------------------------------------
+# parse_feed reads the tree itself; parse_feed_feedparser (the previous implementation) is the reference.
+# Every case below must give the same FeedPage, or the same exception with the same message, from both.
+
+
+def _outcome(parse: Callable[[bytes], FeedPage], data: bytes) -> FeedPage | tuple[type[Exception], str]:
+    try:
+        return parse(data)
+    except (FeedFormatError, ArxivFeedError) as exc:
+        return type(exc), str(exc)
+
+
+def _assert_same_as_feedparser(data: bytes) -> FeedPage | tuple[type[Exception], str]:
+    ours = _outcome(parse_feed, data)
+    assert ours == _outcome(parse_feed_feedparser, data)
+    return ours
+
+
+def _uses_the_tree(data: bytes, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """True when parse_feed answers without calling feedparser (the fast path)."""
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("feedparser was called")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(feedparser, "parse", refuse)
+        try:
+            parse_feed(data)
+        except AssertionError:
+            return False
+        except (FeedFormatError, ArxivFeedError):
+            pass
+    return True
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for p in CORPUS.rglob("*") if p.is_file()),
+    ids=lambda p: str(p.relative_to(CORPUS)),
+)
+def test_same_result_as_feedparser_for_every_corpus_file(path: Path) -> None:
+    # RSS feeds give pages or arXiv's error; every other recorded file (OAI, Atom, JSON) is refused alike.
+    _assert_same_as_feedparser(path.read_bytes())
+
+
+@pytest.mark.parametrize("path", [BIG_FEED, EMPTY_FEED, ERROR_FEED], ids=lambda p: p.name)
+def test_recorded_feeds_are_read_without_feedparser(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _uses_the_tree(path.read_bytes(), monkeypatch)
+
+
+def test_big_feed_page_is_identical(big_bytes: bytes, big_page: FeedPage) -> None:
+    reference = parse_feed_feedparser(big_bytes)
+    assert big_page == reference
+    # Field by field too, so a failure names the item rather than printing two 1,504-item pages.
+    for ours, theirs in zip(big_page.items, reference.items, strict=True):
+        assert ours == theirs, ours.versioned_id
+
+
+_BAD_INPUTS: list[tuple[str, Callable[[bytes], bytes]]] = [
+    ("half", lambda d: d[: len(d) // 2]),
+    ("after_last_item", lambda d: d[: d.rindex(b"</item>") + len(b"</item>")]),
+    ("last_10_bytes", lambda d: d[:-10]),
+    ("inside_first_item", lambda d: d[: d.index(b"<item>") + 300]),
+    ("html", lambda d: b"<!DOCTYPE html><html><body>503 Service Unavailable</body></html>"),
+    ("html_not_xml", lambda d: b"\n<head><title>502 Bad Gateway</title></head><body><hr></body>"),
+    ("empty", lambda d: b""),
+    ("blank", lambda d: b" \r\n\t"),
+    ("json", lambda d: b'{"error": "rate limited"}'),
+    ("binary", lambda d: b"\x00\x01\x02binary"),
+    ("path", lambda d: b"/etc/passwd"),
+    ("not_rss_root", lambda d: d.replace(b"<rss ", b"<rdf ", 1).replace(b"</rss>", b"</rdf>")),
+    ("no_channel", lambda d: b"<rss version='2.0'><item/></rss>"),
+    (
+        "entity_bomb",
+        lambda d: b'<!DOCTYPE r [<!ENTITY a "aaaa"><!ENTITY b "&a;&a;&a;">]><rss><channel/></rss>',
+    ),
+    ("undefined_entity", lambda d: d.replace(b"Jun Cui", b"Jun &nbsp; Cui", 1)),
+    ("unbound_prefix", lambda d: d.replace(b"<dc:creator>Jun Cui</dc:creator>", b"<x:c>Jun Cui</x:c>", 1)),
+]
+
+
+@pytest.mark.parametrize("mutate", [m for _, m in _BAD_INPUTS], ids=[name for name, _ in _BAD_INPUTS])
+def test_same_outcome_as_feedparser_for_bad_input(big_bytes: bytes, mutate: Callable[[bytes], bytes]) -> None:
+    _assert_same_as_feedparser(mutate(big_bytes))
+
+
+def _in_first_item(old: bytes, new: bytes) -> Callable[[bytes], bytes]:
+    """A mutation of the one-item copy of the real feed: replace ``old`` once, inside the item."""
+
+    def mutate(data: bytes) -> bytes:
+        one = _first_item_only(data)
+        start = one.index(b"<item>")
+        assert old in one[start:], old
+        return one[:start] + one[start:].replace(old, new, 1)
+
+    return mutate
+
+
+def _channel_title_last(data: bytes) -> bytes:
+    """The one-item copy with the channel's <title> moved after the item (feedparser tracks title depth)."""
+    one = _first_item_only(data)
+    start = one.index(b"<title>")
+    end = one.index(b"</title>", start) + len(b"</title>")
+    return (one[:start] + one[end:]).replace(b"</channel>", one[start:end] + b"</channel>")
+
+
+_GUID = b'<guid isPermaLink="false">oai:arXiv.org:2411.17700v1</guid>'
+_DESCRIPTION_ID = b"arXiv:2411.17700v1 Announce"
+_TITLE = b"<title>Exploring the Impact"
+_WHOLE_TITLE = (
+    b"<title>Exploring the Impact of Generative AI on Cross-Border E-Commerce Brand Building in Chinese "
+    b"Tianjin's Manufacturing Sector</title>"
+)
+_CREATOR = b"<dc:creator>Jun Cui</dc:creator>"
+_CATEGORY = b"<category>cs.CY</category>"
+_PUBDATE = b"<pubDate>Thu, 28 Nov 2024 00:00:00 -0500</pubDate>"
+
+# (name, mutation, whether parse_feed still reads the tree itself rather than going through feedparser)
+_VARIANTS: list[tuple[str, Callable[[bytes], bytes], bool]] = [
+    ("unchanged", lambda d: d, True),
+    ("one_item", _first_item_only, True),
+    ("permalink_guid", _in_first_item(_GUID, _GUID.replace(b' isPermaLink="false"', b"")), True),
+    ("permalink_guid_true", _in_first_item(b'"false"', b'"true"'), True),
+    ("other_permalink_value", _in_first_item(b'"false"', b'"False"'), True),
+    (
+        "guid_url_slashes_label",
+        lambda d: _in_first_item(_GUID, b"<guid>https:////x.org/a</guid>")(
+            d.replace(_DESCRIPTION_ID, b"arXiv:2411.17700 Announce", 1)
+        ),
+        True,
+    ),
+    (
+        "no_guid_label_from_link",
+        lambda d: _in_first_item(_GUID, b"")(d.replace(_DESCRIPTION_ID, b"arXiv:2411.17700 Announce", 1)),
+        True,
+    ),
+    (
+        "empty_guid_link_entities",
+        lambda d: _in_first_item(_GUID, b"<guid></guid>")(
+            d.replace(b"https://arxiv.org/abs/2411.17700<", b"http:///a?b=1&amp;amp;c=2&amp;d;<", 1).replace(
+                _DESCRIPTION_ID, b"arXiv:2411.17700 Announce", 1
+            )
+        ),
+        True,
+    ),
+    (
+        "no_link_no_version",
+        lambda d: _in_first_item(b"<link>https://arxiv.org/abs/2411.17700</link>", b"")(
+            d.replace(_DESCRIPTION_ID, b"arXiv:2411.17700 Announce", 1).replace(_GUID, b"<guid> </guid>")
+        ),
+        True,
+    ),
+    ("link_before_guid", _in_first_item(b"<link>", b"<guid>x</guid><link>"), False),
+    ("mojibake_title", _in_first_item(_TITLE, "<title>CafÃ© Exploring the Impact".encode()), True),
+    ("c1_controls", _in_first_item(b"brand construction", b"brand &#x96; construction &#x80;&#x81;"), True),
+    ("latin1_looking_utf8_creator", _in_first_item(b"Jun Cui", "Jun Cui Ã¼ber Â".encode()), True),
+    ("nbsp_around_creator", _in_first_item(b">Jun Cui<", b">&#xa0;Jun Cui&#x85;<"), True),
+    (
+        "cdata_and_comment",
+        _in_first_item(_TITLE, b"<title><![CDATA[<b>x</b> & y]]><!-- c --> Exploring"),
+        True,
+    ),
+    (
+        "entities_in_title",
+        _in_first_item(_TITLE, b"<title>&lt;i&gt;A&amp;B&lt;/i&gt; &#233; Exploring"),
+        True,
+    ),
+    ("email_in_creator", _in_first_item(b"Jun Cui", b"Jun Cui (jun@example.org), A. B"), True),
+    ("empty_creator", _in_first_item(_CREATOR, b"<dc:creator/>"), True),
+    ("no_creator", _in_first_item(_CREATOR, b""), True),
+    ("empty_title", _in_first_item(_WHOLE_TITLE, b"<title/>"), True),
+    ("blank_title", _in_first_item(_WHOLE_TITLE, b"<title>  </title>"), True),
+    (
+        "repeated_categories",
+        _in_first_item(
+            _CATEGORY,
+            _CATEGORY
+            + b"<category> cs.AI </category><category/>"
+            + _CATEGORY
+            + b"<category>cs.AI</category>",
+        ),
+        True,
+    ),
+    ("category_with_domain", _in_first_item(_CATEGORY, b'<category domain="x">cs.CY</category>'), False),
+    ("iso_pubdate", _in_first_item(_PUBDATE, b"<pubDate>2024-11-28T05:00:00Z</pubDate>"), True),
+    ("unparseable_pubdate", _in_first_item(_PUBDATE, b"<pubDate>yesterday</pubDate>"), True),
+    ("empty_pubdate", _in_first_item(_PUBDATE, b"<pubDate></pubDate>"), True),
+    ("gmt_pubdate", _in_first_item(b"-0500</pubDate>\n      <arxiv", b"GMT</pubDate>\n      <arxiv"), True),
+    (
+        "no_channel_pubdate",
+        lambda d: d.replace(b"<pubDate>Thu, 28 Nov 2024 00:00:00 -0500</pubDate>\n    <skip", b"<skip", 1),
+        True,
+    ),
+    ("unknown_announce_type", _in_first_item(b">new<", b">withdrawn<"), True),
+    ("announce_type_case", _in_first_item(b">new<", b"> NEW <"), True),
+    ("no_announce_type", _in_first_item(b"<arxiv:announce_type>new</arxiv:announce_type>", b""), True),
+    (
+        "doi_and_journal_ref",
+        _in_first_item(
+            _CREATOR,
+            _CREATOR + b"<arxiv:DOI> 10.1/x </arxiv:DOI>"
+            b"<arxiv:journal_reference>J. 1 (2024)</arxiv:journal_reference>",
+        ),
+        True,
+    ),
+    ("utf8_bom", lambda d: b"\xef\xbb\xbf" + d, True),
+    ("no_xml_declaration", lambda d: d[d.index(b"<rss") :], True),
+    ("double_quoted_declaration", lambda d: d.replace(b"encoding='UTF-8'", b'encoding="utf-8"', 1), True),
+    ("channel_title_after_items", _channel_title_last, True),
+    # From here on parse_feed hands the document to feedparser; the result must still be the same.
+    (
+        "other_arxiv_prefix",
+        lambda d: (
+            d.replace(b"xmlns:arxiv=", b"xmlns:ax=", 1)
+            .replace(b"<arxiv:", b"<ax:")
+            .replace(b"</arxiv:", b"</ax:")
+        ),
+        False,
+    ),
+    ("xmlns_in_text", _in_first_item(b"brand construction", b'brand xmlns:x="y" construction'), False),
+    (
+        "latin1_document",
+        lambda d: (
+            _first_item_only(d)
+            .replace(b"encoding='UTF-8'", b"encoding='ISO-8859-1'")
+            .replace(b"Jun Cui", b"J\xfcn Cui")
+        ),
+        False,
+    ),
+    (
+        "doctype_entity",
+        lambda d: (
+            _first_item_only(d)
+            .replace(b"<rss ", b'<!DOCTYPE rss [<!ENTITY who "Jun">]><rss ', 1)
+            .replace(b">Jun Cui<", b">&who; Cui<")
+        ),
+        False,
+    ),
+    ("comment_before_root", lambda d: d.replace(b"<rss ", b"<!-- hi --><rss ", 1), False),
+    ("unknown_item_element", _in_first_item(_CREATOR, _CREATOR + b"<comments>c</comments>"), False),
+    (
+        "unknown_arxiv_element",
+        _in_first_item(_CREATOR, _CREATOR + b"<arxiv:comment>c</arxiv:comment>"),
+        False,
+    ),
+    ("two_descriptions", _in_first_item(_CREATOR, _CREATOR + b"<description>second</description>"), False),
+    ("two_titles", _in_first_item(_CREATOR, _CREATOR + b"<title>second</title>"), False),
+    ("nested_element", _in_first_item(_TITLE, b"<title><b>bold</b> Exploring"), False),
+    (
+        "item_attribute",
+        _in_first_item(
+            b"<item>", b'<item rdf:about="x" xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">'
+        ),
+        False,
+    ),
+    ("xml_base", _in_first_item(b"<link>", b'<link xml:base="http://a.org/">'), False),
+    ("content_encoded", _in_first_item(_CREATOR, _CREATOR + b"<content:encoded>x</content:encoded>"), False),
+    ("dc_subject", _in_first_item(_CREATOR, _CREATOR + b"<dc:subject>cs.AI</dc:subject>"), False),
+    (
+        "item_outside_channel",
+        lambda d: d.replace(b"</channel>", b"</channel><item><title>x</title></item>"),
+        False,
+    ),
+    ("channel_image", lambda d: d.replace(b"<docs>", b"<image><title>i</title></image><docs>", 1), False),
+    (
+        "error_channel_with_item",
+        lambda d: _first_item_only(d).replace(
+            b"<title>astro-ph", b"<title>Feed error for query: x astro-ph", 1
+        ),
+        True,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "tree"), [(m, t) for _, m, t in _VARIANTS], ids=[name for name, _, _ in _VARIANTS]
+)
+def test_same_result_as_feedparser_for_variants(
+    big_bytes: bytes, mutate: Callable[[bytes], bytes], tree: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = mutate(big_bytes)
+    _assert_same_as_feedparser(data)
+    assert _uses_the_tree(data, monkeypatch) is tree
+
+
+def test_windows_1252_table_is_feedparsers() -> None:
+    assert feedparser.html._cp1252 == arxiv_rss_parse._CP1252
+
+
+# Characters XML 1.0 allows, so that any generated text can be written into the feed.
+_XML_TEXT = st.text(
+    st.characters(
+        codec="utf-8",  # which also leaves out lone surrogates
+        exclude_characters="".join(chr(c) for c in range(32) if chr(c) not in "\t\n\r") + "\ufffe\uffff",
+    ),
+    max_size=40,
+)
+
+
+def _escape(text: str) -> bytes:
+    # Character references, so that a carriage return survives and nothing can close the element early.
+    return "".join(c if c.isalnum() or c == " " else f"&#{ord(c)};" for c in text).encode()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(title=_XML_TEXT, creator=_XML_TEXT, category=_XML_TEXT, pub_date=_XML_TEXT)
+def test_any_text_reads_like_feedparser(
+    big_bytes: bytes, title: str, creator: str, category: str, pub_date: str
+) -> None:
+    data = (
+        _first_item_only(big_bytes)
+        .replace(_TITLE, b"<title>" + _escape(title), 1)
+        .replace(_CREATOR, b"<dc:creator>" + _escape(creator) + b"</dc:creator>", 1)
+        .replace(_CATEGORY, _CATEGORY + b"<category>" + _escape(category) + b"</category>", 1)
+        .replace(_PUBDATE, b"<pubDate>" + _escape(pub_date) + b"</pubDate>", 1)
+    )
+    _assert_same_as_feedparser(data)
+
+
+# The bracket walk of split_authors as it was before it skipped to the brackets with a regex: the reference
+# for the faster version, which must split every string the same way.
+
+
+def _split_top_level_reference(text: str) -> list[str] | None:
+    pieces: list[str] = []
+    depth = {"(": 0, "{": 0}
+    closers = {")": "(", "}": "{"}
+    start = 0
+    for index, char in enumerate(text):
+        if char in depth:
+            depth[char] += 1
+        elif char in closers:
+            depth[closers[char]] -= 1
+            if depth[closers[char]] < 0:
+                return None
+        elif char == "," and not any(depth.values()):
+            pieces.append(text[start:index])
+            start = index + 1
+    if any(depth.values()):
+        return None
+    pieces.append(text[start:])
+    return pieces
+
+
+def _remove_parenthesised_reference(text: str) -> str:
+    out: list[str] = []
+    depth = 0
+    for char in text:
+        if char == "(":
+            depth += 1
+            out.append(" ")
+        elif char == ")":
+            depth -= 1
+        elif depth == 0:
+            out.append(char)
+    return "".join(out)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.text(alphabet="ab (){},\\'\" and\n", max_size=24))
+def test_bracket_walk_matches_reference(text: str) -> None:
+    assert arxiv_rss_parse._split_top_level(text) == _split_top_level_reference(text)
+    assert arxiv_rss_parse._remove_parenthesised(text) == _remove_parenthesised_reference(text)
