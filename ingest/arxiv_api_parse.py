@@ -35,6 +35,7 @@ from core.tex import decode_tex
 from core.values import AnnounceType, PaperIn
 from ingest.arxiv_oai_parse import load_untrusted_xml
 from ingest.timestamps import iso_utc
+from ingest.xml_text import collapse, element_text
 
 __all__ = [
     "MAX_RESULTS_PER_REQUEST",
@@ -200,9 +201,11 @@ def parse_api(data: bytes) -> ApiPage:
         )
     entries = root.findall(f"{_A}entry")
     for entry in entries:
-        error_id = _ERROR_ID_RE.match(_collapse(_text(entry.find(f"{_A}id"))))
+        error_id = _ERROR_ID_RE.match(collapse(element_text(entry.find(f"{_A}id"))))
         if error_id is not None:
-            raise ArxivApiError(_collapse(_text(entry.find(f"{_A}summary"))), error_id.group("code") or "")
+            raise ArxivApiError(
+                collapse(element_text(entry.find(f"{_A}summary"))), error_id.group("code") or ""
+            )
 
     total = _opensearch(root, "totalResults")
     start = _opensearch(root, "startIndex")
@@ -221,13 +224,13 @@ def parse_api(data: bytes) -> ApiPage:
         total_results=total,
         start_index=start,
         items_per_page=per_page,
-        updated=iso_utc(_collapse(_text(root.find(f"{_A}updated")))),
+        updated=iso_utc(collapse(element_text(root.find(f"{_A}updated")))),
         skipped=tuple(skipped),
     )
 
 
 def _opensearch(root: Any, name: str) -> int:
-    raw = _collapse(_text(root.find(f"{_OS}{name}")))
+    raw = collapse(element_text(root.find(f"{_OS}{name}")))
     try:
         value = int(raw)
     except ValueError:
@@ -243,7 +246,7 @@ def _opensearch(root: Any, name: str) -> int:
 
 def _parse_entry(entry: Any, position: int) -> PaperIn | str:
     """One ``<entry>`` as a ``PaperIn``, or a note saying why it was skipped."""
-    raw_id = _collapse(_text(entry.find(f"{_A}id")))
+    raw_id = collapse(element_text(entry.find(f"{_A}id")))
     label = f"entry {position} ({raw_id or 'no id'})"
     match = _ENTRY_ID_RE.match(raw_id)
     if match is None:
@@ -251,11 +254,11 @@ def _parse_entry(entry: Any, position: int) -> PaperIn | str:
     version = int(match.group("version"))
     if version < 1:
         return f"{label}: version v{version} is not a valid arXiv version; skipped"
-    title = _collapse(_text(entry.find(f"{_A}title")))
+    title = collapse(element_text(entry.find(f"{_A}title")))
     if not title:
         return f"{label}: no <title>; skipped"
-    published = iso_utc(_collapse(_text(entry.find(f"{_A}published"))))
-    updated = iso_utc(_collapse(_text(entry.find(f"{_A}updated"))))
+    published = iso_utc(collapse(element_text(entry.find(f"{_A}published"))))
+    updated = iso_utc(collapse(element_text(entry.find(f"{_A}updated"))))
     # v1's date is <published>; a later version's is <updated>, the date of the version the entry shows.
     announced_at = published if version == 1 else updated
     if announced_at is None:
@@ -268,7 +271,7 @@ def _parse_entry(entry: Any, position: int) -> PaperIn | str:
         arxiv_id=match.group("id"),
         version=version,
         title=decode_tex(title),
-        abstract=decode_tex(_collapse(_text(entry.find(f"{_A}summary")))),
+        abstract=decode_tex(collapse(element_text(entry.find(f"{_A}summary")))),
         authors=_authors(entry),
         categories=categories,
         announce_type=AnnounceType.NEW if version == 1 else AnnounceType.REPLACE,
@@ -283,7 +286,7 @@ def _parse_entry(entry: Any, position: int) -> PaperIn | str:
 
 def _authors(entry: Any) -> tuple[str, ...]:
     """Author names in feed order; ``arxiv:affiliation`` is a sibling of ``name`` and so never included."""
-    names = (_collapse(_text(author.find(f"{_A}name"))) for author in entry.iterfind(f"{_A}author"))
+    names = (collapse(element_text(author.find(f"{_A}name"))) for author in entry.iterfind(f"{_A}author"))
     return tuple(decode_tex(name) for name in names if name)
 
 
@@ -297,18 +300,7 @@ def _categories(entry: Any) -> tuple[str, ...]:
 
 
 def _optional(entry: Any, tag: str, *, tex: bool) -> str | None:
-    text = _collapse(_text(entry.find(tag)))
+    text = collapse(element_text(entry.find(tag)))
     if not text:
         return None
     return decode_tex(text) if tex else text
-
-
-def _text(element: Any) -> str:
-    if element is None:
-        return ""
-    return "".join(element.itertext())
-
-
-def _collapse(text: str) -> str:
-    """Collapse every run of whitespace (arXiv hard-wraps long fields) into one space and trim the ends."""
-    return " ".join(text.split())

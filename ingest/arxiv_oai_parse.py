@@ -40,6 +40,7 @@ from core.tex import decode_tex
 from core.values import AnnounceType, PaperIn
 from ingest.arxiv_rss_parse import split_authors
 from ingest.timestamps import iso_utc, rfc822_utc
+from ingest.xml_text import collapse, element_text
 
 __all__ = [
     "METADATA_PREFIXES",
@@ -454,12 +455,14 @@ def parse_oai(data: bytes) -> OaiPage:
             f"expected an OAI-PMH 2.0 document (<OAI-PMH xmlns={OAI_NS!r}>) but got <{root.tag}> "
             f"(first bytes: {_preview(data)}); {_URL_HINT}"
         )
-    response_date = iso_utc(_text(root.find(f"{_OAI}responseDate")))
+    response_date = iso_utc(element_text(root.find(f"{_OAI}responseDate")))
     request = root.find(f"{_OAI}request")
     verb = request.get("verb") if request is not None else None
     request_prefix = request.get("metadataPrefix") if request is not None else None
 
-    errors = tuple((err.get("code") or "", _collapse(_text(err))) for err in root.iterfind(f"{_OAI}error"))
+    errors = tuple(
+        (err.get("code") or "", collapse(element_text(err))) for err in root.iterfind(f"{_OAI}error")
+    )
     if errors:
         real = [(code, message) for code, message in errors if code != OaiErrorCode.NO_RECORDS_MATCH]
         if real:
@@ -516,7 +519,7 @@ def _resumption(element: Any) -> tuple[str | None, int | None, int | None]:
     """Token, cursor and completeListSize; an empty token element marks the last page of a list."""
     if element is None:
         return None, None, None
-    token = _text(element) or None
+    token = element_text(element) or None
     return token, _count(element, "cursor"), _count(element, "completeListSize")
 
 
@@ -539,7 +542,7 @@ def _count(element: Any, name: str) -> int | None:
 def _parse_record(element: Any, position: int) -> OaiRecord | str:
     """One ``<record>`` as an ``OaiRecord``, or a note saying why it was skipped."""
     header = element.find(f"{_OAI}header")
-    identifier = _collapse(_text(header.find(f"{_OAI}identifier"))) if header is not None else ""
+    identifier = collapse(element_text(header.find(f"{_OAI}identifier"))) if header is not None else ""
     label = f"record {position} ({identifier or 'no identifier'})"
     if header is None:
         return f"{label}: no <header>; skipped"
@@ -547,11 +550,11 @@ def _parse_record(element: Any, position: int) -> OaiRecord | str:
     if match is None:
         return f"{label}: header identifier is not oai:arXiv.org:<arXiv id>; skipped"
     arxiv_id = match.group("id")
-    stamp_text = _collapse(_text(header.find(f"{_OAI}datestamp")))
+    stamp_text = collapse(element_text(header.find(f"{_OAI}datestamp")))
     datestamp = _parse_day(stamp_text)
     if datestamp is None:
         return f"{label}: header datestamp {stamp_text!r} is not a YYYY-MM-DD date; skipped"
-    set_specs = tuple(s for s in (_collapse(_text(e)) for e in header.iterfind(f"{_OAI}setSpec")) if s)
+    set_specs = tuple(s for s in (collapse(element_text(e)) for e in header.iterfind(f"{_OAI}setSpec")) if s)
 
     if header.get("status") == "deleted":
         return OaiRecord(arxiv_id, datestamp, set_specs, None, deleted=True)
@@ -593,7 +596,7 @@ def _raw_record(
         number = _VERSION_ATTR_RE.match(raw_number.strip())
         if number is None:
             return f"{label}: <version version={raw_number!r}> is not vN with N >= 1; skipped"
-        raw_date = _collapse(_text(element.find(f"{_RAW}date")))
+        raw_date = collapse(element_text(element.find(f"{_RAW}date")))
         moment = rfc822_utc(raw_date)
         if moment is None:
             return f"{label}: version {raw_number} has no usable <date> ({raw_date!r}); skipped"
@@ -653,39 +656,41 @@ def _arxiv_metadata(payload: Any, arxiv_id: str, label: str) -> OaiMetadata | st
 
 def _dc_metadata(payload: Any, label: str) -> OaiMetadata | str:
     """An ``oai_dc`` record's metadata. Dublin Core flattens arXiv's fields into repeated elements."""
-    title = _collapse(_text(payload.find(f"{_DC}title")))
+    title = collapse(element_text(payload.find(f"{_DC}title")))
     if not title:
         return f"{label}: oai_dc metadata has no <dc:title>; skipped"
     abstract = ""
     comment = None
     for element in payload.iterfind(f"{_DC}description"):
-        text = _collapse(_text(element))
+        text = collapse(element_text(element))
         if text.startswith("Comment:"):
             comment = comment or text.removeprefix("Comment:").strip() or None
         elif not abstract:
             abstract = text
     journal_ref = doi = None
     for element in payload.iterfind(f"{_DC}identifier"):
-        text = _collapse(_text(element))
+        text = collapse(element_text(element))
         if text.startswith("doi:"):
             doi = doi or text.removeprefix("doi:").strip() or None
         elif text and not text.startswith(("http://", "https://")):
             journal_ref = journal_ref or text
-    dates = [d for d in (_parse_day(_collapse(_text(e))) for e in payload.iterfind(f"{_DC}date")) if d]
+    dates = [d for d in (_parse_day(collapse(element_text(e))) for e in payload.iterfind(f"{_DC}date")) if d]
     return OaiMetadata(
         title=decode_tex(title),
         abstract=decode_tex(abstract),
         authors=tuple(
-            name for name in (_dc_creator(_text(e)) for e in payload.iterfind(f"{_DC}creator")) if name
+            name for name in (_dc_creator(element_text(e)) for e in payload.iterfind(f"{_DC}creator")) if name
         ),
         categories=(),
         comment=decode_tex(comment) if comment else None,
         journal_ref=decode_tex(journal_ref) if journal_ref else None,
         doi=doi,
-        license=_collapse(_text(payload.find(f"{_DC}rights"))) or None,
+        license=collapse(element_text(payload.find(f"{_DC}rights"))) or None,
         created=dates[0] if dates else None,
         updated=dates[-1] if len(dates) > 1 else None,
-        subjects=tuple(s for s in (_collapse(_text(e)) for e in payload.iterfind(f"{_DC}subject")) if s),
+        subjects=tuple(
+            s for s in (collapse(element_text(e)) for e in payload.iterfind(f"{_DC}subject")) if s
+        ),
     )
 
 
@@ -701,7 +706,7 @@ def _raw_authors(text: str) -> tuple[str, ...]:
 
 def _dc_creator(text: str) -> str:
     """``Miller, Steven J.`` -> ``Steven J. Miller``; a name without a comma (a collaboration) as is."""
-    last, comma, first = _collapse(text).partition(",")
+    last, comma, first = collapse(text).partition(",")
     name = f"{first.strip()} {last.strip()}" if comma and first.strip() else last.strip()
     return decode_tex(name)
 
@@ -750,20 +755,8 @@ def _parse_day(text: str) -> date | None:
 
 
 def _field(parent: Any, ns: str, name: str) -> str:
-    return _collapse(_text(parent.find(f"{ns}{name}")))
+    return collapse(element_text(parent.find(f"{ns}{name}")))
 
 
 def _optional_tex(text: str) -> str | None:
     return decode_tex(text) if text else None
-
-
-def _text(element: Any) -> str:
-    """All text inside an element (None-safe). ``itertext`` keeps text after any nested child."""
-    if element is None:
-        return ""
-    return "".join(element.itertext())
-
-
-def _collapse(text: str) -> str:
-    """Collapse every run of whitespace (arXiv hard-wraps long fields) into one space and trim the ends."""
-    return " ".join(text.split())

@@ -39,6 +39,7 @@ from feedparser.datetimes import _parse_date as _feedparser_parse_date
 
 from core.tex import decode_tex
 from core.values import AnnounceType, PaperIn
+from ingest.xml_text import collapse
 
 __all__ = [
     "ArxivFeedError",
@@ -234,10 +235,10 @@ def _feedparser_page(data: bytes, channel: ET.Element) -> FeedPage:
     # A BytesIO, not the bytes themselves: feedparser first tries to open() a bytes argument as a file name.
     parsed = feedparser.parse(io.BytesIO(data), sanitize_html=False, resolve_relative_uris=False)
     feed = parsed.get("feed", {})
-    channel_title = _collapse(feed.get("title", ""))
+    channel_title = collapse(feed.get("title", ""))
 
     if channel_title.startswith(_ERROR_TITLE_PREFIX):
-        message = _collapse(feed.get("subtitle", "")) or "(no message in the error channel)"
+        message = collapse(feed.get("subtitle", "")) or "(no message in the error channel)"
         raise ArxivFeedError(message, query=channel_title[len(_ERROR_TITLE_PREFIX) :].strip())
 
     entries = parsed.get("entries", [])
@@ -339,9 +340,9 @@ def _tree_page(root: ET.Element, channel: ET.Element) -> FeedPage | None:
         elif len(child):
             return None
 
-    channel_title = _collapse(fields.get("title", ""))
+    channel_title = collapse(fields.get("title", ""))
     if channel_title.startswith(_ERROR_TITLE_PREFIX):
-        message = _collapse(fields.get("subtitle", "")) or "(no message in the error channel)"
+        message = collapse(fields.get("subtitle", "")) or "(no message in the error channel)"
         raise ArxivFeedError(message, query=channel_title[len(_ERROR_TITLE_PREFIX) :].strip())
 
     dates = _DateCache()
@@ -538,7 +539,7 @@ def _parse_entry(
     return PaperIn(
         arxiv_id=arxiv_id,
         version=version,
-        title=decode_tex(_collapse(entry.get("title", ""))),
+        title=decode_tex(collapse(entry.get("title", ""))),
         abstract=_abstract(description, desc_match),
         authors=split_authors(entry.get("author", "")),
         categories=_categories(entry.get("tags") or []),
@@ -565,7 +566,7 @@ def _abstract(description: str, desc_match: re.Match[str] | None) -> str:
         label = _ABSTRACT_LABEL_RE.match(description)
         body = description[label.end() :] if label else description
     # Accents are decoded so that abs:Schrödinger finds Schr\"odinger; math ($...$) is left alone.
-    return decode_tex(_collapse(body))
+    return decode_tex(collapse(body))
 
 
 def split_authors(creator: str) -> tuple[str, ...]:
@@ -580,13 +581,13 @@ def split_authors(creator: str) -> tuple[str, ...]:
         pieces = [_strip_unbalanced(piece) for piece in creator.split(",")]
     else:
         pieces = [_remove_parenthesised(piece) for piece in pieces]
-    names = [_collapse(piece) for piece in pieces]
+    names = [collapse(piece) for piece in pieces]
     names = [name for name in names if name]
     if names:
         # Some submitters end the list in prose style: "A, B and C" or "A, B, and C".
         last = _LEADING_AND_RE.sub("", names.pop())
         names.extend(_TRAILING_AND_RE.split(last))
-    return tuple(decoded for decoded in (_collapse(decode_tex(name)) for name in names) if decoded)
+    return tuple(decoded for decoded in (collapse(decode_tex(name)) for name in names) if decoded)
 
 
 def _split_top_level(text: str) -> list[str] | None:
@@ -689,10 +690,5 @@ def _text(value: object) -> str:
 
 
 def _optional(value: object) -> str | None:
-    text = _collapse(value) if isinstance(value, str) else ""
+    text = collapse(value) if isinstance(value, str) else ""
     return text or None
-
-
-def _collapse(text: str) -> str:
-    """Collapse every run of whitespace (arXiv hard-wraps long fields) into one space and trim the ends."""
-    return " ".join(text.split())
