@@ -13,22 +13,30 @@ repeat the way they do among real users (many people follow ``cat:cs.LG``):
 * ~5% boolean queries with OR, ANDNOT and NOT, e.g. ``(graph OR network) cat:cs.LG``,
   ``au:"A B" OR au:"C D"``, ``quantum ANDNOT cat:quant-ph``.
 
+Every word and name comes from the same day's titles and authors, so the follows are hot: far more of them
+match each version than real follows would (most real keywords and authors are absent on a given day).
 Queries without any positive term (``NOT cat:cs.CV``) are left out: each distinct one is evaluated for every
 paper, they are rare, and ``tests/test_match*.py`` cover them. Each size is a prefix of the next, follow ids
-are 1..N, and every query text is parsed with ``core.query.parse`` (each distinct text once).
+are 1..N, and every distinct query text is parsed once with ``core.query.parse``.
 
-Reported per size, all measured in one run on this machine:
+Reported per size, all in one run; times are CPU seconds of this process, as the machine is shared:
 
-* build: ``Matcher(follows)`` wall time; the index's memory (tracemalloc, in a second build: the
-  structures the matcher adds while the caller still holds the follows, the peak during the build, and what
-  stays alive once the caller drops its follows: index plus the distinct queries it interns);
-* match: ``Matcher.match`` over all 1,504 versions (each version's ``PaperText`` is built once, up front, and
-  shared by every size; that time is reported on its own), the median of ``--repeat`` runs; versions per
-  second; the matches produced; ``Matcher.match_groups`` (the same matches, one group per distinct query);
-* plain: ``query.evaluate`` on every follow for a sample of the versions (the whole day would take hours at
-  1 million follows), extrapolated to 1,504 versions; its results are compared with the matcher's.
+* build: ``Matcher(follows)``; memory (tracemalloc, in a second build followed by one matching pass, which
+  adds the follow-id tuples the index hands out): what the index holds besides the parsed queries, what one
+  parsed copy of each distinct query takes (the index keeps them alive), and the peak;
+* ``Matcher.match_groups`` over all 1,504 versions, median and best of ``--repeat`` runs: one group per
+  distinct matching query. Each version's ``PaperText`` is built once, up front, and shared by every size;
+  that time is reported on its own. Versions per second, and time per version against the smallest size;
+* ``Matcher.match`` over the same versions: one ``(follow_id, reasons)`` pair per matching follow;
+* plain: ``Query.evaluate`` on every follow, for an evenly spread sample of the versions (the whole day would
+  take half an hour at 1 million follows), extrapolated to 1,504 versions; its results are checked against
+  the matcher's on that sample.
 
-Usage: python bench/match.py [--sizes 10000,100000,1000000] [--repeat 3]
+With ``--cold``, one more row: the largest size again, with the smallest size's follows and cold ones for
+the rest (the same shapes and categories, but words and surnames that occur in no paper, as most real
+keywords and authors on a given day): what the index costs when follows grow but matches do not.
+
+Usage: python bench/match.py [--sizes 10000,100000,1000000] [--repeat 3] [--cold]
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ import bisect
 import gc
 import itertools
 import random
+import resource
 import statistics
 import sys
 import time
@@ -82,13 +91,15 @@ class Weighted:
 class FollowGenerator:
     """Query texts built from one day's categories, authors and title words, in realistic proportions."""
 
-    def __init__(self, papers: Sequence[PaperIn], seed: int = 4) -> None:
+    def __init__(self, papers: Sequence[PaperIn], seed: int = 4, *, cold: bool = False) -> None:
+        """``cold``: every word and surname gets a suffix, so that no keyword or author follow matches."""
         self.rng = random.Random(seed)
         self.papers = papers
         self.categories = Weighted(Counter(c for p in papers for c in p.categories))
         self.archives = Weighted(Counter(c.split(".")[0] for p in papers for c in p.categories if "." in c))
+        suffix = "qx" if cold else ""
         self.names = Weighted(
-            Counter(a for p in papers for a in p.authors if not any(q in a for q in '"“”„()'))
+            Counter(a + suffix for p in papers for a in p.authors if not any(q in a for q in '"“”„()'))
         )
         self.title_words: list[list[str]] = []
         self.bigrams: list[list[str]] = []
@@ -96,9 +107,11 @@ class FollowGenerator:
         bigram_counts: Counter[str] = Counter()
         for p in papers:
             ws = words(p.title)
-            keep = [w for w in ws if w not in STOPWORDS and len(w) > 2 and not w.isdigit()]
+            keep = [w + suffix for w in ws if w not in STOPWORDS and len(w) > 2 and not w.isdigit()]
             pairs = [
-                f"{a} {b}" for a, b in itertools.pairwise(ws) if a not in STOPWORDS and b not in STOPWORDS
+                f"{a}{suffix} {b}{suffix}"
+                for a, b in itertools.pairwise(ws)
+                if a not in STOPWORDS and b not in STOPWORDS
             ]
             self.title_words.append(keep)
             self.bigrams.append(pairs)
@@ -177,17 +190,25 @@ class FollowGenerator:
         return self.boolean()
 
 
-def generate(papers: Sequence[PaperIn], n: int) -> list[str]:
-    """``n`` query texts that all parse; the first ``k`` are the same for every ``n >= k``."""
-    gen = FollowGenerator(papers)
+def generate(papers: Sequence[PaperIn], n: int, *, hot: int | None = None) -> list[str]:
+    """``n`` query texts that all parse; the first ``k`` are the same for every ``n >= k``.
+
+    With ``hot``, only the first ``hot`` texts are of the usual kind and the others are cold: same shapes,
+    same categories, but words and surnames that occur in no paper.
+    """
+    generators = [FollowGenerator(papers), FollowGenerator(papers, cold=True)]
+    valid: dict[str, bool] = {}
     texts: list[str] = []
     while len(texts) < n:
-        text = gen.text()
-        try:
-            parse(text)
-        except QueryError:
-            continue
-        texts.append(text)
+        text = generators[hot is not None and len(texts) >= hot].text()
+        if text not in valid:
+            try:
+                parse(text)
+                valid[text] = True
+            except QueryError:
+                valid[text] = False
+        if valid[text]:
+            texts.append(text)
     return texts
 
 
@@ -198,13 +219,19 @@ def cpu(fn: Callable[[], object]) -> float:
     return time.process_time() - start
 
 
-def median_cpu(fn: Callable[[], object], repeat: int) -> float:
-    """Median CPU seconds of ``fn`` over ``repeat`` runs, after a full garbage collection."""
+def each(fn: Callable[[PaperText], object], paper_texts: list[PaperText]) -> None:
+    """Call ``fn`` on every version, keeping no result."""
+    for t in paper_texts:
+        fn(t)
+
+
+def median_cpu(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
+    """Median and least CPU seconds of ``fn`` over ``repeat`` runs, each after a full garbage collection."""
     times = []
     for _ in range(repeat):
         gc.collect()
         times.append(cpu(fn))
-    return statistics.median(times)
+    return statistics.median(times), min(times)
 
 
 def traced(fn: Callable[[], object]) -> tuple[object, int, int]:
@@ -231,6 +258,11 @@ def main() -> None:
         default=3_000_000,
         help="query evaluations for the plain evaluator per size (sets how many versions it samples)",
     )
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="also the largest size with only the smallest size's follows hot, the others cold",
+    )
     args = parser.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
 
@@ -245,8 +277,17 @@ def main() -> None:
     print(f"{len(texts):,} follows, {len(parsed):,} distinct texts parsed in {parse_cpu:.1f} s CPU")
 
     rows = [
-        measure([(i, parsed[t]) for i, t in enumerate(texts[:n], start=1)], paper_texts, args) for n in sizes
+        (f"{n:,}", measure([(i, parsed[t]) for i, t in enumerate(texts[:n], start=1)], paper_texts, args))
+        for n in sizes
     ]
+    if args.cold:
+        # The hot follows are the same as in the smallest size; the cold ones match nothing but categories.
+        mixed = generate(papers, sizes[-1], hot=sizes[0])
+        parsed.update((t, parse(t)) for t in dict.fromkeys(mixed) if t not in parsed)
+        follows = [(i, parsed[t]) for i, t in enumerate(mixed, start=1)]
+        label = f"{sizes[-1]:,} ({sizes[-1] - sizes[0]:,} cold)"
+        rows.append((label, measure(follows, paper_texts, args)))
+    print(f"process peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10:,.0f} MiB")
     print()
     print(table(rows, len(paper_texts)))
 
@@ -260,14 +301,23 @@ def measure(
     built: list[Matcher] = []
     build = cpu(lambda: built.append(Matcher(follows)))
     matcher = built[0]
-    _, index_bytes, build_peak = traced(lambda: Matcher(follows))
+
+    def build_and_match() -> Matcher:
+        # Matching builds the follow-id tuples it hands out (once per query): they belong to the index.
+        index = Matcher(follows)
+        for t in paper_texts:
+            index.match_groups(t)
+        return index
+
+    _, index_bytes, build_peak = traced(build_and_match)
     # The distinct queries live as long as the index does: count each once, as parse builds it.
     distinct = {query.canonical() for _, query in follows}
     _, query_bytes, _ = traced(lambda: [parse(text) for text in distinct])
 
-    groups_cpu = median_cpu(lambda: [matcher.match_groups(t) for t in paper_texts], args.repeat)
+    # Each version's result is dropped before the next, as a matching pass that writes them out would.
+    groups_cpu, groups_best = median_cpu(lambda: each(matcher.match_groups, paper_texts), args.repeat)
     # One pair per matching follow: tens of millions at a million follows, so fewer runs.
-    pairs_cpu = median_cpu(lambda: [matcher.match(t) for t in paper_texts], max(1, args.repeat // 2))
+    pairs_cpu, _ = median_cpu(lambda: each(matcher.match, paper_texts), max(1, args.repeat // 2))
     groups = candidates = matches = 0
     for t in paper_texts:
         found = matcher.match_groups(t)
@@ -297,6 +347,7 @@ def measure(
         "queries_mib": query_bytes / 2**20,
         "peak_mib": build_peak / 2**20,
         "groups_s": groups_cpu,
+        "groups_best": groups_best,
         "pairs_s": pairs_cpu,
         "groups": groups,
         "candidates": candidates,
@@ -307,7 +358,8 @@ def measure(
     print(
         f"{n:>9,} follows: {matcher.distinct_queries:,} distinct queries, {matcher.distinct_atoms:,} atoms; "
         f"build {build:.2f} s; index {row['index_mib']:.0f} MiB + {row['queries_mib']:.0f} MiB of queries "
-        f"(build peak {row['peak_mib']:.0f} MiB); match_groups {groups_cpu:.2f} s, match {pairs_cpu:.2f} s; "
+        f"(peak {row['peak_mib']:.0f} MiB); match_groups {groups_cpu:.2f} s (best of "
+        f"{args.repeat} {groups_best:.2f} s), match {pairs_cpu:.2f} s; "
         f"{candidates:,} candidates, {groups:,} groups, {matches:,} matches; "
         f"plain evaluator {plain_day:,.0f} s (from {sample_size} versions)",
         flush=True,
@@ -315,19 +367,20 @@ def measure(
     return row
 
 
-def table(rows: list[dict[str, float]], versions: int) -> str:
+def table(rows: list[tuple[str, dict[str, float]]], versions: int) -> str:
     """The results as a Markdown table, for docs/benchmarks.md."""
-    base = rows[0]["groups_s"] / versions
+    base = rows[0][1]["groups_s"] / versions
     lines = [
         "| follows | distinct queries | build | index memory (+ queries) | match_groups: 1,504 versions "
         "| versions/s | per version vs smallest | groups (distinct matches) | match: follow pairs "
         "| matches | plain evaluator (extrapolated) | plain / match_groups |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in rows:
+    for label, r in rows:
         lines.append(
-            f"| {r['follows']:,.0f} | {r['distinct']:,.0f} | {r['build']:.2f} s "
-            f"| {r['index_mib']:,.0f} MiB (+{r['queries_mib']:,.0f} MiB) | {r['groups_s']:.2f} s "
+            f"| {label} | {r['distinct']:,.0f} | {r['build']:.2f} s "
+            f"| {r['index_mib']:,.0f} MiB (+{r['queries_mib']:,.0f} MiB) "
+            f"| {r['groups_s']:.2f} s (best {r['groups_best']:.2f} s) "
             f"| {versions / r['groups_s']:,.0f} | {r['groups_s'] / versions / base:.2f} × "
             f"| {r['groups']:,.0f} | {r['pairs_s']:.2f} s | {r['matches']:,.0f} "
             f"| {r['plain_s']:,.0f} s ({r['plain_sample']:.0f} versions) "

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Iterable
+from functools import lru_cache
 from itertools import pairwise, repeat
 from operator import itemgetter
 from typing import NamedTuple, TypeVar
@@ -120,21 +121,22 @@ class _Filed:
     without a partner, and programs of any other shape.
     """
 
-    __slots__ = ("anyof", "clauses", "leads", "own", "paired", "pairs", "programs", "trails", "unless")
+    __slots__ = ("anyof", "clauses", "leads", "own", "paired", "pairs", "programs", "solo")
 
     def __init__(self) -> None:
         self.own = -1
         """The slot of the query that is this atom alone, or -1."""
-        self.unless: dict[int, int] = {}
-        """Slot -> the forbidden atom, for ``atom AND NOT forbidden``."""
+        self.solo: dict[int, tuple[int, int]] = {}
+        """Slot -> (other, forbidden), -1 for none, for queries that hold with this atom's reasons unless
+        ``other`` or ``forbidden`` holds: ``atom AND NOT forbidden``, and ``(other OR atom)``, maybe
+        ``AND NOT forbidden``, through its second operand (the first one produces it when both hold)."""
         self.leads: dict[int, tuple[int, int]] = {}
         """Slot -> (other, forbidden or -1), for ``(atom OR other)``, maybe ``AND NOT forbidden``."""
-        self.trails: dict[int, tuple[int, int]] = {}
-        """Slot -> (other, forbidden or -1), for ``(other OR atom)``, maybe ``AND NOT forbidden``."""
         self.anyof: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
         """Slot -> (atoms, forbidden), for an OR of atoms (this one among them) AND NOT each forbidden."""
-        self.pairs: dict[int, dict[int, bool]] = {}
-        """Partner -> slot -> whether this atom comes first, for ``atom AND partner``."""
+        self.pairs: dict[int, dict[int, tuple[bool, int]]] = {}
+        """Partner -> slot -> (whether this atom comes first, forbidden or -1), for ``atom AND partner``,
+        maybe ``AND NOT forbidden``."""
         self.clauses: dict[int, _Clause] = {}
         """Slot -> clause, for the other clauses that require no atom besides the trigger."""
         self.paired: dict[int, dict[int, _Clause]] = {}
@@ -143,7 +145,7 @@ class _Filed:
         """Slot -> (program, filed under several atoms), for queries of any other shape."""
 
     def __bool__(self) -> bool:
-        tables = (self.unless, self.leads, self.trails, self.anyof, self.pairs, self.clauses, self.paired)
+        tables = (self.solo, self.leads, self.anyof, self.pairs, self.clauses, self.paired)
         return self.own >= 0 or any(tables) or bool(self.programs)
 
     def place(self, atom: int, slot: int, program: Program, shared: bool, *, add: bool) -> None:
@@ -157,20 +159,21 @@ class _Filed:
             return
         required, forbidden, alternatives, _, _ = clause
         if not shared and required == (atom,) and len(forbidden) == 1 and not alternatives:
-            _place(self.unless, slot, forbidden[0], add)
+            _place(self.solo, slot, (-1, forbidden[0]), add)
         elif not required and len(alternatives) == 1 and len(alternatives[0]) == 2 and len(forbidden) < 2:
             first, second = alternatives[0]
             excluded = forbidden[0] if forbidden else -1
             if atom == first:
                 _place(self.leads, slot, (second, excluded), add)
             else:
-                _place(self.trails, slot, (first, excluded), add)
+                _place(self.solo, slot, (first, excluded), add)
         elif not required and len(alternatives) == 1:
             _place(self.anyof, slot, (alternatives[0], forbidden), add)
         elif (partner := _partner(clause, atom)) is None:
             _place(self.clauses, slot, clause, add)
-        elif not shared and len(required) == 2 and not forbidden and not alternatives:
-            _place(self.pairs.setdefault(partner, {}), slot, required[0] == atom, add)
+        elif not shared and len(required) == 2 and len(forbidden) < 2 and not alternatives:
+            excluded = forbidden[0] if forbidden else -1
+            _place(self.pairs.setdefault(partner, {}), slot, (required[0] == atom, excluded), add)
             if not self.pairs[partner]:
                 del self.pairs[partner]
         else:
@@ -440,13 +443,13 @@ class Matcher:
             if filed.own >= 0:
                 candidates += 1
                 groups.append((snapshots[filed.own] or snapshot(filed.own), atom_reasons))
-            unless = filed.unless
-            if unless:
-                candidates += len(unless)
+            solo = filed.solo
+            if solo:
+                candidates += len(solo)
                 groups += [
                     (snapshots[slot] or snapshot(slot), atom_reasons)
-                    for slot, forbidden in unless.items()
-                    if forbidden not in held
+                    for slot, (other, forbidden) in solo.items()
+                    if other not in held and forbidden not in held
                 ]
             # An OR of two atoms is produced through its first operand that holds: no seen-set needed.
             leads = filed.leads
@@ -459,14 +462,6 @@ class Matcher:
                     )
                     for slot, (other, forbidden) in leads.items()
                     if forbidden not in held
-                ]
-            trails = filed.trails
-            if trails:
-                candidates += len(trails)
-                groups += [
-                    (snapshots[slot] or snapshot(slot), atom_reasons)
-                    for slot, (other, forbidden) in trails.items()
-                    if other not in held and forbidden not in held
                 ]
             for slot, (atoms, forbidden_atoms) in filed.anyof.items():
                 if slot in seen:  # reached through an earlier atom of the OR
@@ -491,14 +486,16 @@ class Matcher:
                         partner_reasons = get(partner)
                         if partner_reasons is not None:
                             candidates += len(slots)
-                            groups += _pair_groups(slots, atom_reasons, partner_reasons, snapshots, snapshot)
+                            groups += _pair_groups(
+                                slots, atom_reasons, partner_reasons, held, snapshots, snapshot
+                            )
                 else:
                     for partner, partner_reasons in held.items():
                         found_slots = pairs.get(partner)
                         if found_slots is not None:
                             candidates += len(found_slots)
                             groups += _pair_groups(
-                                found_slots, atom_reasons, partner_reasons, snapshots, snapshot
+                                found_slots, atom_reasons, partner_reasons, held, snapshots, snapshot
                             )
             if filed.clauses:
                 candidates += self._visit(filed.clauses, held, seen, groups)
@@ -683,6 +680,7 @@ def _initials(names: Iterable[tuple[str, ...]]) -> set[str]:
     return {part[0] for given in names for name in given for part in name.split("-") if part}
 
 
+@lru_cache(maxsize=4096)  # the variants of one word (word, ti:word, abs:word) try the same papers
 def _one_text_paper(text: str, *, title: bool) -> PaperText:
     return PaperText.of(
         PaperIn(
@@ -758,17 +756,20 @@ def _with_alternatives(
 
 
 def _pair_groups(
-    slots: dict[int, bool],
+    slots: dict[int, tuple[bool, int]],
     first: Reasons,
     second: Reasons,
+    held: dict[int, Reasons],
     snapshots: list[tuple[int, ...] | None],
     snapshot: Callable[[int], tuple[int, ...]],
 ) -> list[Group]:
-    """The groups of ``atom AND partner`` queries whose two atoms hold, with their reasons in query order."""
-    in_order, reversed_order = _dedupe(first + second), _dedupe(second + first)
+    """The groups of ``atom AND partner`` queries whose two atoms hold and whose forbidden atom does not,
+    with their reasons in query order."""
+    in_order, reversed_order = _join(first, second), _join(second, first)
     return [
         (snapshots[slot] or snapshot(slot), in_order if atom_first else reversed_order)
-        for slot, atom_first in slots.items()
+        for slot, (atom_first, forbidden) in slots.items()
+        if forbidden not in held
     ]
 
 

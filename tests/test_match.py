@@ -345,6 +345,13 @@ def test_groups_already_returned_do_not_change_with_the_index() -> None:
         ("ti:distributed", None),
         ("abs:distributed", ("abstract: distributed",)),
         ("abs:rollouts", None),
+        # a phrase of two words (looked up among consecutive terms) or three (evaluated)
+        ('"policy lag"', ('abstract: "policy lag"',)),
+        ('ti:"policy lag"', None),
+        ('"lag policy"', None),
+        ('"rollouts for policy"', ('title: "rollouts for policy"',)),
+        ('"lag of distributed"', ('abstract: "lag of distributed"',)),
+        ('"lag distributed of"', None),
         # atom AND NOT atom
         ("rollouts ANDNOT cat:cs.CV", ("title: rollouts",)),
         ("rollouts ANDNOT cat:cs.DC", None),
@@ -362,6 +369,10 @@ def test_groups_already_returned_do_not_change_with_the_index() -> None:
         ("cat:cs.LG cat:cs.*", ("category cs.LG",)),
         ("rollouts ti:rollouts", ("title: rollouts",)),
         ("cat:cs.DC quantum", None),
+        # atom AND atom AND NOT atom
+        ("cat:cs.DC rollouts NOT au:Smith", ("category cs.DC", "title: rollouts")),
+        ("rollouts NOT au:Smith cat:cs.DC", ("title: rollouts", "category cs.DC")),
+        ("rollouts NOT au:Li cat:cs.DC", None),
         # other clauses: three ANDed atoms, ORs of three, an OR inside an AND
         ("cat:cs.DC rollouts au:Li", ("category cs.DC", "title: rollouts", "author Zeng Li")),
         ("cat:cs.DC rollouts NOT au:Li", None),
