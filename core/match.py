@@ -8,7 +8,8 @@ The index has three layers, all updated in place by :meth:`Matcher.add` and :met
 * **Atoms**: the leaves of all queries (``cat:cs.DC``, ``au:"Zeng Li"``, ``ti:"policy lag"``, ...), interned
   across queries and filed under their anchor keys (``Node.anchors``). For a paper only the atoms filed
   under its own keys (``PaperText.keys``) are evaluated, each once; all others are false unseen, because
-  anchors are necessary conditions.
+  anchors are necessary conditions. Words and two-word phrases are decided by lookups among the paper's
+  terms, and author queries are skipped when no author of the paper could fit them (see ``_Probes``).
 * **Triggers**: each slot is filed under atoms of which at least one holds whenever the query holds: the
   atom itself for a single term, one operand's trigger for an AND (the operand that ``Query.anchors`` picks
   as the most selective), the union of the operands' triggers for an OR. A slot is looked at only when one
