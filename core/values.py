@@ -9,6 +9,10 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from enum import StrEnum
 
+# An arXiv id without version: new style (0704.0001, 2411.17700) or old style (hep-th/9901001,
+# math.GT/0309136). A regular-expression fragment without groups, for the parsers to embed.
+ARXIV_ID_PATTERN = r"(?:\d{4}\.\d{4,5}|[a-z]+(?:-[a-z]+)*(?:\.[A-Z]{2})?/\d{7})"
+
 
 class AnnounceType(StrEnum):
     """How arXiv announced a version (``arxiv:announce_type`` in the RSS feed)."""

@@ -32,7 +32,7 @@ from typing import Any
 from urllib.parse import quote_plus, urlencode
 
 from core.tex import decode_tex
-from core.values import AnnounceType, PaperIn
+from core.values import ARXIV_ID_PATTERN, AnnounceType, PaperIn
 from ingest.arxiv_oai_parse import load_untrusted_xml
 from ingest.timestamps import iso_utc
 from ingest.xml_text import collapse, element_text
@@ -66,8 +66,7 @@ _OS = "{" + OPENSEARCH_NS + "}"
 _SERVICE = "export.arxiv.org/api/query"
 _URL_HINT = "check the API URL (https://export.arxiv.org/api/query) and its parameters"
 
-# New-style ids (0704.0001, 2411.17700) and old-style ids (hep-th/9901001, math.GT/0309136).
-_ID = r"(?:\d{4}\.\d{4,5}|[a-z]+(?:-[a-z]+)*(?:\.[A-Z]{2})?/\d{7})"
+_ID = ARXIV_ID_PATTERN
 _ENTRY_ID_RE = re.compile(rf"\Ahttps?://arxiv\.org/abs/(?P<id>{_ID})v(?P<version>\d+)\Z")
 _ID_LIST_ITEM_RE = re.compile(rf"\A{_ID}(?:v[1-9]\d*)?\Z")
 _ERROR_ID_RE = re.compile(r"\Ahttps?://arxiv\.org/api/errors(?:#(?P<code>.*))?\Z")

@@ -37,7 +37,7 @@ from urllib.parse import quote, urlencode
 from lxml import etree
 
 from core.tex import decode_tex
-from core.values import AnnounceType, PaperIn
+from core.values import ARXIV_ID_PATTERN, AnnounceType, PaperIn
 from ingest.arxiv_rss_parse import split_authors
 from ingest.timestamps import iso_utc, rfc822_utc
 from ingest.xml_text import collapse, element_text
@@ -80,8 +80,7 @@ _FORMAT_BY_TAG = {
 
 _URL_HINT = "check the OAI-PMH base URL (https://oaipmh.arxiv.org/oai or http://export.arxiv.org/oai2)"
 
-# New-style ids (0704.0001, 2411.17700) and old-style ids (hep-th/9901001, math.GT/0309136).
-_ID = r"(?:\d{4}\.\d{4,5}|[a-z]+(?:-[a-z]+)*(?:\.[A-Z]{2})?/\d{7})"
+_ID = ARXIV_ID_PATTERN
 _ID_RE = re.compile(rf"\A{_ID}\Z")
 _OAI_IDENTIFIER_RE = re.compile(rf"\Aoai:arXiv\.org:(?P<id>{_ID})\Z")
 _VERSIONED_RE = re.compile(rf"\A(?P<id>{_ID})v(?P<version>\d+)\Z")

@@ -38,7 +38,7 @@ import feedparser
 from feedparser.datetimes import _parse_date as _feedparser_parse_date
 
 from core.tex import decode_tex
-from core.values import AnnounceType, PaperIn
+from core.values import ARXIV_ID_PATTERN, AnnounceType, PaperIn
 from ingest.xml_text import collapse
 
 __all__ = [
@@ -55,8 +55,7 @@ SOURCE = "arxiv-rss"
 _URL_HINT = "check PAPERTRAIL_ARXIV_RSS_URL"
 _ERROR_TITLE_PREFIX = "Feed error for query:"
 
-# New-style ids (0704.0001, 2411.17700) and old-style ids (hep-th/9901001, math.GT/0309136).
-_ID = r"(?P<id>\d{4}\.\d{4,5}|[a-z]+(?:-[a-z]+)*(?:\.[A-Z]{2})?/\d{7})"
+_ID = rf"(?P<id>{ARXIV_ID_PATTERN})"
 _GUID_RE = re.compile(r"\A\s*oai:arXiv\.org:" + _ID + r"(?:v(?P<version>\d+))?\s*\Z")
 _DESCRIPTION_RE = re.compile(
     r"\A\s*arXiv:" + _ID + r"v(?P<version>\d+)\s+Announce\s+Type:\s*(?P<type>\S+)\s*(?:Abstract:)?",
