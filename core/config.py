@@ -24,7 +24,9 @@ from core.health import parse_holidays
 DEFAULT_DATABASE_URL = "sqlite:///./data/papertrail.db"
 
 # Field names whose values never leave the process unmasked.
-SECRET_FIELDS = frozenset({"smtp_password"})
+SECRET_FIELDS = frozenset(
+    {"smtp_password", "telegram_token", "slack_bot_token", "slack_app_token", "secret_key"}
+)
 
 
 def _toml_path() -> Path:
@@ -56,6 +58,40 @@ class Settings(BaseSettings):
     smtp_from: str = "PaperTrail <papertrail@localhost>"
     smtp_starttls: bool = False
     smtp_timeout: float = 30.0
+
+    # Where unsubscribe mail goes (the mailto: half of List-Unsubscribe); empty: the https link only.
+    unsubscribe_mailto: str = ""
+
+    # Telegram: the bot token from @BotFather, and the Bot API server (a self-hosted one, or a test fake).
+    telegram_token: SecretStr | None = None
+    telegram_api_url: str = "https://api.telegram.org"
+    # Telegram's published limits: 30 messages/s overall, 1/s per chat, 20/min per group. They apply per
+    # process; with several workers divide telegram_max_per_second between them.
+    telegram_max_per_second: float = 30.0
+    telegram_chat_interval: float = 1.0
+    telegram_group_per_minute: int = 20
+
+    # Slack: a bot token (xoxb-…) for chat.postMessage, the Web API base URL, and the app-level token
+    # (xapp-…) that switches the bot to Socket Mode.
+    slack_bot_token: SecretStr | None = None
+    slack_api_url: str = "https://slack.com/api/"
+    slack_app_token: SecretStr | None = None
+    slack_channel_interval: float = 1.0
+
+    # Signs unsubscribe and manage links (HMAC-SHA256) and webhook bodies. Without it no links are made.
+    secret_key: SecretStr | None = None
+
+    # Webhook targets that resolve to loopback, private or link-local addresses are refused (SSRF), except
+    # the hosts listed here (comma-separated, e.g. "127.0.0.1" in tests, "hooks.internal" on a LAN).
+    webhook_allow_hosts: str = ""
+    webhook_timeout: float = 10.0
+
+    # The ledger: attempts before a digest is dead-lettered, how long a worker's claim lasts before
+    # another worker may take the digest over, and how many digests one worker sends at once.
+    delivery_max_attempts: int = 8
+    delivery_lease_seconds: float = 300.0
+    worker_batch: int = 50
+    worker_concurrency: int = 20
 
     public_url: str = "http://localhost:8080"
     digest_max_items: int = 50
@@ -122,6 +158,11 @@ class Settings(BaseSettings):
         if value < 1:
             raise ValueError("PAPERTRAIL_DIGEST_MAX_ITEMS must be at least 1")
         return value
+
+    @property
+    def webhook_allowed_hosts(self) -> frozenset[str]:
+        """Hosts exempt from the private-address check, lower-cased."""
+        return frozenset(h.strip().lower() for h in self.webhook_allow_hosts.split(",") if h.strip())
 
     @property
     def category_list(self) -> list[str]:

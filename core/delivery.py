@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Sequence
 from typing import ClassVar, Protocol
 
 from core.values import Message, SendResult
@@ -13,22 +15,65 @@ class DeliveryError(Exception):
     ``retryable`` says whether trying again later may work (a timeout, a 429, an unreachable server)
     or not (a blocked bot, an address that does not exist). ``retry_after`` is the platform's own hint in
     seconds, when it gave one.
+
+    ``delivered_parts`` counts the parts of a split digest the platform accepted before the failure
+    (counting any the message asked to skip), so that a retry resumes after them instead of repeating them.
     """
 
-    def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool,
+        retry_after: float | None = None,
+        delivered_parts: int = 0,
+    ) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.retry_after = retry_after
+        self.delivered_parts = delivered_parts
 
 
 class Notifier(Protocol):
-    """One channel adapter. ``address`` is the part of the subscriber address after ``channel:``."""
+    """One channel adapter. ``address`` is the part of the subscriber address after ``channel:``.
+
+    ``max_length`` is the platform's limit per message in characters (None: no limit); adapters split
+    longer digests between blocks with :func:`pack_blocks`.
+    """
 
     channel: ClassVar[str]
+    max_length: ClassVar[int | None]
 
     async def send(self, address: str, message: Message) -> SendResult:
         """Deliver one rendered digest, or raise :class:`DeliveryError`."""
         ...
+
+    async def aclose(self) -> None:
+        """Release connections and sessions; the notifier may not be used afterwards."""
+        ...
+
+
+def pack_blocks(blocks: Sequence[str], limit: int, *, shorten: Callable[[str, int], str]) -> list[str]:
+    """Join blocks into as few messages of at most ``limit`` characters as possible, in order.
+
+    Messages break only between blocks, never inside one. A single block longer than ``limit`` on its own
+    is passed to ``shorten(block, limit)``, which must return a well-formed block of at most ``limit``
+    characters (e.g. the block with its text cut and its markup closed); the adapter knows its format.
+    """
+    messages: list[str] = []
+    current = ""
+    for block in blocks:
+        if len(block) > limit:
+            block = shorten(block, limit)
+            if len(block) > limit:
+                raise ValueError(f"shorten() returned {len(block)} characters for a limit of {limit}")
+        if current and len(current) + len(block) > limit:
+            messages.append(current)
+            current = ""
+        current += block
+    if current.strip():
+        messages.append(current)
+    return messages
 
 
 def split_address(address: str) -> tuple[str, str]:
@@ -45,7 +90,10 @@ def split_address(address: str) -> tuple[str, str]:
     return channel.strip().lower(), target.strip()
 
 
-KNOWN_CHANNELS = ("console", "email", "telegram", "slack", "webhook")
+KNOWN_CHANNELS = ("console", "email", "telegram", "slack", "slack-webhook", "webhook", "apprise")
+
+# Slack conversation ids: C (channel), G (private channel or group DM), D (DM), U/W (a user: DM opened).
+_SLACK_ID = re.compile(r"^[CGDUW][A-Z0-9]{2,}$")
 
 
 def normalise_address(address: str) -> str:
@@ -62,6 +110,13 @@ def normalise_address(address: str) -> str:
         target = f"{local}@{domain.lower()}"
     if channel == "telegram" and not target.lstrip("-").isdigit():
         raise ValueError(f"telegram chat id {target!r} must be a number, e.g. telegram:12345")
-    if channel == "webhook" and not target.startswith(("https://", "http://")):
-        raise ValueError(f"webhook target {target!r} must be an http(s) URL")
+    if channel in ("webhook", "slack-webhook") and not target.startswith(("https://", "http://")):
+        raise ValueError(f"{channel} target {target!r} must be an http(s) URL, e.g. {channel}:https://…")
+    if channel == "slack" and not _SLACK_ID.match(target):
+        raise ValueError(
+            f"slack conversation id {target!r} should look like C0123ABC (channel) or U0123ABC (user); "
+            "copy it from the channel's details in Slack"
+        )
+    if channel == "apprise" and "://" not in target:
+        raise ValueError(f"apprise target {target!r} must be an Apprise URL, e.g. apprise:ntfy://topic")
     return f"{channel}:{target}"

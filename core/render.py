@@ -1,7 +1,16 @@
 """Digest -> Message for a channel, with Jinja2 over ``templates/``.
 
-Plain-text templates are not escaped (they go to a terminal or a text/plain MIME part); HTML templates
-are autoescaped, so titles, abstracts and author names can never inject markup.
+A channel has up to three templates, one per format: ``<channel>.txt.j2`` (plain text; a channel without
+one gets ``digest.txt.j2``), ``<channel>.html.j2`` (Telegram HTML, the email's HTML part) and
+``<channel>.mrkdwn.j2`` (Slack). Every printed value is escaped for the template's format: not at all in
+plain text (it goes to a terminal or a text/plain part, after control characters are stripped), HTML
+entities in ``.html.j2``, and ``&``, ``<``, ``>`` in ``.mrkdwn.j2``. So titles, abstracts and author names
+can never inject markup into any channel.
+
+Templates print ``{{ cut }}`` between items; the renderer splits each output there into blocks so that
+adapters with a length limit split a digest only between items (:func:`core.delivery.pack_blocks`).
+Inside one block a template may print ``{{ part }}`` to separate fields an adapter lays out itself (the
+Slack section and its context line).
 """
 
 from __future__ import annotations
@@ -11,20 +20,55 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import overload
 
-import css_inline
 import jinja2
 import markupsafe
 
+from core import tokens
 from core.resources import resource_dir
 from core.text_safety import strip_control
 from core.values import DigestItem, Message
 
 # Digests are for skimming: long author lists are cut here; the abstract page has them all.
 MAX_AUTHORS_SHOWN = 8
+# Abstracts in chat digests are cut to this many characters (at a word boundary); the paper page has all.
+ABSTRACT_CHARS = 600
+
+# Record and unit separators: strip_control removes both from every printed value, so only a template's
+# own {{ cut }} and {{ part }} can produce them.
+CUT = "\x1e"
+PART = "\x1f"
+
+# Which reason comes first in a digest: watched papers and followed authors, then title hits, then
+# abstract hits, then categories; Hugging Face upvotes break ties.
+_REASON_RANK = (("paper ", 0), ("author ", 0), ("title:", 1), ("abstract:", 2), ("category ", 3))
 
 
 def _autoescape(name: str | None) -> bool:
     return bool(name and name.endswith((".html.j2", ".html")))
+
+
+def escape_mrkdwn(text: str) -> str:
+    """Escape the three characters Slack's mrkdwn treats as control characters."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def item_rank(item: DigestItem) -> tuple[int, int, str, int]:
+    """Sort key of an item inside a digest section (best reason, more upvotes, then arXiv id)."""
+    best = min(
+        (rank for reason in item.reasons for prefix, rank in _REASON_RANK if reason.startswith(prefix)),
+        default=len(_REASON_RANK),
+    )
+    return (best, -item.upvotes, item.arxiv_id, item.version)
+
+
+def shorten(text: str, limit: int = ABSTRACT_CHARS) -> str:
+    """Cut ``text`` to at most ``limit`` characters at a word boundary, with an ellipsis."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip(" ,.;:") + "…"
 
 
 def short_authors(authors: Sequence[str]) -> str:
@@ -37,12 +81,17 @@ def short_authors(authors: Sequence[str]) -> str:
     return shown if len(authors) <= MAX_AUTHORS_SHOWN else f"{shown}, et al. ({len(authors)} authors)"
 
 
-def _finalize(value: object) -> object:
+@jinja2.pass_context
+def _finalize(context: jinja2.runtime.Context, value: object) -> object:
     # Every value a template prints passes here first: no terminal escapes or NULs reach any channel.
-    # Markup (a macro's output) was built from values that already passed here; re-wrapping it as str
-    # would escape it twice.
-    if isinstance(value, str) and not isinstance(value, markupsafe.Markup):
-        return strip_control(value)
+    # Markup (a macro's output, cut, part) was built from values that already passed here; re-wrapping
+    # it as str would escape it twice.
+    if isinstance(value, markupsafe.Markup):
+        return value
+    if isinstance(value, str):
+        value = strip_control(value)
+        if context.name and context.name.endswith(".mrkdwn.j2"):
+            return escape_mrkdwn(value)
     return value
 
 
@@ -57,6 +106,8 @@ class DigestView:
     subject: str
     public_url: str
     recipient: str
+    unsubscribe_url: str = ""
+    manage_url: str = ""
 
 
 def digest_subject(new: int, revisions: int) -> str:
@@ -72,7 +123,14 @@ def digest_subject(new: int, revisions: int) -> str:
 class Renderer:
     """Renders digests for each channel from the templates folder."""
 
-    def __init__(self, templates: Path | None = None, *, public_url: str = "", max_items: int = 50) -> None:
+    def __init__(
+        self,
+        templates: Path | None = None,
+        *,
+        public_url: str = "",
+        max_items: int = 50,
+        secret_key: str = "",
+    ) -> None:
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(str(templates or resource_dir("templates"))),
             autoescape=_autoescape,
@@ -83,16 +141,32 @@ class Renderer:
             finalize=_finalize,
         )
         self.env.filters["short_authors"] = short_authors
+        self.env.filters["shorten"] = shorten
+        self.env.globals["cut"] = markupsafe.Markup(CUT)
+        self.env.globals["part"] = markupsafe.Markup(PART)
         self.public_url = public_url.rstrip("/")
         self.max_items = max_items
+        self.secret_key = secret_key
 
-    def view(self, items: Sequence[DigestItem], recipient: str) -> DigestView:
-        """Split items into new papers and revisions and apply the item cap (new papers come first)."""
-        new_all = [item for item in items if not item.is_revision]
-        rev_all = [item for item in items if item.is_revision]
+    def links(self, address: str) -> tuple[str, str]:
+        """Signed unsubscribe and manage URLs for a subscriber address; empty without a secret key."""
+        if not self.secret_key:
+            return "", ""
+        unsubscribe = tokens.sign(self.secret_key, tokens.UNSUBSCRIBE, address)
+        manage = tokens.sign(self.secret_key, tokens.MANAGE, address)
+        return f"{self.public_url}/unsubscribe/{unsubscribe}", f"{self.public_url}/manage/{manage}"
+
+    def view(self, items: Sequence[DigestItem], recipient: str, address: str = "") -> DigestView:
+        """Split items into new papers and revisions, order each by relevance, apply the cap.
+
+        New papers come first; the cap keeps the best-ranked items (see :func:`item_rank`).
+        """
+        new_all = sorted((item for item in items if not item.is_revision), key=item_rank)
+        rev_all = sorted((item for item in items if item.is_revision), key=item_rank)
         shown_new = new_all[: self.max_items]
         shown_rev = rev_all[: max(0, self.max_items - len(shown_new))]
         more = len(items) - len(shown_new) - len(shown_rev)
+        unsubscribe, manage = self.links(address) if address else ("", "")
         return DigestView(
             new=tuple(shown_new),
             revisions=tuple(shown_rev),
@@ -101,18 +175,38 @@ class Renderer:
             subject=digest_subject(len(new_all), len(rev_all)),
             public_url=self.public_url,
             recipient=recipient,
+            unsubscribe_url=unsubscribe,
+            manage_url=manage,
         )
 
-    def render(self, channel: str, items: Sequence[DigestItem], recipient: str) -> Message:
-        """Render for ``channel`` from ``<channel>.txt.j2`` and, when it exists, ``<channel>.html.j2``.
+    def render(
+        self, channel: str, items: Sequence[DigestItem], recipient: str, *, address: str = "", key: str = ""
+    ) -> Message:
+        """Render a digest for ``channel`` in every format the channel has a template for.
 
-        A channel without a text template of its own gets ``digest.txt.j2``, the plain-text digest.
+        ``recipient`` is the target shown in the footer; ``address`` the full subscriber address the
+        signed links are made for (default ``channel:recipient``); ``key`` the digest's idempotency key.
         """
-        view = self.view(items, recipient)
-        text = self._first(f"{channel}.txt.j2", "digest.txt.j2").render(d=view)
+        view = self.view(items, recipient, address or f"{channel}:{recipient}")
+        text_blocks = _blocks(self._first(f"{channel}.txt.j2", "digest.txt.j2").render(d=view))
         html_template = self._first(f"{channel}.html.j2")
-        html = css_inline.inline(html_template.render(d=view)) if html_template else None
-        return Message(subject=view.subject, text=text, html=html, item_count=len(items))
+        html_blocks = _blocks(html_template.render(d=view)) if html_template else ()
+        mrkdwn_template = self._first(f"{channel}.mrkdwn.j2")
+        mrkdwn_blocks = _blocks(mrkdwn_template.render(d=view)) if mrkdwn_template else ()
+        return Message(
+            subject=view.subject,
+            text="".join(text_blocks),
+            html="".join(html_blocks) if html_template else None,
+            item_count=len(items),
+            text_blocks=text_blocks,
+            html_blocks=html_blocks,
+            mrkdwn="".join(mrkdwn_blocks) if mrkdwn_template else None,
+            mrkdwn_blocks=mrkdwn_blocks,
+            items=view.new + view.revisions,
+            key=key,
+            unsubscribe_url=view.unsubscribe_url,
+            manage_url=view.manage_url,
+        )
 
     @overload
     def _first(self, name: str, fallback: str) -> jinja2.Template: ...
@@ -123,3 +217,8 @@ class Renderer:
             return self.env.get_template(name)
         except jinja2.TemplateNotFound:
             return self.env.get_template(fallback) if fallback else None
+
+
+def _blocks(rendered: str) -> tuple[str, ...]:
+    """Cut a rendered template at its ``{{ cut }}`` marks, dropping empty pieces."""
+    return tuple(block for block in rendered.split(CUT) if block)

@@ -5,7 +5,7 @@ They hold no database state; ``core.models`` maps them to and from SQLModel rows
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, datetime
 from enum import StrEnum
 
@@ -69,6 +69,13 @@ class DigestItem:
     reasons: tuple[str, ...]
     abstract: str = ""
     comment: str | None = None
+    # What a revision changed against the newest earlier version PaperTrail stored, e.g.
+    # ``("title", "journal-ref")``; empty for new papers and when no earlier version is stored.
+    changes: tuple[str, ...] = ()
+    # Hugging Face daily-papers upvotes (0 when the paper was not featured): breaks ties in a digest.
+    upvotes: int = 0
+    journal_ref: str | None = None
+    doi: str | None = None
 
     @property
     def url(self) -> str:
@@ -83,20 +90,45 @@ class DigestItem:
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """A rendered digest for one channel: what a notifier sends."""
+    """A rendered digest for one channel: what a notifier sends.
+
+    ``text`` is the plain-text digest, always present (terminals, text/plain parts, notification
+    fallbacks). ``html`` (Telegram HTML or the email's HTML part) and ``mrkdwn`` (Slack) are present when
+    the channel has a template in that format. Each of the three also comes as *blocks*: the same text cut
+    between items (header, one block per item, footer), so that an adapter with a length limit can split
+    a digest without ever cutting through a tag or an entity; see :func:`core.delivery.pack_blocks`.
+
+    ``key`` identifies the digest across retries (webhook receivers deduplicate on it); ``skip_parts``
+    tells the adapter how many parts of a split digest an earlier attempt already delivered.
+    """
 
     subject: str
     text: str
     html: str | None = None
     item_count: int = 0
-    parts: tuple[str, ...] = field(default_factory=tuple)
+    text_blocks: tuple[str, ...] = ()
+    html_blocks: tuple[str, ...] = ()
+    mrkdwn: str | None = None
+    mrkdwn_blocks: tuple[str, ...] = ()
+    items: tuple[DigestItem, ...] = ()
+    key: str = ""
+    skip_parts: int = 0
+    # Signed links for this recipient (empty when PAPERTRAIL_SECRET_KEY is not set).
+    unsubscribe_url: str = ""
+    manage_url: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class SendResult:
-    """What a notifier reports after the platform accepted a message."""
+    """What a notifier reports after the platform accepted a message.
+
+    ``parts`` is how many messages the digest took; ``moved_to`` is a new address when the platform
+    moved the recipient (a Telegram group upgraded to a supergroup), so the ledger can follow it.
+    """
 
     platform_id: str | None = None
+    parts: int = 1
+    moved_to: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

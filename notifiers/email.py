@@ -13,6 +13,8 @@ from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 from typing import ClassVar
 
+import css_inline
+
 from core.config import Settings
 from core.delivery import DeliveryError
 from core.text_safety import one_line
@@ -40,7 +42,8 @@ class EmailNotifier:
         mail["Auto-Submitted"] = "auto-generated"
         mail.set_content(message.text)
         if message.html:
-            mail.add_alternative(message.html, subtype="html")
+            # Mail clients drop <style> blocks: inline the CSS into style attributes.
+            mail.add_alternative(css_inline.inline(message.html), subtype="html")
         return mail
 
     async def send(self, address: str, message: Message) -> SendResult:

@@ -54,7 +54,7 @@ def test_golden_digests(channel: str) -> None:
 
 def test_unknown_channel_gets_the_plain_digest() -> None:
     items = real_items()
-    plain = Renderer().render("telegram", items, "12345")
+    plain = Renderer().render("webhook", items, "12345")
     assert plain.text == Renderer().render("console", items, "12345").text
 
 
