@@ -53,24 +53,35 @@ class Notifier(Protocol):
         ...
 
 
-def pack_blocks(blocks: Sequence[str], limit: int, *, shorten: Callable[[str, int], str]) -> list[str]:
-    """Join blocks into as few messages of at most ``limit`` characters as possible, in order.
+def pack_blocks(
+    blocks: Sequence[str],
+    limit: int,
+    *,
+    shorten: Callable[[str, int], str],
+    measure: Callable[[str], int] = len,
+) -> list[str]:
+    """Join blocks into as few messages of at most ``limit`` units as possible, in order.
 
     Messages break only between blocks, never inside one. A single block longer than ``limit`` on its own
-    is passed to ``shorten(block, limit)``, which must return a well-formed block of at most ``limit``
-    characters (e.g. the block with its text cut and its markup closed); the adapter knows its format.
+    is passed to ``shorten(block, limit)``, which must return a well-formed block within the limit (e.g. the
+    block with its text cut and its markup closed); the adapter knows its format. ``measure`` counts units
+    the way the platform does (Telegram counts UTF-16 code units, for instance).
     """
     messages: list[str] = []
     current = ""
+    size = 0
     for block in blocks:
-        if len(block) > limit:
+        length = measure(block)
+        if length > limit:
             block = shorten(block, limit)
-            if len(block) > limit:
-                raise ValueError(f"shorten() returned {len(block)} characters for a limit of {limit}")
-        if current and len(current) + len(block) > limit:
+            length = measure(block)
+            if length > limit:
+                raise ValueError(f"shorten() returned {length} units for a limit of {limit}")
+        if current and size + length > limit:
             messages.append(current)
-            current = ""
+            current, size = "", 0
         current += block
+        size += length
     if current.strip():
         messages.append(current)
     return messages
