@@ -13,6 +13,7 @@ class ConsoleNotifier:
     """Writes each digest to a text stream (standard output by default). No length limit."""
 
     channel: ClassVar[str] = "console"
+    max_length: ClassVar[int | None] = None
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream
@@ -24,3 +25,6 @@ class ConsoleNotifier:
         out.write(f"--- digest for console:{strip_control(address)} ---\n{strip_control(message.text)}\n")
         out.flush()
         return SendResult(platform_id=None)
+
+    async def aclose(self) -> None:
+        """Nothing to release: the stream belongs to the caller."""

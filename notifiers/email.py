@@ -27,6 +27,7 @@ class EmailNotifier:
     """Sends digests through the SMTP server named by ``PAPERTRAIL_SMTP_*``."""
 
     channel: ClassVar[str] = "email"
+    max_length: ClassVar[int | None] = None
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -56,6 +57,9 @@ class EmailNotifier:
         mail = self.build(address, message)
         await asyncio.to_thread(self._deliver, address, mail)
         return SendResult(platform_id=str(mail["Message-ID"]))
+
+    async def aclose(self) -> None:
+        """Nothing held between sends yet."""
 
     def _deliver(self, address: str, mail: EmailMessage) -> None:
         s = self.settings
