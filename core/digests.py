@@ -1,12 +1,23 @@
-"""Sending digests: due by schedule (or instant), rendered per channel, recorded once, failures backed off.
+"""Sending digests: plan the due ones, claim them, render per channel, send, and record the outcome once.
 
-Matches are marked sent in the same transaction that records the digest. A retryable failure keeps them
-pending and backs the subscriber off; a permanent one pauses the subscriber and says why.
+One pass (:func:`send_due_digests`) is what ``papertrail digest``, the scheduler's minute tick and each
+``papertrail worker`` loop run:
+
+1. **Plan**: every active subscriber with unassigned matches whose digest is due (by schedule, or any
+   instant match) gets a pending digest that claims those matches.
+2. **Claim**: take due digests (a lease per worker; ``SKIP LOCKED`` on PostgreSQL) in batches.
+3. **Send** each through its channel's notifier and record: sent (matches sent, same transaction);
+   retryable failure (exponential back-off, the platform's retry-after respected, dead-lettered after
+   ``max_attempts``); permanent failure (subscriber paused with the reason, matches kept for later).
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import logging
+import os
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -15,13 +26,24 @@ from core.delivery import DeliveryError, Notifier, normalise_address, split_addr
 from core.models import Subscriber, SubscriberStatus, utcnow
 from core.render import Renderer
 from core.schedule import is_due, parse_schedule
-from core.store import PendingMatch, Store
+from core.store import Store
+from core.store_ledger import ClaimedDigest
 
 log = logging.getLogger(__name__)
 
 # Retryable delivery failures back off exponentially from one minute up to six hours.
 BACKOFF_BASE = timedelta(minutes=1)
 BACKOFF_MAX = timedelta(hours=6)
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryPolicy:
+    """How hard and how wide delivery goes; built from settings (``PAPERTRAIL_DELIVERY_*``, ``_WORKER_*``)."""
+
+    max_attempts: int = 8
+    lease: timedelta = timedelta(minutes=5)
+    batch: int = 50
+    concurrency: int = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +55,13 @@ class DigestReport:
     sent: bool
     error: str | None = None
     paused: bool = False
+    dead: bool = False
+    digest_id: int = 0
+
+
+def worker_name() -> str:
+    """A name for this process in the ledger's claims: host and pid."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 async def send_due_digests(
@@ -43,28 +72,65 @@ async def send_due_digests(
     now: datetime | None = None,
     force: bool = False,
     address: str | None = None,
+    policy: DeliveryPolicy | None = None,
+    worker: str | None = None,
 ) -> list[DigestReport]:
-    """Send every due digest, optionally for one address only.
+    """Plan, claim and send every due digest (optionally for one address only); one pass.
 
-    With ``force`` every pending match goes out now, whatever the schedule and any back-off.
-
-    Matches are marked sent in the same transaction that records the digest. A retryable failure
-    keeps them pending and backs the subscriber off; a permanent one pauses the subscriber and says why.
+    With ``force`` every pending match goes out now, whatever the schedule and any back-off. Each digest
+    is attempted at most once per pass.
     """
     now = now or utcnow()
+    policy = policy or DeliveryPolicy()
+    worker = worker or worker_name()
     if address is not None:
         address = normalise_address(address)
+    plan_digests(store, notifiers, now=now, force=force, address=address)
     reports: list[DigestReport] = []
-    # An operator asking for --now wants an attempt now, back-off or not.
-    for subscriber in store.subscribers_with_pending(now, address, ignore_backoff=force):
-        assert subscriber.id is not None
-        pending = store.pending_matches(subscriber.id)
-        if not (force or _due(subscriber, now)):
-            # Between scheduled digests only the matches of instant follows go out.
-            pending = [p for p in pending if p.instant]
-        if pending:
-            reports.append(await _deliver(store, notifiers, renderer, subscriber, pending, now))
+    tried: list[int] = []
+    gate = asyncio.Semaphore(policy.concurrency)
+
+    async def attempt(claimed: ClaimedDigest) -> DigestReport:
+        async with gate:
+            return await _deliver(store, notifiers, renderer, claimed, policy)
+
+    while claimed := store.claim_digests(
+        now,
+        worker,
+        limit=policy.batch,
+        lease=policy.lease,
+        address=address,
+        ignore_schedule=force,
+        exclude=tried,
+    ):
+        tried.extend(c.digest_id for c in claimed)
+        reports.extend(await asyncio.gather(*(attempt(c) for c in claimed)))
     return reports
+
+
+def plan_digests(
+    store: Store,
+    notifiers: Mapping[str, Notifier],
+    *,
+    now: datetime,
+    force: bool = False,
+    address: str | None = None,
+) -> int:
+    """Open a digest for every subscriber that is due; returns how many were opened.
+
+    Subscribers on a channel this process has no notifier for are left alone: their matches stay pending
+    until a process that can deliver them plans them.
+    """
+    opened = 0
+    candidates = store.subscribers_to_plan(now, address, channels=list(notifiers), ignore_backoff=force)
+    for subscriber in candidates:
+        assert subscriber.id is not None
+        scheduled = force or _due(subscriber, now)
+        channel, _ = split_address(subscriber.address)
+        # Between scheduled digests only the matches of instant follows go out.
+        if store.open_digest(subscriber.id, channel, instant_only=not scheduled, now=now) is not None:
+            opened += 1
+    return opened
 
 
 def _due(subscriber: Subscriber, now: datetime) -> bool:
@@ -81,50 +147,83 @@ async def _deliver(
     store: Store,
     notifiers: Mapping[str, Notifier],
     renderer: Renderer,
-    subscriber: Subscriber,
-    pending: list[PendingMatch],
-    now: datetime,
+    claimed: ClaimedDigest,
+    policy: DeliveryPolicy,
 ) -> DigestReport:
-    assert subscriber.id is not None
-    channel, target = split_address(subscriber.address)
+    channel, target = split_address(claimed.address)
+    items = store.digest_items(claimed.digest_id)
     notifier = notifiers.get(channel)
-    if notifier is None:
-        # The channel's adapter is not built in (or not configured): keep everything for later.
-        error = f"no notifier for channel {channel!r} in this build; matches stay pending"
-        log.warning("%s: %s", subscriber.address, error)
-        return DigestReport(subscriber.address, len(pending), False, error)
-    message = renderer.render(channel, [p.item for p in pending], target)
     try:
+        if notifier is None:
+            raise DeliveryError(f"no notifier for channel {channel!r} in this process", retryable=True)
+        message = renderer.render(
+            channel, items, target, address=claimed.address, key=f"papertrail-digest-{claimed.digest_id}"
+        )
+        if claimed.parts_sent:
+            message = dataclasses.replace(message, skip_parts=claimed.parts_sent)
         result = await notifier.send(target, message)
     except DeliveryError as exc:
-        pause = not exc.retryable
-        wait = timedelta(seconds=exc.retry_after) if exc.retry_after else _backoff(subscriber.failures)
-        store.record_failure(
-            subscriber.id,
-            str(exc),
-            channel=channel,
-            retry_at=None if pause else now + wait,
-            pause=pause,
-            now=now,
-        )
-        log.warning("delivery to %s failed (%s): %s", subscriber.address, "paused" if pause else "retry", exc)
-        return DigestReport(subscriber.address, len(pending), False, str(exc), paused=pause)
-    store.record_sent(
-        subscriber.id, [p.match_id for p in pending], channel=channel, platform_id=result.platform_id, now=now
+        return _record_failure(store, claimed, exc, len(items), policy)
+    except Exception as exc:  # an adapter bug must not stop the other deliveries, nor lose the digest
+        log.exception("delivery of digest %s to %s crashed", claimed.digest_id, claimed.address)
+        error = DeliveryError(f"unexpected error in the {channel} adapter: {exc!r}", retryable=True)
+        return _record_failure(store, claimed, error, len(items), policy)
+    store.finish_sent(
+        claimed.digest_id,
+        platform_id=result.platform_id,
+        parts=claimed.parts_sent + result.parts,
+        now=utcnow(),
+        moved_to=result.moved_to,
     )
-    return DigestReport(subscriber.address, len(pending), True)
+    if result.moved_to:
+        log.info("subscriber %s moved to %s", claimed.address, result.moved_to)
+    return DigestReport(claimed.address, len(items), True, digest_id=claimed.digest_id)
 
 
-def _backoff(failures: int) -> timedelta:
-    factor: int = 2 ** min(failures, 20)
+def _record_failure(
+    store: Store, claimed: ClaimedDigest, exc: DeliveryError, items: int, policy: DeliveryPolicy
+) -> DigestReport:
+    now = utcnow()
+    if not exc.retryable:
+        store.finish_refused(claimed.digest_id, error=str(exc), now=now)
+        log.warning("delivery to %s refused, subscriber paused: %s", claimed.address, exc)
+        return DigestReport(claimed.address, items, False, str(exc), paused=True, digest_id=claimed.digest_id)
+    dead = claimed.attempts >= policy.max_attempts
+    wait = max(backoff(claimed.attempts), timedelta(seconds=exc.retry_after or 0))
+    store.finish_retry(
+        claimed.digest_id,
+        error=str(exc),
+        retry_at=now + wait,
+        parts_sent=exc.delivered_parts,
+        dead=dead,
+        now=now,
+    )
+    if dead:
+        log.error(
+            "digest %s to %s dead-lettered after %d attempts: %s; `papertrail retry` re-queues it",
+            claimed.digest_id,
+            claimed.address,
+            claimed.attempts,
+            exc,
+        )
+    else:
+        log.warning("delivery to %s failed, retry in %s: %s", claimed.address, wait, exc)
+    return DigestReport(claimed.address, items, False, str(exc), dead=dead, digest_id=claimed.digest_id)
+
+
+def backoff(attempts: int) -> timedelta:
+    """The wait after the ``attempts``-th failed attempt: 1, 2, 4 … minutes, at most six hours."""
+    factor: int = 2 ** min(max(attempts - 1, 0), 20)
     return min(BACKOFF_MAX, BACKOFF_BASE * factor)
 
 
 def resume(store: Store, address: str) -> Subscriber:
-    """Re-activate a paused subscriber; its pending matches go out with the next due digest."""
-    subscriber = store.get_subscriber(normalise_address(address))
+    """Re-activate a paused subscriber and re-queue its dead digests; pending matches go out when due."""
+    address = normalise_address(address)
+    subscriber = store.get_subscriber(address)
     if subscriber is None or subscriber.id is None:
         raise LookupError(f"no subscriber {address}")
+    store.requeue_dead(address=address)
     return store.update_subscriber(
         subscriber.id, status=SubscriberStatus.ACTIVE, status_reason=None, retry_at=None, failures=0
     )

@@ -85,11 +85,19 @@ class SubscriberStatus(StrEnum):
 
 
 class DigestState(StrEnum):
-    """The life of one digest."""
+    """The life of one digest.
+
+    ``pending``: planned (its matches claimed), waiting for its first or next attempt. ``sending``: a
+    worker holds it until ``lease_until``. ``sent``: delivered; its matches are sent. ``failed``: the
+    platform refused it for good; the subscriber is paused and the matches went back to pending. ``dead``:
+    retryable failures exhausted the attempts; it keeps its matches until an operator retries it.
+    """
 
     PENDING = "pending"
+    SENDING = "sending"
     SENT = "sent"
     FAILED = "failed"
+    DEAD = "dead"
 
 
 class RunState(StrEnum):
@@ -220,9 +228,14 @@ class Match(SQLModel, table=True):
 
 
 class Digest(SQLModel, table=True):
-    """The matches sent to one subscriber in one message; sent once."""
+    """The matches sent to one subscriber in one message (or one split message); sent once.
+
+    The matches a digest holds point at it (``Match.digest_id``); it is the unit workers claim.
+    """
 
     __tablename__ = "digest"
+    # Workers look for the next due digest by state and time.
+    __table_args__ = (sa.Index("ix_digest_state_next_attempt", "state", "next_attempt_at"),)
 
     id: int | None = Field(default=None, primary_key=True)
     subscriber_id: int = Field(foreign_key="subscriber.id", index=True)
@@ -233,6 +246,13 @@ class Digest(SQLModel, table=True):
     channel: str = Field(max_length=16)
     platform_id: str | None = Field(default=None, max_length=255)
     error: str | None = Field(default=None, sa_type=sa.Text)
+    attempts: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    next_attempt_at: datetime | None = _ts(default=None)
+    # The claim of one worker: nobody else takes the digest before lease_until.
+    lease_until: datetime | None = _ts(default=None)
+    worker: str | None = Field(default=None, max_length=128)
+    # Parts of a split digest the platform already accepted: a retry resumes after them.
+    parts_sent: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
 
 
 class SourceRun(SQLModel, table=True):

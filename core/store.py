@@ -36,7 +36,8 @@ from core.models import (
     Version,
     utcnow,
 )
-from core.values import AnnounceType, CommunityPick, DigestItem
+from core.store_ledger import LedgerQueries
+from core.values import AnnounceType, CommunityPick
 
 # SQLite caps bound parameters per statement; stay well below it when looking up a batch of ids.
 _ID_CHUNK = 500
@@ -114,15 +115,6 @@ class MatchRow(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
-class PendingMatch:
-    """A match not yet sent, joined with its version for rendering."""
-
-    match_id: int
-    item: DigestItem
-    instant: bool = False
-
-
-@dataclass(frozen=True, slots=True)
 class SourceHealth:
     """The latest facts about one source for the status page."""
 
@@ -151,6 +143,10 @@ class StatusSummary:
     pending_matches: int
     community_24h: int
     sources: tuple[SourceHealth, ...]
+    # The delivery queue: digests waiting or being sent, and those dead-lettered after too many failures.
+    queued_digests: int = 0
+    dead_digests: int = 0
+    paused_subscribers: int = 0
 
 
 def version_to_paper(version: Version) -> PaperIn:
@@ -172,7 +168,7 @@ def version_to_paper(version: Version) -> PaperIn:
     )
 
 
-class Store:
+class Store(LedgerQueries):
     """The database. Build one per process from an engine and pass it down."""
 
     def __init__(self, engine: Engine) -> None:
@@ -533,131 +529,6 @@ class Store:
             yield from rows
             last_id = rows[-1].id
 
-    # -- digests -------------------------------------------------------------------------------------
-
-    def subscribers_with_pending(
-        self, now: datetime, address: str | None = None, *, ignore_backoff: bool = False
-    ) -> list[Subscriber]:
-        """Active subscribers that have unsent matches and (unless ``ignore_backoff``) are not backing off."""
-        with self.session() as session:
-            pending = select(Match.subscriber_id).where(col(Match.digest_id).is_(None)).distinct()
-            query = select(Subscriber).where(
-                col(Subscriber.id).in_(pending), Subscriber.status == SubscriberStatus.ACTIVE
-            )
-            if not ignore_backoff:
-                query = query.where(
-                    sa.or_(col(Subscriber.retry_at).is_(None), col(Subscriber.retry_at) <= now)
-                )
-            if address is not None:
-                query = query.where(Subscriber.address == address)
-            return list(session.exec(query.order_by(col(Subscriber.id))))
-
-    def pending_matches(self, subscriber_id: int) -> list[PendingMatch]:
-        """Unsent matches of one subscriber: new papers first, then revisions, each by arXiv id."""
-        with self.session() as session:
-            rows = session.exec(
-                select(Match, Version)
-                .join(Version, col(Version.id) == col(Match.version_id))
-                .where(Match.subscriber_id == subscriber_id, col(Match.digest_id).is_(None))
-            ).all()
-        items = [
-            PendingMatch(
-                match_id=match.id or 0,
-                instant=match.instant,
-                item=DigestItem(
-                    arxiv_id=version.paper_id,
-                    version=version.number,
-                    title=version.title,
-                    authors=tuple(version.authors),
-                    categories=tuple(version.categories),
-                    reasons=tuple(match.reasons),
-                    abstract=version.abstract,
-                    comment=version.comment,
-                ),
-            )
-            for match, version in rows
-        ]
-        items.sort(key=lambda p: (p.item.is_revision, p.item.arxiv_id, p.item.version))
-        return items
-
-    def record_sent(
-        self,
-        subscriber_id: int,
-        match_ids: Sequence[int],
-        *,
-        channel: str,
-        platform_id: str | None,
-        now: datetime | None = None,
-    ) -> int:
-        """Record a delivered digest and mark its matches sent, in one transaction; returns the digest id."""
-        now = now or utcnow()
-        with self.session() as session:
-            digest = Digest(
-                subscriber_id=subscriber_id,
-                created_at=now,
-                sent_at=now,
-                state=DigestState.SENT,
-                item_count=len(match_ids),
-                channel=channel,
-                platform_id=platform_id,
-            )
-            session.add(digest)
-            session.flush()
-            for start in range(0, len(match_ids), _ID_CHUNK):
-                session.execute(
-                    sa.update(Match)
-                    .where(col(Match.id).in_(match_ids[start : start + _ID_CHUNK]))
-                    .values(digest_id=digest.id)
-                )
-            subscriber = session.get(Subscriber, subscriber_id)
-            if subscriber is not None:
-                subscriber.last_digest_at = now
-                subscriber.failures = 0
-                subscriber.retry_at = None
-                session.add(subscriber)
-            assert digest.id is not None
-            return digest.id
-
-    def record_failure(
-        self,
-        subscriber_id: int,
-        error: str,
-        *,
-        channel: str,
-        retry_at: datetime | None,
-        pause: bool,
-        now: datetime | None = None,
-    ) -> None:
-        """Record a failed delivery; the matches stay pending. ``pause`` stops deliveries until resumed."""
-        now = now or utcnow()
-        with self.session() as session:
-            session.add(
-                Digest(
-                    subscriber_id=subscriber_id,
-                    created_at=now,
-                    state=DigestState.FAILED,
-                    channel=channel,
-                    error=error,
-                )
-            )
-            subscriber = session.get(Subscriber, subscriber_id)
-            if subscriber is None:
-                return
-            subscriber.failures += 1
-            subscriber.retry_at = retry_at
-            if pause:
-                subscriber.status = SubscriberStatus.PAUSED
-                subscriber.status_reason = error
-            session.add(subscriber)
-
-    def digests_of(self, subscriber_id: int) -> list[Digest]:
-        """All digests of a subscriber, oldest first."""
-        with self.session() as session:
-            rows = session.exec(
-                select(Digest).where(Digest.subscriber_id == subscriber_id).order_by(col(Digest.id))
-            )
-            return list(rows)
-
     # -- status --------------------------------------------------------------------------------------
 
     def status(self, now: datetime | None = None, sources: Iterable[str] = ()) -> StatusSummary:
@@ -689,6 +560,19 @@ class Store:
                 ),
                 "pending_matches": count(
                     select(sa.func.count()).select_from(Match).where(col(Match.digest_id).is_(None))
+                ),
+                "queued_digests": count(
+                    select(sa.func.count())
+                    .select_from(Digest)
+                    .where(col(Digest.state).in_((DigestState.PENDING, DigestState.SENDING)))
+                ),
+                "dead_digests": count(
+                    select(sa.func.count()).select_from(Digest).where(col(Digest.state) == DigestState.DEAD)
+                ),
+                "paused_subscribers": count(
+                    select(sa.func.count())
+                    .select_from(Subscriber)
+                    .where(col(Subscriber.status) == SubscriberStatus.PAUSED)
                 ),
             }
             names = list(dict.fromkeys([*sources, *session.exec(select(SourceRun.source).distinct())]))

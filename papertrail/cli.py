@@ -19,7 +19,8 @@ from rich.table import Table
 from rich.text import Text
 
 from core.config import Settings
-from core.digests import resume, send_due_digests
+from core.delivery import normalise_address
+from core.digests import DigestReport, resume, send_due_digests
 from core.follows import follow as add_follow
 from core.follows import try_query, unfollow
 from core.models import Follow, utcnow
@@ -300,10 +301,18 @@ def digest(
 ) -> None:
     """Send the digests that are due (all pending ones with --now)."""
     with _context() as ctx:
+
+        async def deliver() -> list[DigestReport]:
+            # Chat clients are bound to the event loop that opened them: close them in the same one.
+            try:
+                return await send_due_digests(
+                    ctx.store, ctx.notifiers, ctx.renderer, force=now, address=address, policy=ctx.policy
+                )
+            finally:
+                await ctx.close_notifiers()
+
         try:
-            reports = asyncio.run(
-                send_due_digests(ctx.store, ctx.notifiers, ctx.renderer, force=now, address=address)
-            )
+            reports = asyncio.run(deliver())
         except ValueError as exc:
             raise _fail(str(exc), 2) from exc
     failed = 0
@@ -312,12 +321,48 @@ def digest(
             out.print(f"sent {report.items} item(s) to {report.address}")
         else:
             failed += 1
-            state = "paused" if report.paused else "kept pending"
+            state = "paused" if report.paused else "dead-lettered" if report.dead else "will retry"
             err.print(f"not sent to {report.address} ({state}): {report.error}")
     if not reports:
         out.print("no digests due" if not now else "nothing pending")
     if failed:
         raise typer.Exit(1)
+
+
+@app.command()
+def worker(
+    name: Annotated[str | None, typer.Option(help="Name in the ledger's claims (default host:pid).")] = None,
+    until_idle: Annotated[
+        bool, typer.Option("--until-idle", help="Exit once a pass finds nothing to send.")
+    ] = False,
+) -> None:
+    """Deliver digests only (no ingest): run several of these against PostgreSQL to send in parallel."""
+    from papertrail.worker import run_worker
+
+    with _context() as ctx:
+
+        async def main() -> None:
+            try:
+                totals = await run_worker(ctx, name=name, until_idle=until_idle)
+            finally:
+                await ctx.close_notifiers()
+            out.print(f"worker finished: {totals.sent} digests sent, {totals.failed} failed attempts")
+
+        asyncio.run(main())
+
+
+@app.command()
+def retry(
+    address: Annotated[str | None, typer.Argument(help="Only this subscriber's digests.")] = None,
+) -> None:
+    """Re-queue dead-lettered digests (they gave up after PAPERTRAIL_DELIVERY_MAX_ATTEMPTS failures)."""
+    with _context() as ctx:
+        try:
+            target = normalise_address(address) if address else None
+        except ValueError as exc:
+            raise _fail(str(exc), 2) from exc
+        count = ctx.store.requeue_dead(address=target)
+    out.print(f"re-queued {count} dead-lettered digest(s); they go out with the next digest pass")
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -329,6 +374,7 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
     """Papers stored; new papers, revisions and AI-related papers in the last 24 h; health of each source."""
     with _context() as ctx:
         summary = ctx.store.status(sources=SOURCE_NAMES)
+        dead = ctx.store.dead_digests()
         settings = ctx.settings
     judged = source_statuses(
         summary,
@@ -347,6 +393,15 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
             "subscribers": summary.subscribers,
             "follows": summary.follows,
             "pending_matches": summary.pending_matches,
+            "delivery": {
+                "queued_digests": summary.queued_digests,
+                "dead_digests": summary.dead_digests,
+                "paused_subscribers": summary.paused_subscribers,
+                "dead": [
+                    {"digest": d.id, "address": address, "attempts": d.attempts, "error": d.error}
+                    for d, address in dead
+                ],
+            },
             "community_discoveries_24h": summary.community_24h,
             "sources": [
                 {
@@ -372,8 +427,15 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
         f"{summary.ai_related_24h} AI-related\n"
         f"subscribers: {summary.subscribers}, follows: {summary.follows}, "
         f"pending matches: {summary.pending_matches}\n"
-        f"community discoveries in the last 24 h: {summary.community_24h}"
+        f"community discoveries in the last 24 h: {summary.community_24h}\n"
+        f"delivery: {summary.queued_digests} digests queued, {summary.dead_digests} dead-lettered, "
+        f"{summary.paused_subscribers} subscribers paused"
     )
+    for digest, address in dead:
+        err.print(
+            f"dead digest {digest.id} to {address} after {digest.attempts} attempts: {digest.error} "
+            "(`papertrail retry` re-queues it)"
+        )
     table = Table("source", "state", "last check", "last success", "last new version", "lag", "why")
     for j in judged:
         table.add_row(

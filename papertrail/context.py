@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TextIO
 
 from core.config import Settings
 from core.delivery import Notifier
+from core.digests import DeliveryPolicy
 from core.follow_index import FollowIndex
 from core.migrate import migrate
 from core.render import Renderer
@@ -40,11 +41,32 @@ class AppContext:
     not_before: dict[str, datetime] = field(default_factory=dict)
     # One follow index for the life of the process, updated incrementally before each matching pass.
     follows: FollowIndex = field(default_factory=FollowIndex)
+    policy: DeliveryPolicy = field(default_factory=DeliveryPolicy)
+
+    notifiers_open: bool = True
+
+    async def close_notifiers(self) -> None:
+        """Close the notifiers' connections (in the event loop that used them); safe to call twice."""
+        if self.notifiers_open:
+            self.notifiers_open = False
+            for notifier in self.notifiers.values():
+                await notifier.aclose()
 
     async def aclose(self) -> None:
-        """Release network and database resources."""
+        """Release network, notifier and database resources."""
         await self.http.aclose()
+        await self.close_notifiers()
         self.store.engine.dispose()
+
+
+def delivery_policy(settings: Settings) -> DeliveryPolicy:
+    """The ledger's attempts, lease and worker width from settings."""
+    return DeliveryPolicy(
+        max_attempts=settings.delivery_max_attempts,
+        lease=timedelta(seconds=settings.delivery_lease_seconds),
+        batch=settings.worker_batch,
+        concurrency=settings.worker_concurrency,
+    )
 
 
 def build_context(settings: Settings, *, console: TextIO | None = None) -> AppContext:
@@ -66,11 +88,16 @@ def build_context(settings: Settings, *, console: TextIO | None = None) -> AppCo
     return AppContext(
         settings=settings,
         store=Store(engine),
-        renderer=Renderer(public_url=settings.public_url, max_items=settings.digest_max_items),
+        renderer=Renderer(
+            public_url=settings.public_url,
+            max_items=settings.digest_max_items,
+            secret_key=settings.secret_key.get_secret_value() if settings.secret_key else "",
+        ),
         notifiers=build_notifiers(settings, console=console),
         http=http,
         sources=sources,
         community=community,
         paged=paged,
         api=ArxivApiSource(http, settings.arxiv_api_url),
+        policy=delivery_policy(settings),
     )

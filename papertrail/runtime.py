@@ -65,7 +65,7 @@ async def community_all(ctx: AppContext) -> None:
 
 async def digest_tick(ctx: AppContext) -> None:
     """Send whatever digests are due now."""
-    for report in await send_due_digests(ctx.store, ctx.notifiers, ctx.renderer):
+    for report in await send_due_digests(ctx.store, ctx.notifiers, ctx.renderer, policy=ctx.policy):
         if report.sent:
             log.info("digest to %s: %d items", report.address, report.items)
         else:

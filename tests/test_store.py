@@ -115,24 +115,32 @@ def test_follows_matches_digests_ledger(store: Store) -> None:
     assert store.record_matches(saved.new_version_ids, group_by_subscriber(hits), now=NOW) == 2
     assert store.unmatched_versions() == []
 
-    assert [s.id for s in store.subscribers_with_pending(NOW)] == [subscriber.id]
+    assert [s.id for s in store.subscribers_to_plan(NOW)] == [subscriber.id]
     pending = store.pending_matches(subscriber.id)
     assert [(p.item.arxiv_id, p.item.version) for p in pending] == [("2411.00001", 1), ("1401.3665", 4)]
     assert pending[0].item.reasons == ("category cs.DC",)
 
-    store.record_failure(
-        subscriber.id, "boom", channel="email", retry_at=NOW + timedelta(minutes=5), pause=False
-    )
-    assert store.subscribers_with_pending(NOW) == []  # backing off
-    assert len(store.subscribers_with_pending(NOW + timedelta(minutes=6))) == 1
+    digest_id = store.open_digest(subscriber.id, "email", instant_only=False, now=NOW)
+    assert digest_id is not None
+    assert store.open_digest(subscriber.id, "email", instant_only=False, now=NOW) is None  # one open digest
+    assert store.subscribers_to_plan(NOW) == []
+    lease = timedelta(minutes=5)
+    (claimed,) = store.claim_digests(NOW, "w1", limit=10, lease=lease)
+    assert (claimed.digest_id, claimed.attempts, claimed.address) == (digest_id, 1, "email:ada@example.org")
+    assert store.claim_digests(NOW, "w2", limit=10, lease=lease) == []  # held by w1
+    store.finish_retry(digest_id, error="boom", retry_at=NOW + lease, parts_sent=0, dead=False, now=NOW)
+    assert store.claim_digests(NOW, "w2", limit=10, lease=lease) == []  # backing off
+    assert len(pending) == len(store.pending_matches(subscriber.id))  # still unsent
+    (retried,) = store.claim_digests(NOW + timedelta(minutes=6), "w2", limit=10, lease=lease)
+    assert retried.attempts == 2
+    # w2 dies holding it; once the lease runs out another worker takes it over.
+    (taken_over,) = store.claim_digests(NOW + timedelta(minutes=12), "w3", limit=10, lease=lease)
+    assert taken_over.digest_id == digest_id
 
-    store.record_sent(
-        subscriber.id, [p.match_id for p in pending], channel="email", platform_id="<id@x>", now=NOW
-    )
+    store.finish_sent(digest_id, platform_id="<id@x>", parts=1, now=NOW)
     assert store.pending_matches(subscriber.id) == []
-    digests = store.digests_of(subscriber.id)
-    assert [d.state for d in digests] == ["failed", "sent"]
-    assert digests[-1].item_count == 2
+    (digest,) = store.digests_of(subscriber.id)
+    assert (digest.state, digest.item_count, digest.attempts) == ("sent", 2, 3)
 
     # A duplicate match for the same (subscriber, version) violates the ledger's uniqueness.
     with pytest.raises(Exception):  # noqa: B017

@@ -1,0 +1,447 @@
+"""The delivery ledger's SQL: planning digests, claiming them across workers, and recording outcomes.
+
+Part of the store (``core.store.Store`` inherits it); kept apart because it is the one piece that must be
+safe with several worker processes at once. The rules:
+
+* A match belongs to at most one digest (``Match.digest_id``), set by a guarded ``UPDATE ... WHERE
+  digest_id IS NULL``, so two planners can never put one match into two digests.
+* A worker claims digests with ``SELECT ... FOR UPDATE SKIP LOCKED`` (PostgreSQL; SQLite has one writer
+  at a time and ignores the clause) and marks them ``sending`` with a lease. A worker that dies loses its
+  lease, and the digest is taken over when the lease runs out: that is the only way a digest can go out
+  twice, and only if the platform had accepted it just before the crash.
+* ``sent`` is recorded in one transaction with the digest's matches, so a digest is never half sent.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlmodel import Session, col, select
+
+from core.models import (
+    CommunityPickRow,
+    Digest,
+    DigestState,
+    Match,
+    Subscriber,
+    SubscriberStatus,
+    Version,
+    utcnow,
+)
+from core.values import DigestItem
+
+OPEN_STATES = (DigestState.PENDING, DigestState.SENDING)
+# Compared between a revision and the newest earlier stored version, in this order.
+_TRACKED_FIELDS = (
+    ("title", "title"),
+    ("authors", "authors"),
+    ("abstract", "abstract"),
+    ("comment", "comment"),
+    ("journal_ref", "journal-ref"),
+    ("doi", "DOI"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingMatch:
+    """An unsent match as a digest would show it."""
+
+    match_id: int
+    instant: bool
+    item: DigestItem
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedDigest:
+    """A digest one worker holds until its lease runs out. ``attempts`` counts this one."""
+
+    digest_id: int
+    subscriber_id: int
+    address: str
+    attempts: int
+    parts_sent: int
+
+
+class LedgerQueries:
+    """Digest planning, claiming and outcomes; mixed into :class:`core.store.Store`."""
+
+    def session(self) -> AbstractContextManager[Session]:
+        """Provided by the store: one transaction."""
+        raise NotImplementedError
+
+    # -- planning --------------------------------------------------------------------------------------
+
+    def subscribers_to_plan(
+        self,
+        now: datetime,
+        address: str | None = None,
+        *,
+        channels: Sequence[str] | None = None,
+        ignore_backoff: bool = False,
+    ) -> list[Subscriber]:
+        """Active subscribers with matches in no digest yet and no digest already open.
+
+        ``channels`` limits them to addresses this process can deliver to; ``ignore_backoff`` includes
+        subscribers whose last failure asked to wait.
+        """
+        with self.session() as session:
+            unassigned = select(Match.subscriber_id).where(col(Match.digest_id).is_(None)).distinct()
+            open_digest = select(Digest.subscriber_id).where(col(Digest.state).in_(OPEN_STATES))
+            query = select(Subscriber).where(
+                col(Subscriber.id).in_(unassigned),
+                col(Subscriber.id).not_in(open_digest),
+                col(Subscriber.status) == SubscriberStatus.ACTIVE,
+            )
+            if not ignore_backoff:
+                query = query.where(
+                    sa.or_(col(Subscriber.retry_at).is_(None), col(Subscriber.retry_at) <= now)
+                )
+            if address is not None:
+                query = query.where(col(Subscriber.address) == address)
+            if channels is not None:
+                query = query.where(
+                    sa.or_(*(col(Subscriber.address).startswith(f"{c}:") for c in channels), sa.false())
+                )
+            return list(session.exec(query.order_by(col(Subscriber.id))))
+
+    def open_digest(
+        self, subscriber_id: int, channel: str, *, instant_only: bool, now: datetime
+    ) -> int | None:
+        """Create a pending digest holding the subscriber's unassigned matches (only instant ones if asked).
+
+        Returns None when there was nothing to take, another planner holds the subscriber, or a digest of
+        the subscriber is already open.
+        """
+        with self.session() as session:
+            locked = session.execute(
+                sa.select(col(Subscriber.id))
+                .where(col(Subscriber.id) == subscriber_id)
+                .with_for_update(skip_locked=True)
+            ).first()
+            if locked is None:
+                return None
+            busy = session.execute(
+                sa.select(sa.func.count())
+                .select_from(Digest)
+                .where(col(Digest.subscriber_id) == subscriber_id, col(Digest.state).in_(OPEN_STATES))
+            ).scalar_one()
+            if busy:
+                return None
+            digest = Digest(
+                subscriber_id=subscriber_id,
+                created_at=now,
+                state=DigestState.PENDING,
+                channel=channel,
+                next_attempt_at=now,
+            )
+            session.add(digest)
+            session.flush()
+            take = sa.update(Match).where(
+                col(Match.subscriber_id) == subscriber_id, col(Match.digest_id).is_(None)
+            )
+            if instant_only:
+                take = take.where(col(Match.instant).is_(True))
+            taken = _rowcount(session.execute(take.values(digest_id=digest.id)))
+            if not taken:
+                session.rollback()
+                return None
+            digest.item_count = taken
+            session.add(digest)
+            assert digest.id is not None
+            return digest.id
+
+    # -- claiming --------------------------------------------------------------------------------------
+
+    def claim_digests(
+        self,
+        now: datetime,
+        worker: str,
+        *,
+        limit: int,
+        lease: timedelta,
+        address: str | None = None,
+        ignore_schedule: bool = False,
+        exclude: Sequence[int] = (),
+    ) -> list[ClaimedDigest]:
+        """Take up to ``limit`` digests that are due (or whose holder's lease ran out) for ``worker``.
+
+        ``ignore_schedule`` takes pending digests even while they back off (an operator's "send now");
+        ``exclude`` skips digests this caller already tried in the same pass.
+        """
+        due = col(Digest.next_attempt_at) <= now
+        if ignore_schedule:
+            due = sa.true()
+        query = (
+            sa.select(col(Digest.id))
+            .where(
+                sa.or_(
+                    sa.and_(col(Digest.state) == DigestState.PENDING, due),
+                    sa.and_(col(Digest.state) == DigestState.SENDING, col(Digest.lease_until) < now),
+                )
+            )
+            .order_by(col(Digest.next_attempt_at), col(Digest.id))
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        if address is not None:
+            query = query.join(Subscriber, col(Subscriber.id) == col(Digest.subscriber_id)).where(
+                col(Subscriber.address) == address
+            )
+        if exclude:
+            query = query.where(col(Digest.id).not_in(list(exclude)))
+        with self.session() as session:
+            ids = [row[0] for row in session.execute(query)]
+            if not ids:
+                return []
+            session.execute(
+                sa.update(Digest)
+                .where(col(Digest.id).in_(ids))
+                .values(
+                    state=DigestState.SENDING,
+                    worker=worker,
+                    lease_until=now + lease,
+                    attempts=Digest.attempts + 1,
+                )
+            )
+            rows = session.execute(
+                sa.select(
+                    col(Digest.id),
+                    col(Digest.subscriber_id),
+                    col(Subscriber.address),
+                    col(Digest.attempts),
+                    col(Digest.parts_sent),
+                )
+                .join(Subscriber, col(Subscriber.id) == col(Digest.subscriber_id))
+                .where(col(Digest.id).in_(ids))
+                .order_by(col(Digest.id))
+            ).all()
+        return [ClaimedDigest(*row) for row in rows]
+
+    def digest_items(self, digest_id: int) -> list[DigestItem]:
+        """The items of one digest, with what each revision changed and Hugging Face upvotes."""
+        with self.session() as session:
+            rows = session.exec(
+                select(Match, Version)
+                .join(Version, col(Version.id) == col(Match.version_id))
+                .where(col(Match.digest_id) == digest_id)
+            ).all()
+            return _items(session, rows)
+
+    # -- outcomes --------------------------------------------------------------------------------------
+
+    def finish_sent(
+        self,
+        digest_id: int,
+        *,
+        platform_id: str | None,
+        parts: int,
+        now: datetime,
+        moved_to: str | None = None,
+    ) -> None:
+        """Record a delivered digest; its matches are sent from now on. Follows a moved recipient."""
+        with self.session() as session:
+            digest = session.get(Digest, digest_id)
+            if digest is None or digest.state == DigestState.SENT:
+                return
+            digest.state = DigestState.SENT
+            digest.sent_at = now
+            digest.platform_id = (platform_id or "")[:255] or None
+            digest.parts_sent = parts
+            digest.lease_until = None
+            digest.error = None
+            session.add(digest)
+            subscriber = session.get(Subscriber, digest.subscriber_id)
+            if subscriber is None:
+                return
+            subscriber.last_digest_at = now
+            subscriber.failures = 0
+            subscriber.retry_at = None
+            if moved_to and moved_to != subscriber.address:
+                taken = session.exec(select(Subscriber.id).where(col(Subscriber.address) == moved_to)).first()
+                if taken is None:
+                    subscriber.address = moved_to
+                else:
+                    subscriber.status_reason = f"the chat moved to {moved_to}, which is already a subscriber"
+            session.add(subscriber)
+
+    def finish_retry(
+        self,
+        digest_id: int,
+        *,
+        error: str,
+        retry_at: datetime,
+        parts_sent: int,
+        dead: bool,
+        now: datetime,
+    ) -> None:
+        """Record a retryable failure: back off until ``retry_at``, or dead-letter the digest."""
+        with self.session() as session:
+            digest = session.get(Digest, digest_id)
+            if digest is None or digest.state == DigestState.SENT:
+                return
+            digest.state = DigestState.DEAD if dead else DigestState.PENDING
+            digest.error = error
+            digest.next_attempt_at = retry_at
+            digest.lease_until = None
+            digest.parts_sent = max(digest.parts_sent, parts_sent)
+            session.add(digest)
+            subscriber = session.get(Subscriber, digest.subscriber_id)
+            if subscriber is not None:
+                subscriber.failures += 1
+                subscriber.retry_at = None if dead else retry_at
+                session.add(subscriber)
+
+    def finish_refused(self, digest_id: int, *, error: str, now: datetime) -> None:
+        """Record a permanent refusal: pause the subscriber with the reason and return the matches."""
+        with self.session() as session:
+            digest = session.get(Digest, digest_id)
+            if digest is None or digest.state == DigestState.SENT:
+                return
+            digest.state = DigestState.FAILED
+            digest.error = error
+            digest.lease_until = None
+            session.add(digest)
+            session.execute(sa.update(Match).where(col(Match.digest_id) == digest_id).values(digest_id=None))
+            subscriber = session.get(Subscriber, digest.subscriber_id)
+            if subscriber is not None:
+                subscriber.failures += 1
+                subscriber.status = SubscriberStatus.PAUSED
+                subscriber.status_reason = error
+                session.add(subscriber)
+
+    def requeue_dead(self, *, address: str | None = None, now: datetime | None = None) -> int:
+        """Put dead-lettered digests back in the queue (all, or one subscriber's); returns how many."""
+        now = now or utcnow()
+        with self.session() as session:
+            query = sa.update(Digest).where(col(Digest.state) == DigestState.DEAD)
+            if address is not None:
+                subscriber = select(Subscriber.id).where(col(Subscriber.address) == address)
+                query = query.where(col(Digest.subscriber_id).in_(subscriber))
+            result = session.execute(
+                query.values(state=DigestState.PENDING, attempts=0, next_attempt_at=now, error=None)
+            )
+            return _rowcount(result)
+
+    def dead_digests(self, limit: int = 20) -> list[tuple[Digest, str]]:
+        """The newest dead-lettered digests with their subscriber addresses."""
+        with self.session() as session:
+            rows = session.exec(
+                select(Digest, Subscriber.address)
+                .join(Subscriber, col(Subscriber.id) == col(Digest.subscriber_id))
+                .where(col(Digest.state) == DigestState.DEAD)
+                .order_by(col(Digest.id).desc())
+                .limit(limit)
+            ).all()
+            return [(digest, address) for digest, address in rows]
+
+    def pending_matches(self, subscriber_id: int) -> list[PendingMatch]:
+        """Unsent matches of one subscriber (in no digest, or in one not sent yet), in digest order."""
+        with self.session() as session:
+            unsent = sa.or_(
+                col(Match.digest_id).is_(None),
+                col(Match.digest_id).in_(select(Digest.id).where(col(Digest.state) != DigestState.SENT)),
+            )
+            rows = session.exec(
+                select(Match, Version)
+                .join(Version, col(Version.id) == col(Match.version_id))
+                .where(col(Match.subscriber_id) == subscriber_id, unsent)
+            ).all()
+            items = _items(session, rows)
+        pending = [
+            PendingMatch(match.id or 0, match.instant, item)
+            for (match, _), item in zip(rows, items, strict=True)
+        ]
+        pending.sort(key=lambda p: (p.item.is_revision, p.item.arxiv_id, p.item.version))
+        return pending
+
+    def digests_of(self, subscriber_id: int) -> list[Digest]:
+        """All digests of a subscriber, oldest first."""
+        with self.session() as session:
+            rows = session.exec(
+                select(Digest).where(col(Digest.subscriber_id) == subscriber_id).order_by(col(Digest.id))
+            )
+            return list(rows)
+
+
+def _items(session: Session, rows: Sequence[tuple[Match, Version]]) -> list[DigestItem]:
+    """DigestItems for (match, version) rows, in the same order."""
+    papers = {version.paper_id for _, version in rows}
+    upvotes = _upvotes(session, papers)
+    earlier = _earlier_versions(session, papers, [v for _, v in rows if v.number > 1])
+    return [
+        DigestItem(
+            arxiv_id=version.paper_id,
+            version=version.number,
+            title=version.title,
+            authors=tuple(version.authors),
+            categories=tuple(version.categories),
+            reasons=tuple(match.reasons),
+            abstract=version.abstract,
+            comment=version.comment,
+            changes=changes(earlier.get((version.paper_id, version.number)), version),
+            upvotes=upvotes.get(version.paper_id, 0),
+            journal_ref=version.journal_ref,
+            doi=version.doi,
+        )
+        for match, version in rows
+    ]
+
+
+def changes(before: Version | None, after: Version) -> tuple[str, ...]:
+    """What ``after`` changed against ``before`` (title, authors, abstract, comment, journal-ref, DOI)."""
+    if before is None:
+        return ()
+    return tuple(
+        label
+        for name, label in _TRACKED_FIELDS
+        if _normal(getattr(before, name)) != _normal(getattr(after, name))
+    )
+
+
+def _normal(value: object) -> object:
+    # Whitespace and line breaks differ between sources (RSS, OAI, API) for the same text.
+    if isinstance(value, str):
+        return " ".join(value.split())
+    if isinstance(value, list):
+        return [_normal(v) for v in value]
+    return value
+
+
+def _upvotes(session: Session, papers: set[str]) -> dict[str, int]:
+    if not papers:
+        return {}
+    rows = session.execute(
+        sa.select(col(CommunityPickRow.paper_id), sa.func.max(col(CommunityPickRow.upvotes)))
+        .where(col(CommunityPickRow.paper_id).in_(papers))
+        .group_by(col(CommunityPickRow.paper_id))
+    )
+    return {paper: int(votes or 0) for paper, votes in rows}
+
+
+def _earlier_versions(
+    session: Session, papers: set[str], revisions: Sequence[Version]
+) -> dict[tuple[str, int], Version]:
+    """For each revision, the newest stored version of the same paper with a lower number."""
+    if not revisions:
+        return {}
+    wanted = {v.paper_id for v in revisions}
+    stored: defaultdict[str, list[Version]] = defaultdict(list)
+    for version in session.exec(select(Version).where(col(Version.paper_id).in_(wanted & papers))):
+        stored[version.paper_id].append(version)
+    found: dict[tuple[str, int], Version] = {}
+    for revision in revisions:
+        older = [v for v in stored[revision.paper_id] if v.number < revision.number]
+        if older:
+            found[(revision.paper_id, revision.number)] = max(older, key=lambda v: v.number)
+    return found
+
+
+def _rowcount(result: sa.Result[Any]) -> int:
+    # UPDATE results are cursor results; the typed API hides rowcount behind the generic Result.
+    return int(getattr(result, "rowcount", 0))

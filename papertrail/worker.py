@@ -1,0 +1,69 @@
+"""``papertrail worker``: a process that only delivers digests, for scaling out on PostgreSQL.
+
+Each worker plans and claims digests through the ledger (``FOR UPDATE SKIP LOCKED``), so any number of
+them can share one database without sending anything twice. On SQLite one worker (or ``papertrail run``)
+is enough: SQLite has a single writer anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from dataclasses import dataclass
+
+from core.digests import DigestReport, send_due_digests, worker_name
+from papertrail.context import AppContext
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class WorkerTotals:
+    """What a worker did over its life."""
+
+    passes: int = 0
+    sent: int = 0
+    failed: int = 0
+
+    def add(self, reports: list[DigestReport]) -> None:
+        """Count one pass."""
+        self.passes += 1
+        self.sent += sum(1 for r in reports if r.sent)
+        self.failed += sum(1 for r in reports if not r.sent)
+
+
+async def run_worker(
+    ctx: AppContext,
+    *,
+    name: str | None = None,
+    until_idle: bool = False,
+    stop: asyncio.Event | None = None,
+) -> WorkerTotals:
+    """Deliver due digests until stopped (SIGINT/SIGTERM), or until a pass finds nothing to do.
+
+    A stop request lets the digests in flight finish and be recorded; nothing new is claimed after it.
+    """
+    stop = stop or asyncio.Event()
+    name = name or worker_name()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    totals = WorkerTotals()
+    log.info("worker %s started", name)
+    while not stop.is_set():
+        reports = await send_due_digests(
+            ctx.store, ctx.notifiers, ctx.renderer, policy=ctx.policy, worker=name
+        )
+        totals.add(reports)
+        if reports:
+            log.info("worker %s: %d digests sent, %d failed", name, totals.sent, totals.failed)
+            continue
+        if until_idle:
+            break
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=ctx.settings.digest_check_seconds)
+    log.info("worker %s stopped after %d passes", name, totals.passes)
+    return totals
