@@ -27,13 +27,17 @@ from core.models import Subscriber, SubscriberStatus, utcnow
 from core.render import Renderer
 from core.schedule import is_due, parse_schedule
 from core.store import Store
-from core.store_ledger import ClaimedDigest
+from core.store_ledger import ClaimedDigest, DigestPlan
+from core.values import DigestItem
 
 log = logging.getLogger(__name__)
 
 # Retryable delivery failures back off exponentially from one minute up to six hours.
 BACKOFF_BASE = timedelta(minutes=1)
 BACKOFF_MAX = timedelta(hours=6)
+# Digests opened per planning transaction: big enough to amortise the commit, small enough to keep the
+# subscriber rows locked only briefly.
+PLAN_BATCH = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,9 +94,9 @@ async def send_due_digests(
     tried: list[int] = []
     gate = asyncio.Semaphore(policy.concurrency)
 
-    async def attempt(claimed: ClaimedDigest) -> DigestReport:
+    async def attempt(claimed: ClaimedDigest, items: list[DigestItem]) -> DigestReport:
         async with gate:
-            return await _deliver(store, notifiers, renderer, claimed, policy)
+            return await _deliver(store, notifiers, renderer, claimed, items, policy)
 
     while claimed := store.claim_digests(
         now,
@@ -104,7 +108,8 @@ async def send_due_digests(
         exclude=tried,
     ):
         tried.extend(c.digest_id for c in claimed)
-        reports.extend(await asyncio.gather(*(attempt(c) for c in claimed)))
+        items = store.digests_items([c.digest_id for c in claimed])
+        reports.extend(await asyncio.gather(*(attempt(c, items[c.digest_id]) for c in claimed)))
     return reports
 
 
@@ -123,13 +128,15 @@ def plan_digests(
     """
     opened = 0
     candidates = store.subscribers_to_plan(now, address, channels=list(notifiers), ignore_backoff=force)
-    for subscriber in candidates:
-        assert subscriber.id is not None
-        scheduled = force or _due(subscriber, now)
-        channel, _ = split_address(subscriber.address)
+    plans = [
         # Between scheduled digests only the matches of instant follows go out.
-        if store.open_digest(subscriber.id, channel, instant_only=not scheduled, now=now) is not None:
-            opened += 1
+        DigestPlan(
+            subscriber.id or 0, split_address(subscriber.address)[0], not (force or _due(subscriber, now))
+        )
+        for subscriber in candidates
+    ]
+    for start in range(0, len(plans), PLAN_BATCH):
+        opened += len(store.open_digests(plans[start : start + PLAN_BATCH], now=now))
     return opened
 
 
@@ -148,10 +155,10 @@ async def _deliver(
     notifiers: Mapping[str, Notifier],
     renderer: Renderer,
     claimed: ClaimedDigest,
+    items: list[DigestItem],
     policy: DeliveryPolicy,
 ) -> DigestReport:
     channel, target = split_address(claimed.address)
-    items = store.digest_items(claimed.digest_id)
     notifier = notifiers.get(channel)
     try:
         if notifier is None:

@@ -58,6 +58,15 @@ class PendingMatch:
 
 
 @dataclass(frozen=True, slots=True)
+class DigestPlan:
+    """A digest to open: whose, on which channel, and whether only instant matches are due."""
+
+    subscriber_id: int
+    channel: str
+    instant_only: bool
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimedDigest:
     """A digest one worker holds until its lease runs out. ``attempts`` counts this one."""
 
@@ -113,48 +122,85 @@ class LedgerQueries:
     def open_digest(
         self, subscriber_id: int, channel: str, *, instant_only: bool, now: datetime
     ) -> int | None:
-        """Create a pending digest holding the subscriber's unassigned matches (only instant ones if asked).
+        """Open one digest (see :meth:`open_digests`); returns its id, or None if none was opened."""
+        opened = self.open_digests([DigestPlan(subscriber_id, channel, instant_only)], now=now)
+        return opened[0] if opened else None
 
-        Returns None when there was nothing to take, another planner holds the subscriber, or a digest of
-        the subscriber is already open.
+    def open_digests(self, plans: Sequence[DigestPlan], *, now: datetime) -> list[int]:
+        """Create pending digests, each holding its subscriber's unassigned matches; returns their ids.
+
+        One transaction for the whole batch: the subscribers are locked (``SKIP LOCKED``: another planner
+        holding one means it is being planned already), those with an open digest are left out, and each
+        new digest takes its subscriber's unassigned matches (only instant ones when ``instant_only``).
+        Digests that got no matches are removed again.
         """
+        if not plans:
+            return []
+        by_subscriber = {plan.subscriber_id: plan for plan in plans}
         with self.session() as session:
-            locked = session.execute(
-                sa.select(col(Subscriber.id))
-                .where(col(Subscriber.id) == subscriber_id)
-                .with_for_update(skip_locked=True)
-            ).first()
-            if locked is None:
-                return None
-            busy = session.execute(
-                sa.select(sa.func.count())
-                .select_from(Digest)
-                .where(col(Digest.subscriber_id) == subscriber_id, col(Digest.state).in_(OPEN_STATES))
-            ).scalar_one()
-            if busy:
-                return None
-            digest = Digest(
-                subscriber_id=subscriber_id,
-                created_at=now,
-                state=DigestState.PENDING,
-                channel=channel,
-                next_attempt_at=now,
+            locked = set(
+                session.execute(
+                    sa.select(col(Subscriber.id))
+                    .where(col(Subscriber.id).in_(list(by_subscriber)))
+                    .with_for_update(skip_locked=True)
+                ).scalars()
             )
-            session.add(digest)
-            session.flush()
-            take = sa.update(Match).where(
-                col(Match.subscriber_id) == subscriber_id, col(Match.digest_id).is_(None)
+            busy = set(
+                session.execute(
+                    sa.select(col(Digest.subscriber_id)).where(
+                        col(Digest.subscriber_id).in_(list(locked)), col(Digest.state).in_(OPEN_STATES)
+                    )
+                ).scalars()
             )
-            if instant_only:
-                take = take.where(col(Match.instant).is_(True))
-            taken = _rowcount(session.execute(take.values(digest_id=digest.id)))
-            if not taken:
-                session.rollback()
-                return None
-            digest.item_count = taken
-            session.add(digest)
-            assert digest.id is not None
-            return digest.id
+            chosen = [by_subscriber[sid] for sid in sorted(locked - busy)]
+            if not chosen:
+                return []
+            digest_ids = [
+                session.execute(
+                    sa.insert(Digest)
+                    .values(
+                        subscriber_id=plan.subscriber_id,
+                        created_at=now,
+                        state=DigestState.PENDING,
+                        channel=plan.channel,
+                        next_attempt_at=now,
+                        item_count=0,
+                        attempts=0,
+                        parts_sent=0,
+                    )
+                    .returning(col(Digest.id))
+                ).scalar_one()
+                for plan in chosen
+            ]
+            # Each match goes to the new digest of its subscriber, guarded by "digest_id IS NULL".
+            holder = (
+                sa.select(col(Digest.id))
+                .where(col(Digest.subscriber_id) == col(Match.subscriber_id), col(Digest.id).in_(digest_ids))
+                .scalar_subquery()
+            )
+            scheduled = [plan.subscriber_id for plan in chosen if not plan.instant_only]
+            session.execute(
+                sa.update(Match)
+                .where(
+                    col(Match.subscriber_id).in_([plan.subscriber_id for plan in chosen]),
+                    col(Match.digest_id).is_(None),
+                    sa.or_(col(Match.instant).is_(True), col(Match.subscriber_id).in_(scheduled)),
+                )
+                .values(digest_id=holder)
+            )
+            counts = dict(
+                session.execute(
+                    sa.select(col(Match.digest_id), sa.func.count())
+                    .where(col(Match.digest_id).in_(digest_ids))
+                    .group_by(col(Match.digest_id))
+                ).all()
+            )
+            empty = [d for d in digest_ids if not counts.get(d)]
+            if empty:
+                session.execute(sa.delete(Digest).where(col(Digest.id).in_(empty)))
+            for digest_id, items in counts.items():
+                session.execute(sa.update(Digest).where(col(Digest.id) == digest_id).values(item_count=items))
+            return [d for d in digest_ids if counts.get(d)]
 
     # -- claiming --------------------------------------------------------------------------------------
 
@@ -225,13 +271,22 @@ class LedgerQueries:
 
     def digest_items(self, digest_id: int) -> list[DigestItem]:
         """The items of one digest, with what each revision changed and Hugging Face upvotes."""
+        return self.digests_items([digest_id]).get(digest_id, [])
+
+    def digests_items(self, digest_ids: Sequence[int]) -> dict[int, list[DigestItem]]:
+        """The items of several digests at once (a worker's claimed batch), keyed by digest id."""
         with self.session() as session:
             rows = session.exec(
                 select(Match, Version)
                 .join(Version, col(Version.id) == col(Match.version_id))
-                .where(col(Match.digest_id) == digest_id)
+                .where(col(Match.digest_id).in_(list(digest_ids)))
+                .order_by(col(Match.id))
             ).all()
-            return _items(session, rows)
+            items = _items(session, rows)
+        grouped: dict[int, list[DigestItem]] = {digest_id: [] for digest_id in digest_ids}
+        for (match, _), item in zip(rows, items, strict=True):
+            grouped[match.digest_id or 0].append(item)
+        return grouped
 
     # -- outcomes --------------------------------------------------------------------------------------
 
@@ -244,31 +299,33 @@ class LedgerQueries:
         now: datetime,
         moved_to: str | None = None,
     ) -> None:
-        """Record a delivered digest; its matches are sent from now on. Follows a moved recipient."""
+        """Record a delivered digest; its matches are sent from now on. Follows a moved recipient.
+
+        Two statements and one commit: this runs once per message a worker sends.
+        """
         with self.session() as session:
-            digest = session.get(Digest, digest_id)
-            if digest is None or digest.state == DigestState.SENT:
-                return
-            digest.state = DigestState.SENT
-            digest.sent_at = now
-            digest.platform_id = (platform_id or "")[:255] or None
-            digest.parts_sent = parts
-            digest.lease_until = None
-            digest.error = None
-            session.add(digest)
-            subscriber = session.get(Subscriber, digest.subscriber_id)
-            if subscriber is None:
-                return
-            subscriber.last_digest_at = now
-            subscriber.failures = 0
-            subscriber.retry_at = None
-            if moved_to and moved_to != subscriber.address:
-                taken = session.exec(select(Subscriber.id).where(col(Subscriber.address) == moved_to)).first()
-                if taken is None:
-                    subscriber.address = moved_to
-                else:
-                    subscriber.status_reason = f"the chat moved to {moved_to}, which is already a subscriber"
-            session.add(subscriber)
+            subscriber_id = session.execute(
+                sa.update(Digest)
+                .where(col(Digest.id) == digest_id, col(Digest.state) != DigestState.SENT)
+                .values(
+                    state=DigestState.SENT,
+                    sent_at=now,
+                    platform_id=(platform_id or "")[:255] or None,
+                    parts_sent=parts,
+                    lease_until=None,
+                    error=None,
+                )
+                .returning(col(Digest.subscriber_id))
+            ).scalar_one_or_none()
+            if subscriber_id is None:
+                return  # already recorded (a worker that lost its lease finished it too)
+            session.execute(
+                sa.update(Subscriber)
+                .where(col(Subscriber.id) == subscriber_id)
+                .values(last_digest_at=now, failures=0, retry_at=None)
+            )
+            if moved_to:
+                _move(session, subscriber_id, moved_to)
 
     def finish_retry(
         self,
@@ -367,6 +424,18 @@ class LedgerQueries:
                 select(Digest).where(col(Digest.subscriber_id) == subscriber_id).order_by(col(Digest.id))
             )
             return list(rows)
+
+
+def _move(session: Session, subscriber_id: int, moved_to: str) -> None:
+    """Follow a recipient the platform moved (a Telegram group that became a supergroup)."""
+    subscriber = session.get(Subscriber, subscriber_id)
+    if subscriber is None or subscriber.address == moved_to:
+        return
+    if session.exec(select(Subscriber.id).where(col(Subscriber.address) == moved_to)).first() is None:
+        subscriber.address = moved_to
+    else:
+        subscriber.status_reason = f"the chat moved to {moved_to}, which is already a subscriber"
+    session.add(subscriber)
 
 
 def _items(session: Session, rows: Sequence[tuple[Match, Version]]) -> list[DigestItem]:

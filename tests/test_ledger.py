@@ -1,0 +1,186 @@
+"""The delivery ledger on SQLite and PostgreSQL: retries, back-off, dead letters, refusals, moves, resumes.
+
+The notifier here is a scripted implementation of our own Notifier protocol (the adapters themselves are
+tested against their platforms' fakes elsewhere); what is under test is the ledger around it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import ClassVar
+
+import pytest
+
+from core.delivery import DeliveryError, Notifier
+from core.digests import DeliveryPolicy, backoff, resume, send_due_digests
+from core.follows import follow
+from core.models import DigestState, SubscriberStatus, utcnow
+from core.render import Renderer
+from core.service import match_new
+from core.store import Store
+from core.values import Message, PaperIn, SendResult
+
+Script = Callable[[str, Message], SendResult]
+
+
+@dataclass
+class ScriptedNotifier:
+    """Answers each send with the next scripted outcome (a SendResult or a DeliveryError to raise)."""
+
+    channel: ClassVar[str] = "console"
+    max_length: ClassVar[int | None] = None
+    outcomes: list[SendResult | Exception] = field(default_factory=list)
+    sent: list[tuple[str, Message]] = field(default_factory=list)
+
+    async def send(self, address: str, message: Message) -> SendResult:
+        outcome = self.outcomes.pop(0) if self.outcomes else SendResult(platform_id="ok")
+        if isinstance(outcome, Exception):
+            raise outcome
+        self.sent.append((address, message))
+        return outcome
+
+    async def aclose(self) -> None:
+        pass
+
+
+def paper(arxiv_id: str, version: int = 1, title: str = "Asynchronous rollouts") -> PaperIn:
+    return PaperIn(arxiv_id, version, title, "An abstract.", ("Ada Lovelace",), ("cs.DC",))
+
+
+def seed(store: Store, address: str = "console:ada", *, papers: int = 2, schedule: str = "instant") -> int:
+    """A subscriber following cs.DC with ``papers`` matched new papers; returns the subscriber id."""
+    result = follow(store, address, "cat:cs.DC", schedule=schedule)
+    store.save_versions([paper(f"2611.{n:05d}") for n in range(papers)])
+    assert match_new(store) == papers
+    assert result.subscriber.id is not None
+    return result.subscriber.id
+
+
+def notifiers(notifier: ScriptedNotifier) -> dict[str, Notifier]:
+    return {"console": notifier}
+
+
+async def test_sent_once_and_never_again(store: Store) -> None:
+    subscriber_id = seed(store)
+    notifier = ScriptedNotifier()
+    (report,) = await send_due_digests(store, notifiers(notifier), Renderer())
+    assert report.sent and report.items == 2
+    assert await send_due_digests(store, notifiers(notifier), Renderer(), force=True) == []
+    assert len(notifier.sent) == 1 and notifier.sent[0][1].key == f"papertrail-digest-{report.digest_id}"
+    (digest,) = store.digests_of(subscriber_id)
+    assert (digest.state, digest.attempts, digest.item_count) == (DigestState.SENT, 1, 2)
+    assert store.pending_matches(subscriber_id) == []
+
+
+async def test_retry_backs_off_respects_retry_after_then_dead_letters(store: Store) -> None:
+    subscriber_id = seed(store)
+    policy = DeliveryPolicy(max_attempts=3)
+    flaky = DeliveryError("SMTP server busy", retryable=True, retry_after=900)
+    notifier = ScriptedNotifier([flaky, DeliveryError("still down", retryable=True)] * 2)
+    renderer = Renderer()
+    start = utcnow()
+
+    (first,) = await send_due_digests(store, notifiers(notifier), renderer, policy=policy)
+    assert not first.sent and not first.dead and not first.paused
+    (digest,) = store.digests_of(subscriber_id)
+    assert digest.state == DigestState.PENDING and digest.error == "SMTP server busy"
+    assert digest.next_attempt_at is not None
+    # The platform asked for 15 minutes, longer than the first back-off step (1 minute).
+    assert digest.next_attempt_at - start >= timedelta(seconds=900)
+    assert await send_due_digests(store, notifiers(notifier), renderer, policy=policy) == []  # backing off
+
+    later = digest.next_attempt_at + timedelta(seconds=1)
+    (second,) = await send_due_digests(store, notifiers(notifier), renderer, policy=policy, now=later)
+    assert not second.sent and not second.dead
+    (digest,) = store.digests_of(subscriber_id)
+    assert digest.attempts == 2 and digest.next_attempt_at is not None
+    assert digest.next_attempt_at - utcnow() > backoff(2) - timedelta(seconds=5)
+
+    (third,) = await send_due_digests(store, notifiers(notifier), renderer, policy=policy, force=True)
+    assert third.dead and not third.sent
+    (digest,) = store.digests_of(subscriber_id)
+    assert digest.state == DigestState.DEAD and digest.attempts == 3
+    assert store.status().dead_digests == 1
+    assert len(store.pending_matches(subscriber_id)) == 2  # dead-lettered, not lost
+    (dead, address) = store.dead_digests()[0]
+    assert (dead.id, address) == (digest.id, "console:ada")
+    # Nothing more goes out for a dead digest until an operator re-queues it.
+    assert await send_due_digests(store, notifiers(notifier), renderer, policy=policy, force=True) == []
+
+    notifier.outcomes.clear()
+    assert store.requeue_dead() == 1
+    (final,) = await send_due_digests(store, notifiers(notifier), renderer, policy=policy)
+    assert final.sent and final.items == 2
+    assert store.pending_matches(subscriber_id) == [] and store.status().dead_digests == 0
+
+
+async def test_refusal_pauses_keeps_matches_and_resume_sends_them_with_new_ones(store: Store) -> None:
+    subscriber_id = seed(store)
+    notifier = ScriptedNotifier([DeliveryError("Forbidden: bot was blocked by the user", retryable=False)])
+    (report,) = await send_due_digests(store, notifiers(notifier), Renderer())
+    assert report.paused and not report.sent
+    subscriber = store.get_subscriber("console:ada")
+    assert subscriber is not None and subscriber.status == SubscriberStatus.PAUSED
+    assert subscriber.status_reason == "Forbidden: bot was blocked by the user"
+    assert len(store.pending_matches(subscriber_id)) == 2
+    assert [d.state for d in store.digests_of(subscriber_id)] == [DigestState.FAILED]
+    assert await send_due_digests(store, notifiers(notifier), Renderer(), force=True) == []  # paused
+
+    resume(store, "console:ada")
+    store.save_versions([paper("2611.09999")])
+    match_new(store)
+    (again,) = await send_due_digests(store, notifiers(notifier), Renderer())
+    assert again.sent and again.items == 3
+
+
+async def test_a_moved_chat_is_followed(store: Store) -> None:
+    seed(store, "console:old-group")
+    notifier = ScriptedNotifier([SendResult(platform_id="1", moved_to="console:new-supergroup")])
+    (report,) = await send_due_digests(store, notifiers(notifier), Renderer())
+    assert report.sent
+    assert store.get_subscriber("console:old-group") is None
+    assert store.get_subscriber("console:new-supergroup") is not None
+
+
+async def test_a_retry_resumes_after_the_parts_already_delivered(store: Store) -> None:
+    subscriber_id = seed(store)
+    partial = DeliveryError("429 after two parts", retryable=True, retry_after=1, delivered_parts=2)
+    notifier = ScriptedNotifier([partial, SendResult(platform_id="p3", parts=2)])
+    await send_due_digests(store, notifiers(notifier), Renderer())
+    (report,) = await send_due_digests(store, notifiers(notifier), Renderer(), force=True)
+    assert report.sent
+    assert notifier.sent[-1][1].skip_parts == 2
+    (digest,) = store.digests_of(subscriber_id)
+    assert digest.parts_sent == 4
+
+
+async def test_an_adapter_crash_is_recorded_as_retryable_and_others_still_go_out(store: Store) -> None:
+    seed(store, "console:a")
+    follow(store, "console:b", "cat:cs.DC", schedule="instant")
+    store.save_versions([paper("2611.08888")])
+    match_new(store)
+    notifier = ScriptedNotifier([RuntimeError("bug in adapter")])
+    reports = await send_due_digests(store, notifiers(notifier), Renderer())
+    assert sorted((r.address, r.sent) for r in reports) == [("console:a", False), ("console:b", True)]
+    failed = next(r for r in reports if not r.sent)
+    assert failed.error is not None and "unexpected error in the console adapter" in failed.error
+
+
+async def test_no_notifier_for_a_channel_keeps_matches_unplanned(store: Store) -> None:
+    subscriber_id = seed(store, "email:ada@example.org")
+    assert await send_due_digests(store, notifiers(ScriptedNotifier()), Renderer(), force=True) == []
+    assert store.digests_of(subscriber_id) == []
+    assert len(store.pending_matches(subscriber_id)) == 2
+    assert store.status().pending_matches == 2
+
+
+@pytest.mark.parametrize("instant", [True, False])
+async def test_between_slots_only_instant_matches_leave(store: Store, instant: bool) -> None:
+    follow(store, "console:ada", "cat:cs.DC", schedule="weekly sun 03:00", instant=instant)
+    store.save_versions([paper("2611.00001")])
+    match_new(store)
+    notifier = ScriptedNotifier()
+    reports = await send_due_digests(store, notifiers(notifier), Renderer())
+    assert [r.items for r in reports] == ([1] if instant else [])

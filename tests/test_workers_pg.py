@@ -1,0 +1,131 @@
+"""Three `papertrail worker` processes share one PostgreSQL database: 3,000 due digests, each sent once."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlmodel import SQLModel
+
+from core.migrate import migrate
+from core.models import DigestState, utcnow
+from core.store import Store, make_engine
+
+# SQLModel tables as SQLAlchemy Core tables, for bulk inserts.
+PAPER, VERSION, SUBSCRIBER, MATCH, DIGEST = (
+    SQLModel.metadata.tables[name] for name in ("paper", "version", "subscriber", "match", "digest")
+)
+SUBSCRIBERS = 3000
+WORKERS = 3
+
+
+def seed_due_digests(store: Store, count: int) -> None:
+    """``count`` instant subscribers, each with one unsent match, inserted in bulk."""
+    now = utcnow()
+    with store.engine.begin() as conn:
+        conn.execute(sa.insert(PAPER), [{"id": "2611.00001", "latest_version": 1, "first_seen_at": now}])
+        version_id = conn.execute(
+            sa.insert(VERSION).returning(VERSION.c.id),
+            [
+                {
+                    "paper_id": "2611.00001",
+                    "number": 1,
+                    "title": "Asynchronous rollouts",
+                    "abstract": "An abstract.",
+                    "authors": ["Ada Lovelace"],
+                    "categories": ["cs.DC"],
+                    "announce_type": "new",
+                    "source": "arxiv-rss",
+                    "first_seen_at": now,
+                    "matched_at": now,
+                }
+            ],
+        ).scalar_one()
+        conn.execute(
+            sa.insert(SUBSCRIBER),
+            [
+                {
+                    "address": f"console:s{n:05d}",
+                    "timezone": "UTC",
+                    "schedule": "instant",
+                    "status": "active",
+                    "created_at": now,
+                    "failures": 0,
+                }
+                for n in range(count)
+            ],
+        )
+        ids = [row[0] for row in conn.execute(sa.select(SUBSCRIBER.c.id))]
+        conn.execute(
+            sa.insert(MATCH),
+            [
+                {
+                    "subscriber_id": sid,
+                    "version_id": version_id,
+                    "follow_ids": [],
+                    "reasons": ["category cs.DC"],
+                    "created_at": now,
+                    "instant": False,
+                }
+                for sid in ids
+            ],
+        )
+
+
+@pytest.fixture
+def pg_store(postgres_url: str) -> Iterator[Store]:
+    engine = make_engine(postgres_url)
+    migrate(engine)
+    yield Store(engine)
+    engine.dispose()
+
+
+def test_three_workers_send_every_digest_exactly_once(
+    pg_store: Store, postgres_url: str, tmp_path: Path
+) -> None:
+    seed_due_digests(pg_store, SUBSCRIBERS)
+    env = {
+        **os.environ,
+        "PAPERTRAIL_DATABASE_URL": postgres_url,
+        "PAPERTRAIL_CONFIG": str(tmp_path / "none.toml"),
+        "PAPERTRAIL_WORKER_BATCH": "50",
+    }
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "papertrail", "worker", "--until-idle", "--name", f"w{n}"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(WORKERS)
+    ]
+    outputs = [worker.communicate(timeout=240) for worker in workers]
+    for worker, (_, stderr) in zip(workers, outputs, strict=True):
+        assert worker.returncode == 0, stderr[-2000:]
+
+    deliveries = Counter(
+        address
+        for stdout, _ in outputs
+        for address in re.findall(r"^--- digest for (\S+) ---$", stdout, re.M)
+    )
+    assert len(deliveries) == SUBSCRIBERS
+    assert set(deliveries.values()) == {1}, [a for a, n in deliveries.items() if n > 1][:10]
+    per_worker = [len(re.findall(r"^--- digest for ", stdout, re.M)) for stdout, _ in outputs]
+    assert sum(per_worker) == SUBSCRIBERS
+
+    with pg_store.engine.connect() as conn:
+        states: dict[str, int] = dict(
+            conn.execute(sa.select(DIGEST.c.state, sa.func.count()).group_by("state")).all()
+        )
+        unsent = conn.execute(
+            sa.select(sa.func.count()).select_from(MATCH).where(MATCH.c.digest_id.is_(None))
+        ).scalar_one()
+    assert states == {DigestState.SENT: SUBSCRIBERS} and unsent == 0
