@@ -365,6 +365,22 @@ def retry(
     out.print(f"re-queued {count} dead-lettered digest(s); they go out with the next digest pass")
 
 
+@app.command(name="webhook-secret")
+def webhook_secret_command(
+    url: Annotated[str, typer.Argument(help="The webhook URL as registered (after webhook:).")],
+) -> None:
+    """Print the signing secret to give the receiver at URL (derived from PAPERTRAIL_SECRET_KEY)."""
+    from notifiers.webhook import webhook_secret
+
+    settings = _settings()
+    if not settings.secret_key:
+        raise _fail(
+            "set PAPERTRAIL_SECRET_KEY first: webhook digests are signed with a secret derived from it"
+        )
+    key = settings.secret_key.get_secret_value()
+    sys.stdout.write(webhook_secret(key, url.removeprefix("webhook:")) + "\n")
+
+
 def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
 
