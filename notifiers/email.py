@@ -1,17 +1,34 @@
 """Email notifier: multipart/alternative (plain text + HTML) over SMTP, with optional STARTTLS and login.
 
-smtplib is synchronous, so each send runs in a worker thread. Every smtplib and socket failure is
-translated here into one DeliveryError that says whether trying again can help.
+One SMTP connection serves many recipients: opening a session (TCP, greeting, EHLO, STARTTLS, AUTH) costs
+several round trips, and servers limit how often a client may connect. smtplib is synchronous and an
+``smtplib.SMTP`` object is not thread-safe, so every smtplib call runs in one dedicated worker thread:
+sends queue up in front of it and use the session strictly one after another (the single thread is the
+lock). A dedicated thread rather than ``asyncio.to_thread`` also keeps twenty queued digests from
+occupying the event loop's shared default pool, which is only a handful of threads on a small machine.
+
+Every smtplib and socket failure is translated here into one DeliveryError that says whether trying
+again can help and which setting to check.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import re
 import smtplib
 import ssl
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from email import policy
+from email.headerregistry import Address
 from email.message import EmailMessage
-from email.utils import formatdate, make_msgid
-from typing import ClassVar
+from email.utils import format_datetime, make_msgid, parseaddr
+from typing import ClassVar, TypeVar
+from urllib.parse import quote, urlsplit
 
 import css_inline
 
@@ -22,25 +39,102 @@ from core.values import Message, SendResult
 
 # Format: multipart/alternative. Limit: none in the protocol; PAPERTRAIL_DIGEST_MAX_ITEMS caps digests.
 
+log = logging.getLogger(__name__)
+
+# Close the connection after this many seconds without a send. The digests of one delivery pass follow
+# each other within a second, so a few seconds keep one session for a whole pass; between passes
+# (PAPERTRAIL_DIGEST_CHECK_SECONDS apart, a minute by default) an idle session would only hold one of the
+# server's limited connection slots until the server drops it on its own timeout, mid-conversation.
+IDLE_CLOSE_SECONDS = 5.0
+
+# Bodies are encoded with the usual 78-character lines and 7-bit transfer encodings (quoted-printable
+# where the text is not ASCII), which every server accepts without the 8BITMIME extension.
+_BODY_POLICY = policy.SMTP.clone(cte_type="7bit")
+# Headers go on the wire with lines of up to RFC 5322's hard limit of 998 characters: the default 78
+# makes the email package fold a long List-Unsubscribe URL into RFC 2047 encoded words, which mail
+# clients do not decode in that header, so the unsubscribe button would silently break.
+_WIRE_POLICY = policy.SMTP.clone(max_line_length=998)
+
+# A URI inside List-Unsubscribe's angle brackets: RFC 3986 characters without the comma (RFC 2369 needs
+# commas escaped) — no space, CR, LF, '<' or '>' that could end the header or the bracket.
+_SAFE_URI = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+;=%]+")
+
+_T = TypeVar("_T")
+
+
+def list_unsubscribe_headers(unsubscribe_url: str, mailto: str) -> dict[str, str]:
+    """``List-Unsubscribe`` (RFC 2369) and, with an https link, ``List-Unsubscribe-Post`` (RFC 8058).
+
+    ``unsubscribe_url`` is the signed link the renderer made for this recipient; it is listed when it is
+    https (one-click needs https), and its last path segment, the token, goes into the subject of the
+    mailto: variant so that whoever processes that mailbox can check it with :func:`core.tokens.verify`.
+    ``mailto`` is the bare address (or ``mailto:`` URI) from ``PAPERTRAIL_UNSUBSCRIBE_MAILTO``. A value
+    that could break out of the header or its angle brackets is left out.
+    """
+    url = unsubscribe_url.strip()
+    usable = url.startswith(("https://", "http://")) and bool(_SAFE_URI.fullmatch(url))
+    https = usable and url.startswith("https://")
+    token = urlsplit(url).path.rpartition("/")[2] if usable else ""
+    uris = [url] if https else []
+    target = mailto.strip().removeprefix("mailto:")
+    if target:
+        subject = f"unsubscribe {token}".strip()
+        uri = f"mailto:{target}?subject={quote(subject, safe='')}"
+        if "@" in target and _SAFE_URI.fullmatch(uri):
+            uris.append(uri)
+    headers: dict[str, str] = {}
+    if uris:
+        headers["List-Unsubscribe"] = ", ".join(f"<{uri}>" for uri in uris)
+    if https:
+        # One-click: the mailbox provider POSTs "List-Unsubscribe=One-Click" to the https URI itself.
+        headers["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"
+    return headers
+
 
 class EmailNotifier:
-    """Sends digests through the SMTP server named by ``PAPERTRAIL_SMTP_*``."""
+    """Sends digests through the SMTP server named by ``PAPERTRAIL_SMTP_*``, one session for many sends.
+
+    ``smtp_factory`` returns a connected ``smtplib.SMTP`` (an ``SMTP_SSL`` for implicit TLS, or a client
+    with a fixed EHLO name in tests); by default ``smtplib.SMTP(host, port, timeout=...)``. ``idle_close``
+    is how long an unused session stays open.
+    """
 
     channel: ClassVar[str] = "email"
     max_length: ClassVar[int | None] = None
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        smtp_factory: Callable[[], smtplib.SMTP] | None = None,
+        idle_close: float = IDLE_CLOSE_SECONDS,
+    ) -> None:
         self.settings = settings
+        self.idle_close = idle_close
+        self._factory = smtp_factory or self._default_smtp
+        self._where = f"{settings.smtp_host}:{settings.smtp_port}"
+        self._from_header = one_line(settings.smtp_from)
+        self._from_addr = parseaddr(self._from_header)[1]
+        self._msgid_domain = self._from_addr.rpartition("@")[2] or "papertrail.invalid"
+        # Everything below is touched only in the worker thread (the idle timer hands its work over).
+        self._executor: ThreadPoolExecutor | None = None
+        self._smtp: smtplib.SMTP | None = None
+        self._sends = 0
+        self._idle_timer: threading.Timer | None = None
 
     def build(self, address: str, message: Message) -> EmailMessage:
-        """The MIME message for one recipient."""
-        mail = EmailMessage()
-        mail["From"] = self.settings.smtp_from
-        mail["To"] = address
+        """The MIME message for one recipient; raises DeliveryError (permanent) for an unusable address."""
+        mail = EmailMessage(policy=_BODY_POLICY)
+        mail["From"] = self._from_header
+        mail["To"] = _recipient(address)
         mail["Subject"] = one_line(message.subject)
-        mail["Date"] = formatdate(localtime=False)
-        mail["Message-ID"] = make_msgid(domain=self.settings.smtp_from.rpartition("@")[2].strip("> ") or None)
+        mail["Date"] = format_datetime(datetime.now(UTC))
+        mail["Message-ID"] = make_msgid(domain=self._msgid_domain)
+        # RFC 3834: vacation responders and the like must not answer automatic mail.
         mail["Auto-Submitted"] = "auto-generated"
+        headers = list_unsubscribe_headers(message.unsubscribe_url, self.settings.unsubscribe_mailto)
+        for name, value in headers.items():
+            mail[name] = value
         mail.set_content(message.text)
         if message.html:
             # Mail clients drop <style> blocks: inline the CSS into style attributes.
@@ -49,47 +143,262 @@ class EmailNotifier:
 
     async def send(self, address: str, message: Message) -> SendResult:
         """Deliver one digest; raises DeliveryError (retryable unless the server rejects the recipient)."""
+        if message.skip_parts >= 1:
+            # An email is one part: an earlier attempt already delivered it.
+            return SendResult(platform_id=None, parts=1)
         if not self.settings.smtp_host:
             raise DeliveryError(
                 "email is not configured: set PAPERTRAIL_SMTP_HOST (and _PORT, _FROM); digests stay pending",
                 retryable=True,
             )
         mail = self.build(address, message)
-        await asyncio.to_thread(self._deliver, address, mail)
-        return SendResult(platform_id=str(mail["Message-ID"]))
+        await self._in_worker(self._deliver, address, mail)
+        return SendResult(platform_id=str(mail["Message-ID"]), parts=1)
 
     async def aclose(self) -> None:
-        """Nothing held between sends yet."""
+        """Say QUIT to the server and stop the worker thread; a later send starts afresh."""
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        await asyncio.get_running_loop().run_in_executor(executor, self._close)
+        executor.shutdown(wait=False)
+
+    async def _in_worker(self, func: Callable[..., _T], *args: object) -> _T:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="papertrail-smtp")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, func, *args)
+
+    # --- everything below runs in the worker thread ---
+
+    def _default_smtp(self) -> smtplib.SMTP:
+        s = self.settings
+        return smtplib.SMTP(s.smtp_host or "", s.smtp_port, timeout=s.smtp_timeout)
 
     def _deliver(self, address: str, mail: EmailMessage) -> None:
-        s = self.settings
-        where = f"{s.smtp_host}:{s.smtp_port}"
+        smtp = self._session()
         try:
-            with smtplib.SMTP(s.smtp_host or "", s.smtp_port, timeout=s.smtp_timeout) as smtp:
-                if s.smtp_starttls:
-                    smtp.starttls(context=ssl.create_default_context())
-                if s.smtp_user:
-                    password = s.smtp_password.get_secret_value() if s.smtp_password else ""
-                    smtp.login(s.smtp_user, password)
-                smtp.send_message(mail, to_addrs=[address])
-        except smtplib.SMTPRecipientsRefused as exc:
-            code, reply = next(iter(exc.recipients.values()), (0, b""))
-            detail = reply.decode("utf-8", "replace") if isinstance(reply, bytes) else str(reply)
+            options = _mail_options(smtp, address)
+            data = mail.as_bytes(policy=_WIRE_POLICY.clone(utf8=True) if options else _WIRE_POLICY)
+            smtp.sendmail(self._from_addr, [address], data, options)
+        except smtplib.SMTPServerDisconnected as exc:
+            self._drop()
             raise DeliveryError(
-                f"SMTP server {where} refused recipient {address}: {code} {detail}",
-                retryable=code < 500,
-            ) from exc
-        except smtplib.SMTPAuthenticationError as exc:
-            raise DeliveryError(
-                f"SMTP login to {where} failed ({exc.smtp_code}); check PAPERTRAIL_SMTP_USER and _PASSWORD",
+                f"SMTP server {self._where} closed the connection during the send; will retry",
                 retryable=True,
             ) from exc
-        except smtplib.SMTPResponseException as exc:
-            detail = exc.smtp_error.decode("utf-8", "replace") if isinstance(exc.smtp_error, bytes) else ""
+        except smtplib.SMTPException as exc:
+            # smtplib has reset the transaction (RSET) or, after a 421, closed the connection itself.
+            if smtp.sock is None:
+                self._smtp = None
+            raise self._translate(exc, address) from exc
+        except OSError as exc:
+            self._drop()
             raise DeliveryError(
-                f"SMTP server {where} answered {exc.smtp_code} {detail}", retryable=exc.smtp_code < 500
+                f"the connection to SMTP server {self._where} failed during the send ({exc}); will retry",
+                retryable=True,
+            ) from exc
+        finally:
+            # Whatever happened, an open session must not outlive the idle period.
+            self._sends += 1
+            self._arm_idle_timer()
+
+    def _session(self) -> smtplib.SMTP:
+        """The open session if the server still answers NOOP with 250, else a new one."""
+        if self._smtp is not None:
+            try:
+                code, _ = self._smtp.noop()
+            except (smtplib.SMTPException, OSError):
+                code = 0
+            if code == 250:
+                return self._smtp
+            log.info(
+                "SMTP server %s closed the session (NOOP: %s); reconnecting", self._where, code or "none"
+            )
+            self._drop()
+        self._smtp = self._open()
+        return self._smtp
+
+    def _open(self) -> smtplib.SMTP:
+        s = self.settings
+        try:
+            smtp = self._factory()
+        except smtplib.SMTPConnectError as exc:
+            raise DeliveryError(
+                f"SMTP server {self._where} refused the connection: {exc.smtp_code} {_text(exc.smtp_error)}"
+                "; will retry",
+                retryable=True,
             ) from exc
         except (smtplib.SMTPException, OSError) as exc:
             raise DeliveryError(
-                f"cannot reach SMTP server {where}: {exc!r}; check PAPERTRAIL_SMTP_HOST/_PORT", retryable=True
+                f"cannot reach SMTP server {self._where} ({exc}); "
+                "check PAPERTRAIL_SMTP_HOST and PAPERTRAIL_SMTP_PORT",
+                retryable=True,
             ) from exc
+        try:
+            self._greet(smtp)
+            if s.smtp_starttls:
+                self._starttls(smtp)
+            if s.smtp_user:
+                self._login(smtp, s.smtp_user)
+        except BaseException:
+            smtp.close()
+            raise
+        log.debug("opened SMTP session with %s", self._where)
+        return smtp
+
+    def _greet(self, smtp: smtplib.SMTP) -> None:
+        try:
+            smtp.ehlo_or_helo_if_needed()
+        except (smtplib.SMTPException, OSError) as exc:
+            raise self._translate(exc, "") from exc
+
+    def _starttls(self, smtp: smtplib.SMTP) -> None:
+        try:
+            smtp.starttls(context=ssl.create_default_context())
+        except smtplib.SMTPNotSupportedError as exc:
+            raise DeliveryError(
+                f"SMTP server {self._where} does not offer STARTTLS; "
+                "set PAPERTRAIL_SMTP_STARTTLS=false or use a server that does",
+                retryable=True,
+            ) from exc
+        except ssl.SSLError as exc:
+            raise DeliveryError(
+                f"TLS with SMTP server {self._where} failed ({exc.reason or exc}); check its certificate "
+                "and PAPERTRAIL_SMTP_HOST (the name must match the certificate)",
+                retryable=True,
+            ) from exc
+        except (smtplib.SMTPException, OSError) as exc:
+            raise self._translate(exc, "") from exc
+
+    def _login(self, smtp: smtplib.SMTP, user: str) -> None:
+        secret = self.settings.smtp_password
+        password = secret.get_secret_value() if secret else ""
+        try:
+            smtp.login(user, password)
+        except smtplib.SMTPAuthenticationError as exc:
+            # The server's reply names the failure; scrub the password in case a server echoes it.
+            detail = (
+                _text(exc.smtp_error).replace(password, "********") if password else _text(exc.smtp_error)
+            )
+            raise DeliveryError(
+                f"SMTP login to {self._where} as {user!r} failed: {exc.smtp_code} {detail}; "
+                "check PAPERTRAIL_SMTP_USER and PAPERTRAIL_SMTP_PASSWORD",
+                retryable=True,
+            ) from exc
+        except smtplib.SMTPNotSupportedError as exc:
+            raise DeliveryError(
+                f"SMTP server {self._where} does not offer AUTH on this connection (many offer it only "
+                "after STARTTLS: set PAPERTRAIL_SMTP_STARTTLS=true), or unset PAPERTRAIL_SMTP_USER",
+                retryable=True,
+            ) from exc
+        except (smtplib.SMTPException, OSError) as exc:
+            raise self._translate(exc, "") from exc
+
+    def _translate(self, exc: Exception, address: str) -> DeliveryError:
+        """One DeliveryError for an SMTP reply: 4xx may pass, 5xx about the recipient will not."""
+        where = self._where
+        if isinstance(exc, smtplib.SMTPRecipientsRefused):
+            code, reply = next(iter(exc.recipients.values()), (0, b""))
+            advice = "will retry" if code < 500 else "check the address; `papertrail resume` re-activates it"
+            return DeliveryError(
+                f"SMTP server {where} refused recipient {address}: {code} {_text(reply)}; {advice}",
+                retryable=code < 500,
+            )
+        if isinstance(exc, smtplib.SMTPSenderRefused):
+            # Our own From address: the operator's setting, not the subscriber's fault; never pause for it.
+            return DeliveryError(
+                f"SMTP server {where} refused the sender {exc.sender}: {exc.smtp_code} "
+                f"{_text(exc.smtp_error)}; check PAPERTRAIL_SMTP_FROM (and that PAPERTRAIL_SMTP_USER may "
+                "send as it)",
+                retryable=True,
+            )
+        if isinstance(exc, smtplib.SMTPResponseException):
+            code = exc.smtp_code
+            what = "rejected the message to " + address if address else "answered"
+            return DeliveryError(
+                f"SMTP server {where} {what}: {code} {_text(exc.smtp_error)}"
+                + ("; will retry" if code < 500 else ""),
+                retryable=code < 500,
+            )
+        return DeliveryError(f"SMTP with {where} failed ({exc}); will retry", retryable=True)
+
+    def _arm_idle_timer(self) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        self._idle_timer = threading.Timer(self.idle_close, self._on_idle, args=(self._sends,))
+        self._idle_timer.daemon = True
+        self._idle_timer.start()
+
+    def _on_idle(self, sends: int) -> None:
+        # Runs in the timer's thread: hand the closing to the worker thread, which owns the session.
+        executor = self._executor
+        if executor is None:
+            return
+        # RuntimeError: aclose() shut the worker down meanwhile, and closed the session itself.
+        with contextlib.suppress(RuntimeError):
+            executor.submit(self._close_if_idle, sends)
+
+    def _close_if_idle(self, sends: int) -> None:
+        if sends == self._sends:  # no send since the timer was armed
+            log.debug("closing idle SMTP session with %s", self._where)
+            self._close()
+
+    def _close(self) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+        smtp, self._smtp = self._smtp, None
+        if smtp is None:
+            return
+        try:
+            smtp.quit()
+        except (smtplib.SMTPException, OSError):
+            smtp.close()
+
+    def _drop(self) -> None:
+        """Forget a session the server has closed, without talking to it."""
+        smtp, self._smtp = self._smtp, None
+        if smtp is not None:
+            smtp.close()
+
+
+def _recipient(address: str) -> Address:
+    """The To address, validated: no display name, no second address, nothing that could end the header."""
+    try:
+        if any(not ch.isprintable() or ch.isspace() for ch in address):
+            raise ValueError("contains spaces or control characters")
+        # The parser accepts only ASCII; check the shape of an internationalised address (RFC 6531) on an
+        # ASCII stand-in and build it from its parts.
+        checked = Address(addr_spec="".join(ch if ch.isascii() else "x" for ch in address))
+        if not checked.domain:
+            raise ValueError("has no domain")
+        if address.isascii():
+            return checked
+        local, _, domain = address.rpartition("@")
+        if local.startswith('"'):
+            raise ValueError("quoted non-ASCII local part")
+        return Address(username=local, domain=domain)
+    except (ValueError, IndexError) as exc:
+        raise DeliveryError(
+            f"{one_line(address)!r} is not a usable email address ({exc}); "
+            "subscribe the corrected address instead",
+            retryable=False,
+        ) from exc
+
+
+def _mail_options(smtp: smtplib.SMTP, address: str) -> list[str]:
+    """SMTPUTF8 (RFC 6531) for a recipient whose address is not ASCII, when the server offers it."""
+    if address.isascii():
+        return []
+    if not smtp.has_extn("smtputf8"):
+        raise DeliveryError(
+            f"the SMTP server does not offer SMTPUTF8, which the address {address} needs",
+            retryable=False,
+        )
+    return ["SMTPUTF8", "BODY=8BITMIME"]
+
+
+def _text(reply: bytes | str) -> str:
+    """A server reply as one printable line."""
+    text = reply.decode("utf-8", "replace") if isinstance(reply, bytes) else str(reply)
+    return one_line(text)

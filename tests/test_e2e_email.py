@@ -6,6 +6,7 @@ import re
 from datetime import timedelta
 from email.message import EmailMessage
 
+from core import tokens
 from core.config import Settings
 from core.digests import send_due_digests
 from core.follows import follow
@@ -18,6 +19,8 @@ from ingest.http import HttpClient
 from notifiers.registry import build_notifiers
 from tests.conftest import BIG_FEED
 from tests.servers import Reply, feed_server, smtp_sink
+
+KEY = "e2e-secret"
 
 
 def recorded_items() -> list[tuple[str, int, list[str]]]:
@@ -58,17 +61,24 @@ async def test_digests_by_email(sqlite_store: Store) -> None:
             smtp_port=port,
             smtp_from="PaperTrail <alerts@papertrail.test>",
             digest_max_items=500,
+            unsubscribe_mailto="unsubscribe@papertrail.test",
         )
         async with HttpClient(settings.user_agent, timeout=10) as http:
             report = await ingest_once(sqlite_store, ArxivRssSource(http, feed.url))
         assert report.matches == 2 * len(want_dc) + len(want_cr)
 
         notifiers = build_notifiers(settings)
-        renderer = Renderer(max_items=settings.digest_max_items)
-        # Not due yet: the default schedule is daily 08:00 and the subscribers signed up just now.
-        assert await send_due_digests(sqlite_store, notifiers, renderer) == []
-        reports = await send_due_digests(sqlite_store, notifiers, renderer, force=True)
-        assert await send_due_digests(sqlite_store, notifiers, renderer, force=True) == []
+        renderer = Renderer(
+            max_items=settings.digest_max_items, secret_key=KEY, public_url="https://papertrail.test"
+        )
+        try:
+            # Not due yet: the default schedule is daily 08:00 and the subscribers signed up just now.
+            assert await send_due_digests(sqlite_store, notifiers, renderer) == []
+            reports = await send_due_digests(sqlite_store, notifiers, renderer, force=True)
+            assert await send_due_digests(sqlite_store, notifiers, renderer, force=True) == []
+        finally:
+            for notifier in notifiers.values():
+                await notifier.aclose()
 
     by_address = {r.address: r for r in reports}
     assert by_address["email:ada@example.org"].sent and by_address["email:bob@example.org"].sent
@@ -99,6 +109,15 @@ async def test_digests_by_email(sqlite_store: Store) -> None:
         assert "New papers" in plain and ("Revisions" in plain) == bool(revisions)
         assert "<style" not in html and 'style="' in html  # CSS inlined
         assert "Why: category cs." in plain
+        # Signed one-click unsubscribe for exactly this recipient, in the headers and in the footer.
+        https, mailto = re.findall(r"<([^<>]+)>", message["List-Unsubscribe"])
+        token = https.rpartition("/")[2]
+        assert https.startswith("https://papertrail.test/unsubscribe/")
+        assert tokens.verify(KEY, tokens.UNSUBSCRIBE, token) == f"email:{rcpt}"
+        assert mailto == f"mailto:unsubscribe@papertrail.test?subject=unsubscribe%20{token}"
+        assert message["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
+        assert f"Unsubscribe: {https}" in plain and f'href="{https}"' in html
+        assert "Manage your follows: https://papertrail.test/manage/" in plain
 
 
 async def test_cap_ends_with_and_n_more(sqlite_store: Store) -> None:
@@ -122,7 +141,7 @@ async def test_follow_added_later_does_not_flood(sqlite_store: Store) -> None:
     from core.service import match_new
 
     assert match_new(sqlite_store) == 0
-    assert sqlite_store.subscribers_with_pending(utcnow() + timedelta(days=1)) == []
+    assert sqlite_store.subscribers_to_plan(utcnow() + timedelta(days=1)) == []
 
 
 async def test_unreachable_smtp_keeps_matches_pending(sqlite_store: Store) -> None:

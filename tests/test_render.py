@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from pathlib import Path
 
+import css_inline
 import pytest
 
+from core import tokens
 from core.config import Settings
-from core.render import Renderer, digest_subject
+from core.render import CUT, Renderer, digest_subject
 from core.values import DigestItem, Message
 from ingest.arxiv_rss_parse import parse_feed
 from notifiers.console import ConsoleNotifier
 from notifiers.email import EmailNotifier
 from tests.conftest import BIG_FEED
+from tests.hostile import hostile_items, many_items
 
 GOLDEN = Path(__file__).with_name("golden")
 UPDATE = os.environ.get("PAPERTRAIL_UPDATE_GOLDEN") == "1"
@@ -97,3 +101,66 @@ def test_email_subject_cannot_inject_headers() -> None:
     mail = EmailNotifier(Settings()).build("ada@example.org", message)
     assert mail["Subject"] == "Hello Bcc: victim@example.org"
     assert mail["Bcc"] is None
+
+
+def signed_renderer() -> Renderer:
+    """The renderer the golden files with links are made with."""
+    return Renderer(secret_key="test-key", public_url="https://papertrail.example")
+
+
+@pytest.mark.parametrize(
+    ("name", "items"), [("email_hostile", hostile_items()), ("email_many", many_items(500))]
+)
+def test_golden_email_with_links(name: str, items: list[DigestItem]) -> None:
+    message = signed_renderer().render("email", items, "ada@example.org")
+    assert message.html is not None
+    check_golden(f"{name}.txt", message.text)
+    check_golden(f"{name}.html", message.html)
+    for body in (message.text, message.html):
+        assert f"/unsubscribe/{tokens.sign('test-key', tokens.UNSUBSCRIBE, 'email:ada@example.org')}" in body
+        assert f"/manage/{tokens.sign('test-key', tokens.MANAGE, 'email:ada@example.org')}" in body
+        assert "ada@example.org" in body
+    assert "Manage your follows" in message.html and ">Unsubscribe</a>" in message.html
+
+
+def test_hostile_email_is_inert() -> None:
+    message = signed_renderer().render("email", hostile_items(), "ada@example.org")
+    assert message.html is not None
+    for html in (message.html, css_inline.inline(message.html)):
+        lowered = html.lower()
+        for raw in ("<script", "<b>", "<img", "<i>", "<lovelace>"):
+            assert raw not in lowered, raw
+        assert re.search(r"<a\b[^>]*evil", lowered) is None  # no live link to the attacker
+        assert "&lt;script&gt;" in html and "&lt;img src=x onerror=alert(1)&gt;" not in html
+    for text in (message.text, message.html):
+        assert not any(ch in text for ch in "\x00\x1b" + CUT)
+    # Revisions list what changed, new papers do not.
+    assert "changed: title, comment, journal-ref" in message.text
+    assert "changed: authors" in message.text and message.text.count("changed:") == 2
+    assert '<p class="changed">changed: title, comment, journal-ref</p>' in message.html
+    assert message.text.index("New papers (3)") < message.text.index("Revisions (2)")
+
+
+def test_hostile_email_headers_are_single_lines() -> None:
+    message = signed_renderer().render("email", hostile_items(), "ada@example.org")
+    settings = Settings(unsubscribe_mailto="unsubscribe@papertrail.example")
+    mail = EmailNotifier(settings).build("ada@example.org", message)
+    assert mail["List-Unsubscribe"] and mail["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
+    for name, value in mail.items():
+        assert "\r" not in str(value) and "\n" not in str(value), name
+
+
+def test_many_items_are_capped_with_a_count() -> None:
+    message = signed_renderer().render("email", many_items(500), "ada@example.org")
+    assert message.text.count("https://arxiv.org/abs/") == 50
+    assert "…and 450 more not shown" in message.text and "…and 450 more not shown" in (message.html or "")
+
+
+def test_plain_digest_blocks_cut_between_items() -> None:
+    message = signed_renderer().render("email", hostile_items(), "ada@example.org")
+    header, *items, footer = message.text_blocks
+    assert header.startswith("PaperTrail: 3 new papers, 2 revisions") and "* " not in header
+    assert [block.count("\n* ") for block in items] == [1] * 5
+    assert items[0].startswith("\nNew papers (3)") and items[3].startswith("\nRevisions (2)")
+    assert footer.startswith("\n--\nPaperTrail digest for ada@example.org")
+    assert "".join(message.text_blocks) == message.text
