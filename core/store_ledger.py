@@ -417,6 +417,20 @@ class LedgerQueries:
         pending.sort(key=lambda p: (p.item.is_revision, p.item.arxiv_id, p.item.version))
         return pending
 
+    def pending_by_channel(self) -> dict[str, int]:
+        """Matches in no digest yet, counted per channel (the part of the address before the colon)."""
+        with self.session() as session:
+            rows = session.execute(
+                sa.select(col(Subscriber.address), sa.func.count())
+                .join(Match, col(Match.subscriber_id) == col(Subscriber.id))
+                .where(col(Match.digest_id).is_(None))
+                .group_by(col(Subscriber.address))
+            ).all()
+        counts: dict[str, int] = defaultdict(int)
+        for address, pending in rows:
+            counts[address.partition(":")[0]] += int(pending)
+        return dict(counts)
+
     def digests_of(self, subscriber_id: int) -> list[Digest]:
         """All digests of a subscriber, oldest first."""
         with self.session() as session:

@@ -20,6 +20,7 @@ import re
 import smtplib
 import ssl
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -46,6 +47,8 @@ log = logging.getLogger(__name__)
 # (PAPERTRAIL_DIGEST_CHECK_SECONDS apart, a minute by default) an idle session would only hold one of the
 # server's limited connection slots until the server drops it on its own timeout, mid-conversation.
 IDLE_CLOSE_SECONDS = 5.0
+# A session used less than this long ago is trusted without a NOOP round trip first.
+NOOP_AFTER_IDLE_SECONDS = 1.0
 
 # Bodies are encoded with the usual 78-character lines and 7-bit transfer encodings (quoted-printable
 # where the text is not ASCII), which every server accepts without the 8BITMIME extension.
@@ -120,6 +123,7 @@ class EmailNotifier:
         self._executor: ThreadPoolExecutor | None = None
         self._smtp: smtplib.SMTP | None = None
         self._sends = 0
+        self._last_used = 0.0
         self._idle_timer: threading.Timer | None = None
 
     def build(self, address: str, message: Message) -> EmailMessage:
@@ -199,11 +203,18 @@ class EmailNotifier:
             ) from exc
         finally:
             # Whatever happened, an open session must not outlive the idle period.
+            self._last_used = time.monotonic()
             self._sends += 1
             self._arm_idle_timer()
 
     def _session(self) -> smtplib.SMTP:
-        """The open session if the server still answers NOOP with 250, else a new one."""
+        """The open session, checked with NOOP when it sat idle a while, else a new one.
+
+        Within a burst (the digests of one pass) the NOOP round trip is skipped: the server just answered
+        the previous mail, and a session it drops mid-burst fails that one send as retryable.
+        """
+        if self._smtp is not None and time.monotonic() - self._last_used < NOOP_AFTER_IDLE_SECONDS:
+            return self._smtp
         if self._smtp is not None:
             try:
                 code, _ = self._smtp.noop()

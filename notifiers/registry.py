@@ -1,16 +1,51 @@
-"""The notifier registry: which adapter serves which address scheme."""
+"""The notifier registry: which adapter serves which address scheme.
+
+A channel is registered only when it is configured (a token, an SMTP host, a signing key, the optional
+library): a subscriber on an unconfigured channel keeps its matches pending until a process that can
+deliver them runs, instead of burning through retries and dead-lettering.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 from typing import TextIO
 
 from core.config import Settings
 from core.delivery import Notifier
+from notifiers.apprise import AppriseNotifier
 from notifiers.console import ConsoleNotifier
 from notifiers.email import EmailNotifier
+from notifiers.slack import SlackNotifier
+from notifiers.slack_webhook import SlackWebhookNotifier
+from notifiers.telegram import TelegramNotifier
+from notifiers.webhook import WebhookNotifier
 
 
 def build_notifiers(settings: Settings, *, console: TextIO | None = None) -> dict[str, Notifier]:
-    """Every notifier this build has, keyed by channel. Later channels register here."""
-    notifiers: list[Notifier] = [ConsoleNotifier(console), EmailNotifier(settings)]
+    """Every configured notifier, keyed by channel."""
+    notifiers: list[Notifier] = [ConsoleNotifier(console), SlackWebhookNotifier(settings)]
+    if settings.smtp_host:
+        notifiers.append(EmailNotifier(settings))
+    if settings.telegram_token:
+        notifiers.append(TelegramNotifier(settings))
+    if settings.slack_bot_token:
+        notifiers.append(SlackNotifier(settings))
+    if settings.secret_key:
+        notifiers.append(WebhookNotifier(settings))
+    if importlib.util.find_spec("apprise") is not None:
+        notifiers.append(AppriseNotifier(settings))
     return {notifier.channel: notifier for notifier in notifiers}
+
+
+def unconfigured_channels(settings: Settings) -> dict[str, str]:
+    """Channels this process cannot deliver to, with the setting that would enable each."""
+    missing = {
+        "email": (settings.smtp_host, "set PAPERTRAIL_SMTP_HOST"),
+        "telegram": (settings.telegram_token, "set PAPERTRAIL_TELEGRAM_TOKEN"),
+        "slack": (settings.slack_bot_token, "set PAPERTRAIL_SLACK_BOT_TOKEN"),
+        "webhook": (settings.secret_key, "set PAPERTRAIL_SECRET_KEY (webhook bodies are signed)"),
+    }
+    found = {channel: hint for channel, (value, hint) in missing.items() if not value}
+    if importlib.util.find_spec("apprise") is None:
+        found["apprise"] = "pip install 'papertrail[apprise]'"
+    return found

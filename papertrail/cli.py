@@ -28,6 +28,7 @@ from core.query import QueryError
 from core.service import complete_papers, ingest_community, ingest_once, ingest_paged
 from core.status import show_paper, source_statuses
 from core.store import Novelty
+from notifiers.registry import unconfigured_channels
 from papertrail.context import SOURCE_NAMES, AppContext, build_context
 
 app = typer.Typer(
@@ -392,6 +393,11 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
         summary = ctx.store.status(sources=SOURCE_NAMES)
         dead = ctx.store.dead_digests()
         settings = ctx.settings
+        waiting = {
+            channel: (count, unconfigured_channels(settings)[channel])
+            for channel, count in ctx.store.pending_by_channel().items()
+            if channel in unconfigured_channels(settings)
+        }
     judged = source_statuses(
         summary,
         holidays=settings.holiday_dates,
@@ -413,6 +419,10 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
                 "queued_digests": summary.queued_digests,
                 "dead_digests": summary.dead_digests,
                 "paused_subscribers": summary.paused_subscribers,
+                "waiting_for_configuration": {
+                    channel: {"pending_matches": count, "hint": hint}
+                    for channel, (count, hint) in waiting.items()
+                },
                 "dead": [
                     {"digest": d.id, "address": address, "attempts": d.attempts, "error": d.error}
                     for d, address in dead
@@ -447,6 +457,8 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
         f"delivery: {summary.queued_digests} digests queued, {summary.dead_digests} dead-lettered, "
         f"{summary.paused_subscribers} subscribers paused"
     )
+    for channel, (count, hint) in waiting.items():
+        err.print(f"{count} matches wait for the {channel} channel, which is not configured: {hint}")
     for digest, address in dead:
         err.print(
             f"dead digest {digest.id} to {address} after {digest.attempts} attempts: {digest.error} "
