@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint typecheck pytest bench bench-match demo clean
+.PHONY: run test lint typecheck pytest bench bench-match bench-deliver demo clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,9 @@ bench: $(VENV)/.installed-dev
 
 bench-match: $(VENV)/.installed-dev
 	$(BIN)/python bench/match.py
+
+bench-deliver: $(VENV)/.installed-dev
+	$(BIN)/python bench/deliver.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

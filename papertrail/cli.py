@@ -29,6 +29,7 @@ from core.service import complete_papers, ingest_community, ingest_once, ingest_
 from core.status import show_paper, source_statuses
 from core.store import Novelty
 from notifiers.registry import unconfigured_channels
+from papertrail import redact
 from papertrail.context import SOURCE_NAMES, AppContext, build_context
 
 app = typer.Typer(
@@ -53,12 +54,14 @@ def _explain(exc: Exception) -> str:
 
 def _settings() -> Settings:
     try:
-        return Settings()
+        settings = Settings()
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors()
         )
         raise _fail(f"invalid settings: {problems}", 2) from exc
+    redact.install(settings)
+    return settings
 
 
 @contextmanager

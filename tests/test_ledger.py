@@ -184,3 +184,20 @@ async def test_between_slots_only_instant_matches_leave(store: Store, instant: b
     notifier = ScriptedNotifier()
     reports = await send_due_digests(store, notifiers(notifier), Renderer())
     assert [r.items for r in reports] == ([1] if instant else [])
+
+
+async def test_a_revision_says_what_changed_and_ranks_come_from_reasons(store: Store) -> None:
+    follow(store, "console:ada", 'cat:cs.DC OR au:"Ada Lovelace" OR ti:rollouts', schedule="instant")
+    store.save_versions([paper("2611.00001", 1, "Old title")])
+    before = PaperIn(
+        "2611.00001", 2, "New title", "An abstract.", ("Ada Lovelace",), ("cs.DC",), journal_ref="J. 1"
+    )
+    store.save_versions([before, paper("2611.00002", 1, "Asynchronous rollouts")])
+    match_new(store)
+    notifier = ScriptedNotifier()
+    (report,) = await send_due_digests(store, notifiers(notifier), Renderer())
+    assert report.sent
+    items = {f"{item.arxiv_id}v{item.version}": item for item in notifier.sent[0][1].items}
+    assert items["2611.00001v2"].changes == ("title", "journal-ref")
+    assert items["2611.00002v1"].changes == ()
+    assert "changed: title, journal-ref" in notifier.sent[0][1].text

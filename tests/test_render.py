@@ -164,3 +164,19 @@ def test_plain_digest_blocks_cut_between_items() -> None:
     assert items[0].startswith("\nNew papers (3)") and items[3].startswith("\nRevisions (2)")
     assert footer.startswith("\n--\nPaperTrail digest for ada@example.org")
     assert "".join(message.text_blocks) == message.text
+
+
+def test_items_rank_by_best_reason_then_upvotes() -> None:
+    def item(arxiv_id: str, reason: str, upvotes: int = 0) -> DigestItem:
+        return DigestItem(arxiv_id, 1, "T", ("A",), ("cs.LG",), (reason,), upvotes=upvotes)
+
+    items = [
+        item("2611.00001", "category cs.LG", upvotes=99),
+        item("2611.00002", "abstract: rollout"),
+        item("2611.00003", "title: rollout"),
+        item("2611.00004", "author Ada Lovelace"),
+        item("2611.00005", "paper 2611.00005"),
+        item("2611.00006", "title: rollout", upvotes=7),
+    ]
+    view = Renderer().view(items, "x")
+    assert [i.arxiv_id[-1] for i in view.new] == ["4", "5", "6", "3", "2", "1"]
