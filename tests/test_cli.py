@@ -146,3 +146,32 @@ def test_show_paper_versions_and_changes(env: Path) -> None:
     assert code == 0 and "changed: title, comment" in out
     code, _, err = invoke("show", "2411.00000")
     assert code == 1 and "has not seen" in err
+
+
+def test_unconfigured_channel_waits_worker_and_webhook_secret(
+    env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PAPERTRAIL_CONFIG", str(env.with_name("none.toml")))
+    invoke("follow", "console:me", "cat:cs.DC", "--schedule", "instant")
+    invoke("follow", "telegram:12345", "cat:cs.DC")
+    with feed_server(Reply(200, BIG_FEED.read_bytes())) as server:
+        monkeypatch.setenv("PAPERTRAIL_ARXIV_RSS_URL", server.url)
+        assert invoke("ingest")[0] == 0
+    code, out, _ = invoke("worker", "--until-idle", "--name", "w1")
+    assert code == 0 and "--- digest for console:me ---" in out and "1 digests sent" in out
+    code, out, err = invoke("status", "--json")
+    delivery = json.loads(out)["delivery"]
+    waiting = delivery["waiting_for_configuration"]["telegram"]
+    assert waiting["pending_matches"] > 0 and "PAPERTRAIL_TELEGRAM_TOKEN" in waiting["hint"]
+    assert delivery["dead_digests"] == 0 and delivery["queued_digests"] == 0
+    code, _, err = invoke("status")
+    assert "wait for the telegram channel, which is not configured" in err
+    assert invoke("retry")[1].startswith("re-queued 0 dead-lettered digest(s)")
+
+    code, _, err = invoke("webhook-secret", "https://hooks.example.org/x")
+    assert code != 0 and "PAPERTRAIL_SECRET_KEY" in err
+    monkeypatch.setenv("PAPERTRAIL_SECRET_KEY", "k" * 32)
+    code, out, _ = invoke("webhook-secret", "webhook:https://hooks.example.org/x")
+    again = invoke("webhook-secret", "https://hooks.example.org/x")[1]
+    other = invoke("webhook-secret", "https://hooks.example.org/y")[1]
+    assert code == 0 and len(out.strip()) == 64 and out == again and out != other
