@@ -16,13 +16,13 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from email.utils import parsedate_to_datetime
 from types import TracebackType
 from urllib.parse import urlsplit
 
 import httpx
 
 from core.models import HttpValidator, utcnow
+from core.retry_after import retry_after_seconds
 from core.sources import SourceError
 
 log = logging.getLogger(__name__)
@@ -64,20 +64,6 @@ class Politeness:
             if (host == suffix or host.endswith("." + suffix)) and (best is None or len(suffix) > best[0]):
                 best = (len(suffix), seconds)
         return best[1] if best else self.default_interval
-
-
-def retry_after_seconds(value: str | None) -> float | None:
-    """Read a Retry-After header: seconds, or an HTTP date."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, (when - utcnow()).total_seconds())
 
 
 class _Host:

@@ -26,6 +26,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from core.config import Settings
 from core.delivery import DeliveryError, pack_blocks
 from core.render import PART, escape_mrkdwn
+from core.retry_after import retry_after_seconds as http_retry_after
 from core.values import Message, SendResult
 from notifiers.ratelimit import RateLimiter
 
@@ -185,11 +186,7 @@ def retry_after_seconds(headers: Mapping[str, Any]) -> float | None:
     """The Retry-After header in seconds (Slack sends an integer), or None when absent or unreadable."""
     for name, value in headers.items():
         if name.lower() == "retry-after":
-            try:
-                seconds = float(value)
-            except (TypeError, ValueError):
-                return None
-            return seconds if seconds >= 0 else None
+            return http_retry_after(str(value))
     return None
 
 

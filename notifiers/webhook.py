@@ -29,7 +29,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
@@ -37,6 +36,7 @@ import httpx
 
 from core.config import Settings
 from core.delivery import DeliveryError
+from core.retry_after import retry_after_seconds
 from core.text_safety import one_line, strip_control
 from core.values import DigestItem, Message, SendResult
 
@@ -273,22 +273,6 @@ def describe(url: httpx.URL) -> str:
     """``scheme://host[:port]`` for messages: the path and credentials may be secrets, so never shown."""
     host = f"[{url.host}]" if ":" in url.host else url.host
     return f"{url.scheme}://{host}" + (f":{url.port}" if url.port else "")
-
-
-def retry_after_seconds(value: str | None, *, now: datetime | None = None) -> float | None:
-    """Read a Retry-After header (delay in seconds, or an HTTP date); None when absent or unreadable."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
 def _excerpt(raw: bytes) -> str:

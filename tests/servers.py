@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from email import message_from_bytes, policy
 from email.message import EmailMessage
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer, ThreadingHTTPServer
 from typing import Any
 
 from aiosmtpd.controller import Controller
@@ -68,10 +68,22 @@ def feed_server(*replies: Reply, etag: str | None = None) -> Iterator[FeedServer
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     state.url = f"http://127.0.0.1:{server.server_address[1]}/rss/"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    with serving(server):
+        yield state
+
+
+@contextmanager
+def serving(server: HTTPServer, poll_interval: float = 0.05) -> Iterator[HTTPServer]:
+    """Run ``server`` in a daemon thread until the block ends, then shut it down and close its socket.
+
+    A short poll interval: shutdown() waits up to one interval, and every test stops a server.
+    """
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": poll_interval}, daemon=True
+    )
     thread.start()
     try:
-        yield state
+        yield server
     finally:
         server.shutdown()
         server.server_close()

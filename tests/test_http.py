@@ -7,8 +7,9 @@ import itertools
 
 import pytest
 
+from core.retry_after import retry_after_seconds
 from core.sources import SourceError
-from ingest.http import HttpClient, Politeness, retry_after_seconds
+from ingest.http import HttpClient, Politeness
 from tests.servers import Reply, feed_server, free_port
 
 

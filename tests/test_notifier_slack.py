@@ -10,9 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -35,22 +33,12 @@ from tests.fakes.slack_api import (
     http_error,
     rate_limited,
 )
+from tests.goldens import check_golden
 from tests.hostile import hostile_items, many_items
 from tests.servers import free_port
 
-GOLDEN = Path(__file__).with_name("golden")
-UPDATE = os.environ.get("PAPERTRAIL_UPDATE_GOLDEN") == "1"
 TOKEN = "xoxb-test-token-0123456789"
 CHANNEL = "C0123ABC"
-
-
-def check_golden(name: str, actual: str) -> None:
-    path = GOLDEN / name
-    if UPDATE:
-        path.write_text(actual, encoding="utf-8")
-    assert path.read_text(encoding="utf-8") == actual, (
-        f"{name} changed; PAPERTRAIL_UPDATE_GOLDEN=1 rewrites it"
-    )
 
 
 def dump(payloads: Sequence[SlackPayload]) -> str:

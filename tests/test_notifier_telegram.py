@@ -44,9 +44,9 @@ from tests.fakes.telegram_api import (
     parse_html,
     server_error,
 )
+from tests.goldens import check_golden
 from tests.hostile import hostile_items, many_items
 from tests.servers import free_port
-from tests.test_render import check_golden
 
 # PTB 22's own RetryAfter constructor reads its deprecated int retry_after; the adapter takes either form.
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")

@@ -5,13 +5,11 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import json
-import os
 import shutil
 import ssl
 import subprocess
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import httpx
 import pytest
@@ -19,6 +17,7 @@ import pytest
 from core.config import Settings
 from core.delivery import DeliveryError
 from core.render import Renderer
+from core.retry_after import retry_after_seconds
 from core.values import Message
 from notifiers.webhook import (
     DELIVERY_HEADER,
@@ -27,28 +26,17 @@ from notifiers.webhook import (
     WebhookNotifier,
     blocked_reason,
     encode_payload,
-    retry_after_seconds,
     sign_body,
     verify_signature,
     webhook_secret,
 )
 from tests.fakes.webhook_receiver import Answer, WebhookReceiver, webhook_receiver
+from tests.goldens import check_golden
 from tests.hostile import hostile_items
 from tests.servers import free_port
 
 MASTER_KEY = "master-key-never-shown-0123456789"
 FIXED = datetime(2026, 11, 17, 8, 0, 5, tzinfo=UTC)
-GOLDEN = Path(__file__).with_name("golden")
-UPDATE = os.environ.get("PAPERTRAIL_UPDATE_GOLDEN") == "1"  # read at import: conftest clears PAPERTRAIL_*
-
-
-def check_golden(name: str, actual: str) -> None:
-    path = GOLDEN / name
-    if UPDATE:
-        path.write_text(actual, encoding="utf-8")
-    assert path.read_text(encoding="utf-8") == actual, (
-        f"{name} changed; PAPERTRAIL_UPDATE_GOLDEN=1 rewrites it"
-    )
 
 
 def settings(**extra: object) -> Settings:

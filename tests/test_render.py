@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import io
-import os
 import re
-from pathlib import Path
 
 import css_inline
 import pytest
@@ -18,10 +16,8 @@ from ingest.arxiv_rss_parse import parse_feed
 from notifiers.console import ConsoleNotifier
 from notifiers.email import EmailNotifier
 from tests.conftest import BIG_FEED
+from tests.goldens import check_golden
 from tests.hostile import hostile_items, many_items
-
-GOLDEN = Path(__file__).with_name("golden")
-UPDATE = os.environ.get("PAPERTRAIL_UPDATE_GOLDEN") == "1"
 
 
 def real_items() -> list[DigestItem]:
@@ -33,15 +29,6 @@ def real_items() -> list[DigestItem]:
         DigestItem(p.arxiv_id, p.version, p.title, p.authors, p.categories, ("category cs.DC",), p.abstract)
         for p in new + revised
     ]
-
-
-def check_golden(name: str, actual: str) -> None:
-    path = GOLDEN / name
-    if UPDATE:
-        path.write_text(actual, encoding="utf-8")
-    assert path.read_text(encoding="utf-8") == actual, (
-        f"{name} changed; PAPERTRAIL_UPDATE_GOLDEN=1 rewrites it"
-    )
 
 
 @pytest.mark.parametrize("channel", ["email", "console"])

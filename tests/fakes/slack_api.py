@@ -29,6 +29,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs
 
+from tests.servers import serving
+
 WEBHOOK_PATH = "/services/T0001/B0001/fakeWebhookSecret"
 
 # Slack's published Block Kit limits, as the fake enforces them.
@@ -255,11 +257,5 @@ def fake_slack(*, token: str | None = None, enforce_interval: float | None = Non
     root = f"http://127.0.0.1:{server.server_address[1]}"
     state.base_url = f"{root}/api/"
     state.webhook_url = f"{root}{WEBHOOK_PATH}"
-    # A short poll interval: shutdown() waits up to one interval, once per test.
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    try:
+    with serving(server, poll_interval=0.02):
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()

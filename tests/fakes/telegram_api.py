@@ -28,6 +28,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from tests.servers import serving
+
 MAX_MESSAGE_UTF16 = 4096
 
 # Bot API parameters whose form values are JSON (objects, arrays) or booleans rather than plain strings.
@@ -563,11 +565,5 @@ def fake_telegram(
 
     server = Server(("127.0.0.1", 0), Handler)
     state.base_url = f"http://127.0.0.1:{server.server_address[1]}"
-    # A short poll interval: shutdown() waits up to one interval, and every test stops a server.
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with serving(server):
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()

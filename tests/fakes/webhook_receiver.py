@@ -19,6 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from notifiers.webhook import DELIVERY_HEADER, SIGNATURE_HEADER, verify_signature
+from tests.servers import serving
 
 
 @dataclass(frozen=True)
@@ -165,10 +166,5 @@ def webhook_receiver(
         server.socket = context.wrap_socket(server.socket, server_side=True)
         scheme = "https"
     state.base_url = f"{scheme}://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
+    with serving(server):
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
