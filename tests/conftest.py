@@ -110,19 +110,27 @@ def db_url(request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue(name))
 
 
-@pytest.fixture
-def store(db_url: str) -> Iterator[Store]:
-    """A migrated store on each database."""
-    engine = make_engine(db_url)
+def migrated_store(url: str) -> Iterator[Store]:
+    """A store on ``url`` with every migration applied; the engine is disposed afterwards."""
+    engine = make_engine(url)
     migrate(engine)
     yield Store(engine)
     engine.dispose()
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    """A migrated store on each database."""
+    yield from migrated_store(db_url)
 
 
 @pytest.fixture
 def sqlite_store(sqlite_url: str) -> Iterator[Store]:
     """A migrated store on SQLite only (for tests about the pipeline, not the database)."""
-    engine = make_engine(sqlite_url)
-    migrate(engine)
-    yield Store(engine)
-    engine.dispose()
+    yield from migrated_store(sqlite_url)
+
+
+@pytest.fixture
+def pg_store(postgres_url: str) -> Iterator[Store]:
+    """A migrated store on PostgreSQL only (for tests of what only PostgreSQL does: workers, locks)."""
+    yield from migrated_store(postgres_url)

@@ -7,16 +7,13 @@ import re
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import sqlalchemy as sa
 from sqlmodel import SQLModel
 
-from core.migrate import migrate
 from core.models import DigestState, utcnow
-from core.store import Store, make_engine
+from core.store import Store
 
 # SQLModel tables as SQLAlchemy Core tables, for bulk inserts.
 PAPER, VERSION, SUBSCRIBER, MATCH, DIGEST = (
@@ -77,14 +74,6 @@ def seed_due_digests(store: Store, count: int) -> None:
                 for sid in ids
             ],
         )
-
-
-@pytest.fixture
-def pg_store(postgres_url: str) -> Iterator[Store]:
-    engine = make_engine(postgres_url)
-    migrate(engine)
-    yield Store(engine)
-    engine.dispose()
 
 
 def test_three_workers_send_every_digest_exactly_once(
