@@ -96,6 +96,12 @@ class Settings(BaseSettings):
     public_url: str = "http://localhost:8080"
     digest_max_items: int = 50
 
+    # The web server of `papertrail run` (status page, health, metrics, unsubscribe, bot webhooks).
+    web_host: str = "127.0.0.1"
+    web_port: int = 8080
+    # "text" (human-readable lines) or "json" (one object per line, for log collectors).
+    log_format: str = "text"
+
     # Polite HTTP: who we are, and how long we wait.
     contact_email: str = "papertrail-operator@example.org"
     http_timeout: float = 30.0
@@ -151,6 +157,13 @@ class Settings(BaseSettings):
     def holiday_dates(self) -> frozenset[date]:
         """The configured arXiv holidays as dates."""
         return parse_holidays(self.arxiv_holidays)
+
+    @field_validator("log_format")
+    @classmethod
+    def _known_log_format(cls, value: str) -> str:
+        if value.lower() not in ("text", "json"):
+            raise ValueError("PAPERTRAIL_LOG_FORMAT must be 'text' or 'json'")
+        return value.lower()
 
     @field_validator("digest_max_items")
     @classmethod
