@@ -78,11 +78,13 @@ async def send_due_digests(
     address: str | None = None,
     policy: DeliveryPolicy | None = None,
     worker: str | None = None,
+    stop: asyncio.Event | None = None,
 ) -> list[DigestReport]:
     """Plan, claim and send every due digest (optionally for one address only); one pass.
 
     With ``force`` every pending match goes out now, whatever the schedule and any back-off. Each digest
-    is attempted at most once per pass.
+    is attempted at most once per pass. Once ``stop`` is set nothing more is claimed: the pass ends after
+    the batch in flight.
     """
     now = now or utcnow()
     policy = policy or DeliveryPolicy()
@@ -98,14 +100,16 @@ async def send_due_digests(
         async with gate:
             return await _deliver(store, notifiers, renderer, claimed, items, policy)
 
-    while claimed := store.claim_digests(
-        now,
-        worker,
-        limit=policy.batch,
-        lease=policy.lease,
-        address=address,
-        ignore_schedule=force,
-        exclude=tried,
+    while not (stop and stop.is_set()) and (
+        claimed := store.claim_digests(
+            now,
+            worker,
+            limit=policy.batch,
+            lease=policy.lease,
+            address=address,
+            ignore_schedule=force,
+            exclude=tried,
+        )
     ):
         tried.extend(c.digest_id for c in claimed)
         items = store.digests_items([c.digest_id for c in claimed])
@@ -146,7 +150,12 @@ def _due(subscriber: Subscriber, now: datetime) -> bool:
         since = subscriber.last_digest_at or subscriber.created_at
         return is_due(schedule, subscriber.timezone, now, since)
     except ValueError as exc:
-        log.error("subscriber %s has an unusable schedule: %s", subscriber.address, exc)
+        log.error(
+            "subscriber %s has an unusable schedule: %s",
+            subscriber.address,
+            exc,
+            extra={"subscriber": subscriber.address},
+        )
         return False
 
 
@@ -172,7 +181,12 @@ async def _deliver(
     except DeliveryError as exc:
         return _record_failure(store, claimed, exc, len(items), policy)
     except Exception as exc:  # an adapter bug must not stop the other deliveries, nor lose the digest
-        log.exception("delivery of digest %s to %s crashed", claimed.digest_id, claimed.address)
+        log.exception(
+            "delivery of digest %s to %s crashed",
+            claimed.digest_id,
+            claimed.address,
+            extra={"subscriber": claimed.address, "digest": claimed.digest_id},
+        )
         error = DeliveryError(f"unexpected error in the {channel} adapter: {exc!r}", retryable=True)
         return _record_failure(store, claimed, error, len(items), policy)
     store.finish_sent(
@@ -183,7 +197,12 @@ async def _deliver(
         moved_to=result.moved_to,
     )
     if result.moved_to:
-        log.info("subscriber %s moved to %s", claimed.address, result.moved_to)
+        log.info(
+            "subscriber %s moved to %s",
+            claimed.address,
+            result.moved_to,
+            extra={"subscriber": claimed.address, "digest": claimed.digest_id},
+        )
     return DigestReport(claimed.address, len(items), True, digest_id=claimed.digest_id)
 
 
@@ -193,7 +212,12 @@ def _record_failure(
     now = utcnow()
     if not exc.retryable:
         store.finish_refused(claimed.digest_id, error=str(exc), now=now)
-        log.warning("delivery to %s refused, subscriber paused: %s", claimed.address, exc)
+        log.warning(
+            "delivery to %s refused, subscriber paused: %s",
+            claimed.address,
+            exc,
+            extra={"subscriber": claimed.address, "digest": claimed.digest_id},
+        )
         return DigestReport(claimed.address, items, False, str(exc), paused=True, digest_id=claimed.digest_id)
     dead = claimed.attempts >= policy.max_attempts
     wait = max(backoff(claimed.attempts), timedelta(seconds=exc.retry_after or 0))
@@ -212,9 +236,16 @@ def _record_failure(
             claimed.address,
             claimed.attempts,
             exc,
+            extra={"subscriber": claimed.address, "digest": claimed.digest_id},
         )
     else:
-        log.warning("delivery to %s failed, retry in %s: %s", claimed.address, wait, exc)
+        log.warning(
+            "delivery to %s failed, retry in %s: %s",
+            claimed.address,
+            wait,
+            exc,
+            extra={"subscriber": claimed.address, "digest": claimed.digest_id},
+        )
     return DigestReport(claimed.address, items, False, str(exc), dead=dead, digest_id=claimed.digest_id)
 
 

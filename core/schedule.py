@@ -81,3 +81,31 @@ def is_due(schedule: Schedule, tz_name: str, now: datetime, since: datetime) -> 
         return True
     slot = last_slot(schedule, tz_name, now)
     return slot is not None and slot > since
+
+
+def next_slot(schedule: Schedule, tz_name: str, now: datetime) -> datetime:
+    """The first scheduled send time strictly after ``now`` (aware UTC); ``now`` itself when instant."""
+    if schedule.instant:
+        return now
+    tz = zone(tz_name)
+    local_now = now.astimezone(tz)
+    for ahead in range(8):
+        day = (local_now + timedelta(days=ahead)).date()
+        if day.weekday() not in schedule.days:
+            continue
+        slot = datetime.combine(day, schedule.at, tzinfo=tz)
+        if slot > local_now:
+            return slot.astimezone(UTC)
+    # Every schedule has a slot within a week; reaching this means `days` was empty.
+    raise ValueError(f"schedule {schedule.text!r} has no day on which it is due")
+
+
+def next_due(schedule: Schedule, tz_name: str, now: datetime, since: datetime) -> datetime:
+    """When the next digest can go out (aware UTC), given the last digest (or sign-up) time ``since``.
+
+    ``now`` when a digest is due already (:func:`is_due`), else the next scheduled slot. A digest goes out
+    only when something matched, so this is "the next time one would", not a promise that one will.
+    """
+    if is_due(schedule, tz_name, now, since):
+        return now
+    return next_slot(schedule, tz_name, now)

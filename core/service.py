@@ -55,10 +55,10 @@ async def ingest_once(
         result = await source.fetch(store.validator_for)
     except SourceError as exc:
         store.finish_run(run_id, RunState.ERROR, error=str(exc))
-        log.warning("source %s failed: %s", source.name, exc)
+        log.warning("source %s failed: %s", source.name, exc, extra={"source": source.name})
         return IngestReport(source.name, RunState.ERROR, error=str(exc), retry_after=exc.retry_after)
     except Exception as exc:  # a bug in a parser must not stop the loop, but it must be visible
-        log.exception("source %s crashed", source.name)
+        log.exception("source %s crashed", source.name, extra={"source": source.name})
         message = f"unexpected {type(exc).__name__}: {exc}"
         store.finish_run(run_id, RunState.ERROR, error=message)
         return IngestReport(source.name, RunState.ERROR, error=message)
@@ -139,7 +139,9 @@ async def ingest_paged(
                 on_page(saved)
     except SourceError as exc:
         store.finish_run(run_id, RunState.ERROR, error=str(exc), **progress())
-        log.warning("source %s failed after %d versions: %s", source.name, fetched, exc)
+        log.warning(
+            "source %s failed after %d versions: %s", source.name, fetched, exc, extra={"source": source.name}
+        )
         return IngestReport(
             source.name,
             RunState.ERROR,
@@ -176,7 +178,7 @@ async def ingest_community(
         page = await source.fetch_day(day)
     except SourceError as exc:
         store.finish_run(run_id, RunState.ERROR, error=str(exc), cursor=None)
-        log.warning("source %s failed: %s", source.name, exc)
+        log.warning("source %s failed: %s", source.name, exc, extra={"source": source.name})
         return IngestReport(source.name, RunState.ERROR, error=str(exc), retry_after=exc.retry_after)
     added, unseen = store.save_picks(page.picks, now=now)
     parts = [

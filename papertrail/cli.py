@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,8 +40,17 @@ err = Console(stderr=True, markup=False, highlight=False, soft_wrap=True)
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    err.print(Text("error: ", style="bold red") + Text(message))
+    err.print(Text("error: ", style="bold red") + Text(_masked(message)))
     return typer.Exit(code)
+
+
+def _masked(message: str) -> str:
+    """``message`` with every configured secret masked (a URL in an error may carry a token)."""
+    try:
+        settings = Settings()
+    except ValidationError:
+        return message
+    return redact.SecretRedactor(redact.secrets_of(settings)).mask(message)
 
 
 def _explain(exc: Exception) -> str:
@@ -83,31 +91,52 @@ def _context() -> Iterator[AppContext]:
 def _main(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug details.")] = False,
 ) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    # Per-request and per-migration chatter hides what matters; -v brings it back.
-    for noisy in ("httpx", "alembic", "apscheduler"):
-        logging.getLogger(noisy).setLevel(logging.DEBUG if verbose else logging.WARNING)
+    from papertrail.logs import configure_logging
+
+    try:
+        settings: Settings | None = Settings()
+    except ValidationError:
+        settings = None  # the command says what is wrong with them; log in plain text until then
+    configure_logging(settings, verbose)
 
 
 @app.command()
-def run() -> None:
-    """Run the service: ingest every 30 minutes, send due digests every minute, until Ctrl-C or SIGTERM."""
-    from papertrail.runtime import run_forever
+def run(
+    role: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--role",
+            metavar="ROLES",
+            help="Roles to run: scheduler, bots, web, worker (comma-separated or repeated; default all).",
+        ),
+    ] = None,
+) -> None:
+    """Run the service until Ctrl-C or SIGTERM: ingest on schedule, deliver digests, serve the web page."""
+    from papertrail.runtime import RoleFailed, parse_roles, run_forever
 
+    try:
+        roles = parse_roles(role or [])
+    except ValueError as exc:
+        raise _fail(str(exc), 2) from exc
     settings = _settings()
-    ctx = build_context(settings)
+    try:
+        ctx = build_context(settings)
+    except Exception as exc:  # cannot reach or migrate the database: say which one, without the password
+        from core.config import mask_url_password
+
+        raise _fail(f"cannot open database {mask_url_password(settings.database_url)}: {exc}") from exc
 
     async def main() -> None:
+        # Chat clients and the HTTP client belong to this loop: close them in it.
         try:
-            await run_forever(ctx)
+            await run_forever(ctx, roles=roles)
         finally:
             await ctx.aclose()
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except RoleFailed as exc:
+        raise _fail(str(exc), 1) from exc
 
 
 @app.command()

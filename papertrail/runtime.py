@@ -1,7 +1,16 @@
-"""``papertrail run``: one process that ingests on an interval and sends due digests every minute.
+"""``papertrail run``: one asyncio process that runs any of four roles until SIGTERM or Ctrl-C.
 
-APScheduler drives both jobs on one asyncio loop; SIGINT and SIGTERM stop it cleanly, letting a job
-that is running finish its transaction first.
+- ``scheduler``: ingest jobs (APScheduler), each source on its own cadence, plus extra arXiv runs just
+  after the 20:00 America/New_York announcement. One scheduler leads per store (:mod:`papertrail.leader`);
+  others wait and take over when it goes.
+- ``worker``: the digest delivery loop (:func:`papertrail.worker.run_worker`).
+- ``web``: uvicorn serving :func:`papertrail.web.build_app` in the same event loop.
+- ``bots``: the chat bots of a later release; this build has none and says so.
+
+The first SIGTERM or SIGINT stops new work (no job fires, the worker claims nothing, the web server
+accepts no connection) and gives the work in flight :data:`STOP_GRACE` seconds to finish and be recorded;
+what is still running then is cancelled. A second signal cancels at once. A send cancelled half-way keeps
+its claim on the digest until the lease runs out; another worker then sends it: nothing is lost.
 """
 
 from __future__ import annotations
@@ -10,123 +19,416 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Awaitable, Callable
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from datetime import timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
 
+import uvicorn
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
 
-from core.digests import send_due_digests
 from core.models import utcnow
 from core.service import complete_papers, ingest_community, ingest_once
 from papertrail.context import AppContext
+from papertrail.leader import POLL_SECONDS, Leader, lock_for
 
 log = logging.getLogger(__name__)
 
+ROLES = ("scheduler", "bots", "web", "worker")
+# Seconds the work in flight gets after a stop request; with the cancellation and the clean-up after it
+# the process exits within 30 s (Kubernetes' default grace period; `docker stop -t 30`).
+STOP_GRACE = 25.0
+# Seconds cancelled tasks get to run their clean-up (release the scheduler lock, close a connection).
+CANCEL_GRACE = 3.0
+# Hugging Face's daily list grows and its upvotes move during the day; hourly is plenty.
+COMMUNITY_INTERVAL_MINUTES = 60
+# arXiv announces at 20:00 America/New_York, Sunday to Thursday; the feed follows within minutes.
+ANNOUNCEMENT = CronTrigger(
+    day_of_week="sun,mon,tue,wed,thu", hour=20, minute="5,35", timezone="America/New_York"
+)
+NEW_YORK = ZoneInfo("America/New_York")
+# A job that could not start on time (the loop was busy) still runs if it is at most this late.
+MISFIRE_GRACE_SECONDS = 300
+
+Role = Callable[[AppContext, asyncio.Event], Coroutine[Any, Any, None]]
+
+
+class RoleFailed(RuntimeError):
+    """A role stopped with an error; the others were stopped cleanly."""
+
+
+class RoleError(RuntimeError):
+    """A role cannot go on for a reason its message explains (logged without a traceback)."""
+
+
+def parse_roles(values: Sequence[str]) -> tuple[str, ...]:
+    """``["scheduler,web", "worker"]`` -> the roles in canonical order; none or ``all`` -> every role.
+
+    Raises ValueError naming the unknown role and the valid ones.
+    """
+    names = [part.strip().lower() for value in values for part in value.split(",") if part.strip()]
+    if not names or "all" in names:
+        return ROLES
+    unknown = [name for name in names if name not in ROLES]
+    if unknown:
+        raise ValueError(
+            f"unknown role {unknown[0]!r}; choose from {', '.join(ROLES)} or all "
+            "(comma-separated, or --role repeated)"
+        )
+    return tuple(role for role in ROLES if role in names)
+
+
+# -- the scheduler's jobs -----------------------------------------------------------------------------
+
+
+class Jobs:
+    """The ingest jobs over one context; a source never runs twice at once (interval and cron overlap)."""
+
+    def __init__(self, ctx: AppContext) -> None:
+        self.ctx = ctx
+        self._busy: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+
+    async def ingest(self, name: str) -> None:
+        """One run of the source ``name``, unless its server asked us (Retry-After) to wait longer."""
+        ctx = self.ctx
+        async with self._busy[name]:
+            resume_at = ctx.not_before.get(name)
+            if resume_at is not None and utcnow() < resume_at:
+                log.info(
+                    "%s: skipped; the server asked us to wait until %s",
+                    name,
+                    resume_at.isoformat(),
+                    extra={"source": name},
+                )
+                return
+            report = await ingest_once(ctx.store, ctx.sources[name], index=ctx.follows)
+            if report.retry_after:
+                ctx.not_before[name] = utcnow() + timedelta(seconds=report.retry_after)
+            if not report.error:  # failures are logged where they are recorded, in core.service
+                log.info(
+                    "%s: %s, %d fetched, %d new papers, %d revisions, %d matches",
+                    report.source,
+                    report.state,
+                    report.fetched,
+                    report.new_papers,
+                    report.revisions,
+                    report.matches,
+                    extra={"source": name},
+                )
+
+    async def community(self) -> None:
+        """Today's list (UTC) of every community source, then arXiv's metadata for papers first seen there."""
+        ctx = self.ctx
+        async with self._busy["community"]:
+            for source in ctx.community.values():
+                report = await ingest_community(ctx.store, source, utcnow().date())
+                if not report.error:
+                    log.info("%s: %s", report.source, report.note, extra={"source": report.source})
+            if ctx.api is not None:
+                report = await complete_papers(ctx.store, ctx.api)
+                if report.fetched:
+                    log.info("%s: %s", report.source, report.note, extra={"source": report.source})
+
 
 async def ingest_all(ctx: AppContext) -> None:
-    """Run every source once, one after another (they share the polite HTTP client).
-
-    A source whose server asked for a longer pause (Retry-After beyond what one run sits out) is skipped
-    until that time has passed.
-    """
-    for source in ctx.sources.values():
-        resume_at = ctx.not_before.get(source.name)
-        if resume_at is not None and utcnow() < resume_at:
-            log.info("%s: skipped; the server asked us to wait until %s", source.name, resume_at.isoformat())
-            continue
-        report = await ingest_once(ctx.store, source, index=ctx.follows)
-        if report.retry_after:
-            ctx.not_before[source.name] = utcnow() + timedelta(seconds=report.retry_after)
-        if not report.error:  # failures are logged where they are recorded, in core.service
-            log.info(
-                "%s: %s, %d fetched, %d new papers, %d revisions, %d matches",
-                report.source,
-                report.state,
-                report.fetched,
-                report.new_papers,
-                report.revisions,
-                report.matches,
-            )
-    await community_all(ctx)
+    """Run every source once, one after another, then the community sources (``Jobs`` per source)."""
+    jobs = Jobs(ctx)
+    for name in ctx.sources:
+        await jobs.ingest(name)
+    await jobs.community()
 
 
-async def community_all(ctx: AppContext) -> None:
-    """Fetch today's list (UTC) of every community source; upvotes move during the day."""
-    for source in ctx.community.values():
-        report = await ingest_community(ctx.store, source, utcnow().date())
-        if not report.error:
-            log.info("%s: %s", report.source, report.note)
-    if ctx.api is not None:
-        # Papers first seen on a community source get arXiv's metadata right away.
-        report = await complete_papers(ctx.store, ctx.api)
-        if report.fetched:
-            log.info("%s: %s", report.source, report.note)
+def add_jobs(scheduler: AsyncIOScheduler, jobs: Jobs, run: Callable[..., Awaitable[None]]) -> None:
+    """Register every ingest job on ``scheduler``; ``run(func, *args)`` wraps each call (for tracking)."""
+    settings = jobs.ctx.settings
+    common: dict[str, Any] = {
+        "max_instances": 1,
+        "coalesce": True,
+        "misfire_grace_time": MISFIRE_GRACE_SECONDS,
+    }
+    for name in jobs.ctx.sources:
+        scheduler.add_job(
+            run,
+            IntervalTrigger(minutes=settings.ingest_interval_minutes),
+            args=[jobs.ingest, name],
+            next_run_time=utcnow(),
+            id=name,
+            name=f"{name} every {settings.ingest_interval_minutes} min",
+            **common,
+        )
+    if "arxiv-rss" in jobs.ctx.sources:
+        scheduler.add_job(
+            run,
+            ANNOUNCEMENT,
+            args=[jobs.ingest, "arxiv-rss"],
+            id="arxiv-rss-announcement",
+            name="arxiv-rss after the announcement (20:05 and 20:35 New York, Sunday to Thursday)",
+            **common,
+        )
+    if jobs.ctx.community or jobs.ctx.api is not None:
+        scheduler.add_job(
+            run,
+            IntervalTrigger(minutes=COMMUNITY_INTERVAL_MINUTES),
+            args=[jobs.community],
+            next_run_time=utcnow(),
+            id="hf-daily",
+            name=f"hf-daily, then arxiv-api completion, every {COMMUNITY_INTERVAL_MINUTES} min",
+            **common,
+        )
 
 
-async def digest_tick(ctx: AppContext) -> None:
-    """Send whatever digests are due now."""
-    for report in await send_due_digests(ctx.store, ctx.notifiers, ctx.renderer, policy=ctx.policy):
-        if report.sent:
-            log.info("digest to %s: %d items", report.address, report.items)
-        else:
-            log.warning("digest to %s not sent: %s", report.address, report.error)
+# -- the roles ------------------------------------------------------------------------------------------
 
 
-async def run_forever(ctx: AppContext, stop: asyncio.Event | None = None) -> None:
-    """Schedule ingest and digests until ``stop`` is set or a SIGINT/SIGTERM arrives."""
-    stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        # Not available off the main thread or on some platforms; Ctrl-C then ends the loop instead.
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
-    scheduler = AsyncIOScheduler(timezone="UTC")
-    settings = ctx.settings
-    running: set[asyncio.Task[None]] = set()
+async def scheduler_role(ctx: AppContext, stop: asyncio.Event, *, poll: float = POLL_SECONDS) -> None:
+    """Lead (or wait to lead), run the ingest jobs while leading, release the lock when stopping."""
+    leader = Leader(lock_for(ctx.store.engine), poll=poll)
+    jobs = Jobs(ctx)
+    try:
+        while await leader.acquire(stop):
+            if await _lead(jobs, leader, stop):
+                break
+    finally:
+        # Only now, with every job finished: a successor must not run a source this process still runs.
+        await asyncio.to_thread(leader.release)
 
-    async def tracked(job: Callable[[AppContext], Awaitable[None]], ctx: AppContext) -> None:
-        # Remember running jobs so that shutdown can let them finish their transaction.
+
+async def _lead(jobs: Jobs, leader: Leader, stop: asyncio.Event) -> bool:
+    """Run the jobs until ``stop`` (True) or the lock is lost (False); wait for the jobs in flight."""
+    running: set[asyncio.Task[Any]] = set()
+
+    async def tracked(func: Callable[..., Awaitable[None]], *args: Any) -> None:
         task = asyncio.current_task()
         assert task is not None
         running.add(task)
         try:
-            await job(ctx)
+            await func(*args)
         finally:
             running.discard(task)
 
-    scheduler.add_job(
-        tracked,
-        "interval",
-        args=[ingest_all, ctx],
-        minutes=settings.ingest_interval_minutes,
-        next_run_time=utcnow(),
-        id="ingest",
-        name="ingest",
-        max_instances=1,
-        coalesce=True,
-    )
-    scheduler.add_job(
-        tracked,
-        "interval",
-        args=[digest_tick, ctx],
-        seconds=settings.digest_check_seconds,
-        next_run_time=utcnow() + timedelta(seconds=5),
-        id="digests",
-        name="digests",
-        max_instances=1,
-        coalesce=True,
-    )
+    scheduler = AsyncIOScheduler(timezone="UTC")
+    add_jobs(scheduler, jobs, tracked)
     scheduler.start()
-    log.info(
-        "PaperTrail running: ingest every %d min, digests checked every %d s; Ctrl-C to stop",
-        settings.ingest_interval_minutes,
-        settings.digest_check_seconds,
-    )
+    for job in scheduler.get_jobs():
+        log.info(
+            "scheduler: job %s, next run %s",
+            job.name,
+            job.next_run_time.isoformat(),
+            extra={"role": "scheduler"},
+        )
     try:
-        await stop.wait()
+        stopped = await leader.hold(stop)
     finally:
-        log.info("stopping: waiting for running jobs to finish")
-        scheduler.shutdown(wait=False)
-        if running:
-            await asyncio.wait(set(running), timeout=30)
-        log.info("stopped")
+        # pause(), not shutdown(): APScheduler's asyncio executor cancels running jobs when it shuts down.
+        scheduler.pause()
+        try:
+            if running:
+                log.info(
+                    "scheduler: waiting for %d running job(s)", len(running), extra={"role": "scheduler"}
+                )
+                await asyncio.wait(set(running))
+        finally:
+            scheduler.shutdown(wait=False)  # cancels only what outlived the grace period
+    return stopped
+
+
+async def worker_role(ctx: AppContext, stop: asyncio.Event) -> None:
+    """The delivery loop; the process's signal handling stays with :func:`run_forever`."""
+    from papertrail.worker import run_worker
+
+    await run_worker(ctx, stop=stop, handle_signals=False)
+
+
+async def web_role(ctx: AppContext, stop: asyncio.Event) -> None:
+    """Serve the web app on ``web_host:web_port`` until ``stop``; in-flight requests finish first."""
+    from papertrail.web import build_app  # the web app's templates and metrics only when serving
+
+    settings = ctx.settings
+    config = uvicorn.Config(
+        build_app(ctx),
+        host=settings.web_host,
+        port=settings.web_port,
+        log_config=None,  # records go to the root logger: our format, our secret filter
+        timeout_graceful_shutdown=int(STOP_GRACE),
+    )
+    server = EmbeddedServer(config)
+    serving = asyncio.create_task(_serve(server, f"{settings.web_host}:{settings.web_port}"))
+    stopping = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        server.should_exit = True  # closes the listening sockets, lets open requests finish
+    await serving
+
+
+class EmbeddedServer(uvicorn.Server):
+    """uvicorn without its own SIGINT/SIGTERM handlers.
+
+    uvicorn would replace the process's handlers while serving and re-raise the signal when done; here
+    :func:`run_forever`'s handlers stay in charge and stop the server through ``should_exit``.
+    """
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """Leave the signal handlers alone."""
+        yield
+
+
+async def _serve(server: EmbeddedServer, where: str) -> None:
+    try:
+        await server.serve()
+    except SystemExit:  # uvicorn exits the process when it cannot listen; one role must not do that
+        raise RoleError(
+            f"the web server could not start on {where} (the reason is in the line above); "
+            "set PAPERTRAIL_WEB_HOST / PAPERTRAIL_WEB_PORT, or leave out the web role"
+        ) from None
+    if not server.started:
+        raise RoleError(f"the web server on {where} did not start (see the error above)")
+
+
+async def bots_role(ctx: AppContext, stop: asyncio.Event) -> None:
+    """Placeholder for the Telegram and Slack bots: this build has none, and says so once."""
+    log.info(
+        "bots: no chat bots are built into this version (chat commands come with a later release); "
+        "digests to telegram: and slack: addresses still go out through the worker",
+        extra={"role": "bots"},
+    )
+
+
+RUNNERS: dict[str, Role] = {
+    "scheduler": scheduler_role,
+    "bots": bots_role,
+    "web": web_role,
+    "worker": worker_role,
+}
+
+
+# -- the process ---------------------------------------------------------------------------------------
+
+
+async def run_forever(
+    ctx: AppContext,
+    stop: asyncio.Event | None = None,
+    roles: Sequence[str] = ROLES,
+    *,
+    grace: float = STOP_GRACE,
+    runners: dict[str, Role] | None = None,
+) -> None:
+    """Run ``roles`` until ``stop`` is set, a SIGINT/SIGTERM arrives, or a role fails.
+
+    Raises :class:`RoleFailed` when a role failed (after stopping the others the same clean way).
+    """
+    stop = stop or asyncio.Event()
+    hurry = asyncio.Event()
+    table = runners or RUNNERS
+    with _stop_on_signals(stop, hurry):
+        group = _RoleGroup(
+            {asyncio.create_task(table[role](ctx, stop), name=f"papertrail-{role}"): role for role in roles}
+        )
+        log.info("PaperTrail running: %s; Ctrl-C or SIGTERM to stop", ", ".join(roles))
+        try:
+            await group.until_stopped(stop)
+            log.info("stopping: no new work; up to %g s for the work in flight", grace)
+            await group.drain(grace, hurry)
+        finally:
+            group.cancel()  # only reached with tasks left when run_forever itself was cancelled
+    if group.failure is not None:
+        role, exc = group.failure
+        raise RoleFailed(f"the {role} role failed: {exc}") from exc
+    log.info("stopped")
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: asyncio.Event, hurry: asyncio.Event) -> Iterator[None]:
+    """First SIGINT/SIGTERM: ``stop``; the second: ``hurry`` (cancel what is still running)."""
+    loop = asyncio.get_running_loop()
+
+    def received(sig: signal.Signals) -> None:
+        if not stop.is_set():
+            log.info("%s received: stopping", sig.name)
+            stop.set()
+        else:
+            log.warning("%s received again: cancelling the work still in flight", sig.name)
+            hurry.set()
+
+    installed = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        # Not available off the main thread or on some platforms; Ctrl-C then ends the loop instead.
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, received, sig)
+            installed.append(sig)
+    try:
+        yield
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+class _RoleGroup:
+    """The role tasks of one process, and the first failure among them."""
+
+    def __init__(self, tasks: dict[asyncio.Task[None], str]) -> None:
+        self.tasks = tasks
+        self.failure: tuple[str, BaseException] | None = None
+        self._seen: set[asyncio.Task[None]] = set()
+
+    async def until_stopped(self, stop: asyncio.Event) -> None:
+        """Wait for ``stop``; a role that fails sets it. A role that simply returns is left alone."""
+        stopping = asyncio.create_task(stop.wait())
+        running: set[asyncio.Task[Any]] = set(self.tasks)
+        try:
+            while not stop.is_set():
+                done, running = await asyncio.wait({stopping, *running}, return_when=asyncio.FIRST_COMPLETED)
+                running.discard(stopping)
+                self._collect(done - {stopping})
+                if self.failure is not None:
+                    stop.set()
+        finally:
+            stopping.cancel()
+
+    async def drain(self, grace: float, hurry: asyncio.Event) -> None:
+        """Give the roles ``grace`` seconds to finish (less after a second signal), then cancel the rest."""
+        deadline = time.monotonic() + grace
+        pending: set[asyncio.Task[Any]] = {task for task in self.tasks if not task.done()}
+        hurrying = asyncio.create_task(hurry.wait())
+        try:
+            while pending and not hurry.is_set() and (left := deadline - time.monotonic()) > 0:
+                _, pending = await asyncio.wait(
+                    {*pending, hurrying}, timeout=left, return_when=asyncio.FIRST_COMPLETED
+                )
+                pending.discard(hurrying)
+        finally:
+            hurrying.cancel()
+        if pending:
+            log.warning(
+                "still busy: cancelling %s; a send cancelled half-way stays claimed until its lease runs "
+                "out, then another worker sends it",
+                ", ".join(sorted(self.tasks[task] for task in pending)),
+            )
+            for task in pending:
+                task.cancel()
+            await asyncio.wait(pending, timeout=CANCEL_GRACE)
+        self._collect({task for task in self.tasks if task.done()})
+
+    def cancel(self) -> None:
+        """Cancel every role task still running."""
+        for task in self.tasks:
+            task.cancel()
+
+    def _collect(self, done: set[asyncio.Task[Any]]) -> None:
+        # Log each role's error once and keep the first.
+        for task in done - self._seen:
+            self._seen.add(task)
+            if task.cancelled() or task.exception() is None:
+                continue
+            exc = task.exception()
+            assert exc is not None
+            role = self.tasks[task]
+            trace = None if isinstance(exc, RoleError) else exc  # a bug gets its traceback
+            log.error("the %s role failed: %s", role, exc, exc_info=trace, extra={"role": role})
+            self.failure = self.failure or (role, exc)

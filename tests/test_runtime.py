@@ -1,66 +1,84 @@
-"""``papertrail run``: schedules ingest and digests, survives a dead network, stops on SIGTERM."""
+"""``papertrail run``: roles, the scheduler's jobs, a dead network survived, a clean stop on SIGTERM."""
 
 from __future__ import annotations
 
 import asyncio
 import io
-import os
-import signal
-import subprocess
-import sys
+import re
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from typer.testing import CliRunner
 
 from core.config import Settings
 from core.follows import follow
 from core.models import RunState
 from core.store import Store, make_engine
-from papertrail.context import build_context
-from papertrail.runtime import run_forever
-from tests.conftest import BIG_FEED
-from tests.servers import Reply, feed_server, free_port
+from papertrail.cli import app
+from papertrail.context import AppContext, build_context
+from papertrail.runtime import (
+    ANNOUNCEMENT,
+    NEW_YORK,
+    ROLES,
+    Jobs,
+    RoleFailed,
+    add_jobs,
+    parse_roles,
+    run_forever,
+)
+from tests.conftest import BIG_FEED, CORPUS
+from tests.servers import Reply, feed_server, free_port, serving
+from tests.test_sigterm import ServiceProcess, service_env, wait_until
+from tests.test_workers_pg import seed_due_digests
+
+EMPTY_FEED = CORPUS / "arxiv-rss" / "aioarxiv_empty_rss_mock_feed.xml"
 
 
-def test_run_records_source_error_and_stops_on_sigterm(tmp_path: Path) -> None:
+def test_the_service_runs_every_role_survives_a_dead_network_and_stops_on_sigterm(tmp_path: Path) -> None:
     db = tmp_path / "run.db"
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("PAPERTRAIL_")},
-        "PAPERTRAIL_DATABASE_URL": f"sqlite:///{db}",
-        "PAPERTRAIL_ARXIV_RSS_URL": f"http://127.0.0.1:{free_port()}/rss/",
-        "PAPERTRAIL_HTTP_BACKOFF": "0.01",
-        "PAPERTRAIL_HF_API_URL": f"http://127.0.0.1:{free_port()}/api/",
-        "PAPERTRAIL_CONFIG": str(tmp_path / "absent.toml"),
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "papertrail", "run"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+    port = free_port()
+    dead = f"http://127.0.0.1:{free_port()}"
+    env = service_env(
+        tmp_path,
+        database_url=f"sqlite:///{db}",
+        arxiv_rss_url=f"{dead}/rss/",
+        hf_api_url=f"{dead}/api/",
+        arxiv_api_url=f"{dead}/api/query",
+        http_backoff="0.01",
+        web_port=str(port),
     )
+    service = ServiceProcess(["run"], env)
     try:
-        deadline = time.monotonic() + 60
-        runs: list[object] = []
-        while time.monotonic() < deadline and not runs:
-            time.sleep(0.5)
-            if db.exists():
-                try:
-                    runs = [
-                        r
-                        for r in Store(make_engine(f"sqlite:///{db}")).latest_runs()
-                        if r.state == RunState.ERROR
-                    ]
-                except Exception:  # the schema may still be migrating
-                    runs = []
-        assert runs, "no error run was recorded"
-        assert proc.poll() is None, "the service must keep running after a source error"
-        proc.send_signal(signal.SIGTERM)
-        output, _ = proc.communicate(timeout=30)
+
+        def error_runs() -> list[object]:
+            try:
+                return [
+                    r
+                    for r in Store(make_engine(f"sqlite:///{db}")).latest_runs()
+                    if r.state == RunState.ERROR
+                ]
+            except Exception:  # the schema may still be migrating
+                return []
+
+        assert wait_until(error_runs, timeout=60), service.output
+        service.wait_for_line(f"running on http://127.0.0.1:{port}")
+        health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10)
+        assert health.status_code == 200 and health.text == "ok"
+        assert service.proc.poll() is None, "the service must keep running after a source error"
+        code = service.stop()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, output
-    assert "cannot connect" in output and "stopped" in output
+        service.kill()
+    assert code == 0, service.output
+    assert "cannot connect" in service.output and "bots: no chat bots" in service.output
+    assert re.search(r"worker \S+ started", service.output) and "stopped" in service.output
 
 
 async def test_run_forever_ingests_and_sends_instant_digests(tmp_path: Path) -> None:
@@ -70,13 +88,14 @@ async def test_run_forever_ingests_and_sends_instant_digests(tmp_path: Path) -> 
             database_url=f"sqlite:///{tmp_path}/rt.db",
             arxiv_rss_url=server.url,
             hf_api_url=f"http://127.0.0.1:{free_port()}/api/",
+            arxiv_api_url=f"http://127.0.0.1:{free_port()}/api/query",
             http_backoff=0.01,
             digest_check_seconds=1,
         )
         ctx = build_context(settings, console=out)
         follow(ctx.store, "console:me", "cat:cs.DC", schedule="instant")
         stop = asyncio.Event()
-        task = asyncio.create_task(run_forever(ctx, stop))
+        task = asyncio.create_task(run_forever(ctx, stop, roles=("scheduler", "worker")))
         for _ in range(120):
             await asyncio.sleep(0.25)
             if "--- digest for console:me ---" in out.getvalue():
@@ -87,6 +106,54 @@ async def test_run_forever_ingests_and_sends_instant_digests(tmp_path: Path) -> 
     assert "Why: category cs.DC" in out.getvalue()
 
 
+@contextmanager
+def slow_feed(body: bytes, delay: float) -> Iterator[tuple[str, list[float]]]:
+    """A feed server that waits ``delay`` seconds before answering; yields its URL and the arrival times."""
+    arrivals: list[float] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            arrivals.append(time.monotonic())
+            time.sleep(delay)
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    with serving(server):
+        yield f"http://127.0.0.1:{server.server_address[1]}/rss/", arrivals
+
+
+async def test_stopping_lets_an_ingest_in_flight_finish_and_be_recorded(tmp_path: Path) -> None:
+    with slow_feed(EMPTY_FEED.read_bytes(), delay=1.0) as (url, arrivals):
+        settings = Settings(
+            database_url=f"sqlite:///{tmp_path}/inflight.db",
+            arxiv_rss_url=url,
+            hf_api_url=f"http://127.0.0.1:{free_port()}/api/",
+            arxiv_api_url=f"http://127.0.0.1:{free_port()}/api/query",
+            http_backoff=0.01,
+        )
+        ctx = build_context(settings)
+        stop = asyncio.Event()
+        task = asyncio.create_task(run_forever(ctx, stop, roles=("scheduler",)))
+        try:
+            for _ in range(250):
+                if arrivals:
+                    break
+                await asyncio.sleep(0.02)
+            assert len(arrivals) == 1  # the feed request is on the wire
+            stop.set()
+            await asyncio.wait_for(task, 30)
+        finally:
+            await ctx.aclose()
+    runs = [r for r in ctx.store.latest_runs() if r.source == "arxiv-rss"]
+    assert [(r.state, r.finished_at is not None) for r in runs] == [(RunState.EMPTY, True)]
+
+
 async def test_a_long_retry_after_pauses_that_source(tmp_path: Path) -> None:
     from papertrail.runtime import ingest_all
 
@@ -95,6 +162,7 @@ async def test_a_long_retry_after_pauses_that_source(tmp_path: Path) -> None:
             database_url=f"sqlite:///{tmp_path}/ra.db",
             arxiv_rss_url=server.url,
             hf_api_url=f"http://127.0.0.1:{free_port()}/api/",
+            arxiv_api_url=f"http://127.0.0.1:{free_port()}/api/query",
             http_backoff=0.01,
             http_max_retry_wait=5,
         )
@@ -106,3 +174,132 @@ async def test_a_long_retry_after_pauses_that_source(tmp_path: Path) -> None:
             await ctx.aclose()
     assert len(server.requests) == 1
     assert "arxiv-rss" in ctx.not_before
+
+
+async def test_a_failed_delivery_pass_is_logged_and_the_worker_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from papertrail.worker import run_worker
+
+    out = io.StringIO()
+    ctx = build_context(
+        Settings(database_url=f"sqlite:///{tmp_path}/w.db", digest_check_seconds=1), console=out
+    )
+    seed_due_digests(ctx.store, 1)
+    with ctx.store.engine.begin() as conn:  # the ledger's table disappears for a moment
+        conn.exec_driver_sql("ALTER TABLE digest RENAME TO digest_away")
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_worker(ctx, stop=stop, handle_signals=False))
+    try:
+        for _ in range(250):
+            if "delivery pass failed" in caplog.text:
+                break
+            await asyncio.sleep(0.02)
+        assert "delivery pass failed; next try in 1 s" in caplog.text and not task.done()
+        with ctx.store.engine.begin() as conn:
+            conn.exec_driver_sql("ALTER TABLE digest_away RENAME TO digest")
+        for _ in range(250):
+            if "--- digest for console:s00000 ---" in out.getvalue():
+                break
+            await asyncio.sleep(0.02)
+    finally:
+        stop.set()
+        totals = await asyncio.wait_for(task, 10)
+        await ctx.aclose()
+    assert totals.sent == 1 and "--- digest for console:s00000 ---" in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("given", "roles"),
+    [
+        ([], ROLES),
+        (["all"], ROLES),
+        (["worker,scheduler"], ("scheduler", "worker")),
+        (["web", " Worker ", "web"], ("web", "worker")),
+    ],
+)
+def test_roles_are_comma_separated_or_repeated(given: list[str], roles: tuple[str, ...]) -> None:
+    assert parse_roles(given) == roles
+
+
+def test_an_unknown_role_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", f"sqlite:///{tmp_path}/never.db")
+    result = CliRunner().invoke(app, ["run", "--role", "scheduler,mailer"])
+    assert result.exit_code == 2
+    assert "unknown role 'mailer'" in result.stderr and "scheduler, bots, web, worker" in result.stderr
+    assert not (tmp_path / "never.db").exists()  # refused before touching anything
+
+
+def test_the_scheduler_has_a_named_job_per_cadence(tmp_path: Path) -> None:
+    ctx = build_context(Settings(database_url=f"sqlite:///{tmp_path}/jobs.db", ingest_interval_minutes=15))
+    try:
+        scheduler = AsyncIOScheduler(timezone="UTC")
+
+        async def run(*args: object) -> None:
+            pass
+
+        add_jobs(scheduler, Jobs(ctx), run)
+        jobs = {job.id: job for job in scheduler.get_jobs()}
+    finally:
+        asyncio.run(ctx.aclose())
+    assert set(jobs) == {"arxiv-rss", "arxiv-rss-announcement", "hf-daily"}
+    assert "every 15 min" in jobs["arxiv-rss"].name and "every 60 min" in jobs["hf-daily"].name
+    assert jobs["arxiv-rss"].trigger.interval.total_seconds() == 15 * 60
+
+
+def test_the_announcement_runs_fire_at_20_05_and_20_35_new_york_sunday_to_thursday() -> None:
+    friday = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
+    fires = []
+    moment = friday
+    for _ in range(4):
+        moment = ANNOUNCEMENT.get_next_fire_time(None, moment)
+        fires.append(moment.astimezone(NEW_YORK))
+        moment = moment.replace(second=1)
+    # No run on Friday or Saturday evening; Sunday's announcement is the first.
+    assert [(f.strftime("%a"), f.hour, f.minute) for f in fires] == [
+        ("Sun", 20, 5),
+        ("Sun", 20, 35),
+        ("Mon", 20, 5),
+        ("Mon", 20, 35),
+    ]
+
+
+async def test_a_failing_role_stops_the_others_cleanly(tmp_path: Path) -> None:
+    stopped_cleanly = asyncio.Event()
+
+    async def patient(ctx: AppContext, stop: asyncio.Event) -> None:
+        await stop.wait()
+        stopped_cleanly.set()
+
+    async def broken(ctx: AppContext, stop: asyncio.Event) -> None:
+        raise OSError("address already in use")
+
+    ctx = build_context(Settings(database_url=f"sqlite:///{tmp_path}/f.db"))
+    try:
+        with pytest.raises(RoleFailed, match="the web role failed: address already in use"):
+            await run_forever(ctx, roles=("worker", "web"), runners={"worker": patient, "web": broken})
+    finally:
+        await ctx.aclose()
+    assert stopped_cleanly.is_set()
+
+
+async def test_work_still_running_after_the_grace_period_is_cancelled(tmp_path: Path) -> None:
+    cancelled = asyncio.Event()
+
+    async def stubborn(ctx: AppContext, stop: asyncio.Event) -> None:
+        try:
+            await asyncio.sleep(3600)  # ignores stop, like a send that hangs
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    ctx = build_context(Settings(database_url=f"sqlite:///{tmp_path}/g.db"))
+    stop = asyncio.Event()
+    stop.set()
+    try:
+        await asyncio.wait_for(
+            run_forever(ctx, stop, roles=("worker",), grace=0.2, runners={"worker": stubborn}), 10
+        )
+    finally:
+        await ctx.aclose()
+    assert cancelled.is_set()

@@ -1,0 +1,146 @@
+"""The chat commands' names, one-line summaries and help pages, written once for every platform.
+
+Texts use ``{p}`` for the platform's command prefix (``/`` on Telegram, ``/papertrail `` on Slack), so
+that every example shows what the person actually types. Nothing here touches the store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class CommandInfo:
+    """A command as menus and help show it."""
+
+    name: str
+    usage: str
+    """The arguments, e.g. ``QUERY [--new-only] [--instant]``; empty for none."""
+    summary: str
+    """One line, at most 60 characters: also the description in Telegram's command menu."""
+    changes: bool
+    """Whether the command (with arguments, for ``digest`` and ``timezone``) changes the subscription."""
+
+
+COMMANDS: tuple[CommandInfo, ...] = (
+    CommandInfo("start", "", "set up this chat for paper alerts", True),
+    CommandInfo("help", "[COMMAND]", "the commands, or one command in detail", False),
+    CommandInfo("follow", "QUERY [--new-only] [--instant]", "follow a topic, an author or a paper", True),
+    CommandInfo("unfollow", "NUMBER|QUERY", "stop following something", True),
+    CommandInfo("follows", "[PAGE]", "list this chat's follows, numbered", False),
+    CommandInfo("try", "QUERY", "what a query would have matched lately", False),
+    CommandInfo(
+        "digest", "daily HH:MM|weekly DAY HH:MM|instant|now|off", "when digests go out, or send one now", True
+    ),
+    CommandInfo("timezone", "Area/City", "the timezone of the digest time", True),
+    CommandInfo("pause", "", "stop digests until resume", True),
+    CommandInfo("resume", "", "restart digests", True),
+    CommandInfo("status", "", "this subscription and the sources' health", False),
+)
+BY_NAME = {info.name: info for info in COMMANDS}
+
+ALIASES = {"schedule": "digest", "tz": "timezone", "list": "follows"}
+"""Other words accepted for a command: ``schedule`` as in the CLI, and two short forms."""
+
+HINTS = {
+    "add": "follow", "subscribe": "follow", "sub": "follow", "watch": "follow", "track": "follow",
+    "remove": "unfollow", "delete": "unfollow", "del": "unfollow", "rm": "unfollow",
+    "ls": "follows", "show": "follows", "search": "try", "test": "try", "preview": "try", "check": "try",
+    "stop": "pause", "mute": "pause", "unsubscribe": "pause", "unmute": "resume", "continue": "resume",
+    "restart": "resume", "time": "timezone", "zone": "timezone", "when": "digest", "send": "digest",
+    "info": "status", "settings": "status", "health": "status", "commands": "help", "menu": "help",
+    "hi": "help", "hello": "help", "hey": "help",
+}  # fmt: skip
+"""Words people try for a command: never run, only suggested ("did you mean /follow?")."""
+
+
+def command_list(p: str) -> str:
+    """Every command on one line each, with its arguments and summary."""
+    return "\n".join(
+        f"{p}{info.name}{' ' + info.usage if info.usage else ''} — {info.summary}" for info in COMMANDS
+    )
+
+
+def overview(p: str) -> str:
+    """The answer to ``help``: what PaperTrail does, every command, and an example to copy."""
+    return (
+        "PaperTrail sends new arXiv papers and revisions that match this chat's follows, "
+        "in a digest on your schedule.\n"
+        f"{command_list(p)}\n"
+        f'Example: {p}follow cat:cs.DC au:"Zeng Li"\n'
+        f"{p}help follow shows the query language."
+    )
+
+
+_PAGES = {
+    "start": (
+        "{p}start sets this chat up with the default digest time and says what to do next. "
+        "It changes nothing for a chat that is set up already."
+    ),
+    "help": "{p}help lists the commands; {p}help COMMAND explains one, e.g. {p}help digest.",
+    "follow": (
+        "{p}follow QUERY [--new-only] [--instant]\n"
+        "QUERY uses arXiv's search syntax:\n"
+        "  cat:cs.DC — a category, primary or cross-list (cat:cs.* for all of cs)\n"
+        '  au:"Zeng Li" — an author (au:Li for anyone with that surname)\n'
+        '  ti:"policy lag", abs:rollout — a word or phrase in the title or abstract\n'
+        '  diffusion, "policy lag" — in the title or the abstract\n'
+        "  id:2411.17710 — one paper, to hear about its revisions\n"
+        "  AND, OR, NOT, ANDNOT and ( ) combine terms; a space means AND\n"
+        "Options, at the end: --new-only (no revisions), --instant (sent at once, not with the digest). "
+        "Following the same query again changes its options.\n"
+        "Examples:\n"
+        "  {p}follow cat:cs.LG (graph OR network)\n"
+        '  {p}follow au:"Yann LeCun" --new-only\n'
+        "  {p}follow id:2411.17710 --instant\n"
+        "Check a query first with {p}try QUERY."
+    ),
+    "unfollow": (
+        "{p}unfollow NUMBER removes the follow with that number in {p}follows; "
+        "{p}unfollow QUERY removes it by its query, in any spelling with the same meaning.\n"
+        "Examples: {p}unfollow 2, {p}unfollow cat:cs.DC"
+    ),
+    "follows": (
+        "{p}follows lists this chat's follows, numbered, with their options "
+        "(new papers only, instant). Long lists come in pages: {p}follows 2."
+    ),
+    "try": (
+        "{p}try QUERY shows which papers of the last 7 days the query would have matched, and why, "
+        "without saving anything. Example: {p}try cat:cs.DC ti:scheduling"
+    ),
+    "digest": (
+        "{p}digest shows when digests go out. Change it with:\n"
+        "  {p}digest daily 08:00 — every day at that time\n"
+        "  {p}digest weekdays 07:30 — Monday to Friday\n"
+        "  {p}digest weekly mon 09:00 — once a week\n"
+        "  {p}digest instant — each match as soon as it is found\n"
+        "  {p}digest now — send what is waiting at the next delivery pass\n"
+        "  {p}digest off — pause digests (the same as {p}pause)\n"
+        "Times are in this chat's timezone: {p}timezone."
+    ),
+    "timezone": (
+        "{p}timezone shows this chat's timezone; {p}timezone Area/City changes it. "
+        "Use an IANA name (Europe/Berlin, America/New_York, Asia/Tokyo, UTC) or just the city (Berlin). "
+        "UTC+2 works too, without daylight saving."
+    ),
+    "pause": (
+        "{p}pause stops digests until {p}resume. While paused, new papers are not collected; "
+        "the follows are kept. {p}digest off does the same."
+    ),
+    "resume": (
+        "{p}resume restarts digests after {p}pause, or after PaperTrail paused them because a delivery "
+        "failed for good. Papers are collected again from then on."
+    ),
+    "status": (
+        "{p}status shows this subscription (status, digest schedule, timezone, follows, matches waiting, "
+        "the next digest) and whether PaperTrail's sources are up to date."
+    ),
+}
+
+
+def page(name: str, p: str) -> str:
+    """The help page of one command (a name from :data:`COMMANDS`)."""
+    return _PAGES[name].format(p=p)
+
+
+__all__ = ["ALIASES", "BY_NAME", "COMMANDS", "HINTS", "CommandInfo", "command_list", "overview", "page"]
