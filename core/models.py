@@ -82,6 +82,9 @@ class SubscriberStatus(StrEnum):
 
     ACTIVE = "active"
     PAUSED = "paused"
+    # The subscriber asked to stop (an unsubscribe link, one-click or the manage page). Follows are kept so
+    # that the manage page can re-subscribe; only active subscribers are matched and planned.
+    UNSUBSCRIBED = "unsubscribed"
 
 
 class DigestState(StrEnum):

@@ -36,6 +36,7 @@ from core.models import (
     Version,
     utcnow,
 )
+from core.store_browse import BrowseQueries
 from core.store_ledger import LedgerQueries
 from core.values import AnnounceType, CommunityPick
 
@@ -168,7 +169,7 @@ def version_to_paper(version: Version) -> PaperIn:
     )
 
 
-class Store(LedgerQueries):
+class Store(LedgerQueries, BrowseQueries):
     """The database. Build one per process from an engine and pass it down."""
 
     def __init__(self, engine: Engine) -> None:

@@ -1,0 +1,284 @@
+"""PaperTrail's own web app: the freshness dashboard, the paper browser, health, metrics, unsubscribe.
+
+``build_app(ctx)`` returns a Starlette app; ``papertrail run`` serves it with uvicorn. Routes:
+
+=================================  =========================================================================
+``/``                              status: last 24 hours, sources (ok/quiet/stale/failing), library, queue,
+                                   a 30-day chart; refreshes every minute; no JavaScript
+``/papers``                        the paper browser: sort, filters, text search, 50 per page
+``/papers/{arxiv_id}``             one paper: versions, what each revision changed, community picks
+``/sources/{name}``                a source's recent runs
+``/healthz``                       liveness: 200 ``ok`` without touching the database
+``/readyz``                        200 when ``SELECT 1`` works, else 503 with the reason
+``/metrics``                       Prometheus text format, read from the database at scrape time
+``/unsubscribe/{token}``           GET asks, POST unsubscribes (RFC 8058 one-click)
+``/manage/{token}``                GET shows follows and schedule, POST changes them
+=================================  =========================================================================
+
+The database calls are synchronous; Starlette runs synchronous endpoints in its thread pool, so a slow
+query never blocks the event loop the scheduler and the bots share in ``papertrail run``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from markupsafe import Markup
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from core.chart import daily_chart
+from core.health import Health
+from core.models import utcnow
+from core.status import SourceStatus
+from core.store_browse import MAX_CATEGORY, MAX_SEARCH, PAGE_SIZE, Kind, PaperFilter, Sort
+from core.store_ledger import changes
+from papertrail.context import SOURCE_NAMES, AppContext
+from papertrail.web_metrics import StoreCollector, exposition, judged_sources, metrics_registry, readiness
+from papertrail.web_pages import Pages
+from papertrail.web_subscribers import SubscriberPages
+
+# The status page reloads itself this often (seconds): a wall display stays current with no script.
+REFRESH_SECONDS = 60
+CHART_DAYS = 30
+# Arrival windows the browser accepts (the status page links use 24h).
+WINDOWS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
+# Forms are small; anything larger is refused before it is parsed.
+MAX_BODY = 64 * 1024
+_CATEGORY = re.compile(r"^[A-Za-z][A-Za-z0-9.\-]*(\.\*)?$")
+_MAX_PAGE = 100_000
+
+
+def build_app(ctx: AppContext, *, clock: Callable[[], datetime] = utcnow) -> Starlette:
+    """The web app over ``ctx``'s store and settings; ``clock`` is "now" for every page (tests fix it)."""
+    web = _Web(ctx, Pages(clock), clock)
+    subscribers = SubscriberPages(ctx, web.pages)
+    routes = [
+        Route("/", web.status_page, methods=["GET"]),
+        Route("/papers", web.papers_page, methods=["GET"]),
+        Route("/papers/{arxiv_id:path}", web.paper_page, methods=["GET"]),
+        Route("/sources/{name}", web.source_page, methods=["GET"]),
+        Route("/healthz", web.healthz, methods=["GET"]),
+        Route("/readyz", web.readyz, methods=["GET"]),
+        Route("/metrics", web.metrics, methods=["GET"]),
+        *subscribers.routes(),
+    ]
+    return Starlette(
+        routes=routes,
+        exception_handlers={404: web.not_found, 405: web.not_allowed},
+        max_body_size=MAX_BODY,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Banner:
+    """The one line at the top of the status page that tells silence from breakage."""
+
+    level: str  # ok | quiet | stale | failing | unknown
+    headline: str
+    detail: str
+
+
+def overall(judged: Sequence[SourceStatus], new: int, revised: int) -> Banner:
+    """Sum up every source's verdict: broken beats behind beats quiet beats ok."""
+    by_state: dict[Health, list[str]] = {}
+    for item in judged:
+        by_state.setdefault(item.verdict.state, []).append(item.facts.source)
+    if failing := by_state.get(Health.FAILING):
+        return Banner(
+            "failing",
+            f"Broken: {', '.join(failing)} failing",
+            "The last check failed; the reason is in the sources table. "
+            "Papers may be missing until it recovers.",
+        )
+    if stale := by_state.get(Health.STALE):
+        return Banner(
+            "stale",
+            f"Behind: {', '.join(stale)} stale",
+            "Checks succeed, but the source still serves an older announcement "
+            "than arXiv's calendar expects.",
+        )
+    news = f"{new:,} new papers and {revised:,} revised ones in the last 24 hours"
+    if all(item.verdict.state == Health.UNKNOWN for item in judged):
+        return Banner("unknown", "No source has been checked yet", "The first run has not finished.")
+    if Health.QUIET in by_state:
+        return Banner(
+            "quiet",
+            "Quiet: nothing new expected now",
+            f"No arXiv announcement today (weekend or holiday); every source answered. {news}.",
+        )
+    if new or revised:
+        return Banner("ok", "All sources healthy", f"{news[0].upper()}{news[1:]}.")
+    return Banner("ok", "All sources healthy: nothing new", f"Every source answered; {news}.")
+
+
+class _Web:
+    """The status, browser, source and health endpoints of one app."""
+
+    def __init__(self, ctx: AppContext, pages: Pages, clock: Callable[[], datetime]) -> None:
+        self.ctx = ctx
+        self.store = ctx.store
+        self.pages = pages
+        self.clock = clock
+        self.registry = metrics_registry(StoreCollector(ctx.store, ctx.settings, SOURCE_NAMES, clock))
+
+    # -- pages -------------------------------------------------------------------------------------------
+
+    def status_page(self, request: Request) -> Response:
+        """The dashboard of freshness."""
+        now = self.clock()
+        judged, summary = judged_sources(self.store, self.ctx.settings, SOURCE_NAMES, now)
+        counts = self.store.dashboard_counts(now)
+        facts = self.store.source_facts([item.facts.source for item in judged])
+        days = self.store.daily_counts(now, CHART_DAYS)
+        chart = Markup(daily_chart(days, title=f"News per day, last {CHART_DAYS} days (UTC)"))
+        return self.pages.render(
+            "status.html.j2",
+            now=now,
+            refresh=REFRESH_SECONDS,
+            banner=overall(judged, counts.new_24h, counts.revised_24h),
+            counts=counts,
+            summary=summary,
+            sources=[(item, facts[item.facts.source]) for item in judged],
+            chart=chart,
+            days=days,
+        )
+
+    def papers_page(self, request: Request) -> Response:
+        """The paper browser."""
+        now = self.clock()
+        params = {
+            key: request.query_params.get(key, "") for key in ("sort", "kind", "since", "ai", "cat", "q")
+        }
+        parsed = parse_filter(params, now)
+        page_text = request.query_params.get("page", "1")
+        if isinstance(parsed, str) or not page_text.isdigit() or not 1 <= int(page_text) <= _MAX_PAGE:
+            error = parsed if isinstance(parsed, str) else f"page {page_text!r} is not a page number"
+            return self.pages.render(
+                "papers.html.j2",
+                status=400,
+                error=error,
+                params=params,
+                result=None,
+                now=now,
+                windows=WINDOWS,
+            )
+        result = self.store.browse_papers(parsed, page=int(page_text), per_page=PAGE_SIZE)
+        return self.pages.render(
+            "papers.html.j2", error="", params=params, result=result, now=now, windows=WINDOWS
+        )
+
+    def paper_page(self, request: Request) -> Response:
+        """One paper with its version history and community picks."""
+        raw = request.path_params["arxiv_id"]
+        bare = re.sub(r"v\d+$", "", raw.strip().removeprefix("arXiv:").removeprefix("arxiv:"))
+        if not bare:
+            return RedirectResponse("/papers", status_code=307)
+        versions = self.store.versions_of(bare)
+        picks = self.store.picks_of(bare)
+        if not versions and not picks:
+            return self.pages.message(
+                "Paper not found",
+                f"PaperTrail has not seen {raw}.",
+                hint="Check the id (e.g. 2411.17700), or search the library on the papers page.",
+                status=404,
+            )
+        history = [
+            (version, changes(versions[index - 1] if index else None, version))
+            for index, version in enumerate(versions)
+        ]
+        return self.pages.render(
+            "paper.html.j2",
+            arxiv_id=bare,
+            latest=versions[-1] if versions else None,
+            history=list(reversed(history)),
+            picks=list(reversed(picks)),
+            upvotes=max((pick.upvotes for pick in picks), default=0),
+        )
+
+    def source_page(self, request: Request) -> Response:
+        """A source's verdict and its recent runs."""
+        name = request.path_params["name"]
+        now = self.clock()
+        judged, _ = judged_sources(self.store, self.ctx.settings, SOURCE_NAMES, now)
+        verdict = next((item for item in judged if item.facts.source == name), None)
+        if verdict is None:
+            return self.pages.message(
+                "Unknown source",
+                f"PaperTrail has no source called {name}.",
+                hint=f"The sources are: {', '.join(item.facts.source for item in judged)}.",
+                status=404,
+            )
+        return self.pages.render(
+            "source.html.j2", now=now, source=verdict, runs=self.store.source_runs(name, limit=50)
+        )
+
+    # -- operations --------------------------------------------------------------------------------------
+
+    async def healthz(self, request: Request) -> Response:
+        """Liveness: the process answers. Never touches the database."""
+        return PlainTextResponse("ok")
+
+    async def readyz(self, request: Request) -> Response:
+        """Readiness: the database answers ``SELECT 1``."""
+        reason = await run_in_threadpool(readiness, self.store, self.ctx.settings)
+        if reason is None:
+            return PlainTextResponse("ready")
+        return PlainTextResponse(f"not ready: {reason}", status_code=503)
+
+    async def metrics(self, request: Request) -> Response:
+        """Prometheus text exposition, read from the database now."""
+        body = await run_in_threadpool(exposition, self.registry)
+        return Response(body, media_type=CONTENT_TYPE_PLAIN_0_0_4)
+
+    async def not_found(self, request: Request, exc: Exception) -> Response:
+        """A page for every unknown path (escaped like every other page)."""
+        return self.pages.message(
+            "Not found",
+            f"There is no page at {request.url.path}.",
+            hint="The status page is at /, the papers at /papers.",
+            status=404,
+        )
+
+    async def not_allowed(self, request: Request, exc: Exception) -> Response:
+        """Say which methods a path takes (a GET-only page posted to, and the reverse)."""
+        return PlainTextResponse(f"{request.method} is not allowed here", status_code=405)
+
+
+def parse_filter(params: dict[str, str], now: datetime) -> PaperFilter | str:
+    """The browser's query parameters as a filter, or what is wrong with them."""
+    try:
+        sort = Sort(params["sort"] or Sort.UPDATED)
+    except ValueError:
+        return f"unknown sort {params['sort']!r}; use one of {', '.join(s.value for s in Sort)}"
+    try:
+        kind = Kind(params["kind"])
+    except ValueError:
+        return f"unknown kind {params['kind']!r}; use new, revised or community"
+    window = params["since"]
+    if window and window not in WINDOWS:
+        return f"unknown window {window!r}; use one of {', '.join(WINDOWS)}"
+    ai = params["ai"]
+    if ai not in ("", "0", "1", "on"):
+        return f"ai={ai!r}: use ai=1 for AI-related papers only"
+    category = params["cat"].strip()
+    if category and (len(category) > MAX_CATEGORY or not _CATEGORY.match(category)):
+        return f"{category[:MAX_CATEGORY]!r} is not a category; write it like cs.LG, or cs for the archive"
+    text = " ".join(params["q"].split())
+    if len(text) > MAX_SEARCH:
+        return f"the search text is {len(text)} characters long; the limit is {MAX_SEARCH}"
+    return PaperFilter(
+        sort=sort,
+        kind=kind,
+        since=now - WINDOWS[window] if window else None,
+        ai=ai in ("1", "on"),
+        category=category,
+        text=text,
+    )

@@ -1,0 +1,292 @@
+"""Unsubscribe and manage pages: no account and no cookie, a signed link per subscriber (core.tokens).
+
+* ``GET /unsubscribe/{token}`` only asks: mail scanners and link previews follow every link in a mail, so
+  a GET must never change anything. Its button posts the same body a mail client's one-click does.
+* ``POST /unsubscribe/{token}`` unsubscribes (RFC 8058 one-click: the body is
+  ``List-Unsubscribe=One-Click``, form-encoded, with no cookie and no CSRF token; the signed token in the
+  URL is the authority). The subscriber keeps its follows, so the manage page can re-subscribe.
+* ``GET /manage/{token}`` shows the follows, schedule, timezone and status; ``POST /manage/{token}`` with
+  ``action`` = ``add``, ``remove``, ``schedule``, ``unsubscribe`` or ``resubscribe`` changes them and
+  redirects back (303) to the page with a notice. Any other action is refused with 400.
+
+A forged, altered or wrong-purpose token gets a 400 page that says so and what to do; with no
+``PAPERTRAIL_SECRET_KEY`` the links cannot exist, and the pages answer 404 saying they are not enabled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from core import tokens
+from core.delivery import normalise_address
+from core.digests import resume
+from core.follows import follow
+from core.models import Follow, Subscriber, SubscriberStatus
+from core.query import QueryError
+from core.schedule import parse_schedule, zone
+from papertrail.context import AppContext
+from papertrail.web_pages import Pages
+
+UNSUBSCRIBE_REASON = "unsubscribed through a link in a digest"
+# Longest value accepted in a form field; the follow language itself stops at 1,000 characters.
+MAX_FIELD = 2000
+
+# What the manage page says after a successful action (the redirect carries only the key).
+NOTICES = {
+    "added": "Follow added.",
+    "updated": "That follow existed already; its options are updated.",
+    "unchanged": "You follow that already; nothing changed.",
+    "removed": "Follow removed.",
+    "schedule": "Schedule and timezone saved.",
+    "unsubscribed": "You are unsubscribed: no more digests. Your follows are kept below.",
+    "resubscribed": "You are subscribed again: digests resume on your schedule.",
+    "active": "You are subscribed already.",
+}
+ACTIONS = ("add", "remove", "schedule", "unsubscribe", "resubscribe")
+
+
+@dataclass(frozen=True, slots=True)
+class FormError:
+    """A rejected form: the message, and for a query its position and a caret excerpt."""
+
+    message: str
+    excerpt: str = ""
+    position: int | None = None
+
+
+class SubscriberPages:
+    """The unsubscribe and manage routes of one app."""
+
+    def __init__(self, ctx: AppContext, pages: Pages) -> None:
+        self.ctx = ctx
+        self.store = ctx.store
+        self.pages = pages
+
+    def routes(self) -> list[Route]:
+        """The four routes (GET shows, POST acts)."""
+        return [
+            Route("/unsubscribe/{token}", self.unsubscribe_page, methods=["GET"]),
+            Route("/unsubscribe/{token}", self.unsubscribe_post, methods=["POST"]),
+            Route("/manage/{token}", self.manage_page, methods=["GET"]),
+            Route("/manage/{token}", self.manage_post, methods=["POST"]),
+        ]
+
+    # -- tokens ------------------------------------------------------------------------------------------
+
+    def _key(self) -> str:
+        secret = self.ctx.settings.secret_key
+        return secret.get_secret_value() if secret else ""
+
+    def _subscriber(self, token: str, purpose: str) -> Subscriber | Response:
+        """The subscriber a valid token names, or the page that says why there is none."""
+        key = self._key()
+        if not key:
+            return self.pages.message(
+                "Links not enabled",
+                "Unsubscribe and manage links are not enabled on this PaperTrail server.",
+                hint="Ask its operator to set PAPERTRAIL_SECRET_KEY; digests then carry working links.",
+                status=404,
+                private=True,
+            )
+        try:
+            address = tokens.verify(key, purpose, token)
+        except tokens.InvalidToken as exc:
+            return self.pages.message(
+                "This link is not valid",
+                f"{str(exc).capitalize()}.",
+                hint="Open the link from your most recent digest again (the whole link, in one piece). "
+                "If it still fails, the server's key may have changed: the next digest carries new links.",
+                status=400,
+                private=True,
+            )
+        subscriber = self.store.get_subscriber(address)
+        if subscriber is None:
+            try:
+                subscriber = self.store.get_subscriber(normalise_address(address))
+            except ValueError:
+                subscriber = None
+        if subscriber is None or subscriber.id is None:
+            return self.pages.message(
+                "No subscription",
+                f"PaperTrail has no subscription for {address} any more.",
+                hint="Nothing will be sent to it. To subscribe again, add a follow through a chat bot "
+                "or ask the operator.",
+                status=404,
+                private=True,
+            )
+        return subscriber
+
+    def _links(self, address: str) -> tuple[str, str]:
+        """The unsubscribe and manage paths of ``address`` (signed with the server's key)."""
+        key = self._key()
+        unsubscribe = tokens.sign(key, tokens.UNSUBSCRIBE, address)
+        manage = tokens.sign(key, tokens.MANAGE, address)
+        return f"/unsubscribe/{quote(unsubscribe, safe='')}", f"/manage/{quote(manage, safe='')}"
+
+    # -- unsubscribe ---------------------------------------------------------------------------------------
+
+    def unsubscribe_page(self, request: Request) -> Response:
+        """Ask before unsubscribing; changes nothing."""
+        found = self._subscriber(request.path_params["token"], tokens.UNSUBSCRIBE)
+        if not isinstance(found, Subscriber):
+            return found
+        return self._unsubscribe_view(found, done=False)
+
+    async def unsubscribe_post(self, request: Request) -> Response:
+        """One-click unsubscribe (RFC 8058) and the confirmation page's button."""
+        # Read (and bound) the body; its content does not matter: the signed token is the authority.
+        await request.form(max_fields=10, max_files=0)
+        return await run_in_threadpool(self._unsubscribe, request.path_params["token"])
+
+    def _unsubscribe(self, token: str) -> Response:
+        found = self._subscriber(token, tokens.UNSUBSCRIBE)
+        if not isinstance(found, Subscriber):
+            return found
+        already = found.status == SubscriberStatus.UNSUBSCRIBED
+        if not already:
+            assert found.id is not None
+            self.store.unsubscribe(found.id, reason=UNSUBSCRIBE_REASON)
+            found = self.store.get_subscriber(found.address) or found
+        return self._unsubscribe_view(found, done=True)
+
+    def _unsubscribe_view(self, subscriber: Subscriber, *, done: bool) -> Response:
+        unsubscribe_path, manage_path = self._links(subscriber.address)
+        assert subscriber.id is not None
+        return self.pages.render(
+            "unsubscribe.html.j2",
+            private=True,
+            subscriber=subscriber,
+            follows=len(self.store.follows_of(subscriber.id)),
+            done=done,
+            unsubscribed=subscriber.status == SubscriberStatus.UNSUBSCRIBED,
+            action=unsubscribe_path,
+            manage=manage_path,
+        )
+
+    # -- manage --------------------------------------------------------------------------------------------
+
+    def manage_page(self, request: Request) -> Response:
+        """The subscriber's follows, schedule and status, with forms to change them."""
+        found = self._subscriber(request.path_params["token"], tokens.MANAGE)
+        if not isinstance(found, Subscriber):
+            return found
+        notice = NOTICES.get(request.query_params.get("done", ""), "")
+        return self._manage_view(found, notice=notice)
+
+    async def manage_post(self, request: Request) -> Response:
+        """Carry out one action from the manage page, then show the page again."""
+        form = await request.form(max_fields=20, max_files=0)
+        fields: dict[str, str] = {}
+        for name, value in form.multi_items():
+            if not isinstance(value, str) or len(value) > MAX_FIELD:
+                return self.pages.message(
+                    "Form not accepted", f"The field {name!r} is not a short text.", status=400, private=True
+                )
+            fields.setdefault(name, value)
+        return await run_in_threadpool(self._manage, request.path_params["token"], fields)
+
+    def _manage(self, token: str, fields: Mapping[str, str]) -> Response:
+        found = self._subscriber(token, tokens.MANAGE)
+        if not isinstance(found, Subscriber):
+            return found
+        action = fields.get("action", "")
+        if action not in ACTIONS:
+            return self._manage_view(
+                found,
+                error=FormError(
+                    f"unknown action {action!r}; the page's buttons send one of {', '.join(ACTIONS)}"
+                ),
+                status=400,
+            )
+        outcome = getattr(self, f"_do_{action}")(found, fields)
+        if isinstance(outcome, FormError):
+            return self._manage_view(found, error=outcome, status=400, values=fields)
+        return RedirectResponse(f"/manage/{quote(token, safe='')}?done={outcome}", status_code=303)
+
+    def _do_add(self, subscriber: Subscriber, fields: Mapping[str, str]) -> str | FormError:
+        text = fields.get("query", "")
+        try:
+            result = follow(
+                self.store,
+                subscriber.address,
+                text,
+                timezone=subscriber.timezone,
+                schedule=subscriber.schedule,
+                revisions=fields.get("new_only") is None,
+                instant=fields.get("instant") is not None,
+            )
+        except QueryError as exc:
+            return FormError(str(exc), exc.excerpt(), exc.position)
+        except ValueError as exc:
+            return FormError(str(exc))
+        return result.outcome
+
+    def _do_remove(self, subscriber: Subscriber, fields: Mapping[str, str]) -> str | FormError:
+        assert subscriber.id is not None
+        wanted = fields.get("follow", "")
+        target: Follow | None = next(
+            (f for f in self.store.follows_of(subscriber.id) if str(f.id) == wanted.strip()), None
+        )
+        if target is None or target.id is None:
+            return FormError("that follow is not on your list (removed already?); the list below is current")
+        self.store.remove_follow(target.id)
+        return "removed"
+
+    def _do_schedule(self, subscriber: Subscriber, fields: Mapping[str, str]) -> str | FormError:
+        assert subscriber.id is not None
+        timezone = fields.get("timezone", "").strip() or subscriber.timezone
+        try:
+            parsed = parse_schedule(fields.get("schedule", ""))
+            zone(timezone)
+        except ValueError as exc:
+            return FormError(str(exc))
+        self.store.update_subscriber(subscriber.id, schedule=parsed.text, timezone=timezone)
+        return "schedule"
+
+    def _do_unsubscribe(self, subscriber: Subscriber, fields: Mapping[str, str]) -> str | FormError:
+        assert subscriber.id is not None
+        if subscriber.status != SubscriberStatus.UNSUBSCRIBED:
+            self.store.unsubscribe(subscriber.id, reason="unsubscribed on the manage page")
+        return "unsubscribed"
+
+    def _do_resubscribe(self, subscriber: Subscriber, fields: Mapping[str, str]) -> str | FormError:
+        if subscriber.status == SubscriberStatus.ACTIVE:
+            return "active"
+        # The same as `papertrail resume`: active again, dead-lettered digests re-queued.
+        resume(self.store, subscriber.address)
+        return "resubscribed"
+
+    def _manage_view(
+        self,
+        subscriber: Subscriber,
+        *,
+        notice: str = "",
+        error: FormError | None = None,
+        status: int = 200,
+        values: Mapping[str, str] | None = None,
+    ) -> Response:
+        assert subscriber.id is not None
+        _, manage_path = self._links(subscriber.address)
+        form: dict[str, Any] = {"query": "", "schedule": subscriber.schedule, "timezone": subscriber.timezone}
+        if values:
+            form.update({k: v for k, v in values.items() if k in form})
+        return self.pages.render(
+            "manage.html.j2",
+            status=status,
+            private=True,
+            subscriber=subscriber,
+            follows=self.store.follows_of(subscriber.id),
+            action=manage_path,
+            notice=notice,
+            error=error,
+            form=form,
+            statuses=SubscriberStatus,
+        )

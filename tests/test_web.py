@@ -1,0 +1,591 @@
+"""The web app through Starlette's test client, against real SQLite and PostgreSQL stores.
+
+The read-only pages run over a store seeded from the recorded corpus (tests/web_seed.py) once per module
+and database; every number they show is compared with the database, counted with plain SQL. The
+unsubscribe and manage flows, which write, get a small store of their own per test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import html
+import math
+import re
+import uuid
+import warnings
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import markupsafe
+import pytest
+import sqlalchemy as sa
+from prometheus_client.parser import text_string_to_metric_families
+
+from core import tokens
+from core.config import Settings
+from core.follows import follow
+from core.models import Digest, DigestState, Follow, RunState, SubscriberStatus, utcnow
+from core.render import Renderer
+from core.service import match_new
+from core.status import source_statuses
+from core.store import Store, make_engine
+from core.values import PaperIn
+from ingest.arxiv_rss_parse import parse_feed
+from ingest.http import HttpClient
+from papertrail.context import SOURCE_NAMES, AppContext
+from papertrail.web import build_app
+from tests.conftest import BIG_FEED, POSTGRES_URL, migrated_store, postgres_available
+from tests.servers import free_port
+from tests.web_seed import (
+    HOSTILE_AUTHOR,
+    HOSTILE_ERROR,
+    HOSTILE_ID,
+    HOSTILE_PICK_ID,
+    HOSTILE_PICK_TITLE,
+    HOSTILE_REVISED_TITLE,
+    HOSTILE_TITLE,
+    expected_numbers,
+    papers_with_category,
+    seed_store,
+)
+
+with warnings.catch_warnings():
+    # Starlette 1.x suggests httpx2 for its test client; httpx (installed) works the same for these tests.
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
+
+KEY = "test-secret-key-0123456789abcdef"
+
+
+def esc(text: str, quote: bool = True) -> str:
+    """``text`` as Jinja's autoescape prints it (quotes too, unless ``quote`` is False)."""
+    escaped = str(markupsafe.escape(text))
+    return escaped if quote else escaped.replace("&#34;", '"').replace("&#39;", "'")
+
+
+def web_context(store: Store, **settings: Any) -> AppContext:
+    """An application context over ``store`` (no notifiers: the web app never sends)."""
+    url = store.engine.url.render_as_string(hide_password=False)
+    return AppContext(
+        settings=Settings(database_url=url, **settings),
+        store=store,
+        renderer=Renderer(),
+        notifiers={},
+        http=HttpClient("papertrail-tests"),
+    )
+
+
+def client_for(store: Store, **settings: Any) -> TestClient:
+    """A test client of the app over ``store``; the secret key is set unless given."""
+    settings.setdefault("secret_key", KEY)
+    return TestClient(build_app(web_context(store, **settings)), follow_redirects=False)
+
+
+# -- the seeded store, once per module and database -------------------------------------------------------
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def seeded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    """A store seeded from the recorded corpus (see tests/web_seed.py) on each database."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('web')}/web.db"
+        for store in migrated_store(url):
+            asyncio.run(seed_store(store))
+            yield store
+        return
+    if not postgres_available():
+        pytest.skip(f"PostgreSQL unreachable at {POSTGRES_URL}")
+    schema = f"pt_web_{uuid.uuid4().hex[:10]}"
+    admin = sa.create_engine(POSTGRES_URL)
+    with admin.begin() as conn:
+        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    sep = "&" if "?" in POSTGRES_URL else "?"
+    try:
+        for store in migrated_store(f"{POSTGRES_URL}{sep}options=-csearch_path%3D{schema}"):
+            asyncio.run(seed_store(store))
+            yield store
+    finally:
+        with admin.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture
+def client(seeded: Store) -> TestClient:
+    """A test client over the seeded store."""
+    return client_for(seeded)
+
+
+def shown_counts(page: str) -> dict[str, int]:
+    """Every ``data-count`` number on a page."""
+    return {
+        name: int(value.replace(",", ""))
+        for name, value in re.findall(r'data-count="(\w+)"[^>]*>([\d,]+)<', page)
+    }
+
+
+def links_of(page: str) -> dict[str, str]:
+    """The target of each linked number on the status page."""
+    return {
+        name: html.unescape(href) for href, name in re.findall(r'<a href="([^"]+)" data-count="(\w+)"', page)
+    }
+
+
+def listed_ids(page: str) -> list[str]:
+    """The paper ids of a browser page, in order."""
+    return re.findall(r'<li data-paper="([^"]+)">', page)
+
+
+# -- the status page -------------------------------------------------------------------------------------
+
+
+def test_status_page_numbers_equal_the_database(client: TestClient, seeded: Store) -> None:
+    response = client.get("/")
+    assert response.status_code == 200
+    page = response.text
+    expected = expected_numbers(seeded, utcnow())
+    shown = shown_counts(page)
+    for name in (
+        "new_24h",
+        "new_ai_24h",
+        "revised_24h",
+        "revised_ai_24h",
+        "community_24h",
+        "papers",
+        "ai_papers",
+        "revised_papers",
+        "community_papers",
+        "pending_matches",
+        "queued_digests",
+        "dead_digests",
+        "paused_subscribers",
+    ):
+        assert shown[name] == getattr(expected, name), name
+    # The corpus makes every one of them non-zero, so an always-zero page cannot pass.
+    assert min(shown.values()) > 0
+    # Each 24-hour and library number links to the list it counts: the list is exactly that long.
+    for name, href in links_of(page).items():
+        listed = client.get(href)
+        assert listed.status_code == 200, href
+        assert shown_counts(listed.text)["total"] == shown[name], (name, href)
+    # The chart's numbers, day by day.
+    for day, (new, revised, ai) in expected.per_day.items():
+        row = re.search(rf'<tr data-day="{day.isoformat()}">(.*?)</tr>', page)
+        assert row is not None, day
+        assert [int(v.replace(",", "")) for v in re.findall(r'class="num">([\d,]+)<', row[1])] == [
+            new,
+            revised,
+            ai,
+        ]
+    assert '<meta http-equiv="refresh" content="60">' in page
+    assert 'role="img"' in page and "<title id=" in page and "<desc id=" in page
+
+
+def test_status_page_states_and_escaping(client: TestClient, seeded: Store) -> None:
+    page = client.get("/").text
+    now = utcnow()
+    settings = Settings()
+    judged = source_statuses(
+        seeded.status(now, sources=SOURCE_NAMES),
+        now=now,
+        holidays=settings.holiday_dates,
+        grace=timedelta(hours=settings.arxiv_stale_grace_hours),
+    )
+    shown = dict(re.findall(r'<tr data-source="([^"]+)" data-state="(\w+)">', page))
+    assert shown == {item.facts.source: item.verdict.state.value for item in judged}
+    assert shown["arxiv-oai"] == "failing" and shown["arxiv-api"] == "unknown"
+    # Broken beats everything else in the headline.
+    assert 'data-state="failing"' in page and "Broken: arxiv-oai failing" in page
+    for name in SOURCE_NAMES:
+        assert f'href="/sources/{name}"' in page
+    # The source's error is HTML: shown as text. No script at all on the page.
+    assert esc(HOSTILE_ERROR, quote=False) in page
+    assert "<script" not in page and "<b>oaipmh" not in page
+
+
+def test_quiet_ok_and_failing_read_differently(sqlite_store: Store) -> None:
+    """A silent weekend is "quiet", a current feed "ok", a failed check "broken": told apart at a glance."""
+    context = web_context(sqlite_store)
+
+    def served(mailing: str, at: datetime, state: RunState = RunState.OK, error: str | None = None) -> None:
+        run = sqlite_store.start_run("arxiv-rss", now=at)
+        sqlite_store.finish_run(run, state, now=at, cursor=f"{mailing}T00:00:00-05:00", error=error)
+
+    def banner(at: datetime) -> tuple[str, str]:
+        page = TestClient(build_app(context, clock=lambda: at)).get("/").text
+        found = re.search(r'<div class="banner state-(\w+)".*?<strong>(.*?)</strong>', page, flags=re.S)
+        assert found is not None
+        return found[1], found[2]
+
+    thursday = datetime(2024, 11, 28, 15, 0, tzinfo=UTC)  # Wednesday evening's mailing is current
+    served("2024-11-28", thursday - timedelta(hours=1))
+    assert banner(thursday) == ("ok", "All sources healthy: nothing new")
+    saturday = datetime(2024, 11, 30, 15, 0, tzinfo=UTC)  # no announcement on Friday or Saturday evenings
+    served("2024-11-29", saturday - timedelta(hours=1))
+    assert banner(saturday) == ("quiet", "Quiet: nothing new expected now")
+    tuesday = datetime(2024, 12, 3, 15, 0, tzinfo=UTC)  # Monday evening's mailing should be there by now
+    assert banner(tuesday) == ("stale", "Behind: arxiv-rss stale")
+    served("2024-11-29", saturday, RunState.ERROR, "cannot connect to rss.arxiv.org")
+    assert banner(saturday) == ("failing", "Broken: arxiv-rss failing")
+
+
+# -- the paper browser -----------------------------------------------------------------------------------
+
+
+def _ids_by_sql(store: Store, order: str) -> list[str]:
+    with store.engine.connect() as c:
+        return list(
+            c.execute(
+                sa.text(
+                    "SELECT p.id FROM paper p "
+                    "LEFT JOIN version l ON l.paper_id = p.id AND l.number = p.latest_version "
+                    "LEFT JOIN version f ON f.paper_id = p.id AND f.number = 1 "
+                    f"ORDER BY {order}, p.id DESC LIMIT 50"
+                )
+            ).scalars()
+        )
+
+
+def test_browser_sorts_follow_their_definitions(client: TestClient, seeded: Store) -> None:
+    orders = {
+        "updated": "coalesce(l.first_seen_at, p.first_seen_at) DESC",
+        "ingested": "p.first_seen_at DESC",
+        "published": "(f.announced_at IS NULL), f.announced_at DESC",
+    }
+    pages = {}
+    for sort, order in orders.items():
+        pages[sort] = listed_ids(client.get(f"/papers?sort={sort}").text)
+        assert pages[sort] == _ids_by_sql(seeded, order), sort
+    assert len({tuple(ids) for ids in pages.values()}) == 3, "each sort orders differently"
+    # The hostile paper's revision arrived last: first by version update, not by ingestion time.
+    assert pages["updated"][0] == HOSTILE_ID and pages["ingested"][0] != HOSTILE_ID
+
+
+def test_browser_filters_search_and_pages(client: TestClient, seeded: Store) -> None:
+    def total(query: str) -> int:
+        response = client.get(f"/papers?{query}")
+        assert response.status_code == 200, query
+        return shown_counts(response.text)["total"]
+
+    everything = total("")
+    dc = papers_with_category(seeded, "cs.DC")
+    assert total("cat=cs.DC") == len(dc) > 0
+    assert set(listed_ids(client.get("/papers?cat=cs.DC").text)) <= dc
+    assert len(dc) < total("cat=cs") < everything  # the archive holds cs.DC and more, not the physics
+    assert total("kind=new") + total("kind=community") > total("kind=revised") > 0
+    assert total("since=24h&kind=new&ai=1") < total("since=24h&kind=new") < total("kind=new")
+    # Search: title words in any case, a non-ASCII author name, a pick's text; LIKE wildcards are literal.
+    textured = listed_ids(client.get("/papers?q=TEXTURED+gaussians").text)
+    assert textured == ["2411.18625"]
+    assert listed_ids(client.get("/papers?q=Pino-Alarc%C3%B3n").text) == ["2411.18621"]
+    assert HOSTILE_PICK_ID in listed_ids(client.get("/papers?q=iframe").text)
+    assert total("q=zz%25_%25qq") == 0
+    # Pages: 50 rows each, distinct, as many pages as the total needs.
+    first, second = client.get("/papers?page=1").text, client.get("/papers?page=2").text
+    assert len(listed_ids(first)) == 50 and not set(listed_ids(first)) & set(listed_ids(second))
+    assert f"page 1 of {math.ceil(everything / 50)}" in first
+    assert 'href="/papers?page=2"' in first and 'rel="next"' in first
+
+
+BAD_PARAMETERS = {
+    "sort=random": "unknown sort",
+    "kind=old": "unknown kind",
+    "since=1y": "unknown window",
+    "cat=%3Cscript%3E": "is not a category",
+    "page=0": "not a page number",
+    "page=x": "not a page number",
+    "ai=maybe": "ai=1",
+    "q=" + "a" * 201: "the limit is 200",
+}
+
+
+def test_browser_refuses_bad_parameters(sqlite_store: Store) -> None:
+    app_client = client_for(sqlite_store)
+    for query, message in BAD_PARAMETERS.items():
+        response = app_client.get(f"/papers?{query}")
+        assert response.status_code == 400, query
+        assert message in html.unescape(response.text), query
+        assert "<script>" not in response.text
+
+
+def test_hostile_text_is_escaped_everywhere(client: TestClient) -> None:
+    listing = client.get(f"/papers?q={HOSTILE_ID}").text + client.get("/papers?q=%3Cscript%3E").text
+    assert esc(HOSTILE_REVISED_TITLE) in listing
+    assert esc(HOSTILE_AUTHOR) in listing
+    assert 'value="&lt;script&gt;"' in listing
+    paper = client.get(f"/papers/{HOSTILE_ID}").text
+    assert esc(HOSTILE_REVISED_TITLE) in paper
+    assert esc("</p><img src=x onerror=alert(1)> plain & simple") in paper
+    stub = client.get(f"/papers/{HOSTILE_PICK_ID}").text
+    assert esc(HOSTILE_PICK_TITLE) in stub
+    assert "javascript:" not in stub and 'href="https://example.org/project"' in stub
+    source = client.get("/sources/arxiv-oai").text
+    assert esc(HOSTILE_ERROR, quote=False) in source
+    for page in (listing, paper, stub, source):
+        assert "<script" not in page and "<img" not in page and "<iframe" not in page
+    assert HOSTILE_TITLE not in paper
+
+
+def test_paper_page_shows_versions_changes_and_picks(client: TestClient, seeded: Store) -> None:
+    page = client.get(f"/papers/arXiv:{HOSTILE_ID}v2").text
+    assert re.search(r'data-version="2">.*?<td>title</td>', page, flags=re.S)
+    assert "first stored version" in page
+    assert f'href="https://arxiv.org/abs/{HOSTILE_ID}v1"' in page
+    # A paper featured on Hugging Face shows its upvotes; an old-style id keeps its slash.
+    with seeded.engine.connect() as c:
+        pid, votes = c.execute(
+            sa.text("SELECT paper_id, upvotes FROM community_pick ORDER BY upvotes DESC, paper_id LIMIT 1")
+        ).one()
+        history_id = c.execute(sa.text("SELECT paper_id FROM version WHERE NOT news LIMIT 1")).scalar_one()
+    picked = client.get(f"/papers/{pid}").text
+    assert "Community picks" in picked and f"{votes:,}" in picked
+    history = client.get(f"/papers/{history_id}")
+    assert history.status_code == 200 and "history</span>" in history.text
+    missing = client.get("/papers/2999.99999")
+    assert missing.status_code == 404 and "has not seen" in missing.text
+
+
+def test_old_style_ids_keep_their_slash(sqlite_store: Store) -> None:
+    sqlite_store.save_versions(
+        [PaperIn("hep-th/9901001", 1, "Old <style>", "An abstract.", ("A. Author",), ("hep-th",))]
+    )
+    app_client = client_for(sqlite_store)
+    listing = app_client.get("/papers?cat=hep-th").text
+    assert 'href="/papers/hep-th/9901001"' in listing and "Old &lt;style&gt;" in listing
+    page = app_client.get("/papers/hep-th/9901001v1")
+    assert page.status_code == 200 and 'href="https://arxiv.org/abs/hep-th/9901001v1"' in page.text
+    assert app_client.get("/papers/").headers["location"] == "/papers"
+
+
+def test_source_page_lists_runs(client: TestClient, seeded: Store) -> None:
+    page = client.get("/sources/arxiv-rss").text
+    runs = seeded.source_runs("arxiv-rss")
+    assert re.findall(r'data-run="(\d+)"', page) == [str(run.id) for run in runs]
+    assert "stale" in page
+    missing = client.get("/sources/%3Cscript%3E")
+    assert missing.status_code == 404 and "&lt;script&gt;" in missing.text and "<script>" not in missing.text
+
+
+# -- operations ------------------------------------------------------------------------------------------
+
+
+def test_metrics_equal_the_database(client: TestClient, seeded: Store) -> None:
+    response = client.get("/metrics")
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+    }
+    expected = expected_numbers(seeded, utcnow())
+    assert samples[("papertrail_database_up", ())] == 1
+    assert samples[("papertrail_papers", ())] == expected.papers
+    assert samples[("papertrail_versions_ingested_total", (("kind", "new"),))] == expected.versions_new
+    assert (
+        samples[("papertrail_versions_ingested_total", (("kind", "revision"),))] == expected.versions_revision
+    )
+    assert samples[("papertrail_matches_total", ())] == expected.matches > 0
+    digests = {
+        (dict(labels)["channel"], dict(labels)["state"]): value
+        for (name, labels), value in samples.items()
+        if name == "papertrail_digests"
+    }
+    assert digests == expected.digests
+    assert set(digests) == {
+        ("console", "sent"),
+        ("email", "dead"),
+        ("telegram", "failed"),
+        ("slack", "queued"),
+    }
+    depth = ("papertrail_queue_depth", (("queue", "pending_matches"),))
+    assert samples[depth] == expected.pending_matches
+    assert samples[("papertrail_queue_depth", (("queue", "queued_digests"),))] == expected.queued_digests
+    states = {
+        dict(labels)["source"]: dict(labels)["state"]
+        for (name, labels), value in samples.items()
+        if name == "papertrail_source_state" and value == 1
+    }
+    assert states == {"arxiv-rss": "stale", "hf-daily": "ok", "arxiv-oai": "failing", "arxiv-api": "unknown"}
+    lag = samples[("papertrail_source_lag_seconds", (("source", "arxiv-rss"),))]
+    assert 0 <= lag < 3600
+    assert ("papertrail_source_lag_seconds", (("source", "arxiv-oai"),)) not in samples  # never succeeded
+
+
+def test_health_and_readiness(client: TestClient) -> None:
+    assert (client.get("/healthz").status_code, client.get("/healthz").text) == (200, "ok")
+    assert client.get("/readyz").status_code == 200
+    assert client.post("/").status_code == 405
+    missing = client.get("/no/such/page")
+    assert missing.status_code == 404 and "There is no page" in missing.text
+
+
+def test_readyz_503_when_the_database_is_unreachable(sqlite_store: Store, tmp_path: Path) -> None:
+    app_client = client_for(sqlite_store)
+    assert app_client.get("/readyz").status_code == 200
+    # The same app once its database is gone: a file in a folder that does not exist.
+    sqlite_store.engine.dispose()
+    sqlite_store.engine = sa.create_engine(f"sqlite:///{tmp_path}/gone/nowhere/papertrail.db")
+    response = app_client.get("/readyz")
+    assert response.status_code == 503 and "database unreachable" in response.text
+    assert app_client.get("/healthz").status_code == 200  # liveness never asks the database
+    metrics = app_client.get("/metrics").text
+    assert "papertrail_database_up 0.0" in metrics and "papertrail_papers" not in metrics
+    # A PostgreSQL server that is down: the reason names it, never the password.
+    dead = Store(make_engine(f"postgresql+psycopg://pt:hunter2-secret@127.0.0.1:{free_port()}/papertrail"))
+    response = client_for(dead).get("/readyz")
+    assert response.status_code == 503 and "127.0.0.1" in response.text
+    assert "hunter2" not in response.text
+    dead.engine.dispose()
+
+
+# -- unsubscribe and manage ------------------------------------------------------------------------------
+
+ADDRESS = "email:ada@example.org"
+
+
+@functools.cache
+def dc_papers() -> list[PaperIn]:
+    """Twenty cs.DC versions of the recorded feed (parsed once per test run)."""
+    return [p for p in parse_feed(BIG_FEED.read_bytes()).items if "cs.DC" in p.categories][:20]
+
+
+def subscriber_with_digest(store: Store) -> int:
+    """A subscriber whose digest of cs.DC papers is planned (pending); returns the digest id."""
+    follow(store, ADDRESS, "cat:cs.DC")
+    follow(store, ADDRESS, 'au:"Zeng Li"')
+    with store.session() as session:
+        session.execute(sa.update(Follow).values(created_at=utcnow() - timedelta(days=1)))
+    store.save_versions(dc_papers())
+    assert match_new(store) == len(dc_papers())
+    subscriber = store.get_subscriber(ADDRESS)
+    assert subscriber is not None and subscriber.id is not None
+    digest = store.open_digest(subscriber.id, "email", instant_only=False, now=utcnow())
+    assert digest is not None
+    return digest
+
+
+def status_of(store: Store) -> str:
+    subscriber = store.get_subscriber(ADDRESS)
+    assert subscriber is not None
+    return subscriber.status
+
+
+def test_unsubscribe_get_asks_and_post_unsubscribes(store: Store) -> None:
+    digest_id = subscriber_with_digest(store)
+    token = tokens.sign(KEY, tokens.UNSUBSCRIBE, ADDRESS)
+    app_client = client_for(store)
+
+    page = app_client.get(f"/unsubscribe/{token}")
+    assert page.status_code == 200 and "Unsubscribe?" in page.text
+    assert f'action="/unsubscribe/{token}"' in page.text and 'value="One-Click"' in page.text
+    assert app_client.head(f"/unsubscribe/{token}").status_code == 200
+    assert status_of(store) == SubscriberStatus.ACTIVE  # a mail scanner's GET changes nothing
+    assert page.headers["cache-control"] == "no-store" and page.headers["referrer-policy"] == "no-referrer"
+
+    # RFC 8058 one-click: a form-encoded POST, no cookie, no CSRF token.
+    done = app_client.post(
+        f"/unsubscribe/{token}",
+        content=b"List-Unsubscribe=One-Click",
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert done.status_code == 200 and "You are unsubscribed" in done.text
+    assert "set-cookie" not in done.headers
+    assert status_of(store) == SubscriberStatus.UNSUBSCRIBED
+    subscriber = store.get_subscriber(ADDRESS)
+    assert subscriber is not None and subscriber.id is not None
+    assert len(store.follows_of(subscriber.id)) == 2  # kept for re-subscribing
+    # The planned digest is withdrawn, its matches kept; nothing is planned for an unsubscribed address.
+    assert [d.state for d in store.digests_of(subscriber.id)] == [DigestState.FAILED]
+    assert store.pending_matches(subscriber.id)
+    assert store.subscribers_to_plan(utcnow()) == []
+    with store.session() as session:
+        digest = session.get(Digest, digest_id)
+        assert digest is not None and digest.error
+    manage = re.search(r'href="(/manage/[^"]+)"', done.text)
+    assert manage is not None and app_client.get(manage[1]).status_code == 200
+    again = app_client.post(f"/unsubscribe/{token}", data={"List-Unsubscribe": "One-Click"})
+    assert again.status_code == 200 and "unsubscribed" in again.text
+
+
+def test_bad_tokens_are_refused(sqlite_store: Store) -> None:
+    follow(sqlite_store, ADDRESS, "cat:cs.DC")
+    app_client = client_for(sqlite_store)
+    good = tokens.sign(KEY, tokens.UNSUBSCRIBE, ADDRESS)
+    forged = tokens.sign("another key", tokens.UNSUBSCRIBE, ADDRESS)
+    altered = good[:-2] + ("AA" if good[-2:] != "AA" else "BB")
+    wrong_purpose = tokens.sign(KEY, tokens.MANAGE, ADDRESS)
+    for token in (forged, altered, wrong_purpose, "garbage", "%3Cscript%3E.x"):
+        for response in (
+            app_client.get(f"/unsubscribe/{token}"),
+            app_client.post(f"/unsubscribe/{token}", data={"List-Unsubscribe": "One-Click"}),
+        ):
+            assert response.status_code == 400, token
+            assert "This link is not valid" in response.text and "most recent digest" in response.text
+            assert "<script>" not in response.text
+    assert app_client.get(f"/manage/{good}").status_code == 400  # an unsubscribe token cannot manage
+    assert status_of(sqlite_store) == SubscriberStatus.ACTIVE
+    gone = tokens.sign(KEY, tokens.UNSUBSCRIBE, "email:nobody@example.org")
+    assert app_client.get(f"/unsubscribe/{gone}").status_code == 404
+    # Without a secret key there are no links at all.
+    keyless = client_for(sqlite_store, secret_key=None)
+    for path in (f"/unsubscribe/{good}", f"/manage/{wrong_purpose}"):
+        response = keyless.get(path)
+        assert response.status_code == 404 and "not enabled" in response.text
+
+
+def test_manage_page_changes_follows_schedule_and_status(sqlite_store: Store) -> None:
+    subscriber_with_digest(sqlite_store)
+    token = tokens.sign(KEY, tokens.MANAGE, ADDRESS)
+    path = f"/manage/{token}"
+    app_client = client_for(sqlite_store)
+
+    def act(**form: str) -> Any:
+        return app_client.post(path, data=form)
+
+    page = app_client.get(path).text
+    assert re.findall(r'<li data-follow="(\d+)">', page) == ["1", "2"]
+    assert "cat:cs.DC" in page and "Zeng Li" in page and "daily 08:00" in page and "UTC" in page
+
+    added = act(action="add", query='ti:"<script>alert(1)</script>"', new_only="1")
+    assert added.status_code == 303 and added.headers["location"] == f"{path}?done=added"
+    page = app_client.get(added.headers["location"]).text
+    assert "Follow added." in page and "&lt;script&gt;" in page and "<script>" not in page
+    subscriber = sqlite_store.get_subscriber(ADDRESS)
+    assert subscriber is not None and subscriber.id is not None
+    follows = sqlite_store.follows_of(subscriber.id)
+    assert len(follows) == 3 and follows[-1].revisions is False and follows[-1].instant is False
+
+    bad = act(action="add", query="cat:cs.DC AND (au:Li")
+    assert bad.status_code == 400
+    assert "at position" in bad.text and "^" in bad.text and 'data-position="' in bad.text
+    assert 'value="cat:cs.DC AND (au:Li"' in bad.text  # the query stays in the form to fix
+    assert len(sqlite_store.follows_of(subscriber.id)) == 3
+
+    removed = act(action="remove", follow=str(follows[0].id))
+    assert removed.status_code == 303
+    assert [f.query for f in sqlite_store.follows_of(subscriber.id)] == [f.query for f in follows[1:]]
+    assert act(action="remove", follow=str(follows[0].id)).status_code == 400  # gone already
+
+    assert act(action="schedule", schedule="Weekly Monday 9:00", timezone="Europe/Berlin").status_code == 303
+    updated = sqlite_store.get_subscriber(ADDRESS)
+    assert updated is not None and (updated.schedule, updated.timezone) == (
+        "weekly mon 09:00",
+        "Europe/Berlin",
+    )
+    wrong = act(action="schedule", schedule="hourly", timezone="Europe/Berlin")
+    assert wrong.status_code == 400 and "cannot read schedule" in html.unescape(wrong.text)
+    assert act(action="schedule", schedule="daily 08:00", timezone="Mars/Olympus").status_code == 400
+
+    assert act(action="unsubscribe").status_code == 303
+    assert status_of(sqlite_store) == SubscriberStatus.UNSUBSCRIBED
+    assert "Re-subscribe" in app_client.get(path).text
+    assert act(action="resubscribe").status_code == 303
+    assert status_of(sqlite_store) == SubscriberStatus.ACTIVE
+    assert "subscribed again" in app_client.get(f"{path}?done=resubscribed").text
+
+    unknown = act(action="drop-tables")
+    assert unknown.status_code == 400 and "unknown action" in html.unescape(unknown.text)
+    assert act().status_code == 400
