@@ -1,0 +1,117 @@
+"""The status page in a real browser: headless Chromium against `papertrail run --role web`.
+
+The store is seeded from the recorded corpus (tests/web_seed.py); every number the page shows must equal
+what plain SQL counts. The test also checks the page fits a phone's width and saves a screenshot, under
+``docs/`` when ``PAPERTRAIL_UPDATE_SCREENSHOT=1`` (otherwise in the test's temporary folder).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from core.store import Store
+from tests.chromium import ensure_chromium
+from tests.servers import free_port
+from tests.test_sigterm import ServiceProcess, service_env, wait_until
+from tests.web_seed import expected_numbers, seed_store
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+UPDATE = os.environ.get("PAPERTRAIL_UPDATE_SCREENSHOT") == "1"  # read at import: conftest clears PAPERTRAIL_*
+# The numbers of the dashboard, by their data-count names (see templates/web/status.html.j2).
+SHOWN = (
+    "new_24h",
+    "new_ai_24h",
+    "revised_24h",
+    "revised_ai_24h",
+    "community_24h",
+    "papers",
+    "ai_papers",
+    "revised_papers",
+    "community_papers",
+    "pending_matches",
+    "queued_digests",
+    "dead_digests",
+    "paused_subscribers",
+)
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    path, why = ensure_chromium()
+    if path is None:
+        pytest.skip(f"no headless browser for the status-page test: {why}")
+    return path
+
+
+@pytest.fixture
+def web(sqlite_url: str, sqlite_store: Store, tmp_path: Path) -> Iterator[tuple[str, Store]]:
+    """A seeded store and `papertrail run --role web` serving it; yields the page's base URL."""
+    import asyncio
+
+    asyncio.run(seed_store(sqlite_store))
+    port = free_port()
+    env = service_env(tmp_path, DATABASE_URL=sqlite_url, WEB_PORT=str(port), SECRET_KEY="k" * 32)
+    service = ServiceProcess(["run", "--role", "web"], env)
+    base = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        try:
+            return httpx.get(f"{base}/healthz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        assert wait_until(healthy, timeout=60), service.output
+        yield base, sqlite_store
+        assert service.stop() == 0, service.output
+    finally:
+        service.kill()
+
+
+def test_the_status_page_shows_the_database_numbers(
+    chromium: str, web: tuple[str, Store], tmp_path: Path
+) -> None:
+    from playwright.sync_api import sync_playwright
+
+    from core.models import utcnow
+
+    base, store = web
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(base + "/", wait_until="load")
+            expected = expected_numbers(store, utcnow())
+            shown = {
+                name: int(re.sub(r"\D", "", page.locator(f'[data-count="{name}"]').first.inner_text()))
+                for name in SHOWN
+            }
+            assert shown == {name: getattr(expected, name) for name in SHOWN}
+            assert shown["papers"] > 1000 and shown["new_24h"] > 0
+            # The source table states each source's health in words, not only in colour.
+            states = page.locator("tr[data-source]").evaluate_all("rows => rows.map(r => r.dataset.state)")
+            assert set(states) <= {"ok", "quiet", "stale", "failing", "unknown"} and "failing" in states
+            # A number is a link to the list it counts.
+            page.locator('[data-count="new_24h"]').first.click()
+            page.wait_for_url(re.compile(r"/papers\?since=24h&kind=new"))
+            assert page.locator("h1").first.inner_text()
+            shot = (DOCS if UPDATE else tmp_path) / "status-page.png"
+            page.goto(base + "/", wait_until="load")
+            page.screenshot(path=str(shot), full_page=True)
+            assert shot.stat().st_size > 10_000
+
+            phone = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True)
+            phone.goto(base + "/", wait_until="load")
+            overflow = phone.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+            assert overflow <= 1, f"the page is {overflow} px wider than a phone screen"
+            phone.screenshot(
+                path=str((DOCS if UPDATE else tmp_path) / "status-page-phone.png"), full_page=True
+            )
+        finally:
+            browser.close()
