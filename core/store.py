@@ -664,15 +664,17 @@ def _version_rows(papers: Sequence[PaperIn], now: datetime, *, news: bool) -> li
     """
     # History is never matched: mark it done so the matcher never picks it up.
     matched_at = None if news else now
-    ai_related: dict[tuple[str, ...], bool] = {}  # a batch repeats few category lists
+    # Keyed by the whole text: the versions of one snapshot record share their title and abstract, so the
+    # cue scan of core.classify runs once per record, not once per version.
+    ai_related: dict[tuple[tuple[str, ...], str, str], bool] = {}
     rows = []
     for paper in papers:
         row = [*_PAPER_FIELDS(paper), None, now, news, matched_at]
         row[_ANNOUNCE_TYPE] = _ANNOUNCE_TYPES[paper.announce_type]
-        categories = paper.categories
-        ai = ai_related.get(categories)
+        key = (paper.categories, paper.title, paper.abstract)
+        ai = ai_related.get(key)
         if ai is None:
-            ai = ai_related[categories] = is_ai_related(categories)
+            ai = ai_related[key] = is_ai_related(*key)
         row[_AI_RELATED] = ai
         rows.append(row)
     return rows

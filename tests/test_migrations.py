@@ -1,6 +1,8 @@
-"""Data migrations on real databases: follows stored under an older grammar get the current normal form."""
+"""Data migrations on real databases: follows get the current normal form, versions the current AI rule."""
 
 from __future__ import annotations
+
+import json
 
 import sqlalchemy as sa
 from alembic import command
@@ -40,3 +42,64 @@ def test_0004_recomputes_canonical_forms(db_url: str) -> None:
     assert rows["cat:math.MP"] == parse("cat:math.MP").canonical() == "cat:math-ph"
     assert rows['au:"Li, Zeng"'] == parse('au:"Zeng Li"').canonical()
     assert rows["ti:("] == "ti:("  # no longer parses: left as it was
+
+
+def test_0007_recomputes_ai_related_in_batches(db_url: str) -> None:
+    """Stored versions get the current rule: new categories, title and abstract cues, stale values cleared."""
+    engine = make_engine(db_url)
+    config = alembic_config(engine)
+    # (categories, title, abstract, stored value) -> the value 0007 must leave.
+    cases: list[tuple[list[str], str, str, bool, bool]] = [
+        (["hep-ex"], "Dark Matter Axion Detection with Neural Networks", "We search.", False, True),
+        (["cs.RO", "eess.SY"], "A soft gripper", "We build a gripper.", False, True),  # cs.RO is new
+        (["cs.LG"], "Anything", "", True, True),
+        (["math.CO"], "Generating trees", "We count trees.", True, False),  # a stale True goes too
+        (
+            ["physics.optics"],
+            "An optical switch",
+            "for artificial intelligence compute clusters",
+            False,
+            False,
+        ),
+        (["astro-ph.GA"], "Galaxy mergers", "We use generative adversarial networks.", False, True),
+    ]
+    filler = 2 * 2000 + 150  # more than two batches of 0007.BATCH, so the keyset paging is exercised
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "0006")
+        t = "2024-01-01 00:00:00"
+        conn.execute(
+            sa.text("insert into paper (id, latest_version, first_seen_at) values ('2411.00001', 1, :t)"),
+            {"t": t},
+        )
+        rows = [
+            {"n": n, "ti": title, "ab": abstract, "cat": json.dumps(cats), "ai": stored}
+            for n, (cats, title, abstract, stored, _) in enumerate(cases, start=1)
+        ]
+        # Filler: history that is not AI-related, with a cue every 1,000 rows (in the title of one batch,
+        # the abstract of the next), stored with the old answer False.
+        for n in range(len(cases) + 1, len(cases) + 1 + filler):
+            title, abstract = f"Paper {n}", "Ordinary text."
+            if n % 1000 == 0:
+                title, abstract = (
+                    (f"Paper {n} via deep learning", abstract) if n % 2000 else (title, "A CNN.")
+                )
+            rows.append({"n": n, "ti": title, "ab": abstract, "cat": '["math.NT"]', "ai": False})
+        conn.execute(
+            sa.text(
+                "insert into version (paper_id, number, title, abstract, authors, categories, announce_type,"
+                " source, ai_related, first_seen_at, news) values ('2411.00001', :n, :ti, :ab, '[]', :cat,"
+                " 'new', 'arxiv-rss', :ai, :t, false)"
+            ),
+            [{**row, "t": t} for row in rows],
+        )
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "head")
+        stored: dict[int, bool] = {
+            n: bool(v) for n, v in conn.execute(sa.text("select number, ai_related from version"))
+        }
+    engine.dispose()
+    assert [stored[n] for n in range(1, len(cases) + 1)] == [case[4] for case in cases]
+    flagged = sorted(n for n, value in stored.items() if value and n > len(cases))
+    assert flagged == list(range(1000, len(cases) + filler + 1, 1000))
