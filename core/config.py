@@ -25,7 +25,15 @@ DEFAULT_DATABASE_URL = "sqlite:///./data/papertrail.db"
 
 # Field names whose values never leave the process unmasked.
 SECRET_FIELDS = frozenset(
-    {"smtp_password", "telegram_token", "slack_bot_token", "slack_app_token", "secret_key"}
+    {
+        "smtp_password",
+        "telegram_token",
+        "slack_bot_token",
+        "slack_app_token",
+        "secret_key",
+        "slack_signing_secret",
+        "telegram_webhook_secret",
+    }
 )
 
 
@@ -77,6 +85,13 @@ class Settings(BaseSettings):
     slack_api_url: str = "https://slack.com/api/"
     slack_app_token: SecretStr | None = None
     slack_channel_interval: float = 1.0
+    # Verifies that requests to the Slack endpoint (slash commands, events) come from Slack.
+    slack_signing_secret: SecretStr | None = None
+    # Telegram webhook mode (when PAPERTRAIL_PUBLIC_URL is public): the secret_token Telegram echoes in
+    # X-Telegram-Bot-Api-Secret-Token. Unset: derived from PAPERTRAIL_SECRET_KEY; neither: long polling.
+    telegram_webhook_secret: SecretStr | None = None
+    # "polling" (default, works behind NAT) or "webhook" (needs a public HTTPS PAPERTRAIL_PUBLIC_URL).
+    telegram_mode: str = "polling"
 
     # Signs unsubscribe and manage links (HMAC-SHA256) and webhook bodies. Without it no links are made.
     secret_key: SecretStr | None = None
@@ -157,6 +172,13 @@ class Settings(BaseSettings):
     def holiday_dates(self) -> frozenset[date]:
         """The configured arXiv holidays as dates."""
         return parse_holidays(self.arxiv_holidays)
+
+    @field_validator("telegram_mode")
+    @classmethod
+    def _known_telegram_mode(cls, value: str) -> str:
+        if value.lower() not in ("polling", "webhook"):
+            raise ValueError("PAPERTRAIL_TELEGRAM_MODE must be 'polling' or 'webhook'")
+        return value.lower()
 
     @field_validator("log_format")
     @classmethod
