@@ -85,6 +85,9 @@ class SubscriberStatus(StrEnum):
     # The subscriber asked to stop (an unsubscribe link, one-click or the manage page). Follows are kept so
     # that the manage page can re-subscribe; only active subscribers are matched and planned.
     UNSUBSCRIBED = "unsubscribed"
+    # Signed up for email by themselves (form or `papertrail subscribe`) and not yet confirmed through the
+    # link in the confirmation mail: nothing is matched or sent until then.
+    UNCONFIRMED = "unconfirmed"
 
 
 class DigestState(StrEnum):
@@ -193,6 +196,8 @@ class Subscriber(SQLModel, table=True):
     # Back-off after a retryable delivery failure: no attempt before this time.
     retry_at: datetime | None = _ts(default=None)
     failures: int = 0
+    # When the last confirmation mail went out (double opt-in); throttles repeated sign-ups.
+    confirm_sent_at: datetime | None = _ts(default=None)
 
 
 class Follow(SQLModel, table=True):

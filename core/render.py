@@ -208,6 +208,17 @@ class Renderer:
             manage_url=view.manage_url,
         )
 
+    def render_mail(self, name: str, subject: str, **values: object) -> Message:
+        """A one-off mail (not a digest) from ``<name>.txt.j2`` and ``<name>.html.j2``, escaped like digests.
+
+        The templates see ``subject``, ``public_url`` and ``values``.
+        """
+        context = {"subject": subject, "public_url": self.public_url, **values}
+        text = self.env.get_template(f"{name}.txt.j2").render(context)
+        html_template = self._first(f"{name}.html.j2")
+        html = html_template.render(context) if html_template else None
+        return Message(subject=subject, text=text, html=html, text_blocks=(text,))
+
     @overload
     def _first(self, name: str, fallback: str) -> jinja2.Template: ...
     @overload

@@ -13,6 +13,7 @@ import hmac
 
 UNSUBSCRIBE = "unsubscribe"
 MANAGE = "manage"
+CONFIRM = "confirm"
 
 
 class InvalidToken(ValueError):

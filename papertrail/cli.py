@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from core.config import Settings
-from core.delivery import normalise_address
+from core.delivery import DeliveryError, normalise_address
 from core.digests import DigestReport, resume, send_due_digests
 from core.follows import follow as add_follow
 from core.follows import try_query, unfollow
@@ -312,6 +312,50 @@ def schedule(
             fields["timezone"] = timezone
         updated = ctx.store.update_subscriber(subscriber.id, **fields)
     out.print(f"{updated.address}: schedule {updated.schedule} ({updated.timezone})")
+
+
+@app.command()
+def subscribe(
+    address: Annotated[str, typer.Argument(help="email:ADDRESS to sign up (double opt-in).")],
+    queries: Annotated[list[str] | None, typer.Argument(help="Follows, in the follow language.")] = None,
+    schedule: Annotated[str | None, typer.Option(help="e.g. 'daily 08:00' (default from settings).")] = None,
+    timezone: Annotated[str | None, typer.Option(help="IANA zone, e.g. Europe/Berlin.")] = None,
+) -> None:
+    """Sign an email address up the self-service way: it gets a confirmation link, and nothing else until
+    it confirms (unlike `follow`, whose addresses count as confirmed)."""
+    from core.signup import SignupState, sign_up
+    from papertrail.signup import SignupUnavailable, check_available, mail_outcome
+
+    with _context() as ctx:
+        try:
+            check_available(ctx)
+            outcome = sign_up(
+                ctx.store,
+                address,
+                queries or [],
+                timezone=timezone or ctx.settings.default_timezone,
+                schedule=schedule or ctx.settings.default_schedule,
+            )
+        except (ValueError, QueryError, SignupUnavailable) as exc:
+            raise _fail(_explain(exc), 2) from exc
+
+        async def send() -> bool:
+            try:
+                return await mail_outcome(ctx, outcome)
+            finally:
+                await ctx.close_notifiers()
+
+        try:
+            sent = asyncio.run(send())
+        except DeliveryError as exc:
+            raise _fail(f"the confirmation mail was not sent: {exc}; run the command again later") from exc
+    who = outcome.subscriber.address
+    if outcome.state == SignupState.CONFIRM:
+        out.print(f"{who}: confirmation link sent; nothing is delivered until it is followed")
+    elif outcome.state == SignupState.SUBSCRIBED:
+        out.print(f"{who} is subscribed already; its manage link was mailed" if sent else who)
+    else:
+        out.print(f"{who}: a confirmation link went out less than 10 minutes ago; none sent now")
 
 
 @app.command(name="resume")

@@ -43,6 +43,7 @@ from core.store_ledger import changes
 from papertrail.context import SOURCE_NAMES, AppContext
 from papertrail.web_metrics import StoreCollector, exposition, judged_sources, metrics_registry, readiness
 from papertrail.web_pages import Pages
+from papertrail.web_signup import SignupPages
 from papertrail.web_subscribers import SubscriberPages
 
 # The status page reloads itself this often (seconds): a wall display stays current with no script.
@@ -69,6 +70,7 @@ def build_app(ctx: AppContext, *, clock: Callable[[], datetime] = utcnow) -> Sta
         Route("/readyz", web.readyz, methods=["GET"]),
         Route("/metrics", web.metrics, methods=["GET"]),
         *subscribers.routes(),
+        *SignupPages(ctx, web.pages).routes(),
     ]
     return Starlette(
         routes=routes,

@@ -1,0 +1,63 @@
+"""Sending the mails of a self-service sign-up: the confirmation link, or the manage link of a known address.
+
+Shared by ``papertrail subscribe`` and the web form; the rules live in :mod:`core.signup`.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from core import tokens
+from core.delivery import DeliveryError, split_address
+from core.signup import SignupOutcome, SignupState
+from papertrail.context import AppContext
+
+
+class SignupUnavailable(RuntimeError):
+    """Sign-up mails cannot be sent with this configuration (no SMTP server, no secret key)."""
+
+
+def check_available(ctx: AppContext) -> str:
+    """The signing key, or SignupUnavailable saying which setting is missing."""
+    key = ctx.settings.secret_key.get_secret_value() if ctx.settings.secret_key else ""
+    if not key:
+        raise SignupUnavailable("sign-up needs PAPERTRAIL_SECRET_KEY (it signs the confirmation links)")
+    if "email" not in ctx.notifiers:
+        raise SignupUnavailable("sign-up needs PAPERTRAIL_SMTP_HOST (confirmation links go out by mail)")
+    return key
+
+
+async def mail_outcome(ctx: AppContext, outcome: SignupOutcome) -> bool:
+    """Send the mail the outcome calls for; True when one was sent. Raises DeliveryError from the adapter."""
+    if outcome.state == SignupState.THROTTLED:
+        return False
+    key = check_available(ctx)
+    subscriber = outcome.subscriber
+    _, target = split_address(subscriber.address)
+    base = ctx.settings.public_url.rstrip("/")
+    if outcome.state == SignupState.CONFIRM:
+        token = tokens.sign(key, tokens.CONFIRM, subscriber.address)
+        assert subscriber.id is not None
+        follows = [f.query for f in ctx.store.follows_of(subscriber.id)]
+        message = ctx.renderer.render_mail(
+            "confirm",
+            "Confirm your PaperTrail subscription",
+            address=target,
+            confirm_url=f"{base}/confirm/{quote(token, safe='')}",
+            follows=follows,
+            schedule=subscriber.schedule,
+            timezone=subscriber.timezone,
+        )
+    else:
+        token = tokens.sign(key, tokens.MANAGE, subscriber.address)
+        message = ctx.renderer.render_mail(
+            "signup-known",
+            "Your PaperTrail subscription",
+            address=target,
+            manage_url=f"{base}/manage/{quote(token, safe='')}",
+        )
+    await ctx.notifiers["email"].send(target, message)
+    return True
+
+
+__all__ = ["DeliveryError", "SignupUnavailable", "check_available", "mail_outcome"]

@@ -1,0 +1,174 @@
+"""Email sign-up with double opt-in: the CLI and the web form mail a signed link; nothing else is sent to
+the address until it is followed. A real SMTP server (aiosmtpd) receives the mails."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import pytest
+from typer.testing import CliRunner
+
+from core import tokens
+from core.config import Settings
+from core.models import SubscriberStatus
+from core.render import Renderer
+from core.service import match_new
+from core.store import Store
+from core.values import PaperIn
+from ingest.http import HttpClient
+from notifiers.email import EmailNotifier
+from papertrail.cli import app
+from papertrail.context import AppContext
+from papertrail.web import build_app
+from tests.servers import SinkHandler, smtp_sink
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # Starlette 1.x suggests httpx2 for its test client
+    from starlette.testclient import TestClient
+
+KEY = "signup-test-key-0123456789abcdef"
+LINK = re.compile(r"https?://\S+/confirm/(\S+)")
+
+
+@pytest.fixture
+def smtp() -> Iterator[tuple[SinkHandler, int]]:
+    with smtp_sink() as sink:
+        yield sink
+
+
+def context(store: Store, port: int, **extra: Any) -> AppContext:
+    url = store.engine.url.render_as_string(hide_password=False)
+    values: dict[str, Any] = {
+        "database_url": url,
+        "smtp_host": "127.0.0.1",
+        "smtp_port": port,
+        "secret_key": KEY,
+        "public_url": "https://papertrail.example",
+        **extra,
+    }
+    settings = Settings(**values)
+    notifiers = {"email": EmailNotifier(settings)} if settings.smtp_host else {}
+    return AppContext(
+        settings=settings,
+        store=store,
+        renderer=Renderer(public_url=settings.public_url, secret_key=KEY),
+        notifiers=notifiers,  # type: ignore[arg-type]
+        http=HttpClient("papertrail-tests"),
+    )
+
+
+def token_in(sink: SinkHandler, index: int = -1) -> str:
+    body = sink.received[index].message.get_body(preferencelist=("plain",))
+    assert body is not None
+    found = LINK.search(body.get_content())
+    assert found, body.get_content()
+    return unquote(found[1])
+
+
+def paper(arxiv_id: str) -> PaperIn:
+    return PaperIn(arxiv_id, 1, "Asynchronous rollouts", "An abstract.", ("Ada Lovelace",), ("cs.DC",))
+
+
+def test_web_sign_up_confirms_before_anything_is_matched(
+    sqlite_store: Store, smtp: tuple[SinkHandler, int]
+) -> None:
+    sink, port = smtp
+    client = TestClient(build_app(context(sqlite_store, port)), follow_redirects=False)
+    form = {"address": "ada@example.org", "follows": 'cat:cs.DC\nau:"Zeng Li"', "schedule": "instant"}
+    page = client.post("/subscribe", data=form)
+    assert page.status_code == 200 and "Check your mail" in page.text
+    (mail,) = sink.received
+    assert (
+        mail.rcpt_tos == ["ada@example.org"]
+        and mail.message["Subject"] == "Confirm your PaperTrail subscription"
+    )
+    subscriber = sqlite_store.get_subscriber("email:ada@example.org")
+    assert subscriber is not None and subscriber.status == SubscriberStatus.UNCONFIRMED
+    assert subscriber.id is not None and len(sqlite_store.follows_of(subscriber.id)) == 2
+
+    # Unconfirmed: a matching paper is not matched for it, so nothing can be sent.
+    sqlite_store.save_versions([paper("2611.00001")])
+    assert match_new(sqlite_store) == 0
+
+    # The same form again within ten minutes: no second mail, the same answer.
+    again = client.post("/subscribe", data=form)
+    assert again.status_code == 200 and "Check your mail" in again.text and len(sink.received) == 1
+
+    token = token_in(sink)
+    assert tokens.verify(KEY, tokens.CONFIRM, token) == "email:ada@example.org"
+    ask = client.get(f"/confirm/{token}")
+    assert ask.status_code == 200 and "Confirm your subscription?" in ask.text
+    assert sqlite_store.get_subscriber("email:ada@example.org").status == SubscriberStatus.UNCONFIRMED  # type: ignore[union-attr]
+    done = client.post(f"/confirm/{token}")
+    assert done.status_code == 200 and "Subscription confirmed" in done.text and "/manage/" in done.text
+    assert sqlite_store.get_subscriber("email:ada@example.org").status == SubscriberStatus.ACTIVE  # type: ignore[union-attr]
+    sqlite_store.save_versions([paper("2611.00002")])
+    assert match_new(sqlite_store) == 1
+
+
+def test_a_subscribed_address_gets_its_manage_link_and_the_form_says_the_same(
+    sqlite_store: Store, smtp: tuple[SinkHandler, int]
+) -> None:
+    sink, port = smtp
+    client = TestClient(build_app(context(sqlite_store, port)), follow_redirects=False)
+    from core.follows import follow
+
+    follow(sqlite_store, "email:bob@example.org", "cat:cs.LG")  # operator-added: confirmed
+    page = client.post("/subscribe", data={"address": "bob@example.org", "follows": "cat:cs.AI"})
+    assert "Check your mail" in page.text
+    (mail,) = sink.received
+    assert mail.message["Subject"] == "Your PaperTrail subscription"
+    assert "/manage/" in mail.message.get_body(preferencelist=("plain",)).get_content()  # type: ignore[union-attr]
+    bob = sqlite_store.get_subscriber("email:bob@example.org")
+    assert bob is not None and bob.id is not None and bob.status == SubscriberStatus.ACTIVE
+    assert [f.query for f in sqlite_store.follows_of(bob.id)] == ["cat:cs.LG"]  # nothing changed
+
+
+def test_bad_input_forged_links_and_a_server_without_mail(
+    sqlite_store: Store, smtp: tuple[SinkHandler, int]
+) -> None:
+    sink, port = smtp
+    client = TestClient(build_app(context(sqlite_store, port)), follow_redirects=False)
+    bad = client.post("/subscribe", data={"address": "ada@example.org", "follows": "ti:(graph"})
+    assert bad.status_code == 400 and "position" in bad.text and "^" in bad.text and not sink.received
+    assert client.post("/subscribe", data={"address": "not-an-address"}).status_code == 400
+    forged = tokens.sign("another-key", tokens.CONFIRM, "email:ada@example.org")
+    assert client.post(f"/confirm/{forged}").status_code == 400
+    wrong_purpose = tokens.sign(KEY, tokens.MANAGE, "email:ada@example.org")
+    assert client.post(f"/confirm/{wrong_purpose}").status_code == 400
+    no_mail = TestClient(build_app(context(sqlite_store, port, smtp_host=None)), follow_redirects=False)
+    page = no_mail.get("/subscribe")
+    assert page.status_code == 404 and "PAPERTRAIL_SMTP_HOST" in page.text
+
+
+def test_cli_subscribe_sends_the_link(
+    sqlite_url: str,
+    sqlite_store: Store,
+    smtp: tuple[SinkHandler, int],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    sink, port = smtp
+    for name, value in {
+        "DATABASE_URL": sqlite_url,
+        "SMTP_HOST": "127.0.0.1",
+        "SMTP_PORT": str(port),
+        "SECRET_KEY": KEY,
+        "CONFIG": str(tmp_path / "none.toml"),
+    }.items():
+        monkeypatch.setenv(f"PAPERTRAIL_{name}", value)
+    result = CliRunner().invoke(
+        app, ["subscribe", "email:Carol@Example.org", "cat:cs.DC", "--schedule", "daily 07:00"]
+    )
+    assert result.exit_code == 0, result.stderr
+    assert "confirmation link sent" in result.stdout
+    assert tokens.verify(KEY, tokens.CONFIRM, token_in(sink)) == "email:Carol@example.org"
+    again = CliRunner().invoke(app, ["subscribe", "email:Carol@Example.org"])
+    assert "less than 10 minutes ago" in again.stdout and len(sink.received) == 1
+    bad = CliRunner().invoke(app, ["subscribe", "telegram:42", "cat:cs.DC"])
+    assert bad.exit_code == 2 and "not an email address" in bad.stderr
