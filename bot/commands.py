@@ -154,15 +154,16 @@ _QUERYISH = re.compile(r"(?i)(?:^|[\s(])(?:cat|au|ti|abs|id):")
 def _unknown(ctx: ChatContext, word: str, args: str, text: str) -> Reply:
     p = ctx.prefix
     whole = " ".join(strip_control(text).split())
-    # Only without a slash: "/folow cat:cs.AI" is a mistyped command, "cat:cs.AI" a query without one.
-    if not whole.startswith("/") and _QUERYISH.search(whole) and _parses(whole):
+    guess = _closest_command(word)
+    # A near miss of a command word is a typo ("folow cat:cs.AI"), with or without a slash (Slack's
+    # commands never have one); otherwise a message that parses as a query is a query without a command.
+    if guess is None and not whole.startswith("/") and _QUERYISH.search(whole) and _parses(whole):
         shown = cut(whole, 80)
         return Reply(
             (Block(f"To follow that, send {p}follow {shown} — or {p}try {shown} to see what it matches."),),
             error=Problem.UNKNOWN_COMMAND,
             suggestions=(f"follow {whole}", f"try {whole}"),
         )
-    guess = _closest_command(word)
     shown = cut(word, 40)
     if guess is None:
         return Reply(

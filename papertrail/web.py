@@ -51,8 +51,9 @@ REFRESH_SECONDS = 60
 CHART_DAYS = 30
 # Arrival windows the browser accepts (the status page links use 24h).
 WINDOWS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
-# Forms are small; anything larger is refused before it is parsed.
-MAX_BODY = 64 * 1024
+# Forms are small, but a Slack App Home click carries the whole published view (up to 40 follows of up
+# to 1,000 characters, URL-encoded); anything larger is refused before it is parsed.
+MAX_BODY = 512 * 1024
 _CATEGORY = re.compile(r"^[A-Za-z][A-Za-z0-9.\-]*(\.\*)?$")
 _MAX_PAGE = 100_000
 
@@ -72,6 +73,12 @@ def build_app(ctx: AppContext, *, clock: Callable[[], datetime] = utcnow) -> Sta
         *subscribers.routes(),
         *SignupPages(ctx, web.pages).routes(),
     ]
+    from bot.slack import serves_http  # slack_bolt is imported only when Slack is configured
+
+    if serves_http(ctx.settings):
+        from bot.slack import SlackBot
+
+        routes += SlackBot(ctx.settings, ctx.store).routes()
     return Starlette(
         routes=routes,
         exception_handlers={404: web.not_found, 405: web.not_allowed},
