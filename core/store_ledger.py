@@ -28,6 +28,7 @@ from core.models import (
     CommunityPickRow,
     Digest,
     DigestState,
+    Follow,
     Match,
     Subscriber,
     SubscriberStatus,
@@ -457,6 +458,7 @@ def _items(session: Session, rows: Sequence[tuple[Match, Version]]) -> list[Dige
     papers = {version.paper_id for _, version in rows}
     upvotes = _upvotes(session, papers)
     earlier = _earlier_versions(session, papers, [v for _, v in rows if v.number > 1])
+    queries = _follow_queries(session, {fid for match, _ in rows for fid in match.follow_ids})
     return [
         DigestItem(
             arxiv_id=version.paper_id,
@@ -471,6 +473,7 @@ def _items(session: Session, rows: Sequence[tuple[Match, Version]]) -> list[Dige
             upvotes=upvotes.get(version.paper_id, 0),
             journal_ref=version.journal_ref,
             doi=version.doi,
+            follows=tuple((fid, queries[fid]) for fid in sorted(match.follow_ids) if fid in queries),
         )
         for match, version in rows
     ]
@@ -494,6 +497,14 @@ def _normal(value: object) -> object:
     if isinstance(value, list):
         return [_normal(v) for v in value]
     return value
+
+
+def _follow_queries(session: Session, ids: set[int]) -> dict[int, str]:
+    """Follow id -> query, for the follows that still exist."""
+    if not ids:
+        return {}
+    rows = session.execute(sa.select(col(Follow.id), col(Follow.query)).where(col(Follow.id).in_(ids)))
+    return {int(fid): str(query) for fid, query in rows}
 
 
 def _upvotes(session: Session, papers: set[str]) -> dict[str, int]:

@@ -76,6 +76,9 @@ class DigestItem:
     upvotes: int = 0
     journal_ref: str | None = None
     doi: str | None = None
+    # The follows that matched and still exist, as (follow id, query), by id: chat digests offer to
+    # unfollow them (a match's reasons are merged across follows, so they cannot name the follow).
+    follows: tuple[tuple[int, str], ...] = ()
 
     @property
     def url(self) -> str:

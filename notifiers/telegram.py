@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import html
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from html.parser import HTMLParser
@@ -37,7 +38,7 @@ from telegram.warnings import PTBDeprecationWarning
 
 from core.config import Settings
 from core.delivery import DeliveryError, pack_blocks
-from core.values import Message, SendResult
+from core.values import DigestItem, Message, SendResult
 from notifiers.ratelimit import RateLimiter, Window
 
 MAX_LENGTH = 4096
@@ -110,10 +111,47 @@ def shorten_text(block: str, limit: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Part:
-    """One Telegram message of a digest: its text and whether that text is Telegram HTML."""
+    """One Telegram message of a digest: its text, whether that text is Telegram HTML, the items it shows."""
 
     text: str
     is_html: bool
+    items: tuple[DigestItem, ...] = ()
+
+
+# Callback data the chat bot reads back (bot/telegram_render.py): at most 64 bytes each.
+MAX_CALLBACK_BYTES = 64
+# Telegram allows 100 buttons per message; two per item.
+MAX_BUTTON_ROWS = 50
+
+
+def item_buttons(items: Sequence[DigestItem]) -> telegram.InlineKeyboardMarkup | None:
+    """One row per item: unfollow the follow that matched it (the first by id), and watch the paper.
+
+    ``unfollow:<follow id>`` and ``watch:<arXiv id>`` are answered by the Telegram bot (bots role), which
+    runs ``unfollow N`` / ``follow id:ARXIV_ID`` for whoever presses, with the group-admin check.
+    """
+    rows: list[list[telegram.InlineKeyboardButton]] = []
+    for item in items[:MAX_BUTTON_ROWS]:
+        row = []
+        if item.follows:
+            follow_id, query = item.follows[0]
+            row.append(_button(f"✕ Unfollow {query}", f"unfollow:{follow_id}"))
+        row.append(_button(f"Watch {item.arxiv_id}", f"watch:{item.arxiv_id}"))
+        rows.append([button for button in row if button is not None])
+    rows = [row for row in rows if row]
+    return telegram.InlineKeyboardMarkup(rows) if rows else None
+
+
+def _button(label: str, data: str) -> telegram.InlineKeyboardButton | None:
+    if len(data.encode("utf-8")) > MAX_CALLBACK_BYTES:
+        return None
+    shown = label if len(label) <= 40 else label[:39].rstrip() + ELLIPSIS
+    return telegram.InlineKeyboardButton(shown, callback_data=data)
+
+
+def _items_in(text: str, items: Sequence[DigestItem]) -> tuple[DigestItem, ...]:
+    """The items whose block landed in one packed part (each block shows <code>ID vN</code> once)."""
+    return tuple(item for item in items if f"{item.arxiv_id}v{item.version}</code>" in text)
 
 
 def split_message(message: Message, limit: int = MAX_LENGTH) -> list[Part]:
@@ -131,7 +169,11 @@ def split_message(message: Message, limit: int = MAX_LENGTH) -> list[Part]:
         packed = pack_blocks(paragraphs, limit, shorten=shorten_text, measure=utf16_len)
         is_html = False
     # Blank lines at the seams of blocks lie outside every tag: stripping them keeps the markup whole.
-    return [Part(part.strip(), is_html) for part in packed if part.strip()]
+    return [
+        Part(part.strip(), is_html, _items_in(part, message.items) if is_html else ())
+        for part in packed
+        if part.strip()
+    ]
 
 
 def _paragraphs(block: str) -> list[str]:
@@ -259,6 +301,7 @@ class TelegramNotifier:
                     text=part.text,
                     parse_mode=ParseMode.HTML if part.is_html else None,
                     link_preview_options=telegram.LinkPreviewOptions(is_disabled=True),
+                    reply_markup=item_buttons(part.items),
                 )
                 return sent, chat
             except RetryAfter as exc:
@@ -274,7 +317,7 @@ class TelegramNotifier:
                 if not (part.is_html and "can't parse entities" in exc.message.lower()):
                     raise self._translate(exc, chat, index) from None
                 # Our markup should never fail Telegram's parser; if it does, the words still go out.
-                part = Part(html_to_text(part.text).strip(), is_html=False)
+                part = Part(html_to_text(part.text).strip(), is_html=False, items=part.items)
             except TelegramError as exc:
                 raise self._translate(exc, chat, index) from None
             except (KeyError, ValueError, TypeError) as exc:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from core.config import Settings
 from core.delivery import Notifier
@@ -20,6 +20,9 @@ from ingest.arxiv_rss import ArxivRssSource
 from ingest.hf_daily import HfDailySource
 from ingest.http import HttpClient, Politeness
 from notifiers.registry import build_notifiers
+
+if TYPE_CHECKING:
+    from bot.telegram import TelegramBot
 
 SOURCE_NAMES = ("arxiv-rss", "hf-daily", "arxiv-oai", "arxiv-api")
 
@@ -44,6 +47,16 @@ class AppContext:
     policy: DeliveryPolicy = field(default_factory=DeliveryPolicy)
 
     notifiers_open: bool = True
+    # The Telegram bot, built on first use (bots role; the web role serves its webhook route).
+    _telegram_bot: TelegramBot | None = field(default=None, repr=False)
+
+    def telegram_bot(self) -> TelegramBot | None:
+        """This process's one Telegram bot; None without PAPERTRAIL_TELEGRAM_TOKEN."""
+        if self._telegram_bot is None and self.settings.telegram_token is not None:
+            from bot.telegram import TelegramBot  # python-telegram-bot's ext only where a bot runs
+
+            self._telegram_bot = TelegramBot(self.settings, self.store)
+        return self._telegram_bot
 
     async def close_notifiers(self) -> None:
         """Close the notifiers' connections (in the event loop that used them); safe to call twice."""
@@ -56,6 +69,8 @@ class AppContext:
         """Release network, notifier and database resources."""
         await self.http.aclose()
         await self.close_notifiers()
+        if self._telegram_bot is not None:
+            await self._telegram_bot.stop()
         self.store.engine.dispose()
 
 

@@ -23,7 +23,7 @@ import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 import uvicorn
@@ -35,6 +35,9 @@ from core.models import utcnow
 from core.service import complete_papers, ingest_community, ingest_once
 from papertrail.context import AppContext
 from papertrail.leader import POLL_SECONDS, Leader, lock_for
+
+if TYPE_CHECKING:
+    from bot.telegram import TelegramBot
 
 log = logging.getLogger(__name__)
 
@@ -245,11 +248,16 @@ async def worker_role(ctx: AppContext, stop: asyncio.Event) -> None:
 
 async def web_role(ctx: AppContext, stop: asyncio.Event) -> None:
     """Serve the web app on ``web_host:web_port`` until ``stop``; in-flight requests finish first."""
+    from bot.telegram import TelegramBotError
     from papertrail.web import build_app  # the web app's templates and metrics only when serving
 
     settings = ctx.settings
+    try:
+        app = build_app(ctx)
+    except TelegramBotError as exc:  # webhook mode without a secret
+        raise RoleError(f"the web app cannot serve the Telegram webhook: {exc}") from None
     config = uvicorn.Config(
-        build_app(ctx),
+        app,
         host=settings.web_host,
         port=settings.web_port,
         log_config=None,  # records go to the root logger: our format, our secret filter
@@ -292,12 +300,38 @@ async def _serve(server: EmbeddedServer, where: str) -> None:
 
 
 async def bots_role(ctx: AppContext, stop: asyncio.Event) -> None:
-    """Placeholder for the Telegram and Slack bots: this build has none, and says so once."""
-    log.info(
-        "bots: no chat bots are built into this version (chat commands come with a later release); "
-        "digests to telegram: and slack: addresses still go out through the worker",
-        extra={"role": "bots"},
-    )
+    """The chat bots until ``stop``: Telegram (long polling, or its webhook registered and served by the
+    web role) and Slack in Socket Mode (in HTTP mode the web role serves Slack's endpoint)."""
+    from bot.slack import SlackBot, SlackSetupError, uses_socket_mode
+    from bot.telegram import TelegramBotError
+
+    async def telegram(bot: TelegramBot) -> None:
+        try:
+            await bot.run(stop)
+        except TelegramBotError as exc:
+            raise RoleError(f"the Telegram bot cannot run: {exc}") from None
+
+    async def slack() -> None:
+        try:
+            await SlackBot(ctx.settings, ctx.store).run_socket_mode(stop)
+        except SlackSetupError as exc:
+            raise RoleError(f"the Slack app cannot run: {exc}") from None
+
+    running: list[Awaitable[None]] = []
+    telegram_bot = ctx.telegram_bot()
+    if telegram_bot is not None:
+        running.append(telegram(telegram_bot))
+    if uses_socket_mode(ctx.settings):
+        running.append(slack())
+    if not running:
+        log.info(
+            "bots: no Telegram bot (set PAPERTRAIL_TELEGRAM_TOKEN) and no Slack Socket Mode "
+            "(set PAPERTRAIL_SLACK_APP_TOKEN; in HTTP mode the web role serves /slack/events); "
+            "digests to telegram: and slack: addresses still go out through the worker",
+            extra={"role": "bots"},
+        )
+        return
+    await asyncio.gather(*running)
 
 
 RUNNERS: dict[str, Role] = {

@@ -79,6 +79,9 @@ def build_app(ctx: AppContext, *, clock: Callable[[], datetime] = utcnow) -> Sta
         from bot.slack import SlackBot
 
         routes += SlackBot(ctx.settings, ctx.store).routes()
+    telegram = ctx.telegram_bot() if ctx.settings.telegram_mode == "webhook" else None
+    if telegram is not None:
+        routes.append(telegram.webhook_route())  # POST /telegram/webhook, secret-checked
     return Starlette(
         routes=routes,
         exception_handlers={404: web.not_found, 405: web.not_allowed},

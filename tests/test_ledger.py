@@ -201,3 +201,6 @@ async def test_a_revision_says_what_changed_and_ranks_come_from_reasons(store: S
     assert items["2611.00001v2"].changes == ("title", "journal-ref")
     assert items["2611.00002v1"].changes == ()
     assert "changed: title, journal-ref" in notifier.sent[0][1].text
+    # Each item knows the follows that matched it (the Telegram digest's "unfollow" buttons use them).
+    (stored,) = store.follows_of(store.get_subscriber("console:ada").id or 0)  # type: ignore[union-attr]
+    assert items["2611.00002v1"].follows == ((stored.id, stored.query),)

@@ -183,6 +183,14 @@ async def test_sends_a_digest_as_telegram_html(api: FakeTelegram, notifier: Tele
         "text": (message.html or "").strip(),
         "parse_mode": "HTML",
         "link_preview_options": {"is_disabled": True},
+        # One row of buttons per item: watch the paper (and unfollow the follow that matched, when the
+        # item knows its follows; these test items do not).
+        "reply_markup": {
+            "inline_keyboard": [
+                [{"callback_data": "watch:2611.08864", "text": "Watch 2611.08864"}],
+                [{"callback_data": "watch:2611.01234", "text": "Watch 2611.01234"}],
+            ]
+        },
     }
     assert (result.platform_id, result.parts, result.moved_to) == ("1", 1, None)
     shown, entities = parse_html(str(api.calls[1].params["text"]))

@@ -77,7 +77,7 @@ def test_the_service_runs_every_role_survives_a_dead_network_and_stops_on_sigter
     finally:
         service.kill()
     assert code == 0, service.output
-    assert "cannot connect" in service.output and "bots: no chat bots" in service.output
+    assert "cannot connect" in service.output and "bots: no Telegram bot" in service.output
     assert re.search(r"worker \S+ started", service.output) and "stopped" in service.output
 
 

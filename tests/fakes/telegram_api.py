@@ -11,6 +11,13 @@ Telegram does (only Telegram's tags, balanced, entities decoded, length counted 
 parsing) and answers malformed markup with Telegram's "can't parse entities" error. Tests script failures
 per method or per chat (flood control, a blocked bot, a migrated group ...) and may have it enforce
 Telegram's rate limits, counting the 429s a client provokes in ``api.too_many``.
+
+For the chat bot it also serves what a bot receives and manages: ``getUpdates`` long polling over an update
+queue the test fills (:meth:`FakeTelegram.push_update`, with :class:`Updates` to build the JSON), offsets
+confirming updates as on Telegram; ``setMyCommands`` / ``getMyCommands``; ``getChatMember`` and
+``getChatAdministrators`` over scripted members (:meth:`FakeTelegram.set_member`); ``answerCallbackQuery``;
+``editMessageReplyMarkup`` on messages it sent; ``setWebhook`` / ``deleteWebhook`` / ``getWebhookInfo``
+(while a webhook is set, ``getUpdates`` answers 409 Conflict, as Telegram does). Every call is recorded.
 """
 
 from __future__ import annotations
@@ -34,11 +41,30 @@ MAX_MESSAGE_UTF16 = 4096
 
 # Bot API parameters whose form values are JSON (objects, arrays) or booleans rather than plain strings.
 _JSON_PARAMS = frozenset(
-    {"link_preview_options", "reply_markup", "entities", "reply_parameters", "allowed_updates"}
+    {
+        "link_preview_options",
+        "reply_markup",
+        "entities",
+        "reply_parameters",
+        "allowed_updates",
+        "commands",
+        "scope",
+    }
 )
 _BOOL_PARAMS = frozenset(
-    {"disable_notification", "protect_content", "disable_web_page_preview", "allow_sending_without_reply"}
+    {
+        "disable_notification",
+        "protect_content",
+        "disable_web_page_preview",
+        "allow_sending_without_reply",
+        "show_alert",
+        "drop_pending_updates",
+    }
 )
+# The longest getUpdates long poll the fake holds open (Telegram allows 50 s); tests never wait that long.
+MAX_POLL_SECONDS = 50.0
+# Chat member statuses that getChatAdministrators lists.
+ADMIN_STATUSES = frozenset({"creator", "administrator"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,6 +371,19 @@ class FakeTelegram:
     _group_recent: defaultdict[str, deque[float]] = field(default_factory=lambda: defaultdict(deque))
     _message_ids: defaultdict[str, int] = field(default_factory=lambda: defaultdict(int))
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # The bot's side of Telegram: updates waiting for getUpdates, members, commands, webhook, messages sent.
+    commands: list[dict[str, Any]] = field(default_factory=list)
+    webhook: dict[str, Any] = field(default_factory=dict)
+    _updates: list[dict[str, Any]] = field(default_factory=list)
+    _next_update_id: int = 1
+    _members: defaultdict[str, dict[int, str]] = field(default_factory=lambda: defaultdict(dict))
+    _messages: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+    _closed: bool = False
+    _arrived: threading.Condition = field(init=False)
+
+    def __post_init__(self) -> None:
+        # getUpdates waits on this condition (releasing the lock) until an update arrives or it times out.
+        self._arrived = threading.Condition(self._lock)
 
     @property
     def bot_id(self) -> int:
@@ -378,6 +417,49 @@ class FakeTelegram:
         with self._lock:
             return [c.method for c in self.calls]
 
+    def calls_of(self, method: str) -> list[Call]:
+        """Every call of ``method`` (whatever the answer), in order."""
+        with self._lock:
+            return [c for c in self.calls if c.method.lower() == method.lower()]
+
+    def message(self, chat_id: int | str, message_id: int) -> dict[str, Any]:
+        """A message the fake sent, as it is now (buttons edited since included): a copy of the JSON."""
+        with self._lock:
+            copy: dict[str, Any] = json.loads(json.dumps(self._messages[(str(chat_id), message_id)]))
+            return copy
+
+    def push_update(self, update: dict[str, Any]) -> int:
+        """Queue an update for getUpdates (an ``update_id`` is assigned when missing); returns its id.
+
+        A long poll waiting in getUpdates is answered at once.
+        """
+        with self._arrived:
+            if "update_id" not in update:
+                update = {"update_id": self._next_update_id, **update}
+            self._next_update_id = max(self._next_update_id, int(update["update_id"])) + 1
+            self._updates.append(update)
+            self._arrived.notify_all()
+            return int(update["update_id"])
+
+    def pending_updates(self) -> list[dict[str, Any]]:
+        """The updates not yet confirmed by a getUpdates offset."""
+        with self._lock:
+            return list(self._updates)
+
+    def set_member(self, chat_id: int | str, user_id: int, status: str) -> None:
+        """Script ``user_id``'s status in a chat: creator, administrator, member, restricted, left, kicked.
+
+        Users never scripted are members.
+        """
+        with self._lock:
+            self._members[str(chat_id)][user_id] = status
+
+    def close(self) -> None:
+        """Answer every waiting long poll now (with no updates) and refuse to wait from now on."""
+        with self._arrived:
+            self._closed = True
+            self._arrived.notify_all()
+
     # The server thread calls handle(); everything below runs under the lock.
 
     def handle(self, path: str, raw: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -401,20 +483,106 @@ class FakeTelegram:
         scripted = self._next_script(method, chat)
         if scripted is not None:
             return scripted.status, scripted.body()
-        if method.lower() == "getme":
+        name = method.lower()
+        if name == "getme":
             return 200, {"ok": True, "result": self._me()}
-        if method.lower() == "sendmessage":
+        if name == "sendmessage":
             return self._send_message(chat, params, now)
+        if name == "getupdates":
+            return self._get_updates(params)
+        answer = self._bot_method(name, chat, params)
+        if answer is not None:
+            return answer
         return 404, Scripted(404, "Not Found").body()
 
     def _next_script(self, method: str, chat: str) -> Scripted | None:
-        for queue in (
-            self._chat_scripts.get(chat) if chat else None,
-            self._method_scripts.get(method.lower()),
-        ):
+        # Chat scripts are about messages to the chat; other methods naming the chat do not consume them.
+        chat_queue = self._chat_scripts.get(chat) if chat and method.lower() == "sendmessage" else None
+        for queue in (chat_queue, self._method_scripts.get(method.lower())):
             if queue:
                 return queue.popleft()
         return None
+
+    def _bot_method(self, name: str, chat: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+        """The methods a bot uses besides sending: commands, members, callbacks, markup, webhooks."""
+        if name == "setmycommands":
+            self.commands = list(params.get("commands") or [])
+            return _ok(True)
+        if name == "getmycommands":
+            return _ok(self.commands)
+        if name == "getchatmember":
+            return _ok(self._member(chat, int(params.get("user_id", 0))))
+        if name == "getchatadministrators":
+            admins = [uid for uid, status in self._members[chat].items() if status in ADMIN_STATUSES]
+            return _ok([self._member(chat, uid) for uid in admins])
+        if name == "answercallbackquery":
+            if not params.get("callback_query_id"):
+                return 400, Scripted(400, "Bad Request: query is too old and response timeout expired").body()
+            return _ok(True)
+        if name == "editmessagereplymarkup":
+            return self._edit_markup(chat, params)
+        if name == "setwebhook":
+            self.webhook = {k: v for k, v in params.items() if k != "certificate"}
+            return _ok(True)
+        if name == "deletewebhook":
+            self.webhook = {}
+            if params.get("drop_pending_updates"):
+                self._updates.clear()
+            return _ok(True)
+        if name == "getwebhookinfo":
+            info = {
+                "url": str(self.webhook.get("url", "")),
+                "has_custom_certificate": False,
+                "pending_update_count": len(self._updates),
+            }
+            return _ok(info)
+        return None
+
+    def _get_updates(self, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """Long polling: confirm updates below ``offset``, then answer those left or wait ``timeout`` s."""
+        if self.webhook.get("url"):
+            return 409, Scripted(
+                409,
+                "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to "
+                "delete the webhook first",
+            ).body()
+        offset = int(params.get("offset") or 0)
+        limit = int(params.get("limit") or 100)
+        wait = min(float(params.get("timeout") or 0), MAX_POLL_SECONDS)
+        self._updates = [u for u in self._updates if int(u["update_id"]) >= offset]
+        deadline = time.monotonic() + wait
+        while not self._updates and not self._closed and (left := deadline - time.monotonic()) > 0:
+            self._arrived.wait(left)
+        return _ok(self._updates[:limit])
+
+    def _member(self, chat: str, user_id: int) -> dict[str, Any]:
+        status = self._members[chat].get(user_id, "member")
+        member: dict[str, Any] = {"status": status, "user": _user(user_id)}
+        if status == "creator":
+            member["is_anonymous"] = False
+        elif status == "administrator":
+            member.update(dict.fromkeys(_ADMIN_RIGHTS, True), can_be_edited=False, is_anonymous=False)
+        elif status == "kicked":
+            member["until_date"] = 0
+        return member
+
+    def _edit_markup(self, chat: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        key = (chat, int(params.get("message_id") or 0))
+        message = self._messages.get(key)
+        if message is None:
+            return 400, Scripted(400, "Bad Request: message to edit not found").body()
+        markup = params.get("reply_markup")
+        if markup == message.get("reply_markup") or (not markup and "reply_markup" not in message):
+            return 400, Scripted(
+                400,
+                "Bad Request: message is not modified: specified new message content and reply markup "
+                "are exactly the same as a current content and reply markup of the message",
+            ).body()
+        if markup:
+            message["reply_markup"] = markup
+        else:
+            message.pop("reply_markup", None)
+        return _ok(message)
 
     def _me(self) -> dict[str, Any]:
         return {
@@ -460,6 +628,9 @@ class FakeTelegram:
             message["entities"] = entities
         if "link_preview_options" in params:
             message["link_preview_options"] = params["link_preview_options"]
+        if params.get("reply_markup"):
+            message["reply_markup"] = params["reply_markup"]
+        self._messages[(chat, message["message_id"])] = message
         return 200, {"ok": True, "result": message}
 
     def _rate_wait(self, chat: str, now: float) -> float:
@@ -486,6 +657,30 @@ class FakeTelegram:
         self._accepted.append(now)
         if chat.startswith("-"):
             self._group_recent[chat].append(now)
+
+
+def _ok(result: Any) -> tuple[int, dict[str, Any]]:
+    return 200, {"ok": True, "result": result}
+
+
+# The rights a ChatMemberAdministrator always carries (all granted in the fake).
+_ADMIN_RIGHTS = (
+    "can_manage_chat",
+    "can_delete_messages",
+    "can_manage_video_chats",
+    "can_restrict_members",
+    "can_promote_members",
+    "can_change_info",
+    "can_invite_users",
+    "can_post_stories",
+    "can_edit_stories",
+    "can_delete_stories",
+)
+
+
+def _user(user_id: int) -> dict[str, Any]:
+    """A User object for a scripted member (names are made up from the id)."""
+    return {"id": user_id, "is_bot": False, "first_name": f"User {user_id}"}
 
 
 def _chat(chat: str) -> dict[str, Any]:
@@ -549,11 +744,15 @@ def fake_telegram(
 
         def _reply(self, status: int, body: dict[str, Any]) -> None:
             payload = json.dumps(body).encode("utf-8")
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+            except (BrokenPipeError, ConnectionResetError):
+                # A client that stops polling drops its pending getUpdates: nobody is left to answer.
+                self.close_connection = True
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
@@ -566,4 +765,162 @@ def fake_telegram(
     server = Server(("127.0.0.1", 0), Handler)
     state.base_url = f"http://127.0.0.1:{server.server_address[1]}"
     with serving(server):
-        yield state
+        try:
+            yield state
+        finally:
+            state.close()  # long polls still waiting end now, so no handler thread outlives the test
+
+
+# -- updates, as Telegram sends them to a bot ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Person:
+    """A Telegram user who talks to the bot."""
+
+    id: int
+    first_name: str
+    last_name: str = ""
+    username: str = ""
+    language_code: str = "en"
+
+    def json(self) -> dict[str, Any]:
+        """The User object."""
+        user: dict[str, Any] = {"id": self.id, "is_bot": False, "first_name": self.first_name}
+        if self.last_name:
+            user["last_name"] = self.last_name
+        if self.username:
+            user["username"] = self.username
+        if self.language_code:
+            user["language_code"] = self.language_code
+        return user
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """A chat the bot is in: private (the id of the person), group or supergroup (negative ids)."""
+
+    id: int
+    type: str = "private"
+    title: str = ""
+
+    def json(self, person: Person | None = None) -> dict[str, Any]:
+        """The Chat object (a private chat carries the person's names)."""
+        chat: dict[str, Any] = {"id": self.id, "type": self.type}
+        if self.type == "private" and person is not None:
+            chat["first_name"] = person.first_name
+            if person.last_name:
+                chat["last_name"] = person.last_name
+        elif self.title:
+            chat["title"] = self.title
+        return chat
+
+
+ADA = Person(4242, "Ada", "Lovelace", "ada")
+ADA_CHAT = Place(ADA.id)
+# Telegram's placeholder user for messages an anonymous group admin sends.
+GROUP_ANONYMOUS_BOT = Person(1087968824, "Group", username="GroupAnonymousBot", language_code="")
+
+
+@dataclass
+class Updates:
+    """Builds the Update JSON Telegram sends a bot, numbering updates and messages as Telegram does."""
+
+    bot_id: int = 123456
+    bot_username: str = "papertrail_test_bot"
+    next_update: int = 1000
+    next_message: int = 1
+    date: int = 1732806000  # 28 Nov 2024 15:00 UTC
+
+    def _ids(self) -> tuple[int, int]:
+        self.next_update += 1
+        self.next_message += 1
+        return self.next_update - 1, self.next_message - 1
+
+    def message_json(
+        self, place: Place, person: Person, text: str | None = None, **extra: Any
+    ) -> dict[str, Any]:
+        """A Message object (no update around it); ``text`` None for a message without text."""
+        _, message_id = self._ids()
+        message: dict[str, Any] = {
+            "message_id": message_id,
+            "date": self.date,
+            "chat": place.json(person),
+            "from": person.json(),
+        }
+        if text is not None:
+            message["text"] = text
+            if text.startswith("/"):
+                word = text.split(maxsplit=1)[0] if text.strip() else "/"
+                message["entities"] = [{"type": "bot_command", "offset": 0, "length": utf16_len(word)}]
+        message.update(extra)
+        return message
+
+    def message(self, place: Place, person: Person, text: str | None = None, **extra: Any) -> dict[str, Any]:
+        """An update with a new message; ``extra`` adds fields (``sticker``, ``sender_chat`` ...)."""
+        update_id, _ = self._ids()
+        return {"update_id": update_id, "message": self.message_json(place, person, text, **extra)}
+
+    def edited(self, place: Place, person: Person, text: str) -> dict[str, Any]:
+        """An update saying a message was edited to ``text``."""
+        update_id, _ = self._ids()
+        message = self.message_json(place, person, text, edit_date=self.date + 60)
+        return {"update_id": update_id, "edited_message": message}
+
+    def sticker(self, place: Place, person: Person) -> dict[str, Any]:
+        """A message that is a sticker and nothing else."""
+        sticker = {
+            "file_id": "CAACAgIAAxkBAAIBY2",
+            "file_unique_id": "AgADYQADr8ZRGg",
+            "type": "regular",
+            "width": 512,
+            "height": 512,
+            "is_animated": False,
+            "is_video": False,
+            "emoji": "📄",
+        }
+        return self.message(place, person, None, sticker=sticker)
+
+    def callback(
+        self, place: Place, person: Person, data: str, message: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """A button press on ``message`` (a Message object the bot sent; a stand-in when None)."""
+        update_id, _ = self._ids()
+        if message is None:
+            message = {
+                "message_id": 1,
+                "date": self.date,
+                "chat": place.json(person),
+                "from": {"id": self.bot_id, "is_bot": True, "first_name": "PaperTrail"},
+                "text": "…",
+            }
+        query = {
+            "id": f"cb{update_id}",
+            "from": person.json(),
+            "chat_instance": f"ci{place.id}",
+            "message": message,
+            "data": data,
+        }
+        return {"update_id": update_id, "callback_query": query}
+
+    def my_chat_member(self, place: Place, person: Person, old: str, new: str) -> dict[str, Any]:
+        """The bot's own membership changed from ``old`` to ``new`` (member, kicked, left, administrator)."""
+        update_id, _ = self._ids()
+        bot = {"id": self.bot_id, "is_bot": True, "first_name": "PaperTrail", "username": self.bot_username}
+        change = {
+            "chat": place.json(person),
+            "from": person.json(),
+            "date": self.date,
+            "old_chat_member": _bot_member(bot, old),
+            "new_chat_member": _bot_member(bot, new),
+        }
+        return {"update_id": update_id, "my_chat_member": change}
+
+
+def _bot_member(bot: dict[str, Any], status: str) -> dict[str, Any]:
+    member: dict[str, Any] = {"status": status, "user": bot}
+    if status == "administrator":
+        member.update(dict.fromkeys(_ADMIN_RIGHTS, False), can_be_edited=False, is_anonymous=False)
+    elif status == "kicked":
+        member["until_date"] = 0
+    return member

@@ -1,0 +1,198 @@
+"""What the Telegram bot sends and reads back, without any I/O: replies as Telegram HTML, buttons, callbacks.
+
+A :class:`bot.commands.Reply` is plain text. Each block is escaped for Telegram HTML (``&``, ``<``, ``>``;
+quotes need no escaping outside attributes) and a ``monospace`` block becomes ``<pre>``. A reply longer than
+one message (4,096 UTF-16 code units, counted by Telegram after it parses the markup) is split between
+blocks, then between lines, and only as a last resort inside a line; a ``<pre>`` block split in two stays
+well-formed in each part.
+
+Buttons carry callback data of at most 64 bytes, in three forms that this module writes and reads:
+
+* ``cmd:<command line>``: a suggestion of the reply (``cmd:follow cat:cs.DC``), run as if typed;
+* ``unfollow:<follow id>``: remove that follow of the chat (the id is stable; numbers shift);
+* ``watch:<arXiv id>``: follow ``id:<arXiv id>`` to hear about the paper's revisions.
+
+The digest notifier writes the last two under each digest item (see docs/telegram-bot.md).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from telegram import InlineKeyboardButton, InlineKeyboardMarkup
+
+from bot.commands import Reply
+from bot.commands_base import cut
+from core.values import ARXIV_ID_PATTERN
+
+MAX_MESSAGE_UTF16 = 4096
+"""Telegram's limit on a message's text, in UTF-16 code units after the markup is parsed."""
+MAX_CALLBACK_BYTES = 64
+"""Telegram's limit on a button's callback data; a suggestion with longer data gets no button."""
+BUTTON_LABEL_CHARS = 40
+"""Labels longer than this are cut with …: phones show about this much on one button."""
+
+_FOLLOW_ID = re.compile(r"[0-9]{1,18}")
+_ARXIV_ID = re.compile(ARXIV_ID_PATTERN)
+
+
+def utf16_len(text: str) -> int:
+    """Length in UTF-16 code units, Telegram's measure (a character outside the BMP counts 2)."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def escape(text: str) -> str:
+    """``text`` escaped for Telegram HTML: ``&``, ``<`` and ``>`` (quotes are literal outside attributes)."""
+    return html.escape(text, quote=False)
+
+
+def html_parts(reply: Reply, limit: int = MAX_MESSAGE_UTF16) -> list[str]:
+    """The reply as one or more Telegram HTML messages, each within ``limit`` once parsed.
+
+    Blocks are joined by a newline; whole blocks stay together in a message when they fit.
+    """
+    pieces = [
+        (chunk, block.monospace)
+        for block in reply.blocks
+        if block.text.strip()
+        for chunk in _chunks(block.text, limit)
+    ]
+    messages: list[list[tuple[str, bool]]] = []
+    size = 0
+    for piece in pieces:
+        length = utf16_len(piece[0])
+        if messages and size + 1 + length <= limit:
+            messages[-1].append(piece)
+            size += 1 + length
+        else:
+            messages.append([piece])
+            size = length
+    return ["\n".join(_html(text, mono) for text, mono in message) for message in messages]
+
+
+def _html(text: str, monospace: bool) -> str:
+    return f"<pre>{escape(text)}</pre>" if monospace else escape(text)
+
+
+def _chunks(text: str, limit: int) -> list[str]:
+    """``text`` in pieces of at most ``limit`` UTF-16 units: between lines when possible."""
+    if utf16_len(text) <= limit:
+        return [text]
+    chunks: list[str] = []
+    current = ""
+    for line in text.split("\n"):
+        for part in _hard_split(line, limit):
+            joined = f"{current}\n{part}" if current else part
+            if current and utf16_len(joined) > limit:
+                chunks.append(current)
+                current = part
+            else:
+                current = joined
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _hard_split(line: str, limit: int) -> list[str]:
+    """A line longer than ``limit`` cut into pieces that fit; characters are never split."""
+    pieces: list[str] = []
+    start, size = 0, 0
+    for index, char in enumerate(line):
+        width = 2 if ord(char) > 0xFFFF else 1
+        if size + width > limit:
+            pieces.append(line[start:index])
+            start, size = index, 0
+        size += width
+    pieces.append(line[start:])
+    return pieces
+
+
+class Action(StrEnum):
+    """What a button does when pressed."""
+
+    COMMAND = "cmd"
+    UNFOLLOW = "unfollow"
+    WATCH = "watch"
+
+
+@dataclass(frozen=True, slots=True)
+class Button:
+    """A pressed button's callback data, read back: the action and its argument."""
+
+    action: Action
+    value: str
+
+
+def callback_data(action: Action, value: str) -> str | None:
+    """``action:value`` when it fits Telegram's 64 bytes, else None (no button then)."""
+    data = f"{action.value}:{value}"
+    return data if len(data.encode("utf-8")) <= MAX_CALLBACK_BYTES else None
+
+
+def read_callback(data: str | None) -> Button | None:
+    """The button behind callback ``data``, or None for data this bot never wrote (or an old format)."""
+    kind, sep, value = (data or "").partition(":")
+    if not sep or not value:
+        return None
+    if kind == Action.COMMAND:
+        return Button(Action.COMMAND, value)
+    if kind == Action.UNFOLLOW and _FOLLOW_ID.fullmatch(value):
+        return Button(Action.UNFOLLOW, value)
+    if kind == Action.WATCH and _ARXIV_ID.fullmatch(value):
+        return Button(Action.WATCH, value)
+    return None
+
+
+def keyboard(reply: Reply, prefix: str, follow_ids: Mapping[int, int]) -> InlineKeyboardMarkup | None:
+    """Buttons for a reply: "✕ N. QUERY" for each follow it lists, then one per suggestion.
+
+    ``follow_ids`` maps the numbers in ``reply.follows`` to the follows' ids (the callback carries the id,
+    so a button pressed after the list changed still removes the follow it shows). Suggestions whose
+    callback data would pass 64 bytes are left out: the reply's text still names them.
+    """
+    rows: list[list[InlineKeyboardButton]] = []
+    for item in reply.follows:
+        follow_id = follow_ids.get(item.number)
+        data = callback_data(Action.UNFOLLOW, str(follow_id)) if follow_id is not None else None
+        if data is not None:
+            rows.append([InlineKeyboardButton(label(f"✕ {item.number}. {item.query}"), callback_data=data)])
+    for suggestion in reply.suggestions:
+        data = callback_data(Action.COMMAND, suggestion)
+        if data is not None:
+            rows.append([InlineKeyboardButton(label(f"{prefix}{suggestion}"), callback_data=data)])
+    return InlineKeyboardMarkup(rows) if rows else None
+
+
+def label(text: str) -> str:
+    """A button label: one line, at most :data:`BUTTON_LABEL_CHARS` characters."""
+    return cut(text, BUTTON_LABEL_CHARS)
+
+
+def without_button(markup: InlineKeyboardMarkup | None, data: str) -> InlineKeyboardMarkup | None:
+    """``markup`` without the button(s) carrying ``data``; None when no button is left."""
+    if markup is None:
+        return None
+    rows = [[button for button in row if button.callback_data != data] for row in markup.inline_keyboard]
+    kept = [row for row in rows if row]
+    return InlineKeyboardMarkup(kept) if kept else None
+
+
+__all__ = [
+    "BUTTON_LABEL_CHARS",
+    "MAX_CALLBACK_BYTES",
+    "MAX_MESSAGE_UTF16",
+    "Action",
+    "Button",
+    "callback_data",
+    "escape",
+    "html_parts",
+    "keyboard",
+    "label",
+    "read_callback",
+    "utf16_len",
+    "without_button",
+]
