@@ -203,9 +203,7 @@ def _start(call: Call) -> Reply:
         note = call.inactive_note(existing)
         if _failed_delivery(existing) and call.ctx.can_change:
             # Telegram sends /start when someone unblocks the bot: the chat works again, so resume.
-            note = (
-                f"Digests were paused because a delivery failed ({cut(existing.status_reason or '', 200)}); "
-            )
+            note = f"Digests were paused ({cut(existing.status_reason or '', 200)}); "
             note += "they are on again."
             existing = resume_subscriber(call.store, existing.address)
         return call.reply(

@@ -184,7 +184,7 @@ class Call:
             return f"Digests are paused: {again}"
         if subscriber.status == SubscriberStatus.PAUSED:
             why = cut(subscriber.status_reason or "", 200)
-            return f"Digests are paused because a delivery failed ({why}): {again}"
+            return f"Digests are paused ({why}): {again}"
         return f"Digests are off ({subscriber.status}): {again}"
 
 

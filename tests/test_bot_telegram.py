@@ -401,7 +401,7 @@ async def test_blocking_the_bot_pauses_the_chat_and_start_resumes_it(
     (back,) = await ada.say("/start")
     assert shown(back) == (
         "Welcome back. This chat follows 1 query; digests go out daily 08:00 (UTC).\n"
-        f"Digests were paused because a delivery failed ({BLOCKED}); they are on again.\n"
+        f"Digests were paused ({BLOCKED}); they are on again.\n"
         "/follows lists them, /follow QUERY adds one, /help shows all commands."
     )
     subscriber = store.get_subscriber("telegram:4242")
