@@ -19,26 +19,10 @@ from core.store import Store
 from tests.chromium import ensure_chromium
 from tests.servers import free_port
 from tests.test_sigterm import ServiceProcess, service_env, wait_until
-from tests.web_seed import expected_numbers, seed_store
+from tests.web_seed import DASHBOARD_COUNTS, expected_numbers, seed_store
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 UPDATE = os.environ.get("PAPERTRAIL_UPDATE_SCREENSHOT") == "1"  # read at import: conftest clears PAPERTRAIL_*
-# The numbers of the dashboard, by their data-count names (see templates/web/status.html.j2).
-SHOWN = (
-    "new_24h",
-    "new_ai_24h",
-    "revised_24h",
-    "revised_ai_24h",
-    "community_24h",
-    "papers",
-    "ai_papers",
-    "revised_papers",
-    "community_papers",
-    "pending_matches",
-    "queued_digests",
-    "dead_digests",
-    "paused_subscribers",
-)
 
 
 @pytest.fixture(scope="module")
@@ -90,9 +74,9 @@ def test_the_status_page_shows_the_database_numbers(
             expected = expected_numbers(store, utcnow())
             shown = {
                 name: int(re.sub(r"\D", "", page.locator(f'[data-count="{name}"]').first.inner_text()))
-                for name in SHOWN
+                for name in DASHBOARD_COUNTS
             }
-            assert shown == {name: getattr(expected, name) for name in SHOWN}
+            assert shown == {name: getattr(expected, name) for name in DASHBOARD_COUNTS}
             assert shown["papers"] > 1000 and shown["new_24h"] > 0
             # The source table states each source's health in words, not only in colour.
             states = page.locator("tr[data-source]").evaluate_all("rows => rows.map(r => r.dataset.state)")

@@ -40,6 +40,7 @@ from papertrail.web import build_app
 from tests.conftest import BIG_FEED, POSTGRES_URL, migrated_store, postgres_available
 from tests.servers import free_port
 from tests.web_seed import (
+    DASHBOARD_COUNTS,
     HOSTILE_AUTHOR,
     HOSTILE_ERROR,
     HOSTILE_ID,
@@ -148,21 +149,7 @@ def test_status_page_numbers_equal_the_database(client: TestClient, seeded: Stor
     page = response.text
     expected = expected_numbers(seeded, utcnow())
     shown = shown_counts(page)
-    for name in (
-        "new_24h",
-        "new_ai_24h",
-        "revised_24h",
-        "revised_ai_24h",
-        "community_24h",
-        "papers",
-        "ai_papers",
-        "revised_papers",
-        "community_papers",
-        "pending_matches",
-        "queued_digests",
-        "dead_digests",
-        "paused_subscribers",
-    ):
+    for name in DASHBOARD_COUNTS:
         assert shown[name] == getattr(expected, name), name
     # The corpus makes every one of them non-zero, so an always-zero page cannot pass.
     assert min(shown.values()) > 0

@@ -63,6 +63,25 @@ SUBSCRIBERS = {
 }
 
 
+# The numbers of the status page, by their data-count names (templates/web/status.html.j2) and the
+# Expected fields that hold what they must be.
+DASHBOARD_COUNTS = (
+    "new_24h",
+    "new_ai_24h",
+    "revised_24h",
+    "revised_ai_24h",
+    "community_24h",
+    "papers",
+    "ai_papers",
+    "revised_papers",
+    "community_papers",
+    "pending_matches",
+    "queued_digests",
+    "dead_digests",
+    "paused_subscribers",
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Expected:
     """Every number of the status page and the metrics, counted with plain SQL."""
