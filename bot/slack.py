@@ -143,7 +143,8 @@ class SlackBot:
         self.workspace = Workspace(self.client)
         self._inflight: set[asyncio.Task[Any]] = set()
         self.app = AsyncApp(
-            name="papertrail",
+            # Bolt names a logger after the app and sets its level: "papertrail" silenced our own loggers.
+            name="papertrail-slack-app",
             client=self.client,
             # Empty when unset: routes() refuses to serve HTTP then, and Socket Mode needs no signature.
             signing_secret=_secret(settings.slack_signing_secret) or "",

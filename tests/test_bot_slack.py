@@ -722,3 +722,18 @@ def test_missing_settings_are_named(sqlite_store: Store) -> None:
         SlackBot(Settings(slack_bot_token=TOKEN), sqlite_store, client=client).routes()
     assert not serves_http(Settings(slack_bot_token=TOKEN, slack_signing_secret=" "))
     assert serves_http(Settings(slack_bot_token=TOKEN, slack_signing_secret=SECRET))
+
+
+def test_building_the_app_leaves_papertrails_own_log_levels_alone(
+    slack: FakeSlack, sqlite_store: Store
+) -> None:
+    # Bolt sets the level of a logger named after the app; named "papertrail" it silenced papertrail.* INFO.
+    import logging
+
+    ours = logging.getLogger("papertrail")
+    before = ours.level
+    try:
+        make_bot(slack, sqlite_store)
+        assert ours.level == before
+    finally:
+        ours.setLevel(before)
