@@ -7,6 +7,7 @@ and the limits are described in docs/chat-commands.md::
 
     message := [ "/" ] [ "papertrail" ] COMMAND [ "@" BOTNAME ] [ ARGUMENTS ]     at most 2,000 characters
     COMMAND := start | help | follow | unfollow | follows | try | digest | timezone | pause | resume | status
+             | join | leave
 
 Command words are matched case-insensitively after Unicode NFKC folding (so a full-width ``／ｆｏｌｌｏｗ``
 works too); ``/follow@PaperTrailBot`` is Telegram's form in groups. Runs of whitespace in the arguments,
@@ -26,7 +27,7 @@ import unicodedata
 from collections.abc import Callable
 from datetime import datetime
 
-from bot import commands_follows, commands_settings
+from bot import commands_follows, commands_newsletters, commands_settings
 from bot import commands_help as texts
 from bot.commands_base import (
     MAX_INPUT_CHARS,
@@ -119,9 +120,10 @@ def _dispatch(store: Store, settings: Settings, ctx: ChatContext, text: str, now
     if run is None:
         return _unknown(ctx, word, args, text)
     call = Call(store, settings, ctx, now, name, args)
-    # `digest` and `timezone` without arguments only show the setting; `start` decides for itself.
+    # `digest` and `timezone` without arguments only show the setting, `join` lists the newsletters;
+    # `start` decides for itself.
     changes = texts.BY_NAME[name].changes and name != "start"
-    if name in ("digest", "timezone") and not args:
+    if name in ("digest", "timezone", "join") and not args:
         changes = False
     if changes and not ctx.can_change:
         return call.reply(
@@ -264,6 +266,8 @@ _COMMANDS: dict[str, Callable[[Call], Reply]] = {
     "pause": commands_settings.pause,
     "resume": commands_settings.resume,
     "status": commands_settings.status,
+    "join": commands_newsletters.join,
+    "leave": commands_newsletters.leave,
 }
 
 __all__ = [

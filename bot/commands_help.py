@@ -36,6 +36,8 @@ COMMANDS: tuple[CommandInfo, ...] = (
     CommandInfo("pause", "", "stop digests until resume", True),
     CommandInfo("resume", "", "restart digests", True),
     CommandInfo("status", "", "this subscription and the sources' health", False),
+    CommandInfo("join", "[NAME]", "list the newsletters, or join one", True),
+    CommandInfo("leave", "NAME", "leave a newsletter", True),
 )
 BY_NAME = {info.name: info for info in COMMANDS}
 
@@ -49,7 +51,7 @@ HINTS = {
     "stop": "pause", "mute": "pause", "unsubscribe": "pause", "unmute": "resume", "continue": "resume",
     "restart": "resume", "time": "timezone", "zone": "timezone", "when": "digest", "send": "digest",
     "info": "status", "settings": "status", "health": "status", "commands": "help", "menu": "help",
-    "hi": "help", "hello": "help", "hey": "help",
+    "hi": "help", "hello": "help", "hey": "help", "newsletter": "join", "newsletters": "join",
 }  # fmt: skip
 """Words people try for a command: never run, only suggested ("did you mean /follow?")."""
 
@@ -131,6 +133,12 @@ _PAGES = {
         "{p}resume restarts digests after {p}pause, or after PaperTrail paused them because a delivery "
         "failed for good. Papers are collected again from then on."
     ),
+    "join": (
+        "{p}join lists the newsletters of this server; {p}join NAME makes this chat a member of one. "
+        "Each issue then arrives in this chat's digests, and a paper this chat follows itself comes only "
+        "once. Example: {p}join ml-weekly"
+    ),
+    "leave": "{p}leave NAME ends this chat's membership of a newsletter. Example: {p}leave ml-weekly",
     "status": (
         "{p}status shows this subscription (status, digest schedule, timezone, follows, matches waiting, "
         "the next digest) and whether PaperTrail's sources are up to date."

@@ -101,7 +101,20 @@ def split_address(address: str) -> tuple[str, str]:
     return channel.strip().lower(), target.strip()
 
 
-KNOWN_CHANNELS = ("console", "email", "telegram", "slack", "slack-webhook", "webhook", "apprise")
+KNOWN_CHANNELS = (
+    "console",
+    "email",
+    "telegram",
+    "slack",
+    "slack-webhook",
+    "webhook",
+    "apprise",
+    "newsletter",
+)
+# ``newsletter:NAME`` is the hidden subscriber holding a newsletter's follows and schedule. No notifier
+# serves this channel: its matches become issues fanned out to the members (core.newsletters).
+NEWSLETTER_CHANNEL = "newsletter"
+NEWSLETTER_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
 
 # Slack conversation ids: C (channel), G (private channel or group DM), D (DM), U/W (a user: DM opened).
 _SLACK_ID = re.compile(r"^[CGDUW][A-Z0-9]{2,}$")
@@ -127,6 +140,11 @@ def normalise_address(address: str) -> str:
         raise ValueError(
             f"slack conversation id {target!r} should look like C0123ABC (channel) or U0123ABC (user); "
             "copy it from the channel's details in Slack"
+        )
+    if channel == NEWSLETTER_CHANNEL and not NEWSLETTER_NAME.match(target):
+        raise ValueError(
+            f"newsletter name {target!r} must be lowercase letters, digits and dashes (at most 64), "
+            "e.g. newsletter:ml-weekly"
         )
     if channel == "apprise" and "://" not in target:
         raise ValueError(f"apprise target {target!r} must be an Apprise URL, e.g. apprise:ntfy://topic")

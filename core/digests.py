@@ -3,8 +3,9 @@
 One pass (:func:`send_due_digests`) is what ``papertrail digest``, the scheduler's minute tick and each
 ``papertrail worker`` loop run:
 
-1. **Plan**: every active subscriber with unassigned matches whose digest is due (by schedule, or any
-   instant match) gets a pending digest that claims those matches.
+1. **Plan**: due newsletters open their issues (copied to their members as instant matches; see
+   core.newsletters); then every active subscriber with unassigned matches whose digest is due (by
+   schedule, or any instant match) gets a pending digest that claims those matches.
 2. **Claim**: take due digests (a lease per worker; ``SKIP LOCKED`` on PostgreSQL) in batches.
 3. **Send** each through its channel's notifier and record: sent (matches sent, same transaction);
    retryable failure (exponential back-off, the platform's retry-after respected, dead-lettered after
@@ -24,6 +25,7 @@ from datetime import datetime, timedelta
 
 from core.delivery import DeliveryError, Notifier, normalise_address, split_address
 from core.models import Subscriber, SubscriberStatus, utcnow
+from core.newsletters import open_due_issues
 from core.render import Renderer
 from core.schedule import is_due, parse_schedule
 from core.store import Store
@@ -128,8 +130,10 @@ def plan_digests(
     """Open a digest for every subscriber that is due; returns how many were opened.
 
     Subscribers on a channel this process has no notifier for are left alone: their matches stay pending
-    until a process that can deliver them plans them.
+    until a process that can deliver them plans them. Newsletters that are due open their issues first,
+    so that the members' copies go into the digests planned here.
     """
+    open_due_issues(store, now=now, due=_due, force=force, address=address)
     opened = 0
     candidates = store.subscribers_to_plan(now, address, channels=list(notifiers), ignore_backoff=force)
     plans = [

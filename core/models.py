@@ -26,6 +26,8 @@ __all__ = [
     "HttpValidator",
     "Match",
     "Message",
+    "Newsletter",
+    "NewsletterMember",
     "Paper",
     "PaperIn",
     "RunState",
@@ -233,6 +235,36 @@ class Match(SQLModel, table=True):
     # True when one of the matching follows asks for instant delivery.
     instant: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
     digest_id: int | None = Field(default=None, foreign_key="digest.id", index=True)
+
+
+class Newsletter(SQLModel, table=True):
+    """A named newsletter an operator defines; its follows and schedule live on its own hidden subscriber.
+
+    The subscriber (address ``newsletter:NAME``) is matched like any other, once per version whatever the
+    number of members; each issue is fanned out to the active members (see core.newsletters).
+    """
+
+    __tablename__ = "newsletter"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(unique=True, max_length=64)
+    title: str = Field(max_length=200)
+    subscriber_id: int = Field(foreign_key="subscriber.id", unique=True)
+    created_at: datetime = _ts(default_factory=utcnow)
+
+
+class NewsletterMember(SQLModel, table=True):
+    """One subscriber's membership of one newsletter: it receives the newsletter's issues while active."""
+
+    __tablename__ = "newsletter_member"
+    __table_args__ = (
+        sa.UniqueConstraint("newsletter_id", "subscriber_id", name="uq_newsletter_member_pair"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    newsletter_id: int = Field(foreign_key="newsletter.id", index=True)
+    subscriber_id: int = Field(foreign_key="subscriber.id", index=True)
+    joined_at: datetime = _ts(default_factory=utcnow)
 
 
 class Digest(SQLModel, table=True):

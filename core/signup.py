@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from core import tokens
+from core import newsletters, tokens
 from core.delivery import normalise_address, split_address
 from core.models import Subscriber, SubscriberStatus, utcnow
 from core.query import parse
@@ -52,11 +52,15 @@ def sign_up(
     *,
     timezone: str,
     schedule: str,
+    newsletter: str | None = None,
     now: datetime | None = None,
 ) -> SignupOutcome:
-    """Record a sign-up; raises ValueError or QueryError (with the position) for bad input.
+    """Record a sign-up; raises ValueError, LookupError (no such newsletter) or QueryError for bad input.
 
-    Only email addresses sign up this way: chats subscribe themselves with their bot's ``/start``.
+    Only email addresses sign up this way: chats subscribe themselves with their bot's ``/start``. With
+    ``newsletter`` the address also becomes a member of that newsletter (follows may then be empty); like
+    everything else it receives nothing before it confirms. An address that is subscribed already is not
+    made a member: whoever typed it may not be its owner, and the owner gets the manage link instead.
     """
     now = now or utcnow()
     address = normalise_address(address)
@@ -66,6 +70,7 @@ def sign_up(
     if len(cleaned) > MAX_FOLLOWS:
         raise ValueError(f"at most {MAX_FOLLOWS} follows per sign-up; add more later from the manage page")
     parsed = [(text, parse(text)) for text in cleaned]
+    joined = newsletters.find(store, newsletter) if newsletter else None
     zone(timezone)
     parse_schedule(schedule)
 
@@ -85,6 +90,8 @@ def sign_up(
     for text, query in parsed:
         _, outcome = store.add_follow(subscriber.id or 0, text, query.canonical())
         added += outcome == "added"
+    if joined is not None:
+        store.join_newsletter(joined.id or 0, subscriber.id or 0, now=now)
     last = subscriber.confirm_sent_at
     if last is not None and now - last < RESEND_AFTER:
         return SignupOutcome(subscriber, SignupState.THROTTLED, added)

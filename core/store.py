@@ -38,6 +38,7 @@ from core.models import (
 )
 from core.store_browse import BrowseQueries
 from core.store_ledger import LedgerQueries
+from core.store_newsletters import NewsletterQueries
 from core.values import AnnounceType, CommunityPick
 
 # SQLite caps bound parameters per statement; stay well below it when looking up a batch of ids.
@@ -169,7 +170,7 @@ def version_to_paper(version: Version) -> PaperIn:
     )
 
 
-class Store(LedgerQueries, BrowseQueries):
+class Store(LedgerQueries, NewsletterQueries, BrowseQueries):
     """The database. Build one per process from an engine and pass it down."""
 
     def __init__(self, engine: Engine) -> None:

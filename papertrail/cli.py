@@ -320,6 +320,9 @@ def subscribe(
     queries: Annotated[list[str] | None, typer.Argument(help="Follows, in the follow language.")] = None,
     schedule: Annotated[str | None, typer.Option(help="e.g. 'daily 08:00' (default from settings).")] = None,
     timezone: Annotated[str | None, typer.Option(help="IANA zone, e.g. Europe/Berlin.")] = None,
+    newsletter: Annotated[
+        str | None, typer.Option(help="Also join this newsletter (see `papertrail newsletter list`).")
+    ] = None,
 ) -> None:
     """Sign an email address up the self-service way: it gets a confirmation link, and nothing else until
     it confirms (unlike `follow`, whose addresses count as confirmed)."""
@@ -335,8 +338,9 @@ def subscribe(
                 queries or [],
                 timezone=timezone or ctx.settings.default_timezone,
                 schedule=schedule or ctx.settings.default_schedule,
+                newsletter=newsletter,
             )
-        except (ValueError, QueryError, SignupUnavailable) as exc:
+        except (ValueError, LookupError, QueryError, SignupUnavailable) as exc:
             raise _fail(_explain(exc), 2) from exc
 
         async def send() -> bool:
@@ -356,6 +360,92 @@ def subscribe(
         out.print(f"{who} is subscribed already; its manage link was mailed" if sent else who)
     else:
         out.print(f"{who}: a confirmation link went out less than 10 minutes ago; none sent now")
+
+
+newsletter_app = typer.Typer(
+    help="Named newsletters: one set of follows and a schedule, sent to every member.", no_args_is_help=True
+)
+app.add_typer(newsletter_app, name="newsletter")
+
+
+@newsletter_app.command("create")
+def newsletter_create(
+    name: Annotated[str, typer.Argument(help="Lowercase letters, digits and dashes, e.g. ml-weekly.")],
+    title: Annotated[str, typer.Option("--title", help="The title members see.")],
+    follows: Annotated[
+        list[str], typer.Option("--follow", help="A follow query; repeat for several.", show_default=False)
+    ],
+    schedule: Annotated[
+        str | None, typer.Option(help="'daily 08:00', 'weekly mon 09:00' ... (default from settings).")
+    ] = None,
+    timezone: Annotated[str | None, typer.Option(help="IANA timezone of the schedule.")] = None,
+) -> None:
+    """Define a newsletter. People join it with `subscribe --newsletter`, the /subscribe form or `join`."""
+    from core import newsletters
+
+    with _context() as ctx:
+        try:
+            created = newsletters.create(
+                ctx.store,
+                name,
+                title,
+                follows,
+                schedule=schedule or ctx.settings.default_schedule,
+                timezone=timezone or ctx.settings.default_timezone,
+            )
+        except (QueryError, ValueError) as exc:
+            raise _fail(_explain(exc), 2) from exc
+        shown = ctx.store.newsletter_info(created.id or 0)
+    out.print(
+        f"newsletter {created.name} ({created.title}): {len(shown.follows)} follow(s), "
+        f"schedule {shown.subscriber.schedule} ({shown.subscriber.timezone}); "
+        f"its follows are those of {shown.subscriber.address}"
+    )
+
+
+@newsletter_app.command("list")
+def newsletter_list() -> None:
+    """Every newsletter: name, title, schedule, members and follows."""
+    with _context() as ctx:
+        infos = [ctx.store.newsletter_info(n.id or 0) for n in ctx.store.newsletters()]
+    if not infos:
+        out.print("no newsletters; create one with: papertrail newsletter create NAME --title T --follow Q")
+        return
+    table = Table("name", "title", "schedule", "members", "follows")
+    for info in infos:
+        table.add_row(
+            info.newsletter.name,
+            info.newsletter.title,
+            f"{info.subscriber.schedule} ({info.subscriber.timezone})",
+            f"{info.active_members} active of {info.members}",
+            "; ".join(info.follows),
+        )
+    out.print(table)
+
+
+@newsletter_app.command("show")
+def newsletter_show(name: Annotated[str, typer.Argument(help="The newsletter's name.")]) -> None:
+    """One newsletter: follows, members and its last issue."""
+    from core import newsletters
+
+    with _context() as ctx:
+        try:
+            info = newsletters.info(ctx.store, name)
+        except LookupError as exc:
+            raise _fail(_explain(exc), 1) from exc
+    who = info.subscriber
+    out.print(f"{info.newsletter.name}: {info.newsletter.title}")
+    out.print(f"schedule: {who.schedule} ({who.timezone}) · status: {who.status} · address: {who.address}")
+    out.print(f"members: {info.members} ({info.active_members} active)")
+    last = (
+        f"{_iso(info.last_issue_at)} with {info.last_issue_items} item(s); {info.issues} issue(s) in all"
+        if info.last_issue_at
+        else "none yet"
+    )
+    out.print(f"last issue: {last}")
+    out.print("follows:")
+    for number, query in enumerate(info.follows, 1):
+        out.print(f"{number:>3}. {query}")
 
 
 @app.command(name="resume")

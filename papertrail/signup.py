@@ -39,6 +39,8 @@ async def mail_outcome(ctx: AppContext, outcome: SignupOutcome) -> bool:
         token = tokens.sign(key, tokens.CONFIRM, subscriber.address)
         assert subscriber.id is not None
         follows = [f.query for f in ctx.store.follows_of(subscriber.id)]
+        # The confirmation mail lists the newsletters joined with the follows (the template lists both).
+        follows += [f"the newsletter {n.title} ({n.name})" for n in ctx.store.newsletters_of(subscriber.id)]
         message = ctx.renderer.render_mail(
             "confirm",
             "Confirm your PaperTrail subscription",

@@ -1,6 +1,7 @@
 """The sign-up form and the confirmation link (double opt-in; the rules are in core.signup).
 
-* ``GET /subscribe`` shows the form (address, follows one per line, schedule, timezone).
+* ``GET /subscribe`` shows the form (address, follows one per line, schedule, timezone, and a newsletter
+  to join when the operator defined any; with one chosen the follows may stay empty).
 * ``POST /subscribe`` records the sign-up and mails the confirmation link (or, for an address that is
   subscribed already, its manage link). The answer is the same "check your mail" page either way, so the
   form does not tell strangers who is subscribed. Bad input is shown on the form with what to fix.
@@ -63,9 +64,15 @@ class SignupPages:
             "follows": "",
             "schedule": settings.default_schedule,
             "timezone": settings.default_timezone,
+            "newsletter": "",
         }
         return self.pages.render(
-            "subscribe.html.j2", status=status, error=error, excerpt=excerpt, form={**defaults, **values}
+            "subscribe.html.j2",
+            status=status,
+            error=error,
+            excerpt=excerpt,
+            form={**defaults, **values},
+            newsletters=self.ctx.store.newsletters(),
         )
 
     async def form(self, request: Request) -> Response:
@@ -80,7 +87,7 @@ class SignupPages:
         form = await request.form(max_fields=10, max_files=0)
         values = {
             name: str(form.get(name, ""))[:MAX_FIELD]
-            for name in ("address", "follows", "schedule", "timezone")
+            for name in ("address", "follows", "schedule", "timezone", "newsletter")
         }
         raw = values["address"].strip()
         address = raw if raw.startswith("email:") else f"email:{raw}"
@@ -93,11 +100,12 @@ class SignupPages:
                 queries,
                 timezone=values["timezone"].strip() or self.ctx.settings.default_timezone,
                 schedule=values["schedule"].strip() or self.ctx.settings.default_schedule,
+                newsletter=values["newsletter"].strip() or None,
             )
         except QueryError as exc:
             return self._form(status=400, error=str(exc), excerpt=exc.excerpt(), **values)
-        except ValueError as exc:
-            return self._form(status=400, error=str(exc), **values)
+        except (ValueError, LookupError) as exc:
+            return self._form(status=400, error=str(exc).strip("'\""), **values)
         try:
             await mail_outcome(self.ctx, outcome)
         except DeliveryError as exc:

@@ -1,0 +1,282 @@
+"""Newsletters: defined once, matched once per version, issued on their schedule, and fanned out to every
+active member through the member's own digests (own channel, own unsubscribe link), never twice.
+
+The notifiers are scripted implementations of our Notifier protocol (as in test_ledger.py); what is under
+test is the ledger and the fan-out around them, on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+import sqlalchemy as sa
+from sqlmodel import col
+from typer.testing import CliRunner
+
+from bot.commands import ChatContext, Problem, handle
+from core import newsletters, tokens
+from core.config import Settings
+from core.delivery import Notifier
+from core.digests import send_due_digests
+from core.follows import follow
+from core.models import Digest, DigestState, Match, SubscriberStatus, utcnow
+from core.render import Renderer
+from core.service import match_new
+from core.signup import confirm, sign_up
+from core.store import Store
+from core.values import Message, PaperIn, SendResult
+from papertrail.cli import app
+from tests.servers import SinkHandler
+from tests.test_signup import KEY, context, smtp, token_in  # noqa: F401  (smtp is a fixture)
+
+NAME = "dc-weekly"
+
+
+@dataclass
+class Recorder:
+    """Accepts every message and records it per recipient."""
+
+    channel: ClassVar[str] = "console"
+    max_length: ClassVar[int | None] = None
+    sent: list[tuple[str, Message]] = field(default_factory=list)
+
+    async def send(self, address: str, message: Message) -> SendResult:
+        self.sent.append((address, message))
+        return SendResult(platform_id=f"{self.channel}-{len(self.sent)}")
+
+    async def aclose(self) -> None:
+        pass
+
+
+@dataclass
+class MailRecorder(Recorder):
+    channel: ClassVar[str] = "email"
+
+
+def paper(arxiv_id: str) -> PaperIn:
+    return PaperIn(arxiv_id, 1, "Asynchronous rollouts", "An abstract.", ("Ada Lovelace",), ("cs.DC",))
+
+
+def member(store: Store, address: str, status: SubscriberStatus = SubscriberStatus.ACTIVE) -> None:
+    subscriber, _ = store.ensure_subscriber(address, timezone="UTC", schedule="daily 08:00")
+    store.update_subscriber(subscriber.id or 0, status=status)
+    newsletters.join(store, NAME, subscriber)
+
+
+def ids(message: Message) -> list[str]:
+    return sorted(item.arxiv_id for item in message.items)
+
+
+async def test_an_issue_reaches_every_active_member_once(store: Store) -> None:
+    newsletters.create(
+        store, NAME, "Distributed weekly", ["cat:cs.DC"], schedule="weekly sun 03:00", timezone="UTC"
+    )
+    member(store, "console:ada")
+    member(store, "console:bob")
+    member(store, "console:gone", SubscriberStatus.UNSUBSCRIBED)
+    # Carol follows the same papers herself and gets them instantly: the issue must not repeat them.
+    follow(store, "console:carol", "cat:cs.DC", schedule="instant")
+    member(store, "console:carol")
+    # Email members sign up the self-service way: one confirms, one does not.
+    for address in ("email:dora@example.org", "email:eve@example.org"):
+        sign_up(store, address, [], timezone="UTC", schedule="daily 08:00", newsletter=NAME)
+    confirm(store, KEY, tokens.sign(KEY, tokens.CONFIRM, "email:dora@example.org"))
+
+    store.save_versions([paper(f"2611.0000{n}") for n in range(3)])
+    assert match_new(store) == 6  # three for the newsletter, three for Carol's own follow
+    letter = store.get_subscriber("newsletter:dc-weekly")
+    assert letter is not None and letter.status == SubscriberStatus.ACTIVE
+    with store.session() as session:
+        per_version = session.execute(
+            sa.select(col(Match.version_id), sa.func.count())
+            .where(col(Match.subscriber_id) == letter.id)
+            .group_by(col(Match.version_id))
+        ).all()
+    assert sorted(count for _, count in per_version) == [1, 1, 1]  # matched once, whatever the members
+
+    console, mail = Recorder(), MailRecorder()
+    notifiers: dict[str, Notifier] = {"console": console, "email": mail}
+    renderer = Renderer(public_url="https://papertrail.example", secret_key=KEY)
+    first = await send_due_digests(store, notifiers, renderer)
+    # Before Sunday's slot only Carol's own instant digest goes out; the newsletter waits for its schedule.
+    assert [(r.address, r.items) for r in first] == [("console:carol", 3)]
+
+    sunday = utcnow() + timedelta(days=8)
+    second = await send_due_digests(store, notifiers, renderer, now=sunday)
+    assert sorted((r.address, r.items, r.sent) for r in second) == [
+        ("console:ada", 3, True),
+        ("console:bob", 3, True),
+        ("email:dora@example.org", 3, True),
+    ]
+    by_address = {address: message for address, message in console.sent + mail.sent}
+    assert set(by_address) == {"ada", "bob", "carol", "dora@example.org"}
+    assert ids(by_address["ada"]) == ids(by_address["bob"]) == ids(by_address["dora@example.org"])
+    assert ids(by_address["ada"]) == ["2611.00000", "2611.00001", "2611.00002"]
+    item = by_address["ada"].items[0]
+    assert item.reasons and all(r.startswith("newsletter dc-weekly: ") for r in item.reasons)
+    assert item.follows == ()  # no unfollow button for a follow that is the newsletter's
+    # Each member's digest carries its own signed unsubscribe link.
+    dora = by_address["dora@example.org"]
+    token = re.search(r"/unsubscribe/([^/?\s\"]+)", dora.unsubscribe_url)
+    assert token and tokens.verify(KEY, tokens.UNSUBSCRIBE, token[1]) == "email:dora@example.org"
+
+    (issue,) = [d for d in store.digests_of(letter.id or 0)]
+    assert (issue.state, issue.channel, issue.item_count) == (DigestState.SENT, "newsletter", 3)
+    shown = newsletters.info(store, NAME)
+    assert (shown.members, shown.active_members, shown.issues, shown.last_issue_items) == (6, 4, 1, 3)
+
+    # Nothing more: the issue is closed and every copy is sent.
+    assert (
+        await send_due_digests(store, notifiers, renderer, now=sunday + timedelta(days=7), force=True) == []
+    )
+    for address in ("email:eve@example.org", "console:gone"):
+        found = store.get_subscriber(address)
+        assert found is not None and store.digests_of(found.id or 0) == []
+    with store.session() as session:
+        unsent = session.execute(
+            sa.select(sa.func.count()).select_from(Match).where(col(Match.digest_id).is_(None))
+        )
+        assert unsent.scalar_one() == 0
+        sent = session.execute(
+            sa.select(sa.func.count()).select_from(Digest).where(col(Digest.state) == DigestState.SENT)
+        )
+        assert sent.scalar_one() == 5  # Carol's, Ada's, Bob's, Dora's and the issue record
+
+
+async def test_a_member_on_an_unconfigured_channel_keeps_the_copies_until_it_can_be_served(
+    store: Store,
+) -> None:
+    newsletters.create(store, NAME, "Distributed", ["cat:cs.DC"], schedule="instant", timezone="UTC")
+    member(store, "console:ada")
+    member(store, "email:far@example.org")
+    store.save_versions([paper("2611.00001")])
+    match_new(store)
+    console = Recorder()
+    (report,) = await send_due_digests(store, {"console": console}, Renderer())
+    assert (report.address, report.items) == ("console:ada", 1)
+    far = store.get_subscriber("email:far@example.org")
+    assert far is not None and len(store.pending_matches(far.id or 0)) == 1  # kept, not lost
+    mail = MailRecorder()
+    (later,) = await send_due_digests(store, {"console": console, "email": mail}, Renderer())
+    assert (later.address, later.items, len(mail.sent)) == ("email:far@example.org", 1, 1)
+
+
+def test_cli_create_list_show_and_subscribe(
+    sqlite_url: str,
+    sqlite_store: Store,
+    smtp: tuple[SinkHandler, int],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    sink, port = smtp
+    for name, value in {
+        "DATABASE_URL": sqlite_url,
+        "SMTP_HOST": "127.0.0.1",
+        "SMTP_PORT": str(port),
+        "SECRET_KEY": KEY,
+        "CONFIG": str(tmp_path / "none.toml"),
+    }.items():
+        monkeypatch.setenv(f"PAPERTRAIL_{name}", value)
+    runner = CliRunner()
+    created = runner.invoke(
+        app,
+        [
+            "newsletter", "create", NAME, "--title", "Distributed weekly", "--follow", "cat:cs.DC",
+            "--follow", 'au:"Zeng Li"', "--schedule", "weekly mon 09:00", "--timezone", "Europe/Berlin",
+        ],
+    )  # fmt: skip
+    assert created.exit_code == 0, created.stderr
+    assert (
+        "newsletter dc-weekly (Distributed weekly): 2 follow(s), schedule weekly mon 09:00" in created.stdout
+    )
+    again = runner.invoke(app, ["newsletter", "create", NAME, "--title", "X", "--follow", "cat:cs.AI"])
+    assert again.exit_code == 2 and "exists already" in again.stderr
+    bad = runner.invoke(app, ["newsletter", "create", "Bad_Name", "--title", "X", "--follow", "cat:cs.AI"])
+    assert bad.exit_code == 2 and "lowercase letters, digits and dashes" in bad.stderr
+    broken = runner.invoke(app, ["newsletter", "create", "x", "--title", "X", "--follow", "ti:(graph"])
+    assert broken.exit_code == 2 and "^" in broken.stderr
+
+    joined = runner.invoke(app, ["subscribe", "email:ada@example.org", "--newsletter", NAME])
+    assert joined.exit_code == 0, joined.stderr
+    mail = sink.received[-1].message.get_body(preferencelist=("plain",))
+    assert mail is not None and "the newsletter Distributed weekly (dc-weekly)" in mail.get_content()
+    unknown = runner.invoke(app, ["subscribe", "email:bob@example.org", "--newsletter", "nope"])
+    assert unknown.exit_code == 2 and "no newsletter named 'nope'" in unknown.stderr
+
+    listed = runner.invoke(app, ["newsletter", "list"])
+    assert listed.exit_code == 0
+    assert "dc-weekly" in listed.stdout and "0 active of 1" in listed.stdout and "cat:cs.DC" in listed.stdout
+    shown = runner.invoke(app, ["newsletter", "show", NAME])
+    assert shown.exit_code == 0
+    assert "members: 1 (0 active)" in shown.stdout and "last issue: none yet" in shown.stdout
+    assert '2. au:"Zeng Li"' in shown.stdout and "weekly mon 09:00 (Europe/Berlin)" in shown.stdout
+    missing = runner.invoke(app, ["newsletter", "show", "nope"])
+    assert missing.exit_code == 1 and "newsletters: dc-weekly" in missing.stderr
+
+
+def test_join_and_leave_from_a_chat(sqlite_store: Store) -> None:
+    settings = Settings()
+    chat = ChatContext("telegram:42")
+    assert "no newsletters yet" in handle(sqlite_store, settings, chat, "/join").text
+    newsletters.create(
+        sqlite_store, NAME, "Distributed weekly", ["cat:cs.DC"], schedule="daily 08:00", timezone="UTC"
+    )
+    listing = handle(sqlite_store, settings, chat, "/join")
+    assert (
+        listing.ok
+        and "dc-weekly — Distributed weekly" in listing.text
+        and "join dc-weekly" in listing.suggestions
+    )
+
+    joined = handle(sqlite_store, settings, chat, "/join dc-weekly")
+    assert joined.ok and joined.text.startswith("This chat joined Distributed weekly (dc-weekly)")
+    subscriber = sqlite_store.get_subscriber("telegram:42")
+    assert subscriber is not None
+    assert [n.name for n in sqlite_store.newsletters_of(subscriber.id or 0)] == [NAME]
+    assert "already" in handle(sqlite_store, settings, chat, "/join DC-Weekly").text
+
+    typo = handle(sqlite_store, settings, chat, "/join dc-weekli")
+    assert typo.error == Problem.NOT_FOUND and "Did you mean /join dc-weekly?" in typo.text
+    group = ChatContext("telegram:-100200", is_group=True, can_change=False)
+    assert handle(sqlite_store, settings, group, "/join dc-weekly").error == Problem.NOT_ALLOWED
+    assert handle(sqlite_store, settings, group, "/join").ok  # listing is for anyone
+
+    left = handle(sqlite_store, settings, chat, "/leave dc-weekly")
+    assert left.ok and "left Distributed weekly" in left.text
+    assert sqlite_store.newsletters_of(subscriber.id or 0) == []
+    assert handle(sqlite_store, settings, chat, "/leave dc-weekly").error == Problem.NOT_FOUND
+    assert "/join" in handle(sqlite_store, settings, chat, "/help").text
+
+
+def test_the_form_offers_the_newsletters(sqlite_store: Store, smtp: tuple[SinkHandler, int]) -> None:  # noqa: F811
+    from papertrail.web import build_app
+    from tests.test_signup import TestClient  # type: ignore[attr-defined]
+
+    sink, port = smtp
+    client = TestClient(build_app(context(sqlite_store, port)), follow_redirects=False)
+    assert 'name="newsletter"' not in client.get("/subscribe").text  # none defined: no select
+    newsletters.create(
+        sqlite_store, NAME, "Distributed <weekly>", ["cat:cs.DC"], schedule="instant", timezone="UTC"
+    )
+    page = client.get("/subscribe").text
+    assert '<option value="dc-weekly">Distributed &lt;weekly&gt;</option>' in page
+    wrong = client.post("/subscribe", data={"address": "ada@example.org", "newsletter": "nope"})
+    assert wrong.status_code == 400 and "no newsletter named" in wrong.text and not sink.received
+    done = client.post("/subscribe", data={"address": "ada@example.org", "follows": "", "newsletter": NAME})
+    assert done.status_code == 200 and "Check your mail" in done.text
+    ada = sqlite_store.get_subscriber("email:ada@example.org")
+    assert ada is not None and ada.status == SubscriberStatus.UNCONFIRMED
+    assert [n.name for n in sqlite_store.newsletters_of(ada.id or 0)] == [NAME]
+    sqlite_store.save_versions([paper("2611.00001")])
+    match_new(sqlite_store)
+    # Unconfirmed: the issue opens, and Ada gets no copy.
+    assert newsletters.open_due_issues(sqlite_store, now=utcnow(), due=lambda *_: True)[0].copies == 0
+    client.post(f"/confirm/{token_in(sink)}")
+    sqlite_store.save_versions([paper("2611.00002")])
+    match_new(sqlite_store)
+    assert newsletters.open_due_issues(sqlite_store, now=utcnow(), due=lambda *_: True)[0].copies == 1
