@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from bot.chunking import pack_lines
 from bot.commands import FollowItem, Reply
 from bot.commands_base import Block, cut
 from bot.commands_follows import FOLLOWS_PER_PAGE
@@ -42,16 +43,7 @@ def escape(text: str) -> str:
 
 def _chunks(text: str, limit: int) -> list[str]:
     """Escaped ``text`` in pieces of at most ``limit`` characters, broken at newlines when possible."""
-    pieces: list[str] = []
-    current = ""
-    for line in text.split("\n"):
-        for part in _cut_line(line, limit):
-            candidate = f"{current}\n{part}" if current else part
-            if current and len(candidate) > limit:
-                pieces.append(current)
-                candidate = part
-            current = candidate
-    pieces.append(current)
+    pieces = pack_lines(text, limit, measure=len, cut_line=_cut_line)
     return [piece for piece in pieces if piece.strip()]
 
 

@@ -25,6 +25,7 @@ from enum import StrEnum
 
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 
+from bot.chunking import pack_lines
 from bot.commands import Reply
 from bot.commands_base import cut
 from core.values import ARXIV_ID_PATTERN
@@ -80,21 +81,7 @@ def _html(text: str, monospace: bool) -> str:
 
 def _chunks(text: str, limit: int) -> list[str]:
     """``text`` in pieces of at most ``limit`` UTF-16 units: between lines when possible."""
-    if utf16_len(text) <= limit:
-        return [text]
-    chunks: list[str] = []
-    current = ""
-    for line in text.split("\n"):
-        for part in _hard_split(line, limit):
-            joined = f"{current}\n{part}" if current else part
-            if current and utf16_len(joined) > limit:
-                chunks.append(current)
-                current = part
-            else:
-                current = joined
-    if current:
-        chunks.append(current)
-    return chunks
+    return pack_lines(text, limit, measure=utf16_len, cut_line=_hard_split)
 
 
 def _hard_split(line: str, limit: int) -> list[str]:
