@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from core.delivery import DeliveryError, Notifier, normalise_address, split_address
 from core.models import Subscriber, SubscriberStatus, utcnow
 from core.newsletters import open_due_issues
-from core.render import Renderer
+from core.render import Renderer, newsletter_names
 from core.schedule import is_due, parse_schedule
 from core.store import Store
 from core.store_ledger import ClaimedDigest, DigestPlan
@@ -177,7 +177,12 @@ async def _deliver(
         if notifier is None:
             raise DeliveryError(f"no notifier for channel {channel!r} in this process", retryable=True)
         message = renderer.render(
-            channel, items, target, address=claimed.address, key=f"papertrail-digest-{claimed.digest_id}"
+            channel,
+            items,
+            target,
+            address=claimed.address,
+            key=f"papertrail-digest-{claimed.digest_id}",
+            newsletters=_newsletter_titles(store, items),
         )
         if claimed.parts_sent:
             message = dataclasses.replace(message, skip_parts=claimed.parts_sent)
@@ -208,6 +213,15 @@ async def _deliver(
             extra={"subscriber": claimed.address, "digest": claimed.digest_id},
         )
     return DigestReport(claimed.address, len(items), True, digest_id=claimed.digest_id)
+
+
+def _newsletter_titles(store: Store, items: list[DigestItem]) -> dict[str, str]:
+    """The titles of the newsletters ``items`` were copied from (a deleted one keeps its name)."""
+    titles: dict[str, str] = {}
+    for name in newsletter_names(items):
+        newsletter = store.get_newsletter(name)
+        titles[name] = newsletter.title if newsletter else name
+    return titles
 
 
 def _record_failure(

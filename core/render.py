@@ -15,7 +15,8 @@ Slack section and its context line).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import overload
@@ -42,6 +43,9 @@ PART = "\x1f"
 # abstract hits, then categories; Hugging Face upvotes break ties.
 _REASON_RANK = (("paper ", 0), ("author ", 0), ("title:", 1), ("abstract:", 2), ("category ", 3))
 
+# A newsletter's copy of a match carries reasons prefixed with ``newsletter NAME: `` (core.store_newsletters).
+_NEWSLETTER_REASON = re.compile(r"newsletter ([a-z0-9](?:[a-z0-9-]*[a-z0-9])?): ")
+
 
 def _autoescape(name: str | None) -> bool:
     return bool(name and name.endswith((".html.j2", ".html")))
@@ -50,6 +54,17 @@ def _autoescape(name: str | None) -> bool:
 def escape_mrkdwn(text: str) -> str:
     """Escape the three characters Slack's mrkdwn treats as control characters."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def newsletter_of(item: DigestItem) -> str | None:
+    """The name of the newsletter ``item`` is a copy from, or None for a match of the reader's own follows."""
+    found = _NEWSLETTER_REASON.match(item.reasons[0]) if item.reasons else None
+    return found[1] if found else None
+
+
+def newsletter_names(items: Sequence[DigestItem]) -> set[str]:
+    """The names of the newsletters any of ``items`` comes from."""
+    return {name for item in items if (name := newsletter_of(item)) is not None}
 
 
 def item_rank(item: DigestItem) -> tuple[int, int, str, int]:
@@ -108,16 +123,25 @@ class DigestView:
     recipient: str
     unsubscribe_url: str = ""
     manage_url: str = ""
+    # What the unsubscribe link says: "Leave <newsletter title>" when it leaves one newsletter only.
+    unsubscribe_label: str = "Unsubscribe"
 
 
-def digest_subject(new: int, revisions: int) -> str:
-    """A subject line that carries the counts, e.g. ``PaperTrail: 3 new papers, 1 revision``."""
+def digest_subject(
+    new: int, revisions: int, *, label: str = "PaperTrail", including: Sequence[str] = ()
+) -> str:
+    """A subject line that carries the counts, e.g. ``PaperTrail: 3 new papers, 1 revision``.
+
+    ``label`` replaces "PaperTrail" (a newsletter's title when the digest is that newsletter's issue);
+    ``including`` names newsletters whose issues share the digest with the reader's own matches.
+    """
     parts = []
     if new:
         parts.append(f"{new} new paper{'s' if new != 1 else ''}")
     if revisions:
         parts.append(f"{revisions} revision{'s' if revisions != 1 else ''}")
-    return "PaperTrail: " + (", ".join(parts) if parts else "no new matches")
+    counts = ", ".join(parts) if parts else "no new matches"
+    return f"{label}: {counts}" + (f" (with {', '.join(including)})" if including else "")
 
 
 class Renderer:
@@ -148,6 +172,13 @@ class Renderer:
         self.max_items = max_items
         self.secret_key = secret_key
 
+    def leave_link(self, address: str, newsletter: str) -> str:
+        """The signed URL that takes ``address`` out of one newsletter; empty without a secret key."""
+        if not self.secret_key:
+            return ""
+        token = tokens.sign(self.secret_key, tokens.LEAVE, tokens.leave_subject(address, newsletter))
+        return f"{self.public_url}/leave/{token}"
+
     def links(self, address: str) -> tuple[str, str]:
         """Signed unsubscribe and manage URLs for a subscriber address; empty without a secret key."""
         if not self.secret_key:
@@ -156,10 +187,19 @@ class Renderer:
         manage = tokens.sign(self.secret_key, tokens.MANAGE, address)
         return f"{self.public_url}/unsubscribe/{unsubscribe}", f"{self.public_url}/manage/{manage}"
 
-    def view(self, items: Sequence[DigestItem], recipient: str, address: str = "") -> DigestView:
+    def view(
+        self,
+        items: Sequence[DigestItem],
+        recipient: str,
+        address: str = "",
+        newsletters: Mapping[str, str] | None = None,
+    ) -> DigestView:
         """Split items into new papers and revisions, order each by relevance, apply the cap.
 
-        New papers come first; the cap keeps the best-ranked items (see :func:`item_rank`).
+        New papers come first; the cap keeps the best-ranked items (see :func:`item_rank`). ``newsletters``
+        maps the names of the newsletters the items were copied from to their titles: a digest that is one
+        newsletter's issue only is titled with it and its unsubscribe link leaves that newsletter only; a
+        digest mixing the reader's own matches (or several newsletters) keeps the whole-address link.
         """
         new_all = sorted((item for item in items if not item.is_revision), key=item_rank)
         rev_all = sorted((item for item in items if item.is_revision), key=item_rank)
@@ -167,27 +207,42 @@ class Renderer:
         shown_rev = rev_all[: max(0, self.max_items - len(shown_new))]
         more = len(items) - len(shown_new) - len(shown_rev)
         unsubscribe, manage = self.links(address) if address else ("", "")
+        titles = dict(newsletters or {})
+        names = sorted(newsletter_names(items))
+        label, including, leave = "PaperTrail", [titles.get(n, n) for n in names], ""
+        if len(names) == 1 and all(newsletter_of(item) for item in items):
+            label, including = including[0], []
+            leave = self.leave_link(address, names[0]) if address else ""
         return DigestView(
             new=tuple(shown_new),
             revisions=tuple(shown_rev),
             more=more,
             total=len(items),
-            subject=digest_subject(len(new_all), len(rev_all)),
+            subject=digest_subject(len(new_all), len(rev_all), label=label, including=including),
             public_url=self.public_url,
             recipient=recipient,
-            unsubscribe_url=unsubscribe,
+            unsubscribe_url=leave or unsubscribe,
             manage_url=manage,
+            unsubscribe_label=f"Leave {label}" if leave else "Unsubscribe",
         )
 
     def render(
-        self, channel: str, items: Sequence[DigestItem], recipient: str, *, address: str = "", key: str = ""
+        self,
+        channel: str,
+        items: Sequence[DigestItem],
+        recipient: str,
+        *,
+        address: str = "",
+        key: str = "",
+        newsletters: Mapping[str, str] | None = None,
     ) -> Message:
         """Render a digest for ``channel`` in every format the channel has a template for.
 
         ``recipient`` is the target shown in the footer; ``address`` the full subscriber address the
-        signed links are made for (default ``channel:recipient``); ``key`` the digest's idempotency key.
+        signed links are made for (default ``channel:recipient``); ``key`` the digest's idempotency key;
+        ``newsletters`` the titles of the newsletters the items were copied from (see :meth:`view`).
         """
-        view = self.view(items, recipient, address or f"{channel}:{recipient}")
+        view = self.view(items, recipient, address or f"{channel}:{recipient}", newsletters)
         text_blocks = _blocks(self._first(f"{channel}.txt.j2", "digest.txt.j2").render(d=view))
         html_template = self._first(f"{channel}.html.j2")
         html_blocks = _blocks(html_template.render(d=view)) if html_template else ()

@@ -14,6 +14,8 @@ import hmac
 UNSUBSCRIBE = "unsubscribe"
 MANAGE = "manage"
 CONFIRM = "confirm"
+# Leaving one newsletter: the subject is ``ADDRESS NUL NAME`` (see :func:`leave_subject`).
+LEAVE = "leave"
 
 
 class InvalidToken(ValueError):
@@ -53,3 +55,19 @@ def verify(key: str, purpose: str, token: str) -> str:
     if not hmac.compare_digest(given, _mac(key, purpose, subject)):
         raise InvalidToken("this link is not valid (altered, or made for something else)")
     return subject
+
+
+def leave_subject(address: str, newsletter: str) -> str:
+    """The subject of a leave token: the member's address and the newsletter's name, NUL-separated.
+
+    NUL appears in neither an address nor a newsletter name, so the pair cannot be read two ways.
+    """
+    return f"{address}\0{newsletter}"
+
+
+def split_leave(subject: str) -> tuple[str, str]:
+    """The (address, newsletter name) of a verified leave token's subject; InvalidToken if malformed."""
+    address, nul, newsletter = subject.partition("\0")
+    if not (nul and address and newsletter) or "\0" in newsletter:
+        raise InvalidToken("this link is not valid (altered, or made for something else)")
+    return address, newsletter

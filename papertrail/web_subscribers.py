@@ -5,6 +5,9 @@
 * ``POST /unsubscribe/{token}`` unsubscribes (RFC 8058 one-click: the body is
   ``List-Unsubscribe=One-Click``, form-encoded, with no cookie and no CSRF token; the signed token in the
   URL is the authority). The subscriber keeps its follows, so the manage page can re-subscribe.
+* ``GET /leave/{token}`` asks and ``POST /leave/{token}`` (one-click compatible, like unsubscribe) ends the
+  membership of one newsletter only; the token binds the address and the newsletter's name. A digest that
+  is one newsletter's issue only carries it as its unsubscribe link (core.render).
 * ``GET /manage/{token}`` shows the follows, schedule, timezone and status; ``POST /manage/{token}`` with
   ``action`` = ``add``, ``remove``, ``schedule``, ``unsubscribe`` or ``resubscribe`` changes them and
   redirects back (303) to the page with a notice. Any other action is refused with 400.
@@ -29,7 +32,7 @@ from core import tokens
 from core.delivery import normalise_address
 from core.digests import resume
 from core.follows import follow
-from core.models import Follow, Subscriber, SubscriberStatus
+from core.models import Follow, Newsletter, Subscriber, SubscriberStatus
 from core.query import QueryError
 from core.schedule import parse_schedule, zone
 from papertrail.context import AppContext
@@ -71,10 +74,12 @@ class SubscriberPages:
         self.pages = pages
 
     def routes(self) -> list[Route]:
-        """The four routes (GET shows, POST acts)."""
+        """The six routes (GET shows, POST acts)."""
         return [
             Route("/unsubscribe/{token}", self.unsubscribe_page, methods=["GET"]),
             Route("/unsubscribe/{token}", self.unsubscribe_post, methods=["POST"]),
+            Route("/leave/{token}", self.leave_page, methods=["GET"]),
+            Route("/leave/{token}", self.leave_post, methods=["POST"]),
             Route("/manage/{token}", self.manage_page, methods=["GET"]),
             Route("/manage/{token}", self.manage_post, methods=["POST"]),
         ]
@@ -87,6 +92,11 @@ class SubscriberPages:
 
     def _subscriber(self, token: str, purpose: str) -> Subscriber | Response:
         """The subscriber a valid token names, or the page that says why there is none."""
+        verified = self._verify(token, purpose)
+        return verified if isinstance(verified, Response) else self._find(verified)
+
+    def _verify(self, token: str, purpose: str) -> str | Response:
+        """The subject of a valid token, or the page that says why the link does not work."""
         key = self._key()
         if not key:
             return self.pages.message(
@@ -97,16 +107,22 @@ class SubscriberPages:
                 private=True,
             )
         try:
-            address = tokens.verify(key, purpose, token)
+            return tokens.verify(key, purpose, token)
         except tokens.InvalidToken as exc:
-            return self.pages.message(
-                "This link is not valid",
-                f"{str(exc).capitalize()}.",
-                hint="Open the link from your most recent digest again (the whole link, in one piece). "
-                "If it still fails, the server's key may have changed: the next digest carries new links.",
-                status=400,
-                private=True,
-            )
+            return self._invalid(exc)
+
+    def _invalid(self, exc: tokens.InvalidToken) -> Response:
+        return self.pages.message(
+            "This link is not valid",
+            f"{str(exc).capitalize()}.",
+            hint="Open the link from your most recent digest again (the whole link, in one piece). "
+            "If it still fails, the server's key may have changed: the next digest carries new links.",
+            status=400,
+            private=True,
+        )
+
+    def _find(self, address: str) -> Subscriber | Response:
+        """The subscriber at ``address``, or the page that says there is none."""
         subscriber = self.store.get_subscriber(address)
         if subscriber is None:
             try:
@@ -168,6 +184,71 @@ class SubscriberPages:
             done=done,
             unsubscribed=subscriber.status == SubscriberStatus.UNSUBSCRIBED,
             action=unsubscribe_path,
+            manage=manage_path,
+        )
+
+    # -- leave one newsletter --------------------------------------------------------------------------------
+
+    def _member(self, token: str) -> tuple[Subscriber, Newsletter] | Response:
+        """The subscriber and newsletter a valid leave token names, or the page that says why not."""
+        verified = self._verify(token, tokens.LEAVE)
+        if isinstance(verified, Response):
+            return verified
+        try:
+            address, name = tokens.split_leave(verified)
+        except tokens.InvalidToken as exc:
+            return self._invalid(exc)
+        subscriber = self._find(address)
+        if isinstance(subscriber, Response):
+            return subscriber
+        newsletter = self.store.get_newsletter(name)
+        if newsletter is None or newsletter.id is None:
+            return self.pages.message(
+                "No such newsletter",
+                f"PaperTrail has no newsletter {name!r} any more, so nothing of it will be sent.",
+                hint="Your manage page, linked from every digest, shows what you still receive.",
+                status=404,
+                private=True,
+            )
+        return subscriber, newsletter
+
+    def leave_page(self, request: Request) -> Response:
+        """Ask before leaving the newsletter; changes nothing (mail scanners follow every link)."""
+        found = self._member(request.path_params["token"])
+        if isinstance(found, Response):
+            return found
+        return self._leave_view(*found, done=False)
+
+    async def leave_post(self, request: Request) -> Response:
+        """Leave the newsletter: RFC 8058 one-click and the page's button; the token is the authority."""
+        await request.form(max_fields=10, max_files=0)
+        return await run_in_threadpool(self._leave, request.path_params["token"])
+
+    def _leave(self, token: str) -> Response:
+        found = self._member(token)
+        if isinstance(found, Response):
+            return found
+        subscriber, newsletter = found
+        assert subscriber.id is not None and newsletter.id is not None
+        left = self.store.leave_newsletter(newsletter.id, subscriber.id)
+        # Left already (a second click): the page says so rather than claiming it just happened.
+        return self._leave_view(subscriber, newsletter, done=left)
+
+    def _leave_view(self, subscriber: Subscriber, newsletter: Newsletter, *, done: bool) -> Response:
+        assert subscriber.id is not None
+        _, manage_path = self._links(subscriber.address)
+        token = tokens.sign(
+            self._key(), tokens.LEAVE, tokens.leave_subject(subscriber.address, newsletter.name)
+        )
+        member = any(n.id == newsletter.id for n in self.store.newsletters_of(subscriber.id))
+        return self.pages.render(
+            "leave.html.j2",
+            private=True,
+            subscriber=subscriber,
+            newsletter=newsletter,
+            member=member,
+            done=done,
+            action=f"/leave/{quote(token, safe='')}",
             manage=manage_path,
         )
 

@@ -29,7 +29,8 @@ from core.render import Renderer
 from core.service import match_new
 from core.signup import confirm, sign_up
 from core.store import Store
-from core.values import Message, PaperIn, SendResult
+from core.values import DigestItem, Message, PaperIn, SendResult
+from notifiers.email import list_unsubscribe_headers
 from papertrail.cli import app
 from tests.servers import SinkHandler
 from tests.test_signup import KEY, context, smtp, token_in  # noqa: F401  (smtp is a fixture)
@@ -120,10 +121,12 @@ async def test_an_issue_reaches_every_active_member_once(store: Store) -> None:
     item = by_address["ada"].items[0]
     assert item.reasons and all(r.startswith("newsletter dc-weekly: ") for r in item.reasons)
     assert item.follows == ()  # no unfollow button for a follow that is the newsletter's
-    # Each member's digest carries its own signed unsubscribe link.
+    # Each member's digest carries its own signed link, which leaves this newsletter (the digest is the
+    # issue only), and is titled with the newsletter.
     dora = by_address["dora@example.org"]
-    token = re.search(r"/unsubscribe/([^/?\s\"]+)", dora.unsubscribe_url)
-    assert token and tokens.verify(KEY, tokens.UNSUBSCRIBE, token[1]) == "email:dora@example.org"
+    assert dora.subject == "Distributed weekly: 3 new papers"
+    token = re.search(r"/leave/([^/?\s\"]+)", dora.unsubscribe_url)
+    assert token and tokens.verify(KEY, tokens.LEAVE, token[1]) == f"email:dora@example.org\0{NAME}"
 
     (issue,) = [d for d in store.digests_of(letter.id or 0)]
     assert (issue.state, issue.channel, issue.item_count) == (DigestState.SENT, "newsletter", 3)
@@ -280,3 +283,123 @@ def test_the_form_offers_the_newsletters(sqlite_store: Store, smtp: tuple[SinkHa
     sqlite_store.save_versions([paper("2611.00002")])
     match_new(sqlite_store)
     assert newsletters.open_due_issues(sqlite_store, now=utcnow(), due=lambda *_: True)[0].copies == 1
+
+
+# -- the member's digest: titled with the newsletter, and a link that leaves only it ----------------------
+
+
+async def test_an_issue_only_digest_is_titled_and_leaves_only_the_newsletter(store: Store) -> None:
+    newsletters.create(store, NAME, "Distributed <weekly>", ["cat:cs.DC"], schedule="instant", timezone="UTC")
+    member(store, "email:ada@example.org")
+    # Carol also follows cs.LG herself: her digest mixes her own match with the issue.
+    follow(store, "email:carol@example.org", "cat:cs.LG", schedule="instant")
+    member(store, "email:carol@example.org")
+    lg = PaperIn("2611.00009", 1, "Learning", "An abstract.", ("Bo Li",), ("cs.LG",))
+    store.save_versions([paper("2611.00001"), paper("2611.00002"), lg])
+    match_new(store)
+    mail = MailRecorder()
+    renderer = Renderer(public_url="https://papertrail.example", secret_key=KEY)
+    await send_due_digests(store, {"email": mail}, renderer)
+    sent = dict(mail.sent)
+
+    ada = sent["ada@example.org"]
+    assert ada.subject == "Distributed <weekly>: 2 new papers"
+    assert ada.unsubscribe_url.startswith("https://papertrail.example/leave/")
+    token = ada.unsubscribe_url.rpartition("/")[2]
+    subject = tokens.verify(KEY, tokens.LEAVE, token)
+    assert tokens.split_leave(subject) == ("email:ada@example.org", NAME)
+    with pytest.raises(tokens.InvalidToken):
+        tokens.verify(KEY, tokens.UNSUBSCRIBE, token)  # a leave link cannot unsubscribe the address
+    assert f"Leave Distributed <weekly>: {ada.unsubscribe_url}" in ada.text
+    assert ada.html is not None and ">Leave Distributed &lt;weekly&gt;</a>" in ada.html
+    assert "/manage/" in ada.manage_url  # the manage page still reaches everything
+    headers = list_unsubscribe_headers(ada.unsubscribe_url, "")
+    assert headers == {
+        "List-Unsubscribe": f"<{ada.unsubscribe_url}>",
+        "List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
+    }
+
+    carol = sent["carol@example.org"]
+    assert carol.subject == "PaperTrail: 3 new papers (with Distributed <weekly>)"
+    assert "/unsubscribe/" in carol.unsubscribe_url and "Unsubscribe: https://" in carol.text
+
+
+def test_several_newsletters_in_one_digest_keep_the_whole_address_link() -> None:
+    def item(arxiv_id: str, reason: str) -> DigestItem:
+        return DigestItem(arxiv_id, 1, "T", ("A",), ("cs.DC",), (reason,))
+
+    renderer = Renderer(public_url="https://p.example", secret_key=KEY)
+    items = [
+        item("2611.00001", "newsletter dc-weekly: category cs.DC"),
+        item("2611.00002", "newsletter ml: x"),
+    ]
+    view = renderer.view(items, "ada", "console:ada", {"dc-weekly": "DC", "ml": "ML"})
+    assert view.subject == "PaperTrail: 2 new papers (with DC, ML)"
+    assert "/unsubscribe/" in view.unsubscribe_url and view.unsubscribe_label == "Unsubscribe"
+    # A title that is not known (the newsletter was deleted) falls back to the name.
+    alone = renderer.view(items[:1], "ada", "console:ada")
+    assert alone.subject == "dc-weekly: 1 new paper" and "/leave/" in alone.unsubscribe_url
+    # A reason that merely mentions a newsletter is the reader's own match.
+    own = renderer.view([item("2611.00003", 'title: "newsletter dc-weekly: x"')], "ada", "console:ada")
+    assert own.subject == "PaperTrail: 1 new paper" and "/unsubscribe/" in own.unsubscribe_url
+    # Without a secret key there is no link of either kind.
+    assert Renderer().view(items[:1], "ada", "console:ada").unsubscribe_url == ""
+
+
+def test_the_leave_link_asks_then_leaves_one_newsletter_only(sqlite_store: Store) -> None:
+    from tests.test_web import client_for
+
+    address = "email:ada@example.org"
+    newsletters.create(
+        sqlite_store, NAME, "Distributed <weekly>", ["cat:cs.DC"], schedule="instant", timezone="UTC"
+    )
+    newsletters.create(sqlite_store, "other", "Other", ["cat:cs.LG"], schedule="instant", timezone="UTC")
+    follow(sqlite_store, address, "cat:cs.AI")
+    subscriber = sqlite_store.get_subscriber(address)
+    assert subscriber is not None and subscriber.id is not None
+    for name in (NAME, "other"):
+        newsletters.join(sqlite_store, name, subscriber)
+
+    def names() -> list[str]:
+        return [n.name for n in sqlite_store.newsletters_of(subscriber.id or 0)]
+
+    client = client_for(sqlite_store, secret_key=KEY)
+    token = tokens.sign(KEY, tokens.LEAVE, tokens.leave_subject(address, NAME))
+    page = client.get(f"/leave/{token}")
+    assert page.status_code == 200 and "Leave Distributed &lt;weekly&gt;?" in page.text
+    assert f'action="/leave/{token}"' in page.text and 'value="One-Click"' in page.text
+    assert page.headers["cache-control"] == "no-store"
+    assert names() == [NAME, "other"]  # a mail scanner's GET changes nothing
+
+    done = client.post(
+        f"/leave/{token}",
+        content=b"List-Unsubscribe=One-Click",
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert done.status_code == 200 and "You left Distributed &lt;weekly&gt;" in done.text
+    assert names() == ["other"]  # only that newsletter
+    after = sqlite_store.get_subscriber(address)
+    assert after is not None and after.status == SubscriberStatus.ACTIVE
+    assert len(sqlite_store.follows_of(subscriber.id)) == 1  # own follows kept
+    assert re.search(r'href="/manage/[^"]+"', done.text)
+    again = client.post(f"/leave/{token}", data={"List-Unsubscribe": "One-Click"})
+    assert again.status_code == 200 and "Not a member of" in again.text
+
+    # Forged, altered, wrong-purpose or malformed tokens change nothing.
+    other = tokens.leave_subject(address, "other")
+    forged = tokens.sign("another key", tokens.LEAVE, other)
+    good = tokens.sign(KEY, tokens.LEAVE, other)
+    altered = good[:-2] + ("AA" if good[-2:] != "AA" else "BB")
+    unsubscribe = tokens.sign(KEY, tokens.UNSUBSCRIBE, other)
+    no_name = tokens.sign(KEY, tokens.LEAVE, address)
+    for bad in (forged, altered, unsubscribe, no_name, "garbage"):
+        for response in (client.get(f"/leave/{bad}"), client.post(f"/leave/{bad}", data={"x": "y"})):
+            assert response.status_code == 400 and "This link is not valid" in response.text, bad
+    assert client.post(f"/unsubscribe/{good}", data={}).status_code == 400  # cannot unsubscribe everything
+    assert names() == ["other"]
+    gone = tokens.sign(KEY, tokens.LEAVE, tokens.leave_subject(address, "no-such"))
+    assert client.get(f"/leave/{gone}").status_code == 404
+    nobody = tokens.sign(KEY, tokens.LEAVE, tokens.leave_subject("email:nobody@example.org", NAME))
+    assert client.post(f"/leave/{nobody}", data={}).status_code == 404
+    assert client_for(sqlite_store, secret_key=None).get(f"/leave/{good}").status_code == 404
+    assert client.post(f"/leave/{good}", data={}).status_code == 200 and names() == []
