@@ -88,12 +88,18 @@ async def send_due_digests(
     is attempted at most once per pass. Once ``stop`` is set nothing more is claimed: the pass ends after
     the batch in flight.
     """
-    now = now or utcnow()
+    # A pass can outlast a lease (thousands of digests at a platform's rate): each batch is claimed at the
+    # clock's time, so that its lease really runs from the claim. A caller's fixed ``now`` (tests) wins.
+    fixed = now
+
+    def clock() -> datetime:
+        return fixed if fixed is not None else utcnow()
+
     policy = policy or DeliveryPolicy()
     worker = worker or worker_name()
     if address is not None:
         address = normalise_address(address)
-    plan_digests(store, notifiers, now=now, force=force, address=address)
+    plan_digests(store, notifiers, now=clock(), force=force, address=address)
     reports: list[DigestReport] = []
     tried: list[int] = []
     gate = asyncio.Semaphore(policy.concurrency)
@@ -104,7 +110,7 @@ async def send_due_digests(
 
     while not (stop and stop.is_set()) and (
         claimed := store.claim_digests(
-            now,
+            clock(),
             worker,
             limit=policy.batch,
             lease=policy.lease,

@@ -204,3 +204,40 @@ async def test_a_revision_says_what_changed_and_ranks_come_from_reasons(store: S
     # Each item knows the follows that matched it (the Telegram digest's "unfollow" buttons use them).
     (stored,) = store.follows_of(store.get_subscriber("console:ada").id or 0)  # type: ignore[union-attr]
     assert items["2611.00002v1"].follows == ((stored.id, stored.query),)
+
+
+async def test_each_batch_is_claimed_at_the_clocks_time(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A pass can outlast a lease: a batch claimed late must get a lease that runs from its own claim.
+    import core.digests
+
+    seed(store, "console:a")
+    follow(store, "console:b", "cat:cs.DC", schedule="instant")
+    store.save_versions([paper("2611.07777")])
+    match_new(store)
+    start = utcnow()
+    ticks = iter(range(1000))
+    monkeypatch.setattr(core.digests, "utcnow", lambda: start + timedelta(minutes=10 * next(ticks)))
+    leases: list[timedelta] = []
+
+    class LeaseProbe(ScriptedNotifier):
+        async def send(self, address: str, message: Message) -> SendResult:
+            digest_id = int(message.key.rsplit("-", 1)[1])
+            (digest,) = [
+                d
+                for s in ("console:a", "console:b")
+                for d in store.digests_of(
+                    store.get_subscriber(s).id or 0  # type: ignore[union-attr]
+                )
+                if d.id == digest_id
+            ]
+            assert digest.lease_until is not None
+            leases.append(digest.lease_until - start)
+            return await super().send(address, message)
+
+    reports = await send_due_digests(
+        store, {"console": LeaseProbe()}, Renderer(), policy=DeliveryPolicy(batch=1)
+    )
+    assert [r.sent for r in reports] == [True, True]
+    assert leases[1] - leases[0] >= timedelta(minutes=10)
