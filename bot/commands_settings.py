@@ -116,7 +116,7 @@ def digest_now(call: Call) -> Reply:
         return call.not_subscribed()
     if subscriber.status != SubscriberStatus.ACTIVE:
         return call.reply(f"Digests are paused; send {p}resume first.", error=Problem.BAD_ARGUMENT)
-    waiting = len(call.store.pending_matches(subscriber.id or 0))
+    waiting = call.store.count_pending(subscriber.id or 0)
     if not waiting:
         return call.reply(
             f"Nothing is waiting: every match has been sent. {p}try QUERY shows what a query would match."
@@ -218,7 +218,7 @@ def status(call: Call) -> Reply:
             error=Problem.NOT_SUBSCRIBED,
         )
     follows = len(call.store.follows_of(subscriber.id or 0))
-    waiting = len(call.store.pending_matches(subscriber.id or 0))
+    waiting = call.store.count_pending(subscriber.id or 0)
     active = subscriber.status == SubscriberStatus.ACTIVE
     state = str(subscriber.status)
     if subscriber.status == SubscriberStatus.PAUSED:

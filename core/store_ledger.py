@@ -398,13 +398,21 @@ class LedgerQueries:
             ).all()
             return [(digest, address) for digest, address in rows]
 
+    def count_pending(self, subscriber_id: int) -> int:
+        """Unsent matches of one subscriber (the rule of :meth:`pending_matches`), counted in SQL."""
+        with self.session() as session:
+            return int(
+                session.execute(
+                    sa.select(sa.func.count())
+                    .select_from(Match)
+                    .where(col(Match.subscriber_id) == subscriber_id, _unsent())
+                ).scalar_one()
+            )
+
     def pending_matches(self, subscriber_id: int) -> list[PendingMatch]:
         """Unsent matches of one subscriber (in no digest, or in one not sent yet), in digest order."""
         with self.session() as session:
-            unsent = sa.or_(
-                col(Match.digest_id).is_(None),
-                col(Match.digest_id).in_(select(Digest.id).where(col(Digest.state) != DigestState.SENT)),
-            )
+            unsent = _unsent()
             rows = session.exec(
                 select(Match, Version)
                 .join(Version, col(Version.id) == col(Match.version_id))
@@ -451,6 +459,14 @@ def _move(session: Session, subscriber_id: int, moved_to: str) -> None:
     else:
         subscriber.status_reason = f"the chat moved to {moved_to}, which is already a subscriber"
     session.add(subscriber)
+
+
+def _unsent() -> sa.ColumnElement[bool]:
+    """Matches in no digest, or in one that has not been sent."""
+    return sa.or_(
+        col(Match.digest_id).is_(None),
+        col(Match.digest_id).in_(select(Digest.id).where(col(Digest.state) != DigestState.SENT)),
+    )
 
 
 def _items(session: Session, rows: Sequence[tuple[Match, Version]]) -> list[DigestItem]:
