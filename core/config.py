@@ -33,6 +33,7 @@ SECRET_FIELDS = frozenset(
         "secret_key",
         "slack_signing_secret",
         "telegram_webhook_secret",
+        "llm_api_key",
     }
 )
 
@@ -134,6 +135,16 @@ class Settings(BaseSettings):
     # How long after the 20:00 America/New_York announcement a feed may still serve the previous mailing.
     arxiv_stale_grace_hours: float = 4.0
 
+    # AI guides (docs/guides.md): any OpenAI-compatible chat-completions endpoint, e.g.
+    # "https://api.openai.com/v1" or a local vLLM / llama.cpp / Ollama server ("http://127.0.0.1:11434/v1").
+    # Unset: no guides are made at all. The daily limit counts guides made in the last 24 hours.
+    llm_url: str | None = None
+    llm_model: str = ""
+    llm_api_key: SecretStr | None = None
+    llm_daily_limit: int = 200
+    llm_concurrency: int = 4
+    llm_timeout: float = 60.0
+
     ingest_interval_minutes: int = 30
     digest_check_seconds: int = 60
     default_schedule: str = "daily 08:00"
@@ -192,6 +203,20 @@ class Settings(BaseSettings):
     def _positive_cap(cls, value: int) -> int:
         if value < 1:
             raise ValueError("PAPERTRAIL_DIGEST_MAX_ITEMS must be at least 1")
+        return value
+
+    @field_validator("llm_daily_limit")
+    @classmethod
+    def _limit_not_negative(cls, value: int) -> int:
+        if value < 0:
+            raise ValueError("PAPERTRAIL_LLM_DAILY_LIMIT must be 0 (no guides) or more")
+        return value
+
+    @field_validator("llm_concurrency")
+    @classmethod
+    def _concurrency_positive(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError("PAPERTRAIL_LLM_CONCURRENCY must be at least 1")
         return value
 
     @property

@@ -23,6 +23,7 @@ __all__ = [
     "DigestItem",
     "DigestState",
     "Follow",
+    "GuideRow",
     "HttpValidator",
     "Match",
     "Message",
@@ -293,6 +294,23 @@ class Digest(SQLModel, table=True):
     worker: str | None = Field(default=None, max_length=128)
     # Parts of a split digest the platform already accepted: a retry resumes after them.
     parts_sent: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+
+
+class GuideRow(SQLModel, table=True):
+    """A machine-generated reading guide of one version in one language; made once, never regenerated."""
+
+    __tablename__ = "guide"
+    __table_args__ = (sa.UniqueConstraint("version_id", "language", name="uq_guide_version_language"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    version_id: int = Field(foreign_key="version.id", index=True)
+    language: str = Field(max_length=8)
+    tldr: str = Field(sa_type=sa.Text)
+    contributions: list[str] = _json(default_factory=list)
+    changes: str | None = Field(default=None, sa_type=sa.Text)
+    model: str = Field(max_length=255)
+    # The daily cap counts the guides made since a time.
+    created_at: datetime = _ts(default_factory=utcnow, index=True)
 
 
 class SourceRun(SQLModel, table=True):

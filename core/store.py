@@ -37,6 +37,7 @@ from core.models import (
     utcnow,
 )
 from core.store_browse import BrowseQueries
+from core.store_guides import GuideQueries
 from core.store_ledger import LedgerQueries
 from core.store_newsletters import NewsletterQueries
 from core.values import AnnounceType, CommunityPick
@@ -170,7 +171,7 @@ def version_to_paper(version: Version) -> PaperIn:
     )
 
 
-class Store(LedgerQueries, NewsletterQueries, BrowseQueries):
+class Store(LedgerQueries, NewsletterQueries, BrowseQueries, GuideQueries):
     """The database. Build one per process from an engine and pass it down."""
 
     def __init__(self, engine: Engine) -> None:

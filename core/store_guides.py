@@ -1,0 +1,113 @@
+"""The SQL of AI guides: which versions still need one, storing one, and counting for the daily cap.
+
+Part of the store (``core.store.Store`` inherits it). One guide per version and language, enforced by a
+unique constraint: two processes making the same guide at once store it once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlmodel import Session, col, select
+
+from core.guides import Guide, GuideSubject, check_language
+from core.models import CommunityPickRow, GuideRow, Match, Version
+from core.store_ledger import changes
+
+
+class GuideQueries:
+    """Guides; mixed into :class:`core.store.Store`."""
+
+    def session(self) -> AbstractContextManager[Session]:
+        """Provided by the store: one transaction."""
+        raise NotImplementedError
+
+    def guides_for(self, version_ids: Sequence[int], language: str) -> dict[int, Guide]:
+        """The stored guides of these versions in ``language``, keyed by version id."""
+        if not version_ids:
+            return {}
+        with self.session() as session:
+            rows = session.exec(
+                select(GuideRow).where(
+                    col(GuideRow.version_id).in_(list(version_ids)), col(GuideRow.language) == language
+                )
+            ).all()
+        return {row.version_id: Guide(row.tldr, tuple(row.contributions), row.changes) for row in rows}
+
+    def save_guide(self, version_id: int, language: str, guide: Guide, *, model: str, now: datetime) -> bool:
+        """Store a guide; False when this version already has one in this language (it is kept)."""
+        check_language(language)
+        row = GuideRow(
+            version_id=version_id,
+            language=language,
+            tldr=guide.tldr,
+            contributions=list(guide.contributions),
+            changes=guide.changes,
+            model=model[:255],
+            created_at=now,
+        )
+        try:
+            with self.session() as session:
+                session.add(row)
+        except sa.exc.IntegrityError:
+            return False  # made at the same time by another process: one guide per version and language
+        return True
+
+    def count_made_since(self, since: datetime) -> int:
+        """Guides made (any language) at or after ``since``: what the daily cap counts."""
+        with self.session() as session:
+            return int(
+                session.execute(
+                    sa.select(sa.func.count()).select_from(GuideRow).where(col(GuideRow.created_at) >= since)
+                ).scalar_one()
+            )
+
+    def versions_needing_guides(
+        self, language: str, limit: int, *, since: datetime | None = None
+    ) -> list[GuideSubject]:
+        """News versions that matched a follow or were picked by a community source, with no guide yet.
+
+        Newest first; ``since`` leaves out versions first seen before it (no guides for old news).
+        """
+        check_language(language)
+        if limit <= 0:
+            return []
+        matched = sa.exists().where(col(Match.version_id) == col(Version.id))
+        picked = sa.exists().where(col(CommunityPickRow.paper_id) == col(Version.paper_id))
+        guided = sa.exists().where(
+            col(GuideRow.version_id) == col(Version.id), col(GuideRow.language) == language
+        )
+        query = select(Version).where(col(Version.news).is_(True), sa.or_(matched, picked), sa.not_(guided))
+        if since is not None:
+            query = query.where(col(Version.first_seen_at) >= since)
+        with self.session() as session:
+            versions = list(session.exec(query.order_by(col(Version.id).desc()).limit(limit)))
+            earlier = _previous_versions(session, [v for v in versions if v.number > 1])
+        return [
+            GuideSubject(
+                version_id=v.id or 0,
+                paper_id=v.paper_id,
+                number=v.number,
+                title=v.title,
+                abstract=v.abstract,
+                changed=changes(earlier.get(v.id or 0), v) if v.number > 1 else (),
+            )
+            for v in versions
+        ]
+
+
+def _previous_versions(session: Session, revisions: Sequence[Version]) -> dict[int, Version]:
+    """For each revision (by id), the newest stored version of the same paper with a lower number."""
+    if not revisions:
+        return {}
+    papers = {v.paper_id for v in revisions}
+    stored = list(session.exec(select(Version).where(col(Version.paper_id).in_(papers))))
+    found: dict[int, Version] = {}
+    for revision in revisions:
+        older = [v for v in stored if v.paper_id == revision.paper_id and v.number < revision.number]
+        if older:
+            found[revision.id or 0] = max(older, key=lambda v: v.number)
+    return found
