@@ -24,6 +24,7 @@ import httpx
 from core.models import HttpValidator, utcnow
 from core.retry_after import retry_after_seconds
 from core.sources import SourceError
+from ingest.retrying import Retry
 
 log = logging.getLogger(__name__)
 
@@ -72,15 +73,6 @@ class _Host:
     def __init__(self) -> None:
         self.lock = asyncio.Lock()
         self.last_end = float("-inf")
-
-
-class _Retry(Exception):
-    """Internal: this attempt failed in a way worth another try after ``wait`` seconds."""
-
-    def __init__(self, error: SourceError, wait: float) -> None:
-        super().__init__(str(error))
-        self.error = error
-        self.wait = wait
 
 
 class HttpClient:
@@ -141,7 +133,7 @@ class HttpClient:
         for attempt in range(1, attempts + 1):
             try:
                 return await self._attempt(url, headers, params, previous, attempt, read_errors)
-            except _Retry as retry:
+            except Retry as retry:
                 if attempt == attempts:
                     raise retry.error from None
                 log.info(
@@ -173,7 +165,7 @@ class HttpClient:
             try:
                 response = await self._client.get(url, headers=headers, params=params)
             except httpx.TimeoutException as exc:
-                raise _Retry(
+                raise Retry(
                     SourceError(f"{url} did not answer in time ({type(exc).__name__})"), backoff
                 ) from exc
             except httpx.TransportError as exc:
@@ -181,7 +173,7 @@ class HttpClient:
                     f"cannot connect to {url}: {exc or type(exc).__name__}; "
                     "check the network and the source URL"
                 )
-                raise _Retry(error, backoff) from exc
+                raise Retry(error, backoff) from exc
             finally:
                 slot.last_end = self._clock()
         return self._read(url, response, previous, backoff, read_errors)
@@ -208,9 +200,9 @@ class HttpClient:
             )
             if hinted is not None and hinted > self.politeness.max_retry_wait:
                 raise error  # longer than we sit out in one run: the next scheduled run tries again
-            raise _Retry(error, hinted if hinted is not None else backoff)
+            raise Retry(error, hinted if hinted is not None else backoff)
         if status >= 500:
-            raise _Retry(
+            raise Retry(
                 SourceError(f"{url} answered HTTP {status} {response.reason_phrase}; will retry"), backoff
             )
         if status >= 400:

@@ -20,20 +20,12 @@ import httpx
 from core.config import Settings
 from core.guides import ChatMessage, GuideError
 from core.retry_after import retry_after_seconds
+from ingest.retrying import Retry
 
 log = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[None]]
 TEMPERATURE = 0.2
-
-
-class _Retry(Exception):
-    """Internal: this attempt failed in a way worth another try after ``wait`` seconds."""
-
-    def __init__(self, error: GuideError, wait: float) -> None:
-        super().__init__(str(error))
-        self.error = error
-        self.wait = wait
 
 
 class ChatClient:
@@ -91,7 +83,7 @@ class ChatClient:
         for attempt in range(1, attempts + 1):
             try:
                 return await self._attempt(body, self._backoff * 2 ** (attempt - 1))
-            except _Retry as retry:
+            except Retry as retry:
                 if attempt == attempts:
                     raise retry.error from None
                 log.info(
@@ -112,13 +104,13 @@ class ChatClient:
                 f"{self._where} did not answer within {self._client.timeout.read} s ({type(exc).__name__}); "
                 "raise PAPERTRAIL_LLM_TIMEOUT or check the server's load"
             )
-            raise _Retry(error, backoff) from exc
+            raise Retry(error, backoff) from exc
         except httpx.TransportError as exc:
             error = GuideError(
                 f"cannot reach the LLM endpoint {self._where} ({type(exc).__name__}); "
                 "check PAPERTRAIL_LLM_URL"
             )
-            raise _Retry(error, backoff) from exc
+            raise Retry(error, backoff) from exc
         self._check_status(response, backoff)
         return self._content(response)
 
@@ -134,12 +126,12 @@ class ChatClient:
             )
             if hinted is not None and hinted > self._max_retry_wait:
                 raise error  # longer than a guide is worth waiting for: the next run tries again
-            raise _Retry(error, hinted if hinted is not None else backoff)
+            raise Retry(error, hinted if hinted is not None else backoff)
         if status >= 500:
             error = GuideError(
                 f"{self._where} answered HTTP {status} {response.reason_phrase}; will retry later"
             )
-            raise _Retry(error, backoff)
+            raise Retry(error, backoff)
         if status in (401, 403):
             raise GuideError(
                 f"{self._where} refused the request (HTTP {status}); check PAPERTRAIL_LLM_API_KEY",
