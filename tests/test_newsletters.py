@@ -33,7 +33,7 @@ from core.values import DigestItem, Message, PaperIn, SendResult
 from notifiers.email import list_unsubscribe_headers
 from papertrail.cli import app
 from tests.servers import SinkHandler
-from tests.test_signup import KEY, context, smtp, token_in  # noqa: F401  (smtp is a fixture)
+from tests.test_signup import KEY, cli_env, context, smtp, token_in  # noqa: F401  (smtp is a fixture)
 
 NAME = "dc-weekly"
 
@@ -177,14 +177,7 @@ def test_cli_create_list_show_and_subscribe(
     tmp_path: Path,
 ) -> None:
     sink, port = smtp
-    for name, value in {
-        "DATABASE_URL": sqlite_url,
-        "SMTP_HOST": "127.0.0.1",
-        "SMTP_PORT": str(port),
-        "SECRET_KEY": KEY,
-        "CONFIG": str(tmp_path / "none.toml"),
-    }.items():
-        monkeypatch.setenv(f"PAPERTRAIL_{name}", value)
+    cli_env(monkeypatch, sqlite_url, port, tmp_path)
     runner = CliRunner()
     created = runner.invoke(
         app,

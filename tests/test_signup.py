@@ -62,6 +62,18 @@ def context(store: Store, port: int, **extra: Any) -> AppContext:
     )
 
 
+def cli_env(monkeypatch: pytest.MonkeyPatch, database_url: str, smtp_port: int, tmp_path: Path) -> None:
+    """Settings for an in-process CLI run: this database, the SMTP sink, the key, no papertrail.toml."""
+    for name, value in {
+        "DATABASE_URL": database_url,
+        "SMTP_HOST": "127.0.0.1",
+        "SMTP_PORT": str(smtp_port),
+        "SECRET_KEY": KEY,
+        "CONFIG": str(tmp_path / "none.toml"),
+    }.items():
+        monkeypatch.setenv(f"PAPERTRAIL_{name}", value)
+
+
 def token_in(sink: SinkHandler, index: int = -1) -> str:
     body = sink.received[index].message.get_body(preferencelist=("plain",))
     assert body is not None
@@ -154,14 +166,7 @@ def test_cli_subscribe_sends_the_link(
     tmp_path: Path,
 ) -> None:
     sink, port = smtp
-    for name, value in {
-        "DATABASE_URL": sqlite_url,
-        "SMTP_HOST": "127.0.0.1",
-        "SMTP_PORT": str(port),
-        "SECRET_KEY": KEY,
-        "CONFIG": str(tmp_path / "none.toml"),
-    }.items():
-        monkeypatch.setenv(f"PAPERTRAIL_{name}", value)
+    cli_env(monkeypatch, sqlite_url, port, tmp_path)
     result = CliRunner().invoke(
         app, ["subscribe", "email:Carol@Example.org", "cat:cs.DC", "--schedule", "daily 07:00"]
     )
