@@ -24,7 +24,7 @@ import httpx
 from core.models import HttpValidator, utcnow
 from core.retry_after import retry_after_seconds
 from core.sources import SourceError
-from ingest.retrying import Retry
+from ingest.retrying import Retry, with_retries
 
 log = logging.getLogger(__name__)
 
@@ -129,22 +129,12 @@ class HttpClient:
                 headers["If-None-Match"] = previous.etag
             if previous.last_modified:
                 headers["If-Modified-Since"] = previous.last_modified
-        attempts = self.politeness.retries + 1
-        for attempt in range(1, attempts + 1):
-            try:
-                return await self._attempt(url, headers, params, previous, attempt, read_errors)
-            except Retry as retry:
-                if attempt == attempts:
-                    raise retry.error from None
-                log.info(
-                    "%s; retrying in %.1f s (attempt %d of %d)",
-                    retry.error,
-                    retry.wait,
-                    attempt + 1,
-                    attempts,
-                )
-                await self._sleep(retry.wait)
-        raise AssertionError("unreachable")
+        return await with_retries(
+            lambda attempt: self._attempt(url, headers, params, previous, attempt, read_errors),
+            attempts=self.politeness.retries + 1,
+            sleep=self._sleep,
+            log=log,
+        )
 
     async def _attempt(
         self,

@@ -20,7 +20,7 @@ import httpx
 from core.config import Settings
 from core.guides import ChatMessage, GuideError
 from core.retry_after import retry_after_seconds
-from ingest.retrying import Retry
+from ingest.retrying import Retry, with_retries
 
 log = logging.getLogger(__name__)
 
@@ -79,22 +79,12 @@ class ChatClient:
             "temperature": TEMPERATURE,
             "max_tokens": max_tokens,
         }
-        attempts = self._retries + 1
-        for attempt in range(1, attempts + 1):
-            try:
-                return await self._attempt(body, self._backoff * 2 ** (attempt - 1))
-            except Retry as retry:
-                if attempt == attempts:
-                    raise retry.error from None
-                log.info(
-                    "%s; retrying in %.1f s (attempt %d of %d)",
-                    retry.error,
-                    retry.wait,
-                    attempt + 1,
-                    attempts,
-                )
-                await self._sleep(retry.wait)
-        raise AssertionError("unreachable")
+        return await with_retries(
+            lambda attempt: self._attempt(body, self._backoff * 2 ** (attempt - 1)),
+            attempts=self._retries + 1,
+            sleep=self._sleep,
+            log=log,
+        )
 
     async def _attempt(self, body: dict[str, Any], backoff: float) -> str:
         try:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
 E = TypeVar("E", bound=Exception)
+T = TypeVar("T")
 
 
 class Retry(Exception, Generic[E]):
@@ -17,3 +20,28 @@ class Retry(Exception, Generic[E]):
         super().__init__(str(error))
         self.error = error
         self.wait = wait
+
+
+async def with_retries(
+    attempt: Callable[[int], Awaitable[T]],
+    *,
+    attempts: int,
+    sleep: Callable[[float], Awaitable[None]],
+    log: logging.Logger,
+) -> T:
+    """Run ``attempt(1)``, ``attempt(2)`` … until one returns or ``attempts`` are used up.
+
+    An attempt that raises :class:`Retry` is tried again after its ``wait`` (logged); the last one's error
+    is raised as it is. Any other exception ends the loop at once.
+    """
+    for number in range(1, attempts + 1):
+        try:
+            return await attempt(number)
+        except Retry as retry:
+            if number == attempts:
+                raise retry.error from None
+            log.info(
+                "%s; retrying in %.1f s (attempt %d of %d)", retry.error, retry.wait, number + 1, attempts
+            )
+            await sleep(retry.wait)
+    raise ValueError(f"attempts must be at least 1, not {attempts}")
