@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from core.delivery import DeliveryError, Notifier, normalise_address, split_address
+from core.i18n import translator
 from core.models import Subscriber, SubscriberStatus, utcnow
 from core.newsletters import open_due_issues
 from core.render import Renderer, newsletter_names
@@ -182,6 +183,7 @@ async def _deliver(
     try:
         if notifier is None:
             raise DeliveryError(f"no notifier for channel {channel!r} in this process", retryable=True)
+        items = _with_guides(store, items, claimed.language)
         message = renderer.render(
             channel,
             items,
@@ -189,6 +191,7 @@ async def _deliver(
             address=claimed.address,
             key=f"papertrail-digest-{claimed.digest_id}",
             newsletters=_newsletter_titles(store, items),
+            language=claimed.language,
         )
         if claimed.parts_sent:
             message = dataclasses.replace(message, skip_parts=claimed.parts_sent)
@@ -219,6 +222,15 @@ async def _deliver(
             extra={"subscriber": claimed.address, "digest": claimed.digest_id},
         )
     return DigestReport(claimed.address, len(items), True, digest_id=claimed.digest_id)
+
+
+def _with_guides(store: Store, items: list[DigestItem], language: str | None) -> list[DigestItem]:
+    """The items with their stored guides in the reader's language; a missing guide is not waited for."""
+    ids = [item.version_id for item in items if item.version_id is not None]
+    guides = store.guides_for(ids, translator(language).language)
+    if not guides:
+        return items
+    return [dataclasses.replace(item, guide=guides.get(item.version_id or 0)) for item in items]
 
 
 def _newsletter_titles(store: Store, items: list[DigestItem]) -> dict[str, str]:

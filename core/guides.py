@@ -21,9 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from core.i18n import LANGUAGES
 from core.text_safety import strip_control
+from core.values import Guide
 
-LANGUAGES = ("en", "zh")
 LANGUAGE_NAMES = {"en": "English", "zh": "Simplified Chinese (简体中文)"}
 
 # Output caps, in characters (a Chinese sentence needs fewer characters than an English one).
@@ -91,18 +92,12 @@ class GuideSubject:
         return self.number > 1
 
 
-@dataclass(frozen=True, slots=True)
-class Guide:
-    """A cleaned guide: plain one-line text, length-capped."""
-
-    tldr: str
-    contributions: tuple[str, ...] = ()
-    changes: str | None = None
-
-
 def wants_guide(*, news: bool, matched: bool, community: bool) -> bool:
     """Cost control: only news that matched a follow, or that a community source (Hugging Face) picked."""
     return news and (matched or community)
+
+
+__all__ = ["Guide", "GuideError", "GuideModel", "GuideSubject", "build_prompt", "parse_guide", "wants_guide"]
 
 
 def check_language(language: str) -> str:

@@ -201,6 +201,8 @@ class Subscriber(SQLModel, table=True):
     failures: int = 0
     # When the last confirmation mail went out (double opt-in); throttles repeated sign-ups.
     confirm_sent_at: datetime | None = _ts(default=None)
+    # en or zh (core.i18n.LANGUAGES); None until chosen, when the platform's language or the default applies.
+    language: str | None = Field(default=None, max_length=8)
 
 
 class Follow(SQLModel, table=True):

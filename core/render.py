@@ -25,6 +25,7 @@ import jinja2
 import markupsafe
 
 from core import tokens
+from core.i18n import DEFAULT_LANGUAGE, install_jinja, translator
 from core.resources import resource_dir
 from core.text_safety import strip_control
 from core.values import DigestItem, Message
@@ -128,20 +129,31 @@ class DigestView:
 
 
 def digest_subject(
-    new: int, revisions: int, *, label: str = "PaperTrail", including: Sequence[str] = ()
+    new: int,
+    revisions: int,
+    *,
+    label: str = "PaperTrail",
+    including: Sequence[str] = (),
+    language: str | None = None,
 ) -> str:
     """A subject line that carries the counts, e.g. ``PaperTrail: 3 new papers, 1 revision``.
 
     ``label`` replaces "PaperTrail" (a newsletter's title when the digest is that newsletter's issue);
-    ``including`` names newsletters whose issues share the digest with the reader's own matches.
+    ``including`` names newsletters whose issues share the digest with the reader's own matches;
+    ``language`` is the reader's (English for None).
     """
+    t = translator(language)
     parts = []
     if new:
-        parts.append(f"{new} new paper{'s' if new != 1 else ''}")
+        parts.append(t.ngettext("{n} new paper", "{n} new papers", new))
     if revisions:
-        parts.append(f"{revisions} revision{'s' if revisions != 1 else ''}")
-    counts = ", ".join(parts) if parts else "no new matches"
-    return f"{label}: {counts}" + (f" (with {', '.join(including)})" if including else "")
+        parts.append(t.ngettext("{n} revision", "{n} revisions", revisions))
+    # The list separator is a translated message too: Chinese separates with "、" or "，".
+    counts = t.gettext(", ").join(parts) if parts else t.gettext("no new matches")
+    subject = t.gettext("{label}: {counts}", label=label, counts=counts)
+    if including:
+        subject += t.gettext(" (with {newsletters})", newsletters=t.gettext(", ").join(including))
+    return subject
 
 
 class Renderer:
@@ -155,22 +167,35 @@ class Renderer:
         max_items: int = 50,
         secret_key: str = "",
     ) -> None:
-        self.env = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(str(templates or resource_dir("templates"))),
-            autoescape=_autoescape,
-            undefined=jinja2.StrictUndefined,
-            trim_blocks=True,
-            lstrip_blocks=True,
-            keep_trailing_newline=True,
-            finalize=_finalize,
-        )
-        self.env.filters["short_authors"] = short_authors
-        self.env.filters["shorten"] = shorten
-        self.env.globals["cut"] = markupsafe.Markup(CUT)
-        self.env.globals["part"] = markupsafe.Markup(PART)
+        self.templates = str(templates or resource_dir("templates"))
+        self._envs: dict[str, jinja2.Environment] = {}
+        self.env = self.environment(DEFAULT_LANGUAGE)
         self.public_url = public_url.rstrip("/")
         self.max_items = max_items
         self.secret_key = secret_key
+
+    def environment(self, language: str | None) -> jinja2.Environment:
+        """The template environment of ``language`` (English for None): templates translate through it."""
+        language = translator(language).language
+        env = self._envs.get(language)
+        if env is None:
+            env = jinja2.Environment(
+                loader=jinja2.FileSystemLoader(self.templates),
+                autoescape=_autoescape,
+                undefined=jinja2.StrictUndefined,
+                trim_blocks=True,
+                lstrip_blocks=True,
+                keep_trailing_newline=True,
+                finalize=_finalize,
+                extensions=["jinja2.ext.i18n"],
+            )
+            env.filters["short_authors"] = short_authors
+            env.filters["shorten"] = shorten
+            env.globals["cut"] = markupsafe.Markup(CUT)
+            env.globals["part"] = markupsafe.Markup(PART)
+            install_jinja(env, language, _finalize)
+            self._envs[language] = env
+        return env
 
     def leave_link(self, address: str, newsletter: str) -> str:
         """The signed URL that takes ``address`` out of one newsletter; empty without a secret key."""
@@ -193,6 +218,7 @@ class Renderer:
         recipient: str,
         address: str = "",
         newsletters: Mapping[str, str] | None = None,
+        language: str | None = None,
     ) -> DigestView:
         """Split items into new papers and revisions, order each by relevance, apply the cap.
 
@@ -200,7 +226,9 @@ class Renderer:
         maps the names of the newsletters the items were copied from to their titles: a digest that is one
         newsletter's issue only is titled with it and its unsubscribe link leaves that newsletter only; a
         digest mixing the reader's own matches (or several newsletters) keeps the whole-address link.
+        ``language`` words the subject and the link labels (English for None).
         """
+        t = translator(language)
         new_all = sorted((item for item in items if not item.is_revision), key=item_rank)
         rev_all = sorted((item for item in items if item.is_revision), key=item_rank)
         shown_new = new_all[: self.max_items]
@@ -218,12 +246,16 @@ class Renderer:
             revisions=tuple(shown_rev),
             more=more,
             total=len(items),
-            subject=digest_subject(len(new_all), len(rev_all), label=label, including=including),
+            subject=digest_subject(
+                len(new_all), len(rev_all), label=label, including=including, language=language
+            ),
             public_url=self.public_url,
             recipient=recipient,
             unsubscribe_url=leave or unsubscribe,
             manage_url=manage,
-            unsubscribe_label=f"Leave {label}" if leave else "Unsubscribe",
+            unsubscribe_label=t.gettext("Leave {newsletter}", newsletter=label)
+            if leave
+            else t.gettext("Unsubscribe"),
         )
 
     def render(
@@ -235,18 +267,21 @@ class Renderer:
         address: str = "",
         key: str = "",
         newsletters: Mapping[str, str] | None = None,
+        language: str | None = None,
     ) -> Message:
         """Render a digest for ``channel`` in every format the channel has a template for.
 
         ``recipient`` is the target shown in the footer; ``address`` the full subscriber address the
         signed links are made for (default ``channel:recipient``); ``key`` the digest's idempotency key;
-        ``newsletters`` the titles of the newsletters the items were copied from (see :meth:`view`).
+        ``newsletters`` the titles of the newsletters the items were copied from (see :meth:`view`);
+        ``language`` the reader's language (English for None).
         """
-        view = self.view(items, recipient, address or f"{channel}:{recipient}", newsletters)
-        text_blocks = _blocks(self._first(f"{channel}.txt.j2", "digest.txt.j2").render(d=view))
-        html_template = self._first(f"{channel}.html.j2")
+        view = self.view(items, recipient, address or f"{channel}:{recipient}", newsletters, language)
+        env = self.environment(language)
+        text_blocks = _blocks(_first(env, f"{channel}.txt.j2", "digest.txt.j2").render(d=view))
+        html_template = _first(env, f"{channel}.html.j2")
         html_blocks = _blocks(html_template.render(d=view)) if html_template else ()
-        mrkdwn_template = self._first(f"{channel}.mrkdwn.j2")
+        mrkdwn_template = _first(env, f"{channel}.mrkdwn.j2")
         mrkdwn_blocks = _blocks(mrkdwn_template.render(d=view)) if mrkdwn_template else ()
         return Message(
             subject=view.subject,
@@ -263,26 +298,30 @@ class Renderer:
             manage_url=view.manage_url,
         )
 
-    def render_mail(self, name: str, subject: str, **values: object) -> Message:
+    def render_mail(
+        self, name: str, subject: str, *, language: str | None = None, **values: object
+    ) -> Message:
         """A one-off mail (not a digest) from ``<name>.txt.j2`` and ``<name>.html.j2``, escaped like digests.
 
-        The templates see ``subject``, ``public_url`` and ``values``.
+        The templates see ``subject``, ``public_url`` and ``values``; they are worded in ``language``.
         """
         context = {"subject": subject, "public_url": self.public_url, **values}
-        text = self.env.get_template(f"{name}.txt.j2").render(context)
-        html_template = self._first(f"{name}.html.j2")
+        env = self.environment(language)
+        text = env.get_template(f"{name}.txt.j2").render(context)
+        html_template = _first(env, f"{name}.html.j2")
         html = html_template.render(context) if html_template else None
         return Message(subject=subject, text=text, html=html, text_blocks=(text,))
 
-    @overload
-    def _first(self, name: str, fallback: str) -> jinja2.Template: ...
-    @overload
-    def _first(self, name: str) -> jinja2.Template | None: ...
-    def _first(self, name: str, fallback: str | None = None) -> jinja2.Template | None:
-        try:
-            return self.env.get_template(name)
-        except jinja2.TemplateNotFound:
-            return self.env.get_template(fallback) if fallback else None
+
+@overload
+def _first(env: jinja2.Environment, name: str, fallback: str) -> jinja2.Template: ...
+@overload
+def _first(env: jinja2.Environment, name: str) -> jinja2.Template | None: ...
+def _first(env: jinja2.Environment, name: str, fallback: str | None = None) -> jinja2.Template | None:
+    try:
+        return env.get_template(name)
+    except jinja2.TemplateNotFound:
+        return env.get_template(fallback) if fallback else None
 
 
 def _blocks(rendered: str) -> tuple[str, ...]:

@@ -8,7 +8,7 @@ _ROOT = Path(__file__).resolve().parents[1]
 
 
 def resource_dir(name: str) -> Path:
-    """The folder ``templates`` or ``migrations``.
+    """The folder ``templates``, ``migrations`` or ``locale``.
 
     A wheel ships them as ``papertrail/_data/<name>`` (see pyproject.toml); a checkout or an editable
     install has them at the top of the repository.

@@ -76,6 +76,8 @@ class ClaimedDigest:
     address: str
     attempts: int
     parts_sent: int
+    # The subscriber's language (None: the default), for the digest's words and its guides.
+    language: str | None = None
 
 
 class LedgerQueries:
@@ -263,6 +265,7 @@ class LedgerQueries:
                     col(Subscriber.address),
                     col(Digest.attempts),
                     col(Digest.parts_sent),
+                    col(Subscriber.language),
                 )
                 .join(Subscriber, col(Subscriber.id) == col(Digest.subscriber_id))
                 .where(col(Digest.id).in_(ids))
@@ -477,6 +480,7 @@ def _items(session: Session, rows: Sequence[tuple[Match, Version]]) -> list[Dige
     queries = _follow_queries(session, {fid for match, _ in rows for fid in match.follow_ids})
     return [
         DigestItem(
+            version_id=version.id,
             arxiv_id=version.paper_id,
             version=version.number,
             title=version.title,

@@ -58,6 +58,15 @@ class PaperIn:
 
 
 @dataclass(frozen=True, slots=True)
+class Guide:
+    """An AI guide to one version (core.guides): plain one-line texts, cleaned and length-capped."""
+
+    tldr: str
+    contributions: tuple[str, ...] = ()
+    changes: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class DigestItem:
     """One matched version as it appears in a digest."""
 
@@ -79,6 +88,10 @@ class DigestItem:
     # The follows that matched and still exist, as (follow id, query), by id: chat digests offer to
     # unfollow them (a match's reasons are merged across follows, so they cannot name the follow).
     follows: tuple[tuple[int, str], ...] = ()
+    # The stored version's id (None for items built outside the store, e.g. benchmarks).
+    version_id: int | None = None
+    # The machine-generated guide in the reader's language, when one was made in time.
+    guide: Guide | None = None
 
     @property
     def url(self) -> str:

@@ -1,0 +1,182 @@
+"""Languages: which ones PaperTrail speaks, the translations, and turning platform codes into one of them.
+
+English is the source language: every message is written in English in the code and the templates, marked
+for translation, and translated in gettext catalogs (``locale/<language>/LC_MESSAGES/<area>.po``, one file
+per area: ``bot``, ``digest``, ``web``). The catalogs are read with Babel when first needed and merged,
+so no compiled ``.mo`` file is kept in the repository.
+
+Conventions (docs/i18n.md):
+
+* Python: ``t.gettext("Sent {count} digests", count=n)`` or ``t.ngettext(singular, plural, n, ...)`` on a
+  :class:`Translator`; values fill ``str.format`` fields *after* translation, so the catalog sees the
+  placeholders. ``N_("...")`` marks a string kept in a constant and translated where it is shown.
+* Jinja2 templates: ``{{ _("New papers") }}`` and ``{% trans %}`` blocks with ``%(name)s`` fields. Values
+  passed to them are escaped for the template's format by :func:`install_jinja` (HTML, Slack mrkdwn), like
+  every other printed value.
+"""
+
+from __future__ import annotations
+
+import gettext as _gettext
+import io
+import re
+from collections.abc import Callable, Mapping
+from functools import cache
+from typing import Any
+
+import jinja2
+import markupsafe
+from babel.messages.catalog import Catalog
+from babel.messages.mofile import write_mo
+from babel.messages.pofile import read_po
+
+from core.resources import resource_dir
+
+LANGUAGES = ("en", "zh")
+"""The languages PaperTrail speaks: English and Simplified Chinese."""
+DEFAULT_LANGUAGE = "en"
+LANGUAGE_NAMES = {"en": "English", "zh": "中文"}
+"""Each language named in itself, for language switches and the ``language`` command."""
+
+_TAG = re.compile(r"^[A-Za-z]{1,8}(?:[-_][A-Za-z0-9]{1,8})*$")
+
+
+def N_(message: str) -> str:
+    """Mark ``message`` for translation without translating it (it is translated where it is shown)."""
+    return message
+
+
+def normalize_language(code: str | None) -> str | None:
+    """One of :data:`LANGUAGES` for an IETF or POSIX code (``zh-CN``, ``zh_Hans``, ``en-US``), else None.
+
+    Every Chinese variant maps to ``zh``: Simplified Chinese is the nearest we have for Traditional readers
+    too, and much nearer than English.
+    """
+    if not code:
+        return None
+    code = code.strip()
+    if not _TAG.match(code):
+        return None
+    primary = re.split(r"[-_]", code, maxsplit=1)[0].lower()
+    return primary if primary in LANGUAGES else None
+
+
+def negotiate(accept_language: str | None, default: str = DEFAULT_LANGUAGE) -> str:
+    """The best of :data:`LANGUAGES` for an HTTP ``Accept-Language`` header (RFC 9110 quality values)."""
+    best, best_q = default, 0.0
+    for position, entry in enumerate((accept_language or "").split(",")[:32]):
+        tag, _, params = entry.strip().partition(";")
+        language = normalize_language(tag)
+        if language is None:
+            continue
+        q = 1.0
+        for param in params.split(";"):
+            name, _, value = param.strip().partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        # Earlier entries win ties: a header lists what the reader prefers first.
+        if q > best_q or (q == best_q and position == 0):
+            best, best_q = language, q
+    return best if best_q > 0 else default
+
+
+def check_language(language: str) -> str:
+    """``language`` when PaperTrail speaks it; ValueError saying which ones it does otherwise."""
+    if language not in LANGUAGES:
+        raise ValueError(f"unknown language {language!r}: use one of {', '.join(LANGUAGES)}")
+    return language
+
+
+def catalog_files(language: str) -> list[Any]:
+    """The ``.po`` files of ``language``, by area (empty for English, the source language)."""
+    folder = resource_dir("locale") / language / "LC_MESSAGES"
+    return sorted(folder.glob("*.po")) if folder.is_dir() else []
+
+
+def read_catalog(language: str) -> Catalog:
+    """Every area's catalog of ``language`` merged into one (later areas do not override earlier ones)."""
+    merged = Catalog(locale=language, domain="papertrail")
+    for path in catalog_files(language):
+        with path.open("rb") as file:
+            for message in read_po(file, locale=language):
+                if message.id and message.id not in merged:
+                    merged[message.id] = message
+    return merged
+
+
+@cache
+def translations(language: str) -> _gettext.NullTranslations:
+    """gettext translations for ``language``; English (and an unknown code) translates to itself."""
+    if language == DEFAULT_LANGUAGE or language not in LANGUAGES:
+        return _gettext.NullTranslations()
+    buffer = io.BytesIO()
+    # Fuzzy entries (guesses from a catalog update) are left out: English is better than a wrong guess.
+    write_mo(buffer, read_catalog(language), use_fuzzy=False)
+    buffer.seek(0)
+    return _gettext.GNUTranslations(buffer)
+
+
+class Translator:
+    """Translates the marked messages of one language and fills their ``{name}`` fields."""
+
+    def __init__(self, language: str) -> None:
+        self.language = language if language in LANGUAGES else DEFAULT_LANGUAGE
+        self._translations = translations(self.language)
+
+    def gettext(self, message: str, /, **values: object) -> str:
+        """``message`` in this language, with ``values`` filled into its ``{name}`` fields."""
+        text = self._translations.gettext(message)
+        return text.format(**values) if values else text
+
+    def ngettext(self, singular: str, plural: str, n: int, /, **values: object) -> str:
+        """The form of ``singular``/``plural`` for ``n`` in this language; ``{n}`` and ``values`` filled."""
+        return self._translations.ngettext(singular, plural, n).format(n=n, **values)
+
+    _ = gettext
+
+
+def translator(language: str | None) -> Translator:
+    """A :class:`Translator` for ``language``, English for None or a language PaperTrail does not speak."""
+    return _translator(language if language in LANGUAGES else DEFAULT_LANGUAGE)
+
+
+@cache
+def _translator(language: str) -> Translator:
+    return Translator(language)
+
+
+EscapeValue = Callable[[jinja2.runtime.Context, object], object]
+
+
+def install_jinja(env: jinja2.Environment, language: str, escape_value: EscapeValue | None = None) -> None:
+    """Give ``env`` (created with the ``jinja2.ext.i18n`` extension) the translations of ``language``.
+
+    Like Jinja's "newstyle" gettext (``_("…%(name)s…", name=value)`` and ``{% trans %}`` blocks format
+    their own fields), but every value passes ``escape_value`` first, the same finalize the template
+    applies to what it prints, and is HTML-escaped in autoescaped templates: a translated sentence can
+    carry a title or an address without opening a hole in any channel.
+    """
+    source = translations(language)
+
+    def fill(context: jinja2.runtime.Context, text: str, values: Mapping[str, object]) -> str:
+        cleaned = {k: escape_value(context, v) if escape_value else v for k, v in values.items()}
+        if context.eval_ctx.autoescape:
+            return markupsafe.Markup(text) % {k: markupsafe.escape(v) for k, v in cleaned.items()}
+        return text % cleaned
+
+    @jinja2.pass_context
+    def gettext(context: jinja2.runtime.Context, message: str, /, **values: object) -> str:
+        return fill(context, source.gettext(message), values)
+
+    @jinja2.pass_context
+    def ngettext(
+        context: jinja2.runtime.Context, singular: str, plural: str, n: int, /, **values: object
+    ) -> str:
+        values.setdefault("num", n)
+        return fill(context, source.ngettext(singular, plural, n), values)
+
+    env.newstyle_gettext = True  # type: ignore[attr-defined]
+    env.globals.update(gettext=gettext, _=gettext, ngettext=ngettext, language=language)
