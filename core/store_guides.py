@@ -65,6 +65,20 @@ class GuideQueries:
                 ).scalar_one()
             )
 
+    def count_guided_versions_since(self, since: datetime) -> int:
+        """Versions that got their first guide (in any language) at or after ``since``: "AI guides: +N"."""
+        first = (
+            sa.select(col(GuideRow.version_id), sa.func.min(col(GuideRow.created_at)).label("first"))
+            .group_by(col(GuideRow.version_id))
+            .subquery()
+        )
+        with self.session() as session:
+            return int(
+                session.execute(
+                    sa.select(sa.func.count()).select_from(first).where(first.c.first >= since)
+                ).scalar_one()
+            )
+
     def versions_needing_guides(
         self, language: str, limit: int, *, since: datetime | None = None
     ) -> list[GuideSubject]:
