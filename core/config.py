@@ -11,7 +11,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from pydantic import SecretStr, field_validator
+from pydantic import SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -218,6 +218,26 @@ class Settings(BaseSettings):
         if value < 1:
             raise ValueError("PAPERTRAIL_LLM_CONCURRENCY must be at least 1")
         return value
+
+    @field_validator("llm_url")
+    @classmethod
+    def _http_endpoint(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            return None  # an empty variable means "not set"
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(
+                "PAPERTRAIL_LLM_URL must be an http(s) URL up to /v1, e.g. http://127.0.0.1:11434/v1"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _model_named(self) -> Settings:
+        if self.llm_url and not self.llm_model.strip():
+            raise ValueError(
+                "PAPERTRAIL_LLM_URL is set but PAPERTRAIL_LLM_MODEL is empty: name the model the endpoint"
+                " serves (e.g. gpt-4o-mini, qwen2.5:7b), or unset PAPERTRAIL_LLM_URL to turn AI guides off"
+            )
+        return self
 
     @property
     def webhook_allowed_hosts(self) -> frozenset[str]:

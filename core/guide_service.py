@@ -89,3 +89,16 @@ async def _one(
             return
     if store.save_guide(subject.version_id, language, guide, model=client.model, now=now):
         report.made += 1
+
+
+async def make_reader_guides(
+    store: Store, client: GuideModel | None, settings: Settings, *, now: datetime
+) -> list[GuideReport]:
+    """:func:`make_guides` for every language readers use (``Store.languages_in_use``), default first.
+
+    The daily cap is shared: a language later in the list gets what the earlier ones left.
+    """
+    return [
+        await make_guides(store, client, settings, language=language, now=now)
+        for language in store.languages_in_use()
+    ]

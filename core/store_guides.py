@@ -14,7 +14,8 @@ import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from core.guides import Guide, GuideSubject, check_language
-from core.models import CommunityPickRow, GuideRow, Match, Version
+from core.i18n import DEFAULT_LANGUAGE, LANGUAGES
+from core.models import CommunityPickRow, GuideRow, Match, Subscriber, SubscriberStatus, Version
 from core.store_ledger import changes
 
 
@@ -79,6 +80,19 @@ class GuideQueries:
                 ).scalar_one()
             )
 
+    def languages_in_use(self) -> list[str]:
+        """The default language and every language an active subscriber reads, in LANGUAGES order."""
+        with self.session() as session:
+            chosen = session.execute(
+                sa.select(col(Subscriber.language))
+                .where(
+                    col(Subscriber.status) == SubscriberStatus.ACTIVE, col(Subscriber.language).is_not(None)
+                )
+                .distinct()
+            ).scalars()
+            wanted = {DEFAULT_LANGUAGE, *chosen}
+        return [language for language in LANGUAGES if language in wanted]
+
     def versions_needing_guides(
         self, language: str, limit: int, *, since: datetime | None = None
     ) -> list[GuideSubject]:
@@ -89,8 +103,17 @@ class GuideQueries:
         check_language(language)
         if limit <= 0:
             return []
-        matched = sa.exists().where(col(Match.version_id) == col(Version.id))
-        picked = sa.exists().where(col(CommunityPickRow.paper_id) == col(Version.paper_id))
+        # Guides are made in the language of the readers they are for: a version matched only for English
+        # readers gets no Chinese guide. Community picks are for the status page: every language in use.
+        matched = sa.exists().where(
+            col(Match.version_id) == col(Version.id),
+            col(Match.subscriber_id) == col(Subscriber.id),
+            sa.func.coalesce(col(Subscriber.language), DEFAULT_LANGUAGE) == language,
+        )
+        picked = sa.and_(
+            sa.exists().where(col(CommunityPickRow.paper_id) == col(Version.paper_id)),
+            sa.literal(language in self.languages_in_use()),
+        )
         guided = sa.exists().where(
             col(GuideRow.version_id) == col(Version.id), col(GuideRow.language) == language
         )

@@ -19,6 +19,7 @@ from ingest.arxiv_oai import ArxivOaiSource
 from ingest.arxiv_rss import ArxivRssSource
 from ingest.hf_daily import HfDailySource
 from ingest.http import HttpClient, Politeness
+from ingest.llm import ChatClient
 from notifiers.registry import build_notifiers
 
 if TYPE_CHECKING:
@@ -45,6 +46,8 @@ class AppContext:
     # One follow index for the life of the process, updated incrementally before each matching pass.
     follows: FollowIndex = field(default_factory=FollowIndex)
     policy: DeliveryPolicy = field(default_factory=DeliveryPolicy)
+    # The AI-guide model (one client per process); None without PAPERTRAIL_LLM_URL: no guides.
+    guide_model: ChatClient | None = None
 
     notifiers_open: bool = True
     # The Telegram bot, built on first use (bots role; the web role serves its webhook route).
@@ -68,6 +71,8 @@ class AppContext:
     async def aclose(self) -> None:
         """Release network, notifier and database resources."""
         await self.http.aclose()
+        if self.guide_model is not None:
+            await self.guide_model.aclose()
         await self.close_notifiers()
         if self._telegram_bot is not None:
             await self._telegram_bot.stop()
@@ -115,4 +120,5 @@ def build_context(settings: Settings, *, console: TextIO | None = None) -> AppCo
         paged=paged,
         api=ArxivApiSource(http, settings.arxiv_api_url),
         policy=delivery_policy(settings),
+        guide_model=ChatClient(settings) if settings.llm_url else None,
     )

@@ -31,6 +31,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
+from core.guide_service import make_reader_guides
 from core.models import utcnow
 from core.service import complete_papers, ingest_community, ingest_once
 from papertrail.context import AppContext
@@ -122,6 +123,8 @@ class Jobs:
                     report.matches,
                     extra={"source": name},
                 )
+        if report.matches:
+            await self.guides()
 
     async def community(self) -> None:
         """Today's list (UTC) of every community source, then arXiv's metadata for papers first seen there."""
@@ -135,6 +138,28 @@ class Jobs:
                 report = await complete_papers(ctx.store, ctx.api)
                 if report.fetched:
                     log.info("%s: %s", report.source, report.note, extra={"source": report.source})
+        # Also retries the guides an earlier run could not make (endpoint down, daily cap): hourly.
+        await self.guides()
+
+    async def guides(self) -> None:
+        """Make the AI guides readers are waiting for (core.guide_service); nothing without an endpoint.
+
+        Runs after the matching it depends on, never before a digest: a digest due meanwhile goes out
+        without the guides rather than late.
+        """
+        ctx = self.ctx
+        if ctx.guide_model is None:
+            return
+        async with self._busy["guides"]:
+            for report in await make_reader_guides(ctx.store, ctx.guide_model, ctx.settings, now=utcnow()):
+                if report.made or report.failures or report.capped:
+                    log.info(
+                        "guides (%s): %d made, %d failed%s",
+                        report.language,
+                        report.made,
+                        len(report.failures),
+                        f"; {report.note}" if report.note else "",
+                    )
 
 
 async def ingest_all(ctx: AppContext) -> None:

@@ -26,6 +26,8 @@ from core.store import MatchRow, Store
 from core.values import CommunityPick, PaperIn
 from ingest.llm import ChatClient
 from tests.fakes.openai_api import (
+    DEFAULT_GUIDE,
+    DEFAULT_GUIDE_ZH,
     FakeOpenAI,
     fake_openai,
     guide_answer,
@@ -45,15 +47,25 @@ def _paper(
     return PaperIn(arxiv_id, version, title, abstract, ("Ada Lovelace",), ("cs.LG",))
 
 
-def _seed(store: Store, *papers: PaperIn, match: bool = True) -> list[int]:
-    """Store ``papers`` as news and, when ``match``, match every one to one subscriber; their version ids."""
+def _seed(
+    store: Store, *papers: PaperIn, match: bool = True, readers: tuple[str | None, ...] = ("en", "zh")
+) -> list[int]:
+    """Store ``papers`` as news and, when ``match``, match every one to a subscriber per reader language.
+
+    A reader language of None is a subscriber who never chose one (the default, English). Returns the new
+    version ids.
+    """
     ids = store.save_versions(list(papers), now=NOW - timedelta(hours=1)).new_version_ids
     if match:
-        subscriber, _ = store.ensure_subscriber("console:ada", timezone="UTC", schedule="daily 08:00")
-        assert subscriber.id is not None
-        store.record_matches(
-            ids, [MatchRow(subscriber.id, vid, [], ["title: paper"]) for vid in ids], now=NOW
-        )
+        for language in readers:
+            subscriber, _ = store.ensure_subscriber(
+                f"console:reader-{language}", timezone="UTC", schedule="daily 08:00"
+            )
+            assert subscriber.id is not None
+            store.update_subscriber(subscriber.id, language=language)
+            store.record_matches(
+                ids, [MatchRow(subscriber.id, vid, [], ["title: paper"]) for vid in ids], now=NOW
+            )
     return ids
 
 
@@ -112,20 +124,48 @@ async def test_matched_versions_get_one_guide_per_language_cached(
     assert sum("Simplified Chinese" in s for s in systems) == 2
     revision_prompts = [s for s in systems if "revision (version 2)" in s]
     assert len(revision_prompts) == 2 and all("changed are: title." in s for s in revision_prompts)
-    for language in ("en", "zh"):
+    for language, answer in (("en", DEFAULT_GUIDE), ("zh", DEFAULT_GUIDE_ZH)):
         guides = store.guides_for([*matched, *unmatched], language)
         assert sorted(guides) == sorted(matched)
         revision = guides[matched[0]]
-        assert (
-            revision.tldr.startswith("The paper shows")
-            and revision.changes == "The revision adds experiments."
-        )
+        assert (revision.tldr, revision.changes) == (answer["tldr"], answer["changes"])
         assert guides[matched[1]].changes is None  # a new paper has no "what changed"
 
     again = [await _run(store, client, settings, lang) for lang in ("en", "zh")]
     assert [r.made for r in again] == [0, 0]
     assert len(fake.requests) == 4  # cached: no call the second time
     assert store.count_made_since(NOW - timedelta(hours=24)) == 4
+
+
+async def test_guides_are_made_only_in_the_languages_of_the_readers(
+    store: Store, fake: FakeOpenAI, client: ChatClient
+) -> None:
+    english_only = _seed(store, _paper("2611.00021"), readers=(None,))
+    chinese_only = _seed(store, _paper("2611.00022"), readers=("zh",))
+    settings = _settings(fake)
+
+    english = await _run(store, client, settings, "en")
+    chinese = await _run(store, client, settings, "zh")
+
+    assert (english.made, chinese.made) == (1, 1)
+    assert list(store.guides_for([*english_only, *chinese_only], "en")) == english_only
+    assert list(store.guides_for([*english_only, *chinese_only], "zh")) == chinese_only
+
+
+async def test_community_picks_get_guides_in_every_language_in_use(store: Store) -> None:
+    [picked] = _seed(store, _paper("2611.00031"), match=False)
+    pick = CommunityPick(
+        "2611.00031", date(2026, 11, 30), "A paper", "We study.", ("Ada Lovelace",), upvotes=12
+    )
+    store.save_picks([pick], now=NOW)
+    assert store.languages_in_use() == ["en"]
+    assert [s.version_id for s in store.versions_needing_guides("en", 10)] == [picked]
+    assert store.versions_needing_guides("zh", 10) == []
+    subscriber, _ = store.ensure_subscriber("console:li", timezone="UTC", schedule="daily 08:00")
+    assert subscriber.id is not None
+    store.update_subscriber(subscriber.id, language="zh")
+    assert store.languages_in_use() == ["en", "zh"]
+    assert [s.version_id for s in store.versions_needing_guides("zh", 10)] == [picked]
 
 
 async def test_save_guide_keeps_the_first(store: Store) -> None:

@@ -17,10 +17,16 @@ from typing import Any
 
 from tests.servers import serving
 
-DEFAULT_GUIDE = {
+DEFAULT_GUIDE: dict[str, Any] = {
     "tldr": "The paper shows a faster way to train models.",
     "contributions": ["A new optimiser", "A proof of convergence"],
     "changes": "The revision adds experiments.",
+}
+# What the fake answers when the system message asks for Simplified Chinese and nothing is scripted.
+DEFAULT_GUIDE_ZH: dict[str, Any] = {
+    "tldr": "本文提出一种更快的模型训练方法。",
+    "contributions": ["一种新的优化器", "收敛性证明"],
+    "changes": "修订版增加了实验。",
 }
 
 
@@ -81,8 +87,8 @@ class Request:
 
     @property
     def messages(self) -> list[dict[str, str]]:
-        """The chat messages sent."""
-        return list(self.json.get("messages", []))
+        """The chat messages sent (none when the body was not a JSON object)."""
+        return list(self.json.get("messages", [])) if isinstance(self.json, dict) else []
 
 
 class FakeOpenAI:
@@ -100,10 +106,16 @@ class FakeOpenAI:
             self._script.extend(answers)
 
     def take(self, request: Request) -> Answer:
-        """Record ``request`` and return the next scripted answer (a valid guide once it runs out)."""
+        """Record ``request`` and return the next scripted answer.
+
+        Once the script runs out, a valid guide in the language the prompt asks for (English or Chinese).
+        """
         with self._lock:
             self._requests.append(request)
-            return self._script.pop(0) if self._script else guide_answer()
+            if self._script:
+                return self._script.pop(0)
+        system = next((m.get("content", "") for m in request.messages if m.get("role") == "system"), "")
+        return guide_answer(**DEFAULT_GUIDE_ZH) if "Simplified Chinese" in str(system) else guide_answer()
 
     @property
     def requests(self) -> list[Request]:
