@@ -150,6 +150,8 @@ class StatusSummary:
     queued_digests: int = 0
     dead_digests: int = 0
     paused_subscribers: int = 0
+    # Versions that got their first AI guide in the last 24 hours ("AI guides: +N").
+    guides_24h: int = 0
 
 
 def version_to_paper(version: Version) -> PaperIn:
@@ -580,7 +582,8 @@ class Store(LedgerQueries, NewsletterQueries, BrowseQueries, GuideQueries):
             }
             names = list(dict.fromkeys([*sources, *session.exec(select(SourceRun.source).distinct())]))
             health = tuple(_source_health(session, name) for name in names)
-        return StatusSummary(**summary_counts, sources=health)
+        guides = self.count_guided_versions_since(since)
+        return StatusSummary(**summary_counts, sources=health, guides_24h=guides)
 
 
 def _source_health(session: Session, source: str) -> SourceHealth:

@@ -22,6 +22,8 @@ from core.delivery import DeliveryError, normalise_address
 from core.digests import DigestReport, resume, send_due_digests
 from core.follows import follow as add_follow
 from core.follows import try_query, unfollow
+from core.guide_service import GuideReport, make_guides, make_reader_guides
+from core.i18n import LANGUAGES
 from core.models import Follow, utcnow
 from core.query import QueryError
 from core.service import complete_papers, ingest_community, ingest_once, ingest_paged
@@ -532,6 +534,38 @@ def retry(
     out.print(f"re-queued {count} dead-lettered digest(s); they go out with the next digest pass")
 
 
+@app.command()
+def guides(
+    language: Annotated[
+        str | None, typer.Option(help="Only this language (en or zh); default: every language readers use.")
+    ] = None,
+) -> None:
+    """Make the AI guides readers are waiting for now, within the daily cap (the service does it itself)."""
+    if language is not None and language not in LANGUAGES:
+        raise _fail(f"--language {language!r} is not one of: {', '.join(LANGUAGES)}", 2)
+    with _context() as ctx:
+        if ctx.guide_model is None:
+            raise _fail("AI guides are off: set PAPERTRAIL_LLM_URL and PAPERTRAIL_LLM_MODEL (docs/guides.md)")
+        model = ctx.guide_model
+
+        async def main() -> list[GuideReport]:
+            now = utcnow()
+            if language is None:
+                return await make_reader_guides(ctx.store, model, ctx.settings, now=now)
+            return [await make_guides(ctx.store, model, ctx.settings, language=language, now=now)]
+
+        reports = asyncio.run(main())
+    for report in reports:
+        out.print(
+            f"{report.language}: {report.made} guides made, {len(report.failures)} failed"
+            + (f"; {report.note}" if report.note else "")
+        )
+        for version_id, reason in report.failures[:10]:
+            err.print(f"  version {version_id}: {reason}")
+    if any(r.failures for r in reports) and not any(r.made for r in reports):
+        raise _fail("no guide could be made; the reasons are above")
+
+
 @app.command(name="webhook-secret")
 def webhook_secret_command(
     url: Annotated[str, typer.Argument(help="The webhook URL as registered (after webhook:).")],
@@ -577,6 +611,7 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
                 "new_papers": summary.new_papers_24h,
                 "revisions": summary.revisions_24h,
                 "ai_related": summary.ai_related_24h,
+                "ai_guides": summary.guides_24h,
             },
             "subscribers": summary.subscribers,
             "follows": summary.follows,
@@ -616,7 +651,7 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
     out.print(
         f"papers stored: {summary.papers} ({summary.versions} versions)\n"
         f"last 24 h: {summary.new_papers_24h} new papers, {summary.revisions_24h} revisions, "
-        f"{summary.ai_related_24h} AI-related\n"
+        f"{summary.ai_related_24h} AI-related, AI guides: +{summary.guides_24h}\n"
         f"subscribers: {summary.subscribers}, follows: {summary.follows}, "
         f"pending matches: {summary.pending_matches}\n"
         f"community discoveries in the last 24 h: {summary.community_24h}\n"

@@ -7,18 +7,21 @@ SQLite, the scheduler's job object and the console notifier.
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from sqlmodel import select
+from typer.testing import CliRunner
 
 from core.config import Settings
 from core.digests import send_due_digests
 from core.follows import follow
 from core.models import Match, utcnow
 from ingest.llm import ChatClient
+from papertrail.cli import app
 from papertrail.context import AppContext, build_context
 from papertrail.runtime import Jobs
 from tests.conftest import BIG_FEED
@@ -119,3 +122,29 @@ async def test_a_failing_endpoint_does_not_hold_up_the_digest(tmp_path: Path, fa
     assert fake.requests  # it tried
     assert ctx.store.guides_for(_matched_versions(ctx), "en") == {}
     assert {r.address for r in reports if r.sent} == {"console:ada", "console:li", "console:bo"}
+
+
+def test_the_guides_command_makes_them_once_and_explains_when_off(
+    tmp_path: Path, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = CliRunner()
+    monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", f"sqlite:///{tmp_path}/cli.db")
+    off = runner.invoke(app, ["guides"])
+    assert off.exit_code == 1 and "PAPERTRAIL_LLM_URL" in off.stderr
+    with feed_server(Reply(200, BIG_FEED.read_bytes())) as feed:
+        monkeypatch.setenv("PAPERTRAIL_ARXIV_RSS_URL", feed.url)
+        assert runner.invoke(app, ["follow", "console:me", QUERY]).exit_code == 0
+        assert runner.invoke(app, ["ingest"]).exit_code == 0
+    monkeypatch.setenv("PAPERTRAIL_LLM_URL", fake.url)
+    bad = runner.invoke(app, ["guides", "--language", "fr"])
+    assert bad.exit_code == 2 and "en, zh" in bad.stderr
+    monkeypatch.setenv("PAPERTRAIL_LLM_MODEL", "fake-model")
+
+    first = runner.invoke(app, ["guides"])
+    again = runner.invoke(app, ["guides"])
+    status = runner.invoke(app, ["status", "--json"])
+
+    made = len(fake.requests)
+    assert first.exit_code == 0 and f"en: {made} guides made, 0 failed" in first.stdout
+    assert again.exit_code == 0 and "en: 0 guides made" in again.stdout and len(fake.requests) == made
+    assert json.loads(status.stdout)["last_24h"]["ai_guides"] == made
