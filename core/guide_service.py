@@ -28,6 +28,8 @@ from core.store import Store
 log = logging.getLogger(__name__)
 
 CAP_WINDOW = timedelta(hours=24)
+# A version whose answers were unusable this many times (in one language) is not asked about again.
+GIVE_UP_AFTER = 2
 # Versions first seen longer ago than this get no guide: their digests have gone out.
 RECENT = timedelta(days=7)
 
@@ -54,13 +56,17 @@ async def make_guides(
         report.enabled = False
         report.note = "no PAPERTRAIL_LLM_URL configured: no guides are made"
         return report
-    room = settings.llm_daily_limit - store.count_made_since(now - CAP_WINDOW)
+    # Failed attempts spent requests too: the cap bounds what a broken model can cost in a day.
+    spent = store.count_made_since(now - CAP_WINDOW) + store.count_failures_since(now - CAP_WINDOW)
+    room = settings.llm_daily_limit - spent
     if room <= 0:
         report.capped = True
         report.note = f"daily limit of {settings.llm_daily_limit} guides reached"
         return report
     # One more than the room tells whether the cap leaves versions waiting.
-    subjects = store.versions_needing_guides(language, room + 1, since=now - RECENT)
+    subjects = store.versions_needing_guides(
+        language, room + 1, since=now - RECENT, give_up_after=GIVE_UP_AFTER
+    )
     if len(subjects) > room:
         report.capped = True
         report.note = f"daily limit of {settings.llm_daily_limit} guides reached; the rest wait"
@@ -86,6 +92,9 @@ async def _one(
         except GuideError as exc:
             log.warning("no %s guide for %sv%d: %s", language, subject.paper_id, subject.number, exc)
             report.failures.append((subject.version_id, str(exc)))
+            store.record_guide_failure(
+                subject.version_id, language, str(exc), retryable=exc.retryable, now=now
+            )
             return
     if store.save_guide(subject.version_id, language, guide, model=client.model, now=now):
         report.made += 1

@@ -315,6 +315,21 @@ class GuideRow(SQLModel, table=True):
     created_at: datetime = _ts(default_factory=utcnow, index=True)
 
 
+class GuideFailureRow(SQLModel, table=True):
+    """One failed attempt at a guide. Failures count against the daily cap (they cost requests too), and a
+    version the model keeps answering garbage for is given up (core.guide_service.GIVE_UP_AFTER)."""
+
+    __tablename__ = "guide_failure"
+
+    id: int | None = Field(default=None, primary_key=True)
+    version_id: int = Field(foreign_key="version.id", index=True)
+    language: str = Field(max_length=8)
+    reason: str = Field(sa_type=sa.Text)
+    # False when asking again cannot help (a malformed answer, a refused key): these lead to giving up.
+    retryable: bool = True
+    failed_at: datetime = _ts(default_factory=utcnow, index=True)
+
+
 class SourceRun(SQLModel, table=True):
     """One pass of one source: the raw material of the status page."""
 

@@ -15,7 +15,15 @@ from sqlmodel import Session, col, select
 
 from core.guides import Guide, GuideSubject, check_language
 from core.i18n import DEFAULT_LANGUAGE, LANGUAGES
-from core.models import CommunityPickRow, GuideRow, Match, Subscriber, SubscriberStatus, Version
+from core.models import (
+    CommunityPickRow,
+    GuideFailureRow,
+    GuideRow,
+    Match,
+    Subscriber,
+    SubscriberStatus,
+    Version,
+)
 from core.store_ledger import changes
 
 
@@ -57,6 +65,32 @@ class GuideQueries:
             return False  # made at the same time by another process: one guide per version and language
         return True
 
+    def record_guide_failure(
+        self, version_id: int, language: str, reason: str, *, retryable: bool, now: datetime
+    ) -> None:
+        """Remember a failed attempt: it counts against the daily cap; garbage answers lead to giving up."""
+        with self.session() as session:
+            session.add(
+                GuideFailureRow(
+                    version_id=version_id,
+                    language=language,
+                    reason=reason[:2000],
+                    retryable=retryable,
+                    failed_at=now,
+                )
+            )
+
+    def count_failures_since(self, since: datetime) -> int:
+        """Failed guide attempts (any language) at or after ``since``."""
+        with self.session() as session:
+            return int(
+                session.execute(
+                    sa.select(sa.func.count())
+                    .select_from(GuideFailureRow)
+                    .where(col(GuideFailureRow.failed_at) >= since)
+                ).scalar_one()
+            )
+
     def count_made_since(self, since: datetime) -> int:
         """Guides made (any language) at or after ``since``: what the daily cap counts."""
         with self.session() as session:
@@ -94,11 +128,13 @@ class GuideQueries:
         return [language for language in LANGUAGES if language in wanted]
 
     def versions_needing_guides(
-        self, language: str, limit: int, *, since: datetime | None = None
+        self, language: str, limit: int, *, since: datetime | None = None, give_up_after: int = 0
     ) -> list[GuideSubject]:
         """News versions that matched a follow or were picked by a community source, with no guide yet.
 
-        Newest first; ``since`` leaves out versions first seen before it (no guides for old news).
+        Newest first; ``since`` leaves out versions first seen before it (no guides for old news);
+        ``give_up_after`` (when positive) leaves out versions with that many failures that asking again
+        cannot help (the model answered garbage) in this language.
         """
         check_language(language)
         if limit <= 0:
@@ -118,6 +154,18 @@ class GuideQueries:
             col(GuideRow.version_id) == col(Version.id), col(GuideRow.language) == language
         )
         query = select(Version).where(col(Version.news).is_(True), sa.or_(matched, picked), sa.not_(guided))
+        if give_up_after > 0:
+            hopeless = (
+                sa.select(sa.func.count())
+                .select_from(GuideFailureRow)
+                .where(
+                    col(GuideFailureRow.version_id) == col(Version.id),
+                    col(GuideFailureRow.language) == language,
+                    col(GuideFailureRow.retryable).is_(False),
+                )
+                .scalar_subquery()
+            )
+            query = query.where(hopeless < give_up_after)
         if since is not None:
             query = query.where(col(Version.first_seen_at) >= since)
         with self.session() as session:

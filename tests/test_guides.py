@@ -279,6 +279,31 @@ async def test_malformed_answer_is_a_failure_without_retry(sqlite_store: Store, 
     assert len(fake.requests) == 1 and sqlite_store.guides_for([vid], "en") == {}
 
 
+async def test_garbage_answers_are_given_up_and_failures_count_against_the_cap(
+    sqlite_store: Store, fake: FakeOpenAI
+) -> None:
+    [garbage, _fine] = _seed(sqlite_store, _paper("2611.00081"), _paper("2611.00082"), readers=("en",))
+    chat = ChatClient(_settings(fake), retries=0, sleep=Waits())
+    settings = _settings(fake, llm_daily_limit=10)
+    try:
+        # Newest first: the garbage version (the lower id) is asked second each time.
+        fake.script(guide_answer(), malformed())
+        first = await _run(sqlite_store, chat, settings)
+        fake.script(malformed())
+        second = await _run(sqlite_store, chat, settings)
+        third = await _run(sqlite_store, chat, settings)
+        # One guide made and two failures: a cap of 3 is used up, failures count like guides.
+        tight = await _run(sqlite_store, chat, _settings(fake, llm_daily_limit=3))
+    finally:
+        await chat.aclose()
+
+    assert (first.made, len(first.failures), second.made, len(second.failures)) == (1, 1, 0, 1)
+    assert third.failures == [] and third.made == 0  # given up after two garbage answers
+    assert len(fake.requests) == 3
+    assert sqlite_store.count_failures_since(NOW - timedelta(hours=1)) == 2
+    assert tight.capped and garbage not in sqlite_store.guides_for([garbage], "en")
+
+
 async def test_the_key_is_sent_as_bearer_and_never_shown(fake: FakeOpenAI) -> None:
     from tests.fakes.openai_api import Answer
 
