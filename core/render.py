@@ -11,13 +11,23 @@ Templates print ``{{ cut }}`` between items; the renderer splits each output the
 adapters with a length limit split a digest only between items (:func:`core.delivery.pack_blocks`).
 Inside one block a template may print ``{{ part }}`` to separate fields an adapter lays out itself (the
 Slack section and its context line).
+
+Languages: each language has its own environment (:meth:`Renderer.environment`) whose ``_()`` and
+``{% trans %}`` translate the templates' words (catalog ``locale/<language>/LC_MESSAGES/digest.po``), and
+whose filters word the stored parts of an item in that language: the reasons' fixed words (``title:``,
+``author``, ``category`` …, see :func:`reason_text`), the labels of what a revision changed
+(:data:`CHANGE_LABELS`) and the author list's "et al.". The values themselves (titles, names, the matched
+words, guide texts) are never translated and never part of a message id: they are filled in as escaped
+values.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+import unicodedata
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import overload
 
@@ -25,7 +35,7 @@ import jinja2
 import markupsafe
 
 from core import tokens
-from core.i18n import DEFAULT_LANGUAGE, install_jinja, translator
+from core.i18n import DEFAULT_LANGUAGE, N_, install_jinja, translator
 from core.resources import resource_dir
 from core.text_safety import strip_control
 from core.values import DigestItem, Message
@@ -46,6 +56,30 @@ _REASON_RANK = (("paper ", 0), ("author ", 0), ("title:", 1), ("abstract:", 2), 
 
 # A newsletter's copy of a match carries reasons prefixed with ``newsletter NAME: `` (core.store_newsletters).
 _NEWSLETTER_REASON = re.compile(r"newsletter ([a-z0-9](?:[a-z0-9-]*[a-z0-9])?): ")
+
+# How each kind of stored reason (core.query: ``title: "policy lag"``, ``author Zeng Li`` …) reads in a
+# digest: its fixed words are translated, the matched value after them is shown as stored.
+REASON_FORMS = (
+    ("title: ", N_("title: {value}")),
+    ("abstract: ", N_("abstract: {value}")),
+    ("author ", N_("author {value}")),
+    ("category ", N_("category {value}")),
+    ("paper ", N_("paper {value}")),
+)
+
+# What a revision changed, as core.store_ledger.changes stores it (English, also in the webhook JSON), and
+# how a digest words it.
+CHANGE_LABELS = {
+    "title": N_("title"),
+    "authors": N_("authors"),
+    "abstract": N_("abstract"),
+    "comment": N_("comment"),
+    "journal-ref": N_("journal-ref"),
+    "DOI": N_("DOI"),
+}
+
+# The ``lang`` attribute of HTML mails in each language.
+HTML_LANG = {"en": "en", "zh": "zh-Hans"}
 
 
 def _autoescape(name: str | None) -> bool:
@@ -87,14 +121,56 @@ def shorten(text: str, limit: int = ABSTRACT_CHARS) -> str:
     return (cut[:space] if space > limit // 2 else cut).rstrip(" ,.;:") + "…"
 
 
-def short_authors(authors: Sequence[str]) -> str:
+def short_authors(authors: Sequence[str], language: str | None = None) -> str:
     """``A, B, C`` or, past :data:`MAX_AUTHORS_SHOWN` names, ``A, ..., H, et al. (20 authors)``.
 
-    A filter rather than a template macro: a macro defined in a plain-text template would hand its output
-    to HTML templates as already-safe markup, unescaped.
+    The "et al." is worded in ``language`` (English for None); names are joined with a comma whatever the
+    language (they are names, mostly in Latin script, not a sentence). A filter rather than a template
+    macro: a macro defined in a plain-text template would hand its output to HTML templates as
+    already-safe markup, unescaped.
     """
     shown = ", ".join(authors[:MAX_AUTHORS_SHOWN])
-    return shown if len(authors) <= MAX_AUTHORS_SHOWN else f"{shown}, et al. ({len(authors)} authors)"
+    if len(authors) <= MAX_AUTHORS_SHOWN:
+        return shown
+    return translator(language).gettext("{shown}, et al. ({n} authors)", shown=shown, n=len(authors))
+
+
+def reason_text(reason: str, language: str | None = None) -> str:
+    """One stored reason as a digest in ``language`` shows it: the fixed words translated, the value not.
+
+    ``newsletter dc-weekly: category cs.DC`` in Chinese reads ``通讯 dc-weekly：分类 cs.DC``. A reason of a
+    kind this function does not know is shown as stored.
+    """
+    t = translator(language)
+    found = _NEWSLETTER_REASON.match(reason)
+    if found:
+        rest = reason_text(reason[found.end() :], language)
+        return t.gettext("newsletter {name}: {reason}", name=found[1], reason=rest)
+    for prefix, form in REASON_FORMS:
+        if reason.startswith(prefix):
+            return t.gettext(form, value=reason[len(prefix) :])
+    return reason
+
+
+def reasons_text(reasons: Sequence[str], language: str | None = None) -> str:
+    """All reasons of an item, each worded by :func:`reason_text`, in one line."""
+    return translator(language).gettext("; ").join(reason_text(r, language) for r in reasons)
+
+
+def changes_text(changes: Sequence[str], language: str | None = None) -> str:
+    """What a revision changed (``title, journal-ref``), the labels of :data:`CHANGE_LABELS` translated."""
+    t = translator(language)
+    labels = [t.gettext(CHANGE_LABELS[c]) if c in CHANGE_LABELS else c for c in changes]
+    text = labels[0] if labels else ""
+    for label in labels[1:]:
+        # A list of nouns, joined like CLDR's list pattern (Chinese enumerates with "、").
+        text = t.gettext("{items}, {item}", items=text, item=label)
+    return text
+
+
+def display_width(text: str) -> int:
+    """Columns ``text`` takes in a terminal: wide (CJK) characters take two, for underlining a heading."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 
 
 @jinja2.pass_context
@@ -109,6 +185,16 @@ def _finalize(context: jinja2.runtime.Context, value: object) -> object:
         if context.name and context.name.endswith(".mrkdwn.j2"):
             return escape_mrkdwn(value)
     return value
+
+
+def _translation_value(context: jinja2.runtime.Context, value: object) -> object:
+    # The values of a translated sentence (``_("Why: %(reasons)s", reasons=…)``). HTML templates get the
+    # sentence as Markup with every value entity-escaped (core.i18n.install_jinja does that part); in the
+    # other formats the sentence comes back as a plain string and passes _finalize when printed, which
+    # escapes the whole of it for mrkdwn. Escaping the values here as well would escape them twice.
+    return (
+        strip_control(value) if isinstance(value, str) and not isinstance(value, markupsafe.Markup) else value
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,11 +275,13 @@ class Renderer:
                 finalize=_finalize,
                 extensions=["jinja2.ext.i18n"],
             )
-            env.filters["short_authors"] = short_authors
+            env.filters.update(_language_filters(language))
             env.filters["shorten"] = shorten
+            env.filters["width"] = display_width
             env.globals["cut"] = markupsafe.Markup(CUT)
             env.globals["part"] = markupsafe.Markup(PART)
-            install_jinja(env, language, _finalize)
+            env.globals["html_lang"] = HTML_LANG.get(language, language)
+            install_jinja(env, language, _translation_value)
             self._envs[language] = env
         return env
 
@@ -296,6 +384,7 @@ class Renderer:
             key=key,
             unsubscribe_url=view.unsubscribe_url,
             manage_url=view.manage_url,
+            language=translator(language).language,
         )
 
     def render_mail(
@@ -310,7 +399,22 @@ class Renderer:
         text = env.get_template(f"{name}.txt.j2").render(context)
         html_template = _first(env, f"{name}.html.j2")
         html = html_template.render(context) if html_template else None
-        return Message(subject=subject, text=text, html=html, text_blocks=(text,))
+        return Message(
+            subject=subject,
+            text=text,
+            html=html,
+            text_blocks=(text,),
+            language=translator(language).language,
+        )
+
+
+def _language_filters(language: str) -> dict[str, Callable[..., str]]:
+    """The filters that word an item's stored parts in ``language`` (see the module docstring)."""
+    return {
+        "short_authors": partial(short_authors, language=language),
+        "reasons": partial(reasons_text, language=language),
+        "changes": partial(changes_text, language=language),
+    }
 
 
 @overload

@@ -16,6 +16,7 @@ from enum import StrEnum
 
 from core import newsletters, tokens
 from core.delivery import normalise_address, split_address
+from core.i18n import check_language, normalize_language
 from core.models import Subscriber, SubscriberStatus, utcnow
 from core.query import parse
 from core.schedule import parse_schedule, zone
@@ -54,6 +55,7 @@ def sign_up(
     schedule: str,
     newsletter: str | None = None,
     now: datetime | None = None,
+    language: str | None = None,
 ) -> SignupOutcome:
     """Record a sign-up; raises ValueError, LookupError (no such newsletter) or QueryError for bad input.
 
@@ -61,6 +63,10 @@ def sign_up(
     ``newsletter`` the address also becomes a member of that newsletter (follows may then be empty); like
     everything else it receives nothing before it confirms. An address that is subscribed already is not
     made a member: whoever typed it may not be its owner, and the owner gets the manage link instead.
+
+    ``language`` (``en``, ``zh`` or a regional code such as ``zh-CN``; the page's language on the web form)
+    becomes the new subscriber's language, in which its confirmation mail and digests are worded; a
+    sign-up again before confirming replaces it, like the schedule. A subscribed address keeps its own.
     """
     now = now or utcnow()
     address = normalise_address(address)
@@ -73,6 +79,7 @@ def sign_up(
     joined = newsletters.find(store, newsletter) if newsletter else None
     zone(timezone)
     parse_schedule(schedule)
+    chosen = _language(language)
 
     existing = store.get_subscriber(address)
     if existing is not None and existing.status != SubscriberStatus.UNCONFIRMED:
@@ -80,12 +87,18 @@ def sign_up(
         return SignupOutcome(existing, SignupState.SUBSCRIBED)
     subscriber, created = store.ensure_subscriber(address, timezone=timezone, schedule=schedule)
     assert subscriber.id is not None
+    spoken = {"language": chosen} if chosen is not None else {}
     if created or subscriber.status != SubscriberStatus.UNCONFIRMED:
         subscriber = store.update_subscriber(
-            subscriber.id or 0, status=SubscriberStatus.UNCONFIRMED, status_reason="waiting for confirmation"
+            subscriber.id or 0,
+            status=SubscriberStatus.UNCONFIRMED,
+            status_reason="waiting for confirmation",
+            **spoken,
         )
     else:
-        subscriber = store.update_subscriber(subscriber.id or 0, timezone=timezone, schedule=schedule)
+        subscriber = store.update_subscriber(
+            subscriber.id or 0, timezone=timezone, schedule=schedule, **spoken
+        )
     added = 0
     for text, query in parsed:
         _, outcome = store.add_follow(subscriber.id or 0, text, query.canonical())
@@ -97,6 +110,13 @@ def sign_up(
         return SignupOutcome(subscriber, SignupState.THROTTLED, added)
     subscriber = store.update_subscriber(subscriber.id or 0, confirm_sent_at=now)
     return SignupOutcome(subscriber, SignupState.CONFIRM, added)
+
+
+def _language(code: str | None) -> str | None:
+    """One of core.i18n.LANGUAGES for a sign-up's language code, None for none; ValueError for others."""
+    if code is None or not code.strip():
+        return None
+    return normalize_language(code) or check_language(code.strip())
 
 
 def confirm(store: Store, key: str, token: str) -> Subscriber:

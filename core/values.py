@@ -115,7 +115,9 @@ class Message:
     a digest without ever cutting through a tag or an entity; see :func:`core.delivery.pack_blocks`.
 
     ``key`` identifies the digest across retries (webhook receivers deduplicate on it); ``skip_parts``
-    tells the adapter how many parts of a split digest an earlier attempt already delivered.
+    tells the adapter how many parts of a split digest an earlier attempt already delivered. ``language``
+    is the one the message is worded in (``en`` or ``zh``, core.i18n.LANGUAGES): adapters word what they add
+    themselves (buttons, fallback texts) in it.
     """
 
     subject: str
@@ -132,6 +134,7 @@ class Message:
     # Signed links for this recipient (empty when PAPERTRAIL_SECRET_KEY is not set).
     unsubscribe_url: str = ""
     manage_url: str = ""
+    language: str = "en"
 
 
 @dataclass(frozen=True, slots=True)

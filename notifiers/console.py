@@ -19,7 +19,11 @@ class ConsoleNotifier:
         self.stream = stream
 
     async def send(self, address: str, message: Message) -> SendResult:
-        """Print the digest with a header naming the recipient."""
+        """Print the digest with a header naming the recipient.
+
+        The header is a fixed English separator (scripts and tests split the output on it); the digest
+        under it is worded in the subscriber's language.
+        """
         out = self.stream or sys.stdout
         # Titles and names come from the network: never let them drive the terminal.
         out.write(f"--- digest for console:{strip_control(address)} ---\n{strip_control(message.text)}\n")

@@ -64,6 +64,9 @@ _SAFE_URI = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+;=%]+")
 
 _T = TypeVar("_T")
 
+# Content-Language of a digest in each of core.i18n.LANGUAGES: Chinese digests are Simplified Chinese.
+_CONTENT_LANGUAGE = {"en": "en", "zh": "zh-Hans"}
+
 
 def list_unsubscribe_headers(unsubscribe_url: str, mailto: str) -> dict[str, str]:
     """``List-Unsubscribe`` (RFC 2369) and, with an https link, ``List-Unsubscribe-Post`` (RFC 8058).
@@ -143,6 +146,9 @@ class EmailNotifier:
         if message.html:
             # Mail clients drop <style> blocks: inline the CSS into style attributes.
             mail.add_alternative(css_inline.inline(message.html), subtype="html")
+        # RFC 3282: the language the mail is worded in (screen readers, translation offers). Set last:
+        # set_content and add_alternative move or drop the Content-* headers set before them.
+        mail["Content-Language"] = _CONTENT_LANGUAGE.get(message.language, "en")
         return mail
 
     async def send(self, address: str, message: Message) -> SendResult:

@@ -25,6 +25,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from core.config import Settings
 from core.delivery import DeliveryError, pack_blocks
+from core.i18n import translator
 from core.render import PART, escape_mrkdwn
 from core.retry_after import retry_after_seconds as http_retry_after
 from core.values import Message, SendResult
@@ -159,8 +160,10 @@ def build_payloads(message: Message) -> list[SlackPayload]:
     """The Slack messages for one digest: at most 50 blocks each, split only between items.
 
     Each message starts with a header (the digest's first template block, numbered "(2/3)" when the
-    digest takes several messages) and carries a ``text`` fallback for notifications and screen readers.
+    digest takes several messages) and carries a ``text`` fallback for notifications and screen readers,
+    worded in the message's language.
     """
+    t = translator(message.language)
     if message.mrkdwn_blocks:
         title = _unescape(message.mrkdwn_blocks[0].strip()) or message.subject
         units = _units(message.mrkdwn_blocks[1:])
@@ -173,7 +176,8 @@ def build_payloads(message: Message) -> list[SlackPayload]:
     for number, blocks in enumerate(messages, start=1):
         suffix = f" ({number}/{total})" if total > 1 else ""
         header = header_block(title, suffix)
-        text = escape_mrkdwn(message.subject) + (f" (part {number} of {total})" if total > 1 else "")
+        numbered = t.gettext(" (part {number} of {total})", number=number, total=total) if total > 1 else ""
+        text = escape_mrkdwn(message.subject + numbered)
         payloads.append(SlackPayload(text=text, blocks=(header, *blocks)))
     return payloads
 

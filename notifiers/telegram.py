@@ -38,6 +38,7 @@ from telegram.warnings import PTBDeprecationWarning
 
 from core.config import Settings
 from core.delivery import DeliveryError, pack_blocks
+from core.i18n import translator
 from core.values import DigestItem, Message, SendResult
 from notifiers.ratelimit import RateLimiter, Window
 
@@ -111,11 +112,13 @@ def shorten_text(block: str, limit: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Part:
-    """One Telegram message of a digest: its text, whether that text is Telegram HTML, the items it shows."""
+    """One Telegram message of a digest: its text, whether that text is Telegram HTML, the items it shows,
+    and the digest's language (its buttons are worded in it)."""
 
     text: str
     is_html: bool
     items: tuple[DigestItem, ...] = ()
+    language: str = "en"
 
 
 # Callback data the chat bot reads back (bot/telegram_render.py): at most 64 bytes each.
@@ -124,19 +127,23 @@ MAX_CALLBACK_BYTES = 64
 MAX_BUTTON_ROWS = 50
 
 
-def item_buttons(items: Sequence[DigestItem]) -> telegram.InlineKeyboardMarkup | None:
+def item_buttons(
+    items: Sequence[DigestItem], language: str | None = None
+) -> telegram.InlineKeyboardMarkup | None:
     """One row per item: unfollow the follow that matched it (the first by id), and watch the paper.
 
     ``unfollow:<follow id>`` and ``watch:<arXiv id>`` are answered by the Telegram bot (bots role), which
-    runs ``unfollow N`` / ``follow id:ARXIV_ID`` for whoever presses, with the group-admin check.
+    runs ``unfollow N`` / ``follow id:ARXIV_ID`` for whoever presses, with the group-admin check. The labels
+    are worded in ``language`` (English for None); the query and the id in them are shown as they are.
     """
+    t = translator(language)
     rows: list[list[telegram.InlineKeyboardButton]] = []
     for item in items[:MAX_BUTTON_ROWS]:
         row = []
         if item.follows:
             follow_id, query = item.follows[0]
-            row.append(_button(f"✕ Unfollow {query}", f"unfollow:{follow_id}"))
-        row.append(_button(f"Watch {item.arxiv_id}", f"watch:{item.arxiv_id}"))
+            row.append(_button(t.gettext("✕ Unfollow {query}", query=query), f"unfollow:{follow_id}"))
+        row.append(_button(t.gettext("Watch {arxiv_id}", arxiv_id=item.arxiv_id), f"watch:{item.arxiv_id}"))
         rows.append([button for button in row if button is not None])
     rows = [row for row in rows if row]
     return telegram.InlineKeyboardMarkup(rows) if rows else None
@@ -170,7 +177,7 @@ def split_message(message: Message, limit: int = MAX_LENGTH) -> list[Part]:
         is_html = False
     # Blank lines at the seams of blocks lie outside every tag: stripping them keeps the markup whole.
     return [
-        Part(part.strip(), is_html, _items_in(part, message.items) if is_html else ())
+        Part(part.strip(), is_html, _items_in(part, message.items) if is_html else (), message.language)
         for part in packed
         if part.strip()
     ]
@@ -301,7 +308,7 @@ class TelegramNotifier:
                     text=part.text,
                     parse_mode=ParseMode.HTML if part.is_html else None,
                     link_preview_options=telegram.LinkPreviewOptions(is_disabled=True),
-                    reply_markup=item_buttons(part.items),
+                    reply_markup=item_buttons(part.items, part.language),
                 )
                 return sent, chat
             except RetryAfter as exc:
@@ -317,7 +324,7 @@ class TelegramNotifier:
                 if not (part.is_html and "can't parse entities" in exc.message.lower()):
                     raise self._translate(exc, chat, index) from None
                 # Our markup should never fail Telegram's parser; if it does, the words still go out.
-                part = Part(html_to_text(part.text).strip(), is_html=False, items=part.items)
+                part = Part(html_to_text(part.text).strip(), False, part.items, part.language)
             except TelegramError as exc:
                 raise self._translate(exc, chat, index) from None
             except (KeyError, ValueError, TypeError) as exc:

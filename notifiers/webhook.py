@@ -140,6 +140,19 @@ def _optional(text: str | None) -> str | None:
     return None if text is None else _clean(text)
 
 
+def _guide(item: DigestItem) -> dict[str, Any] | None:
+    # Machine-generated text, plain and untrusted like the title: data for the receiver to escape.
+    guide = item.guide
+    if guide is None:
+        return None
+    return {
+        "tldr": _clean(guide.tldr),
+        "contributions": [_clean(text) for text in guide.contributions[:3]],
+        "changes": _optional(guide.changes),
+        "machine_generated": True,
+    }
+
+
 def _item(item: DigestItem) -> dict[str, Any]:
     return {
         "arxiv_id": item.arxiv_id,
@@ -156,6 +169,7 @@ def _item(item: DigestItem) -> dict[str, Any]:
         "comment": _optional(item.comment),
         "journal_ref": _optional(item.journal_ref),
         "doi": _optional(item.doi),
+        "guide": _guide(item),
     }
 
 
@@ -172,6 +186,9 @@ def digest_payload(message: Message, generated_at: datetime) -> dict[str, Any]:
         "digest": message.key if _SAFE_KEY.fullmatch(message.key) else _content_key(items),
         "generated_at": _timestamp(generated_at),
         "subject": one_line(message.subject),
+        # The reader's language: the subject and the guides are in it; every key and the reasons and
+        # changes stay English (they are data).
+        "language": message.language,
         "counts": {
             "new": len(items) - revisions,
             "revisions": revisions,

@@ -2,11 +2,15 @@
 
 Markup injection for each channel (HTML, Telegram HTML, Slack mrkdwn and its special mentions), a script
 tag, emoji, right-to-left text, control characters, a 10,000-character abstract, and a digest of 500 matches.
+Also an ordinary digest whose items carry AI guides in English or Chinese (:func:`guided_items`), and a
+guide whose text attacks every channel (:data:`HOSTILE_GUIDE`).
 """
 
 from __future__ import annotations
 
-from core.values import DigestItem
+import dataclasses
+
+from core.values import DigestItem, Guide
 
 LONG_ABSTRACT = ("We study asynchronous rollouts under policy lag. " * 205)[:10_000]
 
@@ -81,4 +85,116 @@ def many_items(count: int = 500) -> list[DigestItem]:
             abstract=f"Abstract {n}. " * 20,
         )
         for n in range(10_000, 10_000 + count)
+    ]
+
+
+# Guides in the reader's language, as core.digests attaches them: plain one-line texts.
+_GUIDES = {
+    "en": (
+        Guide(
+            "Bounding policy lag lets asynchronous rollouts train as fast as synchronous ones.",
+            (
+                "A lag-aware importance weight for off-policy rollouts",
+                "A bound on the bias that stale policies add",
+                "Open-source trainer reaching 2.1x throughput",
+                "A fourth contribution the digest leaves out",
+            ),
+        ),
+        Guide(
+            "The revision adds experiments at 512 GPUs and a journal reference.",
+            ("Scaling results up to 512 GPUs",),
+            "Adds the 512-GPU experiments and corrects the title's typo.",
+        ),
+    ),
+    "zh": (
+        Guide(
+            "限制策略滞后后，异步 rollout 的训练速度可与同步方式持平。",
+            (
+                "提出面向异步 rollout 的滞后感知重要性权重",
+                "给出陈旧策略所引入偏差的上界",
+                "开源训练器，吞吐量提升 2.1 倍",
+                "摘要只显示前三条贡献",
+            ),
+        ),
+        Guide(
+            "修订版新增 512 块 GPU 规模的实验，并补充了期刊信息。",
+            ("扩展实验规模至 512 块 GPU",),
+            "新增 512 块 GPU 的实验，并更正标题中的笔误。",
+        ),
+    ),
+}
+
+
+def guided_items(language: str = "en") -> list[DigestItem]:
+    """An ordinary digest in which two of four items have a guide in ``language`` (``en`` or ``zh``).
+
+    Two new papers (one with a guide of four contributions, of which digests show three; one without a
+    guide and with a long author list) and two revisions (one with a guide that says what changed, one
+    copied from a newsletter): every reason kind, every change label.
+    """
+    first, revised = _GUIDES[language]
+    return [
+        DigestItem(
+            arxiv_id="2611.08864",
+            version=1,
+            title="Policy lag in asynchronous rollouts",
+            authors=("Zeng Li", "Ada Lovelace"),
+            categories=("cs.LG", "cs.DC"),
+            reasons=("author Zeng Li", 'title: "policy lag"'),
+            abstract="We measure policy lag in asynchronous reinforcement learning and bound its effect.",
+            version_id=101,
+            guide=first,
+        ),
+        DigestItem(
+            arxiv_id="2611.09001",
+            version=1,
+            title="Mixture of experts at scale",
+            authors=tuple(f"Author {n}" for n in range(12)),
+            categories=("cs.CL",),
+            reasons=("abstract: experts", "category cs.CL"),
+            abstract="We train a mixture of experts.",
+            version_id=102,
+        ),
+        DigestItem(
+            arxiv_id="2611.01234",
+            version=2,
+            title="Asynchronous training at 512 GPUs",
+            authors=("Grace Hopper",),
+            categories=("cs.DC",),
+            reasons=("paper 2611.01234",),
+            abstract="A revised abstract.",
+            changes=("title", "authors", "abstract", "comment", "journal-ref", "DOI"),
+            journal_ref="J. Dist. Sys. 1 (2026)",
+            version_id=103,
+            guide=revised,
+        ),
+        DigestItem(
+            arxiv_id="2610.07777",
+            version=3,
+            title="Gradient compression revisited",
+            authors=("Barbara Liskov",),
+            categories=("cs.DC",),
+            reasons=("newsletter dc-weekly: category cs.DC",),
+            abstract="Revised again.",
+            changes=("comment",),
+            version_id=104,
+        ),
+    ]
+
+
+# A guide whose every text attacks a channel: HTML and Telegram tags, Slack mentions and links, mrkdwn
+# emphasis, a literal entity, markdown links, a bidi override and a terminal escape.
+HOSTILE_GUIDE = Guide(
+    '<script>alert("g")</script> & <!channel> *bold* <https://evil.example|click> \u202eevil\x1b[31m',
+    ("<b>bold</b> [link](https://evil.example) &amp;", '</blockquote><a href="https://evil.example">x</a>'),
+    "<@U123> _it_ ~strike~ `code` <!here> </i>",
+)
+
+
+def hostile_guided_items() -> list[DigestItem]:
+    """A new paper and a revision that both carry :data:`HOSTILE_GUIDE`."""
+    new, _, revision, _ = guided_items("en")
+    return [
+        dataclasses.replace(new, guide=HOSTILE_GUIDE),
+        dataclasses.replace(revision, guide=HOSTILE_GUIDE),
     ]

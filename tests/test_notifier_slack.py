@@ -34,22 +34,12 @@ from tests.fakes.slack_api import (
     rate_limited,
 )
 from tests.goldens import check_golden
+from tests.goldens import dump_slack as dump
 from tests.hostile import hostile_items, many_items
 from tests.servers import free_port
 
 TOKEN = "xoxb-test-token-0123456789"
 CHANNEL = "C0123ABC"
-
-
-def dump(payloads: Sequence[SlackPayload]) -> str:
-    """Payloads as JSON with one block per line: reviewable diffs, still valid JSON."""
-    messages = []
-    for payload in payloads:
-        blocks = ",\n".join("   " + json.dumps(b, ensure_ascii=False, sort_keys=True) for b in payload.blocks)
-        messages.append(
-            f' {{"text": {json.dumps(payload.text, ensure_ascii=False)}, "blocks": [\n{blocks}\n ]}}'
-        )
-    return "[\n" + ",\n".join(messages) + "\n]\n"
 
 
 def digest(items: Sequence[DigestItem], *, max_items: int = 50, skip_parts: int = 0) -> Message:

@@ -18,7 +18,7 @@ import telegram
 from core.config import Settings
 from core.delivery import DeliveryError
 from core.render import Renderer
-from core.values import DigestItem, Message
+from core.values import DigestItem, Guide, Message
 from notifiers.ratelimit import RateLimiter, Window
 from notifiers.telegram import (
     MAX_LENGTH,
@@ -45,7 +45,7 @@ from tests.fakes.telegram_api import (
     server_error,
 )
 from tests.goldens import check_golden
-from tests.hostile import hostile_items, many_items
+from tests.hostile import guided_items, hostile_items, many_items
 from tests.servers import free_port
 
 # PTB 22's own RetryAfter constructor reads its deprecated int retry_after; the adapter takes either form.
@@ -242,6 +242,64 @@ async def test_500_matches_split_between_items_golden(api: FakeTelegram) -> None
             for n, p in enumerate(parts, 1)
         ),
     )
+
+
+def chinese_items(count: int) -> list[DigestItem]:
+    """``count`` matches with Chinese titles and guides and an emoji (2 UTF-16 units), as a zh reader sees."""
+    guide = Guide(
+        "本文提出一种异步强化学习训练方法，在策略滞后有界时保持收敛。🚀",
+        ("滞后感知的重要性权重", "偏差上界的理论分析", "开源实现，吞吐量提升两倍"),
+        "新增大规模实验。",
+    )
+    return [
+        dataclasses.replace(
+            item,
+            title=f"第 {n} 篇：异步训练中的策略滞后与混合专家模型 & <规模>",
+            authors=("李增", "王小明"),
+            abstract="我们研究异步强化学习中的策略滞后问题。" * 12,
+            guide=guide,
+        )
+        for n, item in enumerate(many_items(count))
+    ]
+
+
+async def test_long_chinese_digest_splits_by_utf16_units(api: FakeTelegram) -> None:
+    items = chinese_items(120)
+    message = renderer(500).render("telegram", items, "12345", language="zh")
+    adapter = TelegramNotifier(settings_for(api.base_url), limiter=RateLimiter())
+    try:
+        result = await adapter.send("12345", message)
+    finally:
+        await adapter.aclose()
+
+    parts = sent_texts(api)
+    assert len(parts) == result.parts > 3
+    for part in parts:
+        assert utf16_len(part) <= MAX_LENGTH
+        assert_well_formed(part)
+    assert_whole_blocks(parts, message.html_blocks)
+    # Packed by UTF-16 units (one per Chinese character), not by UTF-8 bytes (three): every part but the
+    # last is too full to take the next block.
+    longest = max(utf16_len(block) for block in message.html_blocks)
+    assert all(utf16_len(part) > MAX_LENGTH - longest for part in parts[:-1])
+    assert all(len(part.encode("utf-8")) > MAX_LENGTH for part in parts[:-1])
+    shown = "".join(parse_html(part)[0] for part in parts)
+    assert shown.count("AI 导读（机器生成）") == 120 and shown.count("异步训练中的策略滞后") == 120
+    assert "匹配原因：标题含 asynchronous" in shown and "新论文（" in shown and "修订（" in shown
+    # Every part's buttons are worded in Chinese.
+    keyboards = [call.params["reply_markup"]["inline_keyboard"] for call in api.sent()]
+    labels = {button["text"].split(" ")[0] for rows in keyboards for row in rows for button in row}
+    assert labels == {"关注论文"}
+
+
+def test_split_chinese_digest_keeps_the_parts_of_the_english_one() -> None:
+    # The same digest in both languages splits between items: Chinese wording never cuts one in half.
+    for language in ("en", "zh"):
+        message = renderer(500).render("telegram", guided_items(language) * 40, "1", language=language)
+        parts = split_message(message)
+        assert len(parts) > 1
+        assert all(utf16_len(part.text) <= MAX_LENGTH for part in parts)
+        assert_whole_blocks([part.text for part in parts], message.html_blocks)
 
 
 def test_capped_digest_says_how_many_more() -> None:

@@ -132,6 +132,8 @@ async def test_schema_golden(receiver: WebhookReceiver, notifier: WebhookNotifie
     check_golden("webhook.json", json.dumps(got.json, indent=2) + "\n")
     assert got.json["generated_at"] == "2026-11-17T08:00:05Z"
     assert got.json["counts"] == {"new": 3, "revisions": 1, "more": 1}
+    # Added within papertrail.digest/1 (docs/webhooks.md): the reader's language, and no guide here.
+    assert got.json["language"] == "en" and all(item["guide"] is None for item in got.json["items"])
     titles = " ".join(item["title"] for item in got.json["items"])
     assert "\x1b" not in titles and "\x00" not in titles  # control characters stripped
     assert '<script>alert("x")</script>' in titles  # otherwise data, unchanged: JSON is the escaping

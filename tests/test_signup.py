@@ -177,3 +177,120 @@ def test_cli_subscribe_sends_the_link(
     assert "less than 10 minutes ago" in again.stdout and len(sink.received) == 1
     bad = CliRunner().invoke(app, ["subscribe", "telegram:42", "cat:cs.DC"])
     assert bad.exit_code == 2 and "not an email address" in bad.stderr
+
+
+# --- languages --------------------------------------------------------------------------------------------
+
+
+def bodies(sink: SinkHandler, index: int = -1) -> tuple[str, str]:
+    message = sink.received[index].message
+    plain = message.get_body(preferencelist=("plain",))
+    html = message.get_body(preferencelist=("html",))
+    assert plain is not None and html is not None
+    return plain.get_content(), html.get_content()
+
+
+async def test_the_page_language_words_the_confirmation_and_is_stored(
+    sqlite_store: Store, smtp: tuple[SinkHandler, int]
+) -> None:
+    from core import newsletters
+    from core.signup import sign_up
+    from papertrail.signup import mail_outcome
+
+    sink, port = smtp
+    ctx = context(sqlite_store, port)
+    newsletters.create(
+        sqlite_store,
+        "dc-weekly",
+        "Distributed <weekly>",
+        ["cat:cs.DC"],
+        schedule="daily 08:00",
+        timezone="UTC",
+    )
+    outcome = sign_up(
+        sqlite_store,
+        "email:ada@example.org",
+        ["cat:cs.DC"],
+        timezone="Asia/Shanghai",
+        schedule="daily 08:00",
+        newsletter="dc-weekly",
+        language="zh-CN",  # the page's language, in whatever form the caller has it
+    )
+    assert outcome.subscriber.language == "zh"
+    assert await mail_outcome(ctx, outcome, language="zh")
+    (mail,) = sink.received
+    assert mail.message["Subject"] == "确认你的 PaperTrail 订阅"
+    assert mail.message["Content-Language"] == "zh-Hans"
+    plain, html = bodies(sink)
+    assert "有人（希望是你本人）请 PaperTrail 向 ada@example.org 发送 arXiv 论文简报。" in plain
+    assert "（daily 08:00，Asia/Shanghai）" in plain and "你将关注：" in plain
+    assert "通讯“Distributed <weekly>”（dc-weekly）" in plain
+    assert '<html lang="zh-Hans">' in html and "确认订阅</a>" in html
+    assert "通讯“Distributed &lt;weekly&gt;”（dc-weekly）" in html
+    assert tokens.verify(KEY, tokens.CONFIRM, token_in(sink)) == "email:ada@example.org"
+
+    # A second sign-up before confirming, from an English page (past the resend pause): English it is.
+    sqlite_store.update_subscriber(outcome.subscriber.id or 0, confirm_sent_at=None)
+    again = sign_up(
+        sqlite_store, "email:ada@example.org", [], timezone="UTC", schedule="daily 08:00", language="en"
+    )
+    assert again.subscriber.language == "en"
+    assert await mail_outcome(ctx, again, language="en")
+    assert sink.received[-1].message["Subject"] == "Confirm your PaperTrail subscription"
+    assert "the newsletter Distributed <weekly> (dc-weekly)" in bodies(sink)[0]
+
+
+async def test_a_known_address_gets_the_manage_mail_in_its_own_language(
+    sqlite_store: Store, smtp: tuple[SinkHandler, int]
+) -> None:
+    from core.follows import follow
+    from core.signup import sign_up
+    from papertrail.signup import mail_outcome
+
+    sink, port = smtp
+    ctx = context(sqlite_store, port)
+    follow(sqlite_store, "email:bob@example.org", "cat:cs.LG")
+    bob = sqlite_store.get_subscriber("email:bob@example.org")
+    assert bob is not None and bob.id is not None
+    sqlite_store.update_subscriber(bob.id, language="zh")
+
+    # Someone signs Bob up from the English page: Bob's own language wins, and nothing about Bob changes.
+    outcome = sign_up(
+        sqlite_store,
+        "email:bob@example.org",
+        ["cat:cs.AI"],
+        timezone="UTC",
+        schedule="daily 08:00",
+        language="en",
+    )
+    assert await mail_outcome(ctx, outcome, language="en")
+    assert sink.received[-1].message["Subject"] == "你的 PaperTrail 订阅"
+    plain, html = bodies(sink)
+    assert "有人请 PaperTrail 订阅 bob@example.org，但这个地址已经订阅过了" in plain and "/manage/" in plain
+    assert "<strong>bob@example.org</strong>" in html and "管理你的关注、发送时间或订阅" in html
+    assert sqlite_store.get_subscriber("email:bob@example.org").language == "zh"  # type: ignore[union-attr]
+
+    # A known address without a language of its own: the page's.
+    follow(sqlite_store, "email:carol@example.org", "cat:cs.LG")
+    outcome = sign_up(
+        sqlite_store, "email:carol@example.org", [], timezone="UTC", schedule="daily 08:00", language="zh"
+    )
+    assert outcome.subscriber.language is None
+    assert await mail_outcome(ctx, outcome, language="zh")
+    assert sink.received[-1].message["Subject"] == "你的 PaperTrail 订阅"
+    # No language anywhere: English.
+    assert await mail_outcome(ctx, outcome)
+    assert sink.received[-1].message["Subject"] == "Your PaperTrail subscription"
+    assert sink.received[-1].message["Content-Language"] == "en"
+
+
+def test_an_unknown_sign_up_language_is_refused(sqlite_store: Store) -> None:
+    from core.signup import sign_up
+
+    with pytest.raises(ValueError, match="en, zh"):
+        sign_up(
+            sqlite_store, "email:ada@example.org", [], timezone="UTC", schedule="daily 08:00", language="fr"
+        )
+    assert sqlite_store.get_subscriber("email:ada@example.org") is None
+    plain = sign_up(sqlite_store, "email:ada@example.org", [], timezone="UTC", schedule="daily 08:00")
+    assert plain.subscriber.language is None
