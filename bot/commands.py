@@ -7,7 +7,7 @@ and the limits are described in docs/chat-commands.md::
 
     message := [ "/" ] [ "papertrail" ] COMMAND [ "@" BOTNAME ] [ ARGUMENTS ]     at most 2,000 characters
     COMMAND := start | help | follow | unfollow | follows | try | digest | timezone | pause | resume | status
-             | join | leave
+             | join | leave | language
 
 Command words are matched case-insensitively after Unicode NFKC folding (so a full-width ``／ｆｏｌｌｏｗ``
 works too); ``/follow@PaperTrailBot`` is Telegram's form in groups. Runs of whitespace in the arguments,
@@ -16,6 +16,9 @@ newlines included, count as one space. Control and bidi-override characters are 
 Replies are **plain text and not escaped**: the bots escape every block for their format (HTML for
 Telegram, mrkdwn for Slack) and show ``monospace`` blocks (a query with a caret under an error) in a
 fixed-width font. A reply is at most :data:`MAX_REPLY_CHARS` characters before escaping.
+
+Replies are in the chat's language (English or Simplified Chinese): the one chosen with ``language``,
+else the sender's platform language, else English (:func:`bot.commands_base.reply_language`).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import unicodedata
 from collections.abc import Callable
 from datetime import datetime
 
-from bot import commands_follows, commands_newsletters, commands_settings
+from bot import commands_follows, commands_language, commands_newsletters, commands_settings
 from bot import commands_help as texts
 from bot.commands_base import (
     MAX_INPUT_CHARS,
@@ -40,12 +43,15 @@ from bot.commands_base import (
     Problem,
     Reply,
     cut,
-    plural,
+    reason_text,
+    reply_language,
+    stored_language,
 )
 from bot.commands_follows import follow_items
 from bot.commands_status import describe_schedule
 from core.config import Settings
 from core.digests import resume as resume_subscriber
+from core.i18n import N_, Translator, translator
 from core.models import Subscriber, SubscriberStatus, utcnow
 from core.query import QueryError, parse
 from core.store import Store
@@ -72,11 +78,13 @@ def handle(
         reply = _dispatch(store, settings, ctx, text, now)
     except Exception:
         log.exception("chat command from %s failed: %r", ctx.address, text[:200])
-        reply = Reply(
-            (Block("Sorry, something went wrong on PaperTrail's side. Please try again in a few minutes."),),
-            error=Problem.INTERNAL,
-        )
+        t = translator(stored_language(store, ctx.address, ctx.language))
+        reply = Reply((Block(t.gettext(SORRY)),), error=Problem.INTERNAL, language=t.language)
     return _finish(reply)
+
+
+SORRY = N_("Sorry, something went wrong on PaperTrail's side. Please try again in a few minutes.")
+"""The apology for a failure on PaperTrail's side (the Slack app sends it too)."""
 
 
 def split_command(text: str) -> tuple[str, str]:
@@ -98,40 +106,56 @@ def split_command(text: str) -> tuple[str, str]:
 
 def _dispatch(store: Store, settings: Settings, ctx: ChatContext, text: str, now: datetime) -> Reply:
     p = ctx.prefix
+    language = reply_language(store, ctx)
+    t = translator(language)
     if len(text) > MAX_INPUT_CHARS:
         return Reply(
             (
                 Block(
-                    f"That message is {len(text):,} characters long; a command can be at most "
-                    f"{MAX_INPUT_CHARS:,} (a follow query at most 1,000). Send a shorter one; "
-                    f"{p}help lists the commands."
+                    t.gettext(
+                        "That message is {length:,} characters long; a command can be at most {limit:,} "
+                        "(a follow query at most 1,000). Send a shorter one; {p}help lists the commands.",
+                        length=len(text),
+                        limit=MAX_INPUT_CHARS,
+                        p=p,
+                    )
                 ),
             ),
             error=Problem.TOO_LONG,
+            language=language,
         )
     word, args = split_command(text)
     if not word:
         return Reply(
-            (Block(f"Send a command, e.g. {p}follow cat:cs.DC; {p}help lists them all."),),
+            (Block(t.gettext("Send a command, e.g. {p}follow cat:cs.DC; {p}help lists them all.", p=p)),),
             error=Problem.EMPTY,
+            language=language,
         )
     name = texts.ALIASES.get(word, word)
     run = _COMMANDS.get(name)
     if run is None:
-        return _unknown(ctx, word, args, text)
-    call = Call(store, settings, ctx, now, name, args)
-    # `digest` and `timezone` without arguments only show the setting, `join` lists the newsletters;
-    # `start` decides for itself.
+        return _unknown(ctx, t, word, args, text)
+    call = Call(store, settings, ctx, now, name, args, language)
+    # `digest`, `timezone` and `language` without arguments only show the setting, `join` lists the
+    # newsletters; `start` decides for itself.
     changes = texts.BY_NAME[name].changes and name != "start"
-    if name in ("digest", "timezone", "join") and not args:
+    if name in SHOW_WITHOUT_ARGUMENTS and not args:
         changes = False
     if changes and not ctx.can_change:
         return call.reply(
-            f"Only admins of {ctx.place} can change its follows and settings. "
-            f"Anyone can use {p}follows, {p}status, {p}try and {p}help.",
+            t.gettext(
+                "Only admins of {place} can change its follows and settings. "
+                "Anyone can use {p}follows, {p}status, {p}try and {p}help.",
+                place=call.place,
+                p=p,
+            ),
             error=Problem.NOT_ALLOWED,
         )
     return run(call)
+
+
+SHOW_WITHOUT_ARGUMENTS = frozenset({"digest", "timezone", "join", "language"})
+"""Commands that change the subscription with arguments and only show something without."""
 
 
 def _finish(reply: Reply) -> Reply:
@@ -146,14 +170,14 @@ def _finish(reply: Reply) -> Reply:
             break
         blocks.append(Block(text, block.monospace))
         room -= len(text) + 1
-    return Reply(tuple(blocks), reply.command, reply.error, reply.suggestions, reply.follows)
+    return Reply(tuple(blocks), reply.command, reply.error, reply.suggestions, reply.follows, reply.language)
 
 
 # Something that looks like a query sent without a command.
 _QUERYISH = re.compile(r"(?i)(?:^|[\s(])(?:cat|au|ti|abs|id):")
 
 
-def _unknown(ctx: ChatContext, word: str, args: str, text: str) -> Reply:
+def _unknown(ctx: ChatContext, t: Translator, word: str, args: str, text: str) -> Reply:
     p = ctx.prefix
     whole = " ".join(strip_control(text).split())
     guess = _closest_command(word)
@@ -162,20 +186,53 @@ def _unknown(ctx: ChatContext, word: str, args: str, text: str) -> Reply:
     if guess is None and not whole.startswith("/") and _QUERYISH.search(whole) and _parses(whole):
         shown = cut(whole, 80)
         return Reply(
-            (Block(f"To follow that, send {p}follow {shown} — or {p}try {shown} to see what it matches."),),
+            (
+                Block(
+                    t.gettext(
+                        "To follow that, send {p}follow {query} — or {p}try {query} to see what it matches.",
+                        p=p,
+                        query=shown,
+                    )
+                ),
+            ),
             error=Problem.UNKNOWN_COMMAND,
             suggestions=(f"follow {whole}", f"try {whole}"),
+            language=t.language,
         )
     shown = cut(word, 40)
     if guess is None:
         return Reply(
-            (Block(f'Unknown command "{shown}". {p}help lists the commands, e.g. {p}follow cat:cs.DC.'),),
+            (
+                Block(
+                    t.gettext(
+                        'Unknown command "{word}". {p}help lists the commands, e.g. {p}follow cat:cs.DC.',
+                        word=shown,
+                        p=p,
+                    )
+                ),
+            ),
             error=Problem.UNKNOWN_COMMAND,
+            language=t.language,
         )
+    suggestion = f"{guess} {args}".strip()
+    if guess == "language" and not args:
+        # "中文", "english": the language meant is clear, so the button sets it.
+        chosen = commands_language.language_of(word)
+        suggestion = f"language {chosen}" if chosen else suggestion
     return Reply(
-        (Block(f'Unknown command "{shown}". Did you mean {p}{guess}? {p}help lists all commands.'),),
+        (
+            Block(
+                t.gettext(
+                    'Unknown command "{word}". Did you mean {p}{command}? {p}help lists all commands.',
+                    word=shown,
+                    p=p,
+                    command=guess,
+                )
+            ),
+        ),
         error=Problem.UNKNOWN_COMMAND,
-        suggestions=(f"{guess} {args}".strip(),),
+        suggestions=(suggestion,),
+        language=t.language,
     )
 
 
@@ -198,35 +255,64 @@ def _closest_command(word: str) -> str | None:
 
 def _start(call: Call) -> Reply:
     """``start``: set the chat up with the default schedule (admins only in groups) and say what next."""
-    p = call.p
+    t, p = call.t, call.p
     existing = call.subscriber()
     if existing is not None:
         count = len(call.store.follows_of(existing.id or 0))
         note = call.inactive_note(existing)
         if _failed_delivery(existing) and call.ctx.can_change:
             # Telegram sends /start when someone unblocks the bot: the chat works again, so resume.
-            note = f"Digests were paused ({cut(existing.status_reason or '', 200)}); "
-            note += "they are on again."
+            note = t.gettext(
+                "Digests were paused ({why}); they are on again.", why=reason_text(t, existing.status_reason)
+            )
             existing = resume_subscriber(call.store, existing.address)
         return call.reply(
-            f"Welcome back. {call.ctx.capital_place} follows {plural(count, 'query', 'queries')}; "
-            f"digests go out {describe_schedule(existing)}.",
+            t.ngettext(
+                "Welcome back. {Place} follows {n} query; digests go out {schedule}.",
+                "Welcome back. {Place} follows {n} queries; digests go out {schedule}.",
+                count,
+                Place=call.capital_place,
+                schedule=describe_schedule(existing, t),
+            ),
             note,
-            f"{p}follows lists them, {p}follow QUERY adds one, {p}help shows all commands.",
+            t.gettext("{p}follows lists them, {p}follow QUERY adds one, {p}help shows all commands.", p=p),
         )
     if not call.ctx.can_change:
         return call.reply(
-            f"PaperTrail is not set up in {call.ctx.place} yet, and only its admins can set it up: "
-            f"ask one to send {p}start.",
+            t.gettext(
+                "PaperTrail is not set up in {place} yet, and only its admins can set it up: "
+                "ask one to send {p}start.",
+                place=call.place,
+                p=p,
+            ),
             error=Problem.NOT_ALLOWED,
         )
     subscriber = call.ensure_subscriber()
     name = cut(call.ctx.chat_name, 60)
+    schedule = describe_schedule(subscriber, t)
+    welcome = (
+        t.gettext(
+            "Welcome to PaperTrail, {name}! New arXiv papers matching {place}'s follows will arrive in a "
+            "digest {schedule}.",
+            name=name,
+            place=call.place,
+            schedule=schedule,
+        )
+        if name
+        else t.gettext(
+            "Welcome to PaperTrail! New arXiv papers matching {place}'s follows will arrive in a digest "
+            "{schedule}.",
+            place=call.place,
+            schedule=schedule,
+        )
+    )
     return call.reply(
-        f"Welcome to PaperTrail{', ' + name if name else ''}! New arXiv papers matching "
-        f"{call.ctx.place}'s follows will arrive in a digest {describe_schedule(subscriber)}.",
-        f'Next, follow something: {p}follow cat:cs.DC or {p}follow au:"Zeng Li". '
-        f"{p}try QUERY shows what a query would have matched lately; {p}help lists all commands.",
+        welcome,
+        t.gettext(
+            'Next, follow something: {p}follow cat:cs.DC or {p}follow au:"Zeng Li". '
+            "{p}try QUERY shows what a query would have matched lately; {p}help lists all commands.",
+            p=p,
+        ),
         suggestions=("help follow", "try cat:cs.DC"),
     )
 
@@ -238,17 +324,27 @@ def _failed_delivery(subscriber: Subscriber) -> bool:
 
 def _help(call: Call) -> Reply:
     """``help``: every command; ``help COMMAND``: one command with examples."""
-    p = call.p
+    t, p = call.t, call.p
     topic = call.args.split(" ", 1)[0].removeprefix("/").casefold() if call.args else ""
     if not topic:
-        return call.reply(texts.overview(p))
+        return call.reply(texts.overview(p, t))
     name = texts.ALIASES.get(topic, topic)
     if name in texts.BY_NAME:
-        return call.reply(texts.page(name, p))
+        return call.reply(texts.page(name, p, t))
     guess = _closest_command(topic)
+    said = (
+        t.gettext(
+            'There is no command "{word}". Did you mean {p}help {command}?',
+            word=cut(topic, 40),
+            p=p,
+            command=guess,
+        )
+        if guess
+        else t.gettext('There is no command "{word}".', word=cut(topic, 40))
+    )
     return call.reply(
-        f'There is no command "{cut(topic, 40)}".' + (f" Did you mean {p}help {guess}?" if guess else ""),
-        texts.command_list(p),
+        said,
+        texts.command_list(p, t),
         error=Problem.NOT_FOUND,
         suggestions=(f"help {guess}",) if guess else (),
     )
@@ -268,6 +364,7 @@ _COMMANDS: dict[str, Callable[[Call], Reply]] = {
     "status": commands_settings.status,
     "join": commands_newsletters.join,
     "leave": commands_newsletters.leave,
+    "language": commands_language.language,
 }
 
 __all__ = [
@@ -275,6 +372,7 @@ __all__ = [
     "MAX_INPUT_CHARS",
     "MAX_REPLY_CHARS",
     "PAUSED_BY_CHAT",
+    "SORRY",
     "Block",
     "ChatContext",
     "FollowItem",

@@ -1,5 +1,11 @@
 """The types every chat command shares: who is asking (:class:`ChatContext`), the answer (:class:`Reply`),
-and small helpers for wording replies. The public names are re-exported by ``bot.commands``.
+the language of the reply, and small helpers for wording replies. The public names are re-exported by
+``bot.commands``.
+
+Every text a person reads is marked for translation (``call.t.gettext(...)``, ``N_`` for constants) and
+translated in ``locale/<language>/LC_MESSAGES/bot.po``. The reply language is the chat's stored
+``Subscriber.language``, else the platform's language of the sender (Telegram ``language_code``, Slack
+locale), else English: :func:`reply_language`.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from enum import StrEnum
 
 from core.config import Settings
 from core.delivery import normalise_address
+from core.i18n import DEFAULT_LANGUAGE, LANGUAGES, N_, Translator, normalize_language, translator
 from core.models import Subscriber, SubscriberStatus
 from core.store import Store
 
@@ -21,6 +28,25 @@ SHOWN_QUERY_CHARS = 120
 """A follow's query is cut to this many characters where a reply lists or echoes it."""
 PAUSED_BY_CHAT = "paused from the chat"
 """``Subscriber.status_reason`` of a subscriber paused with ``pause`` or ``digest off``."""
+BLOCKED = N_("the bot was blocked in this Telegram chat")
+"""``Subscriber.status_reason`` of a Telegram chat that blocked the bot (stored in English)."""
+REMOVED = N_("the bot was removed from this Telegram group")
+"""``Subscriber.status_reason`` of a Telegram group that removed the bot."""
+KNOWN_REASONS = frozenset({BLOCKED, REMOVED})
+"""Reasons PaperTrail itself writes: shown in the reader's language. Any other reason is shown as stored."""
+
+# How replies call the chat: (at the start of a sentence, inside one).
+_PLACES = {
+    "chat": (N_("This chat"), N_("this chat")),
+    "group": (N_("This group"), N_("this group")),
+    "channel": (N_("This channel"), N_("this channel")),
+}
+_STATES = {
+    SubscriberStatus.ACTIVE: N_("active"),
+    SubscriberStatus.PAUSED: N_("paused"),
+    SubscriberStatus.UNSUBSCRIBED: N_("unsubscribed"),
+    SubscriberStatus.UNCONFIRMED: N_("unconfirmed"),
+}
 
 
 class Problem(StrEnum):
@@ -46,10 +72,11 @@ class ChatContext:
     ``can_change`` is the platform's verdict on whether the sender may change the subscription (True in a
     private chat and for a group's administrators); the grammar refuses changes when it is False and
     still answers ``help``, ``follows``, ``try`` and ``status``. ``is_group`` only words the replies
-    ("this group"). ``chat_name`` is shown in the welcome. ``language`` is the sender's IETF language code
-    when known: replies are English for now, and it is carried so that translations need no change to the
-    bots. ``prefix`` is how commands are typed on the platform (``"/"`` on Telegram, ``"/papertrail "``
-    on Slack); every example in a reply uses it.
+    ("this group"). ``chat_name`` is shown in the welcome. ``language`` is the sender's language as the
+    platform reports it (Telegram ``language_code``, Slack locale, e.g. ``zh-CN``), None when unknown: the
+    reply language when the chat has not chosen one (:func:`reply_language`). ``prefix`` is how commands
+    are typed on the platform (``"/"`` on Telegram, ``"/papertrail "`` on Slack); every example in a reply
+    uses it.
     """
 
     address: str
@@ -65,16 +92,15 @@ class ChatContext:
         object.__setattr__(self, "address", normalise_address(self.address))
 
     @property
-    def place(self) -> str:
-        """How replies call the chat: ``this chat``, ``this group`` (Telegram) or ``this channel`` (Slack)."""
+    def kind(self) -> str:
+        """``chat`` (private), ``group`` (a Telegram group) or ``channel`` (a Slack channel)."""
         if not self.is_group:
-            return "this chat"
-        return "this channel" if self.platform == "slack" else "this group"
+            return "chat"
+        return "channel" if self.platform == "slack" else "group"
 
-    @property
-    def capital_place(self) -> str:
-        """``This chat``, ``This group`` or ``This channel``: :attr:`place` to start a sentence."""
-        return self.place.capitalize()
+    def place(self, t: Translator, *, capital: bool = False) -> str:
+        """How replies call the chat, in ``t``'s language: ``this chat``, ``this group``, ``this channel``."""
+        return t.gettext(_PLACES[self.kind][0 if capital else 1])
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,10 +120,13 @@ class FollowItem:
     new_only: bool
     instant: bool
 
-    @property
-    def options(self) -> str:
+    def options(self, t: Translator) -> str:
         """``new papers only``, ``instant``, both joined by `` · ``, or empty for the defaults."""
-        flags = [name for name, on in (("new papers only", self.new_only), ("instant", self.instant)) if on]
+        flags = [
+            t.gettext(name)
+            for name, on in ((N_("new papers only"), self.new_only), (N_("instant"), self.instant))
+            if on
+        ]
         return " · ".join(flags)
 
 
@@ -108,7 +137,8 @@ class Reply:
     ``command`` is the command that ran (``""`` when none was recognised). ``error`` is None when the
     command did what was asked. ``suggestions`` are whole command lines without the prefix (``follow
     cat:cs.DC``, ``timezone Europe/Berlin``) that a bot may offer as buttons; ``follows`` are the follows
-    a ``follows`` reply listed.
+    a ``follows`` reply listed. ``language`` is the language the reply is written in (``en``, ``zh``):
+    what a bot adds to it (a note, a button label) should be in the same one.
     """
 
     blocks: tuple[Block, ...]
@@ -116,6 +146,7 @@ class Reply:
     error: Problem | None = None
     suggestions: tuple[str, ...] = ()
     follows: tuple[FollowItem, ...] = ()
+    language: str = DEFAULT_LANGUAGE
 
     @property
     def text(self) -> str:
@@ -130,7 +161,10 @@ class Reply:
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """One command being handled: everything a command function reads."""
+    """One command being handled: everything a command function reads.
+
+    ``language`` is the reply's language (:func:`reply_language`); :attr:`t` translates into it.
+    """
 
     store: Store
     settings: Settings
@@ -138,11 +172,27 @@ class Call:
     now: datetime
     name: str
     args: str
+    language: str = DEFAULT_LANGUAGE
 
     @property
     def p(self) -> str:
         """The platform's command prefix."""
         return self.ctx.prefix
+
+    @property
+    def t(self) -> Translator:
+        """The translator of the reply's language (cached per language by :func:`core.i18n.translator`)."""
+        return translator(self.language)
+
+    @property
+    def place(self) -> str:
+        """``this chat``, ``this group`` or ``this channel``, translated: to use inside a sentence."""
+        return self.ctx.place(self.t)
+
+    @property
+    def capital_place(self) -> str:
+        """``This chat``, ``This group`` or ``This channel``, translated: to start a sentence."""
+        return self.ctx.place(self.t, capital=True)
 
     def reply(
         self,
@@ -150,10 +200,11 @@ class Call:
         error: Problem | None = None,
         suggestions: tuple[str, ...] = (),
         follows: tuple[FollowItem, ...] = (),
+        language: str | None = None,
     ) -> Reply:
-        """A reply of plain blocks, one per non-empty line given."""
+        """A reply of plain blocks, one per non-empty line given, in :attr:`language` unless told another."""
         blocks = tuple(Block(line) for line in lines if line)
-        return Reply(blocks, self.name, error, suggestions, follows)
+        return Reply(blocks, self.name, error, suggestions, follows, language or self.language)
 
     def subscriber(self) -> Subscriber | None:
         """The chat's subscriber, None when it has none yet."""
@@ -161,31 +212,100 @@ class Call:
         return found if found is not None and found.id is not None else None
 
     def ensure_subscriber(self) -> Subscriber:
-        """The chat's subscriber, created with the default schedule and timezone when new."""
+        """The chat's subscriber, created with the default schedule and timezone when new.
+
+        A new subscriber gets the platform's language of the sender (None when unknown): see
+        :meth:`adopt_language`.
+        """
         subscriber, _ = self.store.ensure_subscriber(
             self.ctx.address, timezone=self.settings.default_timezone, schedule=self.settings.default_schedule
         )
-        return subscriber
+        return self.adopt_language(subscriber)
+
+    def adopt_language(self, subscriber: Subscriber) -> Subscriber:
+        """Store the platform's language as ``subscriber``'s when it has none; the subscriber as it is now.
+
+        Only when the sender may change the subscription (a group member's language does not decide the
+        group's), and never over a language already stored: a choice made with ``language`` stays.
+        """
+        platform = normalize_language(self.ctx.language)
+        if subscriber.language is not None or platform is None or subscriber.id is None:
+            return subscriber
+        if not self.ctx.can_change:
+            return subscriber
+        return self.store.update_subscriber(subscriber.id, language=platform)
 
     def not_subscribed(self) -> Reply:
         """The answer to a command that needs a subscription this chat does not have."""
         return self.reply(
-            f"{self.ctx.capital_place} has no subscription yet. "
-            f"Send {self.p}start, or {self.p}follow QUERY to begin with a follow.",
+            self.t.gettext(
+                "{Place} has no subscription yet. Send {p}start, or {p}follow QUERY to begin with a follow.",
+                Place=self.capital_place,
+                p=self.p,
+            ),
             error=Problem.NOT_SUBSCRIBED,
         )
 
     def inactive_note(self, subscriber: Subscriber) -> str:
         """Why digests do not go out (paused, unsubscribed) and how to restart them; empty when active."""
+        t, p = self.t, self.p
         if subscriber.status == SubscriberStatus.ACTIVE:
             return ""
-        again = f"{self.p}resume restarts them."
         if subscriber.status == SubscriberStatus.PAUSED and subscriber.status_reason == PAUSED_BY_CHAT:
-            return f"Digests are paused: {again}"
+            return t.gettext("Digests are paused: {p}resume restarts them.", p=p)
         if subscriber.status == SubscriberStatus.PAUSED:
-            why = cut(subscriber.status_reason or "", 200)
-            return f"Digests are paused ({why}): {again}"
-        return f"Digests are off ({subscriber.status}): {again}"
+            why = reason_text(t, subscriber.status_reason)
+            return t.gettext("Digests are paused ({why}): {p}resume restarts them.", why=why, p=p)
+        return t.gettext(
+            "Digests are off ({state}): {p}resume restarts them.", state=state_text(t, subscriber.status), p=p
+        )
+
+
+def reply_language(store: Store, ctx: ChatContext) -> str:
+    """The language to answer ``ctx`` in: the chat's stored language, else the platform's, else English.
+
+    When the chat's subscriber has no language yet and the platform reports one PaperTrail speaks, it is
+    stored (only when the sender may change the subscription): a chat's language defaults from Telegram's
+    ``language_code`` or Slack's locale once, and an explicit ``language`` choice is never overwritten.
+    """
+    platform = normalize_language(ctx.language)
+    subscriber = store.get_subscriber(ctx.address)
+    if subscriber is not None and subscriber.id is not None:
+        if subscriber.language in LANGUAGES:
+            return str(subscriber.language)
+        if subscriber.language is None and platform is not None and ctx.can_change:
+            store.update_subscriber(subscriber.id, language=platform)
+    return platform or DEFAULT_LANGUAGE
+
+
+def stored_language(store: Store, address: str, platform: str | None = None) -> str:
+    """The reply language for ``address`` without changing anything; never raises (English on failure).
+
+    For what the bots write themselves outside a command (a hint under a sticker, a greeting, an apology).
+    """
+    fallback = normalize_language(platform) or DEFAULT_LANGUAGE
+    try:
+        subscriber = store.get_subscriber(normalise_address(address))
+    except Exception:  # the database is down: the apology still goes out
+        return fallback
+    if subscriber is not None and subscriber.language in LANGUAGES:
+        return str(subscriber.language)
+    return fallback
+
+
+def state_text(t: Translator, status: SubscriberStatus | str) -> str:
+    """A subscriber's status (``active``, ``paused`` …) in ``t``'s language."""
+    try:
+        known = _STATES.get(SubscriberStatus(status))
+    except ValueError:
+        known = None
+    return t.gettext(known) if known else str(status)
+
+
+def reason_text(t: Translator, reason: str | None, limit: int = 200) -> str:
+    """Why a subscriber was paused, for a reply: translated when PaperTrail wrote it, else as stored (cut)."""
+    text = reason or ""
+    return t.gettext(text) if text in KNOWN_REASONS else cut(text, limit)
 
 
 def cut(text: str, limit: int = SHOWN_QUERY_CHARS) -> str:
@@ -194,15 +314,13 @@ def cut(text: str, limit: int = SHOWN_QUERY_CHARS) -> str:
     return one if len(one) <= limit else one[: max(limit - 1, 0)].rstrip() + "…"
 
 
-def plural(count: int, one: str, many: str) -> str:
-    """``1 follow``, ``3 follows``."""
-    return f"{count} {one if count == 1 else many}"
-
-
 __all__ = [
+    "BLOCKED",
+    "KNOWN_REASONS",
     "MAX_INPUT_CHARS",
     "MAX_REPLY_CHARS",
     "PAUSED_BY_CHAT",
+    "REMOVED",
     "SHOWN_QUERY_CHARS",
     "Block",
     "Call",
@@ -211,5 +329,8 @@ __all__ = [
     "Problem",
     "Reply",
     "cut",
-    "plural",
+    "reason_text",
+    "reply_language",
+    "state_text",
+    "stored_language",
 ]

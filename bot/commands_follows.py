@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
-from bot.commands_base import Block, Call, FollowItem, Problem, Reply, cut, plural
+from bot.commands_base import Block, Call, FollowItem, Problem, Reply, cut
 from bot.commands_status import describe_schedule
+from bot.query_errors import describe
 from core.delivery import normalise_address
 from core.follows import follow as add_follow
 from core.follows import try_query
@@ -40,32 +41,50 @@ def split_options(args: str) -> tuple[str, frozenset[str], str | None]:
 
 
 def _query_error(call: Call, exc: QueryError, again: str) -> Reply:
-    """What was expected where, the query with a caret under that spot (monospace), and what to do."""
+    """What was expected where, the query with a caret under that spot (monospace), and what to do.
+
+    The parser's words are said again in the reply's language (:mod:`bot.query_errors`).
+    """
+    t = call.t
     return Reply(
         (
-            Block(f"That query does not parse: {exc}"),
+            Block(t.gettext("That query does not parse: {error}", error=describe(t, exc))),
             Block(exc.excerpt(), monospace=True),
-            Block(f"Fix it and send {call.p}{again} again; {call.p}help follow shows examples."),
+            Block(
+                t.gettext(
+                    "Fix it and send {p}{command} again; {p}help follow shows examples.",
+                    p=call.p,
+                    command=again,
+                )
+            ),
         ),
         call.name,
         Problem.BAD_QUERY,
+        language=call.language,
     )
 
 
 def follow(call: Call) -> Reply:
     """``follow QUERY [--new-only] [--instant]``: add a follow, or change the options of the same one."""
-    p = call.p
+    t, p = call.t, call.p
     query, options, unknown = split_options(call.args)
     if unknown:
         return call.reply(
-            f'Unknown option "{cut(unknown, 40)}". Options are --new-only and --instant, '
-            f"at the end: {p}follow cat:cs.DC --new-only",
+            t.gettext(
+                'Unknown option "{option}". Options are --new-only and --instant, '
+                "at the end: {p}follow cat:cs.DC --new-only",
+                option=cut(unknown, 40),
+                p=p,
+            ),
             error=Problem.BAD_ARGUMENT,
         )
     if not query:
         return call.reply(
-            f'Say what to follow: {p}follow cat:cs.DC, {p}follow au:"Zeng Li" or {p}follow "policy lag". '
-            f"{p}help follow shows the query language.",
+            t.gettext(
+                'Say what to follow: {p}follow cat:cs.DC, {p}follow au:"Zeng Li" or {p}follow "policy lag". '
+                "{p}help follow shows the query language.",
+                p=p,
+            ),
             error=Problem.BAD_ARGUMENT,
             suggestions=("help follow",),
         )
@@ -82,19 +101,41 @@ def follow(call: Call) -> Reply:
     except QueryError as exc:
         return _query_error(call, exc, "follow")
     subscriber, stored = result.subscriber, result.follow
+    if result.subscriber_created:
+        subscriber = call.adopt_language(subscriber)
     listing = _lists_all(call, len(call.store.follows_of(subscriber.id or 0)))
-    shown, what = cut(stored.query), _options_text(stored, subscriber)
-    lines = [f"{call.ctx.capital_place} is now subscribed."] if result.subscriber_created else []
+    shown = cut(stored.query)
+    lines = (
+        [t.gettext("{Place} is now subscribed.", Place=call.capital_place)]
+        if result.subscriber_created
+        else []
+    )
     if result.outcome == "unchanged":
-        lines.append(f"Already following: {shown} ({what}). {listing}")
+        what = _options_text(call, stored, subscriber)
+        lines.append(
+            t.gettext(
+                "Already following: {query} ({options}). {listing}",
+                query=shown,
+                options=what,
+                listing=listing,
+            )
+        )
     elif result.outcome == "updated":
-        lines += [f"Updated: {shown}", f"Now {what}. {listing}"]
+        what = _options_text(call, stored, subscriber)
+        lines += [
+            t.gettext("Updated: {query}", query=shown),
+            t.gettext("Now {options}. {listing}", options=what, listing=listing),
+        ]
     else:
         lines += [
-            f"Now following: {shown}",
-            f"{what[0].upper()}{what[1:]}.",
-            f"It sees papers announced from now on; {_command_with(call, 'try', stored.query)} shows what "
-            f"it would have matched lately. {listing}",
+            t.gettext("Now following: {query}", query=shown),
+            _options_sentence(call, stored, subscriber),
+            t.gettext(
+                "It sees papers announced from now on; {command} shows what it would have matched lately. "
+                "{listing}",
+                command=_command_with(call, "try", stored.query),
+                listing=listing,
+            ),
         ]
     lines.append(call.inactive_note(subscriber))
     return call.reply(*lines, suggestions=(f"try {stored.query}",) if result.outcome == "added" else ())
@@ -104,25 +145,48 @@ def _command_with(call: Call, command: str, query: str) -> str:
     """``/follow QUERY`` to copy, or words that say so when the query is too long to repeat."""
     if len(query) <= 80:
         return f"{call.p}{command} {query}"
-    return f"{call.p}{command} with the same query"
+    return call.t.gettext("{p}{command} with the same query", p=call.p, command=command)
 
 
 def _lists_all(call: Call, count: int) -> str:
-    return f"{call.p}follows lists it." if count == 1 else f"{call.p}follows lists all {count}."
+    if count == 1:
+        return call.t.gettext("{p}follows lists it.", p=call.p)
+    return call.t.gettext("{p}follows lists all {count}.", p=call.p, count=count)
 
 
-def _options_text(follow: Follow, subscriber: Subscriber) -> str:
-    kinds = "new papers only" if not follow.revisions else "new papers and revisions"
-    when = "sent at once" if follow.instant else f"in the digest {describe_schedule(subscriber)}"
-    return f"{kinds}, {when}"
+def _options_text(call: Call, follow: Follow, subscriber: Subscriber) -> str:
+    """``new papers only, sent at once``: what a follow sends and when, inside a sentence."""
+    t = call.t
+    kinds = t.gettext("new papers only") if not follow.revisions else t.gettext("new papers and revisions")
+    if follow.instant:
+        return t.gettext("{kinds}, sent at once", kinds=kinds)
+    return t.gettext(
+        "{kinds}, in the digest {schedule}", kinds=kinds, schedule=describe_schedule(subscriber, t)
+    )
+
+
+def _options_sentence(call: Call, follow: Follow, subscriber: Subscriber) -> str:
+    """``New papers only, sent at once.``: :func:`_options_text` as a sentence of its own."""
+    t = call.t
+    schedule = describe_schedule(subscriber, t)
+    if not follow.revisions:
+        if follow.instant:
+            return t.gettext("New papers only, sent at once.")
+        return t.gettext("New papers only, in the digest {schedule}.", schedule=schedule)
+    if follow.instant:
+        return t.gettext("New papers and revisions, sent at once.")
+    return t.gettext("New papers and revisions, in the digest {schedule}.", schedule=schedule)
 
 
 def unfollow(call: Call) -> Reply:
     """``unfollow NUMBER|QUERY``: remove a follow by its number in ``follows`` or by its query."""
-    p = call.p
+    t, p = call.t, call.p
     if not call.args:
         return call.reply(
-            f"Say which follow to remove: {p}unfollow 2 (its number in {p}follows) or {p}unfollow QUERY.",
+            t.gettext(
+                "Say which follow to remove: {p}unfollow 2 (its number in {p}follows) or {p}unfollow QUERY.",
+                p=p,
+            ),
             error=Problem.BAD_ARGUMENT,
             suggestions=("follows",),
         )
@@ -130,8 +194,11 @@ def unfollow(call: Call) -> Reply:
     follows = call.store.follows_of(subscriber.id or 0) if subscriber else []
     if not follows:
         return call.reply(
-            f"{call.ctx.capital_place} follows nothing yet, so there is nothing to remove. "
-            f"{p}follow QUERY adds a follow.",
+            t.gettext(
+                "{Place} follows nothing yet, so there is nothing to remove. {p}follow QUERY adds a follow.",
+                Place=call.capital_place,
+                p=p,
+            ),
             error=Problem.NOT_FOUND,
         )
     number = _NUMBER.match(call.args)
@@ -139,10 +206,22 @@ def unfollow(call: Call) -> Reply:
         index = int(number[1])
         if not 1 <= index <= len(follows):
             return call.reply(
-                f"There is no follow number {index}: {call.ctx.place} has "
-                f"{plural(len(follows), 'follow', 'follows')}"
-                + (f", numbered 1 to {len(follows)}. " if len(follows) > 1 else ", number 1. ")
-                + f"{p}follows lists them.",
+                t.gettext(
+                    "There is no follow number {number}: {place} has {count} follows, numbered 1 to {count}. "
+                    "{p}follows lists them.",
+                    number=index,
+                    place=call.place,
+                    count=len(follows),
+                    p=p,
+                )
+                if len(follows) > 1
+                else t.gettext(
+                    "There is no follow number {number}: {place} has 1 follow, number 1. "
+                    "{p}follows lists them.",
+                    number=index,
+                    place=call.place,
+                    p=p,
+                ),
                 error=Problem.NOT_FOUND,
                 suggestions=("follows",),
             )
@@ -151,8 +230,13 @@ def unfollow(call: Call) -> Reply:
         found = _find_follow(follows, call.args)
         if found is None:
             return call.reply(
-                f"{call.ctx.capital_place} does not follow {cut(call.args)}. "
-                f"{p}follows lists what it follows; remove one by its number, e.g. {p}unfollow 1.",
+                t.gettext(
+                    "{Place} does not follow {query}. {p}follows lists what it follows; remove one by its "
+                    "number, e.g. {p}unfollow 1.",
+                    Place=call.capital_place,
+                    query=cut(call.args),
+                    p=p,
+                ),
                 error=Problem.NOT_FOUND,
                 suggestions=("follows",),
             )
@@ -160,10 +244,12 @@ def unfollow(call: Call) -> Reply:
     call.store.remove_follow(target.id or 0)
     left = len(follows) - 1
     return call.reply(
-        f"Stopped following: {cut(target.query)}",
-        f"{plural(left, 'follow', 'follows')} left; {p}follows lists them."
+        t.gettext("Stopped following: {query}", query=cut(target.query)),
+        t.ngettext(
+            "{n} follow left; {p}follows lists them.", "{n} follows left; {p}follows lists them.", left, p=p
+        )
         if left
-        else f"No follows left; {p}follow QUERY adds one.",
+        else t.gettext("No follows left; {p}follow QUERY adds one.", p=p),
     )
 
 
@@ -196,65 +282,102 @@ def follow_items(store: Store, address: str) -> tuple[FollowItem, ...]:
 
 def follows(call: Call) -> Reply:
     """``follows [PAGE]``: the follows, numbered, with their options, 20 to a page."""
-    p = call.p
+    t, p = call.t, call.p
     items = follow_items(call.store, call.ctx.address)
     if not items:
         return call.reply(
-            f"{call.ctx.capital_place} follows nothing yet. Add a follow with {p}follow QUERY, "
-            f"e.g. {p}follow cat:cs.DC; {p}help follow shows the query language.",
+            t.gettext(
+                "{Place} follows nothing yet. Add a follow with {p}follow QUERY, e.g. {p}follow cat:cs.DC; "
+                "{p}help follow shows the query language.",
+                Place=call.capital_place,
+                p=p,
+            ),
             suggestions=("help follow",),
         )
     pages = (len(items) + FOLLOWS_PER_PAGE - 1) // FOLLOWS_PER_PAGE
     wanted = _NUMBER.match(call.args) if call.args else None
     page = min(max(int(wanted[1]), 1), pages) if wanted else 1
     shown = items[(page - 1) * FOLLOWS_PER_PAGE : page * FOLLOWS_PER_PAGE]
-    head = f"{call.ctx.capital_place} follows {plural(len(items), 'query', 'queries')}"
-    head += f" (page {page} of {pages}):" if pages > 1 else ":"
+    if pages > 1:
+        head = t.ngettext(
+            "{Place} follows {n} query (page {page} of {pages}):",
+            "{Place} follows {n} queries (page {page} of {pages}):",
+            len(items),
+            Place=call.capital_place,
+            page=page,
+            pages=pages,
+        )
+    else:
+        head = t.ngettext(
+            "{Place} follows {n} query:", "{Place} follows {n} queries:", len(items), Place=call.capital_place
+        )
     lines = [
-        f"{item.number}. {cut(item.query)}" + (f" · {item.options}" if item.options else "") for item in shown
+        " · ".join(part for part in (f"{item.number}. {cut(item.query)}", item.options(t)) if part)
+        for item in shown
     ]
-    more = f" {p}follows {page + 1} shows the next page." if page < pages else ""
-    return call.reply(
-        head,
-        "\n".join(lines),
-        f"Remove one with {p}unfollow NUMBER, add one with {p}follow QUERY.{more}",
-        follows=shown,
-    )
+    how = t.gettext("Remove one with {p}unfollow NUMBER, add one with {p}follow QUERY.", p=p)
+    if page < pages:
+        how = t.gettext("{how} {p}follows {page} shows the next page.", how=how, p=p, page=page + 1)
+    return call.reply(head, "\n".join(lines), how, follows=shown)
 
 
 def try_(call: Call) -> Reply:
     """``try QUERY``: what the query would have matched in the last days, with reasons, nothing saved."""
-    p = call.p
+    t, p = call.t, call.p
     query, _, _ = split_options(call.args)
     if not query:
         return call.reply(
-            f"Say which query to try, e.g. {p}try cat:cs.DC ti:scheduling.", error=Problem.BAD_ARGUMENT
+            t.gettext("Say which query to try, e.g. {p}try cat:cs.DC ti:scheduling.", p=p),
+            error=Problem.BAD_ARGUMENT,
         )
     try:
         hits = try_query(call.store, query, days=TRY_DAYS, now=call.now)
     except QueryError as exc:
         return _query_error(call, exc, "try")
     shown_query = cut(query, 80)
+    follow_it = _command_with(call, "follow", query)
     if not hits:
         return call.reply(
-            f"Nothing of the last {TRY_DAYS} days matches {shown_query}. It may still match new papers: "
-            f"follow it with {_command_with(call, 'follow', query)}, or try a broader query.",
+            t.gettext(
+                "Nothing of the last {days} days matches {query}. It may still match new papers: "
+                "follow it with {command}, or try a broader query.",
+                days=TRY_DAYS,
+                query=shown_query,
+                command=follow_it,
+            ),
             suggestions=(f"follow {query}",),
         )
     listed = [
-        f"{hit.arxiv_id}v{hit.version} {cut(hit.title, 150)}\n    why: {cut('; '.join(hit.reasons), 150)}"
+        t.gettext(
+            "{id}v{version} {title}\n    why: {reasons}",
+            id=hit.arxiv_id,
+            version=hit.version,
+            title=cut(hit.title, 150),
+            reasons=cut("; ".join(hit.reasons), 150),
+        )
         for hit in hits[:TRY_SHOWN]
     ]
     more = len(hits) - len(listed)
-    head = (
-        f"{shown_query} would have matched {plural(len(hits), 'paper', 'papers')} in the last {TRY_DAYS} days"
-    )
-    return call.reply(
-        head + (f"; the newest {len(listed)}:" if more else ":"),
-        "\n".join(listed),
-        (f"…and {more} more. " if more else "") + f"Follow it with {_command_with(call, 'follow', query)}.",
-        suggestions=(f"follow {query}",),
-    )
+    if more:
+        head = t.ngettext(
+            "{query} would have matched {n} paper in the last {days} days; the newest {shown}:",
+            "{query} would have matched {n} papers in the last {days} days; the newest {shown}:",
+            len(hits),
+            query=shown_query,
+            days=TRY_DAYS,
+            shown=len(listed),
+        )
+        tail = t.gettext("…and {more} more. Follow it with {command}.", more=more, command=follow_it)
+    else:
+        head = t.ngettext(
+            "{query} would have matched {n} paper in the last {days} days:",
+            "{query} would have matched {n} papers in the last {days} days:",
+            len(hits),
+            query=shown_query,
+            days=TRY_DAYS,
+        )
+        tail = t.gettext("Follow it with {command}.", command=follow_it)
+    return call.reply(head, "\n".join(listed), tail, suggestions=(f"follow {query}",))
 
 
 __all__ = [

@@ -1,12 +1,17 @@
 """The chat commands' names, one-line summaries and help pages, written once for every platform.
 
 Texts use ``{p}`` for the platform's command prefix (``/`` on Telegram, ``/papertrail `` on Slack), so
-that every example shows what the person actually types. Nothing here touches the store.
+that every example shows what the person actually types. Summaries and pages are English, marked with
+``N_`` and translated where they are shown (``t``: a :class:`core.i18n.Translator`). Command words and
+argument names (``QUERY``, ``Area/City``) are typed literally and stay as they are in every language.
+Nothing here touches the store.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from core.i18n import N_, Translator, translator
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,32 +22,42 @@ class CommandInfo:
     usage: str
     """The arguments, e.g. ``QUERY [--new-only] [--instant]``; empty for none."""
     summary: str
-    """One line, at most 60 characters: also the description in Telegram's command menu."""
+    """One line, at most 60 characters: also the description in Telegram's command menu (English: translate
+    with :meth:`summary_in`)."""
     changes: bool
-    """Whether the command (with arguments, for ``digest`` and ``timezone``) changes the subscription."""
+    """Whether the command (with arguments, for ``digest``, ``timezone`` and ``language``) changes the
+    subscription."""
+
+    def summary_in(self, t: Translator) -> str:
+        """:attr:`summary` in ``t``'s language."""
+        return t.gettext(self.summary)
 
 
 COMMANDS: tuple[CommandInfo, ...] = (
-    CommandInfo("start", "", "set up this chat for paper alerts", True),
-    CommandInfo("help", "[COMMAND]", "the commands, or one command in detail", False),
-    CommandInfo("follow", "QUERY [--new-only] [--instant]", "follow a topic, an author or a paper", True),
-    CommandInfo("unfollow", "NUMBER|QUERY", "stop following something", True),
-    CommandInfo("follows", "[PAGE]", "list this chat's follows, numbered", False),
-    CommandInfo("try", "QUERY", "what a query would have matched lately", False),
+    CommandInfo("start", "", N_("set up this chat for paper alerts"), True),
+    CommandInfo("help", "[COMMAND]", N_("the commands, or one command in detail"), False),
+    CommandInfo("follow", "QUERY [--new-only] [--instant]", N_("follow a topic, an author or a paper"), True),
+    CommandInfo("unfollow", "NUMBER|QUERY", N_("stop following something"), True),
+    CommandInfo("follows", "[PAGE]", N_("list this chat's follows, numbered"), False),
+    CommandInfo("try", "QUERY", N_("what a query would have matched lately"), False),
     CommandInfo(
-        "digest", "daily HH:MM|weekly DAY HH:MM|instant|now|off", "when digests go out, or send one now", True
+        "digest",
+        "daily HH:MM|weekly DAY HH:MM|instant|now|off",
+        N_("when digests go out, or send one now"),
+        True,
     ),
-    CommandInfo("timezone", "Area/City", "the timezone of the digest time", True),
-    CommandInfo("pause", "", "stop digests until resume", True),
-    CommandInfo("resume", "", "restart digests", True),
-    CommandInfo("status", "", "this subscription and the sources' health", False),
-    CommandInfo("join", "[NAME]", "list the newsletters, or join one", True),
-    CommandInfo("leave", "NAME", "leave a newsletter", True),
+    CommandInfo("timezone", "Area/City", N_("the timezone of the digest time"), True),
+    CommandInfo("pause", "", N_("stop digests until resume"), True),
+    CommandInfo("resume", "", N_("restart digests"), True),
+    CommandInfo("status", "", N_("this subscription and the sources' health"), False),
+    CommandInfo("join", "[NAME]", N_("list the newsletters, or join one"), True),
+    CommandInfo("leave", "NAME", N_("leave a newsletter"), True),
+    CommandInfo("language", "[en|zh]", N_("the language of replies, digests and guides"), True),
 )
 BY_NAME = {info.name: info for info in COMMANDS}
 
-ALIASES = {"schedule": "digest", "tz": "timezone", "list": "follows"}
-"""Other words accepted for a command: ``schedule`` as in the CLI, and two short forms."""
+ALIASES = {"schedule": "digest", "tz": "timezone", "list": "follows", "lang": "language"}
+"""Other words accepted for a command: ``schedule`` as in the CLI, and three short forms."""
 
 HINTS = {
     "add": "follow", "subscribe": "follow", "sub": "follow", "watch": "follow", "track": "follow",
@@ -52,35 +67,43 @@ HINTS = {
     "restart": "resume", "time": "timezone", "zone": "timezone", "when": "digest", "send": "digest",
     "info": "status", "settings": "status", "health": "status", "commands": "help", "menu": "help",
     "hi": "help", "hello": "help", "hey": "help", "newsletter": "join", "newsletters": "join",
+    "locale": "language", "languages": "language", "english": "language", "chinese": "language",
+    "中文": "language", "语言": "language", "帮助": "help",
 }  # fmt: skip
 """Words people try for a command: never run, only suggested ("did you mean /follow?")."""
 
 
-def command_list(p: str) -> str:
-    """Every command on one line each, with its arguments and summary."""
+def command_list(p: str, t: Translator | None = None) -> str:
+    """Every command on one line each, with its arguments and summary (in ``t``'s language)."""
+    t = t or translator(None)
     return "\n".join(
-        f"{p}{info.name}{' ' + info.usage if info.usage else ''} — {info.summary}" for info in COMMANDS
+        f"{p}{info.name}{' ' + info.usage if info.usage else ''} — {info.summary_in(t)}" for info in COMMANDS
     )
 
 
-def overview(p: str) -> str:
+def overview(p: str, t: Translator | None = None) -> str:
     """The answer to ``help``: what PaperTrail does, every command, and an example to copy."""
-    return (
-        "PaperTrail sends new arXiv papers and revisions that match this chat's follows, "
-        "in a digest on your schedule.\n"
-        f"{command_list(p)}\n"
-        f'Example: {p}follow cat:cs.DC au:"Zeng Li"\n'
-        f"{p}help follow shows the query language."
+    t = t or translator(None)
+    return "\n".join(
+        (
+            t.gettext(
+                "PaperTrail sends new arXiv papers and revisions that match this chat's follows, "
+                "in a digest on your schedule."
+            ),
+            command_list(p, t),
+            t.gettext('Example: {p}follow cat:cs.DC au:"Zeng Li"', p=p),
+            t.gettext("{p}help follow shows the query language.", p=p),
+        )
     )
 
 
 _PAGES = {
-    "start": (
+    "start": N_(
         "{p}start sets this chat up with the default digest time and says what to do next. "
         "It changes nothing for a chat that is set up already."
     ),
-    "help": "{p}help lists the commands; {p}help COMMAND explains one, e.g. {p}help digest.",
-    "follow": (
+    "help": N_("{p}help lists the commands; {p}help COMMAND explains one, e.g. {p}help digest."),
+    "follow": N_(
         "{p}follow QUERY [--new-only] [--instant]\n"
         "QUERY uses arXiv's search syntax:\n"
         "  cat:cs.DC — a category, primary or cross-list (cat:cs.* for all of cs)\n"
@@ -97,20 +120,20 @@ _PAGES = {
         "  {p}follow id:2411.17710 --instant\n"
         "Check a query first with {p}try QUERY."
     ),
-    "unfollow": (
+    "unfollow": N_(
         "{p}unfollow NUMBER removes the follow with that number in {p}follows; "
         "{p}unfollow QUERY removes it by its query, in any spelling with the same meaning.\n"
         "Examples: {p}unfollow 2, {p}unfollow cat:cs.DC"
     ),
-    "follows": (
+    "follows": N_(
         "{p}follows lists this chat's follows, numbered, with their options "
         "(new papers only, instant). Long lists come in pages: {p}follows 2."
     ),
-    "try": (
+    "try": N_(
         "{p}try QUERY shows which papers of the last 7 days the query would have matched, and why, "
         "without saving anything. Example: {p}try cat:cs.DC ti:scheduling"
     ),
-    "digest": (
+    "digest": N_(
         "{p}digest shows when digests go out. Change it with:\n"
         "  {p}digest daily 08:00 — every day at that time\n"
         "  {p}digest weekdays 07:30 — Monday to Friday\n"
@@ -120,35 +143,40 @@ _PAGES = {
         "  {p}digest off — pause digests (the same as {p}pause)\n"
         "Times are in this chat's timezone: {p}timezone."
     ),
-    "timezone": (
+    "timezone": N_(
         "{p}timezone shows this chat's timezone; {p}timezone Area/City changes it. "
         "Use an IANA name (Europe/Berlin, America/New_York, Asia/Tokyo, UTC) or just the city (Berlin). "
         "UTC+2 works too, without daylight saving."
     ),
-    "pause": (
+    "pause": N_(
         "{p}pause stops digests until {p}resume. While paused, new papers are not collected; "
         "the follows are kept. {p}digest off does the same."
     ),
-    "resume": (
+    "resume": N_(
         "{p}resume restarts digests after {p}pause, or after PaperTrail paused them because a delivery "
         "failed for good. Papers are collected again from then on."
     ),
-    "join": (
+    "join": N_(
         "{p}join lists the newsletters of this server; {p}join NAME makes this chat a member of one. "
         "Each issue then arrives in this chat's digests, and a paper this chat follows itself comes only "
         "once. Example: {p}join ml-weekly"
     ),
-    "leave": "{p}leave NAME ends this chat's membership of a newsletter. Example: {p}leave ml-weekly",
-    "status": (
+    "leave": N_("{p}leave NAME ends this chat's membership of a newsletter. Example: {p}leave ml-weekly"),
+    "status": N_(
         "{p}status shows this subscription (status, digest schedule, timezone, follows, matches waiting, "
         "the next digest) and whether PaperTrail's sources are up to date."
+    ),
+    "language": N_(
+        "{p}language shows the language PaperTrail uses in this chat; {p}language en or {p}language zh "
+        "changes it (English, 中文). Replies, digests and AI reading guides follow it. Until it is chosen, "
+        "PaperTrail uses the language of your Telegram or Slack settings."
     ),
 }
 
 
-def page(name: str, p: str) -> str:
-    """The help page of one command (a name from :data:`COMMANDS`)."""
-    return _PAGES[name].format(p=p)
+def page(name: str, p: str, t: Translator | None = None) -> str:
+    """The help page of one command (a name from :data:`COMMANDS`), in ``t``'s language."""
+    return (t or translator(None)).gettext(_PAGES[name], p=p)
 
 
 __all__ = ["ALIASES", "BY_NAME", "COMMANDS", "HINTS", "CommandInfo", "command_list", "overview", "page"]

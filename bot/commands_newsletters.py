@@ -19,7 +19,7 @@ _SHOWN = 10
 
 def join(call: Call) -> Reply:
     """``join``: list the newsletters; ``join NAME``: make this chat a member of one."""
-    p = call.p
+    t, p = call.t, call.p
     if not call.args:
         return _listing(call)
     newsletter = _find(call)
@@ -28,27 +28,44 @@ def join(call: Call) -> Reply:
     subscriber = call.ensure_subscriber()
     added = newsletters.join(call.store, newsletter.name, subscriber, now=call.now)
     info = call.store.newsletter_info(newsletter.id or 0)
-    when = describe_schedule(info.subscriber)
-    shown = f"{cut(newsletter.title, 80)} ({newsletter.name})"
+    title, name = cut(newsletter.title, 80), newsletter.name
     said = (
-        f"{call.ctx.capital_place} joined {shown}: each issue arrives here as it comes out, {when}."
+        t.gettext(
+            "{Place} joined {title} ({name}): each issue arrives here as it comes out, {schedule}.",
+            Place=call.capital_place,
+            title=title,
+            name=name,
+            schedule=describe_schedule(info.subscriber, t),
+        )
         if added
-        else f"{call.ctx.capital_place} is a member of {shown} already."
+        else t.gettext(
+            "{Place} is a member of {title} ({name}) already.",
+            Place=call.capital_place,
+            title=title,
+            name=name,
+        )
     )
-    return call.reply(said, call.inactive_note(subscriber), f"{p}leave {newsletter.name} stops them.")
+    return call.reply(
+        said, call.inactive_note(subscriber), t.gettext("{p}leave {name} stops them.", p=p, name=name)
+    )
 
 
 def leave(call: Call) -> Reply:
     """``leave NAME``: end this chat's membership of a newsletter."""
-    p = call.p
+    t, p = call.t, call.p
     subscriber = call.subscriber()
     if subscriber is None:
         return call.not_subscribed()
     if not call.args:
         joined = call.store.newsletters_of(subscriber.id or 0)
-        names = ", ".join(n.name for n in joined[:_SHOWN]) or "none"
+        names = t.gettext(", ").join(n.name for n in joined[:_SHOWN]) or t.gettext("none")
         return call.reply(
-            f"Send {p}leave NAME. {call.ctx.capital_place}'s newsletters: {names}.",
+            t.gettext(
+                "Send {p}leave NAME. {Place}'s newsletters: {names}.",
+                p=p,
+                Place=call.capital_place,
+                names=names,
+            ),
             error=Problem.BAD_ARGUMENT,
         )
     newsletter = _find(call)
@@ -56,44 +73,65 @@ def leave(call: Call) -> Reply:
         return newsletter
     if not newsletters.leave(call.store, newsletter.name, subscriber):
         return call.reply(
-            f"{call.ctx.capital_place} is not a member of {newsletter.name}. {p}join lists the newsletters.",
+            t.gettext(
+                "{Place} is not a member of {name}. {p}join lists the newsletters.",
+                Place=call.capital_place,
+                name=newsletter.name,
+                p=p,
+            ),
             error=Problem.NOT_FOUND,
         )
     return call.reply(
-        f"{call.ctx.capital_place} left {cut(newsletter.title, 80)} ({newsletter.name}); "
-        "issues already on their way still arrive.",
-        f"{p}join {newsletter.name} joins again.",
+        t.gettext(
+            "{Place} left {title} ({name}); issues already on their way still arrive.",
+            Place=call.capital_place,
+            title=cut(newsletter.title, 80),
+            name=newsletter.name,
+        ),
+        t.gettext("{p}join {name} joins again.", p=p, name=newsletter.name),
     )
 
 
 def _listing(call: Call) -> Reply:
-    p = call.p
+    t, p = call.t, call.p
     every = call.store.newsletters()
     if not every:
-        return call.reply("This PaperTrail server has no newsletters yet; its operator can create them.")
+        return call.reply(
+            t.gettext("This PaperTrail server has no newsletters yet; its operator can create them.")
+        )
     lines = [f"{n.name} — {cut(n.title, 80)}" for n in every[:_SHOWN]]
-    more = f"… and {len(every) - _SHOWN} more." if len(every) > _SHOWN else ""
+    more = t.gettext("… and {more} more.", more=len(every) - _SHOWN) if len(every) > _SHOWN else ""
     return call.reply(
-        "Newsletters on this server:",
+        t.gettext("Newsletters on this server:"),
         "\n".join(lines),
         more,
-        f"Send {p}join NAME, e.g. {p}join {every[0].name}.",
+        t.gettext("Send {p}join NAME, e.g. {p}join {name}.", p=p, name=every[0].name),
         suggestions=tuple(f"join {n.name}" for n in every[:3]),
     )
 
 
 def _find(call: Call) -> Newsletter | Reply:
     """The newsletter named by the first argument, or the reply saying there is none (with a guess)."""
-    p = call.p
+    t, p = call.t, call.p
     name = call.args.split(" ", 1)[0].casefold()
     found = call.store.get_newsletter(name)
     if found is not None:
         return found
     names = [n.name for n in call.store.newsletters()]
     guess = difflib.get_close_matches(name[:64], names, n=1, cutoff=0.6)
-    hint = f" Did you mean {p}{call.name} {guess[0]}?" if guess else f" {p}join lists them."
+    said = (
+        t.gettext(
+            'There is no newsletter "{name}". Did you mean {p}{command} {guess}?',
+            name=cut(name, 40),
+            p=p,
+            command=call.name,
+            guess=guess[0],
+        )
+        if guess
+        else t.gettext('There is no newsletter "{name}". {p}join lists them.', name=cut(name, 40), p=p)
+    )
     return call.reply(
-        f'There is no newsletter "{cut(name, 40)}".{hint}',
+        said,
         error=Problem.NOT_FOUND,
         suggestions=(f"{call.name} {guess[0]}",) if guess else (),
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-from bot.commands_base import PAUSED_BY_CHAT, Call, Problem, Reply, cut, plural
+from bot.commands_base import PAUSED_BY_CHAT, Call, Problem, Reply, cut, reason_text, state_text
 from bot.commands_status import (
     HEALTH_SOURCES,
     describe_schedule,
@@ -16,9 +16,10 @@ from bot.commands_status import (
 )
 from core.delivery import split_address
 from core.digests import resume as resume_subscriber
+from core.i18n import DEFAULT_LANGUAGE, N_
 from core.models import Subscriber, SubscriberStatus
 from core.schedule import parse_schedule
-from core.timezones import lookup
+from core.timezones import TimezoneLookup, lookup
 
 _CLOCK = re.compile(r"^(\d{1,2})(?:[:.h](\d{2}))?\s*(am|pm|a\.m\.|p\.m\.)?$", re.IGNORECASE)
 _OFF = frozenset({"off", "pause", "stop", "none", "never"})
@@ -40,20 +41,24 @@ def clock(text: str) -> str | None:
 
 def next_text(call: Call, subscriber: Subscriber) -> str:
     """``the next Fri 29 Nov 08:00 CET (in 21 h), if anything matched``, or why there is none."""
+    t = call.t
     if subscriber.status != SubscriberStatus.ACTIVE:
-        return "none while paused"
+        return t.gettext("none while paused")
     when = next_digest(subscriber, call.now)
     if when is None:
-        return "the schedule cannot be read"
+        return t.gettext("the schedule cannot be read")
     if when <= call.now:
-        return "the next at the next delivery pass, if anything matched"
-    shown = local_time(when, subscriber.timezone)
-    return f"the next {shown} (in {duration(when - call.now)}), if anything matched"
+        return t.gettext("the next at the next delivery pass, if anything matched")
+    return t.gettext(
+        "the next {when} (in {wait}), if anything matched",
+        when=local_time(when, subscriber.timezone, t),
+        wait=duration(when - call.now, t),
+    )
 
 
 def digest(call: Call) -> Reply:
     """``digest``: show the schedule; ``digest SCHEDULE|now|off|on``: change it, send now, pause, resume."""
-    p = call.p
+    t, p = call.t, call.p
     words = call.args.split(" ") if call.args else []
     kind = words[0].casefold() if words else ""
     if not kind:
@@ -61,10 +66,17 @@ def digest(call: Call) -> Reply:
         if subscriber is None:
             return call.not_subscribed()
         return call.reply(
-            f"Digests go out {describe_schedule(subscriber)}; {next_text(call, subscriber)}.",
+            t.gettext(
+                "Digests go out {schedule}; {next}.",
+                schedule=describe_schedule(subscriber, t),
+                next=next_text(call, subscriber),
+            ),
             call.inactive_note(subscriber),
-            f"Change it with {p}digest daily 08:00, {p}digest weekly mon 09:00 or {p}digest instant; "
-            f"{p}digest now sends what is waiting, {p}digest off pauses.",
+            t.gettext(
+                "Change it with {p}digest daily 08:00, {p}digest weekly mon 09:00 or {p}digest instant; "
+                "{p}digest now sends what is waiting, {p}digest off pauses.",
+                p=p,
+            ),
         )
     if kind == "now":
         return digest_now(call)
@@ -83,7 +95,7 @@ def digest(call: Call) -> Reply:
     try:
         parsed = parse_schedule(schedule)
     except ValueError as exc:
-        return _bad_schedule(call, str(exc).split(";", 1)[0])
+        return _bad_schedule(call, _schedule_problem(call, str(exc)))
     subscriber = call.ensure_subscriber()
     fields: dict[str, object] = {"schedule": parsed.text}
     if subscriber.status == SubscriberStatus.PAUSED and subscriber.status_reason == PAUSED_BY_CHAT:
@@ -91,18 +103,54 @@ def digest(call: Call) -> Reply:
         fields.update(status=SubscriberStatus.ACTIVE, status_reason=None)
     updated = call.store.update_subscriber(subscriber.id or 0, **fields)
     return call.reply(
-        f"Digests now go out {describe_schedule(updated)}; {next_text(call, updated)}.",
+        t.gettext(
+            "Digests now go out {schedule}; {next}.",
+            schedule=describe_schedule(updated, t),
+            next=next_text(call, updated),
+        ),
         call.inactive_note(updated),
     )
 
 
+# core.schedule's reasons for refusing a schedule (English, for operators too), recognised to be said in
+# the reader's language; any other reason is shown as it is in English and left out in other languages.
+_SCHEDULE_PROBLEMS = (
+    (
+        re.compile(r"^time '(?P<time>[^']*)' in schedule '(?P<schedule>[^']*)' is not a valid 24-hour time"),
+        N_("time '{time}' in schedule '{schedule}' is not a valid 24-hour time"),
+    ),
+    (
+        re.compile(r"^unknown day '(?P<day>[^']*)' in schedule '(?P<schedule>[^']*)'"),
+        N_("unknown day '{day}' in schedule '{schedule}'"),
+    ),
+    (re.compile(r"^cannot read schedule '(?P<schedule>[^']*)'"), N_("cannot read schedule '{schedule}'")),
+)
+
+
+def _schedule_problem(call: Call, error: str) -> str:
+    """Why core.schedule refused a schedule, in the reply's language (the part before its hint)."""
+    first = error.split(";", 1)[0]
+    for pattern, message in _SCHEDULE_PROBLEMS:
+        if m := pattern.match(first):
+            return call.t.gettext(message, **{k: cut(v, 60) for k, v in m.groupdict().items()})
+    return first if call.language == DEFAULT_LANGUAGE else ""
+
+
 def _bad_schedule(call: Call, why: str) -> Reply:
-    p = call.p
+    t, p = call.t, call.p
     typed = cut(call.args, 60)
-    said = f'Cannot use "{typed}": {why}. ' if why else f'Cannot read "{typed}". '
+    said = (
+        t.gettext('Cannot use "{typed}": {why}.', typed=typed, why=why)
+        if why
+        else t.gettext('Cannot read "{typed}".', typed=typed)
+    )
+    forms = t.gettext(
+        "Write {p}digest daily 08:00, {p}digest weekdays 07:30, {p}digest weekly mon 09:00, "
+        "{p}digest instant, {p}digest now or {p}digest off.",
+        p=p,
+    )
     return call.reply(
-        said + f"Write {p}digest daily 08:00, {p}digest weekdays 07:30, {p}digest weekly mon 09:00, "
-        f"{p}digest instant, {p}digest now or {p}digest off.",
+        t.gettext("{problem} {forms}", problem=said, forms=forms),
         error=Problem.BAD_ARGUMENT,
         suggestions=("help digest",),
     )
@@ -110,135 +158,229 @@ def _bad_schedule(call: Call, why: str) -> Reply:
 
 def digest_now(call: Call) -> Reply:
     """``digest now``: put every waiting match in a digest that the next delivery pass sends."""
-    p = call.p
+    t, p = call.t, call.p
     subscriber = call.subscriber()
     if subscriber is None:
         return call.not_subscribed()
     if subscriber.status != SubscriberStatus.ACTIVE:
-        return call.reply(f"Digests are paused; send {p}resume first.", error=Problem.BAD_ARGUMENT)
+        return call.reply(
+            t.gettext("Digests are paused; send {p}resume first.", p=p), error=Problem.BAD_ARGUMENT
+        )
     waiting = call.store.count_pending(subscriber.id or 0)
     if not waiting:
         return call.reply(
-            f"Nothing is waiting: every match has been sent. {p}try QUERY shows what a query would match."
+            t.gettext(
+                "Nothing is waiting: every match has been sent. {p}try QUERY shows what a query would match.",
+                p=p,
+            )
         )
     # An open digest is due at once (next_attempt_at = now), whatever the schedule; dead-lettered ones
     # are put back in the queue, as `papertrail retry` does.
     channel = split_address(subscriber.address)[0]
     opened = call.store.open_digest(subscriber.id or 0, channel, instant_only=False, now=call.now)
     requeued = call.store.requeue_dead(address=subscriber.address, now=call.now)
-    every = plural(waiting, "waiting match", "waiting matches")
     if opened is None and not requeued:
-        return call.reply(f"A digest with the {every} is already on its way.")
-    pass_every = duration(timedelta(seconds=call.settings.digest_check_seconds))
-    return call.reply(f"The {every} will go out with the next delivery pass, within about {pass_every}.")
+        return call.reply(
+            t.ngettext(
+                "A digest with the {n} waiting match is already on its way.",
+                "A digest with the {n} waiting matches is already on its way.",
+                waiting,
+            )
+        )
+    pass_every = duration(timedelta(seconds=call.settings.digest_check_seconds), t)
+    return call.reply(
+        t.ngettext(
+            "The {n} waiting match will go out with the next delivery pass, within about {wait}.",
+            "The {n} waiting matches will go out with the next delivery pass, within about {wait}.",
+            waiting,
+            wait=pass_every,
+        )
+    )
+
+
+# core.timezones' notes (English), recognised to be said in the reader's language; any other note is shown
+# as it is in English and left out in other languages.
+_TIMEZONE_NOTES = (
+    (
+        re.compile(
+            r"^(?P<abbreviation>.+) is an abbreviation; "
+            r"write the zone of your city so daylight saving is right$"
+        ),
+        N_("{abbreviation} is an abbreviation; write the zone of your city so daylight saving is right"),
+    ),
+    (
+        re.compile(r"^several zones have a city called (?P<city>.+)$"),
+        N_("several zones have a city called {city}"),
+    ),
+    (
+        re.compile(
+            r"^there is no zone for that offset; write the zone of your city, such as (?P<example>\S+)$"
+        ),
+        N_("there is no zone for that offset; write the zone of your city, such as {example}"),
+    ),
+    (
+        re.compile(
+            r"^(?P<zone>\S+) is (?P<offset>UTC[+-]\d\d:\d\d) all year, without daylight saving; "
+            r"a city name follows daylight saving$"
+        ),
+        N_("{zone} is {offset} all year, without daylight saving; a city name follows daylight saving"),
+    ),
+)
+
+
+def _timezone_note(call: Call, found: TimezoneLookup) -> str:
+    """The lookup's note in the reply's language; empty when there is none."""
+    for pattern, message in _TIMEZONE_NOTES:
+        if m := pattern.match(found.note):
+            return call.t.gettext(message, **{k: cut(v, 60) for k, v in m.groupdict().items()})
+    return found.note if call.language == DEFAULT_LANGUAGE else ""
 
 
 def timezone(call: Call) -> Reply:
     """``timezone``: show it; ``timezone Area/City``: change it, or suggest the closest names."""
-    p = call.p
+    t, p = call.t, call.p
     if not call.args:
         subscriber = call.subscriber()
         if subscriber is None:
             return call.not_subscribed()
         return call.reply(
-            f"{call.ctx.capital_place}'s timezone is {subscriber.timezone} "
-            f"(now {local_time(call.now, subscriber.timezone, date=False)} there). "
-            f"Change it with {p}timezone Area/City, e.g. {p}timezone Europe/Berlin."
+            t.gettext(
+                "{Place}'s timezone is {zone} (now {time} there). "
+                "Change it with {p}timezone Area/City, e.g. {p}timezone Europe/Berlin.",
+                Place=call.capital_place,
+                zone=subscriber.timezone,
+                time=local_time(call.now, subscriber.timezone, t, date=False),
+                p=p,
+            )
         )
     found = lookup(call.args)
     typed = cut(call.args, 60)
+    note = _timezone_note(call, found)
     if found.zone is None and found.suggestions:
         offers = found.suggestions
+        said = t.gettext(
+            'Unknown timezone "{typed}". Did you mean {zones}?',
+            typed=typed,
+            zones=t.gettext(" or ").join(offers),
+        )
         return call.reply(
-            f'Unknown timezone "{typed}". Did you mean {" or ".join(offers)}?'
-            + (f" ({found.note}.)" if found.note else ""),
-            f"Send e.g. {p}timezone {offers[0]}.",
+            t.gettext("{sentence} ({note}.)", sentence=said, note=note) if note else said,
+            t.gettext("Send e.g. {p}timezone {zone}.", p=p, zone=offers[0]),
             error=Problem.BAD_ARGUMENT,
             suggestions=tuple(f"timezone {name}" for name in offers),
         )
     if found.zone is None:
         return call.reply(
-            f'Unknown timezone "{typed}". Write an IANA name, Area/City, such as Europe/Berlin, '
-            "America/New_York or Asia/Tokyo, or UTC.",
+            t.gettext(
+                'Unknown timezone "{typed}". Write an IANA name, Area/City, such as Europe/Berlin, '
+                "America/New_York or Asia/Tokyo, or UTC.",
+                typed=typed,
+            ),
             error=Problem.BAD_ARGUMENT,
         )
     subscriber = call.ensure_subscriber()
     updated = call.store.update_subscriber(subscriber.id or 0, timezone=found.zone)
     return call.reply(
-        f"Timezone set to {found.zone} (now {local_time(call.now, found.zone, date=False)} there). "
-        f"Digests go out {describe_schedule(updated)}; {next_text(call, updated)}.",
-        f"Note: {found.note}." if found.note else "",
+        t.gettext(
+            "Timezone set to {zone} (now {time} there). Digests go out {schedule}; {next}.",
+            zone=found.zone,
+            time=local_time(call.now, found.zone, t, date=False),
+            schedule=describe_schedule(updated, t),
+            next=next_text(call, updated),
+        ),
+        t.gettext("Note: {note}.", note=note) if note else "",
     )
 
 
 def pause(call: Call) -> Reply:
     """``pause`` (and ``digest off``): no digests, and no matching, until ``resume``."""
-    p = call.p
+    t, p = call.t, call.p
     subscriber = call.subscriber()
     if subscriber is None:
         return call.not_subscribed()
     if subscriber.status != SubscriberStatus.ACTIVE:
-        return call.reply(f"Digests are already paused. {p}resume restarts them.")
+        return call.reply(t.gettext("Digests are already paused. {p}resume restarts them.", p=p))
     call.store.update_subscriber(
         subscriber.id or 0, status=SubscriberStatus.PAUSED, status_reason=PAUSED_BY_CHAT
     )
-    count = len(call.store.follows_of(subscriber.id or 0))
-    return call.reply(
-        f"Paused: no digests, and no new papers collected, until {p}resume."
-        + (" The follows are kept." if count else "")
-    )
+    if call.store.follows_of(subscriber.id or 0):
+        return call.reply(
+            t.gettext(
+                "Paused: no digests, and no new papers collected, until {p}resume. The follows are kept.", p=p
+            )
+        )
+    return call.reply(t.gettext("Paused: no digests, and no new papers collected, until {p}resume.", p=p))
 
 
 def resume(call: Call) -> Reply:
     """``resume``: re-activate a paused subscriber (by the chat or after a delivery failure)."""
-    p = call.p
+    t, p = call.t, call.p
     subscriber = call.subscriber()
     if subscriber is None:
         return call.not_subscribed()
     if subscriber.status == SubscriberStatus.ACTIVE:
-        return call.reply(f"Digests are already on. {p}status shows when the next one goes out.")
+        return call.reply(
+            t.gettext("Digests are already on. {p}status shows when the next one goes out.", p=p)
+        )
     reason = subscriber.status_reason
     resumed = resume_subscriber(call.store, subscriber.address)
-    why = f" (they were paused because: {cut(reason, 200)})" if reason and reason != PAUSED_BY_CHAT else ""
+    schedule, next_one = describe_schedule(resumed, t), next_text(call, resumed)
+    if reason and reason != PAUSED_BY_CHAT:
+        return call.reply(
+            t.gettext(
+                "Digests are on again (they were paused because: {why}). They go out {schedule}; {next}. "
+                "Papers announced from now on are collected.",
+                why=reason_text(t, reason),
+                schedule=schedule,
+                next=next_one,
+            )
+        )
     return call.reply(
-        f"Digests are on again{why}. They go out {describe_schedule(resumed)}; "
-        f"{next_text(call, resumed)}. Papers announced from now on are collected."
+        t.gettext(
+            "Digests are on again. They go out {schedule}; {next}. "
+            "Papers announced from now on are collected.",
+            schedule=schedule,
+            next=next_one,
+        )
     )
 
 
 def status(call: Call) -> Reply:
     """``status``: the subscription, the next digest, and the sources' health in one line."""
-    p = call.p
+    t, p = call.t, call.p
     subscriber = call.subscriber()
-    sources = source_line(call.store, call.settings, call.now, HEALTH_SOURCES)
+    sources = source_line(call.store, call.settings, call.now, HEALTH_SOURCES, t)
     if subscriber is None:
         return call.reply(
-            f"{call.ctx.capital_place} has no subscription yet: send {p}start.",
-            f"Sources — {sources}",
+            t.gettext("{Place} has no subscription yet: send {p}start.", Place=call.capital_place, p=p),
+            t.gettext("Sources — {sources}", sources=sources),
             error=Problem.NOT_SUBSCRIBED,
         )
     follows = len(call.store.follows_of(subscriber.id or 0))
     waiting = call.store.count_pending(subscriber.id or 0)
     active = subscriber.status == SubscriberStatus.ACTIVE
-    state = str(subscriber.status)
-    if subscriber.status == SubscriberStatus.PAUSED:
-        by_chat = subscriber.status_reason == PAUSED_BY_CHAT
-        state += (
-            " by the chat"
-            if by_chat
-            else f" after a failed delivery: {cut(subscriber.status_reason or '', 200)}"
+    state = state_text(t, subscriber.status)
+    if subscriber.status == SubscriberStatus.PAUSED and subscriber.status_reason == PAUSED_BY_CHAT:
+        state = t.gettext("paused by the chat")
+    elif subscriber.status == SubscriberStatus.PAUSED:
+        state = t.gettext(
+            "paused after a failed delivery: {why}", why=reason_text(t, subscriber.status_reason)
         )
-    hint = f"{p}follows lists the follows"
+    hints = [t.gettext("{p}follows lists the follows", p=p)]
     if waiting and active:
-        hint += f"; {p}digest now sends what is waiting"
+        hints.append(t.gettext("{p}digest now sends what is waiting", p=p))
     if not active:
-        hint += f"; {p}resume restarts digests"
+        hints.append(t.gettext("{p}resume restarts digests", p=p))
     return call.reply(
-        f"Subscription {subscriber.address}: {state}",
-        f"Digest: {describe_schedule(subscriber)}; {next_text(call, subscriber)}",
-        f"Follows: {follows} · matches waiting: {waiting}",
-        f"Sources — {sources}",
-        hint + ".",
+        t.gettext("Subscription {address}: {state}", address=subscriber.address, state=state),
+        t.gettext(
+            "Digest: {schedule}; {next}",
+            schedule=describe_schedule(subscriber, t),
+            next=next_text(call, subscriber),
+        ),
+        t.gettext("Follows: {follows} · matches waiting: {waiting}", follows=follows, waiting=waiting),
+        t.gettext("Sources — {sources}", sources=sources),
+        t.gettext("{hints}.", hints=t.gettext("; ").join(hints)),
     )
 
 

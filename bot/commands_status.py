@@ -1,7 +1,8 @@
 """What the chat commands say about time and health: schedules, the next digest, and a source summary.
 
-Times are shown in the subscriber's timezone with English day and month names, whatever the process
-locale, e.g. ``Fri 29 Nov 08:00 CET``.
+Times are shown in the subscriber's timezone with day and month names of the reply's language, whatever
+the process locale, e.g. ``Fri 29 Nov 08:00 CET`` or ``11月29日 周五 08:00 CET``. Every function takes the
+reply's :class:`~core.i18n.Translator`.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from core.config import Settings
+from core.i18n import N_, Translator
 from core.models import Subscriber
 from core.schedule import next_due, parse_schedule, zone
 from core.status import source_statuses
@@ -23,15 +25,51 @@ SOURCE_NAMES = {
     "arxiv-oai": "arXiv OAI-PMH",
     "arxiv-api": "arXiv API",
 }
-_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
-_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_DAYS = (N_("Mon"), N_("Tue"), N_("Wed"), N_("Thu"), N_("Fri"), N_("Sat"), N_("Sun"))
+_MONTHS = (
+    N_("Jan"), N_("Feb"), N_("Mar"), N_("Apr"), N_("May"), N_("Jun"),
+    N_("Jul"), N_("Aug"), N_("Sep"), N_("Oct"), N_("Nov"), N_("Dec"),
+)  # fmt: skip
+# A stored schedule (core.schedule's normal form) as the reader's language says it; {time} is HH:MM.
+_SCHEDULES = {
+    "daily": N_("daily {time}"),
+    "weekdays": N_("weekdays {time}"),
+    "weekly mon": N_("weekly mon {time}"),
+    "weekly tue": N_("weekly tue {time}"),
+    "weekly wed": N_("weekly wed {time}"),
+    "weekly thu": N_("weekly thu {time}"),
+    "weekly fri": N_("weekly fri {time}"),
+    "weekly sat": N_("weekly sat {time}"),
+    "weekly sun": N_("weekly sun {time}"),
+}
+_HEALTH = {
+    "ok": N_("ok"),
+    "quiet": N_("quiet"),
+    "stale": N_("stale"),
+    "failing": N_("failing"),
+    "unknown": N_("unknown"),
+}
 
 
-def describe_schedule(subscriber: Subscriber) -> str:
+def schedule_text(schedule: str, t: Translator) -> str:
+    """A stored schedule in ``t``'s language: ``daily 08:00`` (``每天 08:00``); unknown forms as stored."""
+    words = schedule.split()
+    if not words:
+        return schedule
+    key, clock = " ".join(words[:-1]).casefold(), words[-1]
+    message = _SCHEDULES.get(key)
+    return t.gettext(message, time=clock) if message else schedule
+
+
+def describe_schedule(subscriber: Subscriber, t: Translator) -> str:
     """``daily 08:00 (Europe/Berlin)``, or ``as soon as something matches`` for instant."""
     if subscriber.schedule.strip().casefold() == "instant":
-        return "as soon as something matches"
-    return f"{subscriber.schedule} ({subscriber.timezone})"
+        return t.gettext("as soon as something matches")
+    return t.gettext(
+        "{schedule} ({timezone})",
+        schedule=schedule_text(subscriber.schedule, t),
+        timezone=subscriber.timezone,
+    )
 
 
 def next_digest(subscriber: Subscriber, now: datetime) -> datetime | None:
@@ -45,28 +83,34 @@ def next_digest(subscriber: Subscriber, now: datetime) -> datetime | None:
         return None
 
 
-def local_time(when: datetime, tz_name: str, *, date: bool = True) -> str:
+def local_time(when: datetime, tz_name: str, t: Translator, *, date: bool = True) -> str:
     """``Fri 29 Nov 08:00 CET`` (or ``08:00 CET`` without the date) in ``tz_name``."""
     local = when.astimezone(zone(tz_name))
     clock = f"{local:%H:%M} {local.tzname() or tz_name}"
     if not date:
         return clock
-    return f"{_DAYS[local.weekday()]} {local.day} {_MONTHS[local.month - 1]} {clock}"
+    return t.gettext(
+        "{weekday} {day} {month} {time}",
+        weekday=t.gettext(_DAYS[local.weekday()]),
+        day=local.day,
+        month=t.gettext(_MONTHS[local.month - 1]),
+        time=clock,
+    )
 
 
-def duration(delta: timedelta) -> str:
+def duration(delta: timedelta, t: Translator) -> str:
     """``less than a minute``, ``12 min``, ``19 h``, ``3 days``: rounded down, for people."""
     seconds = max(delta.total_seconds(), 0)
     if seconds < 60:
-        return "less than a minute"
+        return t.gettext("less than a minute")
     if seconds < 3600:
-        return f"{int(seconds // 60)} min"
+        return t.gettext("{minutes} min", minutes=int(seconds // 60))
     if seconds < 48 * 3600:
-        return f"{int(seconds // 3600)} h"
-    return f"{int(seconds // 86400)} days"
+        return t.gettext("{hours} h", hours=int(seconds // 3600))
+    return t.ngettext("{n} day", "{n} days", int(seconds // 86400))
 
 
-def source_line(store: Store, settings: Settings, now: datetime, names: Sequence[str]) -> str:
+def source_line(store: Store, settings: Settings, now: datetime, names: Sequence[str], t: Translator) -> str:
     """One line on source health: ``arXiv: ok, checked 12 min ago; Hugging Face: quiet, checked 3 h ago``."""
     summary = store.status(now=now, sources=names)
     judged = source_statuses(
@@ -82,12 +126,19 @@ def source_line(store: Store, settings: Settings, now: datetime, names: Sequence
             continue
         name = SOURCE_NAMES.get(source, source)
         if status.facts.last_check is None:
-            parts.append(f"{name}: never checked")
+            parts.append(t.gettext("{source}: never checked", source=name))
             continue
         ago = now - status.facts.last_check
-        checked = "just now" if ago < timedelta(minutes=1) else f"{duration(ago)} ago"
-        parts.append(f"{name}: {state}, checked {checked}")
-    return "; ".join(parts) or "none configured"
+        shown = t.gettext(_HEALTH[state]) if state in _HEALTH else str(state)
+        if ago < timedelta(minutes=1):
+            parts.append(t.gettext("{source}: {state}, checked just now", source=name, state=shown))
+        else:
+            parts.append(
+                t.gettext(
+                    "{source}: {state}, checked {ago} ago", source=name, state=shown, ago=duration(ago, t)
+                )
+            )
+    return t.gettext("; ").join(parts) or t.gettext("none configured")
 
 
 __all__ = [
@@ -97,5 +148,6 @@ __all__ = [
     "duration",
     "local_time",
     "next_digest",
+    "schedule_text",
     "source_line",
 ]

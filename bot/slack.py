@@ -22,6 +22,9 @@ within :data:`ACK_BUDGET` seconds (Slack waits 3) is acknowledged empty and sent
 
 Every Web API client here has slack_sdk's retry handlers off: a retry after a dropped connection could
 post a reply twice.
+
+Replies, notes and the App Home are in the person's or channel's language: the one chosen with
+``language``, else the sender's Slack locale (users.info), else English.
 """
 
 from __future__ import annotations
@@ -50,12 +53,14 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from bot.commands import Block, ChatContext, Problem, Reply, follow_items, handle, split_command
+from bot.commands import SORRY, Block, ChatContext, Problem, Reply, follow_items, handle, split_command
+from bot.commands_base import stored_language
 from bot.commands_help import BY_NAME
 from bot.commands_status import describe_schedule
 from bot.slack_format import RUN_ACTION, UNFOLLOW_ACTION, home_view, reply_message
 from bot.slack_workspace import Conversation, SlackChannel, SlackUser, Workspace, chat_context, why
 from core.config import Settings
+from core.i18n import LANGUAGES, N_, Translator, normalize_language, translator
 from core.models import SubscriberStatus, utcnow
 from core.store import Store
 
@@ -110,7 +115,7 @@ def changes_subscription(reply: Reply, text: str) -> bool:
     info = BY_NAME.get(reply.command)
     if not reply.ok or info is None or not info.changes:
         return False
-    return reply.command not in ("digest", "timezone") or bool(split_command(text)[1])
+    return reply.command not in ("digest", "timezone", "language") or bool(split_command(text)[1])
 
 
 def command_prefix(command: Any) -> str:
@@ -330,16 +335,19 @@ class SlackBot:
             return await self._answer(conversation, text, prefix, bot_user_id)
         except Exception:
             log.exception("slack: answering a command from %s failed: %r", conversation.address, text[:200])
-            return _plain_answer(SORRY, Problem.INTERNAL, prefix)
+            language = await asyncio.to_thread(stored_language, self.store, conversation.address)
+            return _plain_answer(SORRY, Problem.INTERNAL, prefix, translator(language))
 
     async def _answer(
         self, conversation: Conversation, text: str, prefix: str, bot_user_id: str | None
     ) -> Answer:
         channel = None if conversation.is_dm else await self.workspace.channel(conversation.channel_id)
+        user = await self.workspace.user(conversation.user_id)
         try:
-            ctx = await self.chat_context(conversation, prefix, channel)
+            ctx = chat_context(conversation, prefix, user, channel)
         except ValueError:  # ids that are no Slack ids: not a payload Slack sends
-            return _plain_answer(NO_CONVERSATION, Problem.BAD_ARGUMENT, prefix)
+            t = translator(normalize_language(user.locale))
+            return _plain_answer(NO_CONVERSATION, Problem.BAD_ARGUMENT, prefix, t)
         reply = await asyncio.to_thread(handle, self.store, self.settings, ctx, text, now=self.clock())
         changed = ctx.is_group and changes_subscription(reply, text)
         invite = changed and channel is not None and channel.is_member is False
@@ -348,7 +356,7 @@ class SlackBot:
             prefix,
             # A change to a channel's subscription is the channel's business; everything else is private.
             response_type="in_channel" if changed else "ephemeral",
-            notes=[_invite_note(bot_user_id)] if invite else [],
+            notes=[_invite_note(bot_user_id, translator(reply.language))] if invite else [],
             buttons=not changed,
         )
         return Answer(reply, message)
@@ -376,13 +384,21 @@ class SlackBot:
         except Exception:
             log.exception("slack: cannot read the follows of %s for the App Home", address)
             return
+        if subscriber is not None and subscriber.language in LANGUAGES:
+            t = translator(subscriber.language)
+        else:  # not chosen yet: the person's Slack locale, as a command of theirs would be answered
+            t = translator(normalize_language((await self.workspace.user(user_id)).locale))
+        p = f"{DEFAULT_COMMAND} "
         if subscriber is None:
-            summary = "Digests arrive in this app's Messages tab."
+            summary = t.gettext("Digests arrive in this app's Messages tab.")
         elif subscriber.status != SubscriberStatus.ACTIVE:
-            summary = f"Digests are paused: {DEFAULT_COMMAND} resume restarts them."
+            summary = t.gettext("Digests are paused: {p}resume restarts them.", p=p)
         else:
-            summary = f"Digests arrive in this app's Messages tab, {describe_schedule(subscriber)}."
-        view = home_view(items, summary=summary, prefix=f"{DEFAULT_COMMAND} ", notice=notice)
+            summary = t.gettext(
+                "Digests arrive in this app's Messages tab, {schedule}.",
+                schedule=describe_schedule(subscriber, t),
+            )
+        view = home_view(items, summary=summary, prefix=p, notice=notice, t=t)
         try:
             await self.client.views_publish(user_id=user_id, view=view)
         except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
@@ -407,19 +423,21 @@ class SlackBot:
             )
 
 
-SORRY = "Sorry, something went wrong on PaperTrail's side. Please try again in a few minutes."
-NO_CONVERSATION = "PaperTrail cannot tell which Slack conversation this command came from."
+NO_CONVERSATION = N_("PaperTrail cannot tell which Slack conversation this command came from.")
 
 
-def _plain_answer(text: str, problem: Problem, prefix: str) -> Answer:
-    reply = Reply((Block(text),), error=problem)
+def _plain_answer(message: str, problem: Problem, prefix: str, t: Translator) -> Answer:
+    """An answer the app writes itself: ``message`` (an English message marked with N_) translated."""
+    reply = Reply((Block(t.gettext(message)),), error=problem, language=t.language)
     return Answer(reply, reply_message(reply, prefix, response_type="ephemeral", buttons=False))
 
 
-def _invite_note(bot_user_id: str | None) -> str:
+def _invite_note(bot_user_id: str | None, t: Translator) -> str:
     """mrkdwn (already safe): the bot must be in the channel before digests can be posted there."""
     who = f"<@{bot_user_id}>" if bot_user_id and _BOT_USER.match(bot_user_id) else "@PaperTrail"
-    return f"PaperTrail is not in this channel yet, so digests cannot be posted here: /invite {who}"
+    return t.gettext(
+        "PaperTrail is not in this channel yet, so digests cannot be posted here: /invite {who}", who=who
+    )
 
 
 __all__ = [

@@ -17,6 +17,7 @@ from bot.commands import FollowItem, Reply
 from bot.commands_base import Block, cut
 from bot.commands_follows import FOLLOWS_PER_PAGE
 from bot.commands_help import command_list
+from core.i18n import Translator, translator
 from core.render import escape_mrkdwn
 
 # Slack's Block Kit limits.
@@ -145,33 +146,43 @@ def home_view(
     summary: str,
     prefix: str,
     notice: str = "",
+    t: Translator | None = None,
 ) -> Json:
     """The App Home tab: the user's own follows with Unfollow buttons, how digests go out, short help.
 
     ``summary`` (plain text) says how and when digests go out; ``notice`` (plain text) is the answer to
-    the button just pressed. Both are escaped here, as is every query.
+    the button just pressed. Both are escaped here, as is every query. ``t`` is the person's language
+    (English by default); the translated sentences carry mrkdwn (``*bold*``) and every value put into
+    them is escaped first.
     """
+    t = t or translator(None)
     blocks: list[Json] = [{"type": "header", "text": {"type": "plain_text", "text": "PaperTrail"}}]
     if notice:
         blocks.append(context(_chunks(escape(notice), MAX_SECTION_CHARS)[0]))
     if items:
-        blocks.append(section(f"*Your follows* ({len(items)}). {escape(summary)}"))
+        blocks.append(
+            section(
+                t.gettext("*Your follows* ({count}). {summary}", count=len(items), summary=escape(summary))
+            )
+        )
     else:
         blocks.append(
             section(
-                "*You follow nothing yet.* "
-                + escape(
-                    f"Send {prefix}follow QUERY in the Messages tab, e.g. {prefix}follow cat:cs.DC. {summary}"
+                t.gettext(
+                    "*You follow nothing yet.* Send {p}follow QUERY in the Messages tab, e.g. "
+                    "{p}follow cat:cs.DC. {summary}",
+                    p=escape(prefix),
+                    summary=escape(summary),
                 )
             )
         )
     for item in items[:HOME_FOLLOWS]:
         shown = f"*{item.number}.* {escape(cut(item.query))}"
-        if item.options:
-            shown += f" · _{escape(item.options)}_"
+        if options := item.options(t):
+            shown += f" · _{escape(options)}_"
         value = f"unfollow {item.query}"
         accessory = (
-            button("Unfollow", f"{UNFOLLOW_ACTION}_{item.number}", value)
+            button(t.gettext("Unfollow"), f"{UNFOLLOW_ACTION}_{item.number}", value)
             if len(value) <= MAX_BUTTON_VALUE
             else None
         )
@@ -179,15 +190,29 @@ def home_view(
     if len(items) > HOME_FOLLOWS:
         page = HOME_FOLLOWS // FOLLOWS_PER_PAGE + 1
         more = len(items) - HOME_FOLLOWS
-        blocks.append(context(escape(f"…and {more} more; {prefix}follows {page} lists them.")))
+        blocks.append(
+            context(
+                escape(
+                    t.gettext(
+                        "…and {more} more; {p}follows {page} lists them.", more=more, p=prefix, page=page
+                    )
+                )
+            )
+        )
     blocks.append({"type": "divider"})
     blocks.append(
         section(
-            "*Commands.* In a direct message with PaperTrail they manage your own follows; "
-            "in a channel, the channel's.\n" + escape(command_list(prefix))
+            t.gettext(
+                "*Commands.* In a direct message with PaperTrail they manage your own follows; "
+                "in a channel, the channel's."
+            )
+            + "\n"
+            + escape(command_list(prefix, t))
         )
     )
-    blocks.append(context(escape(f"{prefix}help follow explains the query language, with examples.")))
+    blocks.append(
+        context(escape(t.gettext("{p}help follow explains the query language, with examples.", p=prefix)))
+    )
     return {"type": "home", "blocks": blocks}
 
 

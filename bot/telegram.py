@@ -14,8 +14,10 @@ Updates arrive one of two ways, chosen by ``PAPERTRAIL_TELEGRAM_MODE``:
   ``PAPERTRAIL_TELEGRAM_WEBHOOK_SECRET``, or else derived from ``PAPERTRAIL_SECRET_KEY`` with HMAC-SHA256.
 
 On start the bot checks its token (``getMe``) and sets the command menu (``setMyCommands``) from
-:data:`bot.commands.COMMANDS`. The bot never installs signal handlers: the process's runtime owns them and
-sets the stop event. Set-up, group rules and limits: docs/telegram-bot.md.
+:data:`bot.commands.COMMANDS`: in English for everyone, and once more for each other language PaperTrail
+speaks with that ``language_code`` (Telegram shows it to people whose app is in that language). The bot
+never installs signal handlers: the process's runtime owns them and sets the stop event. Set-up, group
+rules and limits: docs/telegram-bot.md.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from telegram.ext import (
 from bot.commands import COMMANDS
 from bot.telegram_chat import ChatHandlers, Context
 from core.config import Settings
+from core.i18n import DEFAULT_LANGUAGE, LANGUAGES, translator
 from core.models import utcnow
 from core.store import Store
 
@@ -184,11 +187,18 @@ class TelegramBot:
             self._started = False
 
     async def _set_commands(self) -> None:
-        commands = [BotCommand(info.name, info.summary) for info in COMMANDS]
-        try:
-            await self._app.bot.set_my_commands(commands)
-        except TelegramError as exc:  # the menu is a convenience: commands work without it
-            log.warning("telegram: the command menu was not set: %s", self._redact(exc.message))
+        for language in (DEFAULT_LANGUAGE, *(code for code in LANGUAGES if code != DEFAULT_LANGUAGE)):
+            t = translator(language)
+            commands = [BotCommand(info.name, info.summary_in(t)) for info in COMMANDS]
+            try:
+                await self._app.bot.set_my_commands(
+                    commands, language_code=None if language == DEFAULT_LANGUAGE else language
+                )
+            except TelegramError as exc:  # the menu is a convenience: commands work without it
+                log.warning(
+                    "telegram: the %s command menu was not set: %s", language, self._redact(exc.message)
+                )
+                return
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` in the configured mode: long polling, or register the webhook and wait.

@@ -14,6 +14,9 @@ change what (Telegram's admins), which messages are meant for the bot, and how r
 - The bot blocked in a private chat, or removed from a group: the subscriber is paused with the reason (its
   follows are kept); ``/start`` from someone who may change it turns digests on again. Added to a group:
   the bot greets it with what to send first.
+
+What the bot writes itself (the hints above, the greeting) is in the chat's language like every command
+reply: the stored one, else the sender's Telegram ``language_code``, else English.
 """
 
 from __future__ import annotations
@@ -34,9 +37,10 @@ from telegram.ext import CallbackContext
 from telegram.warnings import PTBDeprecationWarning
 
 from bot.commands import Block, ChatContext, Problem, Reply, handle
-from bot.commands_base import cut
+from bot.commands_base import BLOCKED, REMOVED, cut, stored_language
 from bot.telegram_render import Action, Button, html_parts, keyboard, read_callback, without_button
 from core.config import Settings
+from core.i18n import DEFAULT_LANGUAGE, N_, Translator, translator
 from core.models import SubscriberStatus
 from core.store import Store
 
@@ -52,23 +56,21 @@ MAX_REPLY_WAIT = 5.0
 ALERT_CHARS = 200
 """Telegram's limit on the text of an answerCallbackQuery alert."""
 
-NO_TEXT = "PaperTrail reads text commands only, e.g. /follow cat:cs.DC or /follows. /help lists them all."
-EDITED = (
+NO_TEXT = N_("PaperTrail reads text commands only, e.g. /follow cat:cs.DC or /follows. /help lists them all.")
+EDITED = N_(
     "Edited messages are not run again, so nothing changed. "
     "Send the corrected command as a new message; /follows shows what this chat follows now."
 )
-BUTTON_GONE = "This button no longer works. /help lists the commands."
-FOLLOW_GONE = "That follow is no longer in this chat's follows. /follows lists them."
-BLOCKED = "the bot was blocked in this Telegram chat"
-REMOVED = "the bot was removed from this Telegram group"
+BUTTON_GONE = N_("This button no longer works. /help lists the commands.")
+FOLLOW_GONE = N_("That follow is no longer in this chat's follows. /follows lists them.")
 _GONE = frozenset({ChatMemberStatus.LEFT, ChatMemberStatus.BANNED})
 _ADMINS = frozenset({ChatMemberStatus.OWNER, ChatMemberStatus.ADMINISTRATOR})
 _CHATS = frozenset({ChatType.PRIVATE, ChatType.GROUP, ChatType.SUPERGROUP})
 
 
-def text_reply(text: str, error: Problem | None = None) -> Reply:
+def text_reply(text: str, error: Problem | None = None, language: str = DEFAULT_LANGUAGE) -> Reply:
     """A reply of one plain block that the bot itself writes (not a command's answer)."""
-    return Reply((Block(text),), error=error)
+    return Reply((Block(text),), error=error, language=language)
 
 
 def address_of(chat_id: int) -> str:
@@ -91,6 +93,11 @@ class ChatHandlers:
 
     # -- messages ------------------------------------------------------------------------------------
 
+    async def language(self, chat_id: int, user: User | None) -> Translator:
+        """The translator of a chat's language for what the bot writes itself: stored, else the sender's."""
+        code = user.language_code if user is not None else None
+        return translator(await asyncio.to_thread(stored_language, self.store, address_of(chat_id), code))
+
     async def on_message(self, update: Update, context: Context) -> None:
         """A new message: run it as a command when it is meant for the bot, and answer once."""
         message = update.message
@@ -105,7 +112,8 @@ class ChatHandlers:
             return
         if message.text is None:
             if chat.type == ChatType.PRIVATE and message.effective_attachment is not None:
-                await self.send(chat.id, text_reply(NO_TEXT, Problem.EMPTY))
+                t = await self.language(chat.id, message.from_user)
+                await self.send(chat.id, text_reply(t.gettext(NO_TEXT), Problem.EMPTY, t.language))
             return
         if chat.type != ChatType.PRIVATE and message.is_automatic_forward:
             return  # a channel post copied into its discussion group, not a command
@@ -130,7 +138,10 @@ class ChatHandlers:
             return
         if self.addressed(message.text, message.chat) is None:
             return
-        await self.send(message.chat.id, text_reply(EDITED), reply_to=message.message_id)
+        t = await self.language(message.chat.id, message.from_user)
+        await self.send(
+            message.chat.id, text_reply(t.gettext(EDITED), language=t.language), reply_to=message.message_id
+        )
 
     def addressed(self, text: str, chat: Chat) -> str | None:
         """The command text of a message meant for this bot, or None for one it should leave alone.
@@ -232,7 +243,8 @@ class ChatHandlers:
             await self._answer(query)  # an inline-mode button: none of this bot's
             return
         if button is None:
-            await self._answer(query, BUTTON_GONE, alert=True)
+            t = await self.language(message.chat.id, query.from_user)
+            await self._answer(query, t.gettext(BUTTON_GONE), alert=True)
             return
         chat = message.chat
         ctx = await self.context(chat, query.from_user, None)
@@ -260,7 +272,8 @@ class ChatHandlers:
         if button.action == Action.UNFOLLOW:
             number = self._number_of(ctx.address, int(button.value))
             if number is None:
-                return text_reply(FOLLOW_GONE, Problem.NOT_FOUND), {}
+                t = translator(stored_language(self.store, ctx.address, ctx.language))
+                return text_reply(t.gettext(FOLLOW_GONE), Problem.NOT_FOUND, t.language), {}
             return self._handle(ctx, f"unfollow {number}")
         return self._handle(ctx, button.value)
 
@@ -308,7 +321,8 @@ class ChatHandlers:
             await asyncio.to_thread(self._pause, address_of(chat.id), reason)
         elif old in _GONE and new not in _GONE and chat.type != ChatType.PRIVATE:
             known = await asyncio.to_thread(self.store.get_subscriber, address_of(chat.id))
-            await self.send(chat.id, text_reply(greeting(change, known is not None)))
+            t = await self.language(chat.id, change.from_user)
+            await self.send(chat.id, text_reply(greeting(change, known is not None, t), language=t.language))
 
     def _pause(self, address: str, reason: str) -> None:
         """Pause an active subscriber with ``reason``; a chat paused by its own ``pause`` stays as it is."""
@@ -388,19 +402,22 @@ class ChatHandlers:
         return message_id if chat.type != ChatType.PRIVATE else None
 
 
-def greeting(change: ChatMemberUpdated, known: bool) -> str:
+def greeting(change: ChatMemberUpdated, known: bool, t: Translator | None = None) -> str:
     """What the bot says when it is added to a group (``known``: the group had a subscription)."""
+    t = t or translator(None)
     title = cut(change.chat.title or "", 60)
-    hello = f"Hello, {title}!" if title else "Hello!"
+    hello = t.gettext("Hello, {title}!", title=title) if title else t.gettext("Hello!")
     if known:
-        return (
-            f"{hello} PaperTrail is back. This group's follows are kept; an admin can send /start to turn "
-            "digests on again. /follows lists them, /help lists all commands."
+        return t.gettext(
+            "{hello} PaperTrail is back. This group's follows are kept; an admin can send /start to turn "
+            "digests on again. /follows lists them, /help lists all commands.",
+            hello=hello,
         )
-    return (
-        f"{hello} PaperTrail posts new arXiv papers that match this group's follows. An admin can set it "
+    return t.gettext(
+        "{hello} PaperTrail posts new arXiv papers that match this group's follows. An admin can set it "
         "up with /start and add a follow with /follow QUERY, e.g. /follow cat:cs.DC. "
-        "Anyone can use /follows, /try, /status and /help."
+        "Anyone can use /follows, /try, /status and /help.",
+        hello=hello,
     )
 
 
@@ -415,7 +432,9 @@ def retry_seconds(exc: RetryAfter) -> float:
 __all__ = [
     "ADMIN_CACHE_SECONDS",
     "BLOCKED",
+    "BUTTON_GONE",
     "EDITED",
+    "FOLLOW_GONE",
     "NO_TEXT",
     "REMOVED",
     "ChatHandlers",

@@ -605,6 +605,84 @@ def test_the_home_unfollow_button_removes_the_follow_and_republishes(
     assert [f.query for f in follow_items(sqlite_store, f"slack:{ADA}")] == ["ti:scheduling"]
 
 
+# ---------------------------------------------------------------------------------------------------------
+# Languages
+
+LI, LI_DM, ZH_LAB = "U0LI", "D0LI", "C0ZHLAB"
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def test_a_chinese_speaker_gets_chinese_replies_and_a_chinese_app_home(
+    slack: FakeSlack, sqlite_store: Store
+) -> None:
+    slack.users[LI] = {"id": LI, "name": "li", "locale": "zh-CN", "profile": {"real_name": "Li Wei"}}
+    slack.channels[ZH_LAB] = {
+        "id": ZH_LAB,
+        "name": "zh-lab",
+        "is_channel": True,
+        "creator": LI,
+        "is_member": False,
+    }
+    opened = {"type": "app_home_opened", "user": LI, "channel": LI_DM, "tab": "home", "event_ts": "1.0"}
+    with serve(make_bot(slack, sqlite_store)) as client:
+        # Before any command, the App Home speaks the person's Slack locale.
+        assert post(client, event_body(opened), "application/json").status_code == 200
+        (empty,) = slack.wait_for("views.publish")
+        answer = slash(client, slack, "follow cat:cs.DC --new-only", LI, LI_DM)
+        helped = slash(client, slack, "help", LI, LI_DM)
+        assert post(client, event_body(opened), "application/json").status_code == 200
+        _, published = slack.wait_for("views.publish", count=2)
+        in_channel = slash(client, slack, "follow cat:cs.AI", LI, ZH_LAB)
+    assert empty.params["view"]["blocks"][1]["text"]["text"] == (
+        "*你还没有任何关注。* 在“消息”标签页发送 /papertrail follow QUERY，"
+        "例如 /papertrail follow cat:cs.DC。"
+        "摘要会发送到本应用的“消息”标签页。"
+    )
+    assert answer["response_type"] == "ephemeral"
+    assert answer["text"] == (
+        "本会话已订阅。\n已关注：cat:cs.DC\n仅新论文，随摘要发送：每天 08:00（UTC）。\n"
+        "它会匹配从现在起公布的论文；/papertrail try cat:cs.DC 显示它最近会匹配到的论文。"
+        "/papertrail follows 可查看。"
+    )
+    assert [b["text"]["text"] for b in answer["blocks"][-1]["elements"]] == ["/papertrail try cat:cs.DC"]
+    assert "\n/papertrail language [en|zh] — 回复、摘要和导读所用的语言\n" in helped["text"]
+    subscriber = sqlite_store.get_subscriber(f"slack:{LI}")
+    assert subscriber is not None and subscriber.language == "zh"
+    blocks = published.params["view"]["blocks"]
+    texts = [b["text"]["text"] if b["type"] == "section" else "" for b in blocks]
+    assert texts[1] == "*你的关注* （1）。摘要会发送到本应用的“消息”标签页，时间：每天 08:00（UTC）。"
+    assert texts[2] == "*1.* cat:cs.DC · _仅新论文_"
+    assert [b["accessory"]["text"]["text"] for b in blocks if "accessory" in b] == ["取消关注"]
+    assert texts[4].startswith(
+        "*命令。* 在与 PaperTrail 的私信中，命令管理你自己的关注；在频道中，管理该频道的关注。\n"
+    )
+    assert "/papertrail follow QUERY [--new-only] [--instant] — 关注一个主题、一位作者或一篇论文" in texts[4]
+    assert blocks[-1]["elements"][0]["text"] == "/papertrail help follow 介绍查询语法并附有示例。"
+    # A change to a channel goes to the channel, with the note that the app must be invited, in Chinese.
+    assert in_channel["response_type"] == "in_channel"
+    assert in_channel["text"].startswith("本频道已订阅。\n已关注：cat:cs.AI\n")
+    assert in_channel["text"].endswith(
+        "PaperTrail 还不在这个频道中，因此无法在这里发布摘要：/invite <@U0BOT>"
+    )
+
+
+def test_a_channel_member_is_refused_in_their_language_until_the_channel_has_one(
+    slack: FakeSlack, sqlite_store: Store
+) -> None:
+    slack.users[LI] = {"id": LI, "name": "li", "locale": "zh-TW", "profile": {"real_name": "Li Wei"}}
+    with serve(make_bot(slack, sqlite_store)) as client:
+        slash(client, slack, "follow cat:cs.DC", ROOT, LAB)  # a workspace admin without a locale
+        refused = slash(client, slack, "pause", LI, LAB)
+        listed = slash(client, slack, "follows", LI, LAB)
+        slash(client, slack, "language en", ROOT, LAB)
+        english = slash(client, slack, "follows", LI, LAB)
+    assert refused["response_type"] == "ephemeral"
+    assert refused["text"].startswith("只有本频道的管理员可以更改关注和设置。")
+    assert listed["text"].startswith("本频道关注了 1 个查询：")
+    assert english["text"].startswith("This channel follows 1 query:")
+    assert not CJK.search(english["text"])
+
+
 def test_a_suggestion_button_runs_its_command_for_whoever_clicks(
     slack: FakeSlack, sqlite_store: Store
 ) -> None:

@@ -11,6 +11,7 @@ each test copies).
 from __future__ import annotations
 
 import asyncio
+import re
 import warnings
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -65,6 +66,8 @@ TOKEN = "123456:TEST-bot-token"
 LAB = Place(-100200300, "supergroup", "Lab")
 ADMIN = Person(7, "Grace", "Hopper")
 MEMBER = Person(8, "Bob")
+LI = Person(9, "Li", "Wei", "liwei", language_code="zh-hans")
+CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
 __all__ = ["migrated_template"]  # a fixture shared with test_commands
@@ -276,12 +279,19 @@ async def test_a_private_session_reads_as_documented(
     assert [f.query for f in follows] == ["cat:cs.DC", "cat:cs.AI"]
 
 
-async def test_start_sets_the_command_menu(tbot: TelegramBot, api: FakeTelegram) -> None:
-    (call,) = api.calls_of("setMyCommands")
-    assert call.params["commands"] == [
+async def test_start_sets_the_command_menu_in_every_language(tbot: TelegramBot, api: FakeTelegram) -> None:
+    english, chinese = api.calls_of("setMyCommands")
+    # English for everyone, Chinese for people whose Telegram app is in Chinese.
+    assert english.params["commands"] == [
         {"command": info.name, "description": info.summary} for info in COMMANDS
     ]
-    assert api.methods()[:2] == ["getMe", "setMyCommands"]
+    assert "language_code" not in english.params
+    assert chinese.params["language_code"] == "zh"
+    assert [c["command"] for c in chinese.params["commands"]] == [info.name for info in COMMANDS]
+    for command in chinese.params["commands"]:
+        assert CJK.search(command["description"]), command
+        assert len(command["description"]) <= 256  # Telegram's limit on a command's description
+    assert api.methods()[:3] == ["getMe", "setMyCommands", "setMyCommands"]
     assert tbot.username == "papertrail_test_bot"
 
 
@@ -507,6 +517,82 @@ async def test_the_watch_button_follows_the_paper_for_revisions(
 
 
 # ---------------------------------------------------------------------------------------------------------
+# Languages
+
+
+async def test_a_chinese_speaker_gets_chinese_replies_end_to_end(
+    tbot: TelegramBot, api: FakeTelegram, updates: Updates, store: Store
+) -> None:
+    li = Chat(tbot, api, updates, Place(LI.id), LI)
+    (welcome,) = await li.say("/start")
+    assert shown(welcome) == (
+        "欢迎使用 PaperTrail，Li Wei！"
+        "与本会话的关注相匹配的 arXiv 新论文将汇总成摘要发送，时间：每天 08:00（UTC）。\n"
+        '下一步，关注点什么吧：/follow cat:cs.DC 或 /follow au:"Zeng Li"。'
+        "/try QUERY 显示某个查询最近会匹配到的论文；/help 列出所有命令。"
+    )
+    # Buttons are command lines: typed the same in every language.
+    assert [label for label, _ in buttons(welcome)] == ["/help follow", "/try cat:cs.DC"]
+    subscriber = store.get_subscriber(f"telegram:{LI.id}")
+    assert subscriber is not None and subscriber.language == "zh"  # from Telegram's language_code
+    await li.say("/follow cat:cs.DC")
+    await li.say("/follow ti:scheduling --instant")
+    (listing,) = await li.say("/follows")
+    assert shown(listing) == (
+        "本会话关注了 2 个查询：\n1. cat:cs.DC\n2. ti:scheduling · 即时\n"
+        "用 /unfollow NUMBER 取消关注，用 /follow QUERY 添加关注。"
+    )
+    assert [label for label, _ in buttons(listing)] == ["✕ 1. cat:cs.DC", "✕ 2. ti:scheduling"]
+    (removed,) = await li.press(listing, buttons(listing)[0][1])
+    assert shown(removed) == "已取消关注：cat:cs.DC\n还剩 1 个关注；/follows 可列出它们。"
+    # What the bot writes itself is Chinese too: a stale button, an edit, a sticker.
+    (gone,) = await li.send_update(updates.callback(Place(LI.id), LI, "unfollow:999"))
+    assert shown(gone) == "这个关注已不在本会话的关注中。/follows 可列出当前的关注。"
+    assert await li.send_update(updates.callback(Place(LI.id), LI, "watch:not-an-id")) == []
+    assert api.calls_of("answerCallbackQuery")[-1].params["text"] == "这个按钮已失效。/help 列出所有命令。"
+    (edited,) = await li.send_update(updates.edited(Place(LI.id), LI, "/follow cat:cs.AI"))
+    assert shown(edited).startswith("编辑过的消息不会重新执行，因此没有任何更改。")
+    (hint,) = await li.send_update(updates.sticker(Place(LI.id), LI))
+    assert (
+        shown(hint) == "PaperTrail 只读取文字命令，例如 /follow cat:cs.DC 或 /follows。/help 列出所有命令。"
+    )
+    # An explicit choice holds, whatever language Telegram reports afterwards.
+    (chosen,) = await li.say("/language en")
+    assert shown(chosen).startswith("This chat now uses English.")
+    (listing,) = await li.say("/follows")
+    assert shown(listing).startswith("This chat follows 1 query:")
+
+
+async def test_a_group_is_greeted_and_refused_in_the_senders_language(
+    tbot: TelegramBot, api: FakeTelegram, updates: Updates, store: Store
+) -> None:
+    # Added by a Chinese speaker: the greeting is Chinese.
+    await feed(tbot, updates.my_chat_member(LAB, LI, "left", "member"))
+    (hello,) = api.sent(LAB.id)
+    assert shown(hello).startswith("Lab，大家好！PaperTrail 会发布与本群组的关注相匹配的 arXiv 新论文。")
+    # An anonymous admin (no language) sets the group up: until the group has a language, each member is
+    # answered in their own, and a Chinese-speaking member is refused in Chinese, privately.
+    anonymous = updates.message(
+        LAB, GROUP_ANONYMOUS_BOT, "/follow cat:cs.DC", sender_chat={"id": LAB.id, "type": "supergroup"}
+    )
+    await feed(tbot, anonymous)
+    assert shown(api.sent(LAB.id)[-1]).startswith("This group is now subscribed.")
+    li = Chat(tbot, api, updates, LAB, LI)
+    (listing,) = await li.say("/follows")
+    assert shown(listing).startswith("本群组关注了 1 个查询：")
+    await li.press(listing, buttons(listing)[0][1])
+    alert = api.calls_of("answerCallbackQuery")[-1].params
+    assert alert["show_alert"] is True
+    assert alert["text"].startswith("只有本群组的管理员可以更改关注和设置。")
+    subscriber = store.get_subscriber(f"telegram:{LAB.id}")
+    assert subscriber is not None and subscriber.language is None  # a member's language is not the group's
+    # An admin whose Telegram names a language gives the group its language; then everyone reads it.
+    await Chat(tbot, api, updates, LAB, ADMIN).say("/status")
+    (listing,) = await li.say("/follows")
+    assert shown(listing).startswith("This group follows 1 query:")
+
+
+# ---------------------------------------------------------------------------------------------------------
 # Replies as Telegram HTML
 
 
@@ -574,7 +660,7 @@ async def test_long_polling_answers_and_stops_promptly(
     stop.set()
     await asyncio.wait_for(polling, 10)  # the open long poll is cancelled, not waited out
     polls = api.calls_of("getUpdates")
-    assert api.methods()[:3] == ["getMe", "setMyCommands", "deleteWebhook"]
+    assert api.methods()[:4] == ["getMe", "setMyCommands", "setMyCommands", "deleteWebhook"]
     assert polls[0].params["timeout"] == "30"
     assert polls[-1].params["timeout"] == "0"  # the last call only confirms what was fetched
     assert api.pending_updates() == []

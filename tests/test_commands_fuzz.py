@@ -7,7 +7,8 @@ queries, numbers, schedules, timezones, options, control characters, huge inputs
 * the reply is non-empty, at most MAX_REPLY_CHARS, and free of control and bidi-override characters;
 * the store stays consistent: only the chats' own addresses exist, every schedule and timezone reads,
   every stored follow parses to its stored normal form, follows are unique per subscriber;
-* a group member who is not an admin changes nothing.
+* a group member who is not an admin changes nothing (not even the group's language, from theirs);
+* every stored language is one PaperTrail speaks, and every reply says which language it is in.
 
 One store serves all the examples of a test, so state builds up the way a long chat builds it up.
 """
@@ -24,6 +25,7 @@ from sqlmodel import select
 from bot.commands import COMMANDS, MAX_INPUT_CHARS, MAX_REPLY_CHARS, ChatContext, Problem, handle
 from bot.commands_help import ALIASES, HINTS
 from core.config import Settings
+from core.i18n import LANGUAGES
 from core.models import Follow, Subscriber, SubscriberStatus
 from core.query import parse
 from core.schedule import parse_schedule, zone
@@ -43,8 +45,10 @@ FUZZ = settings(
 CONTEXTS = (
     ChatContext("telegram:4242"),
     ChatContext("telegram:-100200300", is_group=True, can_change=True),
-    ChatContext("telegram:-100200300", is_group=True, can_change=False),
+    ChatContext("telegram:-100200300", is_group=True, can_change=False, language="zh-CN"),
     ChatContext("slack:C0123ABC", platform="slack", is_group=True, prefix="/papertrail "),
+    ChatContext("telegram:4343", language="zh-hans"),
+    ChatContext("slack:U0ZH", platform="slack", language="zh-TW", prefix="/papertrail "),
 )
 MEMBER = CONTEXTS[2]
 _SHOWN_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -60,7 +64,7 @@ ARGUMENTS = st.one_of(
             "instant",
             "daily 08:00", "daily 8pm", "daily 25:61", "weekly mon 9", "weekly xyz 09:00", "weekdays 7.30",
             "Europe/Berlin", "Europe/Berln", "berlin", "UTC+2", "UTC+5:30", "PST", "1", "2", "0", "-1", "#3",
-            "999999999999999999999", "follow", "2 3", "",
+            "999999999999999999999", "follow", "2 3", "", "en", "zh", "中文", "zh-TW", "english", "fr",
         ]
     ),
 )  # fmt: skip
@@ -89,7 +93,14 @@ def snapshot(store: Store, address: str) -> tuple[object, ...]:
     if subscriber is None or subscriber.id is None:
         return ()
     follows = tuple((f.query, f.revisions, f.instant) for f in store.follows_of(subscriber.id))
-    return (subscriber.schedule, subscriber.timezone, subscriber.status, subscriber.status_reason, follows)
+    return (
+        subscriber.schedule,
+        subscriber.timezone,
+        subscriber.status,
+        subscriber.status_reason,
+        subscriber.language,
+        follows,
+    )
 
 
 def check(store: Store, ctx: ChatContext, text: str) -> None:
@@ -100,6 +111,7 @@ def check(store: Store, ctx: ChatContext, text: str) -> None:
     assert reply.text.strip(), text
     assert len(reply.text) <= MAX_REPLY_CHARS, text
     assert not _SHOWN_CONTROL.search(reply.text), (text, reply.text)
+    assert reply.language in LANGUAGES, text
     if ctx is MEMBER:
         assert snapshot(store, MEMBER.address) == before, text
     assert_consistent(store)
@@ -115,6 +127,7 @@ def assert_consistent(store: Store) -> None:
         parse_schedule(subscriber.schedule)
         zone(subscriber.timezone)
         assert subscriber.status in set(SubscriberStatus)
+        assert subscriber.language in (None, *LANGUAGES)
     assert len({(f.subscriber_id, f.canonical) for f in follows}) == len(follows)
     for follow in follows:
         assert parse(follow.query).canonical() == follow.canonical
@@ -146,5 +159,6 @@ def test_the_fuzzed_store_is_not_trivially_empty(store: Store) -> None:
         "Europe/Berlin",
         SubscriberStatus.PAUSED,
         "paused from the chat",
+        None,  # the platform named no language
         (("cat:cs.DC", True, True),),
     )
