@@ -12,6 +12,7 @@ from core.follows import follow as add_follow
 from core.follows import try_query
 from core.models import Follow, Subscriber
 from core.query import QueryError, parse
+from core.render import reasons_text
 from core.store import Store
 
 FOLLOWS_PER_PAGE = 20
@@ -353,7 +354,7 @@ def try_(call: Call) -> Reply:
             id=hit.arxiv_id,
             version=hit.version,
             title=cut(hit.title, 150),
-            reasons=cut("; ".join(hit.reasons), 150),
+            reasons=cut(reasons_text(hit.reasons, t.language), 150),
         )
         for hit in hits[:TRY_SHOWN]
     ]

@@ -480,3 +480,14 @@ def test_an_apology_is_in_the_chats_language_even_when_the_database_is_gone(stor
     # Nothing can be read: the platform's language, else English.
     assert handle(store, Settings(), ZH_PRIVATE, "/status", now=NOW).text.startswith("抱歉")
     assert handle(store, Settings(), PRIVATE, "/status", now=NOW).text.startswith("Sorry")
+
+
+def test_try_words_its_reasons_in_the_chats_language(twin_stores: tuple[Store, Store]) -> None:
+    english_store, chinese_store = twin_stores
+    ctx = ChatContext(PRIVATE.address, language="en")
+    say(chinese_store, "/language zh", ctx)
+    english = say(english_store, "/try cat:cs.DC", ctx)
+    chinese = say(chinese_store, "/try cat:cs.DC", ctx)
+    assert "why: category cs.DC" in english.text
+    # The fixed words of a reason are translated; the matched value (the category) is shown as stored.
+    assert "分类 cs.DC" in chinese.text and "category cs.DC" not in chinese.text
