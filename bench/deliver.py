@@ -42,15 +42,26 @@ from core.config import Settings  # noqa: E402
 from core.migrate import migrate  # noqa: E402
 from core.render import Renderer  # noqa: E402
 from core.store import Store, make_engine  # noqa: E402
-from core.values import DigestItem, Message  # noqa: E402
+from core.values import (  # noqa: E402
+    DigestItem,
+    Guide,
+    Message,
+)
 from ingest.arxiv_rss_parse import parse_feed  # noqa: E402
 from tests.conftest import BIG_FEED, POSTGRES_URL  # noqa: E402
 
 ITEMS_PER_DIGEST = 5
 
 
+# A guide of typical length (what core.guides keeps: one TL;DR, up to three contributions).
+GUIDE = Guide(
+    "The paper bounds the effect of policy lag on asynchronous rollouts and shows training keeps its speed.",
+    ("A lag-aware importance weight", "A bound on the bias of stale policies", "An open-source trainer"),
+)
+
+
 def corpus_items() -> list[DigestItem]:
-    """Every version of the recorded day as a digest item with a typical reason."""
+    """Every version of the recorded day as a digest item with a typical reason; every other has a guide."""
     return [
         DigestItem(
             p.arxiv_id,
@@ -60,8 +71,9 @@ def corpus_items() -> list[DigestItem]:
             p.categories,
             (f"category {p.categories[0]}",),
             p.abstract,
+            guide=GUIDE if n % 2 else None,
         )
-        for p in parse_feed(BIG_FEED.read_bytes()).items
+        for n, p in enumerate(parse_feed(BIG_FEED.read_bytes()).items)
     ]
 
 
@@ -84,28 +96,35 @@ def bench_render(digests: int) -> None:
         start = (n * ITEMS_PER_DIGEST) % (len(items) - ITEMS_PER_DIGEST)
         return items[start : start + ITEMS_PER_DIGEST]
 
-    wire: dict[str, Callable[[int], object]] = {
-        "console": lambda n: renderer.render("console", batch(n), f"user{n}").text,
-        "email": lambda n: email.build(
-            f"u{n}@example.org", renderer.render("email", batch(n), f"u{n}@example.org")
-        ),
-        "telegram": lambda n: _telegram_parts(renderer.render("telegram", batch(n), str(n))),
-        "slack": lambda n: build_payloads(renderer.render("slack", batch(n), "C0123ABC")),
-        "webhook": lambda n: encode_payload(
-            digest_payload(renderer.render("webhook", batch(n), "https://x.example"), generated_at=now)
-        ),
-    }
-    print(f"render: {digests:,} digests of {ITEMS_PER_DIGEST} items per channel (CPU time)")
-    for channel, make in wire.items():
-        make(0)  # compile templates outside the timing
-        start = cpu()
-        for n in range(digests):
-            make(n)
-        spent = cpu() - start
-        print(
-            f"  {channel:9s} {spent:7.2f} s  {digests / spent:9,.0f} digests/s  "
-            f"{spent / digests * 1e3:6.3f} ms each"
-        )
+    def wire(language: str) -> dict[str, Callable[[int], object]]:
+        def render(channel: str, n: int, recipient: str) -> Message:
+            return renderer.render(channel, batch(n), recipient, language=language)
+
+        return {
+            "console": lambda n: render("console", n, f"user{n}").text,
+            "email": lambda n: email.build(f"u{n}@example.org", render("email", n, f"u{n}@example.org")),
+            "telegram": lambda n: _telegram_parts(render("telegram", n, str(n))),
+            "slack": lambda n: build_payloads(render("slack", n, "C0123ABC")),
+            "webhook": lambda n: encode_payload(
+                digest_payload(render("webhook", n, "https://x.example"), generated_at=now)
+            ),
+        }
+
+    print(
+        f"render: {digests:,} digests of {ITEMS_PER_DIGEST} items per channel (CPU time), every other item"
+        " with an AI guide; English, then Chinese"
+    )
+    english, chinese = wire("en"), wire("zh")
+    for channel in english:
+        spent = {}
+        for language, make in (("en", english[channel]), ("zh", chinese[channel])):
+            make(0)  # compile templates and load the catalog outside the timing
+            start = cpu()
+            for n in range(digests):
+                make(n)
+            spent[language] = cpu() - start
+        en, zh = (spent[language] / digests * 1e3 for language in ("en", "zh"))
+        print(f"  {channel:9s} en {en:6.3f} ms  zh {zh:6.3f} ms  each; zh/en {zh / en:4.2f}x")
 
 
 def _telegram_parts(message: Message) -> object:
