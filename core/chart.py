@@ -7,11 +7,14 @@ safe to inline into an HTML page whatever the caller passes as a title. The char
 
 Each day shows new papers (bottom) and revisions (top) as one stacked bar, and the AI-related ones among
 both as a line with a dot per day.
+
+Its words are English unless the caller passes :class:`ChartWords` of its own (the status page passes the
+reader's language); the chart itself knows no language.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date
 from html import escape
@@ -108,6 +111,26 @@ def describe(days: Sequence[DayCounts]) -> str:
     return text
 
 
+def day_tip(day: DayCounts) -> str:
+    """A day's bar tooltip: ``2026-11-01: 3 new papers, 1 revision, 2 AI-related``."""
+    return (
+        f"{day.day.isoformat()}: {_plural(day.new, 'new paper')}, {_plural(day.revisions, 'revision')}, "
+        f"{day.ai_related:,} AI-related"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ChartWords:
+    """Every word the chart shows: the legend, the empty-period note, the description and the tooltips."""
+
+    new: str = "new papers"
+    revisions: str = "revisions"
+    ai: str = "AI-related"
+    nothing: str = "nothing arrived in this period"
+    describe: Callable[[Sequence[DayCounts]], str] = describe
+    tip: Callable[[DayCounts], str] = day_tip
+
+
 def daily_chart(
     days: Sequence[DayCounts],
     *,
@@ -115,11 +138,14 @@ def daily_chart(
     id_prefix: str = "chart",
     width: int = 720,
     height: int = 240,
+    words: ChartWords | None = None,
 ) -> str:
     """An inline SVG of ``days`` (oldest first): stacked bars of new papers and revisions, an AI line.
 
-    ``title`` and every label are escaped; ``id_prefix`` keeps the element ids unique on a page.
+    ``title`` and every label are escaped; ``id_prefix`` keeps the element ids unique on a page; ``words``
+    are the chart's words (English when None).
     """
+    words = words or ChartWords()
     frame = _Frame(width, height)
     top, step = nice_ceiling(max((d.total for d in days), default=0))
     ids = escape(id_prefix, quote=True)
@@ -128,18 +154,18 @@ def daily_chart(
         f'role="img" aria-labelledby="{ids}-title {ids}-desc" class="chart" '
         f'preserveAspectRatio="xMidYMid meet" font-family="system-ui, sans-serif" font-size="11">',
         f'<title id="{ids}-title">{escape(title)}</title>',
-        f'<desc id="{ids}-desc">{escape(describe(days))}</desc>',
+        f'<desc id="{ids}-desc">{escape(words.describe(days))}</desc>',
     ]
     parts += _axis(frame, top, step)
-    parts += _legend(frame)
+    parts += _legend(frame, words)
     if days:
-        parts += _bars(frame, days, top)
+        parts += _bars(frame, days, top, words.tip)
         parts += _ai_line(frame, days, top)
         parts += _day_labels(frame, days)
     if not any(d.total for d in days):
         parts.append(
             f'<text x="{_n(frame.left + frame.plot_width / 2)}" y="{_n(frame.top + frame.plot_height / 2)}" '
-            f'text-anchor="middle" fill="{TEXT_COLOUR}">nothing arrived in this period</text>'
+            f'text-anchor="middle" fill="{TEXT_COLOUR}">{escape(words.nothing)}</text>'
         )
     parts.append("</svg>")
     return "\n".join(parts)
@@ -164,11 +190,16 @@ def _axis(frame: _Frame, top: int, step: int) -> list[str]:
     return parts
 
 
-def _legend(frame: _Frame) -> list[str]:
+def _text_width(text: str) -> int:
+    """About how wide ``text`` is at the chart's font size: CJK characters are square, Latin ones narrow."""
+    return sum(11 if ord(char) >= 0x2E80 else 7 for char in text)
+
+
+def _legend(frame: _Frame, words: ChartWords) -> list[str]:
     entries = (
-        ("rect", NEW_COLOUR, "new papers"),
-        ("rect", REVISION_COLOUR, "revisions"),
-        ("line", AI_COLOUR, "AI-related"),
+        ("rect", NEW_COLOUR, words.new),
+        ("rect", REVISION_COLOUR, words.revisions),
+        ("line", AI_COLOUR, words.ai),
     )
     parts = []
     x = frame.left
@@ -180,7 +211,7 @@ def _legend(frame: _Frame) -> list[str]:
                 f'<line x1="{x}" x2="{x + 12}" y1="14" y2="14" stroke="{colour}" stroke-width="2.5"/>'
             )
         parts.append(f'<text x="{x + 16}" y="18" fill="{TEXT_COLOUR}">{escape(label)}</text>')
-        x += 24 + 7 * len(label)
+        x += 24 + _text_width(label)
     return parts
 
 
@@ -188,16 +219,15 @@ def _slot(frame: _Frame, count: int) -> float:
     return frame.plot_width / max(count, 1)
 
 
-def _bars(frame: _Frame, days: Sequence[DayCounts], top: int) -> list[str]:
+def _bars(
+    frame: _Frame, days: Sequence[DayCounts], top: int, tip_of: Callable[[DayCounts], str] = day_tip
+) -> list[str]:
     slot = _slot(frame, len(days))
     bar = max(slot * 0.7, 1.0)
     parts = []
     for index, day in enumerate(days):
         x = frame.left + index * slot + (slot - bar) / 2
-        tip = escape(
-            f"{day.day.isoformat()}: {_plural(day.new, 'new paper')}, {_plural(day.revisions, 'revision')}, "
-            f"{day.ai_related:,} AI-related"
-        )
+        tip = escape(tip_of(day))
         parts.append(f"<g><title>{tip}</title>")
         new_top = _y(frame, day.new, top)
         if day.new:

@@ -95,6 +95,9 @@ class PaperRow:
     published_at: datetime | None
     upvotes: int = 0
     picked: bool = False
+    # The stored id of the newest version (None for a stub known only from a community pick): its AI guide
+    # is the one a list shows.
+    version_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,6 +407,7 @@ class BrowseQueries:
                 latest.authors,
                 latest.categories,
                 latest.ai_related,
+                latest.id,
             )
             .select_from(Paper)
             .outerjoin(
@@ -423,7 +427,7 @@ class BrowseQueries:
             rows = session.execute(query).all()
             picks = _pick_summary(session, [row[0] for row in rows])
         papers = []
-        for pid, number, ingested, updated_at, published, title, authors, categories, ai in rows:
+        for pid, number, ingested, updated_at, published, title, authors, categories, ai, vid in rows:
             upvotes, pick_title = picks.get(pid, (0, None))
             papers.append(
                 PaperRow(
@@ -438,6 +442,7 @@ class BrowseQueries:
                     published_at=published,
                     upvotes=upvotes,
                     picked=pid in picks,
+                    version_id=vid,
                 )
             )
         return PaperPage(tuple(papers), total, max(page, 1), per_page)

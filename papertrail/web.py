@@ -6,14 +6,20 @@
 ``/``                              status: last 24 hours, sources (ok/quiet/stale/failing), library, queue,
                                    a 30-day chart; refreshes every minute; no JavaScript
 ``/papers``                        the paper browser: sort, filters, text search, 50 per page
-``/papers/{arxiv_id}``             one paper: versions, what each revision changed, community picks
+``/papers/{arxiv_id}``             one paper: versions, what each revision changed, AI guides, community picks
 ``/sources/{name}``                a source's recent runs
 ``/healthz``                       liveness: 200 ``ok`` without touching the database
 ``/readyz``                        200 when ``SELECT 1`` works, else 503 with the reason
 ``/metrics``                       Prometheus text format, read from the database at scrape time
 ``/unsubscribe/{token}``           GET asks, POST unsubscribes (RFC 8058 one-click)
-``/manage/{token}``                GET shows follows and schedule, POST changes them
+``/manage/{token}``                GET shows follows, schedule and language, POST changes them
 =================================  =========================================================================
+
+Every page is in English or Simplified Chinese (gettext catalog ``locale/zh/LC_MESSAGES/web.po``): a
+``lang`` query parameter, else the ``papertrail_lang`` cookie it sets, else the subscriber's stored
+language on the pages of a signed link, else the browser's ``Accept-Language``
+(:class:`papertrail.web_pages.Reader`). ``/healthz``, ``/readyz`` and ``/metrics`` are for machines and
+stay English.
 
 The database calls are synchronous; Starlette runs synchronous endpoints in its thread pool, so a slow
 query never blocks the event loop the scheduler and the bots share in ``papertrail run``.
@@ -34,15 +40,16 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from core.chart import daily_chart
+from core.chart import ChartWords, DayCounts, daily_chart
 from core.health import Health
+from core.i18n import Translator, translator
 from core.models import utcnow
 from core.status import SourceStatus
 from core.store_browse import MAX_CATEGORY, MAX_SEARCH, PAGE_SIZE, Kind, PaperFilter, Sort
 from core.store_ledger import changes
 from papertrail.context import SOURCE_NAMES, AppContext
 from papertrail.web_metrics import StoreCollector, exposition, judged_sources, metrics_registry, readiness
-from papertrail.web_pages import Pages
+from papertrail.web_pages import Pages, language_headers, number
 from papertrail.web_signup import SignupPages
 from papertrail.web_subscribers import SubscriberPages
 
@@ -98,37 +105,109 @@ class Banner:
     detail: str
 
 
-def overall(judged: Sequence[SourceStatus], new: int, revised: int) -> Banner:
-    """Sum up every source's verdict: broken beats behind beats quiet beats ok."""
+def overall(judged: Sequence[SourceStatus], new: int, revised: int, t: Translator | None = None) -> Banner:
+    """Sum up every source's verdict: broken beats behind beats quiet beats ok (in ``t``'s language)."""
+    t = t or translator(None)
     by_state: dict[Health, list[str]] = {}
     for item in judged:
         by_state.setdefault(item.verdict.state, []).append(item.facts.source)
     if failing := by_state.get(Health.FAILING):
         return Banner(
             "failing",
-            f"Broken: {', '.join(failing)} failing",
-            "The last check failed; the reason is in the sources table. "
-            "Papers may be missing until it recovers.",
+            t.gettext("Broken: {sources} failing", sources=t.gettext(", ").join(failing)),
+            t.gettext(
+                "The last check failed; the reason is in the sources table. "
+                "Papers may be missing until it recovers."
+            ),
         )
     if stale := by_state.get(Health.STALE):
         return Banner(
             "stale",
-            f"Behind: {', '.join(stale)} stale",
-            "Checks succeed, but the source still serves an older announcement "
-            "than arXiv's calendar expects.",
+            t.gettext("Behind: {sources} stale", sources=t.gettext(", ").join(stale)),
+            t.gettext(
+                "Checks succeed, but the source still serves an older announcement "
+                "than arXiv's calendar expects."
+            ),
         )
-    news = f"{new:,} new papers and {revised:,} revised ones in the last 24 hours"
+    counts = {"new": number(new), "revised": number(revised)}
     if all(item.verdict.state == Health.UNKNOWN for item in judged):
-        return Banner("unknown", "No source has been checked yet", "The first run has not finished.")
+        return Banner(
+            "unknown",
+            t.gettext("No source has been checked yet"),
+            t.gettext("The first run has not finished."),
+        )
     if Health.QUIET in by_state:
         return Banner(
             "quiet",
-            "Quiet: nothing new expected now",
-            f"No arXiv announcement today (weekend or holiday); every source answered. {news}.",
+            t.gettext("Quiet: nothing new expected now"),
+            t.gettext(
+                "No arXiv announcement today (weekend or holiday); every source answered. "
+                "{new} new papers and {revised} revised ones in the last 24 hours.",
+                **counts,
+            ),
         )
     if new or revised:
-        return Banner("ok", "All sources healthy", f"{news[0].upper()}{news[1:]}.")
-    return Banner("ok", "All sources healthy: nothing new", f"Every source answered; {news}.")
+        return Banner(
+            "ok",
+            t.gettext("All sources healthy"),
+            t.gettext("{new} new papers and {revised} revised ones in the last 24 hours.", **counts),
+        )
+    return Banner(
+        "ok",
+        t.gettext("All sources healthy: nothing new"),
+        t.gettext(
+            "Every source answered; {new} new papers and {revised} revised ones in the last 24 hours.",
+            **counts,
+        ),
+    )
+
+
+def chart_words(t: Translator) -> ChartWords:
+    """The 30-day chart's legend, description and tooltips in ``t``'s language."""
+
+    def counts(new: int, revisions: int) -> tuple[str, str]:
+        return (
+            t.ngettext("{count} new paper", "{count} new papers", new, count=number(new)),
+            t.ngettext("{count} revision", "{count} revisions", revisions, count=number(revisions)),
+        )
+
+    def describe(days: Sequence[DayCounts]) -> str:
+        if not days:
+            return t.gettext("No days to show.")
+        new, revisions = counts(sum(d.new for d in days), sum(d.revisions for d in days))
+        text = t.gettext(
+            "From {first} to {last} (UTC): {new}, {revisions}, {ai} of them AI-related.",
+            first=days[0].day.isoformat(),
+            last=days[-1].day.isoformat(),
+            new=new,
+            revisions=revisions,
+            ai=number(sum(d.ai_related for d in days)),
+        )
+        busiest = max(days, key=lambda d: (d.total, d.day))
+        if busiest.total:
+            return text + t.gettext(
+                " Busiest day {day} with {count}.", day=busiest.day.isoformat(), count=number(busiest.total)
+            )
+        return text + t.gettext(" Nothing arrived in this period.")
+
+    def tip(day: DayCounts) -> str:
+        new, revisions = counts(day.new, day.revisions)
+        return t.gettext(
+            "{day}: {new}, {revisions}, {ai} AI-related",
+            day=day.day.isoformat(),
+            new=new,
+            revisions=revisions,
+            ai=number(day.ai_related),
+        )
+
+    return ChartWords(
+        new=t.gettext("new papers"),
+        revisions=t.gettext("revisions"),
+        ai=t.gettext("AI-related"),
+        nothing=t.gettext("nothing arrived in this period"),
+        describe=describe,
+        tip=tip,
+    )
 
 
 class _Web:
@@ -145,18 +224,30 @@ class _Web:
 
     def status_page(self, request: Request) -> Response:
         """The dashboard of freshness."""
+        reader = self.pages.reader(request)
+        t = reader.t
         now = self.clock()
         judged, summary = judged_sources(self.store, self.ctx.settings, SOURCE_NAMES, now)
         counts = self.store.dashboard_counts(now)
+        guides_24h = self.store.count_guided_versions_since(now - timedelta(hours=24))
         facts = self.store.source_facts([item.facts.source for item in judged])
         days = self.store.daily_counts(now, CHART_DAYS)
-        chart = Markup(daily_chart(days, title=f"News per day, last {CHART_DAYS} days (UTC)"))
+        chart = Markup(
+            daily_chart(
+                days,
+                title=t.gettext("News per day, last {n} days (UTC)", n=CHART_DAYS),
+                words=chart_words(t),
+            )
+        )
         return self.pages.render(
+            reader,
             "status.html.j2",
             now=now,
             refresh=REFRESH_SECONDS,
-            banner=overall(judged, counts.new_24h, counts.revised_24h),
+            banner=overall(judged, counts.new_24h, counts.revised_24h, t),
             counts=counts,
+            # Shown when guides are made here, or were (the setting may have been removed since).
+            guides_24h=guides_24h if self.ctx.settings.llm_url or guides_24h else None,
             summary=summary,
             sources=[(item, facts[item.facts.source]) for item in judged],
             chart=chart,
@@ -165,74 +256,108 @@ class _Web:
 
     def papers_page(self, request: Request) -> Response:
         """The paper browser."""
+        reader = self.pages.reader(request)
         now = self.clock()
         params = {
             key: request.query_params.get(key, "") for key in ("sort", "kind", "since", "ai", "cat", "q")
         }
-        parsed = parse_filter(params, now)
+        parsed = parse_filter(params, now, reader.t)
         page_text = request.query_params.get("page", "1")
         if isinstance(parsed, str) or not page_text.isdigit() or not 1 <= int(page_text) <= _MAX_PAGE:
-            error = parsed if isinstance(parsed, str) else f"page {page_text!r} is not a page number"
+            error = (
+                parsed
+                if isinstance(parsed, str)
+                else reader.t.gettext("page {page!r} is not a page number", page=page_text)
+            )
             return self.pages.render(
+                reader,
                 "papers.html.j2",
                 status=400,
                 error=error,
                 params=params,
                 result=None,
+                guides={},
                 now=now,
                 windows=WINDOWS,
             )
         result = self.store.browse_papers(parsed, page=int(page_text), per_page=PAGE_SIZE)
+        guides = self.store.guides_for(
+            [row.version_id for row in result.rows if row.version_id is not None], reader.language
+        )
         return self.pages.render(
-            "papers.html.j2", error="", params=params, result=result, now=now, windows=WINDOWS
+            reader,
+            "papers.html.j2",
+            error="",
+            params=params,
+            result=result,
+            guides=guides,
+            now=now,
+            windows=WINDOWS,
         )
 
     def paper_page(self, request: Request) -> Response:
-        """One paper with its version history and community picks."""
+        """One paper with its version history, AI guides and community picks."""
+        reader = self.pages.reader(request)
+        t = reader.t
         raw = request.path_params["arxiv_id"]
         bare = re.sub(r"v\d+$", "", raw.strip().removeprefix("arXiv:").removeprefix("arxiv:"))
         if not bare:
-            return RedirectResponse("/papers", status_code=307)
+            return language_headers(RedirectResponse("/papers", status_code=307), reader)
         versions = self.store.versions_of(bare)
         picks = self.store.picks_of(bare)
         if not versions and not picks:
             return self.pages.message(
-                "Paper not found",
-                f"PaperTrail has not seen {raw}.",
-                hint="Check the id (e.g. 2411.17700), or search the library on the papers page.",
+                reader,
+                t.gettext("Paper not found"),
+                t.gettext("PaperTrail has not seen {id}.", id=raw),
+                hint=t.gettext("Check the id (e.g. 2411.17700), or search the library on the papers page."),
                 status=404,
             )
         history = [
             (version, changes(versions[index - 1] if index else None, version))
             for index, version in enumerate(versions)
         ]
+        guides = self.store.guides_for([v.id for v in versions if v.id is not None], reader.language)
         return self.pages.render(
+            reader,
             "paper.html.j2",
             arxiv_id=bare,
             latest=versions[-1] if versions else None,
             history=list(reversed(history)),
+            # The guides of the versions that have one, newest version first.
+            guides=[(v, guides[v.id]) for v in reversed(versions) if v.id in guides],
             picks=list(reversed(picks)),
             upvotes=max((pick.upvotes for pick in picks), default=0),
         )
 
     def source_page(self, request: Request) -> Response:
         """A source's verdict and its recent runs."""
+        reader = self.pages.reader(request)
+        t = reader.t
         name = request.path_params["name"]
         now = self.clock()
         judged, _ = judged_sources(self.store, self.ctx.settings, SOURCE_NAMES, now)
         verdict = next((item for item in judged if item.facts.source == name), None)
         if verdict is None:
             return self.pages.message(
-                "Unknown source",
-                f"PaperTrail has no source called {name}.",
-                hint=f"The sources are: {', '.join(item.facts.source for item in judged)}.",
+                reader,
+                t.gettext("Unknown source"),
+                t.gettext("PaperTrail has no source called {name}.", name=name),
+                hint=t.gettext(
+                    "The sources are: {names}.",
+                    names=t.gettext(", ").join(item.facts.source for item in judged),
+                ),
                 status=404,
             )
         return self.pages.render(
-            "source.html.j2", now=now, source=verdict, runs=self.store.source_runs(name, limit=50)
+            reader,
+            "source.html.j2",
+            now=now,
+            source=verdict,
+            runs=self.store.source_runs(name, limit=50),
         )
 
-    # -- operations --------------------------------------------------------------------------------------
+    # -- operations (machine-readable: English) --------------------------------------------------------
 
     async def healthz(self, request: Request) -> Response:
         """Liveness: the process answers. Never touches the database."""
@@ -252,40 +377,59 @@ class _Web:
 
     async def not_found(self, request: Request, exc: Exception) -> Response:
         """A page for every unknown path (escaped like every other page)."""
+        reader = self.pages.reader(request)
+        t = reader.t
         return self.pages.message(
-            "Not found",
-            f"There is no page at {request.url.path}.",
-            hint="The status page is at /, the papers at /papers.",
+            reader,
+            t.gettext("Not found"),
+            t.gettext("There is no page at {path}.", path=request.url.path),
+            hint=t.gettext("The status page is at /, the papers at /papers."),
             status=404,
         )
 
     async def not_allowed(self, request: Request, exc: Exception) -> Response:
         """Say which methods a path takes (a GET-only page posted to, and the reverse)."""
-        return PlainTextResponse(f"{request.method} is not allowed here", status_code=405)
+        reader = self.pages.reader(request)
+        text = reader.t.gettext("{method} is not allowed here", method=request.method)
+        return language_headers(PlainTextResponse(text, status_code=405), reader)
 
 
-def parse_filter(params: dict[str, str], now: datetime) -> PaperFilter | str:
-    """The browser's query parameters as a filter, or what is wrong with them."""
+def parse_filter(params: dict[str, str], now: datetime, t: Translator | None = None) -> PaperFilter | str:
+    """The browser's query parameters as a filter, or what is wrong with them (in ``t``'s language)."""
+    t = t or translator(None)
     try:
         sort = Sort(params["sort"] or Sort.UPDATED)
     except ValueError:
-        return f"unknown sort {params['sort']!r}; use one of {', '.join(s.value for s in Sort)}"
+        return t.gettext(
+            "unknown sort {sort!r}; use one of {choices}",
+            sort=params["sort"],
+            choices=", ".join(s.value for s in Sort),
+        )
     try:
         kind = Kind(params["kind"])
     except ValueError:
-        return f"unknown kind {params['kind']!r}; use new, revised or community"
+        return t.gettext("unknown kind {kind!r}; use new, revised or community", kind=params["kind"])
     window = params["since"]
     if window and window not in WINDOWS:
-        return f"unknown window {window!r}; use one of {', '.join(WINDOWS)}"
+        return t.gettext(
+            "unknown window {window!r}; use one of {choices}", window=window, choices=", ".join(WINDOWS)
+        )
     ai = params["ai"]
     if ai not in ("", "0", "1", "on"):
-        return f"ai={ai!r}: use ai=1 for AI-related papers only"
+        return t.gettext("ai={ai!r}: use ai=1 for AI-related papers only", ai=ai)
     category = params["cat"].strip()
     if category and (len(category) > MAX_CATEGORY or not _CATEGORY.match(category)):
-        return f"{category[:MAX_CATEGORY]!r} is not a category; write it like cs.LG, or cs for the archive"
+        return t.gettext(
+            "{category!r} is not a category; write it like cs.LG, or cs for the archive",
+            category=category[:MAX_CATEGORY],
+        )
     text = " ".join(params["q"].split())
     if len(text) > MAX_SEARCH:
-        return f"the search text is {len(text)} characters long; the limit is {MAX_SEARCH}"
+        return t.gettext(
+            "the search text is {length} characters long; the limit is {limit}",
+            length=len(text),
+            limit=MAX_SEARCH,
+        )
     return PaperFilter(
         sort=sort,
         kind=kind,

@@ -62,6 +62,9 @@ class StoreCollector(Collector):
         try:
             counts = self.store.metric_counts()
             judged, summary = judged_sources(self.store, self.settings, self.sources, now)
+            day_ago = now - timedelta(hours=24)
+            guides_made = self.store.count_made_since(day_ago)
+            versions_guided = self.store.count_guided_versions_since(day_ago)
         except sa.exc.SQLAlchemyError as exc:
             log.warning("metrics: cannot read the database: %s", type(exc).__name__)
             up.add_metric([], 0)
@@ -110,6 +113,19 @@ class StoreCollector(Collector):
         depth.add_metric(["pending_matches"], summary.pending_matches)
         depth.add_metric(["queued_digests"], summary.queued_digests)
         yield depth
+
+        made = GaugeMetricFamily(
+            "papertrail_guides_made_24h",
+            "AI guides stored in the last 24 hours, every language: what PAPERTRAIL_LLM_DAILY_LIMIT counts.",
+        )
+        made.add_metric([], guides_made)
+        yield made
+        guided = GaugeMetricFamily(
+            "papertrail_guided_versions_24h",
+            "Versions whose first AI guide was made in the last 24 hours (the status page's AI guides +N).",
+        )
+        guided.add_metric([], versions_guided)
+        yield guided
 
         yield from _source_metrics(judged, now)
 

@@ -1,22 +1,42 @@
-"""HTML pages for the web app: one Jinja environment over ``templates/web`` and the response headers.
+"""HTML pages for the web app: a Jinja environment per language over ``templates/web``, the reader's
+language, and the response headers.
 
 Every value a template prints is escaped (autoescape for ``.html.j2``) after control and bidi-override
-characters are stripped, as in :mod:`core.render`: titles, abstracts, author names, source errors and
-search terms come from outside and can never add markup to a page.
+characters are stripped, as in :mod:`core.render`: titles, abstracts, author names, source errors, AI
+guides and search terms come from outside and can never add markup to a page. Values filled into a
+translated sentence pass the same finalize and escaping (:func:`core.i18n.install_jinja`).
+
+The language of a page (:class:`Reader`): a ``lang`` query parameter wins and is remembered in the
+``papertrail_lang`` cookie; else that cookie; else, on the pages of a subscriber's signed link, the
+subscriber's stored language; else the browser's ``Accept-Language``. English is the default.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 import jinja2
 import markupsafe
-from starlette.responses import HTMLResponse
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
 
+from core.i18n import (
+    DEFAULT_LANGUAGE,
+    LANGUAGE_NAMES,
+    LANGUAGES,
+    N_,
+    Translator,
+    install_jinja,
+    negotiate,
+    normalize_language,
+    translator,
+)
 from core.render import short_authors, shorten
 from core.resources import resource_dir
 from core.text_safety import strip_control
@@ -34,6 +54,84 @@ SECURITY_HEADERS = {
 }
 # Pages whose URL carries a subscriber's token: never cached, never sent on as a Referer.
 PRIVATE_HEADERS = {**SECURITY_HEADERS, "Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
+
+# The language switch's choice, remembered for a year on every path; SameSite=Lax so that a link from a
+# mail or another site carries it, while a cross-site form cannot.
+LANGUAGE_COOKIE = "papertrail_lang"
+LANGUAGE_COOKIE_AGE = 365 * 24 * 3600
+# The tag of each language in <html lang> and Content-Language: the Chinese is Simplified (Hans).
+LANGUAGE_TAGS = {"en": "en", "zh": "zh-Hans"}
+# A page's language depends on these request headers: caches must keep one copy per value.
+VARY = "Accept-Language, Cookie"
+
+
+@dataclass(frozen=True, slots=True)
+class Reader:
+    """Who reads a page: what each way of choosing a language says, and the resulting language.
+
+    ``asked`` is the ``lang`` query parameter (remembered in the cookie when the page is sent),
+    ``remembered`` the cookie, ``stored`` the subscriber's own language on the pages of a signed link,
+    ``browser`` the best match of ``Accept-Language``. ``query`` holds the request's other query
+    parameters, which the language switch keeps.
+    """
+
+    asked: str | None = None
+    remembered: str | None = None
+    stored: str | None = None
+    browser: str = DEFAULT_LANGUAGE
+    query: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def language(self) -> str:
+        """The page's language: asked, else remembered, else stored, else the browser's."""
+        return self.asked or self.remembered or self.stored or self.browser
+
+    @property
+    def t(self) -> Translator:
+        """Translates the page's messages written in Python."""
+        return translator(self.language)
+
+    def with_stored(self, language: str | None) -> Reader:
+        """This reader on a page of a subscriber whose stored language is ``language`` (None: unknown)."""
+        return replace(self, stored=normalize_language(language))
+
+    def switch_url(self, language: str) -> str:
+        """This page in ``language``: a query-only link, so it resolves against the page's own path."""
+        return "?" + urlencode([*self.query, ("lang", language)])
+
+    def switch(self) -> list[tuple[str, str, str, bool]]:
+        """The language switch: (tag, name in itself, link, current) per language."""
+        return [
+            (LANGUAGE_TAGS[code], LANGUAGE_NAMES[code], self.switch_url(code), code == self.language)
+            for code in LANGUAGES
+        ]
+
+
+def reader_of(request: Request) -> Reader:
+    """The reader of ``request``: its ``lang`` parameter, language cookie and Accept-Language."""
+    return Reader(
+        asked=normalize_language(request.query_params.get("lang")),
+        remembered=normalize_language(request.cookies.get(LANGUAGE_COOKIE)),
+        browser=negotiate(request.headers.get("accept-language")),
+        query=tuple((k, v) for k, v in request.query_params.multi_items() if k != "lang"),
+    )
+
+
+def remember_language(response: Response, language: str) -> Response:
+    """Set the language cookie: a year, every path, SameSite=Lax (no script reads it)."""
+    response.set_cookie(
+        LANGUAGE_COOKIE, language, max_age=LANGUAGE_COOKIE_AGE, path="/", samesite="lax", httponly=True
+    )
+    return response
+
+
+def language_headers(response: Response, reader: Reader) -> Response:
+    """Say the page's language, that it varies with the request's, and remember a ``lang`` choice."""
+    response.headers["Content-Language"] = LANGUAGE_TAGS[reader.language]
+    response.headers["Vary"] = VARY
+    if reader.asked:
+        remember_language(response, reader.asked)
+    return response
 
 
 def _autoescape(name: str | None) -> bool:
@@ -56,22 +154,28 @@ def when(value: datetime | None) -> str:
     return f"{value:%Y-%m-%d %H:%M} UTC"
 
 
-def ago(value: datetime | None, now: datetime) -> str:
-    """How long ago ``value`` was, in words (``5 min ago``, ``3 h ago``, ``2 days ago``)."""
+def ago(value: datetime | None, now: datetime, t: Translator | None = None) -> str:
+    """How long ago ``value`` was, in words (``5 min ago``, ``3 h ago``, ``2 days ago``; or ``in 5 min``)."""
+    t = t or translator(DEFAULT_LANGUAGE)
     if value is None:
-        return "never"
+        return t.gettext("never")
     seconds = (now - value).total_seconds()
-    future = seconds < 0
-    seconds = abs(seconds)
+    if seconds < 0:
+        seconds = -seconds
+        if seconds < 60:
+            return t.gettext("in less than a minute")
+        if seconds < 3600:
+            return t.gettext("in {n} min", n=int(seconds // 60))
+        if seconds < 48 * 3600:
+            return t.gettext("in {n} h", n=int(seconds // 3600))
+        return t.ngettext("in {n} day", "in {n} days", int(seconds // 86400))
     if seconds < 60:
-        text = "less than a minute"
-    elif seconds < 3600:
-        text = f"{int(seconds // 60)} min"
-    elif seconds < 48 * 3600:
-        text = f"{int(seconds // 3600)} h"
-    else:
-        text = f"{int(seconds // 86400)} days"
-    return f"in {text}" if future else f"{text} ago"
+        return t.gettext("less than a minute ago")
+    if seconds < 3600:
+        return t.gettext("{n} min ago", n=int(seconds // 60))
+    if seconds < 48 * 3600:
+        return t.gettext("{n} h ago", n=int(seconds // 3600))
+    return t.ngettext("{n} day ago", "{n} days ago", int(seconds // 86400))
 
 
 def number(value: int) -> str:
@@ -108,9 +212,171 @@ def query_url(path: str, params: Mapping[str, object], **changes: object) -> str
     return f"{path}?{urlencode(pairs)}" if pairs else path
 
 
+# Words the pages show for fixed values stored in English (states, field names): translated where shown.
+# A value not listed here (a source's error, a note) is shown as it is.
+WORDS = {
+    # source health (core.health.Health)
+    "ok": N_("ok"),
+    "quiet": N_("quiet"),
+    "stale": N_("stale"),
+    "failing": N_("failing"),
+    "unknown": N_("unknown"),
+    # how a run ended (core.models.RunState)
+    "running": N_("running"),
+    "empty": N_("empty"),
+    "not_modified": N_("not modified"),
+    "error": N_("error"),
+    # what a revision changed (core.store_ledger.changes)
+    "title": N_("title"),
+    "authors": N_("authors"),
+    "abstract": N_("abstract"),
+    "comment": N_("comment"),
+    "journal-ref": N_("journal-ref"),
+    "DOI": N_("DOI"),
+    # how arXiv announced a version (core.values.AnnounceType)
+    "new": N_("new"),
+    "cross": N_("cross"),
+    "replace": N_("replace"),
+    "replace-cross": N_("replace-cross"),
+    # subscriber status (core.models.SubscriberStatus)
+    "active": N_("active"),
+    "paused": N_("paused"),
+    "unsubscribed": N_("unsubscribed"),
+    "unconfirmed": N_("unconfirmed"),
+}
+
+
+def word(value: object, t: Translator | None = None) -> str:
+    """A fixed English value (a state, a field name) in the reader's language; any other value as it is."""
+    text = str(value)
+    known = WORDS.get(text)
+    return (t or translator(DEFAULT_LANGUAGE)).gettext(known) if known else text
+
+
+# A source's verdict in words, where core.health and core.status word it the same way every time; errors
+# and notes of a run (and anything new) are shown as they are.
+_FIXED_REASONS = frozenset(
+    (
+        N_("never checked"),
+        N_("never checked successfully"),
+        N_("the last check failed"),
+        N_("last check succeeded"),
+        N_("no arXiv announcement today (weekend or holiday)"),
+        N_("feed unchanged since the last check (HTTP 304)"),
+        N_("no papers waiting for arXiv metadata"),
+    )
+)
+_CURRENT = re.compile(r"current: mailing of (\d{4}-\d{2}-\d{2})")
+_STALE = re.compile(
+    r"serves the mailing of (\d{4}-\d{2}-\d{2}); arXiv announced the one of (\d{4}-\d{2}-\d{2}) "
+    r"at (\d{4}-\d{2}-\d{2} \d{2}:\d{2}) UTC"
+)
+
+
+def source_reason(reason: str | None, t: Translator | None = None) -> str:
+    """A verdict's reason or a run's note in ``t``'s language when it is a fixed one, else as it is."""
+    if not reason:
+        return ""
+    t = t or translator(DEFAULT_LANGUAGE)
+    if reason in _FIXED_REASONS:
+        return t.gettext(reason)
+    if found := _CURRENT.fullmatch(reason):
+        return t.gettext("current: mailing of {day}", day=found[1])
+    if found := _STALE.fullmatch(reason):
+        return t.gettext(
+            "serves the mailing of {served}; arXiv announced the one of {expected} at {at} UTC",
+            served=found[1],
+            expected=found[2],
+            at=found[3],
+        )
+    return reason
+
+
+# What core.tokens says about a link that does not verify, as a sentence for the page.
+_TOKEN_PROBLEMS = {
+    "this link is incomplete; open the whole link from the mail": N_(
+        "This link is incomplete; open the whole link from the mail."
+    ),
+    "this link is damaged; open the whole link from the mail": N_(
+        "This link is damaged; open the whole link from the mail."
+    ),
+    "this link is not valid (altered, or made for something else)": N_(
+        "This link is not valid (altered, or made for something else)."
+    ),
+}
+
+
+def token_problem(exc: Exception, t: Translator) -> str:
+    """Why a signed link was refused (core.tokens.InvalidToken), as a sentence in ``t``'s language."""
+    text = str(exc)
+    known = _TOKEN_PROBLEMS.get(text)
+    return t.gettext(known) if known else f"{text[:1].upper()}{text[1:]}."
+
+
+# What core.schedule, core.signup, core.newsletters and core.delivery say about a form's values (English,
+# for the CLI and the logs too), recognised here to be said in the reader's language: each pattern's groups
+# fill the message's fields, and in English the message reads exactly as the original. Anything else is
+# shown as it is.
+_FORM_PROBLEMS = tuple(
+    (re.compile(pattern), message)
+    for pattern, message in (
+        (
+            r"cannot read schedule (?P<schedule>'[^']*'); "
+            r"use 'instant', 'daily 08:00', 'weekdays 07:30' or 'weekly mon 09:00'",
+            N_(
+                "cannot read schedule {schedule}; "
+                "use 'instant', 'daily 08:00', 'weekdays 07:30' or 'weekly mon 09:00'"
+            ),
+        ),
+        (
+            r"time (?P<time>'[^']*') in schedule (?P<schedule>'[^']*') is not a valid 24-hour time; "
+            r"use 'instant', 'daily 08:00', 'weekdays 07:30' or 'weekly mon 09:00'",
+            N_(
+                "time {time} in schedule {schedule} is not a valid 24-hour time; "
+                "use 'instant', 'daily 08:00', 'weekdays 07:30' or 'weekly mon 09:00'"
+            ),
+        ),
+        (
+            r"unknown day (?P<day>'[^']*') in schedule (?P<schedule>'[^']*'); days are (?P<days>[a-z, ]+)",
+            N_("unknown day {day} in schedule {schedule}; days are {days}"),
+        ),
+        (
+            r"unknown timezone (?P<zone>'[^']*'); use an IANA name such as Europe/Berlin or UTC",
+            N_("unknown timezone {zone}; use an IANA name such as Europe/Berlin or UTC"),
+        ),
+        (
+            r"(?P<address>'[^']*') is not an email address; write it as email:ada@example.org",
+            N_("{address} is not an email address; write it as email:ada@example.org"),
+        ),
+        (
+            r"(?P<address>\S+) is not an email address; sign up with email:ada@example.org",
+            N_("{address} is not an email address; sign up with email:ada@example.org"),
+        ),
+        (
+            r"at most (?P<n>\d+) follows per sign-up; add more later from the manage page",
+            N_("at most {n} follows per sign-up; add more later from the manage page"),
+        ),
+        (
+            r"no newsletter named (?P<name>'[^']*'); newsletters: (?P<names>.*)",
+            N_("no newsletter named {name}; newsletters: {names}"),
+        ),
+    )
+)
+
+
+def form_problem(text: str, t: Translator) -> str:
+    """Why core refused a form's value, in ``t``'s language when it is one of the known reasons."""
+    for pattern, message in _FORM_PROBLEMS:
+        if found := pattern.fullmatch(text):
+            return t.gettext(message, **found.groupdict())
+    return text
+
+
 @functools.cache
-def make_environment() -> jinja2.Environment:
-    """The Jinja environment over ``templates/web`` (one per process: it caches compiled templates)."""
+def make_environment(language: str = DEFAULT_LANGUAGE) -> jinja2.Environment:
+    """The Jinja environment of ``language`` over ``templates/web`` (one per language and process: it
+    caches compiled templates)."""
+    t = translator(language)
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(resource_dir("templates") / "web")),
         autoescape=_autoescape,
@@ -118,18 +384,35 @@ def make_environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         finalize=_finalize,
+        extensions=["jinja2.ext.i18n"],
     )
+
+    def translated_ago(value: datetime | None, now: datetime) -> str:
+        return ago(value, now, t)
+
+    def translated_authors(authors: Sequence[str]) -> str:
+        return short_authors(authors, t.language)
+
+    def translated_word(value: object) -> str:
+        return word(value, t)
+
+    def translated_reason(value: str | None) -> str:
+        return source_reason(value, t)
+
     env.filters.update(
         when=when,
-        ago=ago,
+        ago=translated_ago,
         number=number,
         safe_url=safe_url,
-        short_authors=short_authors,
+        short_authors=translated_authors,
         shorten=shorten,
         paper_path=paper_path,
         arxiv_url=arxiv_url,
+        word=translated_word,
+        reason=translated_reason,
     )
-    env.globals["query_url"] = query_url
+    env.globals.update(query_url=query_url, language_names=LANGUAGE_NAMES, language_tags=LANGUAGE_TAGS)
+    install_jinja(env, t.language, lambda context, value: _finalize(value))
     return env
 
 
@@ -137,11 +420,17 @@ class Pages:
     """Renders the templates into responses; ``clock`` is the time every page is computed for."""
 
     def __init__(self, clock: Callable[[], datetime]) -> None:
-        self.env = make_environment()
+        self.env = make_environment(DEFAULT_LANGUAGE)
         self.clock = clock
+
+    @staticmethod
+    def reader(request: Request) -> Reader:
+        """The reader of ``request`` (see :func:`reader_of`)."""
+        return reader_of(request)
 
     def render(
         self,
+        reader: Reader,
         name: str,
         *,
         status: int = 200,
@@ -149,15 +438,33 @@ class Pages:
         now: datetime | None = None,
         **values: Any,
     ) -> HTMLResponse:
-        """Render ``name`` with ``values``; ``private`` pages (token links) are not cached or referred."""
-        html = self.env.get_template(name).render(now=now or self.clock(), **values)
+        """Render ``name`` in the reader's language with ``values``; ``private`` pages (token links) are
+        not cached or referred."""
+        env = make_environment(reader.language)
+        html = env.get_template(name).render(
+            now=now or self.clock(),
+            reader=reader,
+            html_lang=LANGUAGE_TAGS[reader.language],
+            switch=reader.switch(),
+            **values,
+        )
         headers = PRIVATE_HEADERS if private else SECURITY_HEADERS
-        return HTMLResponse(html, status_code=status, headers=dict(headers))
+        response = HTMLResponse(html, status_code=status, headers=dict(headers))
+        language_headers(response, reader)
+        return response
 
     def message(
-        self, title: str, text: str, *, status: int, hint: str = "", private: bool = False
+        self,
+        reader: Reader,
+        title: str,
+        text: str,
+        *,
+        status: int,
+        hint: str = "",
+        private: bool = False,
     ) -> HTMLResponse:
-        """A page that says one thing: an error with what to do, or a confirmation."""
+        """A page that says one thing (already in the reader's language): an error with what to do, or a
+        confirmation."""
         return self.render(
-            "message.html.j2", status=status, private=private, title=title, text=text, hint=hint
+            reader, "message.html.j2", status=status, private=private, title=title, text=text, hint=hint
         )

@@ -4,9 +4,12 @@
   to join when the operator defined any; with one chosen the follows may stay empty).
 * ``POST /subscribe`` records the sign-up and mails the confirmation link (or, for an address that is
   subscribed already, its manage link). The answer is the same "check your mail" page either way, so the
-  form does not tell strangers who is subscribed. Bad input is shown on the form with what to fix.
+  form does not tell strangers who is subscribed. Bad input is shown on the form with what to fix. The
+  form carries the page's language: the new subscriber's pages, confirmation mail and digests use it.
 * ``GET /confirm/{token}`` asks (mail scanners follow links: a GET changes nothing); its button posts.
 * ``POST /confirm/{token}`` activates the subscription and links the manage page.
+
+The confirmation pages speak the signed-up address's stored language unless the request chooses one.
 """
 
 from __future__ import annotations
@@ -18,13 +21,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from bot.query_errors import describe as describe_query_error
 from core import tokens
 from core.delivery import DeliveryError
+from core.i18n import normalize_language
 from core.query import QueryError
 from core.signup import SignupOutcome, confirm, sign_up
 from papertrail.context import AppContext
 from papertrail.signup import SignupUnavailable, check_available, mail_outcome
-from papertrail.web_pages import Pages
+from papertrail.web_pages import Pages, Reader, form_problem, token_problem
 
 MAX_FIELD = 4000
 
@@ -45,19 +50,24 @@ class SignupPages:
             Route("/confirm/{token}", self.confirm_post, methods=["POST"]),
         ]
 
-    def _unavailable(self) -> Response | None:
+    def _unavailable(self, reader: Reader) -> Response | None:
         try:
             check_available(self.ctx)
         except SignupUnavailable as exc:
+            t = reader.t
             return self.pages.message(
-                "Sign-up is not enabled",
-                "This PaperTrail server does not take sign-ups by mail.",
-                hint=f"Its operator can enable them: {exc}.",
+                reader,
+                t.gettext("Sign-up is not enabled"),
+                t.gettext("This PaperTrail server does not take sign-ups by mail."),
+                # The reason names a setting: for the operator, in English.
+                hint=t.gettext("Its operator can enable them: {reason}.", reason=exc),
                 status=404,
             )
         return None
 
-    def _form(self, *, status: int = 200, error: str = "", excerpt: str = "", **values: str) -> Response:
+    def _form(
+        self, reader: Reader, *, status: int = 200, error: str = "", excerpt: str = "", **values: str
+    ) -> Response:
         settings = self.ctx.settings
         defaults = {
             "address": "",
@@ -67,6 +77,7 @@ class SignupPages:
             "newsletter": "",
         }
         return self.pages.render(
+            reader,
             "subscribe.html.j2",
             status=status,
             error=error,
@@ -77,11 +88,13 @@ class SignupPages:
 
     async def form(self, request: Request) -> Response:
         """The empty form."""
-        return self._unavailable() or self._form()
+        reader = self.pages.reader(request)
+        return self._unavailable(reader) or self._form(reader)
 
     async def submit(self, request: Request) -> Response:
         """Record the sign-up and send its mail."""
-        unavailable = self._unavailable()
+        reader = self.pages.reader(request)
+        unavailable = self._unavailable(reader)
         if unavailable:
             return unavailable
         form = await request.form(max_fields=10, max_files=0)
@@ -89,74 +102,117 @@ class SignupPages:
             name: str(form.get(name, ""))[:MAX_FIELD]
             for name in ("address", "follows", "schedule", "timezone", "newsletter")
         }
+        # The language the form was shown in (a hidden field), else the one this request resolves to.
+        language = normalize_language(str(form.get("language", ""))[:16]) or reader.language
+        reader = reader.with_stored(language)
         raw = values["address"].strip()
         address = raw if raw.startswith("email:") else f"email:{raw}"
         queries = values["follows"].splitlines()
         try:
             outcome: SignupOutcome = await run_in_threadpool(
-                sign_up,
-                self.ctx.store,
-                address,
-                queries,
-                timezone=values["timezone"].strip() or self.ctx.settings.default_timezone,
-                schedule=values["schedule"].strip() or self.ctx.settings.default_schedule,
-                newsletter=values["newsletter"].strip() or None,
+                lambda: sign_up(
+                    self.ctx.store,
+                    address,
+                    queries,
+                    timezone=values["timezone"].strip() or self.ctx.settings.default_timezone,
+                    schedule=values["schedule"].strip() or self.ctx.settings.default_schedule,
+                    newsletter=values["newsletter"].strip() or None,
+                    language=language,
+                )
             )
         except QueryError as exc:
-            return self._form(status=400, error=str(exc), excerpt=exc.excerpt(), **values)
+            error = describe_query_error(reader.t, exc)
+            return self._form(reader, status=400, error=error, excerpt=exc.excerpt(), **values)
         except (ValueError, LookupError) as exc:
-            return self._form(status=400, error=str(exc).strip("'\""), **values)
+            # The message itself (str() of a KeyError would quote it).
+            error = form_problem(str(exc.args[0]) if exc.args else str(exc), reader.t)
+            return self._form(reader, status=400, error=error, **values)
+        t = reader.t
         try:
-            await mail_outcome(self.ctx, outcome)
+            await mail_outcome(self.ctx, outcome, language=language)
         except DeliveryError as exc:
             return self.pages.message(
-                "The mail could not be sent",
-                "Your sign-up is recorded, but the confirmation mail did not go out.",
-                hint=f"Try again in a few minutes. ({'temporary' if exc.retryable else 'refused'} failure)",
+                reader,
+                t.gettext("The mail could not be sent"),
+                t.gettext("Your sign-up is recorded, but the confirmation mail did not go out."),
+                hint=t.gettext("Try again in a few minutes. (temporary failure)")
+                if exc.retryable
+                else t.gettext("Try again in a few minutes. (refused failure)"),
                 status=503 if exc.retryable else 400,
             )
         return self.pages.message(
-            "Check your mail",
-            "If the address can receive mail, a message with a link is on its way. "
-            "Nothing is sent to it until that link is followed.",
-            hint="No mail after a few minutes? Look in the spam folder, or sign up again in ten minutes.",
+            reader,
+            t.gettext("Check your mail"),
+            t.gettext(
+                "If the address can receive mail, a message with a link is on its way. "
+                "Nothing is sent to it until that link is followed."
+            ),
+            hint=t.gettext(
+                "No mail after a few minutes? Look in the spam folder, or sign up again in ten minutes."
+            ),
             status=200,
         )
 
     def _token(self, request: Request) -> str:
         return str(request.path_params["token"])
 
+    def _stored_language(self, key: str, token: str) -> str | None:
+        """The language of the address a confirmation token names (None for a bad token: the page says
+        nothing about it until the button is pressed)."""
+        try:
+            address = tokens.verify(key, tokens.CONFIRM, token)
+        except tokens.InvalidToken:
+            return None
+        subscriber = self.ctx.store.get_subscriber(address)
+        return subscriber.language if subscriber is not None else None
+
     async def confirm_page(self, request: Request) -> Response:
         """Ask for the button press; changes nothing."""
-        unavailable = self._unavailable()
+        reader = self.pages.reader(request)
+        unavailable = self._unavailable(reader)
         if unavailable:
             return unavailable
         token = self._token(request)
+        stored = await run_in_threadpool(self._stored_language, check_available(self.ctx), token)
         return self.pages.render(
-            "confirm.html.j2", private=True, action=f"/confirm/{quote(token, safe='')}", done=False
+            reader.with_stored(stored),
+            "confirm.html.j2",
+            private=True,
+            action=f"/confirm/{quote(token, safe='')}",
+            done=False,
         )
 
     async def confirm_post(self, request: Request) -> Response:
         """Activate the subscription."""
-        unavailable = self._unavailable()
+        reader = self.pages.reader(request)
+        unavailable = self._unavailable(reader)
         if unavailable:
             return unavailable
         await request.form(max_fields=10, max_files=0)
         key = check_available(self.ctx)
+        t = reader.t
         try:
             subscriber = await run_in_threadpool(confirm, self.ctx.store, key, self._token(request))
         except tokens.InvalidToken as exc:
             return self.pages.message(
-                "This link is not valid",
-                f"{str(exc).capitalize()}.",
-                hint="Open the link from the confirmation mail again, or sign up again.",
+                reader,
+                t.gettext("This link is not valid"),
+                token_problem(exc, t),
+                hint=t.gettext("Open the link from the confirmation mail again, or sign up again."),
                 status=400,
                 private=True,
             )
-        except LookupError as exc:
-            return self.pages.message("No sign-up", f"{exc}.", status=404, private=True)
+        except LookupError:
+            return self.pages.message(
+                reader,
+                t.gettext("No sign-up"),
+                t.gettext("This sign-up does not exist any more; sign up again."),
+                status=404,
+                private=True,
+            )
         manage = tokens.sign(key, tokens.MANAGE, subscriber.address)
         return self.pages.render(
+            reader.with_stored(subscriber.language),
             "confirm.html.j2",
             private=True,
             done=True,

@@ -1,4 +1,4 @@
-"""Unsubscribe and manage pages: no account and no cookie, a signed link per subscriber (core.tokens).
+"""Unsubscribe and manage pages: no account, a signed link per subscriber (core.tokens).
 
 * ``GET /unsubscribe/{token}`` only asks: mail scanners and link previews follow every link in a mail, so
   a GET must never change anything. Its button posts the same body a mail client's one-click does.
@@ -8,9 +8,14 @@
 * ``GET /leave/{token}`` asks and ``POST /leave/{token}`` (one-click compatible, like unsubscribe) ends the
   membership of one newsletter only; the token binds the address and the newsletter's name. A digest that
   is one newsletter's issue only carries it as its unsubscribe link (core.render).
-* ``GET /manage/{token}`` shows the follows, schedule, timezone and status; ``POST /manage/{token}`` with
-  ``action`` = ``add``, ``remove``, ``schedule``, ``unsubscribe`` or ``resubscribe`` changes them and
-  redirects back (303) to the page with a notice. Any other action is refused with 400.
+* ``GET /manage/{token}`` shows the follows, schedule, timezone, language and status; ``POST
+  /manage/{token}`` with ``action`` = ``add``, ``remove``, ``schedule``, ``language``, ``unsubscribe`` or
+  ``resubscribe`` changes them and redirects back (303) to the page with a notice. Any other action is
+  refused with 400.
+
+The pages speak the subscriber's stored language (``Subscriber.language``) unless the request chooses
+one (``?lang=`` or the language cookie, :mod:`papertrail.web_pages`); choosing a language on the manage
+page stores it for the digests too, and remembers it in the cookie.
 
 A forged, altered or wrong-purpose token gets a 400 page that says so and what to do; with no
 ``PAPERTRAIL_SECRET_KEY`` the links cannot exist, and the pages answer 404 saying they are not enabled.
@@ -28,15 +33,17 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
+from bot.query_errors import describe as describe_query_error
 from core import tokens
 from core.delivery import normalise_address
 from core.digests import resume
 from core.follows import follow
+from core.i18n import LANGUAGES, N_, normalize_language
 from core.models import Follow, Newsletter, Subscriber, SubscriberStatus
 from core.query import QueryError
 from core.schedule import parse_schedule, zone
 from papertrail.context import AppContext
-from papertrail.web_pages import Pages
+from papertrail.web_pages import Pages, Reader, form_problem, remember_language, token_problem
 
 UNSUBSCRIBE_REASON = "unsubscribed through a link in a digest"
 # Longest value accepted in a form field; the follow language itself stops at 1,000 characters.
@@ -44,16 +51,17 @@ MAX_FIELD = 2000
 
 # What the manage page says after a successful action (the redirect carries only the key).
 NOTICES = {
-    "added": "Follow added.",
-    "updated": "That follow existed already; its options are updated.",
-    "unchanged": "You follow that already; nothing changed.",
-    "removed": "Follow removed.",
-    "schedule": "Schedule and timezone saved.",
-    "unsubscribed": "You are unsubscribed: no more digests. Your follows are kept below.",
-    "resubscribed": "You are subscribed again: digests resume on your schedule.",
-    "active": "You are subscribed already.",
+    "added": N_("Follow added."),
+    "updated": N_("That follow existed already; its options are updated."),
+    "unchanged": N_("You follow that already; nothing changed."),
+    "removed": N_("Follow removed."),
+    "schedule": N_("Schedule and timezone saved."),
+    "language": N_("Language saved: your digests and these pages use it."),
+    "unsubscribed": N_("You are unsubscribed: no more digests. Your follows are kept below."),
+    "resubscribed": N_("You are subscribed again: digests resume on your schedule."),
+    "active": N_("You are subscribed already."),
 }
-ACTIONS = ("add", "remove", "schedule", "unsubscribe", "resubscribe")
+ACTIONS = ("add", "remove", "schedule", "language", "unsubscribe", "resubscribe")
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,38 +98,46 @@ class SubscriberPages:
         secret = self.ctx.settings.secret_key
         return secret.get_secret_value() if secret else ""
 
-    def _subscriber(self, token: str, purpose: str) -> Subscriber | Response:
+    def _subscriber(self, token: str, purpose: str, reader: Reader) -> Subscriber | Response:
         """The subscriber a valid token names, or the page that says why there is none."""
-        verified = self._verify(token, purpose)
-        return verified if isinstance(verified, Response) else self._find(verified)
+        verified = self._verify(token, purpose, reader)
+        return verified if isinstance(verified, Response) else self._find(verified, reader)
 
-    def _verify(self, token: str, purpose: str) -> str | Response:
+    def _verify(self, token: str, purpose: str, reader: Reader) -> str | Response:
         """The subject of a valid token, or the page that says why the link does not work."""
+        t = reader.t
         key = self._key()
         if not key:
             return self.pages.message(
-                "Links not enabled",
-                "Unsubscribe and manage links are not enabled on this PaperTrail server.",
-                hint="Ask its operator to set PAPERTRAIL_SECRET_KEY; digests then carry working links.",
+                reader,
+                t.gettext("Links not enabled"),
+                t.gettext("Unsubscribe and manage links are not enabled on this PaperTrail server."),
+                hint=t.gettext(
+                    "Ask its operator to set PAPERTRAIL_SECRET_KEY; digests then carry working links."
+                ),
                 status=404,
                 private=True,
             )
         try:
             return tokens.verify(key, purpose, token)
         except tokens.InvalidToken as exc:
-            return self._invalid(exc)
+            return self._invalid(exc, reader)
 
-    def _invalid(self, exc: tokens.InvalidToken) -> Response:
+    def _invalid(self, exc: tokens.InvalidToken, reader: Reader) -> Response:
+        t = reader.t
         return self.pages.message(
-            "This link is not valid",
-            f"{str(exc).capitalize()}.",
-            hint="Open the link from your most recent digest again (the whole link, in one piece). "
-            "If it still fails, the server's key may have changed: the next digest carries new links.",
+            reader,
+            t.gettext("This link is not valid"),
+            token_problem(exc, t),
+            hint=t.gettext(
+                "Open the link from your most recent digest again (the whole link, in one piece). "
+                "If it still fails, the server's key may have changed: the next digest carries new links."
+            ),
             status=400,
             private=True,
         )
 
-    def _find(self, address: str) -> Subscriber | Response:
+    def _find(self, address: str, reader: Reader) -> Subscriber | Response:
         """The subscriber at ``address``, or the page that says there is none."""
         subscriber = self.store.get_subscriber(address)
         if subscriber is None:
@@ -130,11 +146,15 @@ class SubscriberPages:
             except ValueError:
                 subscriber = None
         if subscriber is None or subscriber.id is None:
+            t = reader.t
             return self.pages.message(
-                "No subscription",
-                f"PaperTrail has no subscription for {address} any more.",
-                hint="Nothing will be sent to it. To subscribe again, add a follow through a chat bot "
-                "or ask the operator.",
+                reader,
+                t.gettext("No subscription"),
+                t.gettext("PaperTrail has no subscription for {address} any more.", address=address),
+                hint=t.gettext(
+                    "Nothing will be sent to it. To subscribe again, add a follow through a chat bot "
+                    "or ask the operator."
+                ),
                 status=404,
                 private=True,
             )
@@ -151,19 +171,21 @@ class SubscriberPages:
 
     def unsubscribe_page(self, request: Request) -> Response:
         """Ask before unsubscribing; changes nothing."""
-        found = self._subscriber(request.path_params["token"], tokens.UNSUBSCRIBE)
+        reader = self.pages.reader(request)
+        found = self._subscriber(request.path_params["token"], tokens.UNSUBSCRIBE, reader)
         if not isinstance(found, Subscriber):
             return found
-        return self._unsubscribe_view(found, done=False)
+        return self._unsubscribe_view(found, reader, done=False)
 
     async def unsubscribe_post(self, request: Request) -> Response:
         """One-click unsubscribe (RFC 8058) and the confirmation page's button."""
         # Read (and bound) the body; its content does not matter: the signed token is the authority.
         await request.form(max_fields=10, max_files=0)
-        return await run_in_threadpool(self._unsubscribe, request.path_params["token"])
+        reader = self.pages.reader(request)
+        return await run_in_threadpool(self._unsubscribe, request.path_params["token"], reader)
 
-    def _unsubscribe(self, token: str) -> Response:
-        found = self._subscriber(token, tokens.UNSUBSCRIBE)
+    def _unsubscribe(self, token: str, reader: Reader) -> Response:
+        found = self._subscriber(token, tokens.UNSUBSCRIBE, reader)
         if not isinstance(found, Subscriber):
             return found
         already = found.status == SubscriberStatus.UNSUBSCRIBED
@@ -171,12 +193,13 @@ class SubscriberPages:
             assert found.id is not None
             self.store.unsubscribe(found.id, reason=UNSUBSCRIBE_REASON)
             found = self.store.get_subscriber(found.address) or found
-        return self._unsubscribe_view(found, done=True)
+        return self._unsubscribe_view(found, reader, done=True)
 
-    def _unsubscribe_view(self, subscriber: Subscriber, *, done: bool) -> Response:
+    def _unsubscribe_view(self, subscriber: Subscriber, reader: Reader, *, done: bool) -> Response:
         unsubscribe_path, manage_path = self._links(subscriber.address)
         assert subscriber.id is not None
         return self.pages.render(
+            reader.with_stored(subscriber.language),
             "unsubscribe.html.j2",
             private=True,
             subscriber=subscriber,
@@ -189,24 +212,30 @@ class SubscriberPages:
 
     # -- leave one newsletter --------------------------------------------------------------------------------
 
-    def _member(self, token: str) -> tuple[Subscriber, Newsletter] | Response:
+    def _member(self, token: str, reader: Reader) -> tuple[Subscriber, Newsletter] | Response:
         """The subscriber and newsletter a valid leave token names, or the page that says why not."""
-        verified = self._verify(token, tokens.LEAVE)
+        verified = self._verify(token, tokens.LEAVE, reader)
         if isinstance(verified, Response):
             return verified
         try:
             address, name = tokens.split_leave(verified)
         except tokens.InvalidToken as exc:
-            return self._invalid(exc)
-        subscriber = self._find(address)
+            return self._invalid(exc, reader)
+        subscriber = self._find(address, reader)
         if isinstance(subscriber, Response):
             return subscriber
         newsletter = self.store.get_newsletter(name)
         if newsletter is None or newsletter.id is None:
+            reader = reader.with_stored(subscriber.language)
+            t = reader.t
             return self.pages.message(
-                "No such newsletter",
-                f"PaperTrail has no newsletter {name!r} any more, so nothing of it will be sent.",
-                hint="Your manage page, linked from every digest, shows what you still receive.",
+                reader,
+                t.gettext("No such newsletter"),
+                t.gettext(
+                    "PaperTrail has no newsletter {name!r} any more, so nothing of it will be sent.",
+                    name=name,
+                ),
+                hint=t.gettext("Your manage page, linked from every digest, shows what you still receive."),
                 status=404,
                 private=True,
             )
@@ -214,27 +243,31 @@ class SubscriberPages:
 
     def leave_page(self, request: Request) -> Response:
         """Ask before leaving the newsletter; changes nothing (mail scanners follow every link)."""
-        found = self._member(request.path_params["token"])
+        reader = self.pages.reader(request)
+        found = self._member(request.path_params["token"], reader)
         if isinstance(found, Response):
             return found
-        return self._leave_view(*found, done=False)
+        return self._leave_view(*found, reader, done=False)
 
     async def leave_post(self, request: Request) -> Response:
         """Leave the newsletter: RFC 8058 one-click and the page's button; the token is the authority."""
         await request.form(max_fields=10, max_files=0)
-        return await run_in_threadpool(self._leave, request.path_params["token"])
+        reader = self.pages.reader(request)
+        return await run_in_threadpool(self._leave, request.path_params["token"], reader)
 
-    def _leave(self, token: str) -> Response:
-        found = self._member(token)
+    def _leave(self, token: str, reader: Reader) -> Response:
+        found = self._member(token, reader)
         if isinstance(found, Response):
             return found
         subscriber, newsletter = found
         assert subscriber.id is not None and newsletter.id is not None
         left = self.store.leave_newsletter(newsletter.id, subscriber.id)
         # Left already (a second click): the page says so rather than claiming it just happened.
-        return self._leave_view(subscriber, newsletter, done=left)
+        return self._leave_view(subscriber, newsletter, reader, done=left)
 
-    def _leave_view(self, subscriber: Subscriber, newsletter: Newsletter, *, done: bool) -> Response:
+    def _leave_view(
+        self, subscriber: Subscriber, newsletter: Newsletter, reader: Reader, *, done: bool
+    ) -> Response:
         assert subscriber.id is not None
         _, manage_path = self._links(subscriber.address)
         token = tokens.sign(
@@ -242,6 +275,7 @@ class SubscriberPages:
         )
         member = any(n.id == newsletter.id for n in self.store.newsletters_of(subscriber.id))
         return self.pages.render(
+            reader.with_stored(subscriber.language),
             "leave.html.j2",
             private=True,
             subscriber=subscriber,
@@ -255,44 +289,63 @@ class SubscriberPages:
     # -- manage --------------------------------------------------------------------------------------------
 
     def manage_page(self, request: Request) -> Response:
-        """The subscriber's follows, schedule and status, with forms to change them."""
-        found = self._subscriber(request.path_params["token"], tokens.MANAGE)
+        """The subscriber's follows, schedule, language and status, with forms to change them."""
+        reader = self.pages.reader(request)
+        found = self._subscriber(request.path_params["token"], tokens.MANAGE, reader)
         if not isinstance(found, Subscriber):
             return found
+        reader = reader.with_stored(found.language)
         notice = NOTICES.get(request.query_params.get("done", ""), "")
-        return self._manage_view(found, notice=notice)
+        return self._manage_view(found, reader, notice=reader.t.gettext(notice) if notice else "")
 
     async def manage_post(self, request: Request) -> Response:
         """Carry out one action from the manage page, then show the page again."""
         form = await request.form(max_fields=20, max_files=0)
+        reader = self.pages.reader(request)
         fields: dict[str, str] = {}
         for name, value in form.multi_items():
             if not isinstance(value, str) or len(value) > MAX_FIELD:
+                t = reader.t
                 return self.pages.message(
-                    "Form not accepted", f"The field {name!r} is not a short text.", status=400, private=True
+                    reader,
+                    t.gettext("Form not accepted"),
+                    t.gettext("The field {name!r} is not a short text.", name=name),
+                    status=400,
+                    private=True,
                 )
             fields.setdefault(name, value)
-        return await run_in_threadpool(self._manage, request.path_params["token"], fields)
+        return await run_in_threadpool(self._manage, request.path_params["token"], fields, reader)
 
-    def _manage(self, token: str, fields: Mapping[str, str]) -> Response:
-        found = self._subscriber(token, tokens.MANAGE)
+    def _manage(self, token: str, fields: Mapping[str, str], reader: Reader) -> Response:
+        found = self._subscriber(token, tokens.MANAGE, reader)
         if not isinstance(found, Subscriber):
             return found
+        reader = reader.with_stored(found.language)
+        t = reader.t
         action = fields.get("action", "")
         if action not in ACTIONS:
             return self._manage_view(
                 found,
+                reader,
                 error=FormError(
-                    f"unknown action {action!r}; the page's buttons send one of {', '.join(ACTIONS)}"
+                    t.gettext(
+                        "unknown action {action!r}; the page's buttons send one of {actions}",
+                        action=action,
+                        actions=", ".join(ACTIONS),
+                    )
                 ),
                 status=400,
             )
-        outcome = getattr(self, f"_do_{action}")(found, fields)
+        outcome = getattr(self, f"_do_{action}")(found, fields, reader)
         if isinstance(outcome, FormError):
-            return self._manage_view(found, error=outcome, status=400, values=fields)
-        return RedirectResponse(f"/manage/{quote(token, safe='')}?done={outcome}", status_code=303)
+            return self._manage_view(found, reader, error=outcome, status=400, values=fields)
+        redirect = RedirectResponse(f"/manage/{quote(token, safe='')}?done={outcome}", status_code=303)
+        if action == "language":
+            # The reader chose it here: this browser shows it too, whatever it was set to before.
+            remember_language(redirect, fields["language"].strip())
+        return redirect
 
-    def _do_add(self, subscriber: Subscriber, fields: Mapping[str, str]) -> str | FormError:
+    def _do_add(self, subscriber: Subscriber, fields: Mapping[str, str], reader: Reader) -> str | FormError:
         text = fields.get("query", "")
         try:
             result = follow(
@@ -305,40 +358,68 @@ class SubscriberPages:
                 instant=fields.get("instant") is not None,
             )
         except QueryError as exc:
-            return FormError(str(exc), exc.excerpt(), exc.position)
+            return FormError(describe_query_error(reader.t, exc), exc.excerpt(), exc.position)
         except ValueError as exc:
-            return FormError(str(exc))
+            return FormError(form_problem(str(exc), reader.t))
         return result.outcome
 
-    def _do_remove(self, subscriber: Subscriber, fields: Mapping[str, str]) -> str | FormError:
+    def _do_remove(
+        self, subscriber: Subscriber, fields: Mapping[str, str], reader: Reader
+    ) -> str | FormError:
         assert subscriber.id is not None
         wanted = fields.get("follow", "")
         target: Follow | None = next(
             (f for f in self.store.follows_of(subscriber.id) if str(f.id) == wanted.strip()), None
         )
         if target is None or target.id is None:
-            return FormError("that follow is not on your list (removed already?); the list below is current")
+            return FormError(
+                reader.t.gettext(
+                    "that follow is not on your list (removed already?); the list below is current"
+                )
+            )
         self.store.remove_follow(target.id)
         return "removed"
 
-    def _do_schedule(self, subscriber: Subscriber, fields: Mapping[str, str]) -> str | FormError:
+    def _do_schedule(
+        self, subscriber: Subscriber, fields: Mapping[str, str], reader: Reader
+    ) -> str | FormError:
         assert subscriber.id is not None
         timezone = fields.get("timezone", "").strip() or subscriber.timezone
         try:
             parsed = parse_schedule(fields.get("schedule", ""))
             zone(timezone)
         except ValueError as exc:
-            return FormError(str(exc))
+            return FormError(form_problem(str(exc), reader.t))
         self.store.update_subscriber(subscriber.id, schedule=parsed.text, timezone=timezone)
         return "schedule"
 
-    def _do_unsubscribe(self, subscriber: Subscriber, fields: Mapping[str, str]) -> str | FormError:
+    def _do_language(
+        self, subscriber: Subscriber, fields: Mapping[str, str], reader: Reader
+    ) -> str | FormError:
+        assert subscriber.id is not None
+        chosen = fields.get("language", "").strip()
+        if chosen not in LANGUAGES:
+            return FormError(
+                reader.t.gettext(
+                    "unknown language {language!r}; choose one of {choices}",
+                    language=chosen,
+                    choices=", ".join(LANGUAGES),
+                )
+            )
+        self.store.update_subscriber(subscriber.id, language=normalize_language(chosen))
+        return "language"
+
+    def _do_unsubscribe(
+        self, subscriber: Subscriber, fields: Mapping[str, str], reader: Reader
+    ) -> str | FormError:
         assert subscriber.id is not None
         if subscriber.status != SubscriberStatus.UNSUBSCRIBED:
             self.store.unsubscribe(subscriber.id, reason="unsubscribed on the manage page")
         return "unsubscribed"
 
-    def _do_resubscribe(self, subscriber: Subscriber, fields: Mapping[str, str]) -> str | FormError:
+    def _do_resubscribe(
+        self, subscriber: Subscriber, fields: Mapping[str, str], reader: Reader
+    ) -> str | FormError:
         if subscriber.status == SubscriberStatus.ACTIVE:
             return "active"
         # The same as `papertrail resume`: active again, dead-lettered digests re-queued.
@@ -348,6 +429,7 @@ class SubscriberPages:
     def _manage_view(
         self,
         subscriber: Subscriber,
+        reader: Reader,
         *,
         notice: str = "",
         error: FormError | None = None,
@@ -360,6 +442,7 @@ class SubscriberPages:
         if values:
             form.update({k: v for k, v in values.items() if k in form})
         return self.pages.render(
+            reader,
             "manage.html.j2",
             status=status,
             private=True,

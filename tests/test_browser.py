@@ -85,6 +85,20 @@ def test_the_status_page_shows_the_database_numbers(
             page.locator('[data-count="new_24h"]').first.click()
             page.wait_for_url(re.compile(r"/papers\?since=24h&kind=new"))
             assert page.locator("h1").first.inner_text()
+            # The same page in Chinese, through its switch: the same numbers, remembered on the next page.
+            page.goto(base + "/", wait_until="load")
+            page.locator('[data-language-switch] a[hreflang="zh-Hans"]').click()
+            page.wait_for_url(re.compile(r"/\?lang=zh$"))
+            assert page.locator("html").get_attribute("lang") == "zh-Hans"
+            assert page.locator("h1").first.inner_text() == "新到了什么？一切正常吗？"
+            chinese = {
+                name: int(re.sub(r"\D", "", page.locator(f'[data-count="{name}"]').first.inner_text()))
+                for name in DASHBOARD_COUNTS
+            }
+            assert chinese == shown
+            page.goto(base + "/papers", wait_until="load")
+            assert page.locator("html").get_attribute("lang") == "zh-Hans"
+            page.goto(base + "/?lang=en", wait_until="load")
             shot = (DOCS if UPDATE else tmp_path) / "status-page.png"
             page.goto(base + "/", wait_until="load")
             page.screenshot(path=str(shot), full_page=True)

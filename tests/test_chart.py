@@ -7,7 +7,7 @@ from datetime import date, timedelta
 
 import pytest
 
-from core.chart import DayCounts, daily_chart, describe, nice_ceiling
+from core.chart import ChartWords, DayCounts, daily_chart, describe, nice_ceiling
 
 SVG = "{http://www.w3.org/2000/svg}"
 START = date(2026, 11, 1)
@@ -66,3 +66,21 @@ def test_a_chart_of_nothing_says_so() -> None:
 )
 def test_axis_maximum_is_round(value: int, expected: tuple[int, int]) -> None:
     assert nice_ceiling(value) == expected
+
+
+def test_the_caller_words_the_chart() -> None:
+    words = ChartWords(
+        new="新论文",
+        revisions="修订",
+        ai="<AI>",
+        nothing="无",
+        describe=lambda ds: f"{len(ds)} 天 <desc>",
+        tip=lambda d: f"{d.day.isoformat()} & {d.total}",
+    )
+    svg = daily_chart(days((3, 1, 2), (0, 0, 0)), words=words)
+    root = parse(svg)
+    texts = [el.text for el in root.iter(f"{SVG}text")]
+    assert {"新论文", "修订", "<AI>"} <= set(texts)
+    assert root.find(f"{SVG}desc").text == "2 天 <desc>"  # type: ignore[union-attr]
+    assert [el.text for el in root.iter(f"{SVG}title")][1:] == ["2026-11-01 & 4", "2026-11-02 & 0"]
+    assert "无" in [el.text for el in parse(daily_chart(days((0, 0, 0)), words=words)).iter(f"{SVG}text")]

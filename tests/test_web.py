@@ -27,7 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from core import tokens
 from core.config import Settings
 from core.follows import follow
-from core.models import Digest, DigestState, Follow, RunState, SubscriberStatus, utcnow
+from core.models import Digest, DigestState, Follow, RunState, SubscriberStatus, UTCDateTime, utcnow
 from core.render import Renderer
 from core.service import match_new
 from core.status import source_statuses
@@ -43,6 +43,7 @@ from tests.web_seed import (
     DASHBOARD_COUNTS,
     HOSTILE_AUTHOR,
     HOSTILE_ERROR,
+    HOSTILE_GUIDES,
     HOSTILE_ID,
     HOSTILE_PICK_ID,
     HOSTILE_PICK_TITLE,
@@ -311,7 +312,15 @@ def test_hostile_text_is_escaped_everywhere(client: TestClient) -> None:
     assert "javascript:" not in stub and 'href="https://example.org/project"' in stub
     source = client.get("/sources/arxiv-oai").text
     assert esc(HOSTILE_ERROR, quote=False) in source
-    for page in (listing, paper, stub, source):
+    # AI guides are untrusted text too, in every language (stored here as they are, without cleaning).
+    chinese = client.get(f"/papers/{HOSTILE_ID}?lang=zh").text
+    chinese_list = client.get("/papers?lang=zh").text
+    client.cookies.clear()
+    for page, guide in ((paper, HOSTILE_GUIDES["en"]), (chinese, HOSTILE_GUIDES["zh"])):
+        assert esc(guide.tldr) in page and esc(guide.contributions[0]) in page
+        assert guide.changes is not None and esc(guide.changes) in page
+    assert esc(HOSTILE_GUIDES["zh"].tldr) in chinese_list
+    for page in (listing, paper, stub, source, chinese, chinese_list):
         assert "<script" not in page and "<img" not in page and "<iframe" not in page
     assert HOSTILE_TITLE not in paper
 
@@ -333,6 +342,57 @@ def test_paper_page_shows_versions_changes_and_picks(client: TestClient, seeded:
     assert history.status_code == 200 and "history</span>" in history.text
     missing = client.get("/papers/2999.99999")
     assert missing.status_code == 404 and "has not seen" in missing.text
+
+
+def test_guides_show_in_the_readers_language_under_the_paper(client: TestClient, seeded: Store) -> None:
+    english = client.get(f"/papers/{HOSTILE_ID}").text
+    chinese = client.get(f"/papers/{HOSTILE_ID}?lang=zh").text
+    client.cookies.clear()
+    assert "AI guide to v2 (machine-generated)" in english and "v2 的 AI 导读（机器生成）" in chinese
+    assert esc(HOSTILE_GUIDES["en"].tldr) in english and esc(HOSTILE_GUIDES["zh"].tldr) not in english
+    assert esc(HOSTILE_GUIDES["zh"].tldr) in chinese and esc(HOSTILE_GUIDES["en"].tldr) not in chinese
+    # The guide sits under the paper, before its versions.
+    assert english.index('class="guide"') < english.index("<h2>Versions</h2>")
+    # In the list, each paper shows its newest version's guide in the list's language, or nothing.
+    with seeded.engine.connect() as c:
+        guided = {
+            (paper_id, language)
+            for paper_id, language in c.execute(
+                sa.text(
+                    "SELECT v.paper_id, g.language FROM guide g JOIN version v ON v.id = g.version_id "
+                    "JOIN paper p ON p.id = v.paper_id AND p.latest_version = v.number"
+                )
+            )
+        }
+    for language in ("en", "zh"):
+        listing = client.get(f"/papers?q=&lang={language}").text
+        client.cookies.clear()
+        items = dict(re.findall(r'<li data-paper="([^"]+)">(.*?)</li>', listing, flags=re.S))
+        assert HOSTILE_ID in items
+        for paper_id, item in items.items():
+            assert ('class="guide"' in item) == ((paper_id, language) in guided), (paper_id, language)
+    assert "AI guide (machine-generated)" in client.get("/papers").text
+
+
+def test_guides_count_is_the_versions_first_guided_in_the_window(client: TestClient, seeded: Store) -> None:
+    now = utcnow()
+    expected = expected_numbers(seeded, now)
+    # The seed: the hostile revision (two languages, one version) and three versions in English; a
+    # version whose first guide is 30 hours old is not counted though its Chinese one is an hour old.
+    assert expected.guides_24h == seeded.count_guided_versions_since(now - timedelta(hours=24)) == 4
+    for language, label in (("en", "AI guides"), ("zh", "AI 导读")):
+        page = client.get(f"/?lang={language}").text
+        client.cookies.clear()
+        assert shown_counts(page)["guides_24h"] == expected.guides_24h
+        assert f'<div class="label">{label}</div>' in page
+        # Counted in versions, it links to no list of papers.
+        assert "guides_24h" not in links_of(page)
+
+
+def test_guides_count_shows_when_guides_are_made_or_were(sqlite_store: Store) -> None:
+    assert 'data-count="guides_24h"' not in client_for(sqlite_store).get("/").text
+    configured = client_for(sqlite_store, llm_url="http://127.0.0.1:9/v1", llm_model="m").get("/").text
+    assert shown_counts(configured)["guides_24h"] == 0
 
 
 def test_old_style_ids_keep_their_slash(sqlite_store: Store) -> None:
@@ -396,6 +456,13 @@ def test_metrics_equal_the_database(client: TestClient, seeded: Store) -> None:
         if name == "papertrail_source_state" and value == 1
     }
     assert states == {"arxiv-rss": "stale", "hf-daily": "ok", "arxiv-oai": "failing", "arxiv-api": "unknown"}
+    assert samples[("papertrail_guided_versions_24h", ())] == expected.guides_24h
+    with seeded.engine.connect() as c:
+        made = c.execute(
+            sa.text("SELECT created_at FROM guide").columns(sa.column("created_at", UTCDateTime()))
+        ).scalars()
+        recent = sum(1 for at in made if at >= utcnow() - timedelta(hours=24))
+    assert samples[("papertrail_guides_made_24h", ())] == recent == 6
     lag = samples[("papertrail_source_lag_seconds", (("source", "arxiv-rss"),))]
     assert 0 <= lag < 3600
     assert ("papertrail_source_lag_seconds", (("source", "arxiv-oai"),)) not in samples  # never succeeded

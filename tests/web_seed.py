@@ -10,7 +10,10 @@ started afterwards with the real clock shows the same numbers for the next 20 ho
 * 970 arXivRaw versions from the recorded OAI-PMH page as history ten days ago (never news);
 * a hostile paper (``<script>`` title, v1 three days ago, a revision 30 minutes ago), a hostile community
   pick (``javascript:`` link) and a failing ``arxiv-oai`` run whose error is an HTML injection;
-* five subscribers whose digests are sent, dead-lettered, refused (paused), queued, and not planned yet.
+* five subscribers whose digests are sent, dead-lettered, refused (paused), queued, and not planned yet;
+* AI guides: the hostile paper's revision in English and Chinese (hostile text, ten minutes ago), a few of
+  today's versions in English (two hours ago), one version guided 30 hours ago in English and in Chinese an
+  hour ago (its first guide is outside the 24 hours), and one two days ago.
 
 ``expected_numbers(store, now)`` counts what each number on the status page must be, with plain SQL
 written independently of ``core.store_browse``. The browser test uses both.
@@ -31,7 +34,7 @@ from core.models import Follow, RunState, Subscriber, SubscriberStatus, UTCDateT
 from core.service import ingest_community, ingest_once, match_new
 from core.store import Novelty, Store
 from core.store_ledger import DigestPlan
-from core.values import AnnounceType, CommunityPick, PaperIn
+from core.values import AnnounceType, CommunityPick, Guide, PaperIn
 from ingest.arxiv_oai_parse import parse_oai
 from ingest.arxiv_rss import ArxivRssSource
 from ingest.arxiv_rss_parse import parse_feed
@@ -52,6 +55,20 @@ HOSTILE_AUTHOR = "Ada <Lovelace>"
 HOSTILE_PICK_ID = "2611.00777"
 HOSTILE_PICK_TITLE = "<iframe src=https://evil.example></iframe> pick"
 HOSTILE_ERROR = "HTTP 503 from <b>oaipmh</b> <script>alert(2)</script>"
+# The hostile paper's AI guides, stored as they are (no cleaning): the pages must escape them.
+HOSTILE_GUIDES = {
+    "en": Guide(
+        '<script>alert("guide")</script> English TL;DR & more',
+        ("<img src=x onerror=alert(4)> first contribution", "second <b>contribution</b>"),
+        "</div><iframe src=https://evil.example></iframe> the title changed",
+    ),
+    "zh": Guide(
+        "<script>alert(5)</script> 中文导读：一句话总结",
+        ("第一项贡献 <img src=x onerror=alert(6)>",),
+        "标题有改动 </p><iframe>",
+    ),
+}
+GUIDE_MODEL = "test-model"
 
 # address -> (follow, what happens to its digest)
 SUBSCRIBERS = {
@@ -79,6 +96,7 @@ DASHBOARD_COUNTS = (
     "queued_digests",
     "dead_digests",
     "paused_subscribers",
+    "guides_24h",
 )
 
 
@@ -99,6 +117,7 @@ class Expected:
     queued_digests: int
     dead_digests: int
     paused_subscribers: int
+    guides_24h: int
     versions_new: int
     versions_revision: int
     matches: int
@@ -139,6 +158,7 @@ async def seed_store(store: Store, now: datetime | None = None) -> datetime:
     )
     _seed_hostile(store, now)
     _seed_digests(store, now)
+    _seed_guides(store, now)
     return now
 
 
@@ -175,6 +195,34 @@ def _seed_hostile(store: Store, now: datetime) -> None:
     )
     run = store.start_run("arxiv-oai", now=now - timedelta(minutes=25))
     store.finish_run(run, RunState.ERROR, now=now - timedelta(minutes=20), error=HOSTILE_ERROR)
+
+
+def _seed_guides(store: Store, now: datetime) -> None:
+    revision = store.versions_of(HOSTILE_ID)[-1]
+    assert revision.id is not None
+    for language, guide in HOSTILE_GUIDES.items():
+        assert store.save_guide(
+            revision.id, language, guide, model=GUIDE_MODEL, now=now - timedelta(minutes=10)
+        )
+    with store.engine.connect() as c:
+        today = list(
+            c.execute(
+                sa.text(
+                    "SELECT id FROM version WHERE news AND number = 1 AND paper_id <> :hostile "
+                    "ORDER BY paper_id LIMIT 5"
+                ).bindparams(hostile=HOSTILE_ID)
+            ).scalars()
+        )
+    assert len(today) == 5
+    for version_id in today[:3]:
+        guide = Guide(f"What version {version_id} is about.", ("A contribution.",))
+        store.save_guide(version_id, "en", guide, model=GUIDE_MODEL, now=now - timedelta(hours=2))
+    late = Guide("Guided long ago.")
+    store.save_guide(today[3], "en", late, model=GUIDE_MODEL, now=now - timedelta(hours=30))
+    store.save_guide(
+        today[3], "zh", Guide("很久以前的导读。"), model=GUIDE_MODEL, now=now - timedelta(hours=1)
+    )
+    store.save_guide(today[4], "en", late, model=GUIDE_MODEL, now=now - timedelta(days=2))
 
 
 def _seed_digests(store: Store, now: datetime) -> None:
@@ -242,6 +290,12 @@ def expected_numbers(store: Store, now: datetime) -> Expected:
             "queued_digests": _count(c, "SELECT count(*) FROM digest WHERE state IN ('pending', 'sending')"),
             "dead_digests": _count(c, "SELECT count(*) FROM digest WHERE state = 'dead'"),
             "paused_subscribers": _count(c, "SELECT count(*) FROM subscriber WHERE status = 'paused'"),
+            "guides_24h": _count(
+                c,
+                "SELECT count(*) FROM (SELECT version_id, min(created_at) AS made FROM guide "
+                "GROUP BY version_id) AS first_guides WHERE made >= :since",
+                since=since,
+            ),
             "versions_new": _count(c, "SELECT count(*) FROM version WHERE news AND number = 1"),
             "versions_revision": _count(c, "SELECT count(*) FROM version WHERE news AND number > 1"),
             "matches": _count(c, "SELECT count(*) FROM match"),
