@@ -284,7 +284,7 @@ async def test_garbage_answers_are_given_up_and_failures_count_against_the_cap(
 ) -> None:
     [garbage, _fine] = _seed(sqlite_store, _paper("2611.00081"), _paper("2611.00082"), readers=("en",))
     chat = ChatClient(_settings(fake), retries=0, sleep=Waits())
-    settings = _settings(fake, llm_daily_limit=10)
+    settings = _settings(fake, llm_daily_limit=10, llm_concurrency=1)  # one at a time: a known order
     try:
         # Newest first: the garbage version (the lower id) is asked second each time.
         fake.script(guide_answer(), malformed())
