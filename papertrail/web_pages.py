@@ -37,7 +37,7 @@ from core.i18n import (
     normalize_language,
     translator,
 )
-from core.render import short_authors, shorten
+from core.render import CHANGE_LABELS, short_authors, shorten
 from core.resources import resource_dir
 from core.text_safety import strip_control
 
@@ -226,13 +226,8 @@ WORDS = {
     "empty": N_("empty"),
     "not_modified": N_("not modified"),
     "error": N_("error"),
-    # what a revision changed (core.store_ledger.changes)
-    "title": N_("title"),
-    "authors": N_("authors"),
-    "abstract": N_("abstract"),
-    "comment": N_("comment"),
-    "journal-ref": N_("journal-ref"),
-    "DOI": N_("DOI"),
+    # what a revision changed (core.store_ledger.changes), worded as digests word it
+    **CHANGE_LABELS,
     # how arXiv announced a version (core.values.AnnounceType)
     "new": N_("new"),
     "cross": N_("cross"),

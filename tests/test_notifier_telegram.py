@@ -221,20 +221,26 @@ async def test_hostile_digest_golden_and_escaped(api: FakeTelegram, notifier: Te
     assert max(len(q) for q in quotes) <= 600
 
 
-async def test_500_matches_split_between_items_golden(api: FakeTelegram) -> None:
-    message = digest(many_items(500), max_items=500, chat="12345")
+async def send_split(api: FakeTelegram, message: Message) -> list[str]:
+    """Send ``message`` and check its parts: each within the limit, well-formed, whole blocks only."""
     adapter = TelegramNotifier(settings_for(api.base_url), limiter=RateLimiter())
     try:
         result = await adapter.send("12345", message)
     finally:
         await adapter.aclose()
-
     parts = sent_texts(api)
-    assert len(parts) == result.parts > 1
+    assert len(parts) == result.parts
     for part in parts:
         assert utf16_len(part) <= MAX_LENGTH
         assert_well_formed(part)
     assert_whole_blocks(parts, message.html_blocks)
+    return parts
+
+
+async def test_500_matches_split_between_items_golden(api: FakeTelegram) -> None:
+    message = digest(many_items(500), max_items=500, chat="12345")
+    parts = await send_split(api, message)
+    assert len(parts) > 1
     check_golden(
         "telegram_many.html",
         "".join(
@@ -266,18 +272,8 @@ def chinese_items(count: int) -> list[DigestItem]:
 async def test_long_chinese_digest_splits_by_utf16_units(api: FakeTelegram) -> None:
     items = chinese_items(120)
     message = renderer(500).render("telegram", items, "12345", language="zh")
-    adapter = TelegramNotifier(settings_for(api.base_url), limiter=RateLimiter())
-    try:
-        result = await adapter.send("12345", message)
-    finally:
-        await adapter.aclose()
-
-    parts = sent_texts(api)
-    assert len(parts) == result.parts > 3
-    for part in parts:
-        assert utf16_len(part) <= MAX_LENGTH
-        assert_well_formed(part)
-    assert_whole_blocks(parts, message.html_blocks)
+    parts = await send_split(api, message)
+    assert len(parts) > 3
     # Packed by UTF-16 units (one per Chinese character), not by UTF-8 bytes (three): every part but the
     # last is too full to take the next block.
     longest = max(utf16_len(block) for block in message.html_blocks)
