@@ -268,11 +268,41 @@ _STALE = re.compile(
 )
 
 
+# The run notes of core.service, one pattern and message per kind; a note joins its parts with "; ".
+_NOTES = (
+    (
+        re.compile(r"(\d+) pick\(s\) on (\d{4}-\d{2}-\d{2}), (\d+) new, (\d+) paper\(s\) new to PaperTrail"),
+        N_("{picks} pick(s) on {day}, {new} new, {unseen} paper(s) new to PaperTrail"),
+        ("picks", "day", "new", "unseen"),
+    ),
+    (re.compile(r"(\d+) version\(s\) stored as history"), N_("{n} version(s) stored as history"), ("n",)),
+    (
+        re.compile(r"completed (\d+) of (\d+) paper\(s\)"),
+        N_("completed {n} of {total} paper(s)"),
+        ("n", "total"),
+    ),
+    (re.compile(r"skipped (\d+): (.*)", re.S), N_("skipped {n}: {items}"), ("n", "items")),
+    (re.compile(r"skipped (\d+) line\(s\): (.*)", re.S), N_("skipped {n} line(s): {items}"), ("n", "items")),
+    (re.compile(r"arXiv does not know (.*)", re.S), N_("arXiv does not know {ids}"), ("ids",)),
+)
+
+
 def source_reason(reason: str | None, t: Translator | None = None) -> str:
-    """A verdict's reason or a run's note in ``t``'s language when it is a fixed one, else as it is."""
+    """A verdict's reason or a run's note in ``t``'s language when it is a fixed one, else as it is.
+
+    A note of two parts (``15 pick(s) on …; skipped 2: …``) is worded part by part; what the parts quote
+    (skipped lines, ids) is shown as stored.
+    """
     if not reason:
         return ""
     t = t or translator(DEFAULT_LANGUAGE)
+    head, separator, tail = reason.partition("; ")
+    if separator and (said := _note(head, t)) is not None:
+        # The tail quotes data (skipped lines, unknown ids) that may itself hold "; ": only its lead-in is
+        # worded, the data is shown as stored.
+        return said + t.gettext("; ") + (_note(tail, t) or tail)
+    if (said := _note(reason, t)) is not None:
+        return said
     if reason in _FIXED_REASONS:
         return t.gettext(reason)
     if found := _CURRENT.fullmatch(reason):
@@ -285,6 +315,13 @@ def source_reason(reason: str | None, t: Translator | None = None) -> str:
             at=found[3],
         )
     return reason
+
+
+def _note(part: str, t: Translator) -> str | None:
+    for pattern, message, names in _NOTES:
+        if found := pattern.fullmatch(part):
+            return t.gettext(message, **dict(zip(names, found.groups(), strict=True)))
+    return None
 
 
 # What core.tokens says about a link that does not verify, as a sentence for the page.

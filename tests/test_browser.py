@@ -96,6 +96,8 @@ def test_the_status_page_shows_the_database_numbers(
                 for name in DASHBOARD_COUNTS
             }
             assert chinese == shown
+            # Without CJK fonts (fonts-noto-cjk) on the machine, Chinese shows as boxes in this screenshot.
+            page.screenshot(path=str((DOCS if UPDATE else tmp_path) / "status-page-zh.png"), full_page=True)
             page.goto(base + "/papers", wait_until="load")
             assert page.locator("html").get_attribute("lang") == "zh-Hans"
             page.goto(base + "/?lang=en", wait_until="load")

@@ -445,3 +445,30 @@ def test_guides_count_on_the_status_page_in_both_languages(world: World) -> None
             page,
         )
         assert card is not None and card[1] == label and int(card[2]) == 1  # one version, two languages
+
+
+@pytest.mark.parametrize(
+    ("note", "chinese"),
+    [
+        (
+            "15 pick(s) on 2026-08-20, 15 new, 3 paper(s) new to PaperTrail",
+            "2026-08-20 共 15 条推荐，其中 15 条为新增，3 篇论文首次收录",
+        ),
+        (
+            "2 pick(s) on 2026-08-20, 0 new, 0 paper(s) new to PaperTrail; skipped 1: no id; bad",
+            "2026-08-20 共 2 条推荐，其中 0 条为新增，0 篇论文首次收录；跳过 1 条：no id; bad",
+        ),
+        ("3 version(s) stored as history; skipped 1 line(s): {bad", "3 个版本存为历史记录；跳过 1 行：{bad"),
+        (
+            "completed 3 of 4 paper(s); arXiv does not know 2401.00001",
+            "已补全 4 篇论文中的 3 篇；arXiv 查无此编号：2401.00001",
+        ),
+        ("HTTP 503 from export.arxiv.org", "HTTP 503 from export.arxiv.org"),
+    ],
+)
+def test_run_notes_are_worded_in_the_page_language_and_their_data_kept(note: str, chinese: str) -> None:
+    from core.i18n import translator
+    from papertrail.web_pages import source_reason
+
+    assert source_reason(note, translator("en")) == note  # English reads exactly as stored
+    assert source_reason(note, translator("zh")) == chinese
