@@ -16,10 +16,12 @@ import pytest
 
 from core import newsletters, tokens
 from core.follows import follow
+from core.i18n import translator
 from core.models import RunState, utcnow
 from core.store import Store
 from core.values import Guide, PaperIn
 from papertrail.web import build_app
+from papertrail.web_pages import source_reason
 from tests import i18n_messages
 from tests.servers import SinkHandler, smtp_sink
 from tests.test_signup import KEY, context, token_in
@@ -467,8 +469,5 @@ def test_guides_count_on_the_status_page_in_both_languages(world: World) -> None
     ],
 )
 def test_run_notes_are_worded_in_the_page_language_and_their_data_kept(note: str, chinese: str) -> None:
-    from core.i18n import translator
-    from papertrail.web_pages import source_reason
-
     assert source_reason(note, translator("en")) == note  # English reads exactly as stored
     assert source_reason(note, translator("zh")) == chinese
