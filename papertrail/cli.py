@@ -23,7 +23,7 @@ from core.digests import DigestReport, resume, send_due_digests
 from core.follows import follow as add_follow
 from core.follows import try_query, unfollow
 from core.guide_service import GuideReport, make_guides, make_reader_guides
-from core.i18n import LANGUAGES
+from core.i18n import LANGUAGES, normalize_language
 from core.models import Follow, utcnow
 from core.query import QueryError
 from core.service import complete_papers, ingest_community, ingest_once, ingest_paged
@@ -223,8 +223,12 @@ def follow(
     instant: Annotated[
         bool, typer.Option("--instant", help="Send this follow's matches at once, not with the digest.")
     ] = False,
+    language: Annotated[
+        str | None, typer.Option(help="en or zh: the subscriber's digests, replies and AI guides.")
+    ] = None,
 ) -> None:
     """Add a follow (or change its options); creates the subscriber when the address is new."""
+    chosen = _language_option(language)
     with _context() as ctx:
         try:
             result = add_follow(
@@ -238,11 +242,23 @@ def follow(
             )
         except (QueryError, ValueError) as exc:
             raise _fail(_explain(exc), 2) from exc
+        if chosen is not None:
+            ctx.store.update_subscriber(result.subscriber.id or 0, language=chosen)
     who = result.subscriber
     if result.subscriber_created:
         out.print(f"new subscriber {who.address} (schedule {who.schedule}, timezone {who.timezone})")
     verb = {"added": "now follows", "updated": "updated", "unchanged": "already follows"}[result.outcome]
     out.print(f"{who.address} {verb}: {result.follow.query}{_options(result.follow)}")
+
+
+def _language_option(value: str | None) -> str | None:
+    """``--language``: en or zh (codes such as zh-CN accepted); exit 2 naming the choices otherwise."""
+    if value is None:
+        return None
+    chosen = normalize_language(value)
+    if chosen is None:
+        raise _fail(f"--language {value!r} is not one of: {', '.join(LANGUAGES)}", 2)
+    return chosen
 
 
 def _options(row: Follow) -> str:
@@ -325,6 +341,9 @@ def subscribe(
     newsletter: Annotated[
         str | None, typer.Option(help="Also join this newsletter (see `papertrail newsletter list`).")
     ] = None,
+    language: Annotated[
+        str | None, typer.Option(help="en or zh: the subscriber's digests, replies and AI guides.")
+    ] = None,
 ) -> None:
     """Sign an email address up the self-service way: it gets a confirmation link, and nothing else until
     it confirms (unlike `follow`, whose addresses count as confirmed)."""
@@ -341,13 +360,14 @@ def subscribe(
                 timezone=timezone or ctx.settings.default_timezone,
                 schedule=schedule or ctx.settings.default_schedule,
                 newsletter=newsletter,
+                language=_language_option(language),
             )
         except (ValueError, LookupError, QueryError, SignupUnavailable) as exc:
             raise _fail(_explain(exc), 2) from exc
 
         async def send() -> bool:
             try:
-                return await mail_outcome(ctx, outcome)
+                return await mail_outcome(ctx, outcome, language=language)
             finally:
                 await ctx.close_notifiers()
 
@@ -541,8 +561,7 @@ def guides(
     ] = None,
 ) -> None:
     """Make the AI guides readers are waiting for now, within the daily cap (the service does it itself)."""
-    if language is not None and language not in LANGUAGES:
-        raise _fail(f"--language {language!r} is not one of: {', '.join(LANGUAGES)}", 2)
+    language = _language_option(language)
     with _context() as ctx:
         if ctx.guide_model is None:
             raise _fail("AI guides are off: set PAPERTRAIL_LLM_URL and PAPERTRAIL_LLM_MODEL (docs/guides.md)")

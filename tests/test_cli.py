@@ -93,6 +93,19 @@ def test_ingest_digest_status(env: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert code == 0 and "last 24 h" in out and "arxiv-rss" in out
 
 
+def test_follow_sets_the_language_of_the_digest(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    code, _, err = invoke("follow", "console:li", "cat:cs.OS", "--language", "fr")
+    assert code == 2 and "en, zh" in err
+    code, _, err = invoke("follow", "console:li", "cat:cs.OS", "--language", "zh-CN")
+    assert code == 0, err
+    with feed_server(Reply(200, BIG_FEED.read_bytes())) as server:
+        monkeypatch.setenv("PAPERTRAIL_ARXIV_RSS_URL", server.url)
+        assert invoke("ingest")[0] == 0
+    code, out, _ = invoke("digest", "--now")
+    assert code == 0 and "--- digest for console:li ---" in out
+    assert "匹配原因：分类 cs.OS" in out and "Why:" not in out
+
+
 def test_ingest_failure_is_recorded(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PAPERTRAIL_ARXIV_RSS_URL", f"http://127.0.0.1:{free_port()}/rss/")
     monkeypatch.setenv("PAPERTRAIL_HTTP_BACKOFF", "0.01")
