@@ -26,7 +26,8 @@ COPY bot bot
 COPY papertrail papertrail
 COPY templates templates
 COPY migrations migrations
-# A real wheel, not the source tree: templates and migrations travel inside it (pyproject force-include).
+COPY locale locale
+# A real wheel, not the source tree: templates, migrations and catalogs travel inside it (force-include).
 RUN pip wheel --no-deps --wheel-dir /wheels . \
     && pip install --no-deps /wheels/papertrail-*.whl \
     && papertrail --help > /dev/null
