@@ -6,7 +6,6 @@ import re
 
 from bot.commands_base import Block, Call, FollowItem, Problem, Reply, cut
 from bot.commands_status import describe_schedule
-from bot.query_errors import describe
 from core.delivery import normalise_address
 from core.follows import follow as add_follow
 from core.follows import try_query
@@ -44,12 +43,12 @@ def split_options(args: str) -> tuple[str, frozenset[str], str | None]:
 def _query_error(call: Call, exc: QueryError, again: str) -> Reply:
     """What was expected where, the query with a caret under that spot (monospace), and what to do.
 
-    The parser's words are said again in the reply's language (:mod:`bot.query_errors`).
+    The parser's words are said in the reply's language (:meth:`core.query.QueryError.said`).
     """
     t = call.t
     return Reply(
         (
-            Block(t.gettext("That query does not parse: {error}", error=describe(t, exc))),
+            Block(t.gettext("That query does not parse: {error}", error=exc.said(t))),
             Block(exc.excerpt(), monospace=True),
             Block(
                 t.gettext(

@@ -138,6 +138,60 @@ class Translator:
     _ = gettext
 
 
+class Alternatives(tuple[str, ...]):
+    """Choices offered in a message (``X``, ``X or Y``, ``X, Y or Z``), joined in the reader's language."""
+
+    __slots__ = ()
+
+    def said(self, t: Translator) -> str:
+        """The choices joined as ``t``'s language joins them."""
+        if len(self) <= 1:
+            return "".join(self)
+        return t.gettext("{options} or {last}", options=t.gettext(", ").join(self[:-1]), last=self[-1])
+
+
+class Phrase:
+    """A message marked for translation and its field values: said in English by ``str()``, in any
+    language by :meth:`said`. Core code that words a problem for a reader (a follow that does not parse)
+    raises one of these instead of a finished English sentence, so that each edge can say it in its
+    reader's language without knowing the English wording.
+    """
+
+    __slots__ = ("template", "values")
+
+    def __init__(self, template: str, /, **values: object) -> None:
+        self.template = template
+        self.values = values
+
+    def said(self, t: Translator) -> str:
+        """The message in ``t``'s language, each value that is itself a phrase or choices said too."""
+        return t.gettext(self.template, **{name: _said(value, t) for name, value in self.values.items()})
+
+    def __str__(self) -> str:
+        return self.said(translator(DEFAULT_LANGUAGE))
+
+    def __repr__(self) -> str:
+        return f"Phrase({self.template!r}, **{self.values!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Phrase) and (self.template, self.values) == (other.template, other.values)
+
+    def __hash__(self) -> int:
+        return hash(self.template)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled with its values (an exception carrying it crosses process boundaries).
+        return (_phrase, (self.template, self.values))
+
+
+def _phrase(template: str, values: dict[str, object]) -> Phrase:
+    return Phrase(template, **values)
+
+
+def _said(value: object, t: Translator) -> object:
+    return value.said(t) if isinstance(value, (Phrase, Alternatives)) else value
+
+
 def translator(language: str | None) -> Translator:
     """A :class:`Translator` for ``language``, English for None or a language PaperTrail does not speak."""
     return _translator(language if language in LANGUAGES else DEFAULT_LANGUAGE)

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from core.i18n import DEFAULT_LANGUAGE, N_, Alternatives, Phrase, Translator, translator
 from core.taxonomy import (
     ARCHIVES,
     CATEGORIES,
@@ -75,26 +76,38 @@ _OLD_ID = re.compile(r"([a-z][a-z-]*)(?:\.[a-z]{2})?/([0-9]{7})(v[0-9]+)?")
 
 
 class QueryError(ValueError):
-    """A follow that does not parse; ``str()`` says what was expected and where.
+    """A follow that does not parse; ``str()`` says what was expected and where, in English.
 
     ``position`` is a 0-based character offset into the query text (``len(text)`` for "at the end").
-    ``excerpt()`` renders the query with a caret under that position.
+    ``excerpt()`` renders the query with a caret under that position. The problem and the hint are
+    :class:`core.i18n.Phrase` objects (``phrase``, ``hint_phrase``), so a chat or a web page says them in
+    its reader's language with :meth:`said`; ``message`` and ``hint`` are the English texts.
     """
 
-    def __init__(self, message: str, position: int, hint: str = "", text: str = "") -> None:
-        self.message = message
+    def __init__(self, message: str | Phrase, position: int, hint: str | Phrase = "", text: str = "") -> None:
+        self.phrase = message if isinstance(message, Phrase) else Phrase(message)
+        self.hint_phrase = hint if isinstance(hint, Phrase) else Phrase(hint) if hint else None
+        self.message = str(self.phrase)
+        self.hint = str(self.hint_phrase) if self.hint_phrase else ""
         self.position = position
-        self.hint = hint
         self.text = text
         super().__init__(str(self))
 
-    def __reduce__(self) -> tuple[type[QueryError], tuple[str, int, str, str]]:
+    def __reduce__(self) -> tuple[type[QueryError], tuple[Phrase, int, Phrase | str, str]]:
         # The default would rebuild from str(self) alone; keep the fields across pickling (worker processes).
-        return (QueryError, (self.message, self.position, self.hint, self.text))
+        return (QueryError, (self.phrase, self.position, self.hint_phrase or "", self.text))
 
     def __str__(self) -> str:
-        tail = f"; {self.hint}" if self.hint else ""
-        return f"{self.message} at position {self.position}{tail}"
+        return self.said(translator(DEFAULT_LANGUAGE))
+
+    def said(self, t: Translator) -> str:
+        """``expected a search term after 'OR' at position 23``, in ``t``'s language."""
+        said = t.gettext(
+            "{problem} at position {position}", problem=self.phrase.said(t), position=self.position
+        )
+        if self.hint_phrase:
+            said = t.gettext("{problem}; {hint}", problem=said, hint=self.hint_phrase.said(t))
+        return said
 
     def excerpt(self, width: int = 60) -> str:
         """Two lines: (a window of) the query text and a caret under the bad position."""
@@ -523,10 +536,10 @@ def _read_phrase(text: str, start: int) -> tuple[str, int]:
     while k < len(text) and text[k] not in _CLOSING_QUOTES:
         k += 2 if text[k] == "\\" else 1
     if k >= len(text):
-        raise QueryError("unterminated quoted phrase", start, 'add a closing "')
+        raise QueryError(Phrase(N_("unterminated quoted phrase")), start, Phrase(N_('add a closing "')))
     content = text[start + 1 : k]
     if not content.strip():
-        raise QueryError("empty quoted phrase", start)
+        raise QueryError(Phrase(N_("empty quoted phrase")), start)
     return content, k + 1
 
 
@@ -541,26 +554,32 @@ def _run_end(text: str, start: int) -> int:
     return j
 
 
-def _did_you_mean(options: list[str]) -> str:
+def _did_you_mean(options: list[str]) -> Phrase:
     """``did you mean X?``, ``did you mean X or Y?``, ``did you mean X, Y or Z?``."""
-    if len(options) == 1:
-        return f"did you mean {options[0]}?"
-    return f"did you mean {', '.join(options[:-1])} or {options[-1]}?"
+    return Phrase(N_("did you mean {option}?"), option=Alternatives(options))
 
 
 def _unknown_field(name: str, value: str, pos: int) -> QueryError:
     """The error for ``name:`` that is not a field, with the field the user most likely meant."""
     folded = name.lower()
     if folded == "all":
-        hint = "all: is not supported; a word without a field searches the title and the abstract"
+        hint = Phrase(N_("all: is not supported; a word without a field searches the title and the abstract"))
     elif folded in ("http", "https") or "arxiv.org/" in value.lower():
         found = _ID_IN_LINK.search(value.lower())
-        hint = f"write id:{found.group(1)} to follow that paper" if found else "a link is not a query"
+        hint = (
+            Phrase(N_("write id:{id} to follow that paper"), id=found.group(1))
+            if found
+            else Phrase(N_("a link is not a query"))
+        )
     else:
         guesses = [_FIELD_GUESSES.get(g, g) for g in closest(folded, [*FIELDS, *_FIELD_GUESSES])]
         fields = list(dict.fromkeys(guesses))
-        hint = _did_you_mean([f"{f}:" for f in fields]) if fields else "fields are cat:, au:, ti:, abs:, id:"
-    return QueryError(f"unknown field '{name}:'", pos, hint)
+        hint = (
+            _did_you_mean([f"{f}:" for f in fields])
+            if fields
+            else Phrase(N_("fields are cat:, au:, ti:, abs:, id:"))
+        )
+    return QueryError(Phrase(N_("unknown field '{field}:'"), field=name), pos, hint)
 
 
 def _lex(text: str) -> list[_Token]:
@@ -599,7 +618,10 @@ def _lex(text: str) -> list[_Token]:
                 value, end = _read_phrase(text, j)
                 value_pos, quoted = j + 1, True
             else:
-                raise QueryError(f"""expected a word or "phrase" after '{m.group(1)}:'""", value_pos)
+                raise QueryError(
+                    Phrase(N_("""expected a word or "phrase" after '{field}:'"""), field=m.group(1)),
+                    value_pos,
+                )
             tokens.append(
                 _Token(
                     "term", i, text=text[i:end], field=field, value=value, value_pos=value_pos, quoted=quoted
@@ -616,23 +638,33 @@ def _term(token: _Token) -> Node:
     if field in ("", "ti", "abs"):
         if "*" in value:
             raise QueryError(
-                "wildcards are not supported",
+                Phrase(N_("wildcards are not supported")),
                 pos + value.index("*"),
-                "words match whole words; cat: accepts cs.*",
+                Phrase(N_("words match whole words; cat: accepts cs.*")),
             )
         if not token.quoted and not field and len(value) > 1 and value.startswith("-"):
-            raise QueryError("a leading '-' does not exclude", pos, "write NOT word to exclude")
+            raise QueryError(
+                Phrase(N_("a leading '-' does not exclude")), pos, Phrase(N_("write NOT word to exclude"))
+            )
         found = tuple(words(strip_tex(value)))
         if not found:
             tex = "\\" in value or "$" in value
-            hint = "TeX math and commands are not searched" if tex else "words are made of letters and digits"
-            raise QueryError(f"nothing to search for in '{value}'", pos, hint)
+            hint = Phrase(
+                N_("TeX math and commands are not searched")
+                if tex
+                else N_("words are made of letters and digits")
+            )
+            raise QueryError(Phrase(N_("nothing to search for in '{value}'"), value=value), pos, hint)
         kind: Literal["any", "ti", "abs"] = "ti" if field == "ti" else "abs" if field == "abs" else "any"
         return Words(kind, found)
     if field == "au":
         readings = query_name_keys(value)
         if not readings[0][0]:
-            raise QueryError(f"no name in '{value}'", pos, 'write e.g. au:Li or au:"Zeng Li"')
+            raise QueryError(
+                Phrase(N_("no name in '{value}'"), value=value),
+                pos,
+                Phrase(N_('write e.g. au:Li or au:"Zeng Li"')),
+            )
         return Author(readings)
     if field == "cat":
         return _category(value, pos)
@@ -644,7 +676,11 @@ def _category(value: str, pos: int) -> Category:
     shown = value.strip()
     m = _CATEGORY.fullmatch(shown.lower())
     if m is None:
-        raise QueryError(f"not a category: '{value}'", pos, "write e.g. cat:cs.DC or cat:cs.*")
+        raise QueryError(
+            Phrase(N_("not a category: '{value}'"), value=value),
+            pos,
+            Phrase(N_("write e.g. cat:cs.DC or cat:cs.*")),
+        )
     archive, subject = m.group(1), m.group(2)
     if subject is None or subject == "*":
         if archive in DIVIDED_ARCHIVES:
@@ -652,11 +688,15 @@ def _category(value: str, pos: int) -> Category:
         if archive in ARCHIVES:
             return Category(archive, archive=False)  # hep-th, hep-th.*: the archive is the category
         if archive in SUBSUMED:
-            hint = f"{archive} is now {SUBSUMED[archive]}: write cat:{SUBSUMED[archive]}"
+            hint = Phrase(
+                N_("{archive} is now {new}: write cat:{new}"), archive=archive, new=SUBSUMED[archive]
+            )
         else:
             options = suggest_category(shown)
-            hint = _did_you_mean(options) if options else "archives are " + ", ".join(sorted(ARCHIVES))
-        raise QueryError(f"unknown arXiv archive '{shown.split('.')[0]}'", pos, hint)
+            hint = _did_you_mean(options) if options else _archives()
+        raise QueryError(
+            Phrase(N_("unknown arXiv archive '{archive}'"), archive=shown.split(".")[0]), pos, hint
+        )
     full = f"{archive}.{subject}"
     if full in _CATEGORY_IDS:
         return Category(canonical_category(full), archive=False)
@@ -664,12 +704,19 @@ def _category(value: str, pos: int) -> Category:
     if options:
         hint = _did_you_mean(options)
     elif archive in DIVIDED_ARCHIVES:
-        hint = f"see arxiv.org/category_taxonomy, or write cat:{archive}.* for all of {archive}"
+        hint = Phrase(
+            N_("see arxiv.org/category_taxonomy, or write cat:{archive}.* for all of {archive}"),
+            archive=archive,
+        )
     elif archive in ARCHIVES:
-        hint = f"{archive} has no subject classes: write cat:{archive}"
+        hint = Phrase(N_("{archive} has no subject classes: write cat:{archive}"), archive=archive)
     else:
-        hint = "archives are " + ", ".join(sorted(ARCHIVES))
-    raise QueryError(f"unknown category '{shown}'", pos, hint)
+        hint = _archives()
+    raise QueryError(Phrase(N_("unknown category '{category}'"), category=shown), pos, hint)
+
+
+def _archives() -> Phrase:
+    return Phrase(N_("archives are {archives}"), archives=", ".join(sorted(ARCHIVES)))
 
 
 def _arxiv_id(value: str, pos: int) -> str:
@@ -685,13 +732,15 @@ def _arxiv_id(value: str, pos: int) -> str:
         ident, version = f"{old.group(1)}/{old.group(2)}", old.group(3)
     else:
         raise QueryError(
-            f"not an arXiv id: '{value}'", pos, "write e.g. id:2411.17700 or id:quant-ph/0201082"
+            Phrase(N_("not an arXiv id: '{value}'"), value=value),
+            pos,
+            Phrase(N_("write e.g. id:2411.17700 or id:quant-ph/0201082")),
         )
     if version:
         raise QueryError(
-            f"unexpected version suffix '{version}'",
+            Phrase(N_("unexpected version suffix '{version}'"), version=version),
             offset + len(bare) - len(version),
-            f"drop it: id:{ident} follows every version",
+            Phrase(N_("drop it: id:{id} follows every version"), id=ident),
         )
     return ident
 
@@ -739,13 +788,17 @@ class _Parser:
     def parse(self) -> Node:
         first = self.peek()
         if first.kind == "end":
-            raise QueryError("empty query", 0, 'write a word, a "phrase" or a field such as cat:cs.DC')
+            raise QueryError(
+                Phrase(N_("empty query")),
+                0,
+                Phrase(N_('write a word, a "phrase" or a field such as cat:cs.DC')),
+            )
         node = self.or_expr(0)
         rest = self.peek()
         if rest.kind == ")":
-            raise QueryError("unexpected ')'", rest.pos, "it has no matching '('")
+            raise QueryError(Phrase(N_("unexpected ')'")), rest.pos, Phrase(N_("it has no matching '('")))
         if rest.kind != "end":  # pragma: no cover - and_expr consumes everything else
-            raise QueryError(f"unexpected '{rest.text}'", rest.pos)
+            raise QueryError(Phrase(N_("unexpected '{text}'"), text=rest.text), rest.pos)
         return node
 
     def or_expr(self, depth: int) -> Node:
@@ -780,7 +833,11 @@ class _Parser:
         if token.kind == "term":
             self.terms += 1
             if self.terms > MAX_TERMS:
-                raise QueryError("too many search terms", token.pos, f"the limit is {MAX_TERMS}")
+                raise QueryError(
+                    Phrase(N_("too many search terms")),
+                    token.pos,
+                    Phrase(N_("the limit is {limit}"), limit=MAX_TERMS),
+                )
             self.take()
             return _term(token)
         if token.kind == "(":
@@ -790,7 +847,9 @@ class _Parser:
             close = self.peek()
             if close.kind != ")":
                 raise QueryError(
-                    "expected a closing ')'", close.pos, f"the '(' at position {token.pos} is still open"
+                    Phrase(N_("expected a closing ')'")),
+                    close.pos,
+                    Phrase(N_("the '(' at position {position} is still open"), position=token.pos),
                 )
             self.take()
             return inner
@@ -798,26 +857,36 @@ class _Parser:
 
     def check_depth(self, depth: int) -> None:
         if depth > MAX_DEPTH:
-            raise QueryError("query nested too deeply", self.peek().pos, f"the limit is {MAX_DEPTH} levels")
+            raise QueryError(
+                Phrase(N_("query nested too deeply")),
+                self.peek().pos,
+                Phrase(N_("the limit is {limit} levels"), limit=MAX_DEPTH),
+            )
 
     def missing_term(self, token: _Token) -> QueryError:
         """The error for a place that needed a term but holds ``token``."""
         prev = self.tokens[self.i - 1] if self.i > 0 else None
         if prev is not None and prev.kind == "(" and token.kind == ")":
-            return QueryError("empty parentheses", prev.pos)
+            return QueryError(Phrase(N_("empty parentheses")), prev.pos)
         if prev is None and token.kind == ")":
-            return QueryError("unexpected ')'", token.pos, "it has no matching '('")
+            return QueryError(Phrase(N_("unexpected ')'")), token.pos, Phrase(N_("it has no matching '('")))
         if prev is not None and prev.kind in ("op", "("):
-            found = "" if token.kind == "end" else f"found '{token.text}'"
-            return QueryError(f"expected a search term after '{prev.text}'", token.pos, found)
-        return QueryError(f"expected a search term before '{token.text}'", token.pos)
+            found = "" if token.kind == "end" else Phrase(N_("found '{text}'"), text=token.text)
+            return QueryError(
+                Phrase(N_("expected a search term after '{word}'"), word=prev.text), token.pos, found
+            )
+        return QueryError(Phrase(N_("expected a search term before '{word}'"), word=token.text), token.pos)
 
 
 def parse(text: str) -> Query:
     """Parse a follow; raise :class:`QueryError` (a ``ValueError``) pointing at the first problem."""
     try:
         if len(text) > MAX_QUERY_CHARS:
-            raise QueryError("query too long", MAX_QUERY_CHARS, f"the limit is {MAX_QUERY_CHARS} characters")
+            raise QueryError(
+                Phrase(N_("query too long")),
+                MAX_QUERY_CHARS,
+                Phrase(N_("the limit is {limit} characters"), limit=MAX_QUERY_CHARS),
+            )
         return Query(_Parser(_lex(text)).parse())
     except QueryError as err:
         err.text = text

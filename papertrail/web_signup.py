@@ -21,7 +21,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from bot.query_errors import describe as describe_query_error
 from core import tokens
 from core.delivery import DeliveryError
 from core.i18n import normalize_language
@@ -121,7 +120,7 @@ class SignupPages:
                 )
             )
         except QueryError as exc:
-            error = describe_query_error(reader.t, exc)
+            error = exc.said(reader.t)
             return self._form(reader, status=400, error=error, excerpt=exc.excerpt(), **values)
         except (ValueError, LookupError) as exc:
             # The message itself (str() of a KeyError would quote it).

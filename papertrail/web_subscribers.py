@@ -33,7 +33,6 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from bot.query_errors import describe as describe_query_error
 from core import tokens
 from core.delivery import normalise_address
 from core.digests import resume
@@ -358,7 +357,7 @@ class SubscriberPages:
                 instant=fields.get("instant") is not None,
             )
         except QueryError as exc:
-            return FormError(describe_query_error(reader.t, exc), exc.excerpt(), exc.position)
+            return FormError(exc.said(reader.t), exc.excerpt(), exc.position)
         except ValueError as exc:
             return FormError(form_problem(str(exc), reader.t))
         return result.outcome

@@ -17,7 +17,6 @@ import sqlalchemy as sa
 
 from bot.commands import COMMANDS, ChatContext, Problem, Reply, handle
 from bot.commands_help import BY_NAME, command_list, overview, page
-from bot.query_errors import describe
 from core import newsletters
 from core.config import Settings
 from core.i18n import translator
@@ -405,8 +404,8 @@ def test_why_a_query_does_not_parse_is_said_in_both_languages(query: str) -> Non
         parse(query)
     error = caught.value
     # English is the parser's own text, word for word; Chinese says every part of it again.
-    assert describe(translator("en"), error) == str(error)
-    chinese = describe(translator("zh"), error)
+    assert error.said(translator("en")) == str(error)
+    chinese = error.said(translator("zh"))
     assert CJK.search(chinese)
     assert error.message not in chinese, chinese
     assert not error.hint or error.hint not in chinese, chinese
