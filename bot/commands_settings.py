@@ -16,7 +16,7 @@ from bot.commands_status import (
 )
 from core.delivery import split_address
 from core.digests import resume as resume_subscriber
-from core.i18n import DEFAULT_LANGUAGE, N_
+from core.i18n import DEFAULT_LANGUAGE, Phrase, Refusal
 from core.models import Subscriber, SubscriberStatus
 from core.schedule import parse_schedule
 from core.timezones import TimezoneLookup, lookup
@@ -95,7 +95,7 @@ def digest(call: Call) -> Reply:
     try:
         parsed = parse_schedule(schedule)
     except ValueError as exc:
-        return _bad_schedule(call, _schedule_problem(call, str(exc)))
+        return _bad_schedule(call, _schedule_problem(call, exc))
     subscriber = call.ensure_subscriber()
     fields: dict[str, object] = {"schedule": parsed.text}
     if subscriber.status == SubscriberStatus.PAUSED and subscriber.status_reason == PAUSED_BY_CHAT:
@@ -112,28 +112,20 @@ def digest(call: Call) -> Reply:
     )
 
 
-# core.schedule's reasons for refusing a schedule (English, for operators too), recognised to be said in
-# the reader's language; any other reason is shown as it is in English and left out in other languages.
-_SCHEDULE_PROBLEMS = (
-    (
-        re.compile(r"^time '(?P<time>[^']*)' in schedule '(?P<schedule>[^']*)' is not a valid 24-hour time"),
-        N_("time '{time}' in schedule '{schedule}' is not a valid 24-hour time"),
-    ),
-    (
-        re.compile(r"^unknown day '(?P<day>[^']*)' in schedule '(?P<schedule>[^']*)'"),
-        N_("unknown day '{day}' in schedule '{schedule}'"),
-    ),
-    (re.compile(r"^cannot read schedule '(?P<schedule>[^']*)'"), N_("cannot read schedule '{schedule}'")),
-)
+def _schedule_problem(call: Call, error: ValueError) -> str:
+    """Why core.schedule refused a schedule, in the reply's language (without its hint: the reply lists
+    the accepted forms itself)."""
+    if isinstance(error, Refusal):
+        return _short(error.problem).said(call.t)
+    return str(error).split(";", 1)[0] if call.language == DEFAULT_LANGUAGE else ""
 
 
-def _schedule_problem(call: Call, error: str) -> str:
-    """Why core.schedule refused a schedule, in the reply's language (the part before its hint)."""
-    first = error.split(";", 1)[0]
-    for pattern, message in _SCHEDULE_PROBLEMS:
-        if m := pattern.match(first):
-            return call.t.gettext(message, **{k: cut(v, 60) for k, v in m.groupdict().items()})
-    return first if call.language == DEFAULT_LANGUAGE else ""
+def _short(phrase: Phrase) -> Phrase:
+    """``phrase`` with what it quotes from the reader's input cut to 60 characters: replies stay short."""
+    values = {
+        name: cut(value, 60) if isinstance(value, str) else value for name, value in phrase.values.items()
+    }
+    return Phrase(phrase.template, **values)
 
 
 def _bad_schedule(call: Call, why: str) -> Reply:
@@ -198,42 +190,9 @@ def digest_now(call: Call) -> Reply:
     )
 
 
-# core.timezones' notes (English), recognised to be said in the reader's language; any other note is shown
-# as it is in English and left out in other languages.
-_TIMEZONE_NOTES = (
-    (
-        re.compile(
-            r"^(?P<abbreviation>.+) is an abbreviation; "
-            r"write the zone of your city so daylight saving is right$"
-        ),
-        N_("{abbreviation} is an abbreviation; write the zone of your city so daylight saving is right"),
-    ),
-    (
-        re.compile(r"^several zones have a city called (?P<city>.+)$"),
-        N_("several zones have a city called {city}"),
-    ),
-    (
-        re.compile(
-            r"^there is no zone for that offset; write the zone of your city, such as (?P<example>\S+)$"
-        ),
-        N_("there is no zone for that offset; write the zone of your city, such as {example}"),
-    ),
-    (
-        re.compile(
-            r"^(?P<zone>\S+) is (?P<offset>UTC[+-]\d\d:\d\d) all year, without daylight saving; "
-            r"a city name follows daylight saving$"
-        ),
-        N_("{zone} is {offset} all year, without daylight saving; a city name follows daylight saving"),
-    ),
-)
-
-
 def _timezone_note(call: Call, found: TimezoneLookup) -> str:
     """The lookup's note in the reply's language; empty when there is none."""
-    for pattern, message in _TIMEZONE_NOTES:
-        if m := pattern.match(found.note):
-            return call.t.gettext(message, **{k: cut(v, 60) for k, v in m.groupdict().items()})
-    return found.note if call.language == DEFAULT_LANGUAGE else ""
+    return _short(found.note).said(call.t) if found.note else ""
 
 
 def timezone(call: Call) -> Reply:

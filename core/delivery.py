@@ -6,6 +6,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import ClassVar, Protocol
 
+from core.i18n import N_, Phrase, Refusal
 from core.values import Message, SendResult
 
 
@@ -130,7 +131,10 @@ def normalise_address(address: str) -> str:
     if channel == "email":
         local, at, domain = target.rpartition("@")
         if not at or not local or "." not in domain or any(c.isspace() for c in target):
-            raise ValueError(f"{target!r} is not an email address; write it as email:ada@example.org")
+            raise Refusal(
+                Phrase(N_("'{address}' is not an email address"), address=target),
+                Phrase(N_("write it as email:ada@example.org")),
+            )
         target = f"{local}@{domain.lower()}"
     if channel == "telegram" and not target.lstrip("-").isdigit():
         raise ValueError(f"telegram chat id {target!r} must be a number, e.g. telegram:12345")

@@ -192,6 +192,41 @@ def _said(value: object, t: Translator) -> object:
     return value.said(t) if isinstance(value, (Phrase, Alternatives)) else value
 
 
+class Worded(Exception):
+    """An error worded for a reader: what is wrong (``problem``) and what to do (``hint``), as phrases.
+
+    ``str()`` is the English (the CLI and the logs print it); :meth:`said` words it in any language.
+    """
+
+    def __init__(self, problem: Phrase, hint: Phrase | None = None) -> None:
+        self.problem = problem
+        self.hint = hint
+        super().__init__(str(self))
+
+    def said(self, t: Translator) -> str:
+        """``problem; hint`` in ``t``'s language."""
+        problem = self.problem.said(t)
+        return (
+            t.gettext("{problem}; {hint}", problem=problem, hint=self.hint.said(t)) if self.hint else problem
+        )
+
+    def __str__(self) -> str:
+        return self.said(translator(DEFAULT_LANGUAGE))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.problem, self.hint))
+
+
+class Refusal(Worded, ValueError):
+    """A value PaperTrail refuses (a schedule, a timezone, an address), worded for the reader."""
+
+
+def said(error: BaseException, t: Translator) -> str:
+    """What ``error`` says, in ``t``'s language when it is worded for readers, else its (English) text."""
+    say = getattr(error, "said", None)
+    return str(say(t)) if callable(say) else str(error)
+
+
 def translator(language: str | None) -> Translator:
     """A :class:`Translator` for ``language``, English for None or a language PaperTrail does not speak."""
     return _translator(language if language in LANGUAGES else DEFAULT_LANGUAGE)

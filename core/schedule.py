@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from core.i18n import N_, Phrase, Refusal
+
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _FORM = re.compile(
     r"^\s*(?:(?P<instant>instant)|(?P<kind>daily|weekdays)\s+(?P<t1>\d{1,2}:\d{2})"
@@ -31,17 +33,24 @@ class Schedule:
 
 
 def parse_schedule(text: str) -> Schedule:
-    """Parse a schedule string, raising ValueError that shows the accepted forms."""
+    """Parse a schedule string, raising a Refusal (a ValueError) that shows the accepted forms."""
     m = _FORM.match(text)
-    hint = "use 'instant', 'daily 08:00', 'weekdays 07:30' or 'weekly mon 09:00'"
+    hint = Phrase(N_("use 'instant', 'daily 08:00', 'weekdays 07:30' or 'weekly mon 09:00'"))
     if not m:
-        raise ValueError(f"cannot read schedule {text!r}; {hint}")
+        raise Refusal(Phrase(N_("cannot read schedule '{schedule}'"), schedule=text), hint)
     if m["instant"]:
         return Schedule("instant", True, time(0, 0), frozenset(range(7)))
     clock = m["t1"] or m["t2"]
     hours, minutes = (int(p) for p in clock.split(":"))
     if hours > 23 or minutes > 59:
-        raise ValueError(f"time {clock!r} in schedule {text!r} is not a valid 24-hour time; {hint}")
+        raise Refusal(
+            Phrase(
+                N_("time '{time}' in schedule '{schedule}' is not a valid 24-hour time"),
+                time=clock,
+                schedule=text,
+            ),
+            hint,
+        )
     at = time(hours, minutes)
     if m["kind"]:
         kind = m["kind"].lower()
@@ -49,16 +58,22 @@ def parse_schedule(text: str) -> Schedule:
         return Schedule(f"{kind} {at:%H:%M}", False, at, days)
     day = m["day"].lower()
     if day not in DAYS:
-        raise ValueError(f"unknown day {m['day']!r} in schedule {text!r}; days are {', '.join(DAYS)}")
+        raise Refusal(
+            Phrase(N_("unknown day '{day}' in schedule '{schedule}'"), day=m["day"], schedule=text),
+            Phrase(N_("days are {days}"), days=", ".join(DAYS)),
+        )
     return Schedule(f"weekly {day} {at:%H:%M}", False, at, frozenset({DAYS.index(day)}))
 
 
 def zone(name: str) -> ZoneInfo:
-    """Look up an IANA timezone, raising ValueError with a hint for a typo."""
+    """Look up an IANA timezone, raising a Refusal (a ValueError) with a hint for a typo."""
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise ValueError(f"unknown timezone {name!r}; use an IANA name such as Europe/Berlin or UTC") from exc
+        raise Refusal(
+            Phrase(N_("unknown timezone '{zone}'"), zone=name),
+            Phrase(N_("use an IANA name such as Europe/Berlin or UTC")),
+        ) from exc
 
 
 def last_slot(schedule: Schedule, tz_name: str, now: datetime) -> datetime | None:

@@ -16,7 +16,7 @@ from enum import StrEnum
 
 from core import newsletters, tokens
 from core.delivery import normalise_address, split_address
-from core.i18n import check_language, normalize_language
+from core.i18n import N_, Phrase, Refusal, check_language, normalize_language
 from core.models import Subscriber, SubscriberStatus, utcnow
 from core.query import parse
 from core.schedule import parse_schedule, zone
@@ -71,10 +71,16 @@ def sign_up(
     now = now or utcnow()
     address = normalise_address(address)
     if split_address(address)[0] != "email":
-        raise ValueError(f"{address} is not an email address; sign up with email:ada@example.org")
+        raise Refusal(
+            Phrase(N_("{address} is not an email address"), address=address),
+            Phrase(N_("sign up with email:ada@example.org")),
+        )
     cleaned = [q.strip() for q in queries if q.strip()]
     if len(cleaned) > MAX_FOLLOWS:
-        raise ValueError(f"at most {MAX_FOLLOWS} follows per sign-up; add more later from the manage page")
+        raise Refusal(
+            Phrase(N_("at most {n} follows per sign-up"), n=MAX_FOLLOWS),
+            Phrase(N_("add more later from the manage page")),
+        )
     parsed = [(text, parse(text)) for text in cleaned]
     joined = newsletters.find(store, newsletter) if newsletter else None
     zone(timezone)

@@ -17,6 +17,8 @@ from functools import cache
 from pathlib import Path
 from zoneinfo import TZPATH, available_timezones
 
+from core.i18n import N_, Phrase
+
 # The areas of the current tz database. Names outside them (US/Eastern, Etc/GMT+3, CET) are accepted when
 # typed exactly but never suggested: they are legacy links or fixed offsets.
 _AREAS = (
@@ -47,18 +49,28 @@ _MAX_TYPED = 80
 """Longer input is not a timezone; compare no more than this many characters (difflib is quadratic)."""
 
 
+# The notes a lookup may carry (see TimezoneLookup.note).
+_ABBREVIATION = N_(
+    "{abbreviation} is an abbreviation; write the zone of your city so daylight saving is right"
+)
+_FIXED_OFFSET = N_(
+    "{zone} is {offset} all year, without daylight saving; a city name follows daylight saving"
+)
+
+
 @dataclass(frozen=True, slots=True)
 class TimezoneLookup:
     """What a typed timezone resolved to.
 
     ``zone`` is the IANA name to store, or None. ``suggestions`` are IANA names to offer instead (also set
     beside a ``zone`` when the input was ambiguous). ``note`` says something the user should know, in one
-    sentence (a fixed offset has no daylight saving, an abbreviation is ambiguous), or is empty.
+    sentence (a fixed offset has no daylight saving, an abbreviation is ambiguous), or is None; a phrase,
+    so that each reader gets it in their language (``str()`` is the English).
     """
 
     zone: str | None
     suggestions: tuple[str, ...] = ()
-    note: str = ""
+    note: Phrase | None = None
 
 
 @cache
@@ -120,7 +132,7 @@ def lookup(text: str) -> TimezoneLookup:
         return TimezoneLookup(
             None,
             _ABBREVIATIONS[folded],
-            f"{typed.upper()} is an abbreviation; write the zone of your city so daylight saving is right",
+            Phrase(_ABBREVIATION, abbreviation=typed.upper()),
         )
     if folded in by_fold:
         return TimezoneLookup(by_fold[folded])
@@ -128,7 +140,9 @@ def lookup(text: str) -> TimezoneLookup:
         found = cities[folded]
         if len(found) == 1:
             return TimezoneLookup(found[0])
-        return TimezoneLookup(None, found[:3], f"several zones have a city called {typed}")
+        return TimezoneLookup(
+            None, found[:3], Phrase(N_("several zones have a city called {city}"), city=typed)
+        )
     offset = _OFFSET.match(folded.replace("_", ""))
     if offset:
         return _offset_zone(offset, by_fold)
@@ -144,12 +158,15 @@ def _offset_zone(offset: re.Match[str], by_fold: dict[str, str]) -> TimezoneLook
         shown = f"UTC{'+' if sign > 0 else '-'}{hours:02d}:00"
         return TimezoneLookup(
             by_fold[name.casefold()],
-            note=f"{name} is {shown} all year, without daylight saving; a city name follows daylight saving",
+            note=Phrase(_FIXED_OFFSET, zone=name, offset=shown),
         )
     return TimezoneLookup(
         None,
         ("Asia/Kolkata", "Asia/Kathmandu", "Australia/Adelaide"),
-        ("there is no zone for that offset; write the zone of your city, such as Asia/Kolkata"),
+        Phrase(
+            N_("there is no zone for that offset; write the zone of your city, such as {example}"),
+            example="Asia/Kolkata",
+        ),
     )
 
 

@@ -345,65 +345,6 @@ def token_problem(exc: Exception, t: Translator) -> str:
     return t.gettext(known) if known else f"{text[:1].upper()}{text[1:]}."
 
 
-# What core.schedule, core.signup, core.newsletters and core.delivery say about a form's values (English,
-# for the CLI and the logs too), recognised here to be said in the reader's language: each pattern's groups
-# fill the message's fields, and in English the message reads exactly as the original. Anything else is
-# shown as it is.
-_FORM_PROBLEMS = tuple(
-    (re.compile(pattern), message)
-    for pattern, message in (
-        (
-            r"cannot read schedule (?P<schedule>'[^']*'); "
-            r"use 'instant', 'daily 08:00', 'weekdays 07:30' or 'weekly mon 09:00'",
-            N_(
-                "cannot read schedule {schedule}; "
-                "use 'instant', 'daily 08:00', 'weekdays 07:30' or 'weekly mon 09:00'"
-            ),
-        ),
-        (
-            r"time (?P<time>'[^']*') in schedule (?P<schedule>'[^']*') is not a valid 24-hour time; "
-            r"use 'instant', 'daily 08:00', 'weekdays 07:30' or 'weekly mon 09:00'",
-            N_(
-                "time {time} in schedule {schedule} is not a valid 24-hour time; "
-                "use 'instant', 'daily 08:00', 'weekdays 07:30' or 'weekly mon 09:00'"
-            ),
-        ),
-        (
-            r"unknown day (?P<day>'[^']*') in schedule (?P<schedule>'[^']*'); days are (?P<days>[a-z, ]+)",
-            N_("unknown day {day} in schedule {schedule}; days are {days}"),
-        ),
-        (
-            r"unknown timezone (?P<zone>'[^']*'); use an IANA name such as Europe/Berlin or UTC",
-            N_("unknown timezone {zone}; use an IANA name such as Europe/Berlin or UTC"),
-        ),
-        (
-            r"(?P<address>'[^']*') is not an email address; write it as email:ada@example.org",
-            N_("{address} is not an email address; write it as email:ada@example.org"),
-        ),
-        (
-            r"(?P<address>\S+) is not an email address; sign up with email:ada@example.org",
-            N_("{address} is not an email address; sign up with email:ada@example.org"),
-        ),
-        (
-            r"at most (?P<n>\d+) follows per sign-up; add more later from the manage page",
-            N_("at most {n} follows per sign-up; add more later from the manage page"),
-        ),
-        (
-            r"no newsletter named (?P<name>'[^']*'); newsletters: (?P<names>.*)",
-            N_("no newsletter named {name}; newsletters: {names}"),
-        ),
-    )
-)
-
-
-def form_problem(text: str, t: Translator) -> str:
-    """Why core refused a form's value, in ``t``'s language when it is one of the known reasons."""
-    for pattern, message in _FORM_PROBLEMS:
-        if found := pattern.fullmatch(text):
-            return t.gettext(message, **found.groupdict())
-    return text
-
-
 @functools.cache
 def make_environment(language: str = DEFAULT_LANGUAGE) -> jinja2.Environment:
     """The Jinja environment of ``language`` over ``templates/web`` (one per language and process: it

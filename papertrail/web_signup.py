@@ -23,12 +23,12 @@ from starlette.routing import Route
 
 from core import tokens
 from core.delivery import DeliveryError
-from core.i18n import normalize_language
+from core.i18n import normalize_language, said
 from core.query import QueryError
 from core.signup import SignupOutcome, confirm, sign_up
 from papertrail.context import AppContext
 from papertrail.signup import SignupUnavailable, check_available, mail_outcome
-from papertrail.web_pages import Pages, Reader, form_problem, token_problem
+from papertrail.web_pages import Pages, Reader, token_problem
 
 MAX_FIELD = 4000
 
@@ -123,8 +123,7 @@ class SignupPages:
             error = exc.said(reader.t)
             return self._form(reader, status=400, error=error, excerpt=exc.excerpt(), **values)
         except (ValueError, LookupError) as exc:
-            # The message itself (str() of a KeyError would quote it).
-            error = form_problem(str(exc.args[0]) if exc.args else str(exc), reader.t)
+            error = said(exc, reader.t)
             return self._form(reader, status=400, error=error, **values)
         t = reader.t
         try:

@@ -37,12 +37,12 @@ from core import tokens
 from core.delivery import normalise_address
 from core.digests import resume
 from core.follows import follow
-from core.i18n import LANGUAGES, N_, normalize_language
+from core.i18n import LANGUAGES, N_, normalize_language, said
 from core.models import Follow, Newsletter, Subscriber, SubscriberStatus
 from core.query import QueryError
 from core.schedule import parse_schedule, zone
 from papertrail.context import AppContext
-from papertrail.web_pages import Pages, Reader, form_problem, remember_language, token_problem
+from papertrail.web_pages import Pages, Reader, remember_language, token_problem
 
 UNSUBSCRIBE_REASON = "unsubscribed through a link in a digest"
 # Longest value accepted in a form field; the follow language itself stops at 1,000 characters.
@@ -359,7 +359,7 @@ class SubscriberPages:
         except QueryError as exc:
             return FormError(exc.said(reader.t), exc.excerpt(), exc.position)
         except ValueError as exc:
-            return FormError(form_problem(str(exc), reader.t))
+            return FormError(said(exc, reader.t))
         return result.outcome
 
     def _do_remove(
@@ -388,7 +388,7 @@ class SubscriberPages:
             parsed = parse_schedule(fields.get("schedule", ""))
             zone(timezone)
         except ValueError as exc:
-            return FormError(form_problem(str(exc), reader.t))
+            return FormError(said(exc, reader.t))
         self.store.update_subscriber(subscriber.id, schedule=parsed.text, timezone=timezone)
         return "schedule"
 

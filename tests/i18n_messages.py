@@ -2,10 +2,13 @@
 
 Run ``python -m tests.i18n_messages`` to print, for each area, the ``.po`` entries still missing from
 ``locale/zh/LC_MESSAGES/<area>.po`` (with empty translations to fill in), and the entries no longer used.
+``python -m tests.i18n_messages --update`` rewrites the catalogs instead: each holds exactly its area's
+messages, a message that moved between areas keeps its translation, and a new one gets an empty one.
 """
 
 from __future__ import annotations
 
+import io
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -14,7 +17,7 @@ from pathlib import Path
 
 from babel.messages.catalog import Catalog
 from babel.messages.extract import DEFAULT_KEYWORDS, extract_from_file
-from babel.messages.pofile import read_po
+from babel.messages.pofile import read_po, write_po
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCALE = ROOT / "locale"
@@ -96,6 +99,34 @@ def stub(marked: Marked) -> str:
     )
 
 
+def update() -> None:
+    """Rewrite every area's catalog to hold exactly the area's messages, translations kept where known."""
+    found = extract()
+    for language in TRANSLATED:
+        catalogs = {area: catalog(language, area) for area in found}
+        known = {m.id if isinstance(m.id, str) else m.id[0]: m for c in catalogs.values() for m in c if m.id}
+        for area, messages in found.items():
+            have = catalogs[area]
+            wanted = {key(m.msgid): m for m in reversed(messages)}  # the first place each is marked
+            for entry in [m for m in have if m.id and key(m.id) not in wanted]:
+                have.delete(entry.id)
+            for msgid_key, marked in sorted(wanted.items(), key=lambda item: item[1].where):
+                if msgid_key in have:
+                    continue
+                old = known.get(msgid_key)
+                have.add(
+                    marked.msgid,
+                    old.string if old is not None else ("",) if not isinstance(marked.msgid, str) else "",
+                    user_comments=old.user_comments if old is not None else [],
+                )
+            path = LOCALE / language / "LC_MESSAGES" / f"{area}.po"
+            buffer = io.BytesIO()
+            write_po(buffer, have, width=0, no_location=True)
+            # Keep the file's own header: Babel's carries today's date, which would change on every run.
+            header = path.read_bytes().split(b"\n\n", 1)[0]
+            path.write_bytes(header + b"\n\n" + buffer.getvalue().split(b"\n\n", 1)[1])
+
+
 def main() -> int:
     """Print what each area's catalog lacks and what it holds that nothing uses."""
     found = extract()
@@ -119,4 +150,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    if "--update" in sys.argv[1:]:
+        update()
     sys.exit(main())
