@@ -16,13 +16,15 @@ from bot.commands_status import (
 )
 from core.delivery import split_address
 from core.digests import resume as resume_subscriber
-from core.i18n import DEFAULT_LANGUAGE, Phrase, Refusal
+from core.i18n import DEFAULT_LANGUAGE, Refusal
 from core.models import Subscriber, SubscriberStatus
 from core.schedule import parse_schedule
 from core.timezones import TimezoneLookup, lookup
 
 _CLOCK = re.compile(r"^(\d{1,2})(?:[:.h](\d{2}))?\s*(am|pm|a\.m\.|p\.m\.)?$", re.IGNORECASE)
 _OFF = frozenset({"off", "pause", "stop", "none", "never"})
+# What a reply quotes back from the reader's input (a schedule, a city) is cut to this many characters.
+QUOTED_CHARS = 60
 _ON = frozenset({"on", "resume", "start"})
 
 
@@ -116,16 +118,8 @@ def _schedule_problem(call: Call, error: ValueError) -> str:
     """Why core.schedule refused a schedule, in the reply's language (without its hint: the reply lists
     the accepted forms itself)."""
     if isinstance(error, Refusal):
-        return _short(error.problem).said(call.t)
+        return error.problem.shortened(QUOTED_CHARS).said(call.t)
     return str(error).split(";", 1)[0] if call.language == DEFAULT_LANGUAGE else ""
-
-
-def _short(phrase: Phrase) -> Phrase:
-    """``phrase`` with what it quotes from the reader's input cut to 60 characters: replies stay short."""
-    values = {
-        name: cut(value, 60) if isinstance(value, str) else value for name, value in phrase.values.items()
-    }
-    return Phrase(phrase.template, **values)
 
 
 def _bad_schedule(call: Call, why: str) -> Reply:
@@ -192,7 +186,7 @@ def digest_now(call: Call) -> Reply:
 
 def _timezone_note(call: Call, found: TimezoneLookup) -> str:
     """The lookup's note in the reply's language; empty when there is none."""
-    return _short(found.note).said(call.t) if found.note else ""
+    return found.note.shortened(QUOTED_CHARS).said(call.t) if found.note else ""
 
 
 def timezone(call: Call) -> Reply:

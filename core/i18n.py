@@ -167,6 +167,13 @@ class Phrase:
         """The message in ``t``'s language, each value that is itself a phrase or choices said too."""
         return t.gettext(self.template, **{name: _said(value, t) for name, value in self.values.items()})
 
+    def shortened(self, limit: int) -> Phrase:
+        """The phrase with every text value cut to ``limit`` characters (``…`` marks a cut): what it quotes
+        from a reader's input can be long, and a reply or a form error should stay short."""
+        return Phrase(
+            self.template, **{name: _shortened(value, limit) for name, value in self.values.items()}
+        )
+
     def __str__(self) -> str:
         return self.said(translator(DEFAULT_LANGUAGE))
 
@@ -188,6 +195,14 @@ def _phrase(template: str, values: dict[str, object]) -> Phrase:
     return Phrase(template, **values)
 
 
+def _shortened(value: object, limit: int) -> object:
+    if isinstance(value, Phrase):
+        return value.shortened(limit)
+    if isinstance(value, str) and len(value) > limit:
+        return value[: max(limit - 1, 0)].rstrip() + "…"
+    return value
+
+
 def _said(value: object, t: Translator) -> object:
     return value.said(t) if isinstance(value, (Phrase, Alternatives)) else value
 
@@ -203,12 +218,13 @@ class Worded(Exception):
         self.hint = hint
         super().__init__(str(self))
 
-    def said(self, t: Translator) -> str:
-        """``problem; hint`` in ``t``'s language."""
-        problem = self.problem.said(t)
-        return (
-            t.gettext("{problem}; {hint}", problem=problem, hint=self.hint.said(t)) if self.hint else problem
-        )
+    def said(self, t: Translator, *, limit: int | None = None) -> str:
+        """``problem; hint`` in ``t``'s language; with ``limit``, quoted values cut to that length."""
+        problem = self.problem.shortened(limit) if limit else self.problem
+        if self.hint is None:
+            return problem.said(t)
+        hint = self.hint.shortened(limit) if limit else self.hint
+        return t.gettext("{problem}; {hint}", problem=problem.said(t), hint=hint.said(t))
 
     def __str__(self) -> str:
         return self.said(translator(DEFAULT_LANGUAGE))
@@ -221,9 +237,14 @@ class Refusal(Worded, ValueError):
     """A value PaperTrail refuses (a schedule, a timezone, an address), worded for the reader."""
 
 
-def said(error: BaseException, t: Translator) -> str:
-    """What ``error`` says, in ``t``'s language when it is worded for readers, else its (English) text."""
-    say = getattr(error, "said", None)
+def said(error: BaseException, t: Translator, *, limit: int = 120) -> str:
+    """What ``error`` says, in ``t``'s language when it is worded for readers, else its (English) text.
+
+    What a worded error quotes (the reader's own input) is cut to ``limit`` characters.
+    """
+    if isinstance(error, Worded):
+        return error.said(t, limit=limit)
+    say = getattr(error, "said", None)  # core.query.QueryError: it quotes single tokens
     return str(say(t)) if callable(say) else str(error)
 
 

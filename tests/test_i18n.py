@@ -146,3 +146,29 @@ def test_jinja_values_in_translated_sentences_are_escaped_for_the_format() -> No
         "{% trans count=n %}{{ count }} item{% pluralize %}{{ count }} items{% endtrans %}"
     )
     assert plural.render(n=2) == "2 items"
+
+
+def test_a_refusal_says_itself_in_each_language_and_survives_pickling() -> None:
+    import pickle
+
+    from core.schedule import parse_schedule
+
+    with pytest.raises(i18n.Refusal) as caught:
+        parse_schedule("hourly " + "x" * 300)
+    error = caught.value
+    assert isinstance(error, ValueError)  # callers that catch ValueError keep working
+    english = str(error)
+    assert english.startswith("cannot read schedule 'hourly xxx") and "; use 'instant'" in english
+    chinese = error.said(i18n.translator("zh"))
+    assert chinese.startswith("无法读取时间设置“hourly") and "；请使用 'instant'" in chinese
+    # What it quotes from the reader's input is cut on request; the English text stays whole for the logs.
+    short = i18n.said(error, i18n.translator("en"), limit=20)
+    assert "cannot read schedule 'hourly xxxxxxxxxxxx…'" in short and len(short) < len(english)
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is i18n.Refusal and str(again) == english
+
+
+def test_choices_are_joined_as_each_language_joins_them() -> None:
+    phrase = i18n.Phrase("did you mean {option}?", option=i18n.Alternatives(("cs.DC", "cs.DL", "cs.DS")))
+    assert str(phrase) == "did you mean cs.DC, cs.DL or cs.DS?"
+    assert phrase.said(i18n.translator("zh")) == "你是想写 cs.DC，cs.DL 或 cs.DS 吗？"
