@@ -121,7 +121,7 @@ async def send_due_digests(
         )
     ):
         tried.extend(c.digest_id for c in claimed)
-        items = store.digests_items([c.digest_id for c in claimed])
+        items = _with_guides(store, claimed, store.digests_items([c.digest_id for c in claimed]))
         reports.extend(await asyncio.gather(*(attempt(c, items[c.digest_id]) for c in claimed)))
     return reports
 
@@ -183,7 +183,6 @@ async def _deliver(
     try:
         if notifier is None:
             raise DeliveryError(f"no notifier for channel {channel!r} in this process", retryable=True)
-        items = _with_guides(store, items, claimed.language)
         message = renderer.render(
             channel,
             items,
@@ -224,13 +223,30 @@ async def _deliver(
     return DigestReport(claimed.address, len(items), True, digest_id=claimed.digest_id)
 
 
-def _with_guides(store: Store, items: list[DigestItem], language: str | None) -> list[DigestItem]:
-    """The items with their stored guides in the reader's language; a missing guide is not waited for."""
-    ids = [item.version_id for item in items if item.version_id is not None]
-    guides = store.guides_for(ids, translator(language).language)
-    if not guides:
-        return items
-    return [dataclasses.replace(item, guide=guides.get(item.version_id or 0)) for item in items]
+def _with_guides(
+    store: Store, claimed: list[ClaimedDigest], items: dict[int, list[DigestItem]]
+) -> dict[int, list[DigestItem]]:
+    """A claimed batch's items with their stored guides in each reader's language: one query per language
+    in the batch. A guide not made yet is not waited for."""
+    languages = {c.digest_id: translator(c.language).language for c in claimed}
+    for language in set(languages.values()):
+        ids = {
+            item.version_id
+            for digest_id, wanted in languages.items()
+            if wanted == language
+            for item in items.get(digest_id, [])
+            if item.version_id is not None
+        }
+        guides = store.guides_for(sorted(ids), language)
+        if not guides:
+            continue
+        for digest_id, wanted in languages.items():
+            if wanted == language and digest_id in items:
+                items[digest_id] = [
+                    dataclasses.replace(item, guide=guides.get(item.version_id or 0))
+                    for item in items[digest_id]
+                ]
+    return items
 
 
 def _newsletter_titles(store: Store, items: list[DigestItem]) -> dict[str, str]:
