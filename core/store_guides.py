@@ -26,6 +26,8 @@ from core.models import (
 )
 from core.store_ledger import changes
 
+_IN_SLICE = 5000
+
 
 class GuideQueries:
     """Guides; mixed into :class:`core.store.Store`."""
@@ -36,14 +38,17 @@ class GuideQueries:
 
     def guides_for(self, version_ids: Sequence[int], language: str) -> dict[int, Guide]:
         """The stored guides of these versions in ``language``, keyed by version id."""
-        if not version_ids:
-            return {}
+        ids = list(version_ids)
+        rows: list[GuideRow] = []
         with self.session() as session:
-            rows = session.exec(
-                select(GuideRow).where(
-                    col(GuideRow.version_id).in_(list(version_ids)), col(GuideRow.language) == language
-                )
-            ).all()
+            # In slices: a worker's batch can name tens of thousands of versions, more than SQLite binds.
+            for start in range(0, len(ids), _IN_SLICE):
+                rows += session.exec(
+                    select(GuideRow).where(
+                        col(GuideRow.version_id).in_(ids[start : start + _IN_SLICE]),
+                        col(GuideRow.language) == language,
+                    )
+                ).all()
         return {row.version_id: Guide(row.tldr, tuple(row.contributions), row.changes) for row in rows}
 
     def save_guide(self, version_id: int, language: str, guide: Guide, *, model: str, now: datetime) -> bool:

@@ -404,3 +404,11 @@ def test_a_fenced_answer_is_read_and_changes_only_for_revisions() -> None:
     revised = parse_guide(answer, revision=True)
     assert (new.tldr, new.changes, revised.changes) == ("Short.", None, "More data.")
     assert len(new.contributions) == 1 and len(new.contributions[0]) <= CONTRIBUTION_MAX
+
+
+async def test_guides_for_many_versions_at_once(store: Store) -> None:
+    # A worker's batch may name more versions than one statement binds (65,535 on PostgreSQL).
+    [vid] = _seed(store, _paper("2611.00090"))
+    store.save_guide(vid, "en", Guide("Made."), model="m", now=NOW)
+    wanted = [*range(100_000, 170_000), vid]
+    assert list(store.guides_for(wanted, "en")) == [vid]
