@@ -16,7 +16,7 @@ from bot.commands_status import (
 )
 from core.delivery import split_address
 from core.digests import resume as resume_subscriber
-from core.i18n import DEFAULT_LANGUAGE, Refusal
+from core.i18n import Refusal
 from core.models import Subscriber, SubscriberStatus
 from core.schedule import parse_schedule
 from core.timezones import TimezoneLookup, lookup
@@ -96,8 +96,8 @@ def digest(call: Call) -> Reply:
         return _bad_schedule(call, "")
     try:
         parsed = parse_schedule(schedule)
-    except ValueError as exc:
-        return _bad_schedule(call, _schedule_problem(call, exc))
+    except Refusal as exc:  # parse_schedule says what is wrong as a phrase; its hint the reply gives itself
+        return _bad_schedule(call, exc.problem.shortened(QUOTED_CHARS).said(t))
     subscriber = call.ensure_subscriber()
     fields: dict[str, object] = {"schedule": parsed.text}
     if subscriber.status == SubscriberStatus.PAUSED and subscriber.status_reason == PAUSED_BY_CHAT:
@@ -114,17 +114,9 @@ def digest(call: Call) -> Reply:
     )
 
 
-def _schedule_problem(call: Call, error: ValueError) -> str:
-    """Why core.schedule refused a schedule, in the reply's language (without its hint: the reply lists
-    the accepted forms itself)."""
-    if isinstance(error, Refusal):
-        return error.problem.shortened(QUOTED_CHARS).said(call.t)
-    return str(error).split(";", 1)[0] if call.language == DEFAULT_LANGUAGE else ""
-
-
 def _bad_schedule(call: Call, why: str) -> Reply:
     t, p = call.t, call.p
-    typed = cut(call.args, 60)
+    typed = cut(call.args, QUOTED_CHARS)
     said = (
         t.gettext('Cannot use "{typed}": {why}.', typed=typed, why=why)
         if why
@@ -207,7 +199,7 @@ def timezone(call: Call) -> Reply:
             )
         )
     found = lookup(call.args)
-    typed = cut(call.args, 60)
+    typed = cut(call.args, QUOTED_CHARS)
     note = _timezone_note(call, found)
     if found.zone is None and found.suggestions:
         offers = found.suggestions

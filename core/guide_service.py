@@ -20,9 +20,9 @@ from core.guides import (
     GuideModel,
     GuideSubject,
     build_prompt,
-    check_language,
     parse_guide,
 )
+from core.i18n import check_language
 from core.store import Store
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from core.i18n import LANGUAGES
+from core.i18n import check_language
 from core.text_safety import strip_control
 from core.values import Guide
 
@@ -98,13 +98,6 @@ def wants_guide(*, news: bool, matched: bool, community: bool) -> bool:
 
 
 __all__ = ["Guide", "GuideError", "GuideModel", "GuideSubject", "build_prompt", "parse_guide", "wants_guide"]
-
-
-def check_language(language: str) -> str:
-    """``language`` if it is one guides are made in; ValueError otherwise."""
-    if language not in LANGUAGES:
-        raise ValueError(f"guides are made in {', '.join(LANGUAGES)}, not {language!r}")
-    return language
 
 
 def build_prompt(subject: GuideSubject, language: str) -> list[ChatMessage]:

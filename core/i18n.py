@@ -22,21 +22,24 @@ import io
 import re
 from collections.abc import Callable, Mapping
 from functools import cache
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 import markupsafe
-from babel.messages.catalog import Catalog
-from babel.messages.mofile import write_mo
-from babel.messages.pofile import read_po
 
 from core.resources import resource_dir
+
+if TYPE_CHECKING:
+    from babel.messages.catalog import Catalog
 
 LANGUAGES = ("en", "zh")
 """The languages PaperTrail speaks: English and Simplified Chinese."""
 DEFAULT_LANGUAGE = "en"
 LANGUAGE_NAMES = {"en": "English", "zh": "中文"}
 """Each language named in itself, for language switches and the ``language`` command."""
+LANGUAGE_TAGS = {"en": "en", "zh": "zh-Hans"}
+"""Each language's BCP 47 tag, for ``<html lang>`` and ``Content-Language``: our Chinese is Simplified."""
 
 _TAG = re.compile(r"^[A-Za-z]{1,8}(?:[-_][A-Za-z0-9]{1,8})*$")
 
@@ -90,7 +93,7 @@ def check_language(language: str) -> str:
     return language
 
 
-def catalog_files(language: str) -> list[Any]:
+def catalog_files(language: str) -> list[Path]:
     """The ``.po`` files of ``language``, by area (empty for English, the source language)."""
     folder = resource_dir("locale") / language / "LC_MESSAGES"
     return sorted(folder.glob("*.po")) if folder.is_dir() else []
@@ -98,6 +101,10 @@ def catalog_files(language: str) -> list[Any]:
 
 def read_catalog(language: str) -> Catalog:
     """Every area's catalog of ``language`` merged into one (later areas do not override earlier ones)."""
+    # Babel only when a catalog is read: a process that speaks English alone never needs it (~10 ms).
+    from babel.messages.catalog import Catalog
+    from babel.messages.pofile import read_po
+
     merged = Catalog(locale=language, domain="papertrail")
     for path in catalog_files(language):
         with path.open("rb") as file:
@@ -112,6 +119,8 @@ def translations(language: str) -> _gettext.NullTranslations:
     """gettext translations for ``language``; English (and an unknown code) translates to itself."""
     if language == DEFAULT_LANGUAGE or language not in LANGUAGES:
         return _gettext.NullTranslations()
+    from babel.messages.mofile import write_mo
+
     buffer = io.BytesIO()
     # Fuzzy entries (guesses from a catalog update) are left out: English is better than a wrong guess.
     write_mo(buffer, read_catalog(language), use_fuzzy=False)
@@ -134,8 +143,6 @@ class Translator:
     def ngettext(self, singular: str, plural: str, n: int, /, **values: object) -> str:
         """The form of ``singular``/``plural`` for ``n`` in this language; ``{n}`` and ``values`` filled."""
         return self._translations.ngettext(singular, plural, n).format(n=n, **values)
-
-    _ = gettext
 
 
 class Alternatives(tuple[str, ...]):

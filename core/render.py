@@ -35,7 +35,7 @@ import jinja2
 import markupsafe
 
 from core import tokens
-from core.i18n import DEFAULT_LANGUAGE, N_, install_jinja, translator
+from core.i18n import DEFAULT_LANGUAGE, LANGUAGE_TAGS, N_, install_jinja, translator
 from core.resources import resource_dir
 from core.text_safety import strip_control
 from core.values import DigestItem, Message
@@ -77,9 +77,6 @@ CHANGE_LABELS = {
     "journal-ref": N_("journal-ref"),
     "DOI": N_("DOI"),
 }
-
-# The ``lang`` attribute of HTML mails in each language.
-HTML_LANG = {"en": "en", "zh": "zh-Hans"}
 
 
 def _autoescape(name: str | None) -> bool:
@@ -280,7 +277,7 @@ class Renderer:
             env.filters["width"] = display_width
             env.globals["cut"] = markupsafe.Markup(CUT)
             env.globals["part"] = markupsafe.Markup(PART)
-            env.globals["html_lang"] = HTML_LANG.get(language, language)
+            env.globals["html_lang"] = LANGUAGE_TAGS[language]
             install_jinja(env, language, _translation_value)
             self._envs[language] = env
         return env

@@ -13,8 +13,8 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from core.guides import Guide, GuideSubject, check_language
-from core.i18n import DEFAULT_LANGUAGE, LANGUAGES
+from core.guides import Guide, GuideSubject
+from core.i18n import DEFAULT_LANGUAGE, LANGUAGES, check_language
 from core.models import (
     CommunityPickRow,
     GuideFailureRow,

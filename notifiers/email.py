@@ -35,6 +35,7 @@ import css_inline
 
 from core.config import Settings
 from core.delivery import DeliveryError
+from core.i18n import DEFAULT_LANGUAGE, LANGUAGE_TAGS
 from core.text_safety import one_line
 from core.values import Message, SendResult
 
@@ -63,9 +64,6 @@ _WIRE_POLICY = policy.SMTP.clone(max_line_length=998)
 _SAFE_URI = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+;=%]+")
 
 _T = TypeVar("_T")
-
-# Content-Language of a digest in each of core.i18n.LANGUAGES: Chinese digests are Simplified Chinese.
-_CONTENT_LANGUAGE = {"en": "en", "zh": "zh-Hans"}
 
 
 def list_unsubscribe_headers(unsubscribe_url: str, mailto: str) -> dict[str, str]:
@@ -148,7 +146,7 @@ class EmailNotifier:
             mail.add_alternative(css_inline.inline(message.html), subtype="html")
         # RFC 3282: the language the mail is worded in (screen readers, translation offers). Set last:
         # set_content and add_alternative move or drop the Content-* headers set before them.
-        mail["Content-Language"] = _CONTENT_LANGUAGE.get(message.language, "en")
+        mail["Content-Language"] = LANGUAGE_TAGS.get(message.language, LANGUAGE_TAGS[DEFAULT_LANGUAGE])
         return mail
 
     async def send(self, address: str, message: Message) -> SendResult:

@@ -29,6 +29,7 @@ from starlette.responses import HTMLResponse, Response
 from core.i18n import (
     DEFAULT_LANGUAGE,
     LANGUAGE_NAMES,
+    LANGUAGE_TAGS,
     LANGUAGES,
     N_,
     Translator,
@@ -59,8 +60,6 @@ PRIVATE_HEADERS = {**SECURITY_HEADERS, "Cache-Control": "no-store", "Referrer-Po
 # mail or another site carries it, while a cross-site form cannot.
 LANGUAGE_COOKIE = "papertrail_lang"
 LANGUAGE_COOKIE_AGE = 365 * 24 * 3600
-# The tag of each language in <html lang> and Content-Language: the Chinese is Simplified (Hans).
-LANGUAGE_TAGS = {"en": "en", "zh": "zh-Hans"}
 # A page's language depends on these request headers: caches must keep one copy per value.
 VARY = "Accept-Language, Cookie"
 
