@@ -16,6 +16,34 @@ from typing import Any
 from aiosmtpd.controller import Controller
 
 
+@dataclass(frozen=True)
+class Answer:
+    """One scripted reply of a fake API (the LLM endpoint, a webhook receiver): a status, headers, a raw
+    body, and a pause before answering."""
+
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    delay: float = 0.0
+
+
+def send_answer(handler: BaseHTTPRequestHandler, answer: Answer, content_type: str | None = None) -> None:
+    """Write ``answer`` (after its pause) to ``handler``'s client; a client that gave up is no error."""
+    if answer.delay:
+        time.sleep(answer.delay)
+    try:
+        handler.send_response(answer.status)
+        for name, value in answer.headers.items():
+            handler.send_header(name, value)
+        if content_type:
+            handler.send_header("Content-Type", content_type)
+        handler.send_header("Content-Length", str(len(answer.body)))
+        handler.end_headers()
+        handler.wfile.write(answer.body)
+    except OSError:
+        pass  # the client stopped waiting (a time-out test): nothing to answer
+
+
 @dataclass
 class Reply:
     """One scripted HTTP answer."""

@@ -305,7 +305,7 @@ async def test_garbage_answers_are_given_up_and_failures_count_against_the_cap(
 
 
 async def test_the_key_is_sent_as_bearer_and_never_shown(fake: FakeOpenAI) -> None:
-    from tests.fakes.openai_api import Answer
+    from tests.servers import Answer
 
     fake.script(guide_answer(), Answer(401, body=b"{}"))
     chat = ChatClient(_settings(fake, llm_api_key="sk-very-secret"), sleep=Waits())

@@ -12,8 +12,9 @@ from core.delivery import DeliveryError
 from core.render import Renderer
 from core.values import Message
 from notifiers.apprise import INSTALL_HINT, AppriseNotifier
-from tests.fakes.webhook_receiver import Answer, WebhookReceiver, webhook_receiver
+from tests.fakes.webhook_receiver import WebhookReceiver, webhook_receiver
 from tests.hostile import hostile_items
+from tests.servers import Answer
 
 ALLOW_LOOPBACK = Settings(webhook_allow_hosts="127.0.0.1")
 

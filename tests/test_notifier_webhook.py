@@ -30,10 +30,10 @@ from notifiers.webhook import (
     verify_signature,
     webhook_secret,
 )
-from tests.fakes.webhook_receiver import Answer, WebhookReceiver, webhook_receiver
+from tests.fakes.webhook_receiver import WebhookReceiver, webhook_receiver
 from tests.goldens import check_golden
 from tests.hostile import hostile_items
-from tests.servers import free_port
+from tests.servers import Answer, free_port
 
 MASTER_KEY = "master-key-never-shown-0123456789"
 FIXED = datetime(2026, 11, 17, 8, 0, 5, tzinfo=UTC)

@@ -21,7 +21,8 @@ import sqlalchemy as sa
 
 from core.models import DigestState
 from core.store import Store
-from tests.fakes.webhook_receiver import Answer, webhook_receiver
+from tests.fakes.webhook_receiver import webhook_receiver
+from tests.servers import Answer
 from tests.test_workers_pg import DIGEST, MATCH, SUBSCRIBER, seed_due_digests
 
 T = TypeVar("T")

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.servers import serving
+from tests.servers import Answer, send_answer, serving
 
 DEFAULT_GUIDE: dict[str, Any] = {
     "tldr": "The paper shows a faster way to train models.",
@@ -28,16 +27,6 @@ DEFAULT_GUIDE_ZH: dict[str, Any] = {
     "contributions": ["一种新的优化器", "收敛性证明"],
     "changes": "修订版增加了实验。",
 }
-
-
-@dataclass(frozen=True)
-class Answer:
-    """One scripted reply: a status, headers, a raw body, and a pause before answering."""
-
-    status: int = 200
-    headers: dict[str, str] = field(default_factory=dict)
-    body: bytes = b""
-    delay: float = 0.0
 
 
 def completion(content: str) -> Answer:
@@ -137,19 +126,9 @@ def fake_openai(*script: Answer) -> Iterator[FakeOpenAI]:
                 body = json.loads(raw)
             except ValueError:
                 body = None
-            answer = state.take(Request(self.path, dict(self.headers.items()), body))
-            if answer.delay:
-                time.sleep(answer.delay)
-            try:
-                self.send_response(answer.status)
-                for name, value in answer.headers.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(answer.body)))
-                self.end_headers()
-                self.wfile.write(answer.body)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up waiting (the slow answer)
+            send_answer(
+                self, state.take(Request(self.path, dict(self.headers.items()), body)), "application/json"
+            )
 
         def log_message(self, format: str, *args: Any) -> None:
             pass

@@ -14,22 +14,12 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from notifiers.webhook import DELIVERY_HEADER, SIGNATURE_HEADER, verify_signature
-from tests.servers import serving
-
-
-@dataclass(frozen=True)
-class Answer:
-    """One scripted reply: a status, headers, a body, and an optional pause before answering."""
-
-    status: int = 200
-    headers: dict[str, str] = field(default_factory=dict)
-    body: bytes = b""
-    delay: float = 0.0
+from tests.servers import Answer, send_answer, serving
 
 
 @dataclass(frozen=True)
@@ -142,18 +132,7 @@ def webhook_receiver(
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length)
-            answer = state.record(self.path, dict(self.headers.items()), body)
-            if answer.delay:
-                time.sleep(answer.delay)
-            try:
-                self.send_response(answer.status)
-                for name, value in answer.headers.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(answer.body)))
-                self.end_headers()
-                self.wfile.write(answer.body)
-            except OSError:
-                pass  # the client gave up (a time-out test): nothing to answer
+            send_answer(self, state.record(self.path, dict(self.headers.items()), body))
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
