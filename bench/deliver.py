@@ -40,6 +40,7 @@ import sqlalchemy as sa  # noqa: E402
 
 from core.config import Settings  # noqa: E402
 from core.migrate import migrate  # noqa: E402
+from core.reasons import CATEGORY, Reason  # noqa: E402
 from core.render import Renderer  # noqa: E402
 from core.store import Store, make_engine  # noqa: E402
 from core.values import (  # noqa: E402
@@ -69,7 +70,7 @@ def corpus_items() -> list[DigestItem]:
             p.title,
             p.authors,
             p.categories,
-            (f"category {p.categories[0]}",),
+            (Reason(CATEGORY, p.categories[0]),),
             p.abstract,
             guide=GUIDE if n % 2 else None,
         )

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from operator import itemgetter
 
-from core.match import Matcher
+from core.match import Matcher, Reasons
+from core.models import Version
 from core.query import QueryError, parse
-from core.store import StoredFollow
+from core.store import MatchRow, StoredFollow, version_to_paper
+
+_first = itemgetter(0)
 
 log = logging.getLogger(__name__)
 
@@ -53,3 +57,44 @@ class FollowIndex:
             self.follows[fid] = stored
             added += 1
         return added, len(removed)
+
+    def match_rows(self, versions: Iterable[Version]) -> list[MatchRow]:
+        """The Match rows of ``versions``: one per (subscriber, version), from the matcher's groups.
+
+        The matcher answers once per distinct query (``match_groups``); each follow's own options are
+        applied here, per follow of a matching group: a follow only sees versions first seen after it was
+        created (no backlog floods), and a new-only follow skips revisions. The follows of one subscriber
+        that match one version fold into one row, in follow-id order, instant if any of them is.
+        """
+        follows = self.follows
+        match_groups = self.matcher.match_groups
+        rows: list[MatchRow] = []
+        if not follows:
+            return rows  # nothing can match: skip tokenising every version (most of the cost)
+        for version in versions:
+            groups = match_groups(version_to_paper(version))
+            if not groups:
+                continue
+            assert version.id is not None
+            seen_at = version.first_seen_at
+            revision = version.number > 1
+            hits_of: dict[int, list[tuple[int, Reasons]]] = {}
+            instant: set[int] = set()
+            for follow_ids, reasons in groups:
+                for follow_id in follow_ids:
+                    follow = follows[follow_id]
+                    if follow.created_at > seen_at or (revision and not follow.revisions):
+                        continue
+                    subscriber = follow.subscriber_id
+                    hits = hits_of.get(subscriber)
+                    if hits is None:
+                        hits_of[subscriber] = [(follow_id, reasons)]
+                    else:
+                        hits.append((follow_id, reasons))
+                    if follow.instant:
+                        instant.add(subscriber)
+            for subscriber, hits in hits_of.items():
+                if len(hits) > 1:
+                    hits.sort(key=_first)
+                rows.append(MatchRow(subscriber, version.id, hits, subscriber in instant))
+        return rows

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from core.delivery import normalise_address
 from core.models import Follow, Subscriber, utcnow
 from core.query import parse
+from core.reasons import Reason
 from core.schedule import parse_schedule, zone
 from core.store import Store, version_to_paper
 
@@ -89,7 +90,7 @@ class TryHit:
     version: int
     title: str
     first_seen_at: datetime
-    reasons: tuple[str, ...]
+    reasons: tuple[Reason, ...]
 
 
 def try_query(store: Store, text: str, *, days: int = 7, now: datetime | None = None) -> list[TryHit]:

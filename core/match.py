@@ -34,9 +34,10 @@ from operator import itemgetter
 from typing import NamedTuple, TypeVar
 
 from core.query import And, Author, Key, Node, Not, Or, PaperText, Query, Words
+from core.reasons import Reason
 from core.values import PaperIn
 
-Reasons = tuple[str, ...]
+Reasons = tuple[Reason, ...]
 Group = tuple[tuple[int, ...], Reasons]
 """The follow ids (ascending) that share one matching query, and the reasons of that query."""
 

@@ -233,7 +233,8 @@ class Match(SQLModel, table=True):
     subscriber_id: int = Field(foreign_key="subscriber.id", index=True)
     version_id: int = Field(foreign_key="version.id", index=True)
     follow_ids: list[int] = _json(default_factory=list)
-    reasons: list[str] = _json(default_factory=list)
+    # core.reasons.Reason.as_data of each reason: field, term, the follow that gave it, a newsletter.
+    reasons: list[dict[str, Any]] = _json(default_factory=list)
     created_at: datetime = _ts(default_factory=utcnow)
     # True when one of the matching follows asks for instant delivery.
     instant: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from core.i18n import DEFAULT_LANGUAGE, N_, Alternatives, Phrase, Translator, translator
+from core.reasons import ABSTRACT, AUTHOR, CATEGORY, PAPER, TITLE, Reason, reason
 from core.taxonomy import (
     ARCHIVES,
     CATEGORIES,
@@ -204,7 +205,7 @@ def _has_phrase(
 # ---------------------------------------------------------------------------------------------------------
 # The query side: an immutable tree of nodes.
 
-Reasons = tuple[str, ...]
+Reasons = tuple[Reason, ...]
 
 
 class Node:
@@ -249,9 +250,9 @@ class Words(Node):
     def evaluate(self, paper: PaperText) -> Reasons | None:
         """Reason ``title: word`` when the title has it, else ``abstract: word``."""
         if self.field != "abs" and paper.in_title(self.words):
-            return (f"title: {self._value()}",)
+            return (reason(TITLE, self._value()),)
         if self.field != "ti" and paper.in_abstract(self.words):
-            return (f"abstract: {self._value()}",)
+            return (reason(ABSTRACT, self._value()),)
         return None
 
     def anchors(self) -> frozenset[Key] | None:
@@ -277,7 +278,7 @@ class Author(Node):
         """Reason ``author <display name>`` for each matching author of the paper."""
         candidates = paper.authors_by_surname.get(self.readings[0][0].split()[-1], ())
         found = tuple(
-            f"author {display}"
+            reason(AUTHOR, display)
             for display, key in candidates
             if any(name_matches(reading, key) for reading in self.readings)
         )
@@ -306,7 +307,7 @@ class Category(Node):
         found = paper.archives if self.archive else paper.folded_categories
         for given, folded in zip(paper.categories, found, strict=True):
             if folded == self.category:
-                return (f"category {given}",)
+                return (reason(CATEGORY, given),)
         return None
 
     def anchors(self) -> frozenset[Key] | None:
@@ -326,7 +327,7 @@ class PaperId(Node):
 
     def evaluate(self, paper: PaperText) -> Reasons | None:
         """Reason ``paper <id>``."""
-        return (f"paper {self.arxiv_id}",) if paper.arxiv_id == self.arxiv_id else None
+        return (reason(PAPER, self.arxiv_id),) if paper.arxiv_id == self.arxiv_id else None
 
     def anchors(self) -> frozenset[Key] | None:
         """``("id", id)``."""
@@ -347,7 +348,7 @@ class And(Node):
 
     def evaluate(self, paper: PaperText) -> Reasons | None:
         """The reasons of all children, or None as soon as one fails."""
-        reasons: list[str] = []
+        reasons: list[Reason] = []
         for child in self.children:
             found = child.evaluate(paper)
             if found is None:
@@ -373,7 +374,7 @@ class Or(Node):
 
     def evaluate(self, paper: PaperText) -> Reasons | None:
         """The reasons of every child that holds (all are evaluated, to report every reason)."""
-        reasons: list[str] = []
+        reasons: list[Reason] = []
         matched = False
         for child in self.children:
             found = child.evaluate(paper)

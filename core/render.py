@@ -23,7 +23,6 @@ values.
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ import markupsafe
 
 from core import tokens
 from core.i18n import DEFAULT_LANGUAGE, LANGUAGE_TAGS, N_, install_jinja, translator
+from core.reasons import ABSTRACT, AUTHOR, CATEGORY, NEWSLETTER, PAPER, TITLE, Reason
 from core.resources import resource_dir
 from core.text_safety import strip_control
 from core.values import DigestItem, Message
@@ -52,20 +52,18 @@ PART = "\x1f"
 
 # Which reason comes first in a digest: watched papers and followed authors, then title hits, then
 # abstract hits, then categories; Hugging Face upvotes break ties.
-_REASON_RANK = (("paper ", 0), ("author ", 0), ("title:", 1), ("abstract:", 2), ("category ", 3))
+_REASON_RANK = {PAPER: 0, AUTHOR: 0, TITLE: 1, ABSTRACT: 2, CATEGORY: 3}
+_LAST = len(_REASON_RANK)
 
-# A newsletter's copy of a match carries reasons prefixed with ``newsletter NAME: `` (core.store_newsletters).
-_NEWSLETTER_REASON = re.compile(r"newsletter ([a-z0-9](?:[a-z0-9-]*[a-z0-9])?): ")
-
-# How each kind of stored reason (core.query: ``title: "policy lag"``, ``author Zeng Li`` …) reads in a
-# digest: its fixed words are translated, the matched value after them is shown as stored.
-REASON_FORMS = (
-    ("title: ", N_("title: {value}")),
-    ("abstract: ", N_("abstract: {value}")),
-    ("author ", N_("author {value}")),
-    ("category ", N_("category {value}")),
-    ("paper ", N_("paper {value}")),
-)
+# How each field of a reason (core.reasons) reads in a digest: the fixed words are translated, the matched
+# term is shown as stored.
+REASON_FORMS = {
+    TITLE: N_("title: {value}"),
+    ABSTRACT: N_("abstract: {value}"),
+    AUTHOR: N_("author {value}"),
+    CATEGORY: N_("category {value}"),
+    PAPER: N_("paper {value}"),
+}
 
 # What a revision changed, as core.store_ledger.changes stores it (English, also in the webhook JSON), and
 # how a digest words it.
@@ -90,8 +88,7 @@ def escape_mrkdwn(text: str) -> str:
 
 def newsletter_of(item: DigestItem) -> str | None:
     """The name of the newsletter ``item`` is a copy from, or None for a match of the reader's own follows."""
-    found = _NEWSLETTER_REASON.match(item.reasons[0]) if item.reasons else None
-    return found[1] if found else None
+    return item.reasons[0].newsletter if item.reasons else None
 
 
 def newsletter_names(items: Sequence[DigestItem]) -> set[str]:
@@ -101,10 +98,7 @@ def newsletter_names(items: Sequence[DigestItem]) -> set[str]:
 
 def item_rank(item: DigestItem) -> tuple[int, int, str, int]:
     """Sort key of an item inside a digest section (best reason, more upvotes, then arXiv id)."""
-    best = min(
-        (rank for reason in item.reasons for prefix, rank in _REASON_RANK if reason.startswith(prefix)),
-        default=len(_REASON_RANK),
-    )
+    best = min((_REASON_RANK.get(reason.field, _LAST) for reason in item.reasons), default=_LAST)
     return (best, -item.upvotes, item.arxiv_id, item.version)
 
 
@@ -132,24 +126,21 @@ def short_authors(authors: Sequence[str], language: str | None = None) -> str:
     return translator(language).gettext("{shown}, et al. ({n} authors)", shown=shown, n=len(authors))
 
 
-def reason_text(reason: str, language: str | None = None) -> str:
-    """One stored reason as a digest in ``language`` shows it: the fixed words translated, the value not.
+def reason_text(reason: Reason, language: str | None = None) -> str:
+    """One reason as a digest in ``language`` words it: the fixed words translated, the term not.
 
-    ``newsletter dc-weekly: category cs.DC`` in Chinese reads ``通讯 dc-weekly：分类 cs.DC``. A reason of a
-    kind this function does not know is shown as stored.
+    ``category cs.DC`` copied from newsletter ``dc-weekly`` reads ``通讯 dc-weekly：分类 cs.DC`` in Chinese.
     """
     t = translator(language)
-    found = _NEWSLETTER_REASON.match(reason)
-    if found:
-        rest = reason_text(reason[found.end() :], language)
-        return t.gettext("newsletter {name}: {reason}", name=found[1], reason=rest)
-    for prefix, form in REASON_FORMS:
-        if reason.startswith(prefix):
-            return t.gettext(form, value=reason[len(prefix) :])
-    return reason
+    if reason.field == NEWSLETTER:
+        return t.gettext("newsletter {name}", name=reason.term)
+    text = t.gettext(REASON_FORMS[reason.field], value=reason.term)
+    if reason.newsletter is not None:
+        return t.gettext("newsletter {name}: {reason}", name=reason.newsletter, reason=text)
+    return text
 
 
-def reasons_text(reasons: Sequence[str], language: str | None = None) -> str:
+def reasons_text(reasons: Sequence[Reason], language: str | None = None) -> str:
     """All reasons of an item, each worded by :func:`reason_text`, in one line."""
     return translator(language).gettext("; ").join(reason_text(r, language) for r in reasons)
 

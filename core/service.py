@@ -15,14 +15,7 @@ from typing import Any, ClassVar, Protocol
 from core.follow_index import FollowIndex
 from core.models import PaperIn, RunState
 from core.sources import CommunitySource, PagedSource, Source, SourceError
-from core.store import (
-    Hit,
-    Novelty,
-    SaveResult,
-    Store,
-    group_by_subscriber,
-    version_to_paper,
-)
+from core.store import Novelty, SaveResult, Store
 
 log = logging.getLogger(__name__)
 
@@ -290,8 +283,9 @@ def match_new(store: Store, *, now: datetime | None = None, index: FollowIndex |
     """Match every not-yet-matched version once against all active follows; returns Match rows written.
 
     ``index`` is the process's long-lived follow index (brought up to date here); without one a fresh
-    index is built. A follow only sees versions first seen after it was created, so a new follow does not
-    flood its subscriber with the backlog.
+    index is built. The index matches each version once per distinct query and applies each follow's
+    options (see :meth:`FollowIndex.match_rows`); the rows of a batch of versions are written in one bulk
+    load, in the transaction that marks the versions matched.
     """
     index = index or FollowIndex()
     total = 0
@@ -300,17 +294,5 @@ def match_new(store: Store, *, now: datetime | None = None, index: FollowIndex |
         if not versions:
             return total
         index.sync(store.active_follows())
-        hits: list[Hit] = []
-        # With no follows there is nothing to match: skip tokenising every version (most of the cost).
-        for version in versions if index.follows else ():
-            assert version.id is not None
-            for follow_id, reasons in index.matcher.match(version_to_paper(version)):
-                follow = index.follows[follow_id]
-                if follow.created_at > version.first_seen_at:
-                    continue  # added after this version arrived: no backlog floods
-                if version.number > 1 and not follow.revisions:
-                    continue  # this follow wants new papers only
-                hits.append(Hit(follow.subscriber_id, version.id, follow_id, reasons, follow.instant))
-        total += store.record_matches(
-            [v.id for v in versions if v.id is not None], group_by_subscriber(hits), now=now
-        )
+        rows = index.match_rows(versions)
+        total += store.record_matches([v.id for v in versions if v.id is not None], rows, now=now)

@@ -5,8 +5,8 @@ Each public method is one transaction, so a failure never leaves anything stored
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+import json
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -36,6 +36,7 @@ from core.models import (
     Version,
     utcnow,
 )
+from core.reasons import Reason
 from core.store_browse import BrowseQueries
 from core.store_guides import GuideQueries
 from core.store_ledger import LedgerQueries
@@ -97,23 +98,16 @@ class StoredFollow:
     instant: bool = False
 
 
-class Hit(NamedTuple):
-    """One follow of one subscriber matched one version."""
-
-    subscriber_id: int
-    version_id: int
-    follow_id: int
-    reasons: tuple[str, ...]
-    instant: bool = False
-
-
 class MatchRow(NamedTuple):
-    """What becomes one Match row: all hits of one subscriber on one version, folded."""
+    """What becomes one Match row: every follow of one subscriber that matched one version, with its reasons.
+
+    ``hits`` holds ``(follow_id, reasons)`` in the order the follows matched; the row is instant when one of
+    them asks for instant delivery.
+    """
 
     subscriber_id: int
     version_id: int
-    follow_ids: list[int]
-    reasons: list[str]
+    hits: Sequence[tuple[int, Sequence[Reason]]]
     instant: bool = False
 
 
@@ -493,32 +487,26 @@ class Store(LedgerQueries, NewsletterQueries, BrowseQueries, GuideQueries):
     ) -> int:
         """Write the Match rows and mark the versions matched.
 
-        Both happen in one transaction, so every version is matched exactly once. Returns the number of
-        Match rows written.
+        Both happen in one transaction, so every version is matched exactly once. The rows go to the
+        database in one bulk load (executemany on SQLite, COPY on PostgreSQL) with their JSON encoded here,
+        as ``save_versions`` writes versions: a day at a public instance's size is hundreds of thousands
+        of rows. Returns the number of Match rows written.
         """
         now = now or utcnow()
-        written = 0
+        encode = MatchEncoder()
+        rows = [encode.row(match, now) for match in matches]
         with self.session() as session:
-            for subscriber_id, version_id, follow_ids, reasons, instant in matches:
-                session.add(
-                    Match(
-                        subscriber_id=subscriber_id,
-                        version_id=version_id,
-                        follow_ids=follow_ids,
-                        reasons=reasons,
-                        instant=instant,
-                        created_at=now,
-                    )
-                )
-                written += 1
+            connection = session.connection()
+            if rows:
+                _bulk_insert(connection, _MATCH_TABLE, _MATCH_COLUMNS, rows, encoded=_MATCH_ENCODED)
             ids = list(version_ids)
             for start in range(0, len(ids), _ID_CHUNK):
-                session.execute(
-                    sa.update(Version)
-                    .where(col(Version.id).in_(ids[start : start + _ID_CHUNK]))
+                connection.execute(
+                    sa.update(_VERSION_TABLE)
+                    .where(_VERSION_TABLE.c.id.in_(ids[start : start + _ID_CHUNK]))
                     .values(matched_at=now)
                 )
-        return written
+        return len(rows)
 
     def versions_since(self, since: datetime, *, batch: int = 2000) -> Iterator[Version]:
         """Every version first seen at or after ``since``, newest first, read in batches."""
@@ -619,6 +607,10 @@ _GOOD_STATES = (RunState.OK, RunState.EMPTY, RunState.NOT_MODIFIED)
 
 
 _PAPER_TABLE = Paper.metadata.tables["paper"]
+_MATCH_TABLE = Match.metadata.tables["match"]
+_MATCH_COLUMNS = ("subscriber_id", "version_id", "follow_ids", "reasons", "created_at", "instant")
+# Columns whose JSON MatchEncoder writes itself (see _bulk_insert's ``encoded``).
+_MATCH_ENCODED = frozenset({"follow_ids", "reasons"})
 _VERSION_TABLE = Version.metadata.tables["version"]
 # Every version column but the generated id, in the order _version_rows fills them.
 _VERSION_COLUMNS = (
@@ -686,7 +678,12 @@ def _version_rows(papers: Sequence[PaperIn], now: datetime, *, news: bool) -> li
 
 
 def _bulk_insert(
-    connection: sa.Connection, table: sa.Table, columns: Sequence[str], rows: list[list[Any]]
+    connection: sa.Connection,
+    table: sa.Table,
+    columns: Sequence[str],
+    rows: list[list[Any]],
+    *,
+    encoded: Collection[str] = (),
 ) -> None:
     """INSERT ``rows`` (values of ``columns``) into ``table`` in the connection's transaction, fast.
 
@@ -695,13 +692,19 @@ def _bulk_insert(
     bind processor (the same conversion SQLAlchemy applies: JSON text, naive UTC for SQLite, ...) runs once
     per distinct value, and the rows go to the driver in one call: ``executemany`` for SQLite, ``COPY`` for
     PostgreSQL (several times faster than psycopg's per-row executemany). Any other database gets plain
-    SQLAlchemy executemany. Values must be hashable; ``rows`` is modified in place.
+    SQLAlchemy executemany. Values must be hashable; ``rows`` is modified in place. Values of the
+    ``encoded`` columns are already in the database's form (JSON text) and pass unconverted.
     """
     dialect = connection.dialect
     if dialect.name not in ("sqlite", "postgresql"):
-        connection.execute(table.insert(), [dict(zip(columns, row, strict=True)) for row in rows])
+        decoded = [
+            [json.loads(v) if c in encoded else v for c, v in zip(columns, row, strict=True)] for row in rows
+        ]
+        connection.execute(table.insert(), [dict(zip(columns, row, strict=True)) for row in decoded])
         return
     for index, name in enumerate(columns):
+        if name in encoded:
+            continue
         process = table.c[name].type.dialect_impl(dialect).bind_processor(dialect)
         if process is None:
             continue
@@ -791,17 +794,51 @@ def _news_threshold(session: Session) -> datetime | None:
     return value.scalar_one_or_none()
 
 
-def group_by_subscriber(hits: Iterable[Hit]) -> list[MatchRow]:
-    """Fold hits into one row per (subscriber, version).
+class MatchEncoder:
+    """Turns :class:`MatchRow` values into ``match`` rows with their JSON columns written out.
 
-    Reasons keep their first-seen order and appear once each; the row is instant if any follow is.
+    A day's rows repeat the same few reasons (a category, a followed name) hundreds of thousands of times:
+    each reason's JSON is made once and reused, so a row costs a few string joins instead of a
+    ``json.dumps`` of a list of objects.
     """
-    grouped: dict[tuple[int, int], tuple[list[int], dict[str, None], list[bool]]] = defaultdict(
-        lambda: ([], {}, [False])
-    )
-    for subscriber_id, version_id, follow_id, reasons, instant in hits:
-        follow_ids, seen, flag = grouped[(subscriber_id, version_id)]
-        follow_ids.append(follow_id)
-        seen.update(dict.fromkeys(reasons))
-        flag[0] = flag[0] or instant
-    return [MatchRow(s, v, f, list(r), flag[0]) for (s, v), (f, r, flag) in grouped.items()]
+
+    def __init__(self) -> None:
+        self._heads: dict[Reason, str] = {}
+
+    def _head(self, reason: Reason) -> str:
+        head = self._heads.get(reason)
+        if head is None:
+            data = reason.as_data()
+            data.pop("follow", None)
+            # An object missing its closing brace: the follow id, when there is one, goes last.
+            head = self._heads[reason] = json.dumps(data, ensure_ascii=False, separators=(",", ":"))[:-1]
+        return head
+
+    def reasons(self, hits: Sequence[tuple[int, Sequence[Reason]]]) -> str:
+        """The JSON of ``match.reasons``: each distinct reason once, from the first follow that gives it."""
+        head = self._head
+        if len(hits) == 1:
+            follow, reasons = hits[0]
+            tail = f',"follow":{follow}}}'
+            if len(reasons) == 1:
+                return "[" + head(reasons[0]) + tail + "]"
+            return "[" + ",".join([head(r) + tail for r in dict.fromkeys(reasons)]) + "]"
+        parts: dict[Reason, str] = {}
+        for follow, reasons in hits:
+            tail = f',"follow":{follow}}}'
+            for reason in reasons:
+                if reason not in parts:
+                    parts[reason] = head(reason) + tail
+        return "[" + ",".join(parts.values()) + "]"
+
+    def row(self, match: MatchRow, now: datetime) -> list[Any]:
+        """The values of ``_MATCH_COLUMNS`` for ``match``."""
+        follow_ids = "[" + ",".join(str(follow) for follow, _ in match.hits) + "]"
+        return [
+            match.subscriber_id,
+            match.version_id,
+            follow_ids,
+            self.reasons(match.hits),
+            now,
+            match.instant,
+        ]

@@ -35,6 +35,7 @@ from core.models import (
     Version,
     utcnow,
 )
+from core.reasons import reasons_from_data
 from core.values import DigestItem
 
 OPEN_STATES = (DigestState.PENDING, DigestState.SENDING)
@@ -486,7 +487,7 @@ def _items(session: Session, rows: Sequence[tuple[Match, Version]]) -> list[Dige
             title=version.title,
             authors=tuple(version.authors),
             categories=tuple(version.categories),
-            reasons=tuple(match.reasons),
+            reasons=reasons_from_data(match.reasons),
             abstract=version.abstract,
             comment=version.comment,
             changes=changes(earlier.get((version.paper_id, version.number)), version),

@@ -32,6 +32,7 @@ from core.models import (
     SubscriberStatus,
     UTCDateTime,
 )
+from core.reasons import NEWSLETTER, Reason, reasons_from_data
 
 # The channel recorded on an issue's digest; no notifier serves it.
 ISSUE_CHANNEL = "newsletter"
@@ -279,8 +280,15 @@ class NewsletterQueries:
                 .where(col(Subscriber.id) == newsletter.subscriber_id)
                 .values(last_digest_at=now)
             )
-            label = f"newsletter {newsletter.name}"
-            items = [(int(vid), [f"{label}: {r}" for r in reasons or []] or [label]) for vid, reasons in rows]
+            name = newsletter.name
+            items = [
+                (
+                    int(vid),
+                    [r.copied_for(name).as_data() for r in reasons_from_data(stored)]
+                    or [Reason(NEWSLETTER, name).as_data()],
+                )
+                for vid, stored in rows
+            ]
             copies = sum(
                 _copy_to_members(session, newsletter_id, items[start : start + _COPY_CHUNK], now)
                 for start in range(0, len(items), _COPY_CHUNK)
@@ -289,7 +297,7 @@ class NewsletterQueries:
 
 
 def _copy_to_members(
-    session: Session, newsletter_id: int, items: list[tuple[int, list[str]]], now: datetime
+    session: Session, newsletter_id: int, items: list[tuple[int, list[dict[str, Any]]]], now: datetime
 ) -> int:
     """Insert the issue's items for every active member lacking them; one statement; returns the rows."""
     # A CTE rather than a VALUES alias with column names, which SQLite does not accept.

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from enum import StrEnum
 
+from core.reasons import Reason
+
 # An arXiv id without version: new style (0704.0001, 2411.17700) or old style (hep-th/9901001,
 # math.GT/0309136). A regular-expression fragment without groups, for the parsers to embed.
 ARXIV_ID_PATTERN = r"(?:\d{4}\.\d{4,5}|[a-z]+(?:-[a-z]+)*(?:\.[A-Z]{2})?/\d{7})"
@@ -75,7 +77,8 @@ class DigestItem:
     title: str
     authors: tuple[str, ...]
     categories: tuple[str, ...]
-    reasons: tuple[str, ...]
+    # Why it matched, as data (``core.reasons``); worded when the digest is rendered.
+    reasons: tuple[Reason, ...]
     abstract: str = ""
     comment: str | None = None
     # What a revision changed against the newest earlier version PaperTrail stored, e.g.
@@ -86,7 +89,7 @@ class DigestItem:
     journal_ref: str | None = None
     doi: str | None = None
     # The follows that matched and still exist, as (follow id, query), by id: chat digests offer to
-    # unfollow them (a match's reasons are merged across follows, so they cannot name the follow).
+    # unfollow them.
     follows: tuple[tuple[int, str], ...] = ()
     # The stored version's id (None for items built outside the store, e.g. benchmarks).
     version_id: int | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from core.reasons import ABSTRACT, AUTHOR, CATEGORY, PAPER, TITLE, Reason
 from core.values import DigestItem, Guide
 
 LONG_ABSTRACT = ("We study asynchronous rollouts under policy lag. " * 205)[:10_000]
@@ -24,7 +25,7 @@ def hostile_items() -> list[DigestItem]:
             title='<script>alert("x")</script> & <b>bold</b> <a href="https://evil.example">click</a>',
             authors=("Ada <Lovelace>", 'Bob "Tables" O\'Brien', "Zeng & Li"),
             categories=("cs.LG", "cs.AI"),
-            reasons=("title: script",),
+            reasons=(Reason(TITLE, "script"),),
             abstract="</p><img src=x onerror=alert(1)> plain & simple",
             comment="10 pages, <i>appendix</i>",
         ),
@@ -34,7 +35,7 @@ def hostile_items() -> list[DigestItem]:
             title="*bold* _it_ ~strike~ `code` <!channel> <@U123> <https://evil.example|click me> &amp;",
             authors=("<!here>", "Ève Dupont"),
             categories=("cs.CL",),
-            reasons=("author Eve Dupont",),
+            reasons=(Reason(AUTHOR, "Eve Dupont"),),
             abstract=LONG_ABSTRACT,
             upvotes=42,
         ),
@@ -44,7 +45,7 @@ def hostile_items() -> list[DigestItem]:
             title="تعلم الآلة المتزامن \u202eevil\u202c 🚀🤖 混合专家模型 \x1b[31mred\x1b[0m\x00",
             authors=("محمد علي", "王小明", "🦀 Crab"),
             categories=("cs.DC",),
-            reasons=("abstract: rollout",),
+            reasons=(Reason(ABSTRACT, "rollout"),),
             abstract="Emoji 🧪 and RTL \u05e9\u05dc\u05d5\u05dd in the abstract.",
         ),
         DigestItem(
@@ -53,7 +54,7 @@ def hostile_items() -> list[DigestItem]:
             title="A revised title with [markdown](https://evil.example) and &lt;entities&gt;",
             authors=("Grace Hopper",),
             categories=("cs.PL",),
-            reasons=("paper 2611.00004",),
+            reasons=(Reason(PAPER, "2611.00004"),),
             abstract="Revised.",
             changes=("title", "comment", "journal-ref"),
             journal_ref="J. Evil 1 (2026) <1-2>",
@@ -65,7 +66,7 @@ def hostile_items() -> list[DigestItem]:
             title="Plain revision",
             authors=tuple(f"Author {n}" for n in range(30)),
             categories=("cs.LG",),
-            reasons=("category cs.LG",),
+            reasons=(Reason(CATEGORY, "cs.LG"),),
             abstract="Nothing special.",
             changes=("authors",),
         ),
@@ -81,7 +82,7 @@ def many_items(count: int = 500) -> list[DigestItem]:
             title=f"Paper number {n} on asynchronous training & <scale>",
             authors=(f"Author {n}", "Second Author"),
             categories=("cs.LG",),
-            reasons=("title: asynchronous",),
+            reasons=(Reason(TITLE, "asynchronous"),),
             abstract=f"Abstract {n}. " * 20,
         )
         for n in range(10_000, 10_000 + count)
@@ -140,7 +141,7 @@ def guided_items(language: str = "en") -> list[DigestItem]:
             title="Policy lag in asynchronous rollouts",
             authors=("Zeng Li", "Ada Lovelace"),
             categories=("cs.LG", "cs.DC"),
-            reasons=("author Zeng Li", 'title: "policy lag"'),
+            reasons=(Reason(AUTHOR, "Zeng Li"), Reason(TITLE, '"policy lag"')),
             abstract="We measure policy lag in asynchronous reinforcement learning and bound its effect.",
             version_id=101,
             guide=first,
@@ -151,7 +152,7 @@ def guided_items(language: str = "en") -> list[DigestItem]:
             title="Mixture of experts at scale",
             authors=tuple(f"Author {n}" for n in range(12)),
             categories=("cs.CL",),
-            reasons=("abstract: experts", "category cs.CL"),
+            reasons=(Reason(ABSTRACT, "experts"), Reason(CATEGORY, "cs.CL")),
             abstract="We train a mixture of experts.",
             version_id=102,
         ),
@@ -161,7 +162,7 @@ def guided_items(language: str = "en") -> list[DigestItem]:
             title="Asynchronous training at 512 GPUs",
             authors=("Grace Hopper",),
             categories=("cs.DC",),
-            reasons=("paper 2611.01234",),
+            reasons=(Reason(PAPER, "2611.01234"),),
             abstract="A revised abstract.",
             changes=("title", "authors", "abstract", "comment", "journal-ref", "DOI"),
             journal_ref="J. Dist. Sys. 1 (2026)",
@@ -174,7 +175,7 @@ def guided_items(language: str = "en") -> list[DigestItem]:
             title="Gradient compression revisited",
             authors=("Barbara Liskov",),
             categories=("cs.DC",),
-            reasons=("newsletter dc-weekly: category cs.DC",),
+            reasons=(Reason(CATEGORY, "cs.DC", newsletter="dc-weekly"),),
             abstract="Revised again.",
             changes=("comment",),
             version_id=104,

@@ -19,6 +19,7 @@ import markupsafe
 import pytest
 
 from core.config import Settings
+from core.reasons import ABSTRACT, AUTHOR, CATEGORY, NEWSLETTER, PAPER, TITLE, Reason
 from core.render import (
     CHANGE_LABELS,
     Renderer,
@@ -321,29 +322,30 @@ def test_chinese_subjects_and_footers() -> None:
 @pytest.mark.parametrize(
     ("reason", "en", "zh"),
     [
-        ('title: "policy lag"', 'title: "policy lag"', '标题含 "policy lag"'),
-        ("abstract: rollout", "abstract: rollout", "摘要含 rollout"),
-        ("author Zeng Li", "author Zeng Li", "作者 Zeng Li"),
-        ("category cs.DC", "category cs.DC", "分类 cs.DC"),
-        ("paper 2411.01234", "paper 2411.01234", "论文 2411.01234"),
+        (Reason(TITLE, '"policy lag"'), 'title: "policy lag"', '标题含 "policy lag"'),
+        (Reason(ABSTRACT, "rollout"), "abstract: rollout", "摘要含 rollout"),
+        (Reason(AUTHOR, "Zeng Li"), "author Zeng Li", "作者 Zeng Li"),
+        (Reason(CATEGORY, "cs.DC"), "category cs.DC", "分类 cs.DC"),
+        (Reason(PAPER, "2411.01234"), "paper 2411.01234", "论文 2411.01234"),
         (
-            "newsletter dc-weekly: author Zeng Li",
+            Reason(AUTHOR, "Zeng Li", newsletter="dc-weekly"),
             "newsletter dc-weekly: author Zeng Li",
             "通讯 dc-weekly：作者 Zeng Li",
         ),
-        ("something new", "something new", "something new"),
-        # The matched value is shown as stored, even when it looks like a placeholder or a prefix.
-        ("title: {value} title: x", "title: {value} title: x", "标题含 {value} title: x"),
+        (Reason(NEWSLETTER, "dc-weekly"), "newsletter dc-weekly", "通讯 dc-weekly"),
+        # The matched term is shown as stored, even when it looks like a placeholder or a prefix.
+        (Reason(TITLE, "{value} title: x"), "title: {value} title: x", "标题含 {value} title: x"),
     ],
 )
-def test_reasons_translate_their_fixed_words_only(reason: str, en: str, zh: str) -> None:
-    assert reason_text(reason) == reason_text(reason, "en") == en
+def test_reasons_translate_their_fixed_words_only(reason: Reason, en: str, zh: str) -> None:
+    assert reason_text(reason) == reason_text(reason, "en") == en == reason
     assert reason_text(reason, "zh") == zh
 
 
 def test_reason_lists_change_labels_and_author_lists() -> None:
-    assert reasons_text(("author Zeng Li", "category cs.DC")) == "author Zeng Li; category cs.DC"
-    assert reasons_text(("author Zeng Li", "category cs.DC"), "zh") == "作者 Zeng Li；分类 cs.DC"
+    both = (Reason(AUTHOR, "Zeng Li"), Reason(CATEGORY, "cs.DC"))
+    assert reasons_text(both) == "author Zeng Li; category cs.DC"
+    assert reasons_text(both, "zh") == "作者 Zeng Li；分类 cs.DC"
     every = tuple(CHANGE_LABELS)
     assert changes_text(every) == "title, authors, abstract, comment, journal-ref, DOI"
     assert changes_text(every, "zh") == "标题、作者、摘要、备注、期刊引用、DOI"
@@ -434,7 +436,7 @@ def test_one_off_mails_are_worded_in_their_language() -> None:
 def test_values_in_translated_sentences_are_escaped_once(language: str) -> None:
     item = dataclasses.replace(
         guided_items(language)[0],
-        reasons=('title: "R&D <b>"',),
+        reasons=(Reason(TITLE, '"R&D <b>"'),),
         guide=Guide("A & B", ("C & <D>",)),
     )
     slack = render("slack", language, [item]).mrkdwn or ""

@@ -22,6 +22,7 @@ from core.guides import (
     build_prompt,
     parse_guide,
 )
+from core.reasons import TITLE, Reason
 from core.store import MatchRow, Store
 from core.values import CommunityPick, PaperIn
 from ingest.llm import ChatClient
@@ -64,7 +65,7 @@ def _seed(
             assert subscriber.id is not None
             store.update_subscriber(subscriber.id, language=language)
             store.record_matches(
-                ids, [MatchRow(subscriber.id, vid, [], ["title: paper"]) for vid in ids], now=NOW
+                ids, [MatchRow(subscriber.id, vid, [(0, (Reason(TITLE, "paper"),))]) for vid in ids], now=NOW
             )
     return ids
 

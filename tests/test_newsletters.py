@@ -25,6 +25,7 @@ from core.delivery import Notifier
 from core.digests import send_due_digests
 from core.follows import follow
 from core.models import Digest, DigestState, Match, SubscriberStatus, utcnow
+from core.reasons import CATEGORY, NEWSLETTER, TITLE, Reason
 from core.render import Renderer
 from core.service import match_new
 from core.signup import confirm, sign_up
@@ -318,13 +319,13 @@ async def test_an_issue_only_digest_is_titled_and_leaves_only_the_newsletter(sto
 
 
 def test_several_newsletters_in_one_digest_keep_the_whole_address_link() -> None:
-    def item(arxiv_id: str, reason: str) -> DigestItem:
+    def item(arxiv_id: str, reason: Reason) -> DigestItem:
         return DigestItem(arxiv_id, 1, "T", ("A",), ("cs.DC",), (reason,))
 
     renderer = Renderer(public_url="https://p.example", secret_key=KEY)
     items = [
-        item("2611.00001", "newsletter dc-weekly: category cs.DC"),
-        item("2611.00002", "newsletter ml: x"),
+        item("2611.00001", Reason(CATEGORY, "cs.DC", newsletter="dc-weekly")),
+        item("2611.00002", Reason(NEWSLETTER, "ml")),
     ]
     view = renderer.view(items, "ada", "console:ada", {"dc-weekly": "DC", "ml": "ML"})
     assert view.subject == "PaperTrail: 2 new papers (with DC, ML)"
@@ -333,7 +334,9 @@ def test_several_newsletters_in_one_digest_keep_the_whole_address_link() -> None
     alone = renderer.view(items[:1], "ada", "console:ada")
     assert alone.subject == "dc-weekly: 1 new paper" and "/leave/" in alone.unsubscribe_url
     # A reason that merely mentions a newsletter is the reader's own match.
-    own = renderer.view([item("2611.00003", 'title: "newsletter dc-weekly: x"')], "ada", "console:ada")
+    own = renderer.view(
+        [item("2611.00003", Reason(TITLE, '"newsletter dc-weekly: x"'))], "ada", "console:ada"
+    )
     assert own.subject == "PaperTrail: 1 new paper" and "/unsubscribe/" in own.unsubscribe_url
     # Without a secret key there is no link of either kind.
     assert Renderer().view(items[:1], "ada", "console:ada").unsubscribe_url == ""

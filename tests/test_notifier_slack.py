@@ -19,6 +19,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from core.config import Settings
 from core.delivery import DeliveryError
+from core.reasons import AUTHOR, PAPER, TITLE, Reason
 from core.render import Renderer
 from core.values import DigestItem, Message
 from notifiers.slack import SlackNotifier, SlackPayload, build_payloads
@@ -76,7 +77,7 @@ ITEMS = [
         "Asynchronous rollouts & policy lag",
         ("Zeng Li", "Ada Lovelace"),
         ("cs.LG", "cs.DC"),
-        ("author Zeng Li",),
+        (Reason(AUTHOR, "Zeng Li"),),
         abstract="We  study\nrollouts.",
     ),
     DigestItem(
@@ -85,7 +86,7 @@ ITEMS = [
         "Revised paper",
         ("Grace Hopper",),
         ("cs.PL",),
-        ("paper 2611.00007",),
+        (Reason(PAPER, "2611.00007"),),
         changes=("title",),
     ),
 ]
@@ -207,7 +208,9 @@ async def test_500_items_split_at_50_blocks_never_inside_an_item(slack: FakeSlac
 
 
 def test_oversized_sections_are_cut_without_breaking_entities() -> None:
-    huge = DigestItem("2611.00099", 1, "&" * 5000, ("<" * 4000,), ("cs.LG",), ("r",), abstract="> " * 3000)
+    huge = DigestItem(
+        "2611.00099", 1, "&" * 5000, ("<" * 4000,), ("cs.LG",), (Reason(TITLE, "r"),), abstract="> " * 3000
+    )
     [payload] = build_payloads(digest([huge]))
     for text in mrkdwn_texts(payload):
         assert len(text["text"]) <= 3000

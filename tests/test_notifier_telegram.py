@@ -17,6 +17,7 @@ import telegram
 
 from core.config import Settings
 from core.delivery import DeliveryError
+from core.reasons import AUTHOR, TITLE, Reason
 from core.render import Renderer
 from core.values import DigestItem, Guide, Message
 from notifiers.ratelimit import RateLimiter, Window
@@ -96,7 +97,7 @@ def two_items() -> list[DigestItem]:
             "Policy lag in asynchronous rollouts",
             ("Zeng Li", "Ada Lovelace"),
             ("cs.LG", "cs.DC"),
-            ("author Zeng Li",),
+            (Reason(AUTHOR, "Zeng Li"),),
             "We measure policy lag.",
         ),
         DigestItem(
@@ -105,7 +106,7 @@ def two_items() -> list[DigestItem]:
             "Mixture of experts, revisited",
             ("Grace Hopper",),
             ("cs.CL",),
-            ("title: experts",),
+            (Reason(TITLE, "experts"),),
             "A revision.",
             changes=("title", "comment"),
         ),

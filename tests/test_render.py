@@ -10,6 +10,7 @@ import pytest
 
 from core import tokens
 from core.config import Settings
+from core.reasons import ABSTRACT, AUTHOR, CATEGORY, PAPER, TITLE, Reason
 from core.render import CUT, Renderer, digest_subject
 from core.values import DigestItem, Message
 from ingest.arxiv_rss_parse import parse_feed
@@ -26,7 +27,9 @@ def real_items() -> list[DigestItem]:
     new = [p for p in papers if p.version == 1 and "cs.DC" in p.categories][:3]
     revised = [p for p in papers if p.version > 1 and "cs.DC" in p.categories][:2]
     return [
-        DigestItem(p.arxiv_id, p.version, p.title, p.authors, p.categories, ("category cs.DC",), p.abstract)
+        DigestItem(
+            p.arxiv_id, p.version, p.title, p.authors, p.categories, (Reason(CATEGORY, "cs.DC"),), p.abstract
+        )
         for p in new + revised
     ]
 
@@ -66,7 +69,7 @@ HOSTILE = DigestItem(
     'Robust <script>alert("x")</script> \x1b[31mred\x1b[0m & "quoted"',
     ("Eve <eve@evil.example>",),
     ("cs.CR",),
-    ('title: "<b>"',),
+    (Reason(TITLE, '"<b>"'),),
 )
 
 
@@ -154,16 +157,16 @@ def test_plain_digest_blocks_cut_between_items() -> None:
 
 
 def test_items_rank_by_best_reason_then_upvotes() -> None:
-    def item(arxiv_id: str, reason: str, upvotes: int = 0) -> DigestItem:
+    def item(arxiv_id: str, reason: Reason, upvotes: int = 0) -> DigestItem:
         return DigestItem(arxiv_id, 1, "T", ("A",), ("cs.LG",), (reason,), upvotes=upvotes)
 
     items = [
-        item("2611.00001", "category cs.LG", upvotes=99),
-        item("2611.00002", "abstract: rollout"),
-        item("2611.00003", "title: rollout"),
-        item("2611.00004", "author Ada Lovelace"),
-        item("2611.00005", "paper 2611.00005"),
-        item("2611.00006", "title: rollout", upvotes=7),
+        item("2611.00001", Reason(CATEGORY, "cs.LG"), upvotes=99),
+        item("2611.00002", Reason(ABSTRACT, "rollout")),
+        item("2611.00003", Reason(TITLE, "rollout")),
+        item("2611.00004", Reason(AUTHOR, "Ada Lovelace")),
+        item("2611.00005", Reason(PAPER, "2611.00005")),
+        item("2611.00006", Reason(TITLE, "rollout"), upvotes=7),
     ]
     view = Renderer().view(items, "x")
     assert [i.arxiv_id[-1] for i in view.new] == ["4", "5", "6", "3", "2", "1"]

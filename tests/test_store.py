@@ -10,7 +10,8 @@ from sqlmodel import select
 
 from core.migrate import alembic_config
 from core.models import Follow, HttpValidator, RunState, SourceRun, Version
-from core.store import Hit, MatchRow, Novelty, Store, group_by_subscriber
+from core.reasons import CATEGORY, Reason
+from core.store import MatchRow, Novelty, Store
 from core.values import AnnounceType, PaperIn
 
 NOW = datetime(2024, 11, 28, 6, 0, tzinfo=UTC)
@@ -111,14 +112,17 @@ def test_follows_matches_digests_ledger(store: Store) -> None:
 
     saved = store.save_versions([paper("2411.00001"), paper("1401.3665", 4)], now=NOW)
     assert len(store.unmatched_versions()) == 2
-    hits = [Hit(subscriber.id, vid, follow.id or 0, ("category cs.DC",)) for vid in saved.new_version_ids]
-    assert store.record_matches(saved.new_version_ids, group_by_subscriber(hits), now=NOW) == 2
+    why = (Reason(CATEGORY, "cs.DC"),)
+    rows = [MatchRow(subscriber.id, vid, [(follow.id or 0, why)]) for vid in saved.new_version_ids]
+    assert store.record_matches(saved.new_version_ids, rows, now=NOW) == 2
     assert store.unmatched_versions() == []
 
     assert [s.id for s in store.subscribers_to_plan(NOW)] == [subscriber.id]
     pending = store.pending_matches(subscriber.id)
     assert [(p.item.arxiv_id, p.item.version) for p in pending] == [("2411.00001", 1), ("1401.3665", 4)]
     assert pending[0].item.reasons == ("category cs.DC",)
+    [stored] = pending[0].item.reasons
+    assert (stored.field, stored.term, stored.follow) == (CATEGORY, "cs.DC", follow.id)
 
     digest_id = store.open_digest(subscriber.id, "email", instant_only=False, now=NOW)
     assert digest_id is not None
@@ -144,7 +148,7 @@ def test_follows_matches_digests_ledger(store: Store) -> None:
 
     # A duplicate match for the same (subscriber, version) violates the ledger's uniqueness.
     with pytest.raises(Exception):  # noqa: B017
-        store.record_matches([], [MatchRow(subscriber.id, saved.new_version_ids[0], [follow.id or 0], ["x"])])
+        store.record_matches([], [MatchRow(subscriber.id, saved.new_version_ids[0], [(follow.id or 0, why)])])
 
     store.remove_follow(follow.id or 0)
     with store.session() as session:

@@ -1,0 +1,126 @@
+"""Why a paper matched, as data: which field, which term or name, which follow, which newsletter.
+
+A :class:`Reason` is made where a query decides (``core.query``), carried through the matcher, stored in
+``match.reasons`` as JSON objects (:meth:`Reason.as_data`) and worded only when a digest is rendered in
+its reader's language (``core.render.reason_text``). Ranking and a newsletter copy's origin read the fields,
+never the words.
+
+A Reason is also a ``str``: its English wording (``title: "policy lag"``, ``author Zeng Li``). The matcher
+treats reasons as opaque hashable values and dedupes them by that text, and the CLI and logs print it; the
+structured fields ride along without costing the hot loop a second representation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+TITLE: Final = "title"
+ABSTRACT: Final = "abstract"
+AUTHOR: Final = "author"
+CATEGORY: Final = "category"
+PAPER: Final = "paper"
+NEWSLETTER: Final = "newsletter"
+"""A member's copy of a newsletter item that carried no reason of its own: the term is the name."""
+
+# The English wording of each field, the form ``str(reason)`` takes (and the logs and the CLI show).
+_ENGLISH: Final = {
+    TITLE: "title: {}",
+    ABSTRACT: "abstract: {}",
+    AUTHOR: "author {}",
+    CATEGORY: "category {}",
+    PAPER: "paper {}",
+    NEWSLETTER: "newsletter {}",
+}
+FIELDS: Final = frozenset(_ENGLISH)
+
+
+class Reason(str):
+    """One reason a version matched: ``field`` (see :data:`FIELDS`) and ``term`` (the matched value).
+
+    ``follow`` is the follow that gave it, once the match is stored; ``newsletter`` the newsletter a
+    member's copy came from. Equal to, and hashed like, its English wording.
+    """
+
+    field: str
+    term: str
+    follow: int | None
+    newsletter: str | None
+
+    def __new__(
+        cls, field: str, term: str, *, follow: int | None = None, newsletter: str | None = None
+    ) -> Reason:
+        """A reason of ``field`` for ``term``; ValueError for a field that is not one of :data:`FIELDS`."""
+        try:
+            text = _ENGLISH[field].format(term)
+        except KeyError:
+            raise ValueError(f"unknown reason field {field!r}; expected one of {sorted(FIELDS)}") from None
+        if newsletter is not None and field != NEWSLETTER:
+            text = f"newsletter {newsletter}: {text}"
+        self = super().__new__(cls, text)
+        self.field = field
+        self.term = term
+        self.follow = follow
+        self.newsletter = newsletter if field != NEWSLETTER else term
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # str's own pickling would rebuild a plain str and lose the fields.
+        return (_rebuild, (self.field, self.term, self.follow, self.newsletter))
+
+    def as_data(self) -> dict[str, Any]:
+        """The JSON object stored in ``match.reasons``: ``field`` and ``term``, plus ``follow`` and
+        ``newsletter`` when set."""
+        data: dict[str, Any] = {"field": self.field, "term": self.term}
+        if self.follow is not None:
+            data["follow"] = self.follow
+        if self.newsletter is not None and self.field != NEWSLETTER:
+            data["newsletter"] = self.newsletter
+        return data
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> Reason:
+        """The reason stored as ``data`` by :meth:`as_data`."""
+        return cls(
+            str(data["field"]),
+            str(data["term"]),
+            follow=data.get("follow"),
+            newsletter=data.get("newsletter"),
+        )
+
+    def given_by(self, follow: int) -> Reason:
+        """This reason, attributed to ``follow``."""
+        return Reason(self.field, self.term, follow=follow, newsletter=self.newsletter)
+
+    def copied_for(self, newsletter: str) -> Reason:
+        """This reason as a member's copy of ``newsletter``'s item carries it (no follow of the member's)."""
+        return Reason(self.field, self.term, newsletter=newsletter)
+
+
+def _rebuild(field: str, term: str, follow: int | None, newsletter: str | None) -> Reason:
+    return Reason(field, term, follow=follow, newsletter=newsletter)
+
+
+def reasons_from_data(stored: Iterable[Mapping[str, Any]] | None) -> tuple[Reason, ...]:
+    """The reasons of a stored ``match.reasons`` list (None or empty: no reasons)."""
+    return tuple(Reason.from_data(item) for item in stored or ())
+
+
+def reasons_as_data(reasons: Iterable[Reason]) -> list[dict[str, Any]]:
+    """``reasons`` in the form ``match.reasons`` stores."""
+    return [reason.as_data() for reason in reasons]
+
+
+_interned: dict[tuple[str, str], Reason] = {}
+
+
+def reason(field: str, term: str) -> Reason:
+    """The one shared :class:`Reason` of ``field`` and ``term`` (no follow): a query leaf makes the same
+    few reasons for paper after paper, so they are built once."""
+    key = (field, term)
+    found = _interned.get(key)
+    if found is None:
+        if len(_interned) > 100_000:  # bounded: terms come from papers (categories) and queries
+            _interned.clear()
+        found = _interned[key] = Reason(field, term)
+    return found
