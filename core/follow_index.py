@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from operator import itemgetter
 
-from core.match import Matcher, Reasons
+from core.match import Matcher
 from core.models import Version
 from core.query import QueryError, parse
-from core.store import MatchRow, StoredFollow, version_to_paper
-
-_first = itemgetter(0)
+from core.store import QueryHit, StoredFollow, version_to_paper
 
 log = logging.getLogger(__name__)
 
@@ -58,43 +55,30 @@ class FollowIndex:
             added += 1
         return added, len(removed)
 
-    def match_rows(self, versions: Iterable[Version]) -> list[MatchRow]:
-        """The Match rows of ``versions``: one per (subscriber, version), from the matcher's groups.
+    def query_hits(self, versions: Iterable[Version]) -> list[QueryHit]:
+        """What matching writes for ``versions``: one hit per (version, distinct matching query).
 
-        The matcher answers once per distinct query (``match_groups``); each follow's own options are
-        applied here, per follow of a matching group: a follow only sees versions first seen after it was
-        created (no backlog floods), and a new-only follow skips revisions. The follows of one subscriber
-        that match one version fold into one row, in follow-id order, instant if any of them is.
+        The matcher answers once per distinct query (``match_groups``), so this costs what the versions'
+        text and the distinct queries cost, whatever the number of follows sharing each. Each follow's
+        options and its subscriber are applied when the hits are fanned out (``Store.expand_matches``).
         """
-        follows = self.follows
-        match_groups = self.matcher.match_groups
-        rows: list[MatchRow] = []
-        if not follows:
+        rows: list[QueryHit] = []
+        if not self.follows:
             return rows  # nothing can match: skip tokenising every version (most of the cost)
+        match_groups = self.matcher.match_groups
+        # The normal forms of each group's query, worked out once per group per pass (the matcher hands
+        # out the same follow-id tuple for a query until its follows change). Follows that share a
+        # matcher slot share a normal form; a set guards the day they might not.
+        forms: dict[int, tuple[tuple[int, ...], tuple[str, ...]]] = {}
+        follows = self.follows
         for version in versions:
-            groups = match_groups(version_to_paper(version))
-            if not groups:
-                continue
             assert version.id is not None
-            seen_at = version.first_seen_at
-            revision = version.number > 1
-            hits_of: dict[int, list[tuple[int, Reasons]]] = {}
-            instant: set[int] = set()
-            for follow_ids, reasons in groups:
-                for follow_id in follow_ids:
-                    follow = follows[follow_id]
-                    if follow.created_at > seen_at or (revision and not follow.revisions):
-                        continue
-                    subscriber = follow.subscriber_id
-                    hits = hits_of.get(subscriber)
-                    if hits is None:
-                        hits_of[subscriber] = [(follow_id, reasons)]
-                    else:
-                        hits.append((follow_id, reasons))
-                    if follow.instant:
-                        instant.add(subscriber)
-            for subscriber, hits in hits_of.items():
-                if len(hits) > 1:
-                    hits.sort(key=_first)
-                rows.append(MatchRow(subscriber, version.id, hits, subscriber in instant))
+            for follow_ids, reasons in match_groups(version_to_paper(version)):
+                known = forms.get(id(follow_ids))
+                if known is None:
+                    # The tuple is kept with its forms so that its id() is not reused during the pass.
+                    canon = tuple(sorted({follows[f].canonical for f in follow_ids}))
+                    known = forms[id(follow_ids)] = (follow_ids, canon)
+                for canonical in known[1]:
+                    rows.append(QueryHit(version.id, canonical, reasons))
         return rows

@@ -63,6 +63,8 @@ async def make_guides(
         report.capped = True
         report.note = f"daily limit of {settings.llm_daily_limit} guides reached"
         return report
+    # Guides are made for the versions readers were matched: fan out what matching found first.
+    store.expand_matches(now=now)
     # One more than the room tells whether the cap leaves versions waiting.
     subjects = store.versions_needing_guides(
         language, room + 1, since=now - RECENT, give_up_after=GIVE_UP_AFTER

@@ -31,6 +31,7 @@ __all__ = [
     "NewsletterMember",
     "Paper",
     "PaperIn",
+    "QueryMatch",
     "RunState",
     "SendResult",
     "SourceRun",
@@ -215,12 +216,31 @@ class Follow(SQLModel, table=True):
     subscriber_id: int = Field(foreign_key="subscriber.id", index=True)
     query: str = Field(sa_type=sa.Text)
     # Text, not a bounded string: the normal form of a 1,000-character query can be longer than it.
-    canonical: str = Field(sa_type=sa.Text)
+    # Indexed: a query's matches (query_match) reach its followers through it.
+    canonical: str = Field(sa_type=sa.Text, index=True)
     created_at: datetime = _ts(default_factory=utcnow)
     # Per-follow options: revisions (v2+) as well as new papers; and delivery as soon as it matches
     # instead of waiting for the subscriber's scheduled digest.
     revisions: bool = Field(default=True, sa_column_kwargs={"server_default": sa.true()})
     instant: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
+
+
+class QueryMatch(SQLModel, table=True):
+    """One distinct follow query (its normal form) matched one version: matching's output, once per query.
+
+    Matching writes these, so its cost follows the number of distinct queries, not of followers. Before
+    digests are planned they are fanned out to the followers' Match rows (``Store.expand_matches``), which
+    applies each follow's options, and deleted: the table only holds what is waiting to be fanned out.
+    """
+
+    __tablename__ = "query_match"
+    __table_args__ = (sa.UniqueConstraint("version_id", "canonical", name="uq_query_match_version_query"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    version_id: int = Field(foreign_key="version.id")
+    canonical: str = Field(sa_type=sa.Text)
+    # core.reasons.Reason.as_data of each reason of the query: field and term.
+    reasons: list[dict[str, Any]] = _json(default_factory=list)
 
 
 class Match(SQLModel, table=True):
@@ -230,10 +250,13 @@ class Match(SQLModel, table=True):
     __table_args__ = (sa.UniqueConstraint("subscriber_id", "version_id", name="uq_match_subscriber_version"),)
 
     id: int | None = Field(default=None, primary_key=True)
-    subscriber_id: int = Field(foreign_key="subscriber.id", index=True)
+    # No index of its own: the unique (subscriber_id, version_id) index serves look-ups by subscriber, and
+    # each index costs every one of a day's hundreds of thousands of inserted rows (migration 0013).
+    subscriber_id: int = Field(foreign_key="subscriber.id")
     version_id: int = Field(foreign_key="version.id", index=True)
     follow_ids: list[int] = _json(default_factory=list)
-    # core.reasons.Reason.as_data of each reason: field, term, the follow that gave it, a newsletter.
+    # Why, per follow: [{"follow": id, "reasons": [{"field": …, "term": …}, …]}, …]; a member's copy of a
+    # newsletter item has {"newsletter": name, …} instead of a follow (core.reasons.reasons_from_data).
     reasons: list[dict[str, Any]] = _json(default_factory=list)
     created_at: datetime = _ts(default_factory=utcnow)
     # True when one of the matching follows asks for instant delivery.

@@ -128,6 +128,7 @@ def open_due_issues(
     ``address`` only that newsletter is considered (a member's address opens none).
     """
     issues: list[Issue] = []
+    store.expand_matches(now=now)  # a newsletter's matches are its hidden subscriber's Match rows
     for newsletter, subscriber in store.newsletters_to_issue(address):
         if not (force or due(subscriber, now)):
             continue

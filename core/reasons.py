@@ -1,8 +1,9 @@
 """Why a paper matched, as data: which field, which term or name, which follow, which newsletter.
 
-A :class:`Reason` is made where a query decides (``core.query``), carried through the matcher, stored in
-``match.reasons`` as JSON objects (:meth:`Reason.as_data`) and worded only when a digest is rendered in
-its reader's language (``core.render.reason_text``). Ranking and a newsletter copy's origin read the fields,
+A :class:`Reason` is made where a query decides (``core.query``), carried through the matcher, stored as
+JSON objects (:meth:`Reason.as_data`; in ``match.reasons`` grouped by the follow that gave them, see
+:func:`reasons_from_data`) and worded only when a digest is rendered in its reader's language
+(``core.render.reason_text``). Ranking and a newsletter copy's origin read the fields,
 never the words.
 
 A Reason is also a ``str``: its English wording (``title: "policy lag"``, ``author Zeng Li``). The matcher
@@ -69,32 +70,9 @@ class Reason(str):
         return (_rebuild, (self.field, self.term, self.follow, self.newsletter))
 
     def as_data(self) -> dict[str, Any]:
-        """The JSON object stored in ``match.reasons``: ``field`` and ``term``, plus ``follow`` and
-        ``newsletter`` when set."""
-        data: dict[str, Any] = {"field": self.field, "term": self.term}
-        if self.follow is not None:
-            data["follow"] = self.follow
-        if self.newsletter is not None and self.field != NEWSLETTER:
-            data["newsletter"] = self.newsletter
-        return data
-
-    @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> Reason:
-        """The reason stored as ``data`` by :meth:`as_data`."""
-        return cls(
-            str(data["field"]),
-            str(data["term"]),
-            follow=data.get("follow"),
-            newsletter=data.get("newsletter"),
-        )
-
-    def given_by(self, follow: int) -> Reason:
-        """This reason, attributed to ``follow``."""
-        return Reason(self.field, self.term, follow=follow, newsletter=self.newsletter)
-
-    def copied_for(self, newsletter: str) -> Reason:
-        """This reason as a member's copy of ``newsletter``'s item carries it (no follow of the member's)."""
-        return Reason(self.field, self.term, newsletter=newsletter)
+        """The JSON object a stored hit lists this reason as: ``field`` and ``term`` (the follow and the
+        newsletter belong to the hit, see :func:`reasons_from_data`)."""
+        return {"field": self.field, "term": self.term}
 
 
 def _rebuild(field: str, term: str, follow: int | None, newsletter: str | None) -> Reason:
@@ -102,13 +80,35 @@ def _rebuild(field: str, term: str, follow: int | None, newsletter: str | None) 
 
 
 def reasons_from_data(stored: Iterable[Mapping[str, Any]] | None) -> tuple[Reason, ...]:
-    """The reasons of a stored ``match.reasons`` list (None or empty: no reasons)."""
-    return tuple(Reason.from_data(item) for item in stored or ())
+    """The reasons of a stored ``match.reasons`` list, in follow order, each distinct reason once.
+
+    ``stored`` holds one hit per follow that matched, ``{"follow": id, "reasons": [{"field", "term"}, …]}``,
+    or for a member's copy of a newsletter item ``{"newsletter": name, "reasons": […]}``; a copy whose
+    item had no reason of its own reads as the newsletter itself.
+    """
+    hits = sorted(stored or (), key=lambda hit: (hit.get("follow") is None, hit.get("follow") or 0))
+    found: dict[str, Reason] = {}
+    for hit in hits:
+        follow, newsletter = hit.get("follow"), hit.get("newsletter")
+        listed = hit.get("reasons") or ()
+        if not listed and newsletter is not None:
+            found.setdefault(f"newsletter {newsletter}", Reason(NEWSLETTER, str(newsletter)))
+        for item in listed:
+            made = Reason(str(item["field"]), str(item["term"]), follow=follow, newsletter=newsletter)
+            found.setdefault(made, made)
+    return tuple(found.values())
 
 
-def reasons_as_data(reasons: Iterable[Reason]) -> list[dict[str, Any]]:
-    """``reasons`` in the form ``match.reasons`` stores."""
-    return [reason.as_data() for reason in reasons]
+def hit_data(
+    reasons: Iterable[Reason], *, follow: int | None = None, newsletter: str | None = None
+) -> dict[str, Any]:
+    """One stored hit: the reasons one follow (or one newsletter's copy) gave for one version."""
+    data: dict[str, Any] = {"reasons": [reason.as_data() for reason in reasons]}
+    if follow is not None:
+        data["follow"] = follow
+    if newsletter is not None:
+        data["newsletter"] = newsletter
+    return data
 
 
 _interned: dict[tuple[str, str], Reason] = {}

@@ -30,6 +30,7 @@ class IngestReport:
     new_papers: int = 0
     revisions: int = 0
     duplicates: int = 0
+    # (version, distinct follow query) pairs matched: followers get theirs when these are fanned out.
     matches: int = 0
     note: str | None = None
     error: str | None = None
@@ -280,12 +281,13 @@ async def complete_papers(store: Store, api: PaperLookup, *, limit: int = 500) -
 
 
 def match_new(store: Store, *, now: datetime | None = None, index: FollowIndex | None = None) -> int:
-    """Match every not-yet-matched version once against all active follows; returns Match rows written.
+    """Match every not-yet-matched version once against all active follows; returns query matches written.
 
     ``index`` is the process's long-lived follow index (brought up to date here); without one a fresh
-    index is built. The index matches each version once per distinct query and applies each follow's
-    options (see :meth:`FollowIndex.match_rows`); the rows of a batch of versions are written in one bulk
-    load, in the transaction that marks the versions matched.
+    index is built. Each version is matched once per distinct query (:meth:`FollowIndex.query_hits`) and
+    the hits of a batch of versions are written in one bulk load, in the transaction that marks the
+    versions matched. They reach each follower's Match rows, with each follow's options applied, when
+    they are fanned out (``Store.expand_matches``), which every reader of pending matches does first.
     """
     index = index or FollowIndex()
     total = 0
@@ -294,5 +296,5 @@ def match_new(store: Store, *, now: datetime | None = None, index: FollowIndex |
         if not versions:
             return total
         index.sync(store.active_follows())
-        rows = index.match_rows(versions)
-        total += store.record_matches([v.id for v in versions if v.id is not None], rows, now=now)
+        hits = index.query_hits(versions)
+        total += store.record_query_matches([v.id for v in versions if v.id is not None], hits, now=now)

@@ -29,6 +29,7 @@ from core.models import (
     Match,
     Paper,
     PaperIn,
+    QueryMatch,
     RunState,
     SourceRun,
     Subscriber,
@@ -38,6 +39,7 @@ from core.models import (
 )
 from core.reasons import Reason
 from core.store_browse import BrowseQueries
+from core.store_fanout import FAN_OUT_VERSIONS, ReasonsJson, fan_out, pending_versions
 from core.store_guides import GuideQueries
 from core.store_ledger import LedgerQueries
 from core.store_newsletters import NewsletterQueries
@@ -61,6 +63,10 @@ def make_engine(url: str) -> Engine:
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA busy_timeout=30000")
+            # 64 MiB of page cache instead of SQLite's 2 MiB: a day's matches insert into the ledger's
+            # indexes in no useful order, and with the default cache most of those inserts miss it
+            # (measured: 2.4x less CPU for 531k rows; docs/benchmarks.md).
+            cursor.execute("PRAGMA cache_size=-65536")
             cursor.close()
 
         return engine
@@ -96,19 +102,16 @@ class StoredFollow:
     created_at: datetime
     revisions: bool = True
     instant: bool = False
+    canonical: str = ""
+    """The query's normal form: what its query matches are stored under (``QueryMatch.canonical``)."""
 
 
-class MatchRow(NamedTuple):
-    """What becomes one Match row: every follow of one subscriber that matched one version, with its reasons.
+class QueryHit(NamedTuple):
+    """One distinct follow query (by its normal form) matched one version, with the query's reasons."""
 
-    ``hits`` holds ``(follow_id, reasons)`` in the order the follows matched; the row is instant when one of
-    them asks for instant delivery.
-    """
-
-    subscriber_id: int
     version_id: int
-    hits: Sequence[tuple[int, Sequence[Reason]]]
-    instant: bool = False
+    canonical: str
+    reasons: Sequence[Reason]
 
 
 @dataclass(frozen=True, slots=True)
@@ -461,7 +464,9 @@ class Store(LedgerQueries, NewsletterQueries, BrowseQueries, GuideQueries):
                 .order_by(col(Follow.id))
             )
             return [
-                StoredFollow(f.id or 0, f.subscriber_id, f.query, f.created_at, f.revisions, f.instant)
+                StoredFollow(
+                    f.id or 0, f.subscriber_id, f.query, f.created_at, f.revisions, f.instant, f.canonical
+                )
                 for f in rows
             ]
 
@@ -478,27 +483,26 @@ class Store(LedgerQueries, NewsletterQueries, BrowseQueries, GuideQueries):
             )
             return list(rows)
 
-    def record_matches(
+    def record_query_matches(
         self,
         version_ids: Iterable[int],
-        matches: Iterable[MatchRow],
+        matches: Iterable[QueryHit],
         *,
         now: datetime | None = None,
     ) -> int:
-        """Write the Match rows and mark the versions matched.
+        """Write what matching found, one row per (version, distinct query), and mark the versions matched.
 
-        Both happen in one transaction, so every version is matched exactly once. The rows go to the
-        database in one bulk load (executemany on SQLite, COPY on PostgreSQL) with their JSON encoded here,
-        as ``save_versions`` writes versions: a day at a public instance's size is hundreds of thousands
-        of rows. Returns the number of Match rows written.
+        Both happen in one transaction, so every version is matched exactly once; the rows go to the
+        database in one bulk load (executemany on SQLite, COPY on PostgreSQL), as ``save_versions`` writes
+        versions. They wait there for :meth:`expand_matches`. Returns the number of rows written.
         """
         now = now or utcnow()
-        encode = MatchEncoder()
-        rows = [encode.row(match, now) for match in matches]
+        encode = ReasonsJson()
+        rows = [[version_id, canonical, encode(reasons)] for version_id, canonical, reasons in matches]
         with self.session() as session:
             connection = session.connection()
             if rows:
-                _bulk_insert(connection, _MATCH_TABLE, _MATCH_COLUMNS, rows, encoded=_MATCH_ENCODED)
+                _bulk_insert(connection, _QUERY_MATCH_TABLE, _QUERY_MATCH_COLUMNS, rows, encoded={"reasons"})
             ids = list(version_ids)
             for start in range(0, len(ids), _ID_CHUNK):
                 connection.execute(
@@ -507,6 +511,31 @@ class Store(LedgerQueries, NewsletterQueries, BrowseQueries, GuideQueries):
                     .values(matched_at=now)
                 )
         return len(rows)
+
+    def expand_matches(self, *, now: datetime | None = None) -> int:
+        """Fan the waiting query matches out to their followers' Match rows; returns the rows written.
+
+        Every reader of pending matches calls this first, so the ledger they read is complete. A slice of
+        versions per transaction (``core.store_fanout``). On PostgreSQL one process fans out at a time
+        (a transaction-scoped advisory lock); a caller that finds it taken returns at once, and the next
+        planning pass sees the rest.
+        """
+        now = now or utcnow()
+        total = 0
+        while True:
+            with self.session() as session:
+                connection = session.connection()
+                if (
+                    connection.dialect.name == "postgresql"
+                    and not connection.execute(
+                        sa.text("SELECT pg_try_advisory_xact_lock(:key)"), {"key": _FAN_OUT_LOCK_KEY}
+                    ).scalar_one()
+                ):
+                    return total
+                versions = pending_versions(connection, FAN_OUT_VERSIONS)
+                if not versions:
+                    return total
+                total += fan_out(connection, versions, now)
 
     def versions_since(self, since: datetime, *, batch: int = 2000) -> Iterator[Version]:
         """Every version first seen at or after ``since``, newest first, read in batches."""
@@ -528,6 +557,7 @@ class Store(LedgerQueries, NewsletterQueries, BrowseQueries, GuideQueries):
         """Counts for the last 24 hours and the health of each source (those named plus any that ran)."""
         now = now or utcnow()
         since = now - timedelta(hours=24)
+        self.expand_matches(now=now)  # so that pending matches count what is waiting for subscribers
         with self.session() as session:
 
             def count(query: Any) -> int:
@@ -607,10 +637,10 @@ _GOOD_STATES = (RunState.OK, RunState.EMPTY, RunState.NOT_MODIFIED)
 
 
 _PAPER_TABLE = Paper.metadata.tables["paper"]
-_MATCH_TABLE = Match.metadata.tables["match"]
-_MATCH_COLUMNS = ("subscriber_id", "version_id", "follow_ids", "reasons", "created_at", "instant")
-# Columns whose JSON MatchEncoder writes itself (see _bulk_insert's ``encoded``).
-_MATCH_ENCODED = frozenset({"follow_ids", "reasons"})
+_QUERY_MATCH_TABLE = QueryMatch.metadata.tables["query_match"]
+_QUERY_MATCH_COLUMNS = ("version_id", "canonical", "reasons")
+# Any fixed 64-bit number distinct from the other advisory locks (core.migrate, papertrail.leader).
+_FAN_OUT_LOCK_KEY = 0x5054_4641_4E4F_5554  # "PTFANOUT"
 _VERSION_TABLE = Version.metadata.tables["version"]
 # Every version column but the generated id, in the order _version_rows fills them.
 _VERSION_COLUMNS = (
@@ -792,53 +822,3 @@ def _news_threshold(session: Session) -> datetime | None:
     """The newest announcement already stored as news: later versions found by a gap fill are news."""
     value = session.execute(sa.select(sa.func.max(Version.announced_at)).where(col(Version.news).is_(True)))
     return value.scalar_one_or_none()
-
-
-class MatchEncoder:
-    """Turns :class:`MatchRow` values into ``match`` rows with their JSON columns written out.
-
-    A day's rows repeat the same few reasons (a category, a followed name) hundreds of thousands of times:
-    each reason's JSON is made once and reused, so a row costs a few string joins instead of a
-    ``json.dumps`` of a list of objects.
-    """
-
-    def __init__(self) -> None:
-        self._heads: dict[Reason, str] = {}
-
-    def _head(self, reason: Reason) -> str:
-        head = self._heads.get(reason)
-        if head is None:
-            data = reason.as_data()
-            data.pop("follow", None)
-            # An object missing its closing brace: the follow id, when there is one, goes last.
-            head = self._heads[reason] = json.dumps(data, ensure_ascii=False, separators=(",", ":"))[:-1]
-        return head
-
-    def reasons(self, hits: Sequence[tuple[int, Sequence[Reason]]]) -> str:
-        """The JSON of ``match.reasons``: each distinct reason once, from the first follow that gives it."""
-        head = self._head
-        if len(hits) == 1:
-            follow, reasons = hits[0]
-            tail = f',"follow":{follow}}}'
-            if len(reasons) == 1:
-                return "[" + head(reasons[0]) + tail + "]"
-            return "[" + ",".join([head(r) + tail for r in dict.fromkeys(reasons)]) + "]"
-        parts: dict[Reason, str] = {}
-        for follow, reasons in hits:
-            tail = f',"follow":{follow}}}'
-            for reason in reasons:
-                if reason not in parts:
-                    parts[reason] = head(reason) + tail
-        return "[" + ",".join(parts.values()) + "]"
-
-    def row(self, match: MatchRow, now: datetime) -> list[Any]:
-        """The values of ``_MATCH_COLUMNS`` for ``match``."""
-        follow_ids = "[" + ",".join(str(follow) for follow, _ in match.hits) + "]"
-        return [
-            match.subscriber_id,
-            match.version_id,
-            follow_ids,
-            self.reasons(match.hits),
-            now,
-            match.instant,
-        ]

@@ -88,6 +88,10 @@ class LedgerQueries:
         """Provided by the store: one transaction."""
         raise NotImplementedError
 
+    def expand_matches(self, *, now: datetime | None = None) -> int:
+        """Provided by the store: fan waiting query matches out to Match rows, before they are read."""
+        raise NotImplementedError
+
     # -- planning --------------------------------------------------------------------------------------
 
     def subscribers_to_plan(
@@ -103,6 +107,7 @@ class LedgerQueries:
         ``channels`` limits them to addresses this process can deliver to; ``ignore_backoff`` includes
         subscribers whose last failure asked to wait.
         """
+        self.expand_matches(now=now)
         with self.session() as session:
             unassigned = select(Match.subscriber_id).where(col(Match.digest_id).is_(None)).distinct()
             open_digest = select(Digest.subscriber_id).where(col(Digest.state).in_(OPEN_STATES))
@@ -404,6 +409,7 @@ class LedgerQueries:
 
     def count_pending(self, subscriber_id: int) -> int:
         """Unsent matches of one subscriber (the rule of :meth:`pending_matches`), counted in SQL."""
+        self.expand_matches()
         with self.session() as session:
             return int(
                 session.execute(
@@ -415,6 +421,7 @@ class LedgerQueries:
 
     def pending_matches(self, subscriber_id: int) -> list[PendingMatch]:
         """Unsent matches of one subscriber (in no digest, or in one not sent yet), in digest order."""
+        self.expand_matches()
         with self.session() as session:
             unsent = _unsent()
             rows = session.exec(
@@ -432,6 +439,7 @@ class LedgerQueries:
 
     def pending_by_channel(self) -> dict[str, int]:
         """Matches in no digest yet, counted per channel (the part of the address before the colon)."""
+        self.expand_matches()
         with self.session() as session:
             rows = session.execute(
                 sa.select(col(Subscriber.address), sa.func.count())

@@ -32,7 +32,7 @@ from core.models import (
     SubscriberStatus,
     UTCDateTime,
 )
-from core.reasons import NEWSLETTER, Reason, reasons_from_data
+from core.reasons import hit_data, reasons_from_data
 
 # The channel recorded on an issue's digest; no notifier serves it.
 ISSUE_CHANNEL = "newsletter"
@@ -280,14 +280,10 @@ class NewsletterQueries:
                 .where(col(Subscriber.id) == newsletter.subscriber_id)
                 .values(last_digest_at=now)
             )
+            # A member's copy names the newsletter, not the follows of its hidden subscriber.
             name = newsletter.name
             items = [
-                (
-                    int(vid),
-                    [r.copied_for(name).as_data() for r in reasons_from_data(stored)]
-                    or [Reason(NEWSLETTER, name).as_data()],
-                )
-                for vid, stored in rows
+                (int(vid), [hit_data(reasons_from_data(stored), newsletter=name)]) for vid, stored in rows
             ]
             copies = sum(
                 _copy_to_members(session, newsletter_id, items[start : start + _COPY_CHUNK], now)

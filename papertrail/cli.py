@@ -182,9 +182,13 @@ def ingest(
             report = asyncio.run(ingest_once(ctx.store, ctx.sources[source]))
     if report.error:
         raise _fail(f"{source}: {report.error}")
+    # A one-shot command leaves the ledger complete: what matched reaches each follower's Match rows now
+    # rather than at the next digest planning (which would do it first anyway).
+    fanned = ctx.store.expand_matches()
     out.print(
         f"{source}: {report.state}; {report.fetched} items, {report.new_papers} new papers, "
-        f"{report.revisions} revisions, {report.duplicates} already known, {report.matches} matches"
+        f"{report.revisions} revisions, {report.duplicates} already known, "
+        f"{report.matches} query matches ({fanned} for subscribers)"
         + (f"\nnote: {report.note}" if report.note else "")
     )
 

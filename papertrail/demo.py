@@ -80,7 +80,7 @@ async def run_demo(out: TextIO, database_url: str | None = None, max_items: int 
             out.write(
                 f"ingest  {report.fetched} items: {report.new_papers} new papers, "
                 f"{report.revisions} revisions, "
-                f"{report.duplicates} duplicates, {report.matches} matches\n\n"
+                f"{report.duplicates} duplicates, {report.matches} query matches\n\n"
             )
             reports = await send_due_digests(ctx.store, ctx.notifiers, ctx.renderer, force=True)
             return sum(r.items for r in reports if r.sent)

@@ -114,7 +114,7 @@ class Jobs:
                 ctx.not_before[name] = utcnow() + timedelta(seconds=report.retry_after)
             if not report.error:  # failures are logged where they are recorded, in core.service
                 log.info(
-                    "%s: %s, %d fetched, %d new papers, %d revisions, %d matches",
+                    "%s: %s, %d fetched, %d new papers, %d revisions, %d query matches",
                     report.source,
                     report.state,
                     report.fetched,

@@ -5,13 +5,14 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import sqlalchemy as sa
 from alembic import command
 from sqlmodel import select
 
 from core.migrate import alembic_config
 from core.models import Follow, HttpValidator, RunState, SourceRun, Version
 from core.reasons import CATEGORY, Reason
-from core.store import MatchRow, Novelty, Store
+from core.store import Novelty, QueryHit, Store
 from core.values import AnnounceType, PaperIn
 
 NOW = datetime(2024, 11, 28, 6, 0, tzinfo=UTC)
@@ -112,10 +113,14 @@ def test_follows_matches_digests_ledger(store: Store) -> None:
 
     saved = store.save_versions([paper("2411.00001"), paper("1401.3665", 4)], now=NOW)
     assert len(store.unmatched_versions()) == 2
+    with store.session() as session:  # made before the versions arrived, so it sees them
+        session.execute(sa.update(Follow).values(created_at=NOW - timedelta(days=1)))
     why = (Reason(CATEGORY, "cs.DC"),)
-    rows = [MatchRow(subscriber.id, vid, [(follow.id or 0, why)]) for vid in saved.new_version_ids]
-    assert store.record_matches(saved.new_version_ids, rows, now=NOW) == 2
+    hits = [QueryHit(vid, "cat:cs.dc", why) for vid in saved.new_version_ids]
+    assert store.record_query_matches(saved.new_version_ids, hits, now=NOW) == 2
     assert store.unmatched_versions() == []
+    assert store.expand_matches(now=NOW) == 2  # fanned out to the follower: one Match row per version
+    assert store.expand_matches(now=NOW) == 0
 
     assert [s.id for s in store.subscribers_to_plan(NOW)] == [subscriber.id]
     pending = store.pending_matches(subscriber.id)
@@ -146,9 +151,10 @@ def test_follows_matches_digests_ledger(store: Store) -> None:
     (digest,) = store.digests_of(subscriber.id)
     assert (digest.state, digest.item_count, digest.attempts) == ("sent", 2, 3)
 
-    # A duplicate match for the same (subscriber, version) violates the ledger's uniqueness.
-    with pytest.raises(Exception):  # noqa: B017
-        store.record_matches([], [MatchRow(subscriber.id, saved.new_version_ids[0], [(follow.id or 0, why)])])
+    # The same version matched again never reaches the subscriber twice: the ledger keeps one row.
+    store.record_query_matches([], hits[:1], now=NOW)
+    assert store.expand_matches(now=NOW) == 0
+    assert store.pending_matches(subscriber.id) == []
 
     store.remove_follow(follow.id or 0)
     with store.session() as session:

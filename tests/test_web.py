@@ -514,6 +514,7 @@ def subscriber_with_digest(store: Store) -> int:
         session.execute(sa.update(Follow).values(created_at=utcnow() - timedelta(days=1)))
     store.save_versions(dc_papers())
     assert match_new(store) == len(dc_papers())
+    assert store.expand_matches() == len(dc_papers())  # what planning does before it opens digests
     subscriber = store.get_subscriber(ADDRESS)
     assert subscriber is not None and subscriber.id is not None
     digest = store.open_digest(subscriber.id, "email", instant_only=False, now=utcnow())

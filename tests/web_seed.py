@@ -136,6 +136,7 @@ async def seed_store(store: Store, now: datetime | None = None) -> datetime:
     feed = parse_feed(BIG_FEED.read_bytes()).items
     store.save_versions(feed[::10], now=now - timedelta(days=5))
     assert match_new(store, now=now - timedelta(days=5)) > 0
+    store.expand_matches(now=now - timedelta(days=5))  # to the subscribers, before they are paused below
     # Matching tokenises every version; the rest of the feed needs no matches, so the subscribers sit
     # the big ingest out (only active subscribers are matched) and the fixture stays fast.
     with store.session() as session:
