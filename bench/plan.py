@@ -219,6 +219,10 @@ def populate(url: str, subscribers: int, matches: int) -> None:
                 sa.insert(t["match"]),
                 [row for n in range(start, min(len(ids), start + CHUNK // 4)) for row in match_rows(n)],
             )
+    # What autovacuum does within a minute of such a load: without statistics PostgreSQL plans the page of
+    # candidates as if the tables were empty (3 s a page at 10,000 subscribers instead of 2 ms).
+    with engine.begin() as conn:
+        conn.execute(sa.text("ANALYZE"))
     engine.dispose()
 
 
