@@ -38,9 +38,14 @@ log = logging.getLogger(__name__)
 # Retryable delivery failures back off exponentially from one minute up to six hours.
 BACKOFF_BASE = timedelta(minutes=1)
 BACKOFF_MAX = timedelta(hours=6)
-# Digests opened per planning transaction: big enough to amortise the commit, small enough to keep the
-# subscriber rows locked only briefly.
-PLAN_BATCH = 200
+# Subscribers read and digests opened per planning transaction: a page of candidates (keyset by id) and
+# one fixed set of statements for it, so planning costs statements per thousand subscribers, not per one;
+# small enough to keep the subscriber rows locked only briefly and the page's objects few.
+PLAN_BATCH = 1_000
+# Digests of one pass that failed and wait for their retry, excluded from the pass's later claims by id.
+# Past this many (a platform refusing everything) the pass ends early rather than bind ever more ids into
+# each claim (SQLite binds at most 32,766 values per statement); the next pass goes on where it stopped.
+MAX_RETRIES_PER_PASS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,28 +107,67 @@ async def send_due_digests(
         address = normalise_address(address)
     plan_digests(store, notifiers, now=clock(), force=force, address=address)
     reports: list[DigestReport] = []
-    tried: list[int] = []
+    # Digests attempted in this pass that are back in the queue (a retryable failure), kept out of the
+    # later claims so that each is attempted once per pass. Sent, refused and dead-lettered ones cannot be
+    # claimed again anyway: naming them too would grow every claim with the pass (100,000 ids is more
+    # than a statement can bind).
+    retrying: list[int] = []
     gate = asyncio.Semaphore(policy.concurrency)
 
-    async def attempt(claimed: ClaimedDigest, items: list[DigestItem]) -> DigestReport:
+    async def attempt(
+        claimed: ClaimedDigest, items: list[DigestItem], titles: Mapping[str, str]
+    ) -> DigestReport:
         async with gate:
-            return await _deliver(store, notifiers, renderer, claimed, items, policy)
+            return await _deliver(store, notifiers, renderer, claimed, items, policy, titles)
 
-    while not (stop and stop.is_set()) and (
-        claimed := store.claim_digests(
-            clock(),
-            worker,
-            limit=policy.batch,
-            lease=policy.lease,
-            address=address,
-            ignore_schedule=force,
-            exclude=tried,
+    while (
+        not (stop and stop.is_set())
+        and len(retrying) <= MAX_RETRIES_PER_PASS
+        and (
+            claimed := store.claim_digests(
+                clock(),
+                worker,
+                limit=policy.batch,
+                lease=policy.lease,
+                address=address,
+                ignore_schedule=force,
+                exclude=retrying,
+            )
         )
     ):
-        tried.extend(c.digest_id for c in claimed)
-        items = _with_guides(store, claimed, store.digests_items([c.digest_id for c in claimed]))
-        reports.extend(await asyncio.gather(*(attempt(c, items[c.digest_id]) for c in claimed)))
+        batch = batch_items(store, claimed)
+        done = await asyncio.gather(
+            *(
+                attempt(c, batch.items[c.digest_id], batch.titles_for(batch.items[c.digest_id]))
+                for c in claimed
+            )
+        )
+        retrying.extend(r.digest_id for r in done if not (r.sent or r.paused or r.dead))
+        reports.extend(done)
     return reports
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedBatch:
+    """What a claimed batch needs for rendering, read in a fixed number of queries for the whole batch."""
+
+    # Digest id -> its items, with the guides in the reader's language.
+    items: dict[int, list[DigestItem]]
+    # Newsletter name -> title, for every newsletter the batch's items were copied from.
+    newsletters: dict[str, str]
+
+    def titles_for(self, items: list[DigestItem]) -> dict[str, str]:
+        """The titles of the newsletters ``items`` were copied from (a deleted one keeps its name)."""
+        return {name: self.newsletters.get(name, name) for name in newsletter_names(items)}
+
+
+def batch_items(store: Store, claimed: list[ClaimedDigest]) -> ClaimedBatch:
+    """The items, guides and newsletter titles of a claimed batch: a fixed number of queries per batch
+    (items, follows, upvotes, earlier versions, one per language for guides, one for titles), whatever
+    the number of digests in it."""
+    items = _with_guides(store, claimed, store.digests_items([c.digest_id for c in claimed]))
+    names = {name for found in items.values() for name in newsletter_names(found)}
+    return ClaimedBatch(items, store.newsletter_titles(sorted(names)) if names else {})
 
 
 def plan_digests(
@@ -144,17 +188,26 @@ def plan_digests(
     store.expand_matches(now=now)
     open_due_issues(store, now=now, due=_due, force=force, address=address)
     opened = 0
-    candidates = store.subscribers_to_plan(now, address, channels=list(notifiers), ignore_backoff=force)
-    plans = [
-        # Between scheduled digests only the matches of instant follows go out.
-        DigestPlan(
-            subscriber.id or 0, split_address(subscriber.address)[0], not (force or _due(subscriber, now))
+    after = 0
+    while True:
+        # A page of candidates at a time, by id: a busy minute's 100,000 subscribers are never all in
+        # memory, and each page costs the same few statements.
+        candidates = store.subscribers_to_plan(
+            now, address, channels=list(notifiers), ignore_backoff=force, after=after, limit=PLAN_BATCH
         )
-        for subscriber in candidates
-    ]
-    for start in range(0, len(plans), PLAN_BATCH):
-        opened += len(store.open_digests(plans[start : start + PLAN_BATCH], now=now))
-    return opened
+        if not candidates:
+            return opened
+        after = candidates[-1].id or 0
+        plans = [
+            # Between scheduled digests only the matches of instant follows go out.
+            DigestPlan(
+                subscriber.id or 0, split_address(subscriber.address)[0], not (force or _due(subscriber, now))
+            )
+            for subscriber in candidates
+        ]
+        opened += len(store.open_digests(plans, now=now))
+        if len(candidates) < PLAN_BATCH:
+            return opened
 
 
 def _due(subscriber: Subscriber, now: datetime) -> bool:
@@ -179,6 +232,7 @@ async def _deliver(
     claimed: ClaimedDigest,
     items: list[DigestItem],
     policy: DeliveryPolicy,
+    titles: Mapping[str, str],
 ) -> DigestReport:
     channel, target = split_address(claimed.address)
     notifier = notifiers.get(channel)
@@ -191,7 +245,7 @@ async def _deliver(
             target,
             address=claimed.address,
             key=f"papertrail-digest-{claimed.digest_id}",
-            newsletters=_newsletter_titles(store, items),
+            newsletters=titles,
             language=claimed.language,
         )
         if claimed.parts_sent:
@@ -249,15 +303,6 @@ def _with_guides(
                     for item in items[digest_id]
                 ]
     return items
-
-
-def _newsletter_titles(store: Store, items: list[DigestItem]) -> dict[str, str]:
-    """The titles of the newsletters ``items`` were copied from (a deleted one keeps its name)."""
-    titles: dict[str, str] = {}
-    for name in newsletter_names(items):
-        newsletter = store.get_newsletter(name)
-        titles[name] = newsletter.title if newsletter else name
-    return titles
 
 
 def _record_failure(

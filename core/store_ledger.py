@@ -15,11 +15,11 @@ safe with several worker processes at once. The rules:
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
@@ -39,6 +39,10 @@ from core.reasons import reasons_from_data
 from core.values import DigestItem
 
 OPEN_STATES = (DigestState.PENDING, DigestState.SENDING)
+# Values per IN list. PostgreSQL binds at most 65,535 values in one statement and SQLite 32,766; a batch of
+# a busy minute can name more (100,000 subscribers, their matches' papers), so lists are read in slices.
+IN_SLICE = 5_000
+_Key = TypeVar("_Key", int, str)
 # Compared between a revision and the newest earlier stored version, in this order.
 _TRACKED_FIELDS = (
     ("title", "title"),
@@ -101,20 +105,31 @@ class LedgerQueries:
         *,
         channels: Sequence[str] | None = None,
         ignore_backoff: bool = False,
+        after: int = 0,
+        limit: int | None = None,
     ) -> list[Subscriber]:
-        """Active subscribers with matches in no digest yet and no digest already open.
+        """Active subscribers with matches in no digest yet and no digest already open, by id.
 
         ``channels`` limits them to addresses this process can deliver to; ``ignore_backoff`` includes
-        subscribers whose last failure asked to wait.
+        subscribers whose last failure asked to wait. ``after`` and ``limit`` read one page by id (keyset):
+        a planner reads a busy minute's 100,000 candidates a page at a time, not all at once.
         """
         self.expand_matches(now=now)
         with self.session() as session:
-            unassigned = select(Match.subscriber_id).where(col(Match.digest_id).is_(None)).distinct()
-            open_digest = select(Digest.subscriber_id).where(col(Digest.state).in_(OPEN_STATES))
+            # EXISTS per candidate rather than "id IN (every subscriber with an unassigned match)": with a
+            # page limit the database walks subscribers by id and stops after the page, instead of
+            # gathering the whole population's unassigned matches for every page.
+            unassigned = sa.exists().where(
+                col(Match.subscriber_id) == col(Subscriber.id), col(Match.digest_id).is_(None)
+            )
+            open_digest = sa.exists().where(
+                col(Digest.subscriber_id) == col(Subscriber.id), col(Digest.state).in_(OPEN_STATES)
+            )
             query = select(Subscriber).where(
-                col(Subscriber.id).in_(unassigned),
-                col(Subscriber.id).not_in(open_digest),
+                unassigned,
+                ~open_digest,
                 col(Subscriber.status) == SubscriberStatus.ACTIVE,
+                col(Subscriber.id) > after,
             )
             if not ignore_backoff:
                 query = query.where(
@@ -126,7 +141,10 @@ class LedgerQueries:
                 query = query.where(
                     sa.or_(*(col(Subscriber.address).startswith(f"{c}:") for c in channels), sa.false())
                 )
-            return list(session.exec(query.order_by(col(Subscriber.id))))
+            query = query.order_by(col(Subscriber.id))
+            if limit is not None:
+                query = query.limit(limit)
+            return list(session.exec(query))
 
     def open_digest(
         self, subscriber_id: int, channel: str, *, instant_only: bool, now: datetime
@@ -164,23 +182,24 @@ class LedgerQueries:
             chosen = [by_subscriber[sid] for sid in sorted(locked - busy)]
             if not chosen:
                 return []
-            digest_ids = [
-                session.execute(
-                    sa.insert(Digest)
-                    .values(
-                        subscriber_id=plan.subscriber_id,
-                        created_at=now,
-                        state=DigestState.PENDING,
-                        channel=plan.channel,
-                        next_attempt_at=now,
-                        item_count=0,
-                        attempts=0,
-                        parts_sent=0,
-                    )
-                    .returning(col(Digest.id))
-                ).scalar_one()
-                for plan in chosen
-            ]
+            # One multi-row INSERT (executemany with RETURNING) for the batch, not one per subscriber.
+            opened = session.execute(
+                sa.insert(Digest).returning(col(Digest.id)),
+                [
+                    {
+                        "subscriber_id": plan.subscriber_id,
+                        "created_at": now,
+                        "state": DigestState.PENDING,
+                        "channel": plan.channel,
+                        "next_attempt_at": now,
+                        "item_count": 0,
+                        "attempts": 0,
+                        "parts_sent": 0,
+                    }
+                    for plan in chosen
+                ],
+            )
+            digest_ids = list(opened.scalars())
             # Each match goes to the new digest of its subscriber, guarded by "digest_id IS NULL".
             holder = (
                 sa.select(col(Digest.id))
@@ -196,19 +215,24 @@ class LedgerQueries:
                     sa.or_(col(Match.instant).is_(True), col(Match.subscriber_id).in_(scheduled)),
                 )
                 .values(digest_id=holder)
+                .execution_options(synchronize_session=False)
+            )
+            # Every digest's count in one UPDATE (the database counts), then the empty ones go.
+            counted = (
+                sa.select(sa.func.count()).where(col(Match.digest_id) == col(Digest.id)).scalar_subquery()
             )
             counts = dict(
                 session.execute(
-                    sa.select(col(Match.digest_id), sa.func.count())
-                    .where(col(Match.digest_id).in_(digest_ids))
-                    .group_by(col(Match.digest_id))
+                    sa.update(Digest)
+                    .where(col(Digest.id).in_(digest_ids))
+                    .values(item_count=counted)
+                    .returning(col(Digest.id), col(Digest.item_count))
+                    .execution_options(synchronize_session=False)
                 ).all()
             )
             empty = [d for d in digest_ids if not counts.get(d)]
             if empty:
                 session.execute(sa.delete(Digest).where(col(Digest.id).in_(empty)))
-            for digest_id, items in counts.items():
-                session.execute(sa.update(Digest).where(col(Digest.id) == digest_id).values(item_count=items))
             return [d for d in digest_ids if counts.get(d)]
 
     # -- claiming --------------------------------------------------------------------------------------
@@ -284,14 +308,20 @@ class LedgerQueries:
         return self.digests_items([digest_id]).get(digest_id, [])
 
     def digests_items(self, digest_ids: Sequence[int]) -> dict[int, list[DigestItem]]:
-        """The items of several digests at once (a worker's claimed batch), keyed by digest id."""
+        """The items of several digests at once (a worker's claimed batch), keyed by digest id.
+
+        A fixed number of statements whatever the batch holds (one per slice of ids, see ``IN_SLICE``):
+        the matches with their versions, then the follows, upvotes and earlier versions they name.
+        """
         with self.session() as session:
-            rows = session.exec(
-                select(Match, Version)
-                .join(Version, col(Version.id) == col(Match.version_id))
-                .where(col(Match.digest_id).in_(list(digest_ids)))
-                .order_by(col(Match.id))
-            ).all()
+            rows: list[tuple[Match, Version]] = []
+            for ids in _slices(digest_ids):
+                rows += session.exec(
+                    select(Match, Version)
+                    .join(Version, col(Version.id) == col(Match.version_id))
+                    .where(col(Match.digest_id).in_(ids))
+                ).all()
+            rows.sort(key=lambda row: row[0].id or 0)
             items = _items(session, rows)
         grouped: dict[int, list[DigestItem]] = {digest_id: [] for digest_id in digest_ids}
         for (match, _), item in zip(rows, items, strict=True):
@@ -528,23 +558,32 @@ def _normal(value: object) -> object:
     return value
 
 
+def _slices(keys: Iterable[_Key], size: int = IN_SLICE) -> Iterator[list[_Key]]:
+    """``keys`` without repeats, sorted, in lists of at most ``size``: one IN list each."""
+    ordered = sorted(set(keys))
+    for start in range(0, len(ordered), size):
+        yield ordered[start : start + size]
+
+
 def _follow_queries(session: Session, ids: set[int]) -> dict[int, str]:
     """Follow id -> query, for the follows that still exist."""
-    if not ids:
-        return {}
-    rows = session.execute(sa.select(col(Follow.id), col(Follow.query)).where(col(Follow.id).in_(ids)))
-    return {int(fid): str(query) for fid, query in rows}
+    found: dict[int, str] = {}
+    for chunk in _slices(ids):
+        rows = session.execute(sa.select(col(Follow.id), col(Follow.query)).where(col(Follow.id).in_(chunk)))
+        found.update((int(fid), str(query)) for fid, query in rows)
+    return found
 
 
 def _upvotes(session: Session, papers: set[str]) -> dict[str, int]:
-    if not papers:
-        return {}
-    rows = session.execute(
-        sa.select(col(CommunityPickRow.paper_id), sa.func.max(col(CommunityPickRow.upvotes)))
-        .where(col(CommunityPickRow.paper_id).in_(papers))
-        .group_by(col(CommunityPickRow.paper_id))
-    )
-    return {paper: int(votes or 0) for paper, votes in rows}
+    found: dict[str, int] = {}
+    for chunk in _slices(papers):
+        rows = session.execute(
+            sa.select(col(CommunityPickRow.paper_id), sa.func.max(col(CommunityPickRow.upvotes)))
+            .where(col(CommunityPickRow.paper_id).in_(chunk))
+            .group_by(col(CommunityPickRow.paper_id))
+        )
+        found.update((paper, int(votes or 0)) for paper, votes in rows)
+    return found
 
 
 def _earlier_versions(
@@ -555,8 +594,9 @@ def _earlier_versions(
         return {}
     wanted = {v.paper_id for v in revisions}
     stored: defaultdict[str, list[Version]] = defaultdict(list)
-    for version in session.exec(select(Version).where(col(Version.paper_id).in_(wanted & papers))):
-        stored[version.paper_id].append(version)
+    for chunk in _slices(wanted & papers):
+        for version in session.exec(select(Version).where(col(Version.paper_id).in_(chunk))):
+            stored[version.paper_id].append(version)
     found: dict[tuple[str, int], Version] = {}
     for revision in revisions:
         older = [v for v in stored[revision.paper_id] if v.number < revision.number]

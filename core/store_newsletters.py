@@ -38,6 +38,8 @@ from core.reasons import hit_data, reasons_from_data
 ISSUE_CHANNEL = "newsletter"
 # Issue versions per copying statement: two bound values each, well below SQLite's parameter cap.
 _COPY_CHUNK = 400
+# Newsletter names per IN list when titles are read for a batch of digests.
+_NAMES_SLICE = 5_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +122,20 @@ class NewsletterQueries:
         """The newsletter with this name, if any."""
         with self.session() as session:
             return session.exec(select(Newsletter).where(col(Newsletter.name) == name)).first()
+
+    def newsletter_titles(self, names: Sequence[str]) -> dict[str, str]:
+        """Name -> title of the newsletters among ``names`` that exist: one query for a worker's batch."""
+        titles: dict[str, str] = {}
+        with self.session() as session:
+            # In slices like every IN list of the ledger (names come from items, so there are few).
+            for start in range(0, len(names), _NAMES_SLICE):
+                rows = session.execute(
+                    sa.select(col(Newsletter.name), col(Newsletter.title)).where(
+                        col(Newsletter.name).in_(list(names[start : start + _NAMES_SLICE]))
+                    )
+                )
+                titles.update((str(name), str(title)) for name, title in rows)
+        return titles
 
     def newsletters(self) -> list[Newsletter]:
         """Every newsletter, by name."""
