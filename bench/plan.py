@@ -46,6 +46,7 @@ from core import digests  # noqa: E402
 from core.delivery import Notifier, split_address  # noqa: E402
 from core.migrate import migrate  # noqa: E402
 from core.models import utcnow  # noqa: E402
+from core.reasons import CATEGORY, Reason, hit_data  # noqa: E402
 from core.render import Renderer  # noqa: E402
 from core.store import Store, make_engine  # noqa: E402
 from core.values import DigestItem  # noqa: E402
@@ -193,7 +194,7 @@ def populate(url: str, subscribers: int, matches: int) -> None:
                     "subscriber_id": sid,
                     "version_id": versions[(f"2611.{p:05d}", number)],
                     "follow_ids": [follows[sid]],
-                    "reasons": ["category cs.DC"],
+                    "reasons": [hit_data([Reason(CATEGORY, "cs.DC")], follow=follows[sid])],
                     "created_at": now,
                     "instant": n % 2 == 1,
                 }
@@ -206,7 +207,7 @@ def populate(url: str, subscribers: int, matches: int) -> None:
                         "subscriber_id": sid,
                         "version_id": versions[(f"2611.{p:05d}", 1)],
                         "follow_ids": [],
-                        "reasons": [f"newsletter {NEWSLETTER}: category cs.LG"],
+                        "reasons": [hit_data([Reason(CATEGORY, "cs.LG")], newsletter=NEWSLETTER)],
                         "created_at": now,
                         "instant": True,
                     }

@@ -184,8 +184,7 @@ def plan_digests(
     until a process that can deliver them plans them. Newsletters that are due open their issues first,
     so that the members' copies go into the digests planned here.
     """
-    # Fan what matching found out to the followers first: newsletters and subscribers plan from Match rows.
-    store.expand_matches(now=now)
+    # Fans what matching found out to the followers first: newsletters and subscribers plan from Match rows.
     open_due_issues(store, now=now, due=_due, force=force, address=address)
     opened = 0
     after = 0

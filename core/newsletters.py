@@ -128,7 +128,9 @@ def open_due_issues(
     ``address`` only that newsletter is considered (a member's address opens none).
     """
     issues: list[Issue] = []
-    store.expand_matches(now=now)  # a newsletter's matches are its hidden subscriber's Match rows
+    # Fan out what matching found first: a newsletter's matches are its hidden subscriber's Match rows, and
+    # plan_digests, which calls this before it plans anyone, relies on it for everyone else's.
+    store.expand_matches(now=now)
     for newsletter, subscriber in store.newsletters_to_issue(address):
         if not (force or due(subscriber, now)):
             continue

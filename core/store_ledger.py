@@ -112,9 +112,9 @@ class LedgerQueries:
 
         ``channels`` limits them to addresses this process can deliver to; ``ignore_backoff`` includes
         subscribers whose last failure asked to wait. ``after`` and ``limit`` read one page by id (keyset):
-        a planner reads a busy minute's 100,000 candidates a page at a time, not all at once.
+        a planner reads a busy minute's 100,000 candidates a page at a time, not all at once. Reads the
+        Match rows as they are: the planner fans out waiting query matches first (``plan_digests``).
         """
-        self.expand_matches(now=now)
         with self.session() as session:
             # EXISTS per candidate rather than "id IN (every subscriber with an unassigned match)": with a
             # page limit the database walks subscribers by id and stops after the page, instead of
