@@ -4,19 +4,26 @@ A :class:`RateLimiter` combines three rules, each optional:
 
 * ``per_second``: an overall rate across every destination (Telegram: 30 messages/s per bot);
 * ``interval``: the least time between two messages to one destination (Telegram and Slack: 1 s per chat);
-* ``window``: at most N messages per destination within a sliding window (Telegram groups: 20/minute).
+* ``window``: at most N messages per destination in a window (Telegram groups: 20/minute).
 
-The limiter is per process and per event loop. Waiting callers are served in arrival order per destination,
-and the overall rate is a sliding one-second window, so a burst never exceeds the limit in any second.
+Each rule is a key of a :class:`core.rate_limit.RateLimit`, which hands out evenly spaced slots: in memory
+for one process, or in PostgreSQL so that every worker on the database shares the same slots (the shell
+chooses, ``core.rate_limit.rate_limit_for``). Keys are ``SCOPE`` for the overall rate, ``SCOPE:DEST`` per
+destination and ``SCOPE:DEST#window`` for the window, so adapters of different platforms never share one.
+The overall rate is even spacing (30/s: one message every 33 ms), never a burst: a burst leaves the
+event loop one request at a time and reaches the platform late enough to collide with the next second's.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from core.rate_limit import LocalRateLimit, RateLimit
+
+# A message that waited longer than this for the overall rate, after its destination's slot, went out late:
+# the destination's next slot is then counted from the actual send, not from the slot it had reserved.
+LATE = 0.01
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +35,7 @@ class Window:
 
 
 class RateLimiter:
-    """Awaits until a message to ``key`` may go out under every configured rule."""
+    """Awaits until a message to a destination may go out under every configured rule."""
 
     def __init__(
         self,
@@ -36,59 +43,35 @@ class RateLimiter:
         per_second: float | None = None,
         interval: float = 0.0,
         window_for: Callable[[str], Window | None] = lambda _key: None,
-        clock: Callable[[], float] = time.monotonic,
+        slots: RateLimit | None = None,
+        scope: str = "",
     ) -> None:
+        """``slots``: where the slots live (a fresh in-memory one by default); ``scope``: the keys' prefix."""
         self.per_second = per_second
         self.interval = interval
         self.window_for = window_for
-        self.clock = clock
-        self._overall: deque[float] = deque()
-        self._last: dict[str, float] = {}
-        self._recent: defaultdict[str, deque[float]] = defaultdict(deque)
-        self._key_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
-        self._overall_lock = asyncio.Lock()
+        self.slots: RateLimit = slots if slots is not None else LocalRateLimit()
+        self.scope = scope
 
     async def acquire(self, key: str) -> None:
-        """Wait for a slot for ``key`` and take it."""
-        async with self._key_locks[key]:
-            await self._wait_for_key(key)
-            await self._wait_overall()
-            now = self.clock()
-            self._last[key] = now
-            if self.window_for(key) is not None:
-                self._recent[key].append(now)
+        """Wait for a slot for the destination ``key`` under every rule, and take it."""
+        destination = f"{self.scope}:{key}"
+        await self.slots.reserve(destination, self.interval)
+        late = 0.0
+        window = self.window_for(key)
+        if window is not None and window.count > 0:
+            # A window of N in S seconds is a slot every S/N seconds with a burst of N: the first N go out at
+            # the destination's own pace, then the window's pace holds.
+            late += await self.slots.reserve(
+                destination + "#window", window.seconds / window.count, burst=window.count
+            )
+        if self.per_second:
+            late += await self.slots.reserve(self.scope, 1.0 / self.per_second)
+        if late > LATE and self.interval > 0:
+            # Waiting for the overall rate pushed this send past its destination slot; without this the next
+            # message to the destination could follow it at once (its slot, reserved earlier, has passed).
+            await self.slots.postpone(destination, self.interval)
 
-    def postpone(self, key: str, seconds: float) -> None:
+    async def postpone(self, key: str, seconds: float) -> None:
         """The platform said "retry after": no message to ``key`` before ``seconds`` from now."""
-        self._last[key] = max(self._last.get(key, 0.0), self.clock() + seconds - self.interval)
-
-    async def _wait_for_key(self, key: str) -> None:
-        while True:
-            now = self.clock()
-            wait = self._last.get(key, -1e18) + self.interval - now
-            window = self.window_for(key)
-            if window is not None:
-                recent = self._recent[key]
-                while recent and recent[0] <= now - window.seconds:
-                    recent.popleft()
-                if len(recent) >= window.count:
-                    wait = max(wait, recent[0] + window.seconds - now)
-            if wait <= 0:
-                return
-            await asyncio.sleep(wait)
-
-    async def _wait_overall(self) -> None:
-        if not self.per_second:
-            return
-        # The overall budget is whole messages per second: 30/s means 30 in any one-second window.
-        budget = max(1, int(self.per_second))
-        span = budget / self.per_second
-        async with self._overall_lock:
-            while True:
-                now = self.clock()
-                while self._overall and self._overall[0] <= now - span:
-                    self._overall.popleft()
-                if len(self._overall) < budget:
-                    self._overall.append(now)
-                    return
-                await asyncio.sleep(self._overall[0] + span - now)
+        await self.slots.postpone(f"{self.scope}:{key}", seconds)
