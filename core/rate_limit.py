@@ -123,8 +123,9 @@ _PRUNE = sa.text("DELETE FROM rate_slot WHERE next_at < clock_timestamp() - :sta
 class PostgresRateLimit:
     """Slots in the ``rate_slot`` table: shared by every process on the database.
 
-    One short autocommit statement per reservation, run on the event loop like the store's other calls
-    (a fraction of a millisecond on a local server, well below the 33 ms between Telegram's slots). When the
+    One short autocommit statement per reservation, in a thread: on the event loop, a burst of reservations
+    (every task of a worker starting at once) would hold up the sends whose slots have come, and a send
+    that leaves late packs the platform's next second. When the
     database cannot answer, the reservation falls back to this process's own :class:`LocalRateLimit` and
     logs it: a send is then paced for this process alone, rather than failing the digest.
     """
@@ -147,9 +148,7 @@ class PostgresRateLimit:
             "tolerance": timedelta(seconds=(max(burst, 1) - 1) * interval),
         }
         try:
-            with self.engine.connect() as conn:
-                wait = float(conn.execute(_RESERVE, params).scalar_one())
-                self._prune(conn)
+            wait = await asyncio.to_thread(self._reserve, params)
         except sa.exc.SQLAlchemyError as exc:
             log.warning("shared rate limit unavailable (%s); pacing %s in this process only", exc, key)
             return await self.fallback.reserve(key, interval, burst=burst)
@@ -161,11 +160,20 @@ class PostgresRateLimit:
     async def postpone(self, key: str, seconds: float) -> None:
         """See :meth:`RateLimit.postpone`."""
         try:
-            with self.engine.connect() as conn:
-                conn.execute(_POSTPONE, {"key": key, "seconds": timedelta(seconds=max(seconds, 0.0))})
+            await asyncio.to_thread(self._postpone, key, seconds)
         except sa.exc.SQLAlchemyError as exc:
             log.warning("shared rate limit unavailable (%s); postponing %s in this process only", exc, key)
             await self.fallback.postpone(key, seconds)
+
+    def _reserve(self, params: dict[str, object]) -> float:
+        with self.engine.connect() as conn:
+            wait = float(conn.execute(_RESERVE, params).scalar_one())
+            self._prune(conn)
+        return wait
+
+    def _postpone(self, key: str, seconds: float) -> None:
+        with self.engine.connect() as conn:
+            conn.execute(_POSTPONE, {"key": key, "seconds": timedelta(seconds=max(seconds, 0.0))})
 
     def _prune(self, conn: sa.Connection) -> None:
         # One row per chat ever written to: drop those whose slots are long past, now and then.
