@@ -133,8 +133,13 @@ class PostgresRateLimit:
     def __init__(self, engine: Engine, *, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         if engine.dialect.name != "postgresql":
             raise ValueError(f"PostgresRateLimit needs PostgreSQL, not {engine.dialect.name}")
-        # Each statement commits on its own: holding the key's row lock any longer would stall every caller.
-        self.engine = engine.execution_options(isolation_level="AUTOCOMMIT")
+        # An engine of its own: the store's pings every connection it lends (a second round trip per
+        # reservation) and its pool would be shared with the ledger's transactions. Each statement commits on
+        # its own: holding a key's row lock any longer would stall every caller of that key. A connection
+        # that broke fails one reservation (paced locally, see above) and is replaced.
+        self.engine = sa.create_engine(engine.url, pool_pre_ping=False).execution_options(
+            isolation_level="AUTOCOMMIT"
+        )
         self.sleep = sleep
         self.fallback = LocalRateLimit(sleep=sleep)
         self._since_prune = 0
@@ -164,6 +169,10 @@ class PostgresRateLimit:
         except sa.exc.SQLAlchemyError as exc:
             log.warning("shared rate limit unavailable (%s); postponing %s in this process only", exc, key)
             await self.fallback.postpone(key, seconds)
+
+    def close(self) -> None:
+        """Close this limiter's database connections."""
+        self.engine.dispose()
 
     def _reserve(self, params: dict[str, object]) -> float:
         with self.engine.connect() as conn:

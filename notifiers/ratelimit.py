@@ -10,13 +10,17 @@ Each rule is a key of a :class:`core.rate_limit.RateLimit`, which hands out even
 for one process, or in PostgreSQL so that every worker on the database shares the same slots (the shell
 chooses, ``core.rate_limit.rate_limit_for``). Keys are ``SCOPE`` for the overall rate, ``SCOPE:DEST`` per
 destination and ``SCOPE:DEST#window`` for the window, so adapters of different platforms never share one.
-The overall rate is even spacing (30/s: one message every 35 ms, see HEADROOM), never a burst: a burst leaves the
-event loop one request at a time and reaches the platform late enough to collide with the next second's.
+The overall rate is even spacing (30/s: a message every 35 ms, see HEADROOM), never a burst: a burst
+leaves the event loop one request at a time and reaches the platform late enough to collide with the next
+second's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import math
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from core.rate_limit import LocalRateLimit, RateLimit
@@ -26,9 +30,10 @@ from core.rate_limit import LocalRateLimit, RateLimit
 # followed by punctual ones packs N+1 arrivals into a platform's one-second window. 5% is 50 ms of play
 # per second at any rate, and costs 5% of the throughput.
 HEADROOM = 0.95
-# A message that waited longer than this for the overall rate, after its destination's slot, went out late:
-# the destination's next slot is then counted from the actual send, not from the slot it had reserved.
+# A wait longer than this for a destination's shared slot means another process wrote to it just now.
 LATE = 0.01
+# Destinations whose next local slot is remembered (a shortcut for the parts of one digest); then reset.
+MAX_REMEMBERED = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,32 +55,58 @@ class RateLimiter:
         window_for: Callable[[str], Window | None] = lambda _key: None,
         slots: RateLimit | None = None,
         scope: str = "",
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
-        """``slots``: where the slots live (a fresh in-memory one by default); ``scope``: the keys' prefix."""
+        """``slots``: where the slots live (a fresh in-memory one by default); ``scope``: the keys' prefix;
+        ``clock`` and ``sleep``: this process's own time (tests pass fakes)."""
         self.per_second = per_second
         self.interval = interval
         self.window_for = window_for
         self.slots: RateLimit = slots if slots is not None else LocalRateLimit()
         self.scope = scope
+        # When this process may next write to each destination it wrote to (monotonic clock).
+        self._next_local: dict[str, float] = {}
+        self.clock = clock
+        self.sleep = sleep
 
     async def acquire(self, key: str) -> None:
-        """Wait for a slot for the destination ``key`` under every rule, and take it."""
+        """Wait for a slot for the destination ``key`` under every rule, and take it.
+
+        The order saves round trips to a shared store: a destination's next slot is usually known here
+        (this process sent its previous part), so that wait comes first and costs nothing; then the overall
+        slot, the one that queues; the destination's shared slot is taken last, at the moment of sending,
+        and holds up the send only when another process wrote to the destination just now.
+        """
         destination = f"{self.scope}:{key}"
-        await self.slots.reserve(destination, self.interval)
-        late = 0.0
+        ahead = self._next_local.get(destination, -math.inf) - self.clock()
+        if ahead > 0:
+            await self.sleep(ahead)
         window = self.window_for(key)
         if window is not None and window.count > 0:
             # A window of N in S seconds is a slot every S/N seconds with a burst of N: the first N go out at
             # the destination's own pace, then the window's pace holds.
-            late += await self.slots.reserve(
+            await self.slots.reserve(
                 destination + "#window", window.seconds / window.count, burst=window.count
             )
-        if self.per_second:
-            late += await self.slots.reserve(self.scope, 1.0 / (self.per_second * HEADROOM))
-        if late > LATE and self.interval > 0:
-            # Waiting for the overall rate pushed this send past its destination slot; without this the next
-            # message to the destination could follow it at once (its slot, reserved earlier, has passed).
+        await self._overall()
+        # A wait here means another process wrote to this destination a moment ago: the overall slot passed
+        # meanwhile, so take a new one; if that is late too, the destination's next slot counts from the send.
+        if (
+            await self.slots.reserve(destination, self.interval) > LATE
+            and await self._overall() > LATE
+            and self.interval > 0
+        ):
             await self.slots.postpone(destination, self.interval)
+        if self.interval > 0:
+            self._next_local[destination] = self.clock() + self.interval
+            if len(self._next_local) > MAX_REMEMBERED:
+                self._next_local.clear()  # only a shortcut: the shared slots still hold
+
+    async def _overall(self) -> float:
+        if not self.per_second:
+            return 0.0
+        return await self.slots.reserve(self.scope, 1.0 / (self.per_second * HEADROOM))
 
     async def postpone(self, key: str, seconds: float) -> None:
         """The platform said "retry after": no message to ``key`` before ``seconds`` from now."""

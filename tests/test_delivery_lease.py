@@ -35,7 +35,7 @@ LEASE = timedelta(seconds=1)
 
 async def test_a_long_telegram_digest_renews_its_lease_part_by_part(store: Store) -> None:
     result = follow(store, "telegram:777", "cat:cs.DC", schedule="instant")
-    subscriber_id = result.subscriber.id
+    subscriber_id = result.subscriber.id or 0
     abstract = "A long abstract about asynchronous rollouts. " * 20  # shortened in the digest, still long
     store.save_versions(
         [

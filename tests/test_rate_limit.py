@@ -84,15 +84,17 @@ async def test_local_postpone_holds_even_without_an_interval() -> None:
     assert await limit.reserve("chat", 1.0) == 6.0
 
 
-async def test_rate_limiter_counts_the_chat_from_a_late_send() -> None:
-    """A message that waited for the overall rate after its chat's slot pushes the chat's next slot on."""
+async def test_a_chat_slot_is_taken_when_the_message_leaves() -> None:
+    """A message that waited for the overall rate takes its chat's slot then: the next one is 1 s later."""
     fake = FakeTime(advance=True)
     slots = LocalRateLimit(clock=fake.clock, sleep=fake.sleep)
-    limiter = RateLimiter(per_second=1.0, interval=1.0, slots=slots, scope="t")  # 1/0.95 s apart overall
+    limiter = RateLimiter(
+        per_second=1.0, interval=1.0, slots=slots, scope="t", clock=fake.clock, sleep=fake.sleep
+    )  # overall slots 1/0.95 s apart
     await limiter.acquire("a")  # overall slot 0
     await limiter.acquire("b")  # chat b's slot at 0, the overall one at 1.05: sent 1.05 s late
     assert fake.now == pytest.approx(1 / HEADROOM)
-    # Without the push chat b's next slot would be 1.0 (its reserved slot + 1 s), before this send.
+    # Chat b's slot is taken when it is sent, not before its wait for the overall rate.
     assert await slots.reserve("t:b", 1.0) == pytest.approx(1.0)
 
 
