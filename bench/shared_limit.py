@@ -10,9 +10,13 @@ Run twice: with the shared limiter (``PAPERTRAIL_RATE_LIMIT=shared``, the defaul
 worker reserves its slots in the ``rate_slot`` table), then with ``PAPERTRAIL_RATE_LIMIT=local`` (each
 worker keeps 30/s on its own, as before the shared limiter: N workers send N x 30/s).
 
+``--adapters`` adds the same load through processes that run only the Telegram adapter on the same
+limiter (no ledger): what the limiter achieves when the workers' own costs (a commit per digest on the
+event loop) are out of the way.
+
 Needs PostgreSQL at ``PAPERTRAIL_TEST_POSTGRES_URL`` (default the local ``test`` database).
 
-Usage: python bench/shared_limit.py [--digests 900] [--workers 3] [--only shared,local]
+Usage: python bench/shared_limit.py [--digests 900] [--workers 3] [--only shared,local] [--adapters]
 """
 
 from __future__ import annotations
@@ -174,17 +178,95 @@ def run(mode: str, digests: int, workers: int) -> None:
     )
 
 
+async def _adapter_child(api_url: str, database_url: str, mode: str, first_chat: int, count: int) -> None:
+    """One process sending ``count`` one-item digests through a TelegramNotifier, 20 at a time."""
+    import asyncio
+
+    from core.config import Settings
+    from core.rate_limit import rate_limit_for
+    from core.render import Renderer
+    from core.values import DigestItem
+    from notifiers.telegram import TelegramNotifier
+
+    engine = make_engine(database_url)
+    settings = Settings(telegram_token=TOKEN, telegram_api_url=api_url)
+    notifier = TelegramNotifier(settings, slots=rate_limit_for(engine, shared=mode == "shared"))
+    item = DigestItem("2611.00001", 1, "Asynchronous rollouts", ("Ada",), ("cs.DC",), ("category cs.DC",))
+    message = Renderer().render("telegram", [item], "x")
+    gate = asyncio.Semaphore(20)
+
+    async def one(chat: int) -> None:
+        async with gate:
+            await notifier.send(str(chat), message)
+
+    try:
+        await asyncio.gather(*(one(first_chat + n) for n in range(count)), return_exceptions=True)
+    finally:
+        await notifier.aclose()
+        engine.dispose()
+
+
+def run_adapters(mode: str, digests: int, workers: int) -> None:
+    """The same load through ``workers`` processes that only run the adapter (no ledger, no rendering
+    per digest): what the limiter itself achieves across processes, whatever the workers' other costs."""
+    admin = sa.create_engine(POSTGRES_URL)
+    schema = f"bench_{uuid.uuid4().hex[:10]}"
+    with admin.begin() as conn:
+        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        engine = make_engine(_schema_url(schema))
+        migrate(engine)
+        engine.dispose()
+        share = digests // workers
+
+        def chats(n: int) -> list[str]:
+            return [str(1000 + n * share), str(share)]
+
+        with fake_telegram(TOKEN, max_per_second=LIMIT, chat_interval=1.0) as api:
+            procs = [
+                subprocess.Popen(
+                    [sys.executable, __file__, "--child", api.base_url, _schema_url(schema), mode, *chats(n)],
+                    cwd=ROOT,
+                )
+                for n in range(workers)
+            ]
+            for proc in procs:
+                proc.wait(timeout=1800)
+            accepted = [c.at for c in api.calls if c.method == "sendMessage" and c.status == 200]
+            too_many = api.too_many
+    finally:
+        with admin.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+    span = accepted[-1] - accepted[0] if len(accepted) > 1 else 0.0
+    rate = (len(accepted) - 1) / span if span else 0.0
+    print(
+        f"  {mode:6s} limiter, {workers} adapter processes: {len(accepted):,} accepted in {span:.1f} s: "
+        f"{rate:.2f}/s = {rate / LIMIT:.0%} of {LIMIT}/s; 429s: {too_many:,}"
+    )
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--child"]:
+        import asyncio
+
+        api_url, database_url, mode, first, count = sys.argv[2:7]
+        asyncio.run(_adapter_child(api_url, database_url, mode, int(first), int(count)))
+        return
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--digests", type=int, default=900)
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--only", default="shared,local")
+    parser.add_argument("--adapters", action="store_true", help="also run the adapter-only processes")
     args = parser.parse_args()
     print(f"shared limit: {args.digests:,} due Telegram digests to as many chats, PostgreSQL, fake Bot API")
     for mode in args.only.split(","):
         run(mode, args.digests, args.workers)
+    if args.adapters:
+        for mode in args.only.split(","):
+            run_adapters(mode, args.digests, args.workers)
 
 
 if __name__ == "__main__":
