@@ -74,8 +74,8 @@ class Settings(BaseSettings):
     # Telegram: the bot token from @BotFather, and the Bot API server (a self-hosted one, or a test fake).
     telegram_token: SecretStr | None = None
     telegram_api_url: str = "https://api.telegram.org"
-    # Telegram's published limits: 30 messages/s overall, 1/s per chat, 20/min per group. They apply per
-    # process; with several workers divide telegram_max_per_second between them.
+    # Telegram's published limits: 30 messages/s overall, 1/s per chat, 20/min per group. On PostgreSQL
+    # every worker shares them (PAPERTRAIL_RATE_LIMIT); on SQLite, or with "local", they apply per process.
     telegram_max_per_second: float = 30.0
     telegram_chat_interval: float = 1.0
     telegram_group_per_minute: int = 20
@@ -108,6 +108,9 @@ class Settings(BaseSettings):
     delivery_lease_seconds: float = 300.0
     worker_batch: int = 50
     worker_concurrency: int = 20
+    # "shared": on PostgreSQL the platforms' rate limits are kept for all workers together (table
+    # rate_slot); "local": each process keeps them on its own. SQLite is always local (one sender).
+    rate_limit: str = "shared"
 
     public_url: str = "http://localhost:8080"
     digest_max_items: int = 50
@@ -189,6 +192,13 @@ class Settings(BaseSettings):
     def _known_telegram_mode(cls, value: str) -> str:
         if value.lower() not in ("polling", "webhook"):
             raise ValueError("PAPERTRAIL_TELEGRAM_MODE must be 'polling' or 'webhook'")
+        return value.lower()
+
+    @field_validator("rate_limit")
+    @classmethod
+    def _known_rate_limit(cls, value: str) -> str:
+        if value.lower() not in ("shared", "local"):
+            raise ValueError("PAPERTRAIL_RATE_LIMIT must be 'shared' or 'local'")
         return value.lower()
 
     @field_validator("log_format")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import ClassVar, Protocol
 
 from core.i18n import N_, Phrase, Refusal
@@ -33,6 +35,43 @@ class DeliveryError(Exception):
         self.retryable = retryable
         self.retry_after = retry_after
         self.delivered_parts = delivered_parts
+
+
+class LeaseLost(Exception):
+    """The digest being sent is no longer this worker's: its lease ran out and another worker took it.
+
+    Raised by :func:`part_delivered` between two parts of a split digest. Adapters let it pass (it is not a
+    :class:`DeliveryError`): the parts already sent stay sent, and the digest is the other worker's to finish
+    and record.
+    """
+
+
+# What the ledger runs after each part a platform accepted (core.digests sets it per delivery). A context
+# variable, not a parameter of Notifier.send, so that adapters that never split need not know about it.
+_part_hook: ContextVar[Callable[[int], Awaitable[None]] | None] = ContextVar("part_hook", default=None)
+
+
+async def part_delivered(parts: int) -> None:
+    """Adapters call this after the platform accepted a part of a split digest, before sending the next.
+
+    ``parts`` counts the parts delivered so far, including any the message asked to skip. The ledger renews
+    the digest's lease, so that a long digest sent at a chat's pace is never taken over mid-send, and
+    raises :class:`LeaseLost` when the digest is no longer this worker's: the adapter must then stop.
+    Outside a delivery (tests, the console) it does nothing.
+    """
+    hook = _part_hook.get()
+    if hook is not None:
+        await hook(parts)
+
+
+@contextmanager
+def on_part_delivered(hook: Callable[[int], Awaitable[None]]) -> Iterator[None]:
+    """Run ``hook(parts)`` for every :func:`part_delivered` in this task while the block runs."""
+    token = _part_hook.set(hook)
+    try:
+        yield
+    finally:
+        _part_hook.reset(token)
 
 
 class Notifier(Protocol):

@@ -19,11 +19,18 @@ import dataclasses
 import logging
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from core.delivery import DeliveryError, Notifier, normalise_address, split_address
+from core.delivery import (
+    DeliveryError,
+    LeaseLost,
+    Notifier,
+    normalise_address,
+    on_part_delivered,
+    split_address,
+)
 from core.i18n import translator
 from core.models import Subscriber, SubscriberStatus, utcnow
 from core.newsletters import open_due_issues
@@ -118,7 +125,7 @@ async def send_due_digests(
         claimed: ClaimedDigest, items: list[DigestItem], titles: Mapping[str, str]
     ) -> DigestReport:
         async with gate:
-            return await _deliver(store, notifiers, renderer, claimed, items, policy, titles)
+            return await _deliver(store, notifiers, renderer, claimed, items, policy, titles, worker, clock)
 
     while (
         not (stop and stop.is_set())
@@ -232,9 +239,27 @@ async def _deliver(
     items: list[DigestItem],
     policy: DeliveryPolicy,
     titles: Mapping[str, str],
+    worker: str = "",
+    clock: Callable[[], datetime] = utcnow,
 ) -> DigestReport:
     channel, target = split_address(claimed.address)
     notifier = notifiers.get(channel)
+
+    async def renew(parts: int) -> None:
+        # A split digest goes out at a chat's pace (a 500-item Telegram digest is ~40 messages at 1/s):
+        # each accepted part renews the lease, so it never runs out mid-send and no other worker repeats it.
+        if not store.renew_lease(
+            claimed.digest_id,
+            worker=worker,
+            attempts=claimed.attempts,
+            parts_sent=parts,
+            until=clock() + policy.lease,
+        ):
+            raise LeaseLost(
+                f"digest {claimed.digest_id} is no longer held by {worker} after {parts} parts "
+                "(its lease ran out and another worker took it); stopped sending"
+            )
+
     try:
         if notifier is None:
             raise DeliveryError(f"no notifier for channel {channel!r} in this process", retryable=True)
@@ -249,7 +274,16 @@ async def _deliver(
         )
         if claimed.parts_sent:
             message = dataclasses.replace(message, skip_parts=claimed.parts_sent)
-        result = await notifier.send(target, message)
+        with on_part_delivered(renew):
+            result = await notifier.send(target, message)
+    except LeaseLost as exc:
+        # The digest is another worker's now: leave its row alone (that worker records it), just say so.
+        log.warning(
+            "%s",
+            exc,
+            extra={"subscriber": claimed.address, "digest": claimed.digest_id, "worker": worker},
+        )
+        return DigestReport(claimed.address, len(items), False, str(exc), digest_id=claimed.digest_id)
     except DeliveryError as exc:
         return _record_failure(store, claimed, exc, len(items), policy)
     except Exception as exc:  # an adapter bug must not stop the other deliveries, nor lose the digest

@@ -32,6 +32,7 @@ __all__ = [
     "Paper",
     "PaperIn",
     "QueryMatch",
+    "RateSlot",
     "RunState",
     "SendResult",
     "SourceRun",
@@ -382,3 +383,16 @@ class HttpValidator(SQLModel, table=True):
     etag: str | None = Field(default=None, max_length=512)
     last_modified: str | None = Field(default=None, max_length=128)
     updated_at: datetime = _ts(default_factory=utcnow)
+
+
+class RateSlot(SQLModel, table=True):
+    """The next free send slot of one rate-limited key, shared by every process on the database.
+
+    Written only by ``core.rate_limit.PostgresRateLimit`` (one atomic upsert per reservation); unused on
+    SQLite, where one process sends and the limit is kept in memory.
+    """
+
+    __tablename__ = "rate_slot"
+
+    key: str = Field(primary_key=True, max_length=255)
+    next_at: datetime = _ts()

@@ -303,6 +303,27 @@ class LedgerQueries:
             ).all()
         return [ClaimedDigest(*row) for row in rows]
 
+    def renew_lease(
+        self, digest_id: int, *, worker: str, attempts: int, parts_sent: int, until: datetime
+    ) -> bool:
+        """Extend ``worker``'s claim on a digest it is still sending and record the parts delivered so far.
+
+        Guarded: only the claim ``worker`` made at attempt ``attempts`` is renewed, so a worker whose lease
+        ran out, and whose digest another worker has claimed since, gets False and must stop sending.
+        """
+        with self.session() as session:
+            result = session.execute(
+                sa.update(Digest)
+                .where(
+                    col(Digest.id) == digest_id,
+                    col(Digest.state) == DigestState.SENDING,
+                    col(Digest.worker) == worker,
+                    col(Digest.attempts) == attempts,
+                )
+                .values(lease_until=until, parts_sent=parts_sent)
+            )
+            return _rowcount(result) == 1
+
     def digest_items(self, digest_id: int) -> list[DigestItem]:
         """The items of one digest, with what each revision changed and Hugging Face upvotes."""
         return self.digests_items([digest_id]).get(digest_id, [])

@@ -12,6 +12,7 @@ from typing import TextIO
 
 from core.config import Settings
 from core.delivery import Notifier
+from core.rate_limit import RateLimit
 from notifiers.apprise import AppriseNotifier
 from notifiers.console import ConsoleNotifier
 from notifiers.email import EmailNotifier
@@ -21,15 +22,21 @@ from notifiers.telegram import TelegramNotifier
 from notifiers.webhook import WebhookNotifier
 
 
-def build_notifiers(settings: Settings, *, console: TextIO | None = None) -> dict[str, Notifier]:
-    """Every configured notifier, keyed by channel."""
-    notifiers: list[Notifier] = [ConsoleNotifier(console), SlackWebhookNotifier(settings)]
+def build_notifiers(
+    settings: Settings, *, console: TextIO | None = None, slots: RateLimit | None = None
+) -> dict[str, Notifier]:
+    """Every configured notifier, keyed by channel.
+
+    ``slots``: the send slots the rate-limited adapters (Telegram, Slack) share, built by the shell from
+    the database (``core.rate_limit.rate_limit_for``); None gives each adapter its own, in memory.
+    """
+    notifiers: list[Notifier] = [ConsoleNotifier(console), SlackWebhookNotifier(settings, slots=slots)]
     if settings.smtp_host:
         notifiers.append(EmailNotifier(settings))
     if settings.telegram_token:
-        notifiers.append(TelegramNotifier(settings))
+        notifiers.append(TelegramNotifier(settings, slots=slots))
     if settings.slack_bot_token:
-        notifiers.append(SlackNotifier(settings))
+        notifiers.append(SlackNotifier(settings, slots=slots))
     if settings.secret_key:
         notifiers.append(WebhookNotifier(settings))
     if importlib.util.find_spec("apprise") is not None:

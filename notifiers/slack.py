@@ -24,8 +24,9 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from core.config import Settings
-from core.delivery import DeliveryError, pack_blocks
+from core.delivery import DeliveryError, pack_blocks, part_delivered
 from core.i18n import translator
+from core.rate_limit import RateLimit
 from core.render import PART, escape_mrkdwn
 from core.retry_after import retry_after_seconds as http_retry_after
 from core.values import Message, SendResult
@@ -221,14 +222,17 @@ async def send_parts(
                 if _wait_in_place(exc) and retries < MAX_INLINE_RETRIES:
                     retries += 1
                     log.info("Slack rate limit: waiting %.1f s to resend part %d", exc.retry_after, index + 1)
-                    limiter.postpone(key, exc.retry_after or 0.0)
+                    await limiter.postpone(key, exc.retry_after or 0.0)
                     continue
                 if exc.retry_after is not None:
-                    limiter.postpone(key, exc.retry_after)
+                    await limiter.postpone(key, exc.retry_after)
                 exc.delivered_parts = index
                 raise
             break
         first = first or platform_id
+        if index + 1 < len(payloads):
+            # Renews the digest's lease (the ledger records the last part itself); LeaseLost stops here.
+            await part_delivered(index + 1)
     return first
 
 
@@ -324,11 +328,15 @@ class SlackNotifier:
         *,
         client: AsyncWebClient | None = None,
         limiter: RateLimiter | None = None,
+        slots: RateLimit | None = None,
     ) -> None:
         self.settings = settings
         self._client = client
         self._session: aiohttp.ClientSession | None = None
-        self.limiter = limiter or RateLimiter(interval=settings.slack_channel_interval)
+        # ``slots``: the shell's shared slots (every worker keeps Slack's 1/s per channel together).
+        self.limiter = limiter or RateLimiter(
+            interval=settings.slack_channel_interval, slots=slots, scope="slack"
+        )
 
     async def send(self, address: str, message: Message) -> SendResult:
         """Post the digest to the conversation ``address`` (a C…/G…/D… id, or U… for a DM)."""

@@ -23,6 +23,7 @@ from slack_sdk.webhook.webhook_response import WebhookResponse
 
 from core.config import Settings
 from core.delivery import DeliveryError
+from core.rate_limit import RateLimit
 from core.text_safety import one_line
 from core.values import Message, SendResult
 from notifiers.ratelimit import RateLimiter
@@ -64,11 +65,15 @@ class SlackWebhookNotifier:
         *,
         session: aiohttp.ClientSession | None = None,
         limiter: RateLimiter | None = None,
+        slots: RateLimit | None = None,
     ) -> None:
         self.settings = settings
         self._session = session
         self._owns_session = session is None
-        self.limiter = limiter or RateLimiter(interval=settings.slack_channel_interval)
+        # ``slots``: the shell's shared slots (every worker keeps Slack's 1/s per channel together).
+        self.limiter = limiter or RateLimiter(
+            interval=settings.slack_channel_interval, slots=slots, scope="slack-webhook"
+        )
 
     async def send(self, address: str, message: Message) -> SendResult:
         """Post the digest to the incoming webhook at ``address``."""
@@ -85,8 +90,8 @@ class SlackWebhookNotifier:
                 raise _network_error(exc, address, host) from None
             _check(response, host)
 
-        # The limiter only keeps keys in memory, but a digest of the URL keeps even that free of the secret.
-        key = "slack-webhook:" + hashlib.sha256(address.encode()).hexdigest()[:16]
+        # Keys may be stored (the shared limiter's rate_slot table): a digest of the URL keeps the secret out.
+        key = hashlib.sha256(address.encode()).hexdigest()[:16]
         payloads = build_payloads(message)
         await send_parts(payloads, skip=message.skip_parts, post=post, limiter=self.limiter, key=key)
         # Incoming webhooks return no message id.

@@ -5,8 +5,9 @@ UTF-16 code units per message. Telegram counts the text *after* parsing the mark
 (which is never shorter) keeps every part under the limit. A long digest is split between items with
 :func:`core.delivery.pack_blocks` and sent as several messages to the same chat.
 
-Rate limits (per process): ``PAPERTRAIL_TELEGRAM_MAX_PER_SECOND`` overall, one message per
-``PAPERTRAIL_TELEGRAM_CHAT_INTERVAL`` seconds per chat, ``PAPERTRAIL_TELEGRAM_GROUP_PER_MINUTE`` per group.
+Rate limits: ``PAPERTRAIL_TELEGRAM_MAX_PER_SECOND`` overall, one message per
+``PAPERTRAIL_TELEGRAM_CHAT_INTERVAL`` seconds per chat, ``PAPERTRAIL_TELEGRAM_GROUP_PER_MINUTE`` per group;
+shared by every worker on a PostgreSQL database, per process on SQLite (notifiers/ratelimit.py).
 Every python-telegram-bot error is translated here into one :class:`core.delivery.DeliveryError`.
 """
 
@@ -37,8 +38,9 @@ from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning
 
 from core.config import Settings
-from core.delivery import DeliveryError, pack_blocks
+from core.delivery import DeliveryError, pack_blocks, part_delivered
 from core.i18n import translator
+from core.rate_limit import RateLimit
 from core.values import DigestItem, Message, SendResult
 from notifiers.ratelimit import RateLimiter, Window
 
@@ -209,8 +211,11 @@ class TelegramNotifier:
         *,
         bot: telegram.Bot | None = None,
         limiter: RateLimiter | None = None,
+        slots: RateLimit | None = None,
     ) -> None:
-        """``bot``: a Bot the shell shares (never shut down here); ``limiter``: a shared RateLimiter."""
+        """``bot``: a Bot the shell shares (never shut down here); ``limiter``: a ready RateLimiter;
+        ``slots``: where the limiter keeps its slots (the shell passes the database-backed one, so that
+        every worker shares Telegram's limits; in memory when None)."""
         self.settings = settings
         self._bot = bot
         self._owns_bot = bot is None
@@ -220,12 +225,9 @@ class TelegramNotifier:
             per_second=settings.telegram_max_per_second,
             interval=settings.telegram_chat_interval,
             window_for=self.window_for,
+            slots=slots,
+            scope="telegram",
         )
-        # The limiter lets a whole second's budget go at once; those requests then leave the event loop one
-        # by one and reach Telegram up to ~0.15 s after their slot, late enough to collide with the next
-        # second's burst. Spacing messages evenly (one key, interval 1/rate) keeps arrivals in their slots.
-        per_second = settings.telegram_max_per_second
-        self._pacer = RateLimiter(interval=1.0 / per_second) if per_second > 0 else None
 
     def window_for(self, chat: str) -> Window | None:
         """Telegram's per-group limit: groups, supergroups and channels (negative ids, @channelname)."""
@@ -247,6 +249,9 @@ class TelegramNotifier:
             first_id = first_id or str(sent.message_id)
             if new_chat != chat:
                 chat, moved_to = new_chat, f"telegram:{new_chat}"
+            if index + 1 < len(parts):
+                # Renews the digest's lease (the ledger records the last part itself); LeaseLost stops here.
+                await part_delivered(index + 1)
         return SendResult(platform_id=first_id, parts=len(parts), moved_to=moved_to)
 
     async def aclose(self) -> None:
@@ -300,8 +305,6 @@ class TelegramNotifier:
         retries = 0
         while True:
             await self.limiter.acquire(str(chat))
-            if self._pacer is not None:
-                await self._pacer.acquire("all chats")
             try:
                 sent = await bot.send_message(
                     chat_id=chat,
@@ -313,7 +316,7 @@ class TelegramNotifier:
                 return sent, chat
             except RetryAfter as exc:
                 wait = _retry_seconds(exc)
-                self.limiter.postpone(str(chat), wait)
+                await self.limiter.postpone(str(chat), wait)
                 if wait > MAX_INLINE_WAIT or retries >= MAX_PART_RETRIES:
                     raise self._translate(exc, chat, index) from None
             except ChatMigrated as exc:

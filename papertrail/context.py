@@ -11,6 +11,7 @@ from core.delivery import Notifier
 from core.digests import DeliveryPolicy
 from core.follow_index import FollowIndex
 from core.migrate import migrate
+from core.rate_limit import rate_limit_for
 from core.render import Renderer
 from core.sources import CommunitySource, PagedSource, Source
 from core.store import Store, make_engine
@@ -113,7 +114,10 @@ def build_context(settings: Settings, *, console: TextIO | None = None) -> AppCo
             max_items=settings.digest_max_items,
             secret_key=settings.secret_key.get_secret_value() if settings.secret_key else "",
         ),
-        notifiers=build_notifiers(settings, console=console),
+        # On PostgreSQL the notifiers' rate limits are shared by every process on the database.
+        notifiers=build_notifiers(
+            settings, console=console, slots=rate_limit_for(engine, shared=settings.rate_limit == "shared")
+        ),
         http=http,
         sources=sources,
         community=community,

@@ -1,0 +1,144 @@
+"""A long split digest keeps its lease part by part, and a worker that lost it stops sending.
+
+The first test sends a real multi-part Telegram digest (the adapter against the fake Bot API) at a slow
+chat pace with a lease shorter than the whole send, while a second worker keeps trying to claim: without
+the renewal after each part, the second worker takes the digest mid-send.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import ClassVar
+
+import pytest
+
+from core.config import Settings
+from core.delivery import Notifier, part_delivered
+from core.digests import DeliveryPolicy, send_due_digests
+from core.follows import follow
+from core.models import DigestState, utcnow
+from core.render import Renderer
+from core.service import match_new
+from core.store import Store
+from core.values import Message, PaperIn, SendResult
+from notifiers.telegram import TelegramNotifier
+from tests.fakes.telegram_api import fake_telegram
+from tests.test_ledger import seed
+
+pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
+
+TOKEN = "123456:TEST-secret-token"
+LEASE = timedelta(seconds=1)
+
+
+async def test_a_long_telegram_digest_renews_its_lease_part_by_part(store: Store) -> None:
+    result = follow(store, "telegram:777", "cat:cs.DC", schedule="instant")
+    subscriber_id = result.subscriber.id or 0
+    abstract = "A long abstract about asynchronous rollouts. " * 20  # shortened in the digest, still long
+    store.save_versions(
+        [
+            PaperIn(f"2611.{n:05d}", 1, "Asynchronous rollouts", abstract, ("Ada",), ("cs.DC",))
+            for n in range(50)
+        ]
+    )
+    assert match_new(store) == 50
+    with fake_telegram(TOKEN) as api:
+        # 0.3 s between parts: the digest's parts take seconds, the lease lasts one.
+        settings = Settings(telegram_token=TOKEN, telegram_api_url=api.base_url, telegram_chat_interval=0.3)
+        notifier = TelegramNotifier(settings)
+        sending = asyncio.create_task(
+            send_due_digests(
+                store, {"telegram": notifier}, Renderer(), policy=DeliveryPolicy(lease=LEASE), worker="one"
+            )
+        )
+        taken = []
+        while not sending.done():
+            await asyncio.sleep(0.2)
+            # Another worker looks for digests whose lease ran out, all along the send.
+            taken += store.claim_digests(utcnow(), "two", limit=10, lease=timedelta(minutes=5))
+        (report,) = await sending
+        await notifier.aclose()
+    parts = len(api.sent())
+    assert parts >= 4, "the digest must take several parts for this test to mean anything"
+    assert taken == []
+    assert report.sent
+    (digest,) = store.digests_of(subscriber_id)
+    assert (digest.state, digest.worker, digest.attempts, digest.parts_sent) == (
+        DigestState.SENT,
+        "one",
+        1,
+        parts,
+    )
+
+
+@dataclass
+class PartsNotifier:
+    """Sends ``parts`` parts, reporting each to the ledger; with ``store``, another worker takes the digest
+    while the second part is on its way (what it claimed lands in ``between``)."""
+
+    channel: ClassVar[str] = "console"
+    max_length: ClassVar[int | None] = None
+    parts: int = 4
+    between: list[object] = field(default_factory=list)
+    sent: list[int] = field(default_factory=list)
+    store: Store | None = None
+
+    async def send(self, address: str, message: Message) -> SendResult:
+        for index in range(message.skip_parts, self.parts):
+            self.sent.append(index)
+            if index == 1 and self.store is not None:
+                # While this worker is slow, its lease runs out and another worker takes the digest.
+                self.between += self.store.claim_digests(
+                    utcnow() + timedelta(hours=1), "thief", limit=10, lease=timedelta(hours=2)
+                )
+            if index + 1 < self.parts:
+                await part_delivered(index + 1)
+        return SendResult(platform_id="ok", parts=self.parts)
+
+    async def aclose(self) -> None:
+        pass
+
+
+class Died(BaseException):
+    """A process dying mid-send (not an Exception: the ledger must not get to record anything)."""
+
+
+async def test_progress_is_recorded_with_each_renewal(store: Store) -> None:
+    """A crash mid-send leaves the parts already accepted recorded: the next claim resumes after them."""
+    subscriber_id = seed(store, papers=3)
+    seen: list[int] = []
+
+    class Crashing(PartsNotifier):
+        async def send(self, address: str, message: Message) -> SendResult:
+            for index in range(self.parts):
+                if index == 2:
+                    (digest,) = store.digests_of(subscriber_id)
+                    seen.append(digest.parts_sent)
+                    raise Died  # the process dies: nothing records the attempt
+                await part_delivered(index + 1)
+            raise AssertionError("unreachable")
+
+    notifiers: dict[str, Notifier] = {"console": Crashing()}
+    with pytest.raises(Died):
+        await send_due_digests(store, notifiers, Renderer(), worker="one")
+    assert seen == [2]
+
+
+async def test_a_worker_that_lost_its_lease_stops_sending(store: Store) -> None:
+    subscriber_id = seed(store, papers=3)
+    notifier = PartsNotifier(parts=4, store=store)
+    (report,) = await send_due_digests(store, {"console": notifier}, Renderer(), worker="one")
+    assert len(notifier.between) == 1, "the thief claimed the digest during the second part"
+    # The first part was recorded by its renewal, the second was on its way; nothing after the failed one.
+    assert notifier.sent == [0, 1]
+    assert not report.sent and report.error is not None and "no longer held by one" in report.error
+    # The digest is the thief's now: this worker recorded nothing over its claim.
+    (digest,) = store.digests_of(subscriber_id)
+    assert (digest.state, digest.worker, digest.attempts, digest.parts_sent) == (
+        DigestState.SENDING,
+        "thief",
+        2,
+        1,
+    )
