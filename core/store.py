@@ -37,6 +37,7 @@ from core.models import (
     utcnow,
 )
 from core.store_browse import BrowseQueries
+from core.store_follows import FollowBulkQueries
 from core.store_guides import GuideQueries
 from core.store_ledger import LedgerQueries
 from core.store_newsletters import NewsletterQueries
@@ -173,7 +174,7 @@ def version_to_paper(version: Version) -> PaperIn:
     )
 
 
-class Store(LedgerQueries, NewsletterQueries, BrowseQueries, GuideQueries):
+class Store(LedgerQueries, NewsletterQueries, BrowseQueries, GuideQueries, FollowBulkQueries):
     """The database. Build one per process from an engine and pass it down."""
 
     def __init__(self, engine: Engine) -> None:
