@@ -20,7 +20,7 @@ Pure: no store, no I/O beyond the lines it is given.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any, NamedTuple
 
@@ -136,24 +136,32 @@ def check_lines(lines: Iterable[bytes]) -> FollowsFile:
             checker.take(number, raw)
         except _Refused as exc:
             result.bad.append(BadLine(number, str(exc)))
+    for address in checker.good:
+        known = checker.options[address]
+        result.subscribers[address] = SubscriberOptions(
+            address, *(known[name][0] if name in known else None for name in _SUBSCRIBER_KEYS)
+        )
     return result
 
 
 class _Checker:
-    """The state of one file's check: options seen per address, follows seen, parsed queries."""
+    """The state of one file's check: options seen per address, follows seen, values already checked."""
 
     def __init__(self, result: FollowsFile) -> None:
         self.result = result
         # address -> option -> (value, line that gave it first)
         self.options: dict[str, dict[str, tuple[str, int]]] = {}
+        # Addresses with at least one good line, in file order.
+        self.good: dict[str, None] = {}
         # (address, canonical) -> (revisions, instant, line)
         self.seen: dict[tuple[str, str], tuple[bool, bool, int]] = {}
-        # Query text -> canonical form or the parser's error: a file repeats the same queries for many
-        # subscribers, and parsing is most of the cost of a line.
-        self.queries: dict[str, str | QueryError] = {}
-        self.schedules: dict[str, str] = {}
+        # (key, text as written) -> its checked value or why it is refused. A file repeats addresses (one
+        # per follow), queries (shared by many readers) and options, and parsing a query is most of the
+        # cost of a line.
+        self.checked: dict[tuple[str, str], str | _Refused] = {}
 
     def take(self, number: int, raw: bytes) -> None:
+        """Check one non-blank line and record what it says; raise _Refused saying why it cannot be."""
         if len(raw) > MAX_LINE_BYTES:
             raise _Refused(f"line longer than {MAX_LINE_BYTES:,} bytes")
         try:
@@ -161,18 +169,15 @@ class _Checker:
         except UnicodeDecodeError as exc:
             raise _Refused(f"not UTF-8 (byte {exc.start + 1})") from None
         record = _object(text)
-        address = self.address(_get(record, "address", required=True))
-        query_text = _get(record, "query", required=True).strip()
-        canonical = self.canonical(query_text)
-        given: dict[str, str] = {}
-        if (schedule := _get(record, "schedule")) is not None:
-            given["schedule"] = self.schedule(schedule)
-        if (timezone := _get(record, "timezone")) is not None:
-            given["timezone"] = _timezone(timezone)
-        if (language := _get(record, "language")) is not None:
-            given["language"] = _language(language)
-        revisions = not _flag(record, "new_only")
-        instant = _flag(record, "instant")
+        for required in ("address", "query"):
+            if required not in record:
+                raise _Refused(f"missing key {required!r}")
+        address = self.check("address", record["address"])
+        query_text = record["query"].strip()
+        canonical = self.check("query", query_text)
+        given = {name: self.check(name, record[name]) for name in _SUBSCRIBER_KEYS if name in record}
+        revisions = not record.get("new_only", False)
+        instant = record.get("instant", False)
         # Conflicts last, once the line is known to be good, so only good lines set what later ones meet.
         known = self.options.setdefault(address, {})
         for name, value in given.items():
@@ -192,57 +197,39 @@ class _Checker:
             self.result.follows.append(FollowLine(number, address, query_text, canonical, revisions, instant))
         for name, value in given.items():
             known.setdefault(name, (value, number))
-        self.result.subscribers[address] = SubscriberOptions(
-            address, *(known[name][0] if name in known else None for name in _SUBSCRIBER_KEYS)
-        )
+        self.good[address] = None
 
-    def address(self, text: str) -> str:
-        if len(text) > MAX_ADDRESS_CHARS:
-            raise _Refused(f"address longer than {MAX_ADDRESS_CHARS} characters")
-        try:
-            address = normalise_address(text)
-        except ValueError as exc:
-            raise _Refused(f"invalid address: {exc}") from None
-        if split_address(address)[0] == NEWSLETTER_CHANNEL:
-            # A newsletter's hidden subscriber belongs to its definition, not to a list of follows.
-            raise _Refused("newsletter addresses are defined with `papertrail newsletter create`")
-        return address
-
-    def canonical(self, text: str) -> str:
-        found = self.queries.get(text)
+    def check(self, key: str, text: str) -> str:
+        """``text`` of ``key`` checked by its validator (once per distinct text); _Refused if bad."""
+        found = self.checked.get((key, text))
         if found is None:
             try:
-                found = parse(text).canonical()
-            except QueryError as exc:
+                found = _CHECKS[key](text)
+            except _Refused as exc:
                 found = exc
-            self.queries[text] = found
-        if isinstance(found, QueryError):
-            raise _Refused(f"invalid query: {found}")
+            self.checked[(key, text)] = found
+        if isinstance(found, _Refused):
+            raise _Refused(str(found))  # a new one: re-raising one object would grow its traceback
         return found
 
-    def schedule(self, text: str) -> str:
-        found = self.schedules.get(text)
-        if found is None:
-            try:
-                # The normal spelling, as `papertrail schedule` stores it.
-                found = self.schedules[text] = parse_schedule(text).text
-            except ValueError as exc:
-                raise _Refused(f"invalid schedule: {exc}") from None
-        return found
+
+def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    record = dict(pairs)
+    if len(record) < len(pairs):  # JSON allows a repeated key and keeps the last; a typo more likely
+        names = [key for key, _ in pairs]
+        twice = next(key for key in names if names.count(key) > 1)
+        raise _Refused(f"key {twice!r} given twice")
+    return record
+
+
+# One decoder for every line: json.loads builds a new one per call when given a hook.
+_DECODER = json.JSONDecoder(object_pairs_hook=_no_repeats)
 
 
 def _object(text: str) -> dict[str, Any]:
-    def no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        record: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in record:
-                raise _Refused(f"key {key!r} given twice")
-            record[key] = value
-        return record
-
     try:
         # Stripped: the column of an error in "{... \n" is then on the line, not after its newline.
-        record = json.loads(text.strip(), object_pairs_hook=no_repeats)
+        record = _DECODER.decode(text.strip())
     except json.JSONDecodeError as exc:
         raise _Refused(f"not JSON: {exc.msg} at column {exc.colno}") from None
     if not isinstance(record, dict):
@@ -258,15 +245,32 @@ def _object(text: str) -> dict[str, Any]:
     return record
 
 
-def _get(record: dict[str, Any], key: str, *, required: bool = False) -> Any:
-    value = record.get(key)
-    if value is None and required:
-        raise _Refused(f"missing key {key!r}")
-    return value
+def _address(text: str) -> str:
+    if len(text) > MAX_ADDRESS_CHARS:
+        raise _Refused(f"address longer than {MAX_ADDRESS_CHARS} characters")
+    try:
+        address = normalise_address(text)
+    except ValueError as exc:
+        raise _Refused(f"invalid address: {exc}") from None
+    if split_address(address)[0] == NEWSLETTER_CHANNEL:
+        # A newsletter's hidden subscriber belongs to its definition, not to a list of follows.
+        raise _Refused("newsletter addresses are defined with `papertrail newsletter create`")
+    return address
 
 
-def _flag(record: dict[str, Any], key: str) -> bool:
-    return bool(record.get(key, False))
+def _canonical(text: str) -> str:
+    try:
+        return parse(text).canonical()
+    except QueryError as exc:
+        raise _Refused(f"invalid query: {exc}") from None
+
+
+def _schedule(text: str) -> str:
+    try:
+        # The normal spelling, as `papertrail schedule` stores it.
+        return parse_schedule(text).text
+    except ValueError as exc:
+        raise _Refused(f"invalid schedule: {exc}") from None
 
 
 def _timezone(text: str) -> str:
@@ -282,6 +286,15 @@ def _language(text: str) -> str:
         return check_language(normalize_language(text) or text)
     except ValueError as exc:
         raise _Refused(f"invalid language: {exc}") from None
+
+
+_CHECKS: dict[str, Callable[[str], str]] = {
+    "address": _address,
+    "query": _canonical,
+    "schedule": _schedule,
+    "timezone": _timezone,
+    "language": _language,
+}
 
 
 def export_line(row: ExportedFollow, *, default_schedule: str, default_timezone: str) -> str:
