@@ -300,9 +300,11 @@ def import_follows_command(
             timezone=ctx.settings.default_timezone,
             schedule=ctx.settings.default_schedule,
         )
+        # One redactor for every reason printed (a reason quotes the line's address or query).
+        redactor = redact.SecretRedactor(redact.secrets_of(ctx.settings))
     checked, counts = report.checked, report.counts
     for bad in report.bad[:_BAD_LINES_SHOWN]:
-        err.print(Text(f"{path}:{bad.line}: ", style="bold") + Text(_masked(bad.reason)))
+        err.print(Text(f"{path}:{bad.line}: ", style="bold") + Text(redactor.mask(bad.reason)))
     if len(report.bad) > _BAD_LINES_SHOWN:
         err.print(f"... and {len(report.bad) - _BAD_LINES_SHOWN:,} more invalid lines")
     if counts is None:

@@ -358,3 +358,17 @@ def test_cli_export_import_round_trip_through_stdin_and_stdout(env: Path) -> Non
     assert code == 1 and "no subscriber console:nobody" in err
     code, _, err = invoke("export", "follows", "nobody")
     assert code == 2 and "CHANNEL:TARGET" in err
+
+
+def test_cli_prints_at_most_1000_bad_lines_and_notes_inactive_subscribers(env: Path) -> None:
+    path = env / "many.jsonl"
+    path.write_bytes(jsonl({"address": "console:a", "query": "cat:cs.DC"}, *["{"] * 1005))
+    code, out, err = invoke("import", "follows", str(path), "--skip-invalid")
+    assert code == 0 and f"{path}:1001: not JSON" in err and f"{path}:1002:" not in err
+    assert "... and 5 more invalid lines" in err and "1,005 invalid lines skipped" in out
+    for cli_store in migrated_store(f"sqlite:///{env}/cli.db"):
+        cli_store.update_subscriber(1, status=SubscriberStatus.UNSUBSCRIBED)
+    path.write_bytes(jsonl({"address": "console:a", "query": "cat:cs.OS"}))
+    code, out, _ = invoke("import", "follows", str(path))
+    assert code == 0 and "follows: 1 added" in out
+    assert "note: 1 of these subscribers are paused, unsubscribed or unconfirmed" in out
