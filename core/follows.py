@@ -1,16 +1,24 @@
-"""Managing follows: add (with options), remove by number or text, and try a query before saving it."""
+"""Managing follows: add (with options), remove by number or text, try a query before saving it, and
+import or export them in bulk (the follows file of core.follows_file)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from core.delivery import normalise_address
-from core.models import Follow, Subscriber, utcnow
+from core.follows_file import BadLine, FollowsFile, check_lines, export_line
+from core.models import Follow, Subscriber, SubscriberStatus, utcnow
 from core.query import parse
 from core.reasons import Reason
 from core.schedule import parse_schedule, zone
 from core.store import Store, version_to_paper
+from core.store_follows import ImportCounts
+
+# Who `export follows` writes out: those whose follows are in use (matched, or matched again after
+# `papertrail resume`). Unsubscribed readers and unconfirmed sign-ups are not the operator's to move.
+EXPORTED_STATUSES = (SubscriberStatus.ACTIVE, SubscriberStatus.PAUSED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,3 +116,65 @@ def try_query(store: Store, text: str, *, days: int = 7, now: datetime | None = 
                 TryHit(version.paper_id, version.number, version.title, version.first_seen_at, reasons)
             )
     return hits
+
+
+@dataclass(frozen=True, slots=True)
+class ImportReport:
+    """The outcome of ``import_follows``: the checked file, and what was stored (None: nothing)."""
+
+    checked: FollowsFile
+    counts: ImportCounts | None
+
+    @property
+    def bad(self) -> list[BadLine]:
+        """The refused lines, in file order."""
+        return self.checked.bad
+
+
+def import_follows(
+    store: Store,
+    lines: Iterable[bytes],
+    *,
+    skip_invalid: bool,
+    timezone: str,
+    schedule: str,
+    now: datetime | None = None,
+) -> ImportReport:
+    """Check every line of a follows file, then store the follows in one transaction.
+
+    With a bad line nothing is stored unless ``skip_invalid``, when the good lines are. ``timezone`` and
+    ``schedule`` are for subscribers created without them (the settings' defaults, as for ``follow``).
+    Importing the same file again changes nothing.
+    """
+    checked = check_lines(lines)
+    if (checked.bad and not skip_invalid) or not checked.follows:
+        return ImportReport(checked, None)
+    counts = store.import_follows(
+        checked.subscribers.values(),
+        checked.follows,
+        timezone=timezone,
+        schedule=schedule,
+        now=now or utcnow(),
+    )
+    return ImportReport(checked, counts)
+
+
+def export_follows(store: Store, address: str | None, *, timezone: str, schedule: str) -> Iterator[str]:
+    """The follows file (lines without newlines) of every active and paused subscriber, or of ``address``.
+
+    Ordered by address, then by follow number; options equal to the defaults ``timezone`` and
+    ``schedule`` are left out, so importing the lines into an empty store gives the same follows.
+    Raises ValueError for a malformed address and LookupError for one that has nothing to export.
+    """
+    if address is not None:
+        address = normalise_address(address)
+        subscriber = store.get_subscriber(address)
+        if subscriber is None:
+            raise LookupError(f"no subscriber {address}")
+        if subscriber.status not in EXPORTED_STATUSES:
+            raise LookupError(
+                f"{address} is {subscriber.status}: only active and paused subscribers are exported"
+            )
+    # Checked above, read lazily below: a generator body would raise the LookupError only when iterated.
+    rows = store.export_rows(EXPORTED_STATUSES, address)
+    return (export_line(row, default_schedule=schedule, default_timezone=timezone) for row in rows)

@@ -40,6 +40,7 @@ from core.models import (
 from core.reasons import Reason
 from core.store_browse import BrowseQueries
 from core.store_fanout import FAN_OUT_VERSIONS, ReasonsJson, fan_out, pending_versions
+from core.store_follows import FollowBulkQueries
 from core.store_guides import GuideQueries
 from core.store_ledger import LedgerQueries
 from core.store_newsletters import NewsletterQueries
@@ -170,7 +171,7 @@ def version_to_paper(version: Version) -> PaperIn:
     )
 
 
-class Store(LedgerQueries, NewsletterQueries, BrowseQueries, GuideQueries):
+class Store(LedgerQueries, NewsletterQueries, BrowseQueries, GuideQueries, FollowBulkQueries):
     """The database. Build one per process from an engine and pass it down."""
 
     def __init__(self, engine: Engine) -> None:

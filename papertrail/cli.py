@@ -20,8 +20,9 @@ from rich.text import Text
 from core.config import Settings
 from core.delivery import DeliveryError, normalise_address
 from core.digests import DigestReport, resume, send_due_digests
+from core.follows import export_follows, import_follows, try_query, unfollow
 from core.follows import follow as add_follow
-from core.follows import try_query, unfollow
+from core.follows_file import read_lines
 from core.guide_service import GuideReport, make_guides, make_reader_guides
 from core.i18n import LANGUAGES, normalize_language
 from core.models import Follow, utcnow
@@ -268,6 +269,100 @@ def _language_option(value: str | None) -> str | None:
 def _options(row: Follow) -> str:
     flags = [flag for flag, on in (("new papers only", not row.revisions), ("instant", row.instant)) if on]
     return f"  [{', '.join(flags)}]" if flags else ""
+
+
+import_app = typer.Typer(help="Bulk operator paths: load follows from a file.", no_args_is_help=True)
+app.add_typer(import_app, name="import")
+export_app = typer.Typer(help="Bulk operator paths: write follows to a file.", no_args_is_help=True)
+app.add_typer(export_app, name="export")
+# Refused lines printed at most: a broken 100,000-line file must not bury the summary (the count is whole).
+_BAD_LINES_SHOWN = 1000
+
+
+@import_app.command("follows")
+def import_follows_command(
+    path: Annotated[
+        Path,
+        typer.Argument(
+            metavar="FILE.jsonl", help='One {"address": ..., "query": ...} per line; - for stdin.'
+        ),
+    ],
+    skip_invalid: Annotated[
+        bool, typer.Option("--skip-invalid", help="Import the good lines even when some are invalid.")
+    ] = False,
+) -> None:
+    """Add follows in bulk, like `follow` for each line; every line is checked first, and importing the
+    same file again changes nothing. Keys: address, query, schedule, timezone, language, new_only, instant.
+    """
+    if str(path) != "-" and not path.is_file():
+        raise _fail(f"{path} is not a file", 2)
+    with _context() as ctx, sys.stdin.buffer if str(path) == "-" else path.open("rb") as stream:
+        report = import_follows(
+            ctx.store,
+            read_lines(stream),
+            skip_invalid=skip_invalid,
+            timezone=ctx.settings.default_timezone,
+            schedule=ctx.settings.default_schedule,
+        )
+        # One redactor for every reason printed (a reason quotes the line's address or query).
+        redactor = redact.SecretRedactor(redact.secrets_of(ctx.settings))
+    checked, counts = report.checked, report.counts
+    for bad in report.bad[:_BAD_LINES_SHOWN]:
+        err.print(Text(f"{path}:{bad.line}: ", style="bold") + Text(redactor.mask(bad.reason)))
+    if len(report.bad) > _BAD_LINES_SHOWN:
+        err.print(f"... and {len(report.bad) - _BAD_LINES_SHOWN:,} more invalid lines")
+    if counts is None:
+        if report.bad:
+            hint = "" if skip_invalid else "; fix them, or import the good lines with --skip-invalid"
+            raise _fail(f"{len(report.bad):,} of {checked.lines:,} lines invalid; nothing imported{hint}", 2)
+        out.print(f"{path}: no follows to import")
+        return
+    out.print(
+        f"{path}: {checked.lines:,} lines; follows: {counts.follows_added:,} added, "
+        f"{counts.follows_updated:,} updated, {counts.follows_unchanged:,} unchanged; "
+        f"subscribers: {counts.subscribers_created:,} created, {counts.subscribers_updated:,} updated"
+        + (f"; {checked.duplicates:,} duplicate lines" if checked.duplicates else "")
+        + (f"; {len(report.bad):,} invalid lines skipped" if report.bad else "")
+    )
+    if counts.inactive:
+        out.print(
+            f"note: {counts.inactive:,} of these subscribers are paused, unsubscribed or unconfirmed; "
+            "their follows are stored but not matched until they are active"
+        )
+
+
+@export_app.command("follows")
+def export_follows_command(
+    address: Annotated[str | None, typer.Argument(help="Only this subscriber's follows.")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")
+    ] = None,
+) -> None:
+    """Write the follows of active and paused subscribers as JSON Lines, the input of `import follows`."""
+    with _context() as ctx:
+        try:
+            lines = export_follows(
+                ctx.store,
+                address,
+                timezone=ctx.settings.default_timezone,
+                schedule=ctx.settings.default_schedule,
+            )
+        except (LookupError, ValueError) as exc:
+            raise _fail(_explain(exc), 2 if isinstance(exc, ValueError) else 1) from exc
+        if output is None:
+            # Plain writes, not the rich console: the lines are data and must come out byte for byte.
+            for line in lines:
+                sys.stdout.write(line + "\n")
+            return
+        # Written beside the target and renamed: an interrupted export never leaves half a file behind.
+        partial = output.with_name(output.name + ".partial")
+        count = 0
+        with partial.open("w", encoding="utf-8") as file:
+            for line in lines:
+                file.write(line + "\n")
+                count += 1
+        partial.replace(output)
+    out.print(f"{count:,} follows written to {output}")
 
 
 @app.command(name="unfollow")
