@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Sequence
+
 import tantivy
 
 from core.query import And, Author, Category, Node, Not, Or, PaperId, Query, Words

@@ -320,6 +320,30 @@ def given_compatible(query: tuple[str, ...], author: tuple[str, ...]) -> bool:
       side starts with a full name: ``("lee",)`` fits ``("a", "lee")`` (A. Lee Swindlehurst, who goes by
       Lee) and ``("david",)`` fits ``("c-j", "david")`` (C.-J. David Lin).
     """
+    # The common case first, without the search below: the query's names, none hyphenated, each equal to or
+    # an initial of the author's name at the same place. That is the search's first path (one name to one
+    # name, to the end of the query), taken before any other, so the answer is the same, at a fraction of
+    # the cost; a matcher asks this for every author query that a paper's author could fit.
+    if len(query) <= len(author):
+        for q_name, a_name in zip(query, author, strict=False):  # the author may have more
+            if "-" in q_name or "-" in a_name or not _initial_compatible(q_name, a_name):
+                break
+        else:
+            return True
+        # And the common failure: two different full first names, neither hyphenated nor a prefix of the
+        # other ("wei", "wen"). Every way the search could pair them needs equal names, an initial, a
+        # hyphen, one name spelling the start of the other, or initials to skip; none applies.
+    if query and author:
+        q_first, a_first = query[0], author[0]
+        if (
+            len(q_first) > 1
+            and len(a_first) > 1
+            and "-" not in q_first
+            and "-" not in a_first
+            and not q_first.startswith(a_first)
+            and not a_first.startswith(q_first)
+        ):
+            return False
     q, q_ends = _parts(query)
     a, a_ends = _parts(author)
     failed: set[tuple[int, int]] = set()
