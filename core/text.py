@@ -415,6 +415,28 @@ def _leading_initials(parts: tuple[str, ...], ends: tuple[int, ...]) -> bool:
     return 0 < first < len(parts) and all(len(p) == 1 for p in parts[:first]) and len(parts[first]) > 1
 
 
+def given_letters(given: tuple[str, ...]) -> frozenset[str] | None:
+    """Letters of which a query's and an author's given names share one whenever they are compatible.
+
+    The first letter of the first given name, and, when that name is initials only and a full name follows
+    (``("a", "lee")``, ``("c-j", "david")``), the first letter of that full name too. None for no given
+    names (a bare surname fits any author of that surname, and an author without given names fits only a
+    query without them). Every way :func:`given_compatible` can pair the first names keeps their first
+    letter (equal names, an initial, one initial for a hyphenated name, a name written in one piece for
+    several parts) except skipping leading initials, which pairs the other side's first name with the
+    name after them; so ``given_compatible(q, a)`` implies that the letters of ``q`` and of ``a`` meet. The
+    same holds for the given names :func:`name_matches` compares, which start as the author's do. A matcher
+    files author queries under these letters to evaluate only those an author of the paper could fit.
+    """
+    parts, ends = _parts(given)
+    if not parts or not all(parts):
+        return None
+    letters = {parts[0][0]}
+    if _leading_initials(parts, ends):
+        letters.add(parts[ends[0]][0])
+    return frozenset(letters)
+
+
 def name_matches(query: NameKey, author: NameKey) -> bool:
     """True if the query name ``query`` denotes the author ``author`` (both from :func:`name_key`).
 
