@@ -132,16 +132,15 @@ class _Clause(NamedTuple):
 class _Filed:
     """What one atom triggers when it holds for a paper, by the shape of the query.
 
-    The common shapes get their own table, so that the hot loop needs no interpreter for them: the atom
-    alone, ``atom AND NOT other``, an OR of atoms, ``atom AND partner``; then any other clause, with or
-    without a partner, and programs of any other shape.
+    The common shapes get their own table, so that the hot loop needs no interpreter for them (the query
+    that is the atom alone is in ``Matcher._own`` instead): ``atom AND NOT other``, an OR of atoms,
+    ``atom AND partner``; then any other clause, with or without a partner, and programs of any other
+    shape.
     """
 
-    __slots__ = ("anyof", "clauses", "leads", "own", "paired", "pairs", "programs", "solo")
+    __slots__ = ("anyof", "clauses", "leads", "paired", "pairs", "programs", "solo")
 
     def __init__(self) -> None:
-        self.own = -1
-        """The slot of the query that is this atom alone, or -1."""
         self.solo: dict[int, tuple[int, int]] = {}
         """Slot -> (other, forbidden), -1 for none, for queries that hold with this atom's reasons unless
         ``other`` or ``forbidden`` holds: ``atom AND NOT forbidden``, and ``(other OR atom)``, maybe
@@ -162,13 +161,11 @@ class _Filed:
 
     def __bool__(self) -> bool:
         tables = (self.solo, self.leads, self.anyof, self.pairs, self.clauses, self.paired)
-        return self.own >= 0 or any(tables) or bool(self.programs)
+        return any(tables) or bool(self.programs)
 
     def place(self, atom: int, slot: int, program: Program, shared: bool, *, add: bool) -> None:
         """File (``add``) or unfile ``slot``, whose compiled query is ``program``, under this atom."""
-        if isinstance(program, int):
-            self.own = slot if add else -1
-            return
+        assert not isinstance(program, int), "single-atom queries are in Matcher._own"
         clause = _clause(program, shared)
         if clause is None:
             _place(self.programs, slot, (program, shared), add)
@@ -227,6 +224,7 @@ class Matcher:
         self._unanchored: dict[int, Node] = {}
 
         # Triggers: what each atom sets off when it holds, and the slots evaluated for every paper.
+        self._own: dict[int, int] = {}  # atom -> the slot of the query that is that atom alone
         self._filed: dict[int, _Filed] = {}
         self._always: dict[int, Program] = {}
 
@@ -315,6 +313,9 @@ class Matcher:
         if trigger is None:
             self._always[slot] = program
             return slot
+        if isinstance(program, int):
+            self._own[program] = slot
+            return slot
         for atom in trigger:
             filed = self._filed.get(atom)
             if filed is None:
@@ -329,6 +330,8 @@ class Matcher:
         program, trigger = self._programs[slot], self._triggers[slot]
         if trigger is None:
             del self._always[slot]
+        elif isinstance(program, int):
+            del self._own[program]
         else:
             for atom in trigger:
                 filed = self._filed[atom]
@@ -453,13 +456,18 @@ class Matcher:
         candidates = 0
         table = self._filed
         snapshots, snapshot = self._snapshots, self._snapshot
-        for atom, atom_reasons in held.items():
-            filed = table.get(atom)
-            if filed is None:
-                continue
-            if filed.own >= 0:
-                candidates += 1
-                groups.append((snapshots[filed.own] or snapshot(filed.own), atom_reasons))
+        # Single-term queries, the most common kind, produced in one comprehension.
+        own = self._own
+        found_own = [
+            (snapshots[slot] or snapshot(slot), held[atom])
+            for atom in own.keys() & held_atoms
+            for slot in (own[atom],)
+        ]
+        candidates += len(found_own)
+        groups += found_own
+        for atom in table.keys() & held_atoms:
+            filed = table[atom]
+            atom_reasons = held[atom]
             solo = filed.solo
             if solo:
                 candidates += len(solo)
