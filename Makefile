@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint typecheck pytest bench bench-match bench-deliver demo clean
+.PHONY: run test lint typecheck pytest bench bench-match bench-peers bench-deliver demo clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,11 @@ bench: $(VENV)/.installed-dev
 
 bench-match: $(VENV)/.installed-dev
 	$(BIN)/python bench/match.py
+
+# The matcher against tantivy and SQLite FTS5 (bench/peers.py); tantivy comes with the `bench` extra.
+bench-peers: $(VENV)/.installed-dev
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	$(BIN)/python bench/match.py --peers
 
 bench-deliver: $(VENV)/.installed-dev
 	$(BIN)/python bench/deliver.py

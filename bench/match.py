@@ -36,13 +36,19 @@ With ``--cold``, one more row: the largest size again, with the smallest size's 
 the rest (the same shapes and categories, but words and surnames that occur in no paper, as most real
 keywords and authors on a given day): what the index costs when follows grow but matches do not.
 
+With ``--peers``, it compares instead ``Matcher.match_groups`` with two search engines matching the same
+distinct follows against the same day (``bench/peers.py``: tantivy and SQLite FTS5, one query per distinct
+follow over an index of the day), in interleaved rounds, by CPU time: ``pip install 'papertrail[bench]'``.
+
 Usage: python bench/match.py [--sizes 10000,100000,1000000] [--repeat 3] [--cold]
+       python bench/match.py --peers [--sizes 10000,100000] [--repeat 5]
 """
 
 from __future__ import annotations
 
 import argparse
 import bisect
+import functools
 import gc
 import itertools
 import random
@@ -54,6 +60,7 @@ import tracemalloc
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -64,6 +71,8 @@ from core.text import words  # noqa: E402
 from core.values import PaperIn  # noqa: E402
 from ingest.arxiv_rss_parse import parse_feed  # noqa: E402
 
+_Q = TypeVar("_Q")
+SIZES = "10000,100000,1000000"
 FEED = ROOT / "tests" / "corpus" / "arxiv-rss" / "aioarxiv_rss_mock_feed.xml"
 
 # Function words nobody follows on their own; they still occur inside phrases taken from titles.
@@ -250,7 +259,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--sizes", default="10000,100000,1000000", help="comma-separated follow counts")
+    parser.add_argument("--sizes", default=SIZES, help="comma-separated follow counts")
     parser.add_argument("--repeat", type=int, default=3, help="runs per timing (median reported)")
     parser.add_argument(
         "--plain-budget",
@@ -263,7 +272,16 @@ def main() -> None:
         action="store_true",
         help="also the largest size with only the smallest size's follows hot, the others cold",
     )
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="compare match_groups with tantivy and SQLite FTS5 in rounds (sizes default 10000,100000)",
+    )
     args = parser.parse_args()
+    if args.peers:
+        sizes = sorted(int(s) for s in args.sizes.split(",")) if args.sizes != SIZES else [10_000, 100_000]
+        peers(sizes, max(args.repeat, 5) if args.repeat == 3 else args.repeat)
+        return
     sizes = sorted(int(s) for s in args.sizes.split(","))
 
     papers = parse_feed(FEED.read_bytes()).items
@@ -365,6 +383,87 @@ def measure(
         flush=True,
     )
     return row
+
+
+def _each_query(match: Callable[[_Q], object], queries: list[_Q]) -> None:
+    """Run every compiled query of a peer, keeping no result."""
+    for q in queries:
+        match(q)
+
+
+def peers(sizes: list[int], rounds: int) -> None:
+    """``match_groups`` against tantivy and FTS5 on the hot mix of each size: CPU seconds for the day.
+
+    Each engine answers for the same distinct follows: the matcher by matching every version of the day
+    against its index of follows, a peer by running one query per distinct follow against its index of the
+    day. Building the indexes (the matcher's of follows, the peers' of papers and their compiled queries) is
+    not timed, as neither is redone per day by a long-lived process; FTS5 parses its MATCH text per query,
+    which is part of its time. The three run in turn, in a rotating order, ``rounds`` times; each time is
+    the CPU time of this process, so tantivy's own threads count too.
+    """
+    from bench.peers import Fts5, Tantivy
+
+    papers = parse_feed(FEED.read_bytes()).items
+    paper_texts = [PaperText.of(p) for p in papers]
+    texts = generate(papers, sizes[-1])
+    parsed = {t: parse(t) for t in dict.fromkeys(texts)}
+    start = time.process_time()
+    tantivy_day, fts_day = Tantivy(papers), Fts5(papers)
+    built = time.process_time() - start
+    print(f"{len(papers):,} versions; tantivy and FTS5 indexes of the day built in {built:.2f} s CPU")
+    lines = [
+        "| follows | distinct queries | match_groups | tantivy | FTS5 | match_groups / tantivy "
+        "| match_groups / FTS5 | (query, paper) pairs: PaperTrail, tantivy, FTS5, in all three |",
+        "|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for n in sizes:
+        follows = [(i, parsed[t]) for i, t in enumerate(texts[:n], start=1)]
+        matcher = Matcher(follows)
+        distinct = list(dict.fromkeys(q for _, q in follows))
+        compiled_tantivy = [tantivy_day.compile(q) for q in distinct]
+        compiled_fts = [fts_day.compile(q) for q in distinct]
+
+        runs: dict[str, Callable[[], object]] = {
+            "match_groups": functools.partial(each, matcher.match_groups, paper_texts),
+            "tantivy": functools.partial(_each_query, tantivy_day.match, compiled_tantivy),
+            "fts5": functools.partial(_each_query, fts_day.match, compiled_fts),
+        }
+        times: dict[str, list[float]] = {name: [] for name in runs}
+        names = list(runs)
+        for r in range(rounds):
+            for name in names[r % 3 :] + names[: r % 3]:
+                gc.collect()
+                times[name].append(cpu(runs[name]))
+        ratios = {
+            peer: statistics.median(m / p for m, p in zip(times["match_groups"], times[peer], strict=True))
+            for peer in ("tantivy", "fts5")
+        }
+        medians = {name: statistics.median(ts) for name, ts in times.items()}
+
+        # What each engine matched, as (distinct query, paper) pairs, to show how far the semantics agree.
+        first_query = {fid: q for fid, q in follows}
+        ours = {
+            (first_query[ids[0]], k) for k, t in enumerate(paper_texts) for ids, _ in matcher.match_groups(t)
+        }
+        theirs_t = {
+            (q, k) for q, c in zip(distinct, compiled_tantivy, strict=True) for k in tantivy_day.match(c)
+        }
+        theirs_f = {(q, k) for q, c in zip(distinct, compiled_fts, strict=True) for k in fts_day.match(c)}
+        common = len(ours & theirs_t & theirs_f)
+        print(
+            f"{n:>9,} follows, {len(distinct):,} distinct: "
+            + ", ".join(f"{name} {' '.join(f'{t:.2f}' for t in ts)}" for name, ts in times.items())
+            + f"; match_groups/tantivy {ratios['tantivy']:.2f}, match_groups/fts5 {ratios['fts5']:.2f}"
+            + f"; pairs {len(ours):,} / {len(theirs_t):,} / {len(theirs_f):,}, {common:,} in all",
+            flush=True,
+        )
+        lines.append(
+            f"| {n:,} | {len(distinct):,} | {medians['match_groups']:.2f} s | {medians['tantivy']:.2f} s "
+            f"| {medians['fts5']:.2f} s | {ratios['tantivy']:.2f} × | {ratios['fts5']:.2f} × "
+            f"| {len(ours):,}, {len(theirs_t):,}, {len(theirs_f):,}; {common:,} |"
+        )
+    print()
+    print("\n".join(lines))
 
 
 def table(rows: list[tuple[str, dict[str, float]]], versions: int) -> str:

@@ -35,6 +35,7 @@ from typing import NamedTuple, TypeVar
 
 from core.query import And, Author, Key, Node, Not, Or, PaperText, Query, Words
 from core.reasons import Reason
+from core.text import given_letters
 from core.values import PaperIn
 
 Reasons = tuple[Reason, ...]
@@ -58,45 +59,59 @@ class _Probes:
 
     Each shortcut only skips evaluations that would fail, or gives what the evaluation would give:
 
-    * ``words``: single-word ``Words`` terms, decided by a lookup (see :func:`_term_lookup`): the atom holds
-      with ``in_title`` when the word is a term of the title, else with ``in_abstract`` when it is one of
-      the abstract (None: that field is not searched). Two-word phrases are looked up the same way, among
-      the paper's pairs of consecutive terms, in ``Matcher._phrase_pairs``;
+    * single-word ``Words`` terms are decided by a lookup (see :func:`_term_lookup`): an atom holds with
+      its title reasons when the key's word is a term of the title, else with its abstract reasons when
+      it is one of the abstract (a field the term does not search has no reasons). So that a paper adds
+      all of a word's atoms at once (``dict.update``), they are kept by outcome: ``in_title`` (the atoms
+      that search the title), ``in_abstract`` (those that search the abstract) and ``abstract_only`` (those
+      that search only the abstract, for a word in both fields). Two-word phrases are looked up the same
+      way, among the paper's pairs of consecutive terms, in ``Matcher._phrase_pairs``;
     * ``phrases``: ``node.evaluate``, called only when all ``required`` keys (the phrase's terms) are the
       paper's: a phrase occurs only where each of its terms does (``Words.anchors`` relies on it too);
-    * ``nodes``: ``node.evaluate`` for every other leaf (categories, authors, ids). An author query with
-      given names is evaluated only when one of its given names starts with a letter that starts a given
-      name of a paper author with that surname (``initials``; None: always evaluated): however the name
-      rules pair given names (``core.text.given_compatible``: equal, initial, hyphenated or run-together
-      parts, a leading initial skipped), the paired names share their first letter. The whole table of
-      ``tests/test_names.py`` goes through the index in ``tests/test_match.py`` to hold this true.
+    * ``by_letter``: author queries whose every reading has given names, filed under the surname key and
+      then under the letters of :func:`core.text.given_letters` (letter -> atom -> (node, filed under
+      more than one letter)). A paper evaluates only those filed under a letter of one of its authors with
+      that surname: the name rules never pair given names whose letters do not meet. The whole table of
+      ``tests/test_names.py`` goes through the index in ``tests/test_match.py`` to hold this true;
+    * ``nodes``: ``node.evaluate`` for every other leaf (categories, ids, bare surnames).
     """
 
-    __slots__ = ("nodes", "phrases", "words")
+    __slots__ = ("abstract_only", "by_letter", "in_abstract", "in_title", "nodes", "phrases")
 
     def __init__(self) -> None:
-        self.words: dict[int, tuple[str, Reasons | None, Reasons | None]] = {}
+        self.in_title: dict[int, Reasons] = {}
+        self.in_abstract: dict[int, Reasons] = {}
+        self.abstract_only: dict[int, Reasons] = {}
         self.phrases: dict[int, tuple[Node, frozenset[Key]]] = {}
-        self.nodes: dict[int, tuple[Node, frozenset[str] | None]] = {}
+        self.by_letter: dict[str, dict[int, tuple[Node, bool]]] = {}
+        self.nodes: dict[int, Node] = {}
 
     def __bool__(self) -> bool:
-        return bool(self.words or self.phrases or self.nodes)
+        return bool(self.in_title or self.in_abstract or self.phrases or self.by_letter or self.nodes)
 
     def place(self, atom: int, node: Node, lookup: _Lookup | None, *, add: bool) -> None:
         """File (``add``) or unfile ``atom``, whose leaf is ``node`` and whose term lookup is ``lookup``."""
         if not add:
-            for table in (self.words, self.phrases, self.nodes):
+            for table in (self.in_title, self.in_abstract, self.abstract_only, self.phrases, self.nodes):
                 table.pop(atom, None)
+            for letter in [letter for letter, atoms in self.by_letter.items() if atom in atoms]:
+                _unfile(self.by_letter, letter, atom)
             return
         if lookup is not None:
-            (word,), in_title, in_abstract = lookup
-            self.words[atom] = (word, in_title, in_abstract)
+            _, title_reasons, abstract_reasons = lookup
+            if title_reasons is not None:
+                self.in_title[atom] = title_reasons
+            if abstract_reasons is not None:
+                self.in_abstract[atom] = abstract_reasons
+                if title_reasons is None:
+                    self.abstract_only[atom] = abstract_reasons
         elif type(node) is Words:
             self.phrases[atom] = (node, frozenset(("w", w) for w in node.words))
-        elif type(node) is Author and all(given for _, given in node.readings):
-            self.nodes[atom] = (node, frozenset(_initials(given for _, given in node.readings)))
+        elif type(node) is Author and (letters := _author_letters(node)) is not None:
+            for letter in letters:
+                self.by_letter.setdefault(letter, {})[atom] = (node, len(letters) > 1)
         else:
-            self.nodes[atom] = (node, None)
+            self.nodes[atom] = node
 
 
 class _Clause(NamedTuple):
@@ -118,16 +133,15 @@ class _Clause(NamedTuple):
 class _Filed:
     """What one atom triggers when it holds for a paper, by the shape of the query.
 
-    The common shapes get their own table, so that the hot loop needs no interpreter for them: the atom
-    alone, ``atom AND NOT other``, an OR of atoms, ``atom AND partner``; then any other clause, with or
-    without a partner, and programs of any other shape.
+    The common shapes get their own table, so that the hot loop needs no interpreter for them (the query
+    that is the atom alone is in ``Matcher._own`` instead): ``atom AND NOT other``, an OR of atoms,
+    ``atom AND partner``; then any other clause, with or without a partner, and programs of any other
+    shape.
     """
 
-    __slots__ = ("anyof", "clauses", "leads", "own", "paired", "pairs", "programs", "solo")
+    __slots__ = ("anyof", "clauses", "leads", "paired", "pairs", "programs", "solo")
 
     def __init__(self) -> None:
-        self.own = -1
-        """The slot of the query that is this atom alone, or -1."""
         self.solo: dict[int, tuple[int, int]] = {}
         """Slot -> (other, forbidden), -1 for none, for queries that hold with this atom's reasons unless
         ``other`` or ``forbidden`` holds: ``atom AND NOT forbidden``, and ``(other OR atom)``, maybe
@@ -148,13 +162,11 @@ class _Filed:
 
     def __bool__(self) -> bool:
         tables = (self.solo, self.leads, self.anyof, self.pairs, self.clauses, self.paired)
-        return self.own >= 0 or any(tables) or bool(self.programs)
+        return any(tables) or bool(self.programs)
 
     def place(self, atom: int, slot: int, program: Program, shared: bool, *, add: bool) -> None:
         """File (``add``) or unfile ``slot``, whose compiled query is ``program``, under this atom."""
-        if isinstance(program, int):
-            self.own = slot if add else -1
-            return
+        assert not isinstance(program, int), "single-atom queries are in Matcher._own"
         clause = _clause(program, shared)
         if clause is None:
             _place(self.programs, slot, (program, shared), add)
@@ -213,6 +225,7 @@ class Matcher:
         self._unanchored: dict[int, Node] = {}
 
         # Triggers: what each atom sets off when it holds, and the slots evaluated for every paper.
+        self._own: dict[int, int] = {}  # atom -> the slot of the query that is that atom alone
         self._filed: dict[int, _Filed] = {}
         self._always: dict[int, Program] = {}
 
@@ -301,6 +314,9 @@ class Matcher:
         if trigger is None:
             self._always[slot] = program
             return slot
+        if isinstance(program, int):
+            self._own[program] = slot
+            return slot
         for atom in trigger:
             filed = self._filed.get(atom)
             if filed is None:
@@ -315,6 +331,8 @@ class Matcher:
         program, trigger = self._programs[slot], self._triggers[slot]
         if trigger is None:
             del self._always[slot]
+        elif isinstance(program, int):
+            del self._own[program]
         else:
             for atom in trigger:
                 filed = self._filed[atom]
@@ -432,19 +450,25 @@ class Matcher:
         """
         text = paper if isinstance(paper, PaperText) else PaperText.of(paper)
         held = self._held_atoms(text)
+        held_atoms = held.keys()
         get = held.get
         groups: list[Group] = []
         seen: set[int] = set()  # slots filed under several atoms, already looked at for this paper
         candidates = 0
         table = self._filed
         snapshots, snapshot = self._snapshots, self._snapshot
-        for atom, atom_reasons in held.items():
-            filed = table.get(atom)
-            if filed is None:
-                continue
-            if filed.own >= 0:
-                candidates += 1
-                groups.append((snapshots[filed.own] or snapshot(filed.own), atom_reasons))
+        # Single-term queries, the most common kind, produced in one comprehension.
+        own = self._own
+        found_own = [
+            (snapshots[slot] or snapshot(slot), held[atom])
+            for atom in own.keys() & held_atoms
+            for slot in (own[atom],)
+        ]
+        candidates += len(found_own)
+        groups += found_own
+        for atom in table.keys() & held_atoms:
+            filed = table[atom]
+            atom_reasons = held[atom]
             solo = filed.solo
             if solo:
                 candidates += len(solo)
@@ -482,36 +506,18 @@ class Matcher:
                     groups.append((snapshots[slot] or snapshot(slot), _dedupe(reasons)))
             pairs = filed.pairs
             if pairs:
-                # Look up the smaller side: a popular atom (cat:cs.LG) may pair with thousands of words.
-                if len(pairs) <= len(held):
-                    for partner, slots in pairs.items():
-                        partner_reasons = get(partner)
-                        if partner_reasons is not None:
-                            candidates += len(slots)
-                            groups += _pair_groups(
-                                slots, atom_reasons, partner_reasons, held, snapshots, snapshot
-                            )
-                else:
-                    for partner, partner_reasons in held.items():
-                        found_slots = pairs.get(partner)
-                        if found_slots is not None:
-                            candidates += len(found_slots)
-                            groups += _pair_groups(
-                                found_slots, atom_reasons, partner_reasons, held, snapshots, snapshot
-                            )
+                # The partners that hold: a set intersection, which runs in C over the smaller side (a
+                # popular atom such as cat:cs.LG pairs with thousands of words; a paper holds a few hundred).
+                for partner in pairs.keys() & held_atoms:
+                    slots = pairs[partner]
+                    candidates += len(slots)
+                    groups += _pair_groups(slots, atom_reasons, held[partner], held, snapshots, snapshot)
             if filed.clauses:
                 candidates += self._visit(filed.clauses, held, seen, groups)
             paired = filed.paired
             if paired:
-                if len(paired) <= len(held):
-                    for partner, clauses in paired.items():
-                        if partner in held:
-                            candidates += self._visit(clauses, held, seen, groups)
-                else:
-                    for partner in held:
-                        partnered = paired.get(partner)
-                        if partnered is not None:
-                            candidates += self._visit(partnered, held, seen, groups)
+                for partner in paired.keys() & held_atoms:
+                    candidates += self._visit(paired[partner], held, seen, groups)
             for slot, (program, shared) in filed.programs.items():
                 if shared:
                     if slot in seen:
@@ -616,30 +622,46 @@ class Matcher:
         table = self._probes
         keys = text.keys
         in_title, in_abstract = text.title_positions, text.abstract_positions
-        # The initials of the given names of the paper's authors, by surname: a few authors, a few letters.
-        initials_of = {
-            surname: frozenset(_initials(key[1] for _, key in authors))
-            for surname, authors in text.authors_by_surname.items()
-        }
+        authors_by_surname = text.authors_by_surname
         probed = 0
-        for key in keys:
-            probes = table.get(key)
-            if probes is None:
-                continue
-            for atom, (word, title_reasons, abstract_reasons) in probes.words.items():
-                if title_reasons is not None and word in in_title:
-                    held[atom] = title_reasons
-                elif abstract_reasons is not None and word in in_abstract:
-                    held[atom] = abstract_reasons
-            for atom, (node, required) in probes.phrases.items():
-                if required <= keys:
-                    probed += 1
-                    reasons = node.evaluate(text)
-                    if reasons is not None:
-                        held[atom] = _dedupe(reasons)
-            for atom, (node, initials) in probes.nodes.items():
-                if initials is not None and initials.isdisjoint(initials_of.get(key[1], ())):
-                    continue
+        # The paper's keys that have atoms: a set intersection in C, over the smaller side.
+        for key in table.keys() & keys:
+            probes = table[key]
+            if probes.in_title or probes.in_abstract:
+                word = key[1]
+                # A word's atoms are added in bulk; abstract reasons first, so that title ones win.
+                if word in in_title:
+                    if word in in_abstract and probes.abstract_only:
+                        held.update(probes.abstract_only)
+                    held.update(probes.in_title)
+                elif word in in_abstract:
+                    held.update(probes.in_abstract)
+            if probes.phrases:
+                for atom, (node, required) in probes.phrases.items():
+                    if required <= keys:
+                        probed += 1
+                        reasons = node.evaluate(text)
+                        if reasons is not None:
+                            held[atom] = _dedupe(reasons)
+            by_letter = probes.by_letter
+            if by_letter:
+                letters: set[str] = set()
+                for _, name in authors_by_surname.get(key[1], ()):
+                    found = given_letters(name[1])
+                    if found is not None:
+                        letters |= found
+                tried: set[int] = set()  # atoms filed under several letters, evaluated once
+                for letter in letters & by_letter.keys():
+                    for atom, (node, several) in by_letter[letter].items():
+                        if several:
+                            if atom in tried:
+                                continue
+                            tried.add(atom)
+                        probed += 1
+                        reasons = node.evaluate(text)
+                        if reasons is not None:
+                            held[atom] = _dedupe(reasons)
+            for atom, node in probes.nodes.items():
                 probed += 1
                 reasons = node.evaluate(text)
                 if reasons is not None:
@@ -677,9 +699,15 @@ def _term_lookup(node: Words) -> _Lookup | None:
     return terms, in_title, in_abstract
 
 
-def _initials(names: Iterable[tuple[str, ...]]) -> set[str]:
-    """The first letters of all given names and of their hyphenated parts (``("jia-ning",)`` -> j, n)."""
-    return {part[0] for given in names for name in given for part in name.split("-") if part}
+def _author_letters(node: Author) -> frozenset[str] | None:
+    """The letters (``core.text.given_letters``) of every reading of ``node``; None if one has none."""
+    letters: set[str] = set()
+    for _, given in node.readings:
+        found = given_letters(given)
+        if found is None:
+            return None
+        letters |= found
+    return frozenset(letters)
 
 
 @lru_cache(maxsize=4096)  # the variants of one word (word, ti:word, abs:word) try the same papers

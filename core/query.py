@@ -487,6 +487,19 @@ class Query:
     """A parsed follow. Equal queries have equal canonical forms."""
 
     root: Node
+    _hash: int = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # The matcher keys its slots by Query: hash the tree once, not on every lookup (a dataclass's hash
+        # walks the whole tree each time). Set through object because the class is frozen.
+        object.__setattr__(self, "_hash", hash(self.root))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[Query], tuple[Node]]:
+        # Rebuilt from the tree alone: string hashes differ between processes, so a stored hash would not do.
+        return (Query, (self.root,))
 
     def canonical(self) -> str:
         """The normal form: folded words, explicit ``AND``/``OR``/``NOT``, arXiv-style categories.

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
+from core import follow_index
 from core.follow_index import FollowIndex
+from core.query import Query, parse
 from core.store import StoredFollow
 from core.values import PaperIn
 
@@ -39,3 +43,19 @@ def test_a_stored_query_that_no_longer_parses_is_skipped_once() -> None:
     assert index.sync([stored(1, "cat:cs.DC"), stored(2, "ti:(")]) == (1, 0)
     assert index.sync([stored(1, "cat:cs.DC"), stored(2, "ti:(")]) == (0, 0)
     assert [fid for fid, _ in index.matcher.match(PAPER)] == [1]
+
+
+def test_each_distinct_text_is_parsed_once_per_sync(monkeypatch: pytest.MonkeyPatch) -> None:
+    parsed: list[str] = []
+
+    def counting_parse(text: str) -> Query:
+        parsed.append(text)
+        return parse(text)
+
+    monkeypatch.setattr(follow_index, "parse", counting_parse)
+    index = FollowIndex()
+    follows = [stored(1, "cat:cs.DC"), stored(2, "au:Xu"), stored(3, "cat:cs.DC"), stored(4, "ti:(")]
+    assert index.sync([*follows, stored(5, "ti:(")]) == (3, 0)
+    assert sorted(parsed) == ["au:Xu", "cat:cs.DC", "ti:("]
+    assert [fid for fid, _ in index.matcher.match(PAPER)] == [1, 2, 3]
+    assert index.matcher.distinct_queries == 2

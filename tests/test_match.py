@@ -14,7 +14,9 @@ import pytest
 from core.match import Matcher
 from core.query import PaperText, Query, parse
 from core.tex import decode_tex
+from core.text import given_compatible, given_letters, name_key
 from core.values import PaperIn
+from ingest.arxiv_rss_parse import parse_feed
 from tests.conftest import BIG_FEED as FEED
 from tests.test_names import NAME_PAIRS
 
@@ -425,3 +427,23 @@ def test_the_index_agrees_with_the_name_rules_on_every_pair(query: str, stored: 
     found = parsed.evaluate(p)
     assert (found is not None) is expected
     assert Matcher([(1, parsed), (2, parse("au:Nobody"))]).match(p) == ([(1, found)] if found else [])
+
+
+def test_given_letters_meet_whenever_the_name_rules_pair_given_names() -> None:
+    """The filing of author queries by letter (``core.text.given_letters``) on every given-name pairing of
+    the names table and of the recorded day's authors with one another's initials and names."""
+    day = [name_key(author)[1] for p in parse_feed(FEED.read_bytes()).items for author in p.authors]
+    table = [(name_key(q)[1], name_key(decode_tex(s))[1]) for q, s, _, _ in NAME_PAIRS]
+    variants = [
+        pair
+        for author in dict.fromkeys(day)
+        for given in (author, tuple(name[:1] for name in author), author[1:], ("-".join(author),))
+        for pair in ((given, author), (author, given))
+    ]
+    for query, author in table + variants:
+        if given_compatible(query, author):
+            query_letters, author_letters = given_letters(query), given_letters(author)
+            assert query_letters is None or author_letters is None or query_letters & author_letters, (
+                query,
+                author,
+            )
