@@ -760,8 +760,8 @@ def summary_table(cases: Sequence[Case]) -> str:
             failed = next(
                 (f"{s.stage}: {_error(s)}" for s in case.stages if s.error), case.error or "not run"
             )
-            peak = f"{max(s.peak_rss_mib for s in case.stages):,.0f}" if case.stages else ""
-            lines.append(f"{head}| | | **{failed}** | | | | | | | {peak} |")
+            peak_cell = f"{max(s.peak_rss_mib for s in case.stages):,.0f}" if case.stages else ""
+            lines.append(f"{head}| | | **{failed}** | | | | | | | {peak_cell} |")
             continue
         versions = ingest.rows["versions"]
         per_version = match.wall_s / versions
