@@ -77,11 +77,17 @@ class FeedServer:
 
 
 @contextmanager
-def feed_server(*replies: Reply, etag: str | None = None) -> Iterator[FeedServer]:
-    """Start a FeedServer on an ephemeral loopback port; ``server.url`` is its base URL."""
+def feed_server(*replies: Reply, etag: str | None = None, keep_alive: bool = False) -> Iterator[FeedServer]:
+    """Start a FeedServer on an ephemeral loopback port; ``server.url`` is its base URL.
+
+    ``keep_alive``: answer as HTTP/1.1 and keep the connection open after each reply, as arXiv's servers do
+    (the client then holds a pooled connection until it is closed).
+    """
     state = FeedServer(list(replies), etag=etag)
 
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+
         def do_GET(self) -> None:
             reply = state.next_reply(dict(self.headers.items()), self.path)
             self.send_response(reply.status)

@@ -188,3 +188,15 @@ def test_unconfigured_channel_waits_worker_and_webhook_secret(
     again = invoke("webhook-secret", "https://hooks.example.org/x")[1]
     other = invoke("webhook-secret", "https://hooks.example.org/y")[1]
     assert code == 0 and len(out.strip()) == 64 and out == again and out != other
+
+
+def test_ingest_exits_0_against_a_keep_alive_server(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 14: the pooled keep-alive connection is closed in the loop that opened it, not a second one."""
+    with feed_server(Reply(200, BIG_FEED.read_bytes()), keep_alive=True) as server:
+        monkeypatch.setenv("PAPERTRAIL_ARXIV_RSS_URL", server.url)
+        code, out, err = invoke("ingest")
+        assert code == 0, err
+        assert "1504 items" in out and "Event loop is closed" not in err
+        # A command whose async work closes its own clients also exits 0 with the keep-alive pool open.
+        code, _, err = invoke("digest", "--now")
+        assert code == 0, err
