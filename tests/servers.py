@@ -106,6 +106,54 @@ def feed_server(*replies: Reply, etag: str | None = None, keep_alive: bool = Fal
         yield state
 
 
+@dataclass
+class StreamServer:
+    """What a ``stream_server`` sent: the body bytes written before the client went away, and requests."""
+
+    url: str = ""
+    sent: int = 0
+    requests: int = 0
+
+
+@contextmanager
+def stream_server(
+    chunk: bytes, count: int, *, interval: float = 0.0, content_length: int | None = None
+) -> Iterator[StreamServer]:
+    """A server whose 200 body is ``chunk`` written ``count`` times, ``interval`` seconds apart.
+
+    For hostile-server tests: a trickle (one byte, a long pause) or a huge body. Without ``content_length``
+    the body ends when the connection closes (HTTP/1.0). ``sent`` counts what reached the socket, so a test
+    can tell that the client stopped reading early.
+    """
+    state = StreamServer()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            state.requests += 1
+            self.send_response(200)
+            self.send_header("Content-Type", "application/rss+xml")
+            if content_length is not None:
+                self.send_header("Content-Length", str(content_length))
+            self.end_headers()
+            try:
+                for _ in range(count):
+                    self.wfile.write(chunk)
+                    self.wfile.flush()
+                    state.sent += len(chunk)
+                    if interval:
+                        time.sleep(interval)
+            except OSError:
+                pass  # the client gave up (the point of the test)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    state.url = f"http://127.0.0.1:{server.server_address[1]}/rss/"
+    with serving(server):
+        yield state
+
+
 @contextmanager
 def serving(server: HTTPServer, poll_interval: float = 0.05) -> Iterator[HTTPServer]:
     """Run ``server`` in a daemon thread until the block ends, then shut it down and close its socket.

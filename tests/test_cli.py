@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from papertrail.cli import app
 from tests.conftest import BIG_FEED
-from tests.servers import Reply, feed_server, free_port
+from tests.servers import Reply, feed_server, free_port, stream_server
 
 runner = CliRunner()
 
@@ -200,3 +200,25 @@ def test_ingest_exits_0_against_a_keep_alive_server(env: Path, monkeypatch: pyte
         # A command whose async work closes its own clients also exits 0 with the keep-alive pool open.
         code, _, err = invoke("digest", "--now")
         assert code == 0, err
+
+
+def test_ingest_past_the_deadline_fails_the_run(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 14: a trickling server fails the run (state error, the setting named), not holds it."""
+    monkeypatch.setenv("PAPERTRAIL_HTTP_DEADLINE", "1")
+    with stream_server(b"x", 300, interval=0.1, content_length=300) as server:
+        monkeypatch.setenv("PAPERTRAIL_ARXIV_RSS_URL", server.url)
+        code, _, err = invoke("ingest")
+    assert code == 1 and "PAPERTRAIL_HTTP_DEADLINE" in err
+    source = json.loads(invoke("status", "--json")[1])["sources"][0]
+    assert source["last_run"] == "error" and "1 s deadline" in source["error"]
+
+
+def test_ingest_over_the_size_cap_fails_the_run(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PAPERTRAIL_HTTP_MAX_BYTES", "1000000")
+    with stream_server(b"<item>" + b"x" * 65530, 400) as server:  # 25 MiB, length unannounced
+        monkeypatch.setenv("PAPERTRAIL_ARXIV_RSS_URL", server.url)
+        code, _, err = invoke("ingest")
+    assert code == 1 and "PAPERTRAIL_HTTP_MAX_BYTES" in err
+    assert server.sent < 20 * 1024 * 1024
+    source = json.loads(invoke("status", "--json")[1])["sources"][0]
+    assert source["last_run"] == "error" and "1,000,000-byte cap" in source["error"]
