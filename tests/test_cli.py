@@ -222,3 +222,24 @@ def test_ingest_over_the_size_cap_fails_the_run(env: Path, monkeypatch: pytest.M
     assert server.sent < 20 * 1024 * 1024
     source = json.loads(invoke("status", "--json")[1])["sources"][0]
     assert source["last_run"] == "error" and "1,000,000-byte cap" in source["error"]
+
+
+def test_ingest_keeps_the_day_despite_one_invalid_utf8_byte(
+    env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 14: one bad byte in one title no longer refuses the 1,504 papers; the run's note says so."""
+    title = b"<title>Equivalent of Non-Trivial Riemann Zeros"
+    broken = BIG_FEED.read_bytes().replace(title, b"<title>Equivalent of Non-\xc3Trivial Riemann Zeros")
+    with feed_server(Reply(200, broken)) as server:
+        monkeypatch.setenv("PAPERTRAIL_ARXIV_RSS_URL", server.url)
+        code, out, err = invoke("ingest")
+    assert code == 0, err
+    assert "1504 items, 933 new papers, 571 revisions, 0 already known" in out  # as the clean feed
+    assert "note: 1 item had invalid UTF-8 (item 2 (oai:arXiv.org:" in out
+    from sqlalchemy import create_engine, text
+
+    with create_engine(f"sqlite:///{env}").connect() as conn:
+        note = conn.execute(text("SELECT note FROM source_run ORDER BY id DESC LIMIT 1")).scalar_one()
+        titles = conn.execute(text("SELECT count(*) FROM version WHERE title LIKE '%Non-\ufffdTrivial%'"))
+        assert titles.scalar_one() == 1
+    assert note.startswith("1 item had invalid UTF-8") and "replaced by U+FFFD" in note
