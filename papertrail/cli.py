@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 from pydantic import ValidationError
@@ -75,8 +76,22 @@ def _settings() -> Settings:
     return settings
 
 
+T = TypeVar("T")
+# The event loop of the command being run (set by _context). The HTTP client's pooled keep-alive
+# connections, the chat clients and the notifiers belong to the loop that opened them: closing them in a
+# second asyncio.run() would touch a closed loop ("Event loop is closed", exit 1 after a good run).
+_RUNNER: ContextVar[asyncio.Runner | None] = ContextVar("papertrail_cli_runner", default=None)
+
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` in the current command's one event loop (a fresh one outside ``_context``)."""
+    runner = _RUNNER.get()
+    return runner.run(coro) if runner is not None else asyncio.run(coro)
+
+
 @contextmanager
 def _context() -> Iterator[AppContext]:
+    """The app context of one command, with one event loop for all its async work, closing included."""
     settings = _settings()
     try:
         ctx = build_context(settings)
@@ -84,10 +99,15 @@ def _context() -> Iterator[AppContext]:
         from core.config import mask_url_password
 
         raise _fail(f"cannot open database {mask_url_password(settings.database_url)}: {exc}") from exc
-    try:
-        yield ctx
-    finally:
-        asyncio.run(ctx.aclose())
+    with asyncio.Runner() as runner:
+        token = _RUNNER.set(runner)
+        try:
+            yield ctx
+        finally:
+            try:
+                runner.run(ctx.aclose())
+            finally:
+                _RUNNER.reset(token)
 
 
 @app.callback()
@@ -173,14 +193,14 @@ def ingest(
     with _context() as ctx:
         if source == "arxiv-api":
             assert ctx.api is not None
-            report = asyncio.run(complete_papers(ctx.store, ctx.api))
+            report = _run(complete_papers(ctx.store, ctx.api))
         elif source in ctx.paged:
             novelty = Novelty.HISTORY if history else Novelty.GAP
-            report = asyncio.run(ingest_paged(ctx.store, ctx.paged[source], since=from_date, novelty=novelty))
+            report = _run(ingest_paged(ctx.store, ctx.paged[source], since=from_date, novelty=novelty))
         elif source in ctx.community:
-            report = asyncio.run(ingest_community(ctx.store, ctx.community[source], wanted))
+            report = _run(ingest_community(ctx.store, ctx.community[source], wanted))
         else:
-            report = asyncio.run(ingest_once(ctx.store, ctx.sources[source]))
+            report = _run(ingest_once(ctx.store, ctx.sources[source]))
     if report.error:
         raise _fail(f"{source}: {report.error}")
     # A one-shot command leaves the ledger complete: what matched reaches each follower's Match rows now
@@ -471,7 +491,7 @@ def subscribe(
                 await ctx.close_notifiers()
 
         try:
-            sent = asyncio.run(send())
+            sent = _run(send())
         except DeliveryError as exc:
             raise _fail(f"the confirmation mail was not sent: {exc}; run the command again later") from exc
     who = outcome.subscriber.address
@@ -600,7 +620,7 @@ def digest(
                 await ctx.close_notifiers()
 
         try:
-            reports = asyncio.run(deliver())
+            reports = _run(deliver())
         except ValueError as exc:
             raise _fail(str(exc), 2) from exc
     failed = 0
@@ -636,7 +656,7 @@ def worker(
                 await ctx.close_notifiers()
             out.print(f"worker finished: {totals.sent} digests sent, {totals.failed} failed attempts")
 
-        asyncio.run(main())
+        _run(main())
 
 
 @app.command()
@@ -672,7 +692,7 @@ def guides(
                 return await make_reader_guides(ctx.store, model, ctx.settings, now=now)
             return [await make_guides(ctx.store, model, ctx.settings, language=language, now=now)]
 
-        reports = asyncio.run(main())
+        reports = _run(main())
     for report in reports:
         out.print(
             f"{report.language}: {report.made} guides made, {len(report.failures)} failed"
