@@ -49,10 +49,11 @@ class SecretRedactor(logging.Filter):
 
     def mask(self, text: str) -> str:
         """``text`` with every secret and bot token replaced by ``********``, URL credentials masked."""
-        text = mask_text(_BOT_TOKEN.sub(f"/bot{MASK}", text))
+        text = _BOT_TOKEN.sub(f"/bot{MASK}", text)
         for secret in self.secrets:
             text = text.replace(secret, MASK)
-        return text
+        # Configured secrets first, so that they read as ``********`` wherever they sit in a URL.
+        return mask_text(text)
 
 
 def secrets_of(settings: Settings) -> list[str]:
