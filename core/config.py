@@ -34,6 +34,7 @@ SECRET_FIELDS = frozenset(
         "slack_signing_secret",
         "telegram_webhook_secret",
         "llm_api_key",
+        "metrics_token",
     }
 )
 
@@ -118,6 +119,9 @@ class Settings(BaseSettings):
     # The web server of `papertrail run` (status page, health, metrics, unsubscribe, bot webhooks).
     web_host: str = "127.0.0.1"
     web_port: int = 8080
+    # When set, /metrics answers only requests with "Authorization: Bearer <token>" (401 otherwise): its
+    # numbers (subscribers, follows, queue) are the operator's, not the public's.
+    metrics_token: SecretStr | None = None
     # "text" (human-readable lines) or "json" (one object per line, for log collectors).
     log_format: str = "text"
 

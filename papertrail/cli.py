@@ -26,6 +26,7 @@ from core.follows import follow as add_follow
 from core.follows_file import read_lines
 from core.guide_service import GuideReport, make_guides, make_reader_guides
 from core.i18n import LANGUAGES, normalize_language
+from core.masking import mask_address, mask_text
 from core.models import Follow, utcnow
 from core.query import QueryError
 from core.service import complete_papers, ingest_community, ingest_once, ingest_paged
@@ -271,9 +272,11 @@ def follow(
             ctx.store.update_subscriber(result.subscriber.id or 0, language=chosen)
     who = result.subscriber
     if result.subscriber_created:
-        out.print(f"new subscriber {who.address} (schedule {who.schedule}, timezone {who.timezone})")
+        out.print(
+            f"new subscriber {mask_address(who.address)} (schedule {who.schedule}, timezone {who.timezone})"
+        )
     verb = {"added": "now follows", "updated": "updated", "unchanged": "already follows"}[result.outcome]
-    out.print(f"{who.address} {verb}: {result.follow.query}{_options(result.follow)}")
+    out.print(f"{mask_address(who.address)} {verb}: {result.follow.query}{_options(result.follow)}")
 
 
 def _language_option(value: str | None) -> str | None:
@@ -413,8 +416,9 @@ def follows(address: Annotated[str, typer.Argument(help="The subscriber address.
             raise _fail(f"no subscriber {address}; add a follow with: papertrail follow {address} QUERY", 1)
         rows = ctx.store.follows_of(subscriber.id)
     out.print(
-        f"{subscriber.address} · {subscriber.status} · schedule {subscriber.schedule} ({subscriber.timezone})"
-        + (f" · paused because: {subscriber.status_reason}" if subscriber.status_reason else "")
+        f"{mask_address(subscriber.address)} · {subscriber.status} · "
+        f"schedule {subscriber.schedule} ({subscriber.timezone})"
+        + (f" · paused because: {mask_text(subscriber.status_reason)}" if subscriber.status_reason else "")
     )
     for number, row in enumerate(rows, 1):
         out.print(f"{number:>3}. {row.query}{_options(row)}")
@@ -448,7 +452,7 @@ def schedule(
         if timezone:
             fields["timezone"] = timezone
         updated = ctx.store.update_subscriber(subscriber.id, **fields)
-    out.print(f"{updated.address}: schedule {updated.schedule} ({updated.timezone})")
+    out.print(f"{mask_address(updated.address)}: schedule {updated.schedule} ({updated.timezone})")
 
 
 @app.command()
@@ -597,7 +601,7 @@ def resume_command(address: Annotated[str, typer.Argument(help="The subscriber a
             subscriber = resume(ctx.store, address)
         except (LookupError, ValueError) as exc:
             raise _fail(_explain(exc), 2) from exc
-    out.print(f"{subscriber.address} is active again")
+    out.print(f"{mask_address(subscriber.address)} is active again")
 
 
 @app.command()
@@ -626,11 +630,13 @@ def digest(
     failed = 0
     for report in reports:
         if report.sent:
-            out.print(f"sent {report.items} item(s) to {report.address}")
+            out.print(f"sent {report.items} item(s) to {mask_address(report.address)}")
         else:
             failed += 1
             state = "paused" if report.paused else "dead-lettered" if report.dead else "will retry"
-            err.print(f"not sent to {report.address} ({state}): {report.error}")
+            err.print(
+                f"not sent to {mask_address(report.address)} ({state}): {mask_text(report.error or '')}"
+            )
     if not reports:
         out.print("no digests due" if not now else "nothing pending")
     if failed:
@@ -763,7 +769,12 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
                     for channel, (count, hint) in waiting.items()
                 },
                 "dead": [
-                    {"digest": d.id, "address": address, "attempts": d.attempts, "error": d.error}
+                    {
+                        "digest": d.id,
+                        "address": mask_address(address),
+                        "attempts": d.attempts,
+                        "error": mask_text(d.error or ""),
+                    }
                     for d, address in dead
                 ],
             },
@@ -800,7 +811,8 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
         err.print(f"{count} matches wait for the {channel} channel, which is not configured: {hint}")
     for digest, address in dead:
         err.print(
-            f"dead digest {digest.id} to {address} after {digest.attempts} attempts: {digest.error} "
+            f"dead digest {digest.id} to {mask_address(address)} after {digest.attempts} attempts: "
+            f"{mask_text(digest.error or '')} "
             "(`papertrail retry` re-queues it)"
         )
     table = Table("source", "state", "last check", "last success", "last new version", "lag", "why")
