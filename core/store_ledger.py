@@ -200,10 +200,13 @@ class LedgerQueries:
                 ],
             )
             digest_ids = list(opened.scalars())
-            # Each match goes to the new digest of its subscriber, guarded by "digest_id IS NULL".
+            # Each match goes to the new digest of its subscriber, guarded by "digest_id IS NULL". That is
+            # the subscriber's newest digest: it was just inserted, the subscriber is locked, and one with
+            # an open digest was left out above. (An "id IN (the batch's ids)" here would be evaluated per
+            # match row: measured 100 µs a row on SQLite, against 5 µs for this index look-up.)
             holder = (
-                sa.select(col(Digest.id))
-                .where(col(Digest.subscriber_id) == col(Match.subscriber_id), col(Digest.id).in_(digest_ids))
+                sa.select(sa.func.max(col(Digest.id)))
+                .where(col(Digest.subscriber_id) == col(Match.subscriber_id))
                 .scalar_subquery()
             )
             scheduled = [plan.subscriber_id for plan in chosen if not plan.instant_only]
@@ -211,7 +214,10 @@ class LedgerQueries:
                 sa.update(Match)
                 .where(
                     col(Match.subscriber_id).in_([plan.subscriber_id for plan in chosen]),
-                    col(Match.digest_id).is_(None),
+                    # "+ 0" keeps the database off the digest_id index here: SQLite otherwise walks every
+                    # unassigned match of everyone (a day's hundreds of thousands) for each page of 1,000
+                    # subscribers, instead of their own rows through the (subscriber, version) index.
+                    (col(Match.digest_id) + 0).is_(None),
                     sa.or_(col(Match.instant).is_(True), col(Match.subscriber_id).in_(scheduled)),
                 )
                 .values(digest_id=holder)

@@ -279,7 +279,11 @@ class NewsletterQueries:
             # The same guard as any digest: a match joins at most one issue, whoever plans.
             session.execute(
                 sa.update(Match)
-                .where(col(Match.subscriber_id) == newsletter.subscriber_id, col(Match.digest_id).is_(None))
+                # "+ 0": through the (subscriber, version) index, not every unassigned match (see
+                # LedgerQueries.open_digests).
+                .where(
+                    col(Match.subscriber_id) == newsletter.subscriber_id, (col(Match.digest_id) + 0).is_(None)
+                )
                 .values(digest_id=issue_id)
             )
             rows = session.execute(
