@@ -34,6 +34,7 @@ SECRET_FIELDS = frozenset(
         "slack_signing_secret",
         "telegram_webhook_secret",
         "llm_api_key",
+        "metrics_token",
     }
 )
 
@@ -118,12 +119,20 @@ class Settings(BaseSettings):
     # The web server of `papertrail run` (status page, health, metrics, unsubscribe, bot webhooks).
     web_host: str = "127.0.0.1"
     web_port: int = 8080
+    # When set, /metrics answers only requests with "Authorization: Bearer <token>" (401 otherwise): its
+    # numbers (subscribers, follows, queue) are the operator's, not the public's.
+    metrics_token: SecretStr | None = None
     # "text" (human-readable lines) or "json" (one object per line, for log collectors).
     log_format: str = "text"
 
     # Polite HTTP: who we are, and how long we wait.
     contact_email: str = "papertrail-operator@example.org"
     http_timeout: float = 30.0
+    # Seconds one whole request may take, body included (the timeout above bounds each read only, so a
+    # server trickling a byte a second would never trip it), and the largest response body in bytes,
+    # enforced while it downloads. arXiv's largest daily feed is about 2.8 MB.
+    http_deadline: float = 300.0
+    http_max_bytes: int = 64 * 1024 * 1024
     # Seconds between two requests to any *.arxiv.org host (arXiv asks robots for 3 s).
     arxiv_min_interval: float = 3.0
     # Extra attempts after a failed request, the first back-off in seconds (doubling), and the longest
@@ -227,6 +236,20 @@ class Settings(BaseSettings):
     def _concurrency_positive(cls, value: int) -> int:
         if value < 1:
             raise ValueError("PAPERTRAIL_LLM_CONCURRENCY must be at least 1")
+        return value
+
+    @field_validator("http_deadline")
+    @classmethod
+    def _deadline_positive(cls, value: float) -> float:
+        if value <= 0:
+            raise ValueError("PAPERTRAIL_HTTP_DEADLINE must be more than 0 seconds")
+        return value
+
+    @field_validator("http_max_bytes")
+    @classmethod
+    def _max_bytes_positive(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError("PAPERTRAIL_HTTP_MAX_BYTES must be at least 1")
         return value
 
     @field_validator("llm_url")

@@ -32,6 +32,7 @@ from core.delivery import (
     split_address,
 )
 from core.i18n import translator
+from core.masking import mask_address, mask_text
 from core.models import Subscriber, SubscriberStatus, utcnow
 from core.newsletters import open_due_issues
 from core.render import RankKey, Renderer, newsletter_names, newsletter_of, rank_key, shown
@@ -277,7 +278,7 @@ def _due(subscriber: Subscriber, now: datetime) -> bool:
     except ValueError as exc:
         log.error(
             "subscriber %s has an unusable schedule: %s",
-            subscriber.address,
+            mask_address(subscriber.address),
             exc,
             extra={"subscriber": subscriber.address},
         )
@@ -338,7 +339,11 @@ async def _deliver(
         log.warning(
             "%s",
             exc,
-            extra={"subscriber": claimed.address, "digest": claimed.digest_id, "worker": worker},
+            extra={
+                "subscriber": mask_address(claimed.address),
+                "digest": claimed.digest_id,
+                "worker": worker,
+            },
         )
         return DigestReport(claimed.address, count, False, str(exc), digest_id=claimed.digest_id)
     except DeliveryError as exc:
@@ -347,8 +352,8 @@ async def _deliver(
         log.exception(
             "delivery of digest %s to %s crashed",
             claimed.digest_id,
-            claimed.address,
-            extra={"subscriber": claimed.address, "digest": claimed.digest_id},
+            mask_address(claimed.address),
+            extra={"subscriber": mask_address(claimed.address), "digest": claimed.digest_id},
         )
         error = DeliveryError(f"unexpected error in the {channel} adapter: {exc!r}", retryable=True)
         return _record_failure(store, claimed, error, count, policy)
@@ -362,9 +367,9 @@ async def _deliver(
     if result.moved_to:
         log.info(
             "subscriber %s moved to %s",
-            claimed.address,
+            mask_address(claimed.address),
             result.moved_to,
-            extra={"subscriber": claimed.address, "digest": claimed.digest_id},
+            extra={"subscriber": mask_address(claimed.address), "digest": claimed.digest_id},
         )
     return DigestReport(claimed.address, count, True, digest_id=claimed.digest_id)
 
@@ -399,20 +404,22 @@ def _record_failure(
     store: Store, claimed: ClaimedDigest, exc: DeliveryError, items: int, policy: DeliveryPolicy
 ) -> DigestReport:
     now = utcnow()
+    # The error is stored, listed by the CLI and logged: an adapter may have quoted the address's URL in it.
+    error = mask_text(str(exc))
     if not exc.retryable:
-        store.finish_refused(claimed.digest_id, error=str(exc), now=now)
+        store.finish_refused(claimed.digest_id, error=error, now=now)
         log.warning(
             "delivery to %s refused, subscriber paused: %s",
-            claimed.address,
-            exc,
-            extra={"subscriber": claimed.address, "digest": claimed.digest_id},
+            mask_address(claimed.address),
+            error,
+            extra={"subscriber": mask_address(claimed.address), "digest": claimed.digest_id},
         )
-        return DigestReport(claimed.address, items, False, str(exc), paused=True, digest_id=claimed.digest_id)
+        return DigestReport(claimed.address, items, False, error, paused=True, digest_id=claimed.digest_id)
     dead = claimed.attempts >= policy.max_attempts
     wait = max(backoff(claimed.attempts), timedelta(seconds=exc.retry_after or 0))
     store.finish_retry(
         claimed.digest_id,
-        error=str(exc),
+        error=error,
         retry_at=now + wait,
         parts_sent=exc.delivered_parts,
         dead=dead,
@@ -422,20 +429,20 @@ def _record_failure(
         log.error(
             "digest %s to %s dead-lettered after %d attempts: %s; `papertrail retry` re-queues it",
             claimed.digest_id,
-            claimed.address,
+            mask_address(claimed.address),
             claimed.attempts,
-            exc,
-            extra={"subscriber": claimed.address, "digest": claimed.digest_id},
+            error,
+            extra={"subscriber": mask_address(claimed.address), "digest": claimed.digest_id},
         )
     else:
         log.warning(
             "delivery to %s failed, retry in %s: %s",
-            claimed.address,
+            mask_address(claimed.address),
             wait,
-            exc,
-            extra={"subscriber": claimed.address, "digest": claimed.digest_id},
+            error,
+            extra={"subscriber": mask_address(claimed.address), "digest": claimed.digest_id},
         )
-    return DigestReport(claimed.address, items, False, str(exc), dead=dead, digest_id=claimed.digest_id)
+    return DigestReport(claimed.address, items, False, error, dead=dead, digest_id=claimed.digest_id)
 
 
 def backoff(attempts: int) -> timedelta:

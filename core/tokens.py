@@ -1,6 +1,9 @@
 """Stateless signed tokens for links in digests (unsubscribe, manage) and confirmation mails.
 
-A token is ``base64url(subject) "." base64url(HMAC-SHA256(key, purpose NUL subject))``. Nothing is stored:
+A token is ``base64url(subject) "." base64url(HMAC-SHA256(key, purpose NUL subject))``, base64url without
+padding. Each token has exactly one spelling: :func:`verify` refuses any text that does not re-encode to
+itself (padding, junk characters, non-zero spare bits), so a token cannot be varied and still verify.
+Nothing is stored:
 the server recomputes the MAC. The purpose is inside the MAC, so an unsubscribe token cannot be replayed
 as a manage token. Unsubscribe links carry no expiry on purpose: a link in a year-old mail must still work.
 """
@@ -10,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import re
 
 UNSUBSCRIBE = "unsubscribe"
 MANAGE = "manage"
@@ -26,8 +30,23 @@ def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
+# The base64url alphabet, nothing else: no padding, no whitespace, no standard-alphabet '+' or '/'.
+_B64URL = re.compile(r"[A-Za-z0-9_-]+")
+
+
 def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    """Decode unpadded base64url strictly; ValueError unless ``text`` is the one encoding of its bytes.
+
+    The library decoder is lenient (it drops characters outside the alphabet, accepts extra padding and
+    ignores the spare low bits of the last character), so several texts decode to the same bytes. The
+    re-encoding check leaves exactly one.
+    """
+    if not _B64URL.fullmatch(text) or len(text) % 4 == 1:
+        raise ValueError("not unpadded base64url")
+    data = base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
+    if _b64(data) != text:
+        raise ValueError("not the canonical base64url encoding")
+    return data
 
 
 def _mac(key: str, purpose: str, subject: str) -> bytes:
@@ -44,7 +63,8 @@ def sign(key: str, purpose: str, subject: str) -> str:
 
 def verify(key: str, purpose: str, token: str) -> str:
     """Return the subject of a valid token, or raise :class:`InvalidToken`."""
-    body, dot, mac = token.strip().partition(".")
+    # No strip(): a token is exactly what sign() returned; variants of it are refused, not repaired.
+    body, dot, mac = token.partition(".")
     if not (key and dot and body and mac):
         raise InvalidToken("this link is incomplete; open the whole link from the mail")
     try:

@@ -41,7 +41,8 @@ class ArxivRssSource:
         except FeedFormatError as exc:
             raise SourceError(f"{self.url}: {exc}") from exc
         cursor = page.published.isoformat() if page.published else None
-        notes = list(page.skipped)
+        # Repairs first: they say why some stored text holds U+FFFD.
+        notes = [*page.notes, *page.skipped]
         if page.is_empty:
             notes.insert(0, "feed has no items: no announcement today (weekend or arXiv holiday)")
             state = RunState.EMPTY

@@ -10,6 +10,10 @@ The feed format (2024+) is described in ``shared/corpus/SOURCES.md``. Per item w
 - ``<category>`` (primary first), ``<arxiv:announce_type>``, ``<pubDate>``, ``<dc:rights>``,
   ``<arxiv:DOI>`` and ``<arxiv:journal_reference>``.
 
+One bad byte does not cost the day: a document that is not well-formed only because some bytes are not
+UTF-8 is read again with each bad sequence replaced by U+FFFD, and ``FeedPage.notes`` says which items
+were repaired (issue 14: one stray byte in a title had refused all 1,504 papers).
+
 Three outcomes a caller must tell apart: a page of items (maybe with some ``skipped`` notes), an empty page
 (a normal channel without items: arXiv publishes nothing on weekends and holidays), and an error —
 ``FeedFormatError`` when the bytes are not a usable RSS document, ``ArxivFeedError`` when arXiv answered with
@@ -23,12 +27,14 @@ not laid out like arXiv's feed.
 
 from __future__ import annotations
 
+import bisect
 import calendar
+import codecs
 import contextlib
 import io
 import re
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -190,6 +196,8 @@ class FeedPage:
     channel_title: str
     published: datetime | None
     skipped: tuple[str, ...] = ()
+    # What was repaired to read the page (invalid UTF-8 replaced), for the run's note; items are kept.
+    notes: tuple[str, ...] = ()
 
     @property
     def is_empty(self) -> bool:
@@ -214,9 +222,10 @@ def parse_feed(data: bytes) -> FeedPage:
     an unknown element or namespace, an attribute feedparser would act on) goes through feedparser, so
     the two never differ.
     """
-    root, channel = _check_document(data)
+    data, root, channel, notes = _check_repairing(data)
     page = _tree_page(root, channel) if _tree_readable_bytes(data) else None
-    return page if page is not None else _feedparser_page(data, channel)
+    page = page if page is not None else _feedparser_page(data, channel)
+    return replace(page, notes=notes) if notes else page
 
 
 def parse_feed_feedparser(data: bytes) -> FeedPage:
@@ -225,8 +234,9 @@ def parse_feed_feedparser(data: bytes) -> FeedPage:
     Kept as the reference that ``parse_feed`` is tested against, the fallback for documents not laid out
     like arXiv's feed, and the baseline of ``bench/ingest.py``. Same contract as ``parse_feed``.
     """
-    _, channel = _check_document(data)
-    return _feedparser_page(data, channel)
+    data, _, channel, notes = _check_repairing(data)
+    page = _feedparser_page(data, channel)
+    return replace(page, notes=notes) if notes else page
 
 
 def _feedparser_page(data: bytes, channel: ET.Element) -> FeedPage:
@@ -444,6 +454,96 @@ class _DateCache:
         parsed = None if value is None else _feedparser_parse_date(value)
         moment = self._seen[value] = _parse_date(value, parsed)
         return moment
+
+
+def _check_repairing(data: bytes) -> tuple[bytes, ET.Element, ET.Element, tuple[str, ...]]:
+    """``_check_document``, retried once on a UTF-8 document whose only fault is invalid UTF-8.
+
+    Returns the bytes to read (repaired or not), the root, the ``<channel>`` and the notes on what was
+    repaired. The repair is tried only after the strict parse failed, so a good feed pays nothing for it;
+    repaired bytes that still do not parse raise their own error (a truncated or HTML body stays an
+    error, never a page).
+    """
+    try:
+        root, channel = _check_document(data)
+    except FeedFormatError:
+        repaired = _repair_utf8(data)
+        if repaired is None:
+            raise
+        fixed, note = repaired
+        # Still not usable once the bytes are UTF-8: that error (e.g. a download cut short) is the one
+        # that says what is wrong.
+        root, channel = _check_document(fixed)
+        return fixed, root, channel, (note,)
+    return data, root, channel, ()
+
+
+# Items named in the repair note at most (the count is always whole).
+_REPAIRED_SHOWN = 5
+_ITEM_START_RE = re.compile(rb"<item[\s>]")
+_ITEM_GUID_RE = re.compile(rb"<guid[^>]*>([^<]{1,200})</guid>")
+
+
+def _repair_utf8(data: bytes) -> tuple[bytes, str] | None:
+    """``data`` with each invalid UTF-8 sequence replaced by U+FFFD, and a note naming the items hit.
+
+    None when there is nothing to repair this way: the document declares another encoding (or starts with
+    a UTF-16/32 byte-order mark) or is valid UTF-8. Decoding resumes after each bad sequence from a
+    memoryview, so a body full of bad bytes costs linear time, not a copy per error.
+    """
+    body = data[len(_UTF8_BOM) :] if data.startswith(_UTF8_BOM) else data
+    if body.startswith((b"\xff\xfe", b"\xfe\xff", b"\x00")):
+        return None
+    # The declaration opens the document: look at its first bytes only, never copy the whole body.
+    declaration = _XML_DECLARATION_RE.match(body[:1024].lstrip())
+    encoding = (declaration.group("encoding") or b"utf-8") if declaration else b"utf-8"
+    if encoding.lower() not in (b"utf-8", b"utf8"):
+        return None
+    view = memoryview(body)
+    pieces: list[str] = []
+    bad: list[int] = []
+    position = 0
+    while True:
+        try:
+            pieces.append(codecs.utf_8_decode(view[position:], "strict", True)[0])
+            break
+        except UnicodeDecodeError as exc:
+            start = position + exc.start
+            pieces.append(codecs.utf_8_decode(view[position:start], "strict", True)[0])
+            pieces.append("\ufffd")
+            bad.append(start)
+            position += exc.end
+    if not bad:
+        return None
+    return "".join(pieces).encode("utf-8"), _repair_note(body, bad)
+
+
+def _repair_note(body: bytes, bad: list[int]) -> str:
+    """ "1 item had invalid UTF-8 ...": which items (by position and guid) held the offsets in ``bad``."""
+    starts = [match.start() for match in _ITEM_START_RE.finditer(body)]
+    items: dict[int, None] = {}
+    outside = 0
+    for offset in bad:
+        index = bisect.bisect_right(starts, offset)
+        if index:
+            items[index] = None  # 1-based item position, as in the "skipped" notes
+        else:
+            outside += 1
+    named = []
+    for position in list(items)[:_REPAIRED_SHOWN]:
+        end = starts[position] if position < len(starts) else len(body)
+        guid = _ITEM_GUID_RE.search(body, starts[position - 1], end)
+        label = guid.group(1).decode("utf-8", "replace").strip() if guid else ""
+        named.append(f"item {position}" + (f" ({label})" if label else ""))
+    more = f" and {len(items) - _REPAIRED_SHOWN} more" if len(items) > _REPAIRED_SHOWN else ""
+    parts = []
+    if items:
+        noun = "item" if len(items) == 1 else "items"
+        parts.append(f"{len(items)} {noun} had invalid UTF-8 ({', '.join(named)}{more})")
+    if outside:
+        parts.append("the channel header had invalid UTF-8")
+    sequences = "sequence" if len(bad) == 1 else "sequences"
+    return f"{'; '.join(parts)}; {len(bad)} bad byte {sequences} replaced by U+FFFD and the items kept"
 
 
 def _check_document(data: bytes) -> tuple[ET.Element, ET.Element]:

@@ -5,6 +5,12 @@ and the start of the next (arXiv asks robots for 3 s: ``PAPERTRAIL_ARXIV_MIN_INT
 User-Agent with a contact address, timeouts, conditional GET, and bounded retries: a 429 or 503 waits what
 its Retry-After says (up to a cap), other 5xx replies and network errors back off exponentially.
 
+Two bounds per request keep one hostile or broken server from holding the run (and the host's turn) or the
+process's memory: a whole-request deadline (``PAPERTRAIL_HTTP_DEADLINE``: the per-read timeout alone lets a
+server that trickles one byte a second go on for ever) and a cap on the body, enforced while it streams in
+(``PAPERTRAIL_HTTP_MAX_BYTES``). Either one fails the attempt at once, without retrying in this run: a
+server that was that slow or that large a moment ago would be again.
+
 Every failure that is left after the retries becomes a :class:`core.sources.SourceError` whose message names
 the URL, what happened and what to do.
 """
@@ -29,6 +35,10 @@ from ingest.retrying import Retry, with_retries
 log = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[None]]
+
+# arXiv's largest daily feed (all of cs) is about 2.8 MB and takes seconds: both defaults leave wide room.
+DEFAULT_DEADLINE = 300.0
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +96,11 @@ class HttpClient:
         politeness: Politeness | None = None,
         sleep: Sleep = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
+        deadline: float = DEFAULT_DEADLINE,
+        max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
+        """``timeout`` bounds each network step (connect, each read); ``deadline`` bounds one whole
+        request, body included; ``max_bytes`` bounds the (decoded) body."""
         self._client = httpx.AsyncClient(
             headers={"User-Agent": user_agent},
             timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
@@ -97,6 +111,8 @@ class HttpClient:
         self._sleep = sleep
         self._clock = clock
         self._hosts: dict[str, _Host] = {}
+        self.deadline = deadline
+        self.max_bytes = max_bytes
 
     async def __aenter__(self) -> HttpClient:
         return self
@@ -153,7 +169,16 @@ class HttpClient:
             if wait > 0:
                 await self._sleep(wait)
             try:
-                response = await self._client.get(url, headers=headers, params=params)
+                # The deadline covers the body too: a server may answer at once, then trickle.
+                async with asyncio.timeout(self.deadline):
+                    async with self._client.stream("GET", url, headers=headers, params=params) as response:
+                        content = await self._body(url, response)
+            except TimeoutError as exc:
+                # Not retried: a retry would hold this host's turn for another whole deadline.
+                raise SourceError(
+                    f"{url} did not finish within the {self.deadline:g} s deadline for a whole request "
+                    "(PAPERTRAIL_HTTP_DEADLINE); the server is too slow or stalled, the next run tries again"
+                ) from exc
             except httpx.TimeoutException as exc:
                 raise Retry(
                     SourceError(f"{url} did not answer in time ({type(exc).__name__})"), backoff
@@ -166,19 +191,49 @@ class HttpClient:
                 raise Retry(error, backoff) from exc
             finally:
                 slot.last_end = self._clock()
-        return self._read(url, response, previous, backoff, read_errors)
+        return self._read(url, response, content, previous, backoff, read_errors)
+
+    async def _body(self, url: str, response: httpx.Response) -> bytes:
+        """The body, read chunk by chunk and given up as soon as it exceeds ``max_bytes``.
+
+        Checking while streaming (not after ``response.content``) is what bounds memory: a 200 MB or
+        endless body costs at most ``max_bytes`` plus one chunk. The cap counts decoded bytes, so a small
+        gzip body that inflates past it is refused as well.
+        """
+        declared = response.headers.get("Content-Length", "")
+        identity = response.headers.get("Content-Encoding", "identity").lower() == "identity"
+        if identity and declared.isdigit() and int(declared) > self.max_bytes:
+            raise self._too_large(url, f"announces {int(declared):,} bytes")
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > self.max_bytes:
+                raise self._too_large(url, f"sent more than {self.max_bytes:,} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _too_large(self, url: str, what: str) -> SourceError:
+        # Not retryable: the same body comes back until the cap or the URL changes.
+        return SourceError(
+            f"{url} {what}, over the {self.max_bytes:,}-byte cap on a response (PAPERTRAIL_HTTP_MAX_BYTES); "
+            "the download was stopped. Raise the setting if the source really is that large, "
+            "or check the URL",
+            retryable=False,
+        )
 
     def _read(
         self,
         url: str,
         response: httpx.Response,
+        content: bytes,
         previous: HttpValidator | None,
         backoff: float,
         read_errors: frozenset[int],
     ) -> Fetched:
         status = response.status_code
         if status in read_errors:
-            return Fetched(url, response.content, False, None, status)
+            return Fetched(url, content, False, None, status)
         if status == 304:
             return Fetched(url, b"", True, previous)
         if status in (429, 503):
@@ -208,4 +263,4 @@ class HttpClient:
             if etag or last_modified
             else None
         )
-        return Fetched(url, response.content, False, validator)
+        return Fetched(url, content, False, validator)

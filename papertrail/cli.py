@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 from pydantic import ValidationError
@@ -25,6 +26,7 @@ from core.follows import follow as add_follow
 from core.follows_file import read_lines
 from core.guide_service import GuideReport, make_guides, make_reader_guides
 from core.i18n import LANGUAGES, normalize_language
+from core.masking import mask_address, mask_text
 from core.models import Follow, utcnow
 from core.query import QueryError
 from core.service import complete_papers, ingest_community, ingest_once, ingest_paged
@@ -75,8 +77,22 @@ def _settings() -> Settings:
     return settings
 
 
+T = TypeVar("T")
+# The event loop of the command being run (set by _context). The HTTP client's pooled keep-alive
+# connections, the chat clients and the notifiers belong to the loop that opened them: closing them in a
+# second asyncio.run() would touch a closed loop ("Event loop is closed", exit 1 after a good run).
+_RUNNER: ContextVar[asyncio.Runner | None] = ContextVar("papertrail_cli_runner", default=None)
+
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` in the current command's one event loop (a fresh one outside ``_context``)."""
+    runner = _RUNNER.get()
+    return runner.run(coro) if runner is not None else asyncio.run(coro)
+
+
 @contextmanager
 def _context() -> Iterator[AppContext]:
+    """The app context of one command, with one event loop for all its async work, closing included."""
     settings = _settings()
     try:
         ctx = build_context(settings)
@@ -84,10 +100,15 @@ def _context() -> Iterator[AppContext]:
         from core.config import mask_url_password
 
         raise _fail(f"cannot open database {mask_url_password(settings.database_url)}: {exc}") from exc
-    try:
-        yield ctx
-    finally:
-        asyncio.run(ctx.aclose())
+    with asyncio.Runner() as runner:
+        token = _RUNNER.set(runner)
+        try:
+            yield ctx
+        finally:
+            try:
+                runner.run(ctx.aclose())
+            finally:
+                _RUNNER.reset(token)
 
 
 @app.callback()
@@ -173,14 +194,14 @@ def ingest(
     with _context() as ctx:
         if source == "arxiv-api":
             assert ctx.api is not None
-            report = asyncio.run(complete_papers(ctx.store, ctx.api))
+            report = _run(complete_papers(ctx.store, ctx.api))
         elif source in ctx.paged:
             novelty = Novelty.HISTORY if history else Novelty.GAP
-            report = asyncio.run(ingest_paged(ctx.store, ctx.paged[source], since=from_date, novelty=novelty))
+            report = _run(ingest_paged(ctx.store, ctx.paged[source], since=from_date, novelty=novelty))
         elif source in ctx.community:
-            report = asyncio.run(ingest_community(ctx.store, ctx.community[source], wanted))
+            report = _run(ingest_community(ctx.store, ctx.community[source], wanted))
         else:
-            report = asyncio.run(ingest_once(ctx.store, ctx.sources[source]))
+            report = _run(ingest_once(ctx.store, ctx.sources[source]))
     if report.error:
         raise _fail(f"{source}: {report.error}")
     # A one-shot command leaves the ledger complete: what matched reaches each follower's Match rows now
@@ -251,9 +272,11 @@ def follow(
             ctx.store.update_subscriber(result.subscriber.id or 0, language=chosen)
     who = result.subscriber
     if result.subscriber_created:
-        out.print(f"new subscriber {who.address} (schedule {who.schedule}, timezone {who.timezone})")
+        out.print(
+            f"new subscriber {mask_address(who.address)} (schedule {who.schedule}, timezone {who.timezone})"
+        )
     verb = {"added": "now follows", "updated": "updated", "unchanged": "already follows"}[result.outcome]
-    out.print(f"{who.address} {verb}: {result.follow.query}{_options(result.follow)}")
+    out.print(f"{mask_address(who.address)} {verb}: {result.follow.query}{_options(result.follow)}")
 
 
 def _language_option(value: str | None) -> str | None:
@@ -393,8 +416,9 @@ def follows(address: Annotated[str, typer.Argument(help="The subscriber address.
             raise _fail(f"no subscriber {address}; add a follow with: papertrail follow {address} QUERY", 1)
         rows = ctx.store.follows_of(subscriber.id)
     out.print(
-        f"{subscriber.address} · {subscriber.status} · schedule {subscriber.schedule} ({subscriber.timezone})"
-        + (f" · paused because: {subscriber.status_reason}" if subscriber.status_reason else "")
+        f"{mask_address(subscriber.address)} · {subscriber.status} · "
+        f"schedule {subscriber.schedule} ({subscriber.timezone})"
+        + (f" · paused because: {mask_text(subscriber.status_reason)}" if subscriber.status_reason else "")
     )
     for number, row in enumerate(rows, 1):
         out.print(f"{number:>3}. {row.query}{_options(row)}")
@@ -428,7 +452,7 @@ def schedule(
         if timezone:
             fields["timezone"] = timezone
         updated = ctx.store.update_subscriber(subscriber.id, **fields)
-    out.print(f"{updated.address}: schedule {updated.schedule} ({updated.timezone})")
+    out.print(f"{mask_address(updated.address)}: schedule {updated.schedule} ({updated.timezone})")
 
 
 @app.command()
@@ -471,7 +495,7 @@ def subscribe(
                 await ctx.close_notifiers()
 
         try:
-            sent = asyncio.run(send())
+            sent = _run(send())
         except DeliveryError as exc:
             raise _fail(f"the confirmation mail was not sent: {exc}; run the command again later") from exc
     who = outcome.subscriber.address
@@ -577,7 +601,7 @@ def resume_command(address: Annotated[str, typer.Argument(help="The subscriber a
             subscriber = resume(ctx.store, address)
         except (LookupError, ValueError) as exc:
             raise _fail(_explain(exc), 2) from exc
-    out.print(f"{subscriber.address} is active again")
+    out.print(f"{mask_address(subscriber.address)} is active again")
 
 
 @app.command()
@@ -600,17 +624,19 @@ def digest(
                 await ctx.close_notifiers()
 
         try:
-            reports = asyncio.run(deliver())
+            reports = _run(deliver())
         except ValueError as exc:
             raise _fail(str(exc), 2) from exc
     failed = 0
     for report in reports:
         if report.sent:
-            out.print(f"sent {report.items} item(s) to {report.address}")
+            out.print(f"sent {report.items} item(s) to {mask_address(report.address)}")
         else:
             failed += 1
             state = "paused" if report.paused else "dead-lettered" if report.dead else "will retry"
-            err.print(f"not sent to {report.address} ({state}): {report.error}")
+            err.print(
+                f"not sent to {mask_address(report.address)} ({state}): {mask_text(report.error or '')}"
+            )
     if not reports:
         out.print("no digests due" if not now else "nothing pending")
     if failed:
@@ -636,7 +662,7 @@ def worker(
                 await ctx.close_notifiers()
             out.print(f"worker finished: {totals.sent} digests sent, {totals.failed} failed attempts")
 
-        asyncio.run(main())
+        _run(main())
 
 
 @app.command()
@@ -672,7 +698,7 @@ def guides(
                 return await make_reader_guides(ctx.store, model, ctx.settings, now=now)
             return [await make_guides(ctx.store, model, ctx.settings, language=language, now=now)]
 
-        reports = asyncio.run(main())
+        reports = _run(main())
     for report in reports:
         out.print(
             f"{report.language}: {report.made} guides made, {len(report.failures)} failed"
@@ -743,7 +769,12 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
                     for channel, (count, hint) in waiting.items()
                 },
                 "dead": [
-                    {"digest": d.id, "address": address, "attempts": d.attempts, "error": d.error}
+                    {
+                        "digest": d.id,
+                        "address": mask_address(address),
+                        "attempts": d.attempts,
+                        "error": mask_text(d.error or ""),
+                    }
                     for d, address in dead
                 ],
             },
@@ -780,7 +811,8 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
         err.print(f"{count} matches wait for the {channel} channel, which is not configured: {hint}")
     for digest, address in dead:
         err.print(
-            f"dead digest {digest.id} to {address} after {digest.attempts} attempts: {digest.error} "
+            f"dead digest {digest.id} to {mask_address(address)} after {digest.attempts} attempts: "
+            f"{mask_text(digest.error or '')} "
             "(`papertrail retry` re-queues it)"
         )
     table = Table("source", "state", "last check", "last success", "last new version", "lag", "why")

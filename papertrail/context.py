@@ -100,7 +100,13 @@ def build_context(settings: Settings, *, console: TextIO | None = None) -> AppCo
         backoff=settings.http_backoff,
         max_retry_wait=settings.http_max_retry_wait,
     )
-    http = HttpClient(settings.user_agent, settings.http_timeout, politeness=politeness)
+    http = HttpClient(
+        settings.user_agent,
+        settings.http_timeout,
+        politeness=politeness,
+        deadline=settings.http_deadline,
+        max_bytes=settings.http_max_bytes,
+    )
     sources: dict[str, Source] = {"arxiv-rss": ArxivRssSource(http, settings.arxiv_feed_url)}
     community: dict[str, CommunitySource] = {"hf-daily": HfDailySource(http, settings.hf_api_url)}
     paged: dict[str, PagedSource] = {

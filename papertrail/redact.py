@@ -1,8 +1,9 @@
 """Keep secrets out of log lines, whoever writes them.
 
 Libraries log request URLs (httpx: ``POST https://api.telegram.org/bot<TOKEN>/sendMessage``) at INFO or
-DEBUG. A filter on the root handlers replaces every configured secret, and anything shaped like a Telegram
-bot token in a URL, before a record is written.
+DEBUG. A filter on the root handlers replaces every configured secret, anything shaped like a Telegram
+bot token in a URL, and the credentials inside any URL (a subscriber's ``webhook:https://h/x?token=X`` or
+``apprise:mailto://user:pass@host``, see :mod:`core.masking`), before a record is written.
 """
 
 from __future__ import annotations
@@ -12,8 +13,12 @@ import re
 from collections.abc import Iterable
 
 from core.config import SECRET_FIELDS, Settings
+from core.masking import mask_text
 
 MASK = "********"
+# Attributes every LogRecord has; any other string attribute came through ``extra=`` (the ``subscriber``
+# address among them) and is masked like the message.
+_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 # Telegram bot tokens in Bot API URLs: /bot123456:AA...xyz/
 _BOT_TOKEN = re.compile(r"/bot\d+:[A-Za-z0-9_-]+")
 
@@ -37,14 +42,18 @@ class SecretRedactor(logging.Filter):
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
             record.exc_text = self.mask(record.exc_text)
+        for name, value in list(vars(record).items()):
+            if name not in _STANDARD and isinstance(value, str):
+                setattr(record, name, self.mask(value))
         return True
 
     def mask(self, text: str) -> str:
-        """``text`` with every secret and bot token replaced by ``********``."""
+        """``text`` with every secret and bot token replaced by ``********``, URL credentials masked."""
         text = _BOT_TOKEN.sub(f"/bot{MASK}", text)
         for secret in self.secrets:
             text = text.replace(secret, MASK)
-        return text
+        # Configured secrets first, so that they read as ``********`` wherever they sit in a URL.
+        return mask_text(text)
 
 
 def secrets_of(settings: Settings) -> list[str]:

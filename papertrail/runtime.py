@@ -46,6 +46,12 @@ ROLES = ("scheduler", "bots", "web", "worker")
 # Seconds the work in flight gets after a stop request; with the cancellation and the clean-up after it
 # the process exits within 30 s (Kubernetes' default grace period; `docker stop -t 30`).
 STOP_GRACE = 25.0
+# The web server's limits (see web_role): an idle keep-alive connection is closed after this many seconds;
+# a request head (request line and headers) larger than this is refused with 400; beyond this many open
+# connections and tasks new requests get 503 at once instead of queueing without bound.
+WEB_KEEP_ALIVE_SECONDS = 5
+WEB_MAX_HEADER_BYTES = 16 * 1024
+WEB_MAX_CONNECTIONS = 500
 # Seconds cancelled tasks get to run their clean-up (release the scheduler lock, close a connection).
 CANCEL_GRACE = 3.0
 # Hugging Face's daily list grows and its upvotes move during the day; hourly is plenty.
@@ -287,6 +293,12 @@ async def web_role(ctx: AppContext, stop: asyncio.Event) -> None:
         port=settings.web_port,
         log_config=None,  # records go to the root logger: our format, our secret filter
         timeout_graceful_shutdown=int(STOP_GRACE),
+        # Bounds against slow or greedy clients. uvicorn (0.54, h11) has no timeout for reading a
+        # request's headers: its keep-alive timer runs only between requests. What it offers is set here;
+        # a reverse proxy in front must time out slow headers (docs/operations.md).
+        timeout_keep_alive=WEB_KEEP_ALIVE_SECONDS,
+        h11_max_incomplete_event_size=WEB_MAX_HEADER_BYTES,
+        limit_concurrency=WEB_MAX_CONNECTIONS,
     )
     server = EmbeddedServer(config)
     serving = asyncio.create_task(_serve(server, f"{settings.web_host}:{settings.web_port}"))

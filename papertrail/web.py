@@ -27,6 +27,7 @@ query never blocks the event loop the scheduler and the bots share in ``papertra
 
 from __future__ import annotations
 
+import hmac
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,11 +35,15 @@ from datetime import datetime, timedelta
 
 from markupsafe import Markup
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from pydantic import SecretStr
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import MutableHeaders
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from core.chart import ChartWords, DayCounts, daily_chart
 from core.health import Health
@@ -49,7 +54,7 @@ from core.store_browse import MAX_CATEGORY, MAX_SEARCH, PAGE_SIZE, Kind, PaperFi
 from core.store_ledger import changes
 from papertrail.context import SOURCE_NAMES, AppContext
 from papertrail.web_metrics import StoreCollector, exposition, judged_sources, metrics_registry, readiness
-from papertrail.web_pages import Pages, language_headers, number
+from papertrail.web_pages import SECURITY_HEADERS, Pages, language_headers, number
 from papertrail.web_signup import SignupPages
 from papertrail.web_subscribers import SubscriberPages
 
@@ -91,9 +96,45 @@ def build_app(ctx: AppContext, *, clock: Callable[[], datetime] = utcnow) -> Sta
         routes.append(telegram.webhook_route())  # POST /telegram/webhook, secret-checked
     return Starlette(
         routes=routes,
-        exception_handlers={404: web.not_found, 405: web.not_allowed},
+        # Every response gets the security headers, whichever route or error handler made it (405s,
+        # /healthz, /metrics and the bots' webhook answers included), not only the rendered pages.
+        middleware=[Middleware(SecurityHeadersMiddleware)],
+        exception_handlers={404: web.not_found, 405: web.not_allowed, 500: server_error},
         max_body_size=MAX_BODY,
     )
+
+
+class SecurityHeadersMiddleware:
+    """Adds :data:`SECURITY_HEADERS` to every HTTP response that does not set them itself.
+
+    A pure ASGI middleware (not ``BaseHTTPMiddleware``): it only edits the response start message, so
+    streaming and the request body limit work as before. A page's own value wins (the signed-link pages'
+    ``Referrer-Policy: no-referrer``).
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on; add the missing headers to the response's start."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in SECURITY_HEADERS.items():
+                    headers.setdefault(name, value)
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+async def server_error(request: Request, exc: Exception) -> Response:
+    """The 500 answer. Starlette sends it from outside the middleware stack, so it carries the security
+    headers itself; it says nothing about the error (the log has the traceback)."""
+    return PlainTextResponse("internal server error", status_code=500, headers=SECURITY_HEADERS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,7 +412,13 @@ class _Web:
         return PlainTextResponse(f"not ready: {reason}", status_code=503)
 
     async def metrics(self, request: Request) -> Response:
-        """Prometheus text exposition, read from the database now."""
+        """Prometheus text exposition, read from the database now; behind a bearer token when one is set."""
+        if not metrics_authorized(request, self.ctx.settings.metrics_token):
+            return PlainTextResponse(
+                "metrics need Authorization: Bearer <PAPERTRAIL_METRICS_TOKEN>",
+                status_code=401,
+                headers={"WWW-Authenticate": 'Bearer realm="metrics"', "Cache-Control": "no-store"},
+            )
         body = await run_in_threadpool(exposition, self.registry)
         return Response(body, media_type=CONTENT_TYPE_PLAIN_0_0_4)
 
@@ -392,6 +439,19 @@ class _Web:
         reader = self.pages.reader(request)
         text = reader.t.gettext("{method} is not allowed here", method=request.method)
         return language_headers(PlainTextResponse(text, status_code=405), reader)
+
+
+def metrics_authorized(request: Request, token: SecretStr | None) -> bool:
+    """Whether ``request`` may read /metrics: always without a token, else with ``Bearer <token>``.
+
+    Compared in constant time (over bytes, so a non-ASCII header cannot raise), so the answer's timing
+    tells nothing about how much of a guess was right.
+    """
+    if token is None or not token.get_secret_value():
+        return True
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    expected = token.get_secret_value().encode()
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), expected)
 
 
 def parse_filter(params: dict[str, str], now: datetime, t: Translator | None = None) -> PaperFilter | str:

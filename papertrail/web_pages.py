@@ -38,6 +38,7 @@ from core.i18n import (
     normalize_language,
     translator,
 )
+from core.masking import mask_address
 from core.render import CHANGE_LABELS, short_authors, shorten
 from core.resources import resource_dir
 from core.text_safety import strip_control
@@ -382,6 +383,8 @@ def make_environment(language: str = DEFAULT_LANGUAGE) -> jinja2.Environment:
         arxiv_url=arxiv_url,
         word=translated_word,
         reason=translated_reason,
+        # Pages show a subscriber's address to whoever holds the link: never the URL's credentials.
+        mask_address=mask_address,
     )
     env.globals.update(query_url=query_url, language_names=LANGUAGE_NAMES, language_tags=LANGUAGE_TAGS)
     install_jinja(env, t.language, lambda context, value: _finalize(value))

@@ -38,6 +38,7 @@ from core.delivery import normalise_address
 from core.digests import resume
 from core.follows import follow
 from core.i18n import LANGUAGES, N_, normalize_language, said
+from core.masking import mask_address
 from core.models import Follow, Newsletter, Subscriber, SubscriberStatus
 from core.query import QueryError
 from core.schedule import parse_schedule, zone
@@ -149,7 +150,9 @@ class SubscriberPages:
             return self.pages.message(
                 reader,
                 t.gettext("No subscription"),
-                t.gettext("PaperTrail has no subscription for {address} any more.", address=address),
+                t.gettext(
+                    "PaperTrail has no subscription for {address} any more.", address=mask_address(address)
+                ),
                 hint=t.gettext(
                     "Nothing will be sent to it. To subscribe again, add a follow through a chat bot "
                     "or ask the operator."

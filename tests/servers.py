@@ -77,11 +77,17 @@ class FeedServer:
 
 
 @contextmanager
-def feed_server(*replies: Reply, etag: str | None = None) -> Iterator[FeedServer]:
-    """Start a FeedServer on an ephemeral loopback port; ``server.url`` is its base URL."""
+def feed_server(*replies: Reply, etag: str | None = None, keep_alive: bool = False) -> Iterator[FeedServer]:
+    """Start a FeedServer on an ephemeral loopback port; ``server.url`` is its base URL.
+
+    ``keep_alive``: answer as HTTP/1.1 and keep the connection open after each reply, as arXiv's servers do
+    (the client then holds a pooled connection until it is closed).
+    """
     state = FeedServer(list(replies), etag=etag)
 
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+
         def do_GET(self) -> None:
             reply = state.next_reply(dict(self.headers.items()), self.path)
             self.send_response(reply.status)
@@ -90,6 +96,54 @@ def feed_server(*replies: Reply, etag: str | None = None) -> Iterator[FeedServer
             self.send_header("Content-Length", str(len(reply.body)))
             self.end_headers()
             self.wfile.write(reply.body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    state.url = f"http://127.0.0.1:{server.server_address[1]}/rss/"
+    with serving(server):
+        yield state
+
+
+@dataclass
+class StreamServer:
+    """What a ``stream_server`` sent: the body bytes written before the client went away, and requests."""
+
+    url: str = ""
+    sent: int = 0
+    requests: int = 0
+
+
+@contextmanager
+def stream_server(
+    chunk: bytes, count: int, *, interval: float = 0.0, content_length: int | None = None
+) -> Iterator[StreamServer]:
+    """A server whose 200 body is ``chunk`` written ``count`` times, ``interval`` seconds apart.
+
+    For hostile-server tests: a trickle (one byte, a long pause) or a huge body. Without ``content_length``
+    the body ends when the connection closes (HTTP/1.0). ``sent`` counts what reached the socket, so a test
+    can tell that the client stopped reading early.
+    """
+    state = StreamServer()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            state.requests += 1
+            self.send_response(200)
+            self.send_header("Content-Type", "application/rss+xml")
+            if content_length is not None:
+                self.send_header("Content-Length", str(content_length))
+            self.end_headers()
+            try:
+                for _ in range(count):
+                    self.wfile.write(chunk)
+                    self.wfile.flush()
+                    state.sent += len(chunk)
+                    if interval:
+                        time.sleep(interval)
+            except OSError:
+                pass  # the client gave up (the point of the test)
 
         def log_message(self, format: str, *args: Any) -> None:
             pass

@@ -814,3 +814,30 @@ def _remove_parenthesised_reference(text: str) -> str:
 def test_bracket_walk_matches_reference(text: str) -> None:
     assert arxiv_rss_parse._split_top_level(text) == _split_top_level_reference(text)
     assert arxiv_rss_parse._remove_parenthesised(text) == _remove_parenthesised_reference(text)
+
+
+def test_one_invalid_utf8_byte_costs_no_item(big_bytes: bytes, big_page: FeedPage) -> None:
+    """Issue 14: a stray byte in one title replaced, every item kept, and the page says what happened."""
+    title = b"<title>Equivalent of Non-Trivial Riemann Zeros"
+    assert big_bytes.count(title) == 1
+    broken = big_bytes.replace(title, b"<title>Equivalent of Non-\xffTrivial Riemann Zeros")
+    with pytest.raises(ET.ParseError):
+        ET.fromstring(broken)  # the strict parse the old code stopped at
+    for parse in (parse_feed, parse_feed_feedparser):
+        page = parse(broken)
+        assert len(page.items) == len(big_page.items) == 1504
+        assert len(page.notes) == 1
+        assert page.notes[0].startswith("1 item had invalid UTF-8 (item 2 (oai:arXiv.org:")
+        assert "1 bad byte sequence replaced by U+FFFD" in page.notes[0]
+        hit = [item for item in page.items if "\ufffd" in item.title]
+        assert len(hit) == 1 and hit[0].title.startswith("Equivalent of Non-\ufffdTrivial")
+    assert not big_page.notes
+
+
+def test_invalid_utf8_does_not_rescue_a_cut_or_foreign_document(big_bytes: bytes) -> None:
+    cut = big_bytes[: len(big_bytes) // 2] + b"\xff"
+    with pytest.raises(FeedFormatError, match="ends before the XML document does"):
+        parse_feed(cut)
+    latin = big_bytes.replace(b"encoding='UTF-8'", b"encoding='ISO-8859-1'", 1) + b"\xff"
+    with pytest.raises(FeedFormatError):
+        parse_feed(latin)  # not UTF-8 by its own word: the repair is not ours to make

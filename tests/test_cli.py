@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from papertrail.cli import app
 from tests.conftest import BIG_FEED
-from tests.servers import Reply, feed_server, free_port
+from tests.servers import Reply, feed_server, free_port, stream_server
 
 runner = CliRunner()
 
@@ -188,3 +188,58 @@ def test_unconfigured_channel_waits_worker_and_webhook_secret(
     again = invoke("webhook-secret", "https://hooks.example.org/x")[1]
     other = invoke("webhook-secret", "https://hooks.example.org/y")[1]
     assert code == 0 and len(out.strip()) == 64 and out == again and out != other
+
+
+def test_ingest_exits_0_against_a_keep_alive_server(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 14: the pooled keep-alive connection is closed in the loop that opened it, not a second one."""
+    with feed_server(Reply(200, BIG_FEED.read_bytes()), keep_alive=True) as server:
+        monkeypatch.setenv("PAPERTRAIL_ARXIV_RSS_URL", server.url)
+        code, out, err = invoke("ingest")
+        assert code == 0, err
+        assert "1504 items" in out and "Event loop is closed" not in err
+        # A command whose async work closes its own clients also exits 0 with the keep-alive pool open.
+        code, _, err = invoke("digest", "--now")
+        assert code == 0, err
+
+
+def test_ingest_past_the_deadline_fails_the_run(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 14: a trickling server fails the run (state error, the setting named), not holds it."""
+    monkeypatch.setenv("PAPERTRAIL_HTTP_DEADLINE", "1")
+    with stream_server(b"x", 300, interval=0.1, content_length=300) as server:
+        monkeypatch.setenv("PAPERTRAIL_ARXIV_RSS_URL", server.url)
+        code, _, err = invoke("ingest")
+    assert code == 1 and "PAPERTRAIL_HTTP_DEADLINE" in err
+    source = json.loads(invoke("status", "--json")[1])["sources"][0]
+    assert source["last_run"] == "error" and "1 s deadline" in source["error"]
+
+
+def test_ingest_over_the_size_cap_fails_the_run(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PAPERTRAIL_HTTP_MAX_BYTES", "1000000")
+    with stream_server(b"<item>" + b"x" * 65530, 400) as server:  # 25 MiB, length unannounced
+        monkeypatch.setenv("PAPERTRAIL_ARXIV_RSS_URL", server.url)
+        code, _, err = invoke("ingest")
+    assert code == 1 and "PAPERTRAIL_HTTP_MAX_BYTES" in err
+    assert server.sent < 20 * 1024 * 1024
+    source = json.loads(invoke("status", "--json")[1])["sources"][0]
+    assert source["last_run"] == "error" and "1,000,000-byte cap" in source["error"]
+
+
+def test_ingest_keeps_the_day_despite_one_invalid_utf8_byte(
+    env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 14: one bad byte in one title no longer refuses the 1,504 papers; the run's note says so."""
+    title = b"<title>Equivalent of Non-Trivial Riemann Zeros"
+    broken = BIG_FEED.read_bytes().replace(title, b"<title>Equivalent of Non-\xc3Trivial Riemann Zeros")
+    with feed_server(Reply(200, broken)) as server:
+        monkeypatch.setenv("PAPERTRAIL_ARXIV_RSS_URL", server.url)
+        code, out, err = invoke("ingest")
+    assert code == 0, err
+    assert "1504 items, 933 new papers, 571 revisions, 0 already known" in out  # as the clean feed
+    assert "note: 1 item had invalid UTF-8 (item 2 (oai:arXiv.org:" in out
+    from sqlalchemy import create_engine, text
+
+    with create_engine(f"sqlite:///{env}").connect() as conn:
+        note = conn.execute(text("SELECT note FROM source_run ORDER BY id DESC LIMIT 1")).scalar_one()
+        titles = conn.execute(text("SELECT count(*) FROM version WHERE title LIKE '%Non-\ufffdTrivial%'"))
+        assert titles.scalar_one() == 1
+    assert note.startswith("1 item had invalid UTF-8") and "replaced by U+FFFD" in note

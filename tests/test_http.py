@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 
 import pytest
 
 from core.retry_after import retry_after_seconds
 from core.sources import SourceError
 from ingest.http import HttpClient, Politeness
-from tests.servers import Reply, feed_server, free_port
+from tests.servers import Reply, feed_server, free_port, stream_server
 
 
 class RecordingSleep:
@@ -108,3 +109,39 @@ async def test_user_agent_and_conditional_headers() -> None:
     headers = server.requests[0]
     assert headers["User-Agent"] == "PaperTrail/0.1 (mailto:ops@example.org)"
     assert headers["If-None-Match"] == '"e1"' and headers["If-Modified-Since"] == "Thu, 28 Nov"
+
+
+async def test_a_trickling_server_is_cut_off_at_the_deadline() -> None:
+    """Issue 14: one byte a second never trips the per-read timeout; the whole-request deadline does."""
+    with stream_server(b"x", 600, interval=0.1, content_length=600) as server:
+        async with HttpClient("t", timeout=5, deadline=1.0) as http:
+            started = time.monotonic()
+            with pytest.raises(SourceError, match=r"1 s deadline .*PAPERTRAIL_HTTP_DEADLINE"):
+                await http.get(server.url)
+            elapsed = time.monotonic() - started
+    assert elapsed < 3
+    assert server.requests == 1  # not retried: a retry would hold the host's turn for another deadline
+    assert server.sent < 100
+
+
+async def test_a_body_over_the_cap_is_refused_while_streaming() -> None:
+    """Issue 14: the cap stops the download part-way; the rest of the body is never read into memory."""
+    chunk = b"<item>" + b"x" * 65530
+    with stream_server(chunk, 1600) as server:  # 100 MiB, length unannounced
+        async with HttpClient("t", max_bytes=1024 * 1024) as http:
+            with pytest.raises(
+                SourceError, match=r"1,048,576-byte cap .*PAPERTRAIL_HTTP_MAX_BYTES"
+            ) as caught:
+                await http.get(server.url)
+    assert not caught.value.retryable
+    assert server.requests == 1
+    assert server.sent < 20 * 1024 * 1024  # the cap plus what the socket buffers held
+
+
+async def test_an_announced_length_over_the_cap_is_refused_before_reading() -> None:
+    with feed_server(Reply(200, b"y" * 5000)) as server:
+        async with HttpClient("t", max_bytes=4096) as http:
+            with pytest.raises(SourceError, match="announces 5,000 bytes"):
+                await http.get(server.url)
+        async with HttpClient("t", max_bytes=5000) as http:
+            assert (await http.get(server.url)).content == b"y" * 5000

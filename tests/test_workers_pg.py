@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from sqlmodel import SQLModel
 
 from core.models import DigestState, utcnow
+from core.reasons import CATEGORY, Reason, hit_data
 from core.store import Store
 
 # SQLModel tables as SQLAlchemy Core tables, for bulk inserts.
@@ -67,7 +68,7 @@ def seed_due_digests(store: Store, count: int) -> None:
                     "subscriber_id": sid,
                     "version_id": version_id,
                     "follow_ids": [],
-                    "reasons": ["category cs.DC"],
+                    "reasons": [hit_data([Reason(CATEGORY, "cs.DC")])],
                     "created_at": now,
                     "instant": False,
                 }

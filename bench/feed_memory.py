@@ -1,0 +1,152 @@
+"""Benchmark: peak memory of ``papertrail ingest`` on a large feed, with the body cap above and below it.
+
+Issue 14: a 200 MB feed took 2.42 GB of RSS, and nothing bounded the download. The feed here is the
+recorded day (``tests/corpus/arxiv-rss/aioarxiv_rss_mock_feed.xml``, 1,504 items, 2.8 MB) with its items
+repeated until the body reaches ``--mb`` megabytes. Copy ``k`` of an item has every arXiv id in it
+(``YYMM.NNNNN``) given the month ``k`` counted from January 2000, so the ids stay unique and valid and the
+store does real work. The feed is served over loopback HTTP without a Content-Length (the body ends when
+the connection closes), so the cap is enforced while streaming, not on an announced length.
+
+Each measurement is one ``papertrail ingest`` in a child process against a fresh SQLite file; its peak
+resident set size is the ``ru_maxrss`` that ``os.wait4`` reports for that child alone:
+
+* baseline: the interpreter and the imports, ingesting the empty recorded feed;
+* cap above the body (``PAPERTRAIL_HTTP_MAX_BYTES`` = 2 x the body): the whole ingest, stored;
+* cap below the body (``PAPERTRAIL_HTTP_MAX_BYTES`` = the body / 4): the download stopped at the cap;
+* parse only: ``parse_feed`` on the body read from a file, in a child of its own, for the parser's share.
+
+Run: ``PYTHONPATH=. python -m bench.feed_memory --mb 50``. Results: docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+FEED = ROOT / "tests" / "corpus" / "arxiv-rss" / "aioarxiv_rss_mock_feed.xml"
+EMPTY = ROOT / "tests" / "corpus" / "arxiv-rss" / "aioarxiv_empty_rss_mock_feed.xml"
+_ID_RE = re.compile(rb"\b\d{4}\.(\d{5})(?!\d)")
+_ITEMS_RE = re.compile(rb"(\s*<item>.*?</item>)", re.DOTALL)
+MB = 1024 * 1024
+
+
+def big_feed(target: int) -> bytes:
+    """The recorded feed with its items repeated (ids renamed per copy) to at least ``target`` bytes."""
+    data = FEED.read_bytes()
+    items = _ITEMS_RE.findall(data)
+    head = data[: data.index(items[0])]
+    tail = data[data.index(items[-1]) + len(items[-1]) :]
+    block = b"".join(items)
+    parts = [head]
+    size = len(head) + len(tail)
+    copy = 0
+    while size < target:
+        month = f"{copy // 12 % 100:02d}{copy % 12 + 1:02d}".encode()
+        part = _ID_RE.sub(month + rb".\1", block)
+        parts.append(part)
+        size += len(part)
+        copy += 1
+    parts.append(tail)
+    return b"".join(parts)
+
+
+@contextmanager
+def serve(body: bytes) -> Iterator[str]:
+    """Serve ``body`` at a loopback URL, HTTP/1.0 without Content-Length, in 64 KiB writes."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/rss+xml")
+            self.end_headers()
+            try:
+                view = memoryview(body)
+                for start in range(0, len(body), 65536):
+                    self.wfile.write(view[start : start + 65536])
+            except OSError:
+                pass  # the client stopped at its cap
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/rss/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def peak_rss(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    """Run ``argv``; its peak RSS in MB (``ru_maxrss`` of that child alone), wall seconds, last output."""
+    started = time.perf_counter()
+    child = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert child.stdout is not None
+    output = child.stdout.read().decode("utf-8", "replace")
+    _, _, usage = os.wait4(child.pid, 0)
+    child.returncode = 0  # reaped by wait4: keep Popen from waiting again
+    # Linux reports ru_maxrss in KiB.
+    return usage.ru_maxrss / 1024, time.perf_counter() - started, output.strip().splitlines()[-1]
+
+
+def ingest(url: str, cap: int, workdir: Path, name: str) -> tuple[float, float, str]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "PAPERTRAIL_DATABASE_URL": f"sqlite:///{workdir / (name + '.db')}",
+        "PAPERTRAIL_ARXIV_RSS_URL": url,
+        "PAPERTRAIL_HTTP_MAX_BYTES": str(cap),
+        "PAPERTRAIL_HTTP_DEADLINE": "900",
+    }
+    return peak_rss([sys.executable, "-m", "papertrail", "ingest"], env)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mb", type=float, default=50.0, help="size of the feed in MB (default 50)")
+    args = parser.parse_args()
+    body = big_feed(int(args.mb * MB))
+    size = len(body)
+    print(f"feed: {size / MB:.1f} MB, {body.count(b'<item>'):,} items")
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        rows: list[tuple[str, float, float, str]] = []
+        with serve(EMPTY.read_bytes()) as url:
+            rows.append(("baseline: empty feed", *ingest(url, 64 * MB, workdir, "empty")))
+        with serve(body) as url:
+            rows.append((f"cap {2 * size / MB:.0f} MB (above)", *ingest(url, 2 * size, workdir, "above")))
+            rows.append((f"cap {size / 4 / MB:.0f} MB (below)", *ingest(url, size // 4, workdir, "below")))
+        path = workdir / "feed.xml"
+        path.write_bytes(body)
+        code = (
+            "import sys; from pathlib import Path; from ingest.arxiv_rss_parse import parse_feed; "
+            "page = parse_feed(Path(sys.argv[1]).read_bytes()); print(len(page.items), 'items parsed')"
+        )
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        rows.append(("parse_feed only", *peak_rss([sys.executable, "-c", code, str(path)], env)))
+    # "over baseline": what the feed itself cost, the interpreter and imports of the baseline run taken off.
+    base = rows[0][1]
+    print(f"{'run':<24} {'peak RSS MB':>12} {'over baseline':>14} {'x body':>7} {'seconds':>8}  outcome")
+    for label, rss, seconds, outcome in rows:
+        extra = rss - base
+        print(
+            f"{label:<24} {rss:12.0f} {extra:14.0f} {extra * MB / size:7.2f} {seconds:8.1f}  {outcome[:90]}"
+        )
+
+
+if __name__ == "__main__":
+    main()

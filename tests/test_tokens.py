@@ -1,0 +1,138 @@
+"""Signed tokens have one spelling: a token with junk, padding, whitespace or altered spare bits is refused,
+by :func:`core.tokens.verify` and by every web route that takes one (issue 14, defect 10)."""
+
+from __future__ import annotations
+
+import base64
+import warnings
+
+import pytest
+
+from core import tokens
+from core.config import Settings
+from core.follows import follow
+from core.models import SubscriberStatus
+from core.render import Renderer
+from core.store import Store
+from ingest.http import HttpClient
+from notifiers.email import EmailNotifier
+from papertrail.context import AppContext
+from papertrail.web import build_app
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # Starlette 1.x suggests httpx2 for its test client
+    from starlette.testclient import TestClient
+
+KEY = "tokens-test-key-0123456789abcdef"
+ADDRESS = "email:ada@example.org"
+_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+
+def _spare_bits_variant(part: str) -> str | None:
+    """``part`` with its last character changed only in the bits base64 leaves unused (None if it has none).
+
+    A lenient decoder reads both spellings as the same bytes; that is the malleability under test.
+    """
+    spare = {2: 4, 3: 2}.get(len(part) % 4, 0)  # unused low bits of the last character
+    if not spare:
+        return None
+    value = _ALPHABET.index(part[-1])
+    return part[:-1] + _ALPHABET[value ^ 1]
+
+
+def variants(token: str) -> list[str]:
+    """Texts a lenient decoder reads as ``token``'s bytes (or nearly), each of which must be refused."""
+    body, _, mac = token.partition(".")
+    found = [
+        f"{body}=.{mac}",  # padding on the subject
+        f"{body}.{mac}=",
+        f"{body}.{mac}==",
+        f"{body}.{mac}====",
+        f"{body[:3]}!{body[3:]}.{mac}",  # junk inside: the library decoder drops it
+        f"{body}.{mac[:5]}*{mac[5:]}",
+        f"{body}.{mac[:5]}~{mac[5:]}",
+        f"{body}.{mac}$",
+        f"{body}.{mac} ",  # whitespace was stripped before
+        f" {body}.{mac}",
+        f"{body}.{mac}\n",
+        f"{body.swapcase()}.{mac}",  # another subject: changed bytes
+        f"{body}.{mac[:-3]}{mac[-3:].swapcase()}",  # another MAC
+    ]
+    body_variant = _spare_bits_variant(body)
+    if body_variant:
+        found.append(f"{body_variant}.{mac}")
+    mac_variant = _spare_bits_variant(mac)
+    assert mac_variant is not None  # 32 bytes: 43 characters, the last one with 2 spare bits
+    found.append(f"{body}.{mac_variant}")
+    return found
+
+
+def test_the_genuine_token_verifies_and_every_variant_is_refused() -> None:
+    for address in (ADDRESS, "email:b@example.org", "email:ab@example.org", "email:abc@example.org"):
+        token = tokens.sign(KEY, tokens.UNSUBSCRIBE, address)
+        assert tokens.verify(KEY, tokens.UNSUBSCRIBE, token) == address
+        for variant in variants(token):
+            assert variant != token
+            with pytest.raises(tokens.InvalidToken):
+                tokens.verify(KEY, tokens.UNSUBSCRIBE, variant)
+
+
+def test_a_spare_bits_variant_is_the_same_bytes_to_a_lenient_decoder() -> None:
+    """The test above is not vacuous: the MAC variant carries the very same MAC bytes."""
+    mac = tokens.sign(KEY, tokens.MANAGE, ADDRESS).partition(".")[2]
+    variant = _spare_bits_variant(mac)
+    assert variant is not None
+    assert base64.urlsafe_b64decode(variant + "=") == base64.urlsafe_b64decode(mac + "=")
+
+
+def client_for(store: Store) -> TestClient:
+    """The app over ``store`` with links and sign-up enabled (the SMTP server is never contacted)."""
+    url = store.engine.url.render_as_string(hide_password=False)
+    settings = Settings(database_url=url, secret_key=KEY, smtp_host="127.0.0.1", smtp_port=9)
+    ctx = AppContext(
+        settings=settings,
+        store=store,
+        renderer=Renderer(secret_key=KEY),
+        notifiers={"email": EmailNotifier(settings)},
+        http=HttpClient("papertrail-tests"),
+    )
+    return TestClient(build_app(ctx), follow_redirects=False)
+
+
+def status_of(store: Store) -> str:
+    subscriber = store.get_subscriber(ADDRESS)
+    assert subscriber is not None
+    return subscriber.status
+
+
+def test_web_routes_refuse_variants_and_take_the_genuine_token(sqlite_store: Store) -> None:
+    follow(sqlite_store, ADDRESS, "cat:cs.DC")
+    subscriber = sqlite_store.get_subscriber(ADDRESS)
+    assert subscriber is not None and subscriber.id is not None
+    sqlite_store.update_subscriber(subscriber.id, status=SubscriberStatus.UNCONFIRMED)
+    client = client_for(sqlite_store)
+
+    confirm = tokens.sign(KEY, tokens.CONFIRM, ADDRESS)
+    for variant in variants(confirm):
+        path = "/confirm/" + variant.replace(" ", "%20").replace("\n", "%0A")
+        assert client.post(path).status_code == 400, variant
+    assert status_of(sqlite_store) == SubscriberStatus.UNCONFIRMED
+    assert client.post(f"/confirm/{confirm}").status_code == 200
+    assert status_of(sqlite_store) == SubscriberStatus.ACTIVE
+
+    manage = tokens.sign(KEY, tokens.MANAGE, ADDRESS)
+    for variant in variants(manage):
+        path = "/manage/" + variant.replace(" ", "%20").replace("\n", "%0A")
+        assert client.get(path).status_code == 400, variant
+    assert client.get(f"/manage/{manage}").status_code == 200
+
+    unsubscribe = tokens.sign(KEY, tokens.UNSUBSCRIBE, ADDRESS)
+    for variant in variants(unsubscribe):
+        path = "/unsubscribe/" + variant.replace(" ", "%20").replace("\n", "%0A")
+        assert client.get(path).status_code == 400, variant
+        response = client.post(path, data={"List-Unsubscribe": "One-Click"})
+        assert response.status_code == 400, variant
+    assert status_of(sqlite_store) == SubscriberStatus.ACTIVE
+    done = client.post(f"/unsubscribe/{unsubscribe}", data={"List-Unsubscribe": "One-Click"})
+    assert done.status_code == 200
+    assert status_of(sqlite_store) == SubscriberStatus.UNSUBSCRIBED
