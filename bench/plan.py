@@ -8,7 +8,8 @@ process, the production entry points are timed, with the SQL statements each one
 
 * **plan**: ``core.digests.plan_digests`` — every subscriber gets a pending digest holding its matches.
 * **claim + items**: what ``send_due_digests`` does per batch before sending: ``Store.claim_digests``
-  (``policy.batch`` at a time), ``Store.digests_items`` and the guides and newsletter titles of the batch.
+  (``policy.batch`` at a time), then ``core.digests.batch_items`` with the renderer's cap: the matches'
+  ranking rows, full items for the shown ones only, their guides and the batch's newsletter titles.
 * **render**: ``Renderer.render`` of every claimed digest for Telegram, with what the batch step read.
 * **pure render**: the same digests (the same items, already in memory) rendered again: the cost
   bench/deliver.py measures, the baseline the database work is compared with (target: database at most
@@ -49,7 +50,7 @@ from core.models import utcnow  # noqa: E402
 from core.reasons import CATEGORY, Reason, hit_data  # noqa: E402
 from core.render import Renderer  # noqa: E402
 from core.store import Store, make_engine  # noqa: E402
-from core.values import DigestItem  # noqa: E402
+from core.values import DigestItem, DigestRest  # noqa: E402
 from tests.conftest import POSTGRES_URL  # noqa: E402
 
 PAPERS = 2_000
@@ -286,18 +287,18 @@ def run(url: str, label: str, subscribers: int, matches: int) -> None:
     with measure(plan, counter):
         opened = digests.plan_digests(store, notifiers, now=now)
     rss_plan = rss_mb()
-    rendered: list[tuple[str, list[DigestItem], str, dict[str, str], str | None]] = []
+    rendered: list[tuple[str, list[DigestItem], str, dict[str, str], str | None, DigestRest]] = []
     items_total = 0
     while True:
         with measure(claim, counter):
             claimed = store.claim_digests(now, "bench", limit=policy.batch, lease=policy.lease)
             if not claimed:
                 break
-            batch = digests.batch_items(store, claimed)
+            batch = digests.batch_items(store, claimed, max_items=renderer.max_items)
         with measure(render, counter):
             for c in claimed:
-                items = batch.items[c.digest_id]
-                titles = batch.titles_for(items)
+                items, rest = batch.items[c.digest_id], batch.rest_of(c.digest_id)
+                titles = batch.titles_for(items, rest)
                 target = split_address(c.address)[1]
                 renderer.render(
                     "telegram",
@@ -307,12 +308,15 @@ def run(url: str, label: str, subscribers: int, matches: int) -> None:
                     key=f"papertrail-digest-{c.digest_id}",
                     newsletters=titles,
                     language=c.language,
+                    rest=rest,
                 )
-                rendered.append((target, items, c.address, titles, c.language))
-                items_total += len(items)
+                rendered.append((target, items, c.address, titles, c.language, rest))
+                items_total += len(items) + rest.count
     with measure(pure, counter):
-        for target, items, address, titles, language in rendered:
-            renderer.render("telegram", items, target, address=address, newsletters=titles, language=language)
+        for target, items, address, titles, language, rest in rendered:
+            renderer.render(
+                "telegram", items, target, address=address, newsletters=titles, language=language, rest=rest
+            )
     engine.dispose()
     print(f"  {opened:,} digests planned, {len(rendered):,} claimed and rendered, {items_total:,} items")
     for stage in (plan, claim, render, pure):

@@ -24,11 +24,11 @@ values.
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import overload
+from typing import Protocol, TypeVar, overload
 
 import jinja2
 import markupsafe
@@ -38,7 +38,7 @@ from core.i18n import DEFAULT_LANGUAGE, LANGUAGE_TAGS, N_, install_jinja, transl
 from core.reasons import ABSTRACT, AUTHOR, CATEGORY, NEWSLETTER, PAPER, TITLE, Reason
 from core.resources import resource_dir
 from core.text_safety import strip_control
-from core.values import DigestItem, Message
+from core.values import DigestItem, DigestRest, Message
 
 # Digests are for skimming: long author lists are cut here; the abstract page has them all.
 MAX_AUTHORS_SHOWN = 8
@@ -49,6 +49,11 @@ ABSTRACT_CHARS = 600
 # own {{ cut }} and {{ part }} can produce them.
 CUT = "\x1e"
 PART = "\x1f"
+
+# An item, or a lighter stand-in for one that carries what ranking needs (core.digests.batch_items).
+_Ranked = TypeVar("_Ranked")
+# The sort key of an item in a digest section, see rank_key.
+RankKey = tuple[int, int, str, int]
 
 # Which reason comes first in a digest: watched papers and followed authors, then title hits, then
 # abstract hits, then categories; Hugging Face upvotes break ties.
@@ -86,20 +91,53 @@ def escape_mrkdwn(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def newsletter_of(item: DigestItem) -> str | None:
+class _WithReasons(Protocol):
+    """An item, or a stand-in for one (core.store_ledger.RankedMatch): what it matched for."""
+
+    @property
+    def reasons(self) -> Sequence[Reason]: ...
+
+
+def newsletter_of(item: _WithReasons) -> str | None:
     """The name of the newsletter ``item`` is a copy from, or None for a match of the reader's own follows."""
     return item.reasons[0].newsletter if item.reasons else None
 
 
-def newsletter_names(items: Sequence[DigestItem]) -> set[str]:
+def newsletter_names(items: Iterable[_WithReasons]) -> set[str]:
     """The names of the newsletters any of ``items`` comes from."""
     return {name for item in items if (name := newsletter_of(item)) is not None}
 
 
-def item_rank(item: DigestItem) -> tuple[int, int, str, int]:
-    """Sort key of an item inside a digest section (best reason, more upvotes, then arXiv id)."""
-    best = min((_REASON_RANK.get(reason.field, _LAST) for reason in item.reasons), default=_LAST)
-    return (best, -item.upvotes, item.arxiv_id, item.version)
+def rank_key(reasons: Iterable[Reason], upvotes: int, arxiv_id: str, version: int) -> RankKey:
+    """Sort key of an item inside a digest section (best reason, more upvotes, then arXiv id).
+
+    On plain values, so that a worker can rank a digest's matches before it loads them as items (only
+    the shown ones are loaded, see :func:`shown`); :func:`item_rank` is the same key for an item.
+    """
+    best = min((_REASON_RANK.get(reason.field, _LAST) for reason in reasons), default=_LAST)
+    return (best, -upvotes, arxiv_id, version)
+
+
+def item_rank(item: DigestItem) -> RankKey:
+    """Sort key of an item inside a digest section: :func:`rank_key` of its reasons, upvotes and id."""
+    return rank_key(item.reasons, item.upvotes, item.arxiv_id, item.version)
+
+
+def shown(
+    new: Iterable[_Ranked],
+    revisions: Iterable[_Ranked],
+    key: Callable[[_Ranked], RankKey],
+    max_items: int,
+) -> tuple[list[_Ranked], list[_Ranked]]:
+    """The new papers and revisions a digest shows, each best first: the cap of :meth:`Renderer.view`.
+
+    New papers come first: up to ``max_items`` of them, then revisions up to ``max_items`` in all. The
+    sorts are stable, so items with equal keys keep their given order; a caller that picks the shown
+    items from stand-ins (in the order the items would come) and renders just those gets the same digest.
+    """
+    shown_new = sorted(new, key=key)[:max_items]
+    shown_rev = sorted(revisions, key=key)[: max(0, max_items - len(shown_new))]
+    return shown_new, shown_rev
 
 
 def shorten(text: str, limit: int = ABSTRACT_CHARS) -> str:
@@ -295,35 +333,43 @@ class Renderer:
         address: str = "",
         newsletters: Mapping[str, str] | None = None,
         language: str | None = None,
+        rest: DigestRest | None = None,
     ) -> DigestView:
         """Split items into new papers and revisions, order each by relevance, apply the cap.
 
-        New papers come first; the cap keeps the best-ranked items (see :func:`item_rank`). ``newsletters``
-        maps the names of the newsletters the items were copied from to their titles: a digest that is one
-        newsletter's issue only is titled with it and its unsubscribe link leaves that newsletter only; a
-        digest mixing the reader's own matches (or several newsletters) keeps the whole-address link.
-        ``language`` words the subject and the link labels (English for None).
+        New papers come first; the cap keeps the best-ranked items (see :func:`item_rank`, :func:`shown`).
+        ``newsletters`` maps the names of the newsletters the items were copied from to their titles: a
+        digest that is one newsletter's issue only is titled with it and its unsubscribe link leaves that
+        newsletter only; a digest mixing the reader's own matches (or several newsletters) keeps the
+        whole-address link. ``language`` words the subject and the link labels (English for None).
+        ``rest`` summarises items of the digest left out of ``items`` because the cap would not show them
+        (a worker loads only the shown ones): they count in the subject, the total and "and N more".
         """
         t = translator(language)
-        new_all = sorted((item for item in items if not item.is_revision), key=item_rank)
-        rev_all = sorted((item for item in items if item.is_revision), key=item_rank)
-        shown_new = new_all[: self.max_items]
-        shown_rev = rev_all[: max(0, self.max_items - len(shown_new))]
-        more = len(items) - len(shown_new) - len(shown_rev)
+        rest = rest or DigestRest()
+        new_all = [item for item in items if not item.is_revision]
+        rev_all = [item for item in items if item.is_revision]
+        shown_new, shown_rev = shown(new_all, rev_all, item_rank, self.max_items)
+        total = len(items) + rest.count
+        more = total - len(shown_new) - len(shown_rev)
         unsubscribe, manage = self.links(address) if address else ("", "")
         titles = dict(newsletters or {})
-        names = sorted(newsletter_names(items))
+        names = sorted(newsletter_names(items) | rest.newsletters)
         label, including, leave = "PaperTrail", [titles.get(n, n) for n in names], ""
-        if len(names) == 1 and all(newsletter_of(item) for item in items):
+        if len(names) == 1 and not rest.own and all(newsletter_of(item) for item in items):
             label, including = including[0], []
             leave = self.leave_link(address, names[0]) if address else ""
         return DigestView(
             new=tuple(shown_new),
             revisions=tuple(shown_rev),
             more=more,
-            total=len(items),
+            total=total,
             subject=digest_subject(
-                len(new_all), len(rev_all), label=label, including=including, language=language
+                len(new_all) + rest.new,
+                len(rev_all) + rest.revisions,
+                label=label,
+                including=including,
+                language=language,
             ),
             public_url=self.public_url,
             recipient=recipient,
@@ -344,15 +390,17 @@ class Renderer:
         key: str = "",
         newsletters: Mapping[str, str] | None = None,
         language: str | None = None,
+        rest: DigestRest | None = None,
     ) -> Message:
         """Render a digest for ``channel`` in every format the channel has a template for.
 
         ``recipient`` is the target shown in the footer; ``address`` the full subscriber address the
         signed links are made for (default ``channel:recipient``); ``key`` the digest's idempotency key;
         ``newsletters`` the titles of the newsletters the items were copied from (see :meth:`view`);
-        ``language`` the reader's language (English for None).
+        ``language`` the reader's language (English for None); ``rest`` the digest's items not given
+        because they would not be shown (see :meth:`view`).
         """
-        view = self.view(items, recipient, address or f"{channel}:{recipient}", newsletters, language)
+        view = self.view(items, recipient, address or f"{channel}:{recipient}", newsletters, language, rest)
         env = self.environment(language)
         text_blocks = _blocks(_first(env, f"{channel}.txt.j2", "digest.txt.j2").render(d=view))
         html_template = _first(env, f"{channel}.html.j2")
@@ -363,7 +411,7 @@ class Renderer:
             subject=view.subject,
             text="".join(text_blocks),
             html="".join(html_blocks) if html_template else None,
-            item_count=len(items),
+            item_count=view.total,
             text_blocks=text_blocks,
             html_blocks=html_blocks,
             mrkdwn="".join(mrkdwn_blocks) if mrkdwn_template else None,

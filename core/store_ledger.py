@@ -35,7 +35,7 @@ from core.models import (
     Version,
     utcnow,
 )
-from core.reasons import reasons_from_data
+from core.reasons import Reason, reasons_from_data
 from core.values import DigestItem
 
 OPEN_STATES = (DigestState.PENDING, DigestState.SENDING)
@@ -61,6 +61,28 @@ class PendingMatch:
     match_id: int
     instant: bool
     item: DigestItem
+
+
+@dataclass(frozen=True, slots=True)
+class RankedMatch:
+    """A claimed digest's match with only what ranking it needs: no title, abstract or author list.
+
+    A digest shows at most ``PAPERTRAIL_DIGEST_MAX_ITEMS`` of its (often hundreds of) matches; the worker
+    ranks these and loads full items (:meth:`LedgerQueries.match_items`) for the shown ones only.
+    """
+
+    match_id: int
+    digest_id: int
+    version_id: int
+    arxiv_id: str
+    version: int
+    reasons: tuple[Reason, ...]
+    upvotes: int
+
+    @property
+    def is_revision(self) -> bool:
+        """True for v2 and later, like :attr:`core.values.DigestItem.is_revision`."""
+        return self.version > 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,6 +377,97 @@ class LedgerQueries:
             grouped[match.digest_id or 0].append(item)
         return grouped
 
+    def digests_ranked(self, digest_ids: Sequence[int]) -> dict[int, list[RankedMatch]]:
+        """The matches of several digests as :class:`RankedMatch` rows, by digest id, each in match order.
+
+        Plain column reads (no ORM objects, no version texts): one statement per slice of digest ids and
+        one per slice of papers for the upvotes, whatever the batch holds. Match order is the order
+        :meth:`digests_items` gives the same matches in, so ties in ranking break the same way.
+        """
+        rows: list[Any] = []  # Core rows: (match id, digest id, version id, paper, number, reasons)
+        with self.session() as session:
+            for ids in _slices(digest_ids):
+                rows += session.execute(
+                    sa.select(
+                        col(Match.id),
+                        col(Match.digest_id),
+                        col(Match.version_id),
+                        col(Version.paper_id),
+                        col(Version.number),
+                        col(Match.reasons),
+                    )
+                    .join(Version, col(Version.id) == col(Match.version_id))
+                    .where(col(Match.digest_id).in_(ids))
+                ).all()
+            upvotes = _upvotes(session, {row[3] for row in rows})
+        rows.sort(key=lambda row: int(row[0]))
+        grouped: dict[int, list[RankedMatch]] = {digest_id: [] for digest_id in digest_ids}
+        for match_id, digest_id, version_id, paper_id, number, reasons in rows:
+            grouped[int(digest_id)].append(
+                RankedMatch(
+                    match_id=int(match_id),
+                    digest_id=int(digest_id),
+                    version_id=int(version_id),
+                    arxiv_id=str(paper_id),
+                    version=int(number),
+                    reasons=reasons_from_data(reasons),
+                    upvotes=upvotes.get(paper_id, 0),
+                )
+            )
+        return grouped
+
+    def match_items(self, ranked: Sequence[RankedMatch]) -> dict[int, DigestItem]:
+        """Full items for these matches (the ones digests show), keyed by match id.
+
+        The same items :meth:`digests_items` builds for them, read as plain columns: the versions' texts,
+        the follows that still exist, and for revisions the newest earlier stored version's tracked
+        fields. Reasons and upvotes come from the ranked rows, not read again.
+        """
+        if not ranked:
+            return {}
+        by_id = {row.match_id: row for row in ranked}
+        versions: list[sa.Row[Any]] = []
+        with self.session() as session:
+            for ids in _slices(by_id):
+                versions += session.execute(
+                    sa.select(
+                        col(Match.id),
+                        col(Match.follow_ids),
+                        col(Version.title),
+                        col(Version.authors),
+                        col(Version.categories),
+                        col(Version.abstract),
+                        col(Version.comment),
+                        col(Version.journal_ref),
+                        col(Version.doi),
+                    )
+                    .join(Version, col(Version.id) == col(Match.version_id))
+                    .where(col(Match.id).in_(ids))
+                ).all()
+            earlier = _earlier_fields(session, [row for row in ranked if row.is_revision])
+            queries = _follow_queries(session, {fid for row in versions for fid in row.follow_ids or ()})
+        items: dict[int, DigestItem] = {}
+        for row in versions:
+            match = by_id[int(row.id)]
+            follow_ids = row.follow_ids or []
+            items[match.match_id] = DigestItem(
+                version_id=match.version_id,
+                arxiv_id=match.arxiv_id,
+                version=match.version,
+                title=row.title,
+                authors=tuple(row.authors),
+                categories=tuple(row.categories),
+                reasons=match.reasons,
+                abstract=row.abstract,
+                comment=row.comment,
+                changes=changes(earlier.get((match.arxiv_id, match.version)), row),
+                upvotes=match.upvotes,
+                journal_ref=row.journal_ref,
+                doi=row.doi,
+                follows=tuple((fid, queries[fid]) for fid in sorted(follow_ids) if fid in queries),
+            )
+        return items
+
     # -- outcomes --------------------------------------------------------------------------------------
 
     def finish_sent(
@@ -565,7 +678,7 @@ def _items(session: Session, rows: Sequence[tuple[Match, Version]]) -> list[Dige
     ]
 
 
-def changes(before: Version | None, after: Version) -> tuple[str, ...]:
+def changes(before: Version | sa.Row[Any] | None, after: Version | sa.Row[Any]) -> tuple[str, ...]:
     """What ``after`` changed against ``before`` (title, authors, abstract, comment, journal-ref, DOI)."""
     if before is None:
         return ()
@@ -629,6 +742,37 @@ def _earlier_versions(
         older = [v for v in stored[revision.paper_id] if v.number < revision.number]
         if older:
             found[(revision.paper_id, revision.number)] = max(older, key=lambda v: v.number)
+    return found
+
+
+def _earlier_fields(session: Session, revisions: Sequence[RankedMatch]) -> dict[tuple[str, int], sa.Row[Any]]:
+    """For each revision, the tracked fields of the newest stored version of its paper with a lower number.
+
+    Only the versions below the highest revision asked for per paper are read, and only the columns
+    :func:`changes` compares: the rule of :func:`_earlier_versions`, for the shown revisions only.
+    """
+    if not revisions:
+        return {}
+    highest: dict[str, int] = {}
+    for revision in revisions:
+        highest[revision.arxiv_id] = max(highest.get(revision.arxiv_id, 0), revision.version)
+    stored: defaultdict[str, list[sa.Row[Any]]] = defaultdict(list)
+    for chunk in _slices(highest):
+        rows = session.execute(
+            sa.select(
+                col(Version.paper_id),
+                col(Version.number),
+                *(col(getattr(Version, name)) for name, _ in _TRACKED_FIELDS),
+            ).where(col(Version.paper_id).in_(chunk))
+        )
+        for row in rows:
+            if row.number < highest[row.paper_id]:
+                stored[row.paper_id].append(row)
+    found: dict[tuple[str, int], sa.Row[Any]] = {}
+    for revision in revisions:
+        older = [v for v in stored[revision.arxiv_id] if v.number < revision.version]
+        if older:
+            found[(revision.arxiv_id, revision.version)] = max(older, key=lambda v: v.number)
     return found
 
 

@@ -108,6 +108,28 @@ class DigestItem:
 
 
 @dataclass(frozen=True, slots=True)
+class DigestRest:
+    """The items of a digest that it will not show (past ``PAPERTRAIL_DIGEST_MAX_ITEMS``), summarised.
+
+    A worker loads in full only the items a digest shows (core.digests.batch_items); the rest still count
+    in the subject ("31 new papers, 15 revisions"), in "…and N more" and in which newsletters the digest
+    names, so the renderer gets what it needs of them here instead of as items.
+    """
+
+    new: int = 0
+    revisions: int = 0
+    # Names of the newsletters any of them was copied from.
+    newsletters: frozenset[str] = frozenset()
+    # True when at least one of them is a match of the reader's own follows (not a newsletter's copy).
+    own: bool = False
+
+    @property
+    def count(self) -> int:
+        """How many items are summarised."""
+        return self.new + self.revisions
+
+
+@dataclass(frozen=True, slots=True)
 class Message:
     """A rendered digest for one channel: what a notifier sends.
 

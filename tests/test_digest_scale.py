@@ -30,9 +30,10 @@ CLAIM = 500
 # The most statements one planning page may send: the page of candidates, the lock, the open digests,
 # the INSERT of the digests, the UPDATE of the matches, the counting UPDATE and the removal of empty ones.
 PER_PAGE = 7
-# The most one claimed batch may send: the claim (select, update, read back), the items (matches with
-# versions, follows, upvotes, earlier versions), guides (one per language: two here), newsletter titles.
-PER_BATCH = 3 + 4 + 2 + 1
+# The most one claimed batch may send: the claim (select, update, read back), the items (the matches'
+# ranking rows, upvotes, then the shown matches with their versions, follows, earlier versions), guides
+# (one per language: two here), newsletter titles.
+PER_BATCH = 3 + 5 + 2 + 1
 
 
 def seed(store: Store, subscribers: int) -> None:
