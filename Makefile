@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint typecheck pytest bench bench-match bench-peers bench-deliver demo clean
+.PHONY: run test lint typecheck pytest bench bench-match bench-peers bench-deliver bench-day demo clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,11 @@ bench-peers: $(VENV)/.installed-dev
 
 bench-deliver: $(VENV)/.installed-dev
 	$(BIN)/python bench/deliver.py
+
+# The recorded day end to end (ingest, match, fan-out and planning, delivery with null notifiers) for 1,000
+# subscribers of each population on SQLite and PostgreSQL; bench/day.py --help for larger sizes.
+bench-day: $(VENV)/.installed-dev
+	$(BIN)/python bench/day.py --sizes 1000
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
