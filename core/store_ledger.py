@@ -284,14 +284,13 @@ class LedgerQueries:
         due = col(Digest.next_attempt_at) <= now
         if ignore_schedule:
             due = sa.true()
+        claimable = sa.or_(
+            sa.and_(col(Digest.state) == DigestState.PENDING, due),
+            sa.and_(col(Digest.state) == DigestState.SENDING, col(Digest.lease_until) < now),
+        )
         query = (
             sa.select(col(Digest.id))
-            .where(
-                sa.or_(
-                    sa.and_(col(Digest.state) == DigestState.PENDING, due),
-                    sa.and_(col(Digest.state) == DigestState.SENDING, col(Digest.lease_until) < now),
-                )
-            )
+            .where(claimable)
             .order_by(col(Digest.next_attempt_at), col(Digest.id))
             .limit(limit)
             .with_for_update(skip_locked=True)
@@ -306,16 +305,26 @@ class LedgerQueries:
             ids = [row[0] for row in session.execute(query)]
             if not ids:
                 return []
-            session.execute(
-                sa.update(Digest)
-                .where(col(Digest.id).in_(ids))
-                .values(
-                    state=DigestState.SENDING,
-                    worker=worker,
-                    lease_until=now + lease,
-                    attempts=Digest.attempts + 1,
-                )
+            # The UPDATE repeats the claimable test and keeps only what it changed. SQLite has no row
+            # locks and pysqlite runs the SELECT before its transaction takes the write lock, so two
+            # workers can select the same digests; the second one's UPDATE then finds them claimed (the
+            # write lock orders the two) and takes nothing: a claim is exclusive on every database.
+            ids = list(
+                session.execute(
+                    sa.update(Digest)
+                    .where(col(Digest.id).in_(ids), claimable)
+                    .values(
+                        state=DigestState.SENDING,
+                        worker=worker,
+                        lease_until=now + lease,
+                        attempts=Digest.attempts + 1,
+                    )
+                    .returning(col(Digest.id))
+                    .execution_options(synchronize_session=False)
+                ).scalars()
             )
+            if not ids:
+                return []
             rows = session.execute(
                 sa.select(
                     col(Digest.id),
