@@ -517,22 +517,21 @@ class Store(LedgerQueries, NewsletterQueries, BrowseQueries, GuideQueries, Follo
         """Fan the waiting query matches out to their followers' Match rows; returns the rows written.
 
         Every reader of pending matches calls this first, so the ledger they read is complete. A slice of
-        versions per transaction (``core.store_fanout``). On PostgreSQL one process fans out at a time
-        (a transaction-scoped advisory lock); a caller that finds it taken returns at once, and the next
-        planning pass sees the rest.
+        versions per transaction (``core.store_fanout``). On PostgreSQL one process fans out at a time: a
+        transaction-scoped advisory lock (per schema) that a second caller waits for, a slice at most,
+        before it fans out what is left; so when this returns, everything matched before the call is in
+        the ledger, whoever fanned it out.
         """
         now = now or utcnow()
         total = 0
         while True:
             with self.session() as session:
                 connection = session.connection()
-                if (
-                    connection.dialect.name == "postgresql"
-                    and not connection.execute(
-                        sa.text("SELECT pg_try_advisory_xact_lock(:key)"), {"key": _FAN_OUT_LOCK_KEY}
-                    ).scalar_one()
-                ):
-                    return total
+                if connection.dialect.name == "postgresql":
+                    connection.execute(
+                        sa.text("SELECT pg_advisory_xact_lock(:key, hashtext(current_schema()))"),
+                        {"key": _FAN_OUT_LOCK_KEY},
+                    )
                 versions = pending_versions(connection, FAN_OUT_VERSIONS)
                 if not versions:
                     return total
@@ -640,8 +639,9 @@ _GOOD_STATES = (RunState.OK, RunState.EMPTY, RunState.NOT_MODIFIED)
 _PAPER_TABLE = Paper.metadata.tables["paper"]
 _QUERY_MATCH_TABLE = QueryMatch.metadata.tables["query_match"]
 _QUERY_MATCH_COLUMNS = ("version_id", "canonical", "reasons")
-# Any fixed 64-bit number distinct from the other advisory locks (core.migrate, papertrail.leader).
-_FAN_OUT_LOCK_KEY = 0x5054_4641_4E4F_5554  # "PTFANOUT"
+# The first half of the fan-out's advisory lock (two 32-bit keys: this and the schema's hash), a space of
+# its own beside the single 64-bit keys of core.migrate and papertrail.leader.
+_FAN_OUT_LOCK_KEY = 0x5054_464F  # "PTFO"
 _VERSION_TABLE = Version.metadata.tables["version"]
 # Every version column but the generated id, in the order _version_rows fills them.
 _VERSION_COLUMNS = (
