@@ -287,7 +287,8 @@ def match_new(store: Store, *, now: datetime | None = None, index: FollowIndex |
     index is built. Each version is matched once per distinct query (:meth:`FollowIndex.query_hits`) and
     the hits of a batch of versions are written in one bulk load, in the transaction that marks the
     versions matched. They reach each follower's Match rows, with each follow's options applied, when
-    they are fanned out (``Store.expand_matches``), which every reader of pending matches does first.
+    they are fanned out (``Store.expand_matches``), which planning, guides and a chat's pending count
+    do first.
     """
     index = index or FollowIndex()
     total = 0

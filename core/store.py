@@ -516,7 +516,8 @@ class Store(LedgerQueries, NewsletterQueries, BrowseQueries, GuideQueries, Follo
     def expand_matches(self, *, now: datetime | None = None) -> int:
         """Fan the waiting query matches out to their followers' Match rows; returns the rows written.
 
-        Every reader of pending matches calls this first, so the ledger they read is complete. A slice of
+        Planning, guides and a subscriber's pending count call this first, so the ledger they read is
+        complete; the status page, ``/metrics`` and ``status`` read only, and never pay for it. A slice of
         versions per transaction (``core.store_fanout``). On PostgreSQL one process fans out at a time: a
         transaction-scoped advisory lock (per schema) that a second caller waits for, a slice at most,
         before it fans out what is left; so when this returns, everything matched before the call is in
@@ -557,7 +558,6 @@ class Store(LedgerQueries, NewsletterQueries, BrowseQueries, GuideQueries, Follo
         """Counts for the last 24 hours and the health of each source (those named plus any that ran)."""
         now = now or utcnow()
         since = now - timedelta(hours=24)
-        self.expand_matches(now=now)  # so that pending matches count what is waiting for subscribers
         with self.session() as session:
 
             def count(query: Any) -> int:

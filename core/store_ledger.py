@@ -618,7 +618,6 @@ class LedgerQueries:
 
     def pending_by_channel(self) -> dict[str, int]:
         """Matches in no digest yet, counted per channel (the part of the address before the colon)."""
-        self.expand_matches()
         with self.session() as session:
             rows = session.execute(
                 sa.select(col(Subscriber.address), sa.func.count())
