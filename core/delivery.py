@@ -74,6 +74,34 @@ def on_part_delivered(hook: Callable[[int], Awaitable[None]]) -> Iterator[None]:
         _part_hook.reset(token)
 
 
+# What the ledger runs the moment a platform accepted a whole digest (core.digests sets it per delivery).
+# Adapters whose send completes on the event loop need not call it: the ledger records the send as soon as
+# ``Notifier.send`` returns. An adapter that sends from its own thread (email) takes the recorder on the
+# loop with :func:`accepted_recorder` and calls it in that thread right after the platform's acceptance,
+# before it takes the next send: a crash can then repeat at most the one send that thread had in flight,
+# however busy the event loop is.
+_accepted_hook: ContextVar[Callable[[SendResult], None] | None] = ContextVar("accepted_hook", default=None)
+
+
+def accepted_recorder() -> Callable[[SendResult], None] | None:
+    """The ledger's recorder for the delivery running in this task, or None outside a delivery.
+
+    Call it on the event loop (context variables do not follow a job into a thread) and hand the result to
+    the thread that talks to the platform. The recorder is thread-safe, never raises, and records once.
+    """
+    return _accepted_hook.get()
+
+
+@contextmanager
+def on_accepted(hook: Callable[[SendResult], None]) -> Iterator[None]:
+    """Make ``hook`` this task's :func:`accepted_recorder` while the block runs."""
+    token = _accepted_hook.set(hook)
+    try:
+        yield
+    finally:
+        _accepted_hook.reset(token)
+
+
 class Notifier(Protocol):
     """One channel adapter. ``address`` is the part of the subscriber address after ``channel:``.
 

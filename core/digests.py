@@ -19,6 +19,7 @@ import dataclasses
 import logging
 import os
 import socket
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -28,6 +29,7 @@ from core.delivery import (
     LeaseLost,
     Notifier,
     normalise_address,
+    on_accepted,
     on_part_delivered,
     split_address,
 )
@@ -39,7 +41,7 @@ from core.render import RankKey, Renderer, newsletter_names, newsletter_of, rank
 from core.schedule import is_due, parse_schedule
 from core.store import Store
 from core.store_ledger import ClaimedDigest, DigestPlan, RankedMatch
-from core.values import DigestItem, DigestRest
+from core.values import DigestItem, DigestRest, SendResult
 
 log = logging.getLogger(__name__)
 
@@ -285,6 +287,52 @@ def _due(subscriber: Subscriber, now: datetime) -> bool:
         return False
 
 
+class SentRecorder:
+    """Records one claimed digest as sent, once, from whichever thread first sees the platform accept it.
+
+    The ledger hands it to the adapter (:func:`core.delivery.on_accepted`). An adapter with its own sending
+    thread calls it there the moment the platform accepted the message, before that thread takes the next
+    one: a worker killed at any instant leaves at most the sends then in flight unrecorded, one per send
+    slot, instead of every digest that thread got through while the event loop was busy elsewhere.
+
+    It never raises: a failed write (the database away for a moment) is kept in ``error`` and tried again
+    when the ledger calls it after ``send`` returns, on the event loop.
+    """
+
+    def __init__(self, store: Store, claimed: ClaimedDigest) -> None:
+        self.store = store
+        self.claimed = claimed
+        self.recorded = False
+        self.error: Exception | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, result: SendResult) -> None:
+        """Record ``result`` for the claimed digest, unless that was done already."""
+        with self._lock:
+            if self.recorded:
+                return
+            try:
+                self.store.finish_sent(
+                    self.claimed.digest_id,
+                    platform_id=result.platform_id,
+                    parts=self.claimed.parts_sent + result.parts,
+                    now=utcnow(),
+                    moved_to=result.moved_to,
+                )
+            except Exception as exc:  # recorded again, or raised, by the caller on the event loop
+                claimed = self.claimed
+                log.warning(
+                    "digest %s was delivered but recording it failed: %s",
+                    claimed.digest_id,
+                    exc,
+                    extra={"subscriber": mask_address(claimed.address), "digest": claimed.digest_id},
+                )
+                self.error = exc
+                return
+            self.recorded = True
+            self.error = None
+
+
 async def _deliver(
     store: Store,
     notifiers: Mapping[str, Notifier],
@@ -301,6 +349,7 @@ async def _deliver(
     # Reports count every item of the digest, shown or not (all of them are marked sent with it).
     count = len(items) + (rest.count if rest else 0)
     notifier = notifiers.get(channel)
+    recorder = SentRecorder(store, claimed)
 
     async def renew(parts: int) -> None:
         # A split digest goes out at a chat's pace (a 500-item Telegram digest is ~40 messages at 1/s):
@@ -332,7 +381,7 @@ async def _deliver(
         )
         if claimed.parts_sent:
             message = dataclasses.replace(message, skip_parts=claimed.parts_sent)
-        with on_part_delivered(renew):
+        with on_part_delivered(renew), on_accepted(recorder):
             result = await notifier.send(target, message)
     except LeaseLost as exc:
         # The digest is another worker's now: leave its row alone (that worker records it), just say so.
@@ -347,7 +396,7 @@ async def _deliver(
         )
         return DigestReport(claimed.address, count, False, str(exc), digest_id=claimed.digest_id)
     except DeliveryError as exc:
-        return _record_failure(store, claimed, exc, count, policy)
+        return _record_failure(store, claimed, exc, count, policy, worker)
     except Exception as exc:  # an adapter bug must not stop the other deliveries, nor lose the digest
         log.exception(
             "delivery of digest %s to %s crashed",
@@ -356,14 +405,12 @@ async def _deliver(
             extra={"subscriber": mask_address(claimed.address), "digest": claimed.digest_id},
         )
         error = DeliveryError(f"unexpected error in the {channel} adapter: {exc!r}", retryable=True)
-        return _record_failure(store, claimed, error, count, policy)
-    store.finish_sent(
-        claimed.digest_id,
-        platform_id=result.platform_id,
-        parts=claimed.parts_sent + result.parts,
-        now=utcnow(),
-        moved_to=result.moved_to,
-    )
+        return _record_failure(store, claimed, error, count, policy, worker)
+    # Adapters that send from the event loop return right after the platform's acceptance: record it now
+    # (no await in between). One that sent from its own thread has normally recorded it there already.
+    recorder(result)
+    if not recorder.recorded:
+        raise recorder.error or RuntimeError(f"digest {claimed.digest_id} was sent but not recorded")
     if result.moved_to:
         log.info(
             "subscriber %s moved to %s",
@@ -401,13 +448,21 @@ def _with_guides(
 
 
 def _record_failure(
-    store: Store, claimed: ClaimedDigest, exc: DeliveryError, items: int, policy: DeliveryPolicy
+    store: Store,
+    claimed: ClaimedDigest,
+    exc: DeliveryError,
+    items: int,
+    policy: DeliveryPolicy,
+    worker: str | None = None,
 ) -> DigestReport:
     now = utcnow()
     # The error is stored, listed by the CLI and logged: an adapter may have quoted the address's URL in it.
     error = mask_text(str(exc))
+    # Only this worker's claim is failed: if its lease ran out meanwhile and another worker took the digest
+    # (and may be sending it right now), putting it back in the queue would let a third one send it again.
+    held = (worker, claimed.attempts) if worker else None
     if not exc.retryable:
-        store.finish_refused(claimed.digest_id, error=error, now=now)
+        store.finish_refused(claimed.digest_id, error=error, now=now, held=held)
         log.warning(
             "delivery to %s refused, subscriber paused: %s",
             mask_address(claimed.address),
@@ -424,6 +479,7 @@ def _record_failure(
         parts_sent=exc.delivered_parts,
         dead=dead,
         now=now,
+        held=held,
     )
     if dead:
         log.error(

@@ -525,11 +525,16 @@ class LedgerQueries:
         parts_sent: int,
         dead: bool,
         now: datetime,
+        held: tuple[str, int] | None = None,
     ) -> None:
-        """Record a retryable failure: back off until ``retry_at``, or dead-letter the digest."""
+        """Record a retryable failure: back off until ``retry_at``, or dead-letter the digest.
+
+        With ``held`` (worker, attempt) only that claim is failed: nothing happens when the digest was
+        sent meanwhile, or when its lease ran out and another worker claimed it since.
+        """
         with self.session() as session:
             digest = session.get(Digest, digest_id)
-            if digest is None or digest.state == DigestState.SENT:
+            if digest is None or not _still_held(digest, held):
                 return
             digest.state = DigestState.DEAD if dead else DigestState.PENDING
             digest.error = error
@@ -543,11 +548,16 @@ class LedgerQueries:
                 subscriber.retry_at = None if dead else retry_at
                 session.add(subscriber)
 
-    def finish_refused(self, digest_id: int, *, error: str, now: datetime) -> None:
-        """Record a permanent refusal: pause the subscriber with the reason and return the matches."""
+    def finish_refused(
+        self, digest_id: int, *, error: str, now: datetime, held: tuple[str, int] | None = None
+    ) -> None:
+        """Record a permanent refusal: pause the subscriber with the reason and return the matches.
+
+        ``held`` (worker, attempt) limits it to that claim, as for :meth:`finish_retry`.
+        """
         with self.session() as session:
             digest = session.get(Digest, digest_id)
-            if digest is None or digest.state == DigestState.SENT:
+            if digest is None or not _still_held(digest, held):
                 return
             digest.state = DigestState.FAILED
             digest.error = error
@@ -787,3 +797,14 @@ def _earlier_fields(session: Session, revisions: Sequence[RankedMatch]) -> dict[
 def _rowcount(result: sa.Result[Any]) -> int:
     # UPDATE results are cursor results; the typed API hides rowcount behind the generic Result.
     return int(getattr(result, "rowcount", 0))
+
+
+def _still_held(digest: Digest, held: tuple[str, int] | None) -> bool:
+    """Whether a failure may be recorded on ``digest``: never once sent; with ``held`` (worker, attempt),
+    only while that claim is the digest's current one."""
+    if digest.state == DigestState.SENT:
+        return False
+    if held is None:
+        return True
+    worker, attempts = held
+    return digest.state == DigestState.SENDING and digest.worker == worker and digest.attempts == attempts

@@ -28,13 +28,14 @@ from email import policy
 from email.headerregistry import Address
 from email.message import EmailMessage
 from email.utils import format_datetime, make_msgid, parseaddr
+from functools import partial
 from typing import ClassVar, TypeVar
 from urllib.parse import quote, urlsplit
 
 import css_inline
 
 from core.config import Settings
-from core.delivery import DeliveryError
+from core.delivery import DeliveryError, accepted_recorder
 from core.i18n import DEFAULT_LANGUAGE, LANGUAGE_TAGS
 from core.text_safety import one_line
 from core.values import Message, SendResult
@@ -160,8 +161,10 @@ class EmailNotifier:
                 retryable=True,
             )
         mail = self.build(address, message)
-        await self._in_worker(self._deliver, address, mail)
-        return SendResult(platform_id=str(mail["Message-ID"]), parts=1)
+        result = SendResult(platform_id=str(mail["Message-ID"]), parts=1)
+        record = accepted_recorder()
+        await self._in_worker(self._deliver, address, mail, partial(record, result) if record else None)
+        return result
 
     async def aclose(self) -> None:
         """Say QUIT to the server and stop the worker thread; a later send starts afresh."""
@@ -182,7 +185,18 @@ class EmailNotifier:
         s = self.settings
         return smtplib.SMTP(s.smtp_host or "", s.smtp_port, timeout=s.smtp_timeout)
 
-    def _deliver(self, address: str, mail: EmailMessage) -> None:
+    def _deliver(self, address: str, mail: EmailMessage, accepted: Callable[[], None] | None = None) -> None:
+        """Send one mail in the session; ``accepted`` runs in this thread once the server took it.
+
+        Recording the send here, before the thread takes the next queued digest, is what keeps a crash
+        from repeating more than this one mail: the event loop that awaits the send may be busy for seconds
+        (a feed being parsed by ``papertrail run``) while twenty digests wait in front of this thread.
+        """
+        self._send_mail(address, mail)
+        if accepted is not None:
+            accepted()
+
+    def _send_mail(self, address: str, mail: EmailMessage) -> None:
         smtp = self._session()
         try:
             options = _mail_options(smtp, address)

@@ -15,10 +15,10 @@ from typing import ClassVar
 import pytest
 
 from core.config import Settings
-from core.delivery import Notifier, part_delivered
+from core.delivery import DeliveryError, Notifier, part_delivered
 from core.digests import DeliveryPolicy, send_due_digests
 from core.follows import follow
-from core.models import DigestState, utcnow
+from core.models import DigestState, SubscriberStatus, utcnow
 from core.render import Renderer
 from core.service import match_new
 from core.store import Store
@@ -142,3 +142,27 @@ async def test_a_worker_that_lost_its_lease_stops_sending(store: Store) -> None:
         2,
         1,
     )
+
+
+@pytest.mark.parametrize("retryable", [True, False])
+async def test_a_failure_after_the_lease_was_lost_leaves_the_new_claim_alone(
+    store: Store, retryable: bool
+) -> None:
+    """A slow worker whose digest another worker took meanwhile records no failure over the new claim:
+    putting it back in the queue (or pausing its subscriber) would let a third worker send it again."""
+    subscriber_id = seed(store, papers=3)
+
+    class FailsLate(PartsNotifier):
+        async def send(self, address: str, message: Message) -> SendResult:
+            assert self.store is not None
+            self.between += self.store.claim_digests(
+                utcnow() + timedelta(hours=1), "thief", limit=10, lease=timedelta(hours=2)
+            )
+            raise DeliveryError("the platform timed out", retryable=retryable)
+
+    (report,) = await send_due_digests(store, {"console": FailsLate(store=store)}, Renderer(), worker="one")
+    assert not report.sent
+    (digest,) = store.digests_of(subscriber_id)
+    assert (digest.state, digest.worker, digest.attempts) == (DigestState.SENDING, "thief", 2)
+    subscriber = store.get_subscriber("console:ada")
+    assert subscriber is not None and subscriber.status == SubscriberStatus.ACTIVE
