@@ -544,7 +544,11 @@ class LedgerQueries:
                 session.add(subscriber)
 
     def finish_refused(self, digest_id: int, *, error: str, now: datetime) -> None:
-        """Record a permanent refusal: pause the subscriber with the reason and return the matches."""
+        """Record a permanent refusal: pause the subscriber with the reason and return the matches.
+
+        The subscriber is marked ``refused_at``: it is still matched for a while, its matches held for its
+        resume (``core.store_fanout.HOLD_MATCHES_FOR``), and ``papertrail resume --reason`` finds it.
+        """
         with self.session() as session:
             digest = session.get(Digest, digest_id)
             if digest is None or digest.state == DigestState.SENT:
@@ -559,6 +563,7 @@ class LedgerQueries:
                 subscriber.failures += 1
                 subscriber.status = SubscriberStatus.PAUSED
                 subscriber.status_reason = error
+                subscriber.refused_at = now
                 session.add(subscriber)
 
     def requeue_dead(self, *, address: str | None = None, now: datetime | None = None) -> int:
