@@ -245,6 +245,22 @@ async def test_a_refused_login_is_the_operators_alarm(sqlite_store: Store) -> No
     assert alarm.kind.startswith("login 535") and "xyzzy" not in alarm.sample
 
 
+async def test_a_revoked_chat_token_pauses_nobody(store: Store) -> None:
+    # The Slack adapter marks its token's errors as the operator's (tests/test_notifier_slack.py); the
+    # ledger then holds the digest and raises the alarm, whatever the number of subscribers.
+    follow(store, "console:team", "cat:cs.DC", schedule="instant")
+    store.save_versions([paper("2611.00001")])
+    match_new(store)
+    revoked = DeliveryError(
+        "Slack refused the digest (token_revoked)", retryable=False, kind="token_revoked", operator=True
+    )
+    (report,) = await send_due_digests(store, {"console": ScriptedNotifier([revoked])}, Renderer())
+    assert not (report.sent or report.paused or report.dead)
+    assert [(a.channel, a.kind) for a in store.delivery_alarms()] == [("console", "token_revoked")]
+    (again,) = await send_due_digests(store, {"console": ScriptedNotifier()}, Renderer(), force=True)
+    assert again.sent and store.delivery_alarms() == []
+
+
 # -- the verdict's rules ----------------------------------------------------------------------------------
 
 
