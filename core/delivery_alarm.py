@@ -48,6 +48,8 @@ HOLD_WAIT_MIN = timedelta(minutes=1)
 HOLD_WAIT_MAX = timedelta(minutes=30)
 # Unclassified refusals (an adapter that sets no kind) group together per channel under this kind.
 UNCLASSIFIED = "refused"
+# delivery_alarm.kind holds at most this many characters.
+KIND_LENGTH = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +69,8 @@ class Refused:
 
     @property
     def kind(self) -> str:
-        """How the platform said no (the adapter's ``DeliveryError.kind``)."""
-        return self.error.kind or UNCLASSIFIED
+        """How the platform said no (the adapter's ``DeliveryError.kind``, cut to the column's 64)."""
+        return (self.error.kind or UNCLASSIFIED)[:KIND_LENGTH]
 
 
 @dataclass(frozen=True, slots=True)

@@ -345,6 +345,27 @@ async def test_a_pause_nobody_resumes_stops_collecting_after_the_hold(store: Sto
     assert store.pending_matches(subscriber.id or 0) == []
 
 
+def test_resume_refused_picks_refusal_pauses_only(store: Store) -> None:
+    now = utcnow()
+    cases = {
+        "console:a": ("550 5.7.1 Relay_access 100% denied", now),
+        "console:b": ("550 5.7.1 Relay_access 100% denied", None),  # the reader's own pause
+        "console:c": ("550 5.1.1 no such user", now),
+    }
+    for address, (reason, refused_at) in cases.items():
+        subscriber = follow(store, address, "cat:cs.DC").subscriber
+        store.update_subscriber(
+            subscriber.id or 0, status=SubscriberStatus.PAUSED, status_reason=reason, refused_at=refused_at
+        )
+    # LIKE's wildcards in the text are literal: "_" and "%" match only themselves.
+    assert store.refused_subscribers(reason="relay_access 100%") == (1, ["console:a"])
+    assert store.refused_subscribers(reason="relay access") == (0, [])
+    assert store.refused_subscribers(since=now + timedelta(seconds=1)) == (0, [])
+    assert store.resume_refused(reason="5.7.1", now=now) == 1
+    statuses = {a: (s.status if (s := store.get_subscriber(a)) else None) for a in cases}
+    assert statuses == {"console:a": "active", "console:b": "paused", "console:c": "paused"}
+
+
 # -- operators: resume by cause, the CLI, the status page, /metrics, the migration -------------------------
 
 runner = CliRunner()
