@@ -109,6 +109,10 @@ class Settings(BaseSettings):
     delivery_lease_seconds: float = 300.0
     worker_batch: int = 50
     worker_concurrency: int = 20
+    # Distinct recipients refused the same way in one claimed batch (and at least half of the channel's
+    # outcomes in it) that make the refusal the server's: digests held, a delivery alarm raised, nobody
+    # paused (core.delivery_alarm). A channel with fewer active subscribers needs all of them refused.
+    delivery_alarm_recipients: int = 5
     # "shared": on PostgreSQL the platforms' rate limits are kept for all workers together (table
     # rate_slot); "local": each process keeps them on its own. SQLite is always local (one sender).
     rate_limit: str = "shared"
@@ -222,6 +226,16 @@ class Settings(BaseSettings):
     def _positive_cap(cls, value: int) -> int:
         if value < 1:
             raise ValueError("PAPERTRAIL_DIGEST_MAX_ITEMS must be at least 1")
+        return value
+
+    @field_validator("delivery_alarm_recipients")
+    @classmethod
+    def _alarm_needs_two(cls, value: int) -> int:
+        if value < 2:
+            raise ValueError(
+                "PAPERTRAIL_DELIVERY_ALARM_RECIPIENTS must be at least 2: one refused recipient cannot tell "
+                "the server's refusal from the recipient's"
+            )
         return value
 
     @field_validator("llm_daily_limit")

@@ -21,6 +21,12 @@ class DeliveryError(Exception):
 
     ``delivered_parts`` counts the parts of a split digest the platform accepted before the failure
     (counting any the message asked to skip), so that a retry resumes after them instead of repeating them.
+
+    ``kind`` names the way the platform said no, the same for every recipient it says it to (``rcpt 550
+    5.7.1`` for an SMTP server refusing a recipient with that reply): refusals of one kind by many
+    recipients at once are the server's problem, not theirs (core.delivery_alarm). None: unclassified.
+    ``operator`` marks a failure of the sender's own setup (SMTP login or sender address refused): an
+    alarm for the operator whatever the count, never a reason to pause a subscriber.
     """
 
     def __init__(
@@ -30,11 +36,15 @@ class DeliveryError(Exception):
         retryable: bool,
         retry_after: float | None = None,
         delivered_parts: int = 0,
+        kind: str | None = None,
+        operator: bool = False,
     ) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.retry_after = retry_after
         self.delivered_parts = delivered_parts
+        self.kind = kind
+        self.operator = operator
 
 
 class LeaseLost(Exception):

@@ -9,7 +9,9 @@ One pass (:func:`send_due_digests`) is what ``papertrail digest``, the scheduler
 2. **Claim**: take due digests (a lease per worker; ``SKIP LOCKED`` on PostgreSQL) in batches.
 3. **Send** each through its channel's notifier and record: sent (matches sent, same transaction);
    retryable failure (exponential back-off, the platform's retry-after respected, dead-lettered after
-   ``max_attempts``); permanent failure (subscriber paused with the reason, matches kept for later).
+   ``max_attempts``); permanent failure, judged with the batch's other refusals once the batch is done
+   (core.delivery_alarm): the recipient's (subscriber paused with the reason, matches kept for later) or
+   the server's (digest held for a retry, a delivery alarm raised, nobody paused).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import logging
 import os
 import socket
 import threading
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -33,6 +36,7 @@ from core.delivery import (
     on_part_delivered,
     split_address,
 )
+from core.delivery_alarm import Refused, settle
 from core.i18n import translator
 from core.masking import mask_address, mask_text
 from core.models import Subscriber, SubscriberStatus, utcnow
@@ -66,6 +70,9 @@ class DeliveryPolicy:
     lease: timedelta = timedelta(minutes=5)
     batch: int = 50
     concurrency: int = 20
+    # Distinct recipients refused the same way in one batch that make it the server's refusal, not
+    # theirs (core.delivery_alarm; PAPERTRAIL_DELIVERY_ALARM_RECIPIENTS).
+    alarm_recipients: int = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +86,8 @@ class DigestReport:
     paused: bool = False
     dead: bool = False
     digest_id: int = 0
+    # A refusal waiting for its batch's verdict (core.delivery_alarm); None once recorded.
+    refused: Refused | None = None
 
 
 def worker_name() -> str:
@@ -149,10 +158,24 @@ async def send_due_digests(
     ):
         # Only the items each digest shows are loaded in full; the rest are counted (DigestRest).
         batch = batch_items(store, claimed, max_items=renderer.max_items)
-        done = await asyncio.gather(*(attempt(c, batch) for c in claimed))
+        done = _settle_refusals(store, await asyncio.gather(*(attempt(c, batch) for c in claimed)), policy)
         retrying.extend(r.digest_id for r in done if not (r.sent or r.paused or r.dead))
         reports.extend(done)
     return reports
+
+
+def _settle_refusals(store: Store, done: list[DigestReport], policy: DeliveryPolicy) -> list[DigestReport]:
+    """Judge the batch's refusals together (core.delivery_alarm) and report what became of each: paused,
+    or held by a delivery alarm for a retry. Also clears the alarms the batch's deliveries disproved."""
+    refused = [report.refused for report in done if report.refused is not None]
+    accepted = Counter(split_address(report.address)[0] for report in done if report.sent)
+    paused = settle(store, refused, accepted, threshold=policy.alarm_recipients, now=utcnow())
+    return [
+        dataclasses.replace(report, refused=None, paused=paused.get(report.digest_id, False))
+        if report.refused is not None
+        else report
+        for report in done
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -461,15 +484,12 @@ def _record_failure(
     # Only this worker's claim is failed: if its lease ran out meanwhile and another worker took the digest
     # (and may be sending it right now), putting it back in the queue would let a third one send it again.
     held = (worker, claimed.attempts) if worker else None
-    if not exc.retryable:
-        store.finish_refused(claimed.digest_id, error=error, now=now, held=held)
-        log.warning(
-            "delivery to %s refused, subscriber paused: %s",
-            mask_address(claimed.address),
-            error,
-            extra={"subscriber": mask_address(claimed.address), "digest": claimed.digest_id},
+    if not exc.retryable or exc.operator:
+        # Whose refusal this is (the recipient's or the server's) is judged with the batch's others.
+        refused = Refused(claimed.digest_id, claimed.address, claimed.attempts, items, exc, worker)
+        return DigestReport(
+            claimed.address, items, False, error, digest_id=claimed.digest_id, refused=refused
         )
-        return DigestReport(claimed.address, items, False, error, paused=True, digest_id=claimed.digest_id)
     dead = claimed.attempts >= policy.max_attempts
     wait = max(backoff(claimed.attempts), timedelta(seconds=exc.retry_after or 0))
     store.finish_retry(

@@ -100,3 +100,15 @@ def mask_text(text: str) -> str:
         return prefix + mask_url(match["url"], all_query_values=bool(prefix))
 
     return _URL.sub(one, text) if "://" in text else text
+
+
+RECIPIENT = "<recipient>"
+
+
+def mask_recipients(text: str, *targets: str) -> str:
+    """``text`` with every ``targets`` (a recipient's email address, chat id or URL) replaced by
+    ``<recipient>``, whatever its case: for text shown beyond the operator's console (the status page's
+    delivery alarm), which must not name subscribers. A server's reply may quote the address again."""
+    for target in sorted({t.strip() for t in targets if t.strip()}, key=len, reverse=True):
+        text = re.sub(re.escape(target), RECIPIENT, text, flags=re.IGNORECASE)
+    return text

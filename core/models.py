@@ -19,6 +19,7 @@ from core.values import AnnounceType, DigestItem, Message, PaperIn, SendResult
 __all__ = [
     "AnnounceType",
     "CommunityPickRow",
+    "DeliveryAlarm",
     "Digest",
     "DigestItem",
     "DigestState",
@@ -205,6 +206,10 @@ class Subscriber(SQLModel, table=True):
     confirm_sent_at: datetime | None = _ts(default=None)
     # en or zh (core.i18n.LANGUAGES); None until chosen, when the platform's language or the default applies.
     language: str | None = Field(default=None, max_length=8)
+    # When the delivery ledger paused this subscriber because the platform refused a digest for good
+    # (None: not paused by a refusal; a reader's own pause, or blocking the bot, leaves it None). Such a
+    # subscriber is still matched for a while and its matches are held for its resume (core.store_fanout).
+    refused_at: datetime | None = _ts(default=None)
 
 
 class Follow(SQLModel, table=True):
@@ -396,3 +401,30 @@ class RateSlot(SQLModel, table=True):
 
     key: str = Field(primary_key=True, max_length=255)
     next_at: datetime = _ts()
+
+
+class DeliveryAlarm(SQLModel, table=True):
+    """A channel's platform refusing many recipients the same way: the operator's problem, not theirs.
+
+    One row per (channel, kind), raised by core.delivery_alarm when a batch's refusals look server-wide
+    (or the sender's setup failed) and cleared by a batch the channel delivered without that refusal.
+    While raised (``cleared_at`` NULL) refusals of that kind on that channel are retried, never paused.
+    """
+
+    __tablename__ = "delivery_alarm"
+    __table_args__ = (sa.UniqueConstraint("channel", "kind", name="uq_delivery_alarm_channel_kind"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    channel: str = Field(max_length=16)
+    # How the platform said no (core.delivery.DeliveryError.kind), e.g. "rcpt 550 5.7.1".
+    kind: str = Field(max_length=64)
+    first_seen: datetime = _ts()
+    last_seen: datetime = _ts()
+    # Distinct recipients refused this way in the batch that raised the alarm.
+    recipients: int = 0
+    # Deliveries held (retried later instead of pausing anyone) since the alarm was raised.
+    held: int = 0
+    # One refusal's error with the recipients' addresses and URL credentials masked (shown on the
+    # status page).
+    sample: str = Field(sa_type=sa.Text)
+    cleared_at: datetime | None = _ts(default=None)

@@ -22,6 +22,7 @@ from sqlmodel import Session, col, select
 from core.classify import is_ai_related
 from core.models import (
     CommunityPickRow,
+    DeliveryAlarm,
     Digest,
     DigestState,
     Follow,
@@ -38,8 +39,9 @@ from core.models import (
     utcnow,
 )
 from core.reasons import Reason
+from core.store_alarms import AlarmQueries
 from core.store_browse import BrowseQueries
-from core.store_fanout import FAN_OUT_VERSIONS, ReasonsJson, fan_out, pending_versions
+from core.store_fanout import FAN_OUT_VERSIONS, ReasonsJson, fan_out, pending_versions, receives_matches
 from core.store_follows import FollowBulkQueries
 from core.store_guides import GuideQueries
 from core.store_ledger import LedgerQueries
@@ -150,6 +152,8 @@ class StatusSummary:
     paused_subscribers: int = 0
     # Versions that got their first AI guide in the last 24 hours ("AI guides: +N").
     guides_24h: int = 0
+    # Raised delivery alarms (core.delivery_alarm): a platform refusing many recipients the same way.
+    alarms: tuple[DeliveryAlarm, ...] = ()
 
 
 def version_to_paper(version: Version) -> PaperIn:
@@ -171,7 +175,7 @@ def version_to_paper(version: Version) -> PaperIn:
     )
 
 
-class Store(LedgerQueries, NewsletterQueries, BrowseQueries, GuideQueries, FollowBulkQueries):
+class Store(LedgerQueries, NewsletterQueries, BrowseQueries, GuideQueries, FollowBulkQueries, AlarmQueries):
     """The database. Build one per process from an engine and pass it down."""
 
     def __init__(self, engine: Engine) -> None:
@@ -405,7 +409,13 @@ class Store(LedgerQueries, NewsletterQueries, BrowseQueries, GuideQueries, Follo
             return subscriber, True
 
     def update_subscriber(self, subscriber_id: int, **fields: Any) -> Subscriber:
-        """Change fields of a subscriber (schedule, timezone, status ...)."""
+        """Change fields of a subscriber (schedule, timezone, status ...).
+
+        A change of ``status`` also forgets ``refused_at`` unless it is given: only the delivery ledger's
+        own pause (``finish_refused``) marks a subscriber whose matches are held while it is paused.
+        """
+        if "status" in fields:
+            fields.setdefault("refused_at", None)
         with self.session() as session:
             subscriber = session.get(Subscriber, subscriber_id)
             if subscriber is None:
@@ -455,13 +465,15 @@ class Store(LedgerQueries, NewsletterQueries, BrowseQueries, GuideQueries, Follo
             if follow is not None:
                 session.delete(follow)
 
-    def active_follows(self) -> list[StoredFollow]:
-        """Every follow of every active subscriber."""
+    def active_follows(self, *, now: datetime | None = None) -> list[StoredFollow]:
+        """Every follow that is matched: of active subscribers, and of those a delivery refusal paused
+        recently (their matches are held for their resume; ``core.store_fanout.receives_matches``)."""
+        now = now or utcnow()
         with self.session() as session:
             rows = session.exec(
                 select(Follow)
                 .join(Subscriber, col(Subscriber.id) == col(Follow.subscriber_id))
-                .where(Subscriber.status == SubscriberStatus.ACTIVE)
+                .where(receives_matches(col(Subscriber.status), col(Subscriber.refused_at), now))
                 .order_by(col(Follow.id))
             )
             return [
@@ -601,7 +613,8 @@ class Store(LedgerQueries, NewsletterQueries, BrowseQueries, GuideQueries, Follo
             names = list(dict.fromkeys([*sources, *session.exec(select(SourceRun.source).distinct())]))
             health = tuple(_source_health(session, name) for name in names)
         guides = self.count_guided_versions_since(since)
-        return StatusSummary(**summary_counts, sources=health, guides_24h=guides)
+        alarms = tuple(self.delivery_alarms())
+        return StatusSummary(**summary_counts, sources=health, guides_24h=guides, alarms=alarms)
 
 
 def _source_health(session: Session, source: str) -> SourceHealth:

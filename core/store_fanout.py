@@ -4,17 +4,18 @@ Matching writes one ``query_match`` row per distinct follow query and version (:
 so its cost follows the distinct queries, however many people follow each. Fanning out (:func:`fan_out`)
 turns them into the ledger's ``match`` rows, one per (subscriber, version), inside the database with one
 ``INSERT ... SELECT`` per slice of versions: it applies each follow's options (created before the version
-was first seen; revisions wanted) and keeps active subscribers, folds the follows of one subscriber into
-one row, and deletes the query matches it consumed, in one transaction. The unique (subscriber, version)
-constraint with ``ON CONFLICT DO NOTHING`` keeps each version at most once per subscriber even when two
-processes fan out the same slice.
+was first seen; revisions wanted) and keeps the subscribers that receive matches (:func:`receives_matches`:
+active ones, and those a delivery refusal paused recently, whose matches are held for them), folds the
+follows of one subscriber into one row, and deletes the query matches it consumed, in one transaction. The
+unique (subscriber, version) constraint with ``ON CONFLICT DO NOTHING`` keeps each version at most once per
+subscriber even when two processes fan out the same slice.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -32,6 +33,20 @@ _MATCH_COLUMNS = ("subscriber_id", "version_id", "follow_ids", "reasons", "creat
 # Versions fanned out per statement and transaction: at a public instance's size one version of a popular
 # category is thousands of Match rows, and a transaction should stay seconds long.
 FAN_OUT_VERSIONS = 50
+# A subscriber the delivery ledger paused after a refusal is still matched this long, its matches held
+# (planning skips paused subscribers) and sent after its resume, within the digest cap. Past it, a pause
+# that nobody resumed costs no more Match rows: an address that is gone for good stops growing the ledger.
+HOLD_MATCHES_FOR = timedelta(days=14)
+
+
+def receives_matches(status: Any, refused_at: Any, now: datetime) -> sa.ColumnElement[bool]:
+    """The SQL test of a subscriber that matching and fan-out serve, given its ``status`` and
+    ``refused_at`` columns: active, or paused by a delivery refusal less than :data:`HOLD_MATCHES_FOR`
+    ago. A reader's own pause, an unsubscribe or an unconfirmed sign-up collects nothing."""
+    return sa.or_(
+        status == SubscriberStatus.ACTIVE,
+        sa.and_(status == SubscriberStatus.PAUSED, refused_at >= now - HOLD_MATCHES_FOR),
+    )
 
 
 class ReasonsJson:
@@ -93,7 +108,7 @@ def fan_out(connection: sa.Connection, version_ids: Sequence[int], now: datetime
         )
         .where(
             qm.version_id.in_(version_ids),
-            s.status == SubscriberStatus.ACTIVE,
+            receives_matches(s.status, s.refused_at, now),
             # A follow sees only versions first seen after it was made (no backlog floods) ...
             f.created_at <= v.first_seen_at,
             # ... and a new-only follow no revisions.

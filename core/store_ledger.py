@@ -553,7 +553,9 @@ class LedgerQueries:
     ) -> None:
         """Record a permanent refusal: pause the subscriber with the reason and return the matches.
 
-        ``held`` (worker, attempt) limits it to that claim, as for :meth:`finish_retry`.
+        ``held`` (worker, attempt) limits it to that claim, as for :meth:`finish_retry`. The subscriber is
+        marked ``refused_at``: it is still matched for a while, its matches held for its resume
+        (``core.store_fanout.HOLD_MATCHES_FOR``), and ``papertrail resume --reason`` finds it.
         """
         with self.session() as session:
             digest = session.get(Digest, digest_id)
@@ -569,6 +571,7 @@ class LedgerQueries:
                 subscriber.failures += 1
                 subscriber.status = SubscriberStatus.PAUSED
                 subscriber.status_reason = error
+                subscriber.refused_at = now
                 session.add(subscriber)
 
     def requeue_dead(self, *, address: str | None = None, now: datetime | None = None) -> int:

@@ -33,6 +33,7 @@ from core.models import (
     UTCDateTime,
 )
 from core.reasons import hit_data, reasons_from_data
+from core.store_fanout import receives_matches
 
 # The channel recorded on an issue's digest; no notifier serves it.
 ISSUE_CHANNEL = "newsletter"
@@ -337,7 +338,8 @@ def _copy_to_members(
         .select_from(member.join(person, person.c.id == member.c.subscriber_id).join(issue, sa.true()))
         .where(
             member.c.newsletter_id == newsletter_id,
-            person.c.status == SubscriberStatus.ACTIVE,
+            # Like the fan-out: a member a delivery refusal paused gets the issue held for its resume.
+            receives_matches(person.c.status, person.c.refused_at, now),
             ~sa.exists().where(
                 held.c.subscriber_id == member.c.subscriber_id, held.c.version_id == issue.c.version_id
             ),

@@ -313,6 +313,8 @@ class EmailNotifier:
                 f"SMTP login to {self._where} as {user!r} failed: {exc.smtp_code} {detail}; "
                 "check PAPERTRAIL_SMTP_USER and PAPERTRAIL_SMTP_PASSWORD",
                 retryable=True,
+                kind=_kind("login", exc.smtp_code, exc.smtp_error),
+                operator=exc.smtp_code >= 500,
             ) from exc
         except smtplib.SMTPNotSupportedError as exc:
             raise DeliveryError(
@@ -332,6 +334,7 @@ class EmailNotifier:
             return DeliveryError(
                 f"SMTP server {where} refused recipient {address}: {code} {_text(reply)}; {advice}",
                 retryable=code < 500,
+                kind=_kind("rcpt", code, reply),
             )
         if isinstance(exc, smtplib.SMTPSenderRefused):
             # Our own From address: the operator's setting, not the subscriber's fault; never pause for it.
@@ -340,14 +343,20 @@ class EmailNotifier:
                 f"{_text(exc.smtp_error)}; check PAPERTRAIL_SMTP_FROM (and that PAPERTRAIL_SMTP_USER may "
                 "send as it)",
                 retryable=True,
+                kind=_kind("sender", exc.smtp_code, exc.smtp_error),
+                operator=exc.smtp_code >= 500,
             )
         if isinstance(exc, smtplib.SMTPResponseException):
             code = exc.smtp_code
             what = "rejected the message to " + address if address else "answered"
+            # Without an address the reply came before any recipient (greeting, EHLO, STARTTLS): the
+            # server refuses this sender's session, whoever the digest was for.
             return DeliveryError(
                 f"SMTP server {where} {what}: {code} {_text(exc.smtp_error)}"
                 + ("; will retry" if code < 500 else ""),
                 retryable=code < 500,
+                kind=_kind("data" if address else "session", code, exc.smtp_error),
+                operator=not address and code >= 500,
             )
         return DeliveryError(f"SMTP with {where} failed ({exc}); will retry", retryable=True)
 
@@ -425,6 +434,17 @@ def _mail_options(smtp: smtplib.SMTP, address: str) -> list[str]:
             retryable=False,
         )
     return ["SMTPUTF8", "BODY=8BITMIME"]
+
+
+# An enhanced status code (RFC 3463) at the start of a reply: class.subject.detail, e.g. 5.7.1.
+_ENHANCED = re.compile(r"^\s*([245]\.\d{1,3}\.\d{1,3})\b")
+
+
+def _kind(stage: str, code: int, reply: bytes | str) -> str:
+    """How the server said no, without the recipient: the SMTP stage, reply code and enhanced status
+    code (``rcpt 550 5.7.1``). Digests refused the same way group into one alarm (core.delivery_alarm)."""
+    enhanced = _ENHANCED.match(_text(reply))
+    return f"{stage} {code} {enhanced[1]}" if enhanced else f"{stage} {code}"
 
 
 def _text(reply: bytes | str) -> str:

@@ -247,6 +247,21 @@ _INVITE = "invite the bot into the channel with /invite @PaperTrail, then resume
 _TOKEN = "install the Slack app again and set PAPERTRAIL_SLACK_BOT_TOKEN to its bot token (xoxb-…)"
 _BUG = "this is a PaperTrail bug in the Slack layout; please report it with the digest's key"
 
+# Permanent errors of the bot's own token or of PaperTrail's layout, not of the channel: a delivery alarm
+# for the operator (core.delivery_alarm), never a reason to pause the channel's subscription.
+SENDER_ERRORS = frozenset(
+    {
+        "account_inactive",
+        "invalid_auth",
+        "not_authed",
+        "token_revoked",
+        "token_expired",
+        "missing_scope",
+        "msg_too_long",
+        "invalid_blocks",
+        "invalid_blocks_format",
+    }
+)
 # Error codes after which the same message to the same channel can never succeed, with what to do.
 PERMANENT_ERRORS: dict[str, str] = {
     "not_in_channel": f"the bot is not a member of the channel: {_INVITE}",
@@ -293,7 +308,10 @@ def _from_response(exc: SlackApiError, channel: str) -> DeliveryError:
         )
     if code in PERMANENT_ERRORS:
         return DeliveryError(
-            f"Slack refused the digest for {channel} ({code}): {PERMANENT_ERRORS[code]}", retryable=False
+            f"Slack refused the digest for {channel} ({code}): {PERMANENT_ERRORS[code]}",
+            retryable=False,
+            kind=code,
+            operator=code in SENDER_ERRORS,
         )
     # internal_error, fatal_error, service_unavailable, 5xx, and codes this table does not know yet: the
     # ledger retries with back-off and dead-letters after its attempts, so nothing is lost or looped.

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -27,7 +27,7 @@ from core.follows_file import read_lines
 from core.guide_service import GuideReport, make_guides, make_reader_guides
 from core.i18n import LANGUAGES, normalize_language
 from core.masking import mask_address, mask_text
-from core.models import Follow, utcnow
+from core.models import DeliveryAlarm, Follow, utcnow
 from core.query import QueryError
 from core.service import complete_papers, ingest_community, ingest_once, ingest_paged
 from core.status import show_paper, source_statuses
@@ -593,15 +593,102 @@ def newsletter_show(name: Annotated[str, typer.Argument(help="The newsletter's n
         out.print(f"{number:>3}. {query}")
 
 
+# Addresses `resume --dry-run` lists before "…and N more".
+RESUME_LISTED = 20
+
+
 @app.command(name="resume")
-def resume_command(address: Annotated[str, typer.Argument(help="The subscriber address.")]) -> None:
-    """Re-activate a subscriber that was paused after a permanent delivery failure."""
+def resume_command(
+    address: Annotated[str | None, typer.Argument(help="The subscriber address.")] = None,
+    reason: Annotated[
+        str | None,
+        typer.Option(
+            "--reason",
+            help="Resume every subscriber a delivery refusal paused whose reason contains TEXT "
+            "(case-insensitive), e.g. '550 5.7.1'.",
+        ),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            help="Resume every subscriber a delivery refusal paused at or after WHEN: an ISO date or time "
+            "(UTC unless it says otherwise) or a time ago (90m, 6h, 2d).",
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Only count and list whom it would resume.")
+    ] = False,
+) -> None:
+    """Re-activate a subscriber paused after a permanent delivery failure, or all those one cause paused.
+
+    With --reason and/or --since, every subscriber the delivery ledger paused after a refusal that matches
+    is resumed at once (a reader's own pause is left alone); their held matches go out with their next
+    digest.
+    """
+    if address is not None and (reason is not None or since is not None):
+        raise _fail("give either an ADDRESS or --reason/--since, not both", 2)
+    if address is None and reason is None and since is None:
+        raise _fail(
+            "name the subscriber (papertrail resume email:ada@example.org) or choose them by cause with "
+            "--reason TEXT and/or --since WHEN (add --dry-run to see whom first)",
+            2,
+        )
+    if reason is not None and not reason.strip():
+        raise _fail("--reason is empty; give part of the pause reason, e.g. --reason '550 5.7.1'", 2)
+    after = _since(since) if since is not None else None
     with _context() as ctx:
-        try:
-            subscriber = resume(ctx.store, address)
-        except (LookupError, ValueError) as exc:
-            raise _fail(_explain(exc), 2) from exc
-    out.print(f"{mask_address(subscriber.address)} is active again")
+        if address is not None:
+            if dry_run:
+                raise _fail("--dry-run goes with --reason/--since; `papertrail follows ADDRESS` shows one", 2)
+            try:
+                subscriber = resume(ctx.store, address)
+            except (LookupError, ValueError) as exc:
+                raise _fail(_explain(exc), 2) from exc
+            out.print(f"{mask_address(subscriber.address)} is active again")
+            return
+        count, addresses = ctx.store.refused_subscribers(reason=reason, since=after, limit=RESUME_LISTED)
+        cause = " and ".join(
+            part
+            for part in (
+                f"a reason containing {reason!r}" if reason is not None else "",
+                f"paused since {after.isoformat()}" if after is not None else "",
+            )
+            if part
+        )
+        if not count:
+            raise _fail(
+                f"no subscriber paused by a delivery refusal matches ({cause}); `papertrail status` counts "
+                "the paused ones, `papertrail follows ADDRESS` shows one's reason",
+                1,
+            )
+        if dry_run:
+            out.print(f"would resume {count} subscriber(s) paused by a delivery refusal ({cause}):")
+            for found in addresses:
+                out.print(f"  {mask_address(found)}")
+            if count > len(addresses):
+                out.print(f"  …and {count - len(addresses)} more")
+            return
+        resumed = ctx.store.resume_refused(reason=reason, since=after, now=utcnow())
+    out.print(
+        f"resumed {resumed} subscriber(s) paused by a delivery refusal ({cause}); their held matches go out "
+        "with their next digest"
+    )
+
+
+def _since(text: str) -> datetime:
+    """``--since``: ISO date or time (UTC when no zone is named) or a time ago (``90m``, ``6h``, ``2d``)."""
+    value = text.strip()
+    units = {"m": "minutes", "h": "hours", "d": "days"}
+    if value[:-1].isdigit() and value[-1:].lower() in units:
+        return utcnow() - timedelta(**{units[value[-1].lower()]: int(value[:-1])})
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise _fail(
+            f"--since {text!r} is neither a time like 2026-12-08T10:00 (UTC) nor a time ago like 6h or 2d", 2
+        ) from exc
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
 
 
 @app.command()
@@ -677,6 +764,52 @@ def retry(
             raise _fail(str(exc), 2) from exc
         count = ctx.store.requeue_dead(address=target)
     out.print(f"re-queued {count} dead-lettered digest(s); they go out with the next digest pass")
+
+
+alarms_app = typer.Typer(
+    help="Delivery alarms: a channel refusing many recipients the same way (docs/delivery.md).",
+    invoke_without_command=True,
+)
+app.add_typer(alarms_app, name="alarms")
+
+
+@alarms_app.callback()
+def alarms_list(ctx: typer.Context) -> None:
+    """List the raised delivery alarms (the same as in `papertrail status`)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    with _context() as app_ctx:
+        alarms = app_ctx.store.delivery_alarms()
+    if not alarms:
+        out.print("no delivery alarm is raised")
+        return
+    for alarm in alarms:
+        out.print(_alarm_line(alarm))
+
+
+@alarms_app.command("clear")
+def alarms_clear(
+    channel: Annotated[str | None, typer.Argument(help="Only this channel's alarms (e.g. email).")] = None,
+) -> None:
+    """Clear raised alarms by hand (they clear by themselves when the channel delivers again).
+
+    While raised, an alarm holds its kind of refusal for a retry; once cleared, the next refusals are
+    judged afresh: a few are paused as the recipients', many raise the alarm again.
+    """
+    with _context() as ctx:
+        cleared = ctx.store.clear_alarms(channel.strip().lower() if channel else None, now=utcnow())
+    if not cleared:
+        raise _fail(f"no delivery alarm is raised{f' on {channel}' if channel else ''}", 1)
+    for name, kind in cleared:
+        out.print(f"cleared the delivery alarm on {name} ({kind})")
+
+
+def _alarm_line(alarm: DeliveryAlarm) -> str:
+    return (
+        f"delivery alarm on {alarm.channel}: {alarm.recipients} recipients refused the same way "
+        f"({alarm.kind}) since {alarm.first_seen.isoformat()}, last {alarm.last_seen.isoformat()}; "
+        f"{alarm.held} deliveries held for a retry, nobody paused. e.g. {alarm.sample}"
+    )
 
 
 @app.command()
@@ -768,6 +901,18 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
                     channel: {"pending_matches": count, "hint": hint}
                     for channel, (count, hint) in waiting.items()
                 },
+                "alarms": [
+                    {
+                        "channel": a.channel,
+                        "kind": a.kind,
+                        "first_seen": _iso(a.first_seen),
+                        "last_seen": _iso(a.last_seen),
+                        "recipients": a.recipients,
+                        "held": a.held,
+                        "sample": a.sample,
+                    }
+                    for a in summary.alarms
+                ],
                 "dead": [
                     {
                         "digest": d.id,
@@ -807,6 +952,8 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
         f"delivery: {summary.queued_digests} digests queued, {summary.dead_digests} dead-lettered, "
         f"{summary.paused_subscribers} subscribers paused"
     )
+    for alarm in summary.alarms:
+        err.print(_alarm_line(alarm) + f" (`papertrail alarms clear {alarm.channel}` once fixed)")
     for channel, (count, hint) in waiting.items():
         err.print(f"{count} matches wait for the {channel} channel, which is not configured: {hint}")
     for digest, address in dead:

@@ -87,6 +87,7 @@ def delivery_policy(settings: Settings) -> DeliveryPolicy:
         lease=timedelta(seconds=settings.delivery_lease_seconds),
         batch=settings.worker_batch,
         concurrency=settings.worker_concurrency,
+        alarm_recipients=settings.delivery_alarm_recipients,
     )
 
 

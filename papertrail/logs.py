@@ -2,7 +2,8 @@
 
 ``PAPERTRAIL_LOG_FORMAT=json`` writes each record as one JSON object: ``time`` (ISO-8601, UTC),
 ``level``, ``logger``, ``message``, ``exception`` when there is one, and any of the context fields a
-call passes through ``extra=`` (``source``, ``subscriber``, ``digest``, ``worker``, ``role``). Both
+call passes through ``extra=`` (``source``, ``subscriber``, ``digest``, ``worker``, ``role``, ``channel``,
+``alarm``). Both
 formats run every record through :class:`papertrail.redact.SecretRedactor` and mask the finished line
 (or every JSON value) once more, so a secret reaches no line whatever field carries it.
 """
@@ -19,7 +20,7 @@ from core.config import Settings
 from papertrail.redact import SecretRedactor, secrets_of
 
 # Context a log call may attach with ``extra=``; other extras (uvicorn's colour codes) are not written.
-CONTEXT_FIELDS = ("source", "subscriber", "digest", "worker", "role")
+CONTEXT_FIELDS = ("source", "subscriber", "digest", "worker", "role", "channel", "alarm")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # Per-request, per-job and per-migration chatter hides what matters; --verbose brings it back.
 # uvicorn.access would also write every request's query string (unsubscribe tokens) to the log.

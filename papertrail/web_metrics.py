@@ -18,12 +18,16 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from core.config import Settings
+from core.delivery import KNOWN_CHANNELS, NEWSLETTER_CHANNEL
 from core.health import Health
 from core.status import SourceStatus, source_statuses
 from core.store import StatusSummary, Store
 from papertrail.redact import SecretRedactor, secrets_of
 
 log = logging.getLogger(__name__)
+# Channels that always have a papertrail_delivery_alarm series (0 when quiet), so that an alert rule sees
+# the change to 1 rather than a series appearing: every channel a notifier can serve.
+ALARM_CHANNELS = tuple(c for c in KNOWN_CHANNELS if c != NEWSLETTER_CHANNEL)
 
 
 def judged_sources(
@@ -103,6 +107,17 @@ class StoreCollector(Collector):
         for status, value in sorted(counts.subscribers.items()):
             subscribers.add_metric([status], value)
         yield subscribers
+
+        alarm = GaugeMetricFamily(
+            "papertrail_delivery_alarm",
+            "1 while a delivery alarm is raised on the channel (its platform refused many recipients the "
+            "same way, or refused the sender's setup; digests are held, nobody is paused), else 0.",
+            labels=["channel"],
+        )
+        raised = {a.channel for a in summary.alarms}
+        for channel in sorted({*ALARM_CHANNELS, *raised}):
+            alarm.add_metric([channel], 1 if channel in raised else 0)
+        yield alarm
 
         depth = GaugeMetricFamily(
             "papertrail_queue_depth",

@@ -276,6 +276,10 @@ async def test_permanent_errors(slack: FakeSlack, error: str, hint: str) -> None
     assert error in str(caught.value) and hint in str(caught.value) and CHANNEL in str(caught.value)
     assert TOKEN not in str(caught.value)
     assert len(slack.messages()) == 1  # no retry of a permanent failure
+    # The bot's token or PaperTrail's layout is the operator's problem (a delivery alarm, nobody paused);
+    # the channel's own refusals are judged per recipient.
+    assert caught.value.kind == error
+    assert caught.value.operator == (hint in ("PAPERTRAIL_SLACK_BOT_TOKEN", "bug"))
 
 
 async def test_a_wrong_token_is_reported_by_the_fake_as_slack_does(slack: FakeSlack) -> None:
