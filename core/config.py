@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import os
 from datetime import date
+from ipaddress import IPv4Network, IPv6Network, ip_network
 from pathlib import Path
 from typing import Any
 
-from pydantic import SecretStr, field_validator, model_validator
+from pydantic import SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -118,6 +119,18 @@ class Settings(BaseSettings):
     rate_limit: str = "shared"
 
     public_url: str = "http://localhost:8080"
+
+    # Sign-up (the /subscribe form, docs/delivery.md#email-sign-up-double-opt-in): valid sign-ups accepted
+    # per clock hour from one client IP, from one network (IPv4 /24, IPv6 /64), and from everyone together.
+    # Every sign-up sends at most one mail, so the last is also the cap on sign-up mails per hour. Counted
+    # in the database: every web process and restart shares them.
+    signup_ip_per_hour: int = 5
+    signup_network_per_hour: int = 20
+    signup_mails_per_hour: int = 200
+    # The reverse proxies in front of the web server (comma-separated IPs or CIDR networks). Only a request
+    # arriving from one of them has its X-Forwarded-For read for the client's address; empty: the header is
+    # ignored and the connection's peer is the client (anyone can write that header).
+    trusted_proxies: str = ""
     digest_max_items: int = 50
 
     # The web server of `papertrail run` (status page, health, metrics, unsubscribe, bot webhooks).
@@ -238,6 +251,25 @@ class Settings(BaseSettings):
             )
         return value
 
+    @field_validator("signup_ip_per_hour", "signup_network_per_hour", "signup_mails_per_hour")
+    @classmethod
+    def _signup_limit_positive(cls, value: int, info: ValidationInfo) -> int:
+        if value < 1:
+            name = f"PAPERTRAIL_{(info.field_name or '').upper()}"
+            raise ValueError(f"{name} must be at least 1 (sign-ups per hour)")
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies_are_networks(cls, value: str) -> str:
+        parse_networks(value)
+        return value
+
+    @property
+    def trusted_proxy_networks(self) -> tuple[IPv4Network | IPv6Network, ...]:
+        """The networks of :attr:`trusted_proxies`."""
+        return parse_networks(self.trusted_proxies)
+
     @field_validator("llm_daily_limit")
     @classmethod
     def _limit_not_negative(cls, value: int) -> int:
@@ -329,3 +361,23 @@ def mask_url_password(url: str) -> str:
     credentials, at, host = rest.rpartition("@")
     user, colon, _password = credentials.partition(":")
     return f"{scheme}://{user}{':********' if colon else ''}{at}{host}"
+
+
+def parse_networks(text: str) -> tuple[IPv4Network | IPv6Network, ...]:
+    """Comma-separated IP addresses or CIDR networks (``127.0.0.1, 10.0.0.0/8, ::1``) as networks.
+
+    ValueError naming the entry that is neither, with the forms that are accepted.
+    """
+    networks = []
+    for part in text.split(","):
+        entry = part.strip()
+        if not entry:
+            continue
+        try:
+            networks.append(ip_network(entry, strict=False))
+        except ValueError:
+            raise ValueError(
+                f"PAPERTRAIL_TRUSTED_PROXIES: {entry!r} is neither an IP address nor a network; give e.g."
+                " '127.0.0.1' or '10.0.0.0/8', comma-separated"
+            ) from None
+    return tuple(networks)

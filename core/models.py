@@ -36,6 +36,7 @@ __all__ = [
     "RateSlot",
     "RunState",
     "SendResult",
+    "SignupQuota",
     "SourceRun",
     "Subscriber",
     "SubscriberStatus",
@@ -202,8 +203,12 @@ class Subscriber(SQLModel, table=True):
     # Back-off after a retryable delivery failure: no attempt before this time.
     retry_at: datetime | None = _ts(default=None)
     failures: int = 0
-    # When the last confirmation mail went out (double opt-in); throttles repeated sign-ups.
+    # When the last sign-up mail (a confirmation link, or the manage link of a subscribed address) went out;
+    # no second one goes to the address within core.signup.RESEND_AFTER.
     confirm_sent_at: datetime | None = _ts(default=None)
+    # The pending sign-up's nonce, signed into its confirmation link: a sign-up that replaces the pending
+    # one draws a new nonce, so an older link can no longer confirm (core.signup).
+    confirm_nonce: str | None = Field(default=None, max_length=64)
     # en or zh (core.i18n.LANGUAGES); None until chosen, when the platform's language or the default applies.
     language: str | None = Field(default=None, max_length=8)
     # When the delivery ledger paused this subscriber because the platform refused a digest for good
@@ -428,3 +433,17 @@ class DeliveryAlarm(SQLModel, table=True):
     # status page).
     sample: str = Field(sa_type=sa.Text)
     cleared_at: datetime | None = _ts(default=None)
+
+
+class SignupQuota(SQLModel, table=True):
+    """How many sign-ups one limit's key took in one clock hour (core.signup_limits).
+
+    ``key`` is ``all`` (everyone) or a keyed hash of a client's IP address or network, never the address
+    itself; ``hour`` counts hours since the epoch (UTC). Rows of past hours are deleted as new ones come.
+    """
+
+    __tablename__ = "signup_quota"
+
+    key: str = Field(primary_key=True, max_length=80)
+    hour: int = Field(primary_key=True, sa_type=sa.BigInteger)
+    used: int = 0

@@ -17,6 +17,7 @@ import re
 
 UNSUBSCRIBE = "unsubscribe"
 MANAGE = "manage"
+# Confirming a pending sign-up: the subject is ``ADDRESS NUL NONCE`` (see :func:`confirm_subject`).
 CONFIRM = "confirm"
 # Leaving one newsletter: the subject is ``ADDRESS NUL NAME`` (see :func:`leave_subject`).
 LEAVE = "leave"
@@ -91,3 +92,25 @@ def split_leave(subject: str) -> tuple[str, str]:
     if not (nul and address and newsletter) or "\0" in newsletter:
         raise InvalidToken("this link is not valid (altered, or made for something else)")
     return address, newsletter
+
+
+def confirm_subject(address: str, nonce: str) -> str:
+    """The subject of a confirmation token: the address and its pending sign-up's nonce, NUL-separated.
+
+    The nonce changes whenever the pending sign-up is replaced, so a link confirms only the sign-up it
+    was mailed for (core.signup).
+    """
+    return f"{address}\0{nonce}"
+
+
+def split_confirm(subject: str) -> tuple[str, str]:
+    """The (address, nonce) of a verified confirmation token's subject; InvalidToken if it has no nonce
+    (a link mailed before links carried one: it cannot say which sign-up it confirms)."""
+    address, nul, nonce = subject.partition("\0")
+    if not (nul and address and nonce) or "\0" in nonce:
+        raise InvalidToken(OUTDATED)
+    return address, nonce
+
+
+# A confirmation link in the form of older releases: valid, but bound to no particular sign-up.
+OUTDATED = "this confirmation link is from an older sign-up; sign up again for a new one"

@@ -299,6 +299,10 @@ async def web_role(ctx: AppContext, stop: asyncio.Event) -> None:
         timeout_keep_alive=WEB_KEEP_ALIVE_SECONDS,
         h11_max_incomplete_event_size=WEB_MAX_HEADER_BYTES,
         limit_concurrency=WEB_MAX_CONNECTIONS,
+        # uvicorn would believe X-Forwarded-For from 127.0.0.1 (or $FORWARDED_ALLOW_IPS) unasked; the
+        # client's address counts for the sign-up limits, so PAPERTRAIL_TRUSTED_PROXIES alone decides
+        # whose header is read (papertrail.client_address).
+        proxy_headers=False,
     )
     server = EmbeddedServer(config)
     serving = asyncio.create_task(_serve(server, f"{settings.web_host}:{settings.web_port}"))

@@ -4,6 +4,12 @@ Shared by ``papertrail subscribe`` and the web form; the rules live in :mod:`cor
 worded in the subscriber's language: the one stored with the subscriber (a sign-up stores the page's
 language on a new address), else the ``language`` the caller passes (the page's), else English. A known
 address's stored language wins over the page's: the mail goes to its owner, not to whoever typed it.
+
+The confirmation mail goes to an address that has not confirmed, so it carries no text anyone submitted
+(issue 14): not the follows, not a name, not the address (its local part is free text). It says in fixed
+words how many follows and newsletters the sign-up has, the schedule and timezone (both checked against
+fixed forms), and the link; the follows themselves are on the page the link opens, escaped, with the
+button that confirms them.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from urllib.parse import quote
 from core import tokens
 from core.delivery import DeliveryError, split_address
 from core.i18n import normalize_language, translator
-from core.signup import SignupOutcome, SignupState
+from core.signup import SignupOutcome, SignupState, confirm_token, mail_not_sent
 from papertrail.context import AppContext
 
 
@@ -45,21 +51,14 @@ async def mail_outcome(ctx: AppContext, outcome: SignupOutcome, *, language: str
     _, target = split_address(subscriber.address)
     base = ctx.settings.public_url.rstrip("/")
     if outcome.state == SignupState.CONFIRM:
-        token = tokens.sign(key, tokens.CONFIRM, subscriber.address)
-        assert subscriber.id is not None
-        follows = [f.query for f in ctx.store.follows_of(subscriber.id)]
-        # The confirmation mail lists the newsletters joined with the follows (the template lists both).
-        follows += [
-            t.gettext("the newsletter {title} ({name})", title=n.title, name=n.name)
-            for n in ctx.store.newsletters_of(subscriber.id)
-        ]
+        token = confirm_token(key, subscriber)
         message = ctx.renderer.render_mail(
             "confirm",
             t.gettext("Confirm your PaperTrail subscription"),
             language=language,
-            address=target,
             confirm_url=f"{base}/confirm/{quote(token, safe='')}",
-            follows=follows,
+            follows=outcome.follows,
+            newsletters=outcome.newsletters,
             schedule=subscriber.schedule,
             timezone=subscriber.timezone,
         )
@@ -72,7 +71,12 @@ async def mail_outcome(ctx: AppContext, outcome: SignupOutcome, *, language: str
             address=target,
             manage_url=f"{base}/manage/{quote(token, safe='')}",
         )
-    await ctx.notifiers["email"].send(target, message)
+    try:
+        await ctx.notifiers["email"].send(target, message)
+    except DeliveryError:
+        # Not sent: the next sign-up of this address may mail it at once instead of waiting out the pause.
+        mail_not_sent(ctx.store, outcome)
+        raise
     return True
 
 

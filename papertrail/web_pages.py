@@ -335,6 +335,9 @@ _TOKEN_PROBLEMS = {
     "this link is not valid (altered, or made for something else)": N_(
         "This link is not valid (altered, or made for something else)."
     ),
+    "this confirmation link is from an older sign-up; sign up again for a new one": N_(
+        "This confirmation link is from an older sign-up; sign up again for a new one."
+    ),
 }
 
 

@@ -109,10 +109,12 @@ def test_web_routes_refuse_variants_and_take_the_genuine_token(sqlite_store: Sto
     follow(sqlite_store, ADDRESS, "cat:cs.DC")
     subscriber = sqlite_store.get_subscriber(ADDRESS)
     assert subscriber is not None and subscriber.id is not None
-    sqlite_store.update_subscriber(subscriber.id, status=SubscriberStatus.UNCONFIRMED)
+    sqlite_store.update_subscriber(
+        subscriber.id, status=SubscriberStatus.UNCONFIRMED, confirm_nonce="the-pending-sign-up"
+    )
     client = client_for(sqlite_store)
 
-    confirm = tokens.sign(KEY, tokens.CONFIRM, ADDRESS)
+    confirm = tokens.sign(KEY, tokens.CONFIRM, tokens.confirm_subject(ADDRESS, "the-pending-sign-up"))
     for variant in variants(confirm):
         path = "/confirm/" + variant.replace(" ", "%20").replace("\n", "%0A")
         assert client.post(path).status_code == 400, variant

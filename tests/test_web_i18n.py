@@ -40,6 +40,10 @@ GUIDES = {
 SWITCH = re.compile(r'<nav class="languages"[^>]*data-language-switch>(.*?)</nav>', re.S)
 
 
+# A confirmation link of ADDRESS (subscribed already: its page asks, and confirms nothing new).
+CONFIRM_SUBJECT = tokens.confirm_subject(ADDRESS, "a-nonce")
+
+
 @dataclass
 class World:
     """A small store with one of everything the pages show, and a client over it."""
@@ -108,7 +112,11 @@ def pages(world: World) -> dict[str, tuple[str, str, int]]:
             "退出 Distributed weekly？",
             200,
         ),
-        f"/confirm/{world.token(tokens.CONFIRM)}": ("Confirm your subscription?", "确认订阅？", 200),
+        f"/confirm/{world.token(tokens.CONFIRM, CONFIRM_SUBJECT)}": (
+            "Confirm your subscription?",
+            "确认订阅？",
+            200,
+        ),
     }
 
 
@@ -277,7 +285,7 @@ def test_signed_links_speak_the_subscribers_language(world: World) -> None:
         (f"/unsubscribe/{world.token(tokens.UNSUBSCRIBE)}", "退订？"),
         (f"/manage/{world.token(tokens.MANAGE)}", "你的 PaperTrail 订阅"),
         (f"/leave/{world.token(tokens.LEAVE, leave)}", "退出 Distributed weekly？"),
-        (f"/confirm/{world.token(tokens.CONFIRM)}", "确认订阅？"),
+        (f"/confirm/{world.token(tokens.CONFIRM, CONFIRM_SUBJECT)}", "确认订阅？"),
     ):
         # The stored language beats the browser's header...
         page = world.fresh().get(path, headers={"Accept-Language": "en-US,en"})
