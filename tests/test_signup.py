@@ -15,9 +15,10 @@ from typer.testing import CliRunner
 
 from core import tokens
 from core.config import Settings
-from core.models import SubscriberStatus
+from core.models import SubscriberStatus, utcnow
 from core.render import Renderer
 from core.service import match_new
+from core.signup import RESEND_AFTER
 from core.store import Store
 from core.values import PaperIn
 from ingest.http import HttpClient
@@ -82,6 +83,12 @@ def token_in(sink: SinkHandler, index: int = -1) -> str:
     return unquote(found[1])
 
 
+def confirmed_address(token: str) -> str:
+    """The address a confirmation token names (its subject also carries the pending sign-up's nonce)."""
+    address, _nonce = tokens.split_confirm(tokens.verify(KEY, tokens.CONFIRM, token))
+    return address
+
+
 def paper(arxiv_id: str) -> PaperIn:
     return PaperIn(arxiv_id, 1, "Asynchronous rollouts", "An abstract.", ("Ada Lovelace",), ("cs.DC",))
 
@@ -107,14 +114,17 @@ def test_web_sign_up_confirms_before_anything_is_matched(
     sqlite_store.save_versions([paper("2611.00001")])
     assert match_new(sqlite_store) == 0
 
-    # The same form again within ten minutes: no second mail, the same answer.
+    # The same form again within ten minutes: no second mail, and a page that says why and when.
     again = client.post("/subscribe", data=form)
-    assert again.status_code == 200 and "Check your mail" in again.text and len(sink.received) == 1
+    assert again.status_code == 429 and "A mail is already on its way" in again.text
+    assert 0 < int(again.headers["Retry-After"]) <= 600 and len(sink.received) == 1
 
     token = token_in(sink)
-    assert tokens.verify(KEY, tokens.CONFIRM, token) == "email:ada@example.org"
+    assert confirmed_address(token) == "email:ada@example.org"
     ask = client.get(f"/confirm/{token}")
     assert ask.status_code == 200 and "Confirm your subscription?" in ask.text
+    # The page lists what the button confirms (the mail named none of it), escaped.
+    assert "<code>cat:cs.DC</code>" in ask.text and "<code>au:&#34;Zeng Li&#34;</code>" in ask.text
     assert sqlite_store.get_subscriber("email:ada@example.org").status == SubscriberStatus.UNCONFIRMED  # type: ignore[union-attr]
     done = client.post(f"/confirm/{token}")
     assert done.status_code == 200 and "Subscription confirmed" in done.text and "/manage/" in done.text
@@ -172,7 +182,7 @@ def test_cli_subscribe_sends_the_link(
     )
     assert result.exit_code == 0, result.stderr
     assert "confirmation link sent" in result.stdout
-    assert tokens.verify(KEY, tokens.CONFIRM, token_in(sink)) == "email:Carol@example.org"
+    assert confirmed_address(token_in(sink)) == "email:Carol@example.org"
     again = CliRunner().invoke(app, ["subscribe", "email:Carol@Example.org"])
     assert "less than 10 minutes ago" in again.stdout and len(sink.received) == 1
     bad = CliRunner().invoke(app, ["subscribe", "telegram:42", "cat:cs.DC"])
@@ -222,22 +232,31 @@ async def test_the_page_language_words_the_confirmation_and_is_stored(
     assert mail.message["Subject"] == "确认你的 PaperTrail 订阅"
     assert mail.message["Content-Language"] == "zh-Hans"
     plain, html = bodies(sink)
-    assert "有人（希望是你本人）请 PaperTrail 向 ada@example.org 发送 arXiv 论文简报。" in plain
-    assert "（daily 08:00，Asia/Shanghai）" in plain and "你将关注：" in plain
-    assert "通讯“Distributed <weekly>”（dc-weekly）" in plain
-    assert '<html lang="zh-Hans">' in html and "确认订阅</a>" in html
-    assert "通讯“Distributed &lt;weekly&gt;”（dc-weekly）" in html
-    assert tokens.verify(KEY, tokens.CONFIRM, token_in(sink)) == "email:ada@example.org"
+    assert "有人（希望是你本人）请 PaperTrail 向这个地址发送 arXiv 论文简报。" in plain
+    assert "这次订阅包含 1 条关注。" in plain and "并加入 1 份通讯。" in plain
+    assert "简报将按 daily 08:00（Asia/Shanghai）发送。" in plain
+    assert '<html lang="zh-Hans">' in html and "查看并确认订阅</a>" in html
+    # No submitted or stored free text reaches an unconfirmed address: not the follow, not the newsletter.
+    for text in ("cat:cs.DC", "Distributed", "ada@example.org"):
+        assert text not in plain and text not in html
+    assert confirmed_address(token_in(sink)) == "email:ada@example.org"
 
-    # A second sign-up before confirming, from an English page (past the resend pause): English it is.
-    sqlite_store.update_subscriber(outcome.subscriber.id or 0, confirm_sent_at=None)
+    # A second sign-up before confirming, from an English page (past the resend pause): it replaces the
+    # pending one (no follows, no newsletter now) and is worded in English.
     again = sign_up(
-        sqlite_store, "email:ada@example.org", [], timezone="UTC", schedule="daily 08:00", language="en"
+        sqlite_store,
+        "email:ada@example.org",
+        [],
+        timezone="UTC",
+        schedule="daily 08:00",
+        language="en",
+        now=utcnow() + RESEND_AFTER,
     )
     assert again.subscriber.language == "en"
     assert await mail_outcome(ctx, again, language="en")
     assert sink.received[-1].message["Subject"] == "Confirm your PaperTrail subscription"
-    assert "the newsletter Distributed <weekly> (dc-weekly)" in bodies(sink)[0]
+    assert "The sign-up has 0 follows." in bodies(sink)[0] and "newsletter" not in bodies(sink)[0]
+    assert sqlite_store.newsletters_of(again.subscriber.id or 0) == []
 
 
 async def test_a_known_address_gets_the_manage_mail_in_its_own_language(
