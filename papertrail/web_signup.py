@@ -32,7 +32,6 @@ from starlette.routing import Route
 from core import tokens
 from core.delivery import DeliveryError
 from core.i18n import normalize_language, said
-from core.models import utcnow
 from core.query import QueryError
 from core.signup import (
     RESEND_AFTER,
@@ -147,7 +146,7 @@ class SignupPages:
             error = said(exc, reader.t)
             return self._form(reader, status=400, error=error, **values)
         # Counted only once valid, before anything is stored: a refused sign-up leaves no trace.
-        now = utcnow()
+        now = self.pages.clock()
         refusal = await run_in_threadpool(self._take_quota, request, now)
         if refusal is not None:
             return self._refused(reader, refusal)

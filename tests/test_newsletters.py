@@ -87,9 +87,9 @@ async def test_an_issue_reaches_every_active_member_once(store: Store) -> None:
     # Email members sign up the self-service way: one confirms, one does not.
     for address in ("email:dora@example.org", "email:eve@example.org"):
         sign_up(store, address, [], timezone="UTC", schedule="daily 08:00", newsletter=NAME)
-    dora = store.get_subscriber("email:dora@example.org")
-    assert dora is not None
-    confirm(store, KEY, confirm_token(KEY, dora))
+    pending = store.get_subscriber("email:dora@example.org")
+    assert pending is not None
+    confirm(store, KEY, confirm_token(KEY, pending))
 
     store.save_versions([paper(f"2611.0000{n}") for n in range(3)])
     assert match_new(store) == 3  # one query, cat:cs.DC, on three papers ...
