@@ -504,7 +504,7 @@ def subscribe(
     elif outcome.state == SignupState.SUBSCRIBED:
         out.print(f"{who} is subscribed already; its manage link was mailed" if sent else who)
     else:
-        out.print(f"{who}: a confirmation link went out less than 10 minutes ago; none sent now")
+        out.print(f"{who}: a sign-up mail went to it less than 10 minutes ago; none sent, nothing changed")
 
 
 newsletter_app = typer.Typer(
