@@ -19,6 +19,9 @@ UNSUBSCRIBE = "unsubscribe"
 MANAGE = "manage"
 # Confirming a pending sign-up: the subject is ``ADDRESS NUL NONCE`` (see :func:`confirm_subject`).
 CONFIRM = "confirm"
+# Why a confirmation link of older releases (subject: the address alone) confirms nothing: it is genuine,
+# but bound to no particular sign-up.
+OUTDATED = "this confirmation link is from an older sign-up; sign up again for a new one"
 # Leaving one newsletter: the subject is ``ADDRESS NUL NAME`` (see :func:`leave_subject`).
 LEAVE = "leave"
 
@@ -110,7 +113,3 @@ def split_confirm(subject: str) -> tuple[str, str]:
     if not (nul and address and nonce) or "\0" in nonce:
         raise InvalidToken(OUTDATED)
     return address, nonce
-
-
-# A confirmation link in the form of older releases: valid, but bound to no particular sign-up.
-OUTDATED = "this confirmation link is from an older sign-up; sign up again for a new one"

@@ -407,21 +407,24 @@ def test_unknown_languages_render_in_english() -> None:
 
 def test_one_off_mails_are_worded_in_their_language() -> None:
     values: dict[str, Any] = {
-        "address": "ada@example.org",
         "confirm_url": "https://papertrail.example/confirm/T",
-        "follows": ["cat:cs.DC"],
+        "follows": 2,
+        "newsletters": 1,
         "schedule": "daily 08:00",
         "timezone": "Asia/Shanghai",
     }
     mail = renderer().render_mail("confirm", "确认你的 PaperTrail 订阅", language="zh", **values)
     assert mail.language == "zh" and mail.html is not None
-    assert "有人（希望是你本人）请 PaperTrail 向 ada@example.org 发送 arXiv 论文简报。" in mail.text
-    assert "有人（希望是你本人）请 PaperTrail 向 <strong>ada@example.org</strong> 发送" in mail.html
-    assert ">确认订阅</a>" in mail.html and "你将关注：" in mail.html
-    hostile = renderer().render_mail("confirm", "x", language="zh", **{**values, "address": "<b>a</b>@x"})
-    assert "<b>a</b>" not in (hostile.html or "") and "<strong>&lt;b&gt;a&lt;/b&gt;@x</strong>" in (
-        hostile.html or ""
+    assert "有人（希望是你本人）请 PaperTrail 向这个地址发送 arXiv 论文简报。" in mail.text
+    assert "这次订阅包含 2 条关注。" in mail.html and "并加入 1 份通讯。" in mail.html
+    assert ">查看并确认订阅</a>" in mail.html
+    # The confirmation goes to an unconfirmed address: whatever a caller passes along, the mail prints
+    # no address and no follow (issue 14).
+    hostile = renderer().render_mail(
+        "confirm", "x", language="en", **{**values, "address": "<b>a</b>@x", "queries": ["win.example"]}
     )
+    assert "a</b>" not in hostile.text + (hostile.html or "") and "win.example" not in hostile.text
+    assert "The sign-up has 2 follows." in hostile.text and "It joins 1 newsletter." in hostile.text
     known = renderer().render_mail(
         "signup-known",
         "你的 PaperTrail 订阅",
