@@ -140,7 +140,8 @@ class Services:
         self.all: list[Service] = []
 
     def start(self, role: str) -> Service:
-        """Start one process: ``worker``, ``ingest`` (arxiv-rss once), ``run`` (scheduler and worker roles)."""
+        """Start one process: ``worker``, ``ingest`` (arxiv-rss once), ``run`` (scheduler and worker roles)
+        or ``digest`` (``digest --now``)."""
         args = {
             "worker": ["worker"],
             "ingest": ["ingest", "--source", "arxiv-rss"],

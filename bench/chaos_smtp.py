@@ -20,6 +20,7 @@ Each accepted message is kept with its envelope recipient and the arXiv versions
 
 from __future__ import annotations
 
+import asyncio
 import random
 import re
 import threading
@@ -156,8 +157,9 @@ class DroppingSMTP(SMTP):
         if reader is not None:
             for _ in range(_DROP_AFTER_LINES):
                 await reader.readuntil(b"\r\n")
-        if self.transport is not None:
-            self.transport.abort()
+        transport = self.transport
+        if isinstance(transport, asyncio.Transport):
+            transport.abort()
 
 
 class _Controller(Controller):
