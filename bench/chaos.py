@@ -663,7 +663,7 @@ def trial_table(results: Sequence[TrialResult]) -> str:
 
 
 def totals_table(results: Sequence[TrialResult]) -> str:
-    """Per database and fault: sums over the trials."""
+    """Per database and fault, per database, and in all: sums over the trials."""
     lines = [
         "| db | fault | trials | expected | received | lost | held | dup pairs | dup mails | unexplained "
         "| kills | in flight at kills | max dup mails per kill | paused |",
@@ -672,6 +672,10 @@ def totals_table(results: Sequence[TrialResult]) -> str:
     groups: dict[tuple[str, str], list[TrialResult]] = {}
     for r in results:
         groups.setdefault((r.database, r.fault), []).append(r)
+    for r in results:
+        groups.setdefault((r.database, "**all**"), []).append(r)
+    if len({r.database for r in results}) > 1:
+        groups[("**both**", "**all**")] = list(results)
     for (db, fault), rs in groups.items():
         kills = [k for r in rs for k in r.kills]
         lines.append(
@@ -741,6 +745,27 @@ def plan(args: argparse.Namespace) -> list[tuple[str, int]]:
     return trials
 
 
+def load(paths: Sequence[Path]) -> list[TrialResult]:
+    """The trials saved by earlier ``--json`` runs."""
+    results = []
+    for path in paths:
+        for saved in json.loads(path.read_text()):
+            kills = [Kill(**k) for k in saved.pop("kills")]
+            results.append(TrialResult(**saved, kills=kills))
+    return results
+
+
+def report(results: Sequence[TrialResult]) -> bool:
+    """Print the tables and the targets; True when every target is met."""
+    print(trial_table(results))
+    print()
+    print(totals_table(results))
+    print()
+    lines = verdicts(results)
+    print("\n".join(lines))
+    return all(line.endswith("PASS") for line in lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the trials and print the tables; exit 1 when a target is missed."""
     parser = argparse.ArgumentParser(
@@ -764,10 +789,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--postgres", default=POSTGRES, help="PostgreSQL URL (a schema per trial)")
     parser.add_argument("--json", type=Path, help="also write every trial's figures to this file")
     parser.add_argument("--keep", action="store_true", help="keep every trial's logs (default: failed ones)")
+    parser.add_argument("--report", type=Path, nargs="+", help="print the tables of earlier --json files")
     parser.add_argument(
         "--quick", action="store_true", help="the fast test's sizes (bench.chaos.QUICK), 3 trials per fault"
     )
     args = parser.parse_args(argv)
+    if args.report:
+        return 0 if report(load(args.report)) else 1
     options = Options(
         subscribers=args.subscribers,
         items=args.items,
@@ -803,16 +831,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.json:
                 args.json.write_text(json.dumps([asdict(r) for r in results], indent=1))
     print(f"\nChaos: {os.cpu_count()} cores; {options}\n")
-    print(trial_table(results))
-    print()
-    print(totals_table(results))
-    print()
-    print("\n".join(verdicts(results)))
+    met = report(results)
     if args.keep or any(not r.settled or r.lost for r in results):
         print(f"\nlogs of the trials kept in {keep}")
     else:
         shutil.rmtree(keep, ignore_errors=True)
-    return 0 if all(line.endswith("PASS") for line in verdicts(results)) else 1
+    return 0 if met else 1
 
 
 if __name__ == "__main__":
