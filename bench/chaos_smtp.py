@@ -43,6 +43,8 @@ _ITEM_LINE = re.compile(r"^  [^\n]*· (\S+?v\d+)$", re.M)
 _CAPPED = "more not shown"
 # Lines of the message a dropping server reads after its 354 before it hangs up.
 _DROP_AFTER_LINES = 5
+# Seconds a dropped session waits to be cancelled (it is, at the next turn of the event loop).
+_DROP_LINGER = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +162,9 @@ class DroppingSMTP(SMTP):
         transport = self.transport
         if isinstance(transport, asyncio.Transport):
             transport.abort()
+            # The session is cancelled as the connection goes (aiosmtpd's connection_lost); waiting for that
+            # keeps it from reading the rest of the buffered message as commands ("unrecognised: ...").
+            await asyncio.sleep(_DROP_LINGER)
 
 
 class _Controller(Controller):
