@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint typecheck pytest bench bench-match bench-peers bench-deliver bench-day demo clean
+.PHONY: run test lint typecheck pytest bench bench-match bench-peers bench-deliver bench-day chaos demo clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,12 @@ bench-deliver: $(VENV)/.installed-dev
 # subscribers of each population on SQLite and PostgreSQL; bench/day.py --help for larger sizes.
 bench-day: $(VENV)/.installed-dev
 	$(BIN)/python bench/day.py --sizes 1000
+
+# The chaos suite of issue 14 (docs/chaos.md): SIGKILLs of workers, ingest, run and the scheduler leader,
+# races and SMTP faults on SQLite and PostgreSQL, 30 kill trials on each; over an hour on 2 cores. Its fast
+# subset is tests/test_chaos.py, part of `make test`.
+chaos: $(VENV)/.installed-dev
+	$(BIN)/python bench/chaos.py --db both
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
