@@ -337,7 +337,7 @@ class _FeedReader:
             raise _html_error(_head(stream))
         # expat neither fetches external entities nor expands entity bombs (expat >= 2.4), so this is safe
         # on untrusted bytes.
-        parser = ET.XMLPullParser(events=("start", "end"))
+        parser: ET.XMLPullParser[ET.Element] = ET.XMLPullParser(events=("start", "end"))
         layout = LayoutScan()
         try:
             for chunk in read_chunks(stream):
@@ -396,7 +396,8 @@ class _FeedReader:
         self.items = []
         self.skipped = []
 
-    def _handle(self, events: Iterator[tuple[str, Any]]) -> None:
+    def _handle(self, events: Iterator[Any]) -> None:
+        """Take the "start" and "end" events parsed so far (each a pair: the event, the element)."""
         opened = self._open
         for event, element in events:
             if event == "start":
