@@ -13,6 +13,7 @@ from core.models import RunState
 from core.sources import FetchResult, SourceError, ValidatorLookup
 from ingest.arxiv_rss_parse import ArxivFeedError, FeedFormatError, parse_feed
 from ingest.http import HttpClient
+from ingest.paper_spool import SPOOL_AFTER
 
 
 class ArxivRssSource:
@@ -27,8 +28,10 @@ class ArxivRssSource:
     async def fetch(self, validators: ValidatorLookup) -> FetchResult:
         """One conditional GET of the feed, parsed into versions.
 
-        The body is spooled to a temporary file and parsed from there chunk by chunk, so memory holds the
-        parsed versions rather than the body (issue 14; docs/benchmarks.md, "Feed memory").
+        The body is spooled to a temporary file and parsed from there chunk by chunk, and past
+        ``SPOOL_AFTER`` versions the parsed versions go to a temporary file as well, so a large feed's
+        ingest holds neither the body nor all its versions in memory (issue 14; docs/benchmarks.md,
+        "Feed memory").
         """
         with await self.http.download(self.url, validators(self.url)) as fetched:
             if fetched.not_modified:
@@ -36,7 +39,7 @@ class ArxivRssSource:
                     (), RunState.NOT_MODIFIED, note="feed unchanged since the last check (HTTP 304)"
                 )
             try:
-                page = parse_feed(fetched.body)
+                page = parse_feed(fetched.body, spool_after=SPOOL_AFTER)
             except ArxivFeedError as exc:
                 raise SourceError(
                     f"arXiv reports an error for {self.url}: {exc}; check PAPERTRAIL_ARXIV_CATEGORIES",

@@ -34,7 +34,7 @@ import contextlib
 import io
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -58,6 +58,7 @@ from ingest.arxiv_rss_bytes import (
     read_chunks,
     repair_utf8,
 )
+from ingest.paper_spool import PaperSpool
 from ingest.xml_text import collapse
 
 __all__ = [
@@ -183,9 +184,12 @@ class ArxivFeedError(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class FeedPage:
-    """One parsed feed: its items, channel facts, and notes on items that could not be used."""
+    """One parsed feed: its items, channel facts, and notes on items that could not be used.
 
-    items: tuple[PaperIn, ...]
+    ``items`` is a tuple, or a ``PaperSpool`` when ``parse_feed`` was asked to spool them.
+    """
+
+    items: Sequence[PaperIn]
     channel_title: str
     published: datetime | None
     skipped: tuple[str, ...] = ()
@@ -201,7 +205,7 @@ class FeedPage:
         return not self.items and not self.skipped
 
 
-def parse_feed(data: bytes | BinaryIO) -> FeedPage:
+def parse_feed(data: bytes | BinaryIO, *, spool_after: int | None = None) -> FeedPage:
     """Parse an rss.arxiv.org RSS 2.0 response, as bytes or as a seekable binary file, into a ``FeedPage``.
 
     Raises ``FeedFormatError`` if ``data`` is not a complete RSS document (empty, an HTML page, truncated or
@@ -220,9 +224,13 @@ def parse_feed(data: bytes | BinaryIO) -> FeedPage:
     about what the ``PaperIn`` values themselves take. A document with invalid UTF-8 is repaired into a
     temporary file, chunk by chunk as well. The one path that reads the whole body into memory is the
     feedparser one, for documents not laid out like arXiv's feed.
+
+    With ``spool_after``, ``FeedPage.items`` is a ``PaperSpool`` that keeps that many versions in memory
+    and the rest in a temporary file (close it, or let it go, to delete the file): then the versions of
+    a large feed are not all in memory at once either. The feedparser path still returns a tuple.
     """
     stream: BinaryIO = io.BytesIO(data) if isinstance(data, bytes) else data
-    reader = _FeedReader()
+    reader = _FeedReader(spool_after)
     try:
         reader.read(stream)
     except FeedFormatError:
@@ -235,7 +243,7 @@ def parse_feed(data: bytes | BinaryIO) -> FeedPage:
         # Still not usable once the bytes are UTF-8: that error (e.g. a download cut short) is the one
         # that says what is wrong.
         with fixed:
-            page = _FeedReader().read(fixed).page(fixed)
+            page = _FeedReader(spool_after).read(fixed).page(fixed)
         return replace(page, notes=(note,))
     return reader.page(stream)
 
@@ -312,8 +320,9 @@ class _FeedReader:
     grandchildren until it has been read, nothing deeper, and nothing outside the channel.
     """
 
-    def __init__(self) -> None:
-        self.items: list[PaperIn] = []
+    def __init__(self, spool_after: int | None) -> None:
+        self._spooled = spool_after is not None
+        self.items = PaperSpool(spool_after)
         self.skipped: list[str] = []
         # <item> children of the first <channel>: what channel.findall("item") would count.
         self.item_count = 0
@@ -321,8 +330,10 @@ class _FeedReader:
         self._fields: dict[str, str] = {}
         self._dates = _DateCache()
         self._published: datetime | None = None
-        # Items read before the channel's <pubDate>: they fall back on it once it is known.
-        self._before_date = 0
+        self._dated = False  # the channel's <pubDate> was read
+        # Items without a date of their own read before it: they fall back on it once it is known (and
+        # stay in memory for that: the spool stops spooling at the first one).
+        self._undated: list[int] = []
         self._open: list[ET.Element] = []
         self._root: ET.Element | None = None
         self._channel: ET.Element | None = None
@@ -384,16 +395,18 @@ class _FeedReader:
         published = self._published
         items = self.items
         if published is not None:
-            for index in range(self._before_date):
-                if items[index].announced_at is None:
-                    items[index] = replace(items[index], announced_at=published)
+            for index in self._undated:
+                items[index] = replace(items[index], announced_at=published)
         return FeedPage(
-            items=tuple(items), channel_title=channel_title, published=published, skipped=tuple(self.skipped)
+            items=items if self._spooled else tuple(items),
+            channel_title=channel_title,
+            published=published,
+            skipped=tuple(self.skipped),
         )
 
     def _leave_tree(self) -> None:
         self.tree = False
-        self.items = []
+        self.items.clear()
         self.skipped = []
 
     def _handle(self, events: Iterator[Any]) -> None:
@@ -433,6 +446,9 @@ class _FeedReader:
             return
         result = _parse_entry(entry, self.item_count, self._published, self._dates)
         if isinstance(result, PaperIn):
+            if result.announced_at is None and not self._dated:
+                self.items.stop_spooling()
+                self._undated.append(len(self.items))
             self.items.append(result)
         else:
             self.skipped.append(result)
@@ -456,7 +472,7 @@ class _FeedReader:
             self._leave_tree()
         elif key == "published":
             self._published = self._dates(text)
-            self._before_date = len(self.items)
+            self._dated = True
 
 
 def _tree_entry(item: ET.Element) -> dict[str, Any] | None:
