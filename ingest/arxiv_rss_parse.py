@@ -130,6 +130,9 @@ _ITEM_KEYS = {
     f"{_ARXIV}DOI": "arxiv_doi",
     f"{_ARXIV}journal_reference": "arxiv_journal_reference",
 }
+# Tags of the elements the layout checks read once their parent ended (see _FeedReader): others are
+# emptied as soon as they end.
+_KEPT = frozenset({"rss", "channel", "category", "day", *_CHANNEL_TAGS, *_ITEM_KEYS})
 # feedparser.urls._urifixer: collapses extra slashes after "scheme://".
 _URL_SLASHES_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+-.]*://)(/*)(.*?)")
 _LINK_ENTITY_RE = re.compile(r"&([A-Za-z0-9_]+);")
@@ -305,39 +308,39 @@ def _feedparser_page(data: bytes, expected: int) -> FeedPage:
 
 
 class _FeedReader:
-    """One pass over a document, chunk by chunk: ``_check_document``'s checks and, while the document is
-    laid out like arXiv's feed, its items read from the tree as each one is complete.
+    """One pass over a document, chunk by chunk: ``_check_document``'s checks and, while the document may
+    be laid out like arXiv's feed, its items read from the tree as each one ends.
 
     The layout, checked in full before a page is returned: an ``<rss>`` root with at most a ``version``
     attribute and the ``<channel>`` as its only child; channel children among arXiv's (``_CHANNEL_TAGS``,
     each at most once, no attributes but ``atom:link``'s href/rel/type, no children but
     ``<skipDays><day>``); items as ``_tree_entry`` describes; and the bytes as ``LayoutScan`` describes.
     Under those conditions feedparser sees the same channel title, description and date, and one entry
-    per ``<item>``. When one fails, the items read so far are dropped and ``page`` hands the document to
-    feedparser; the pass still goes on to the end, for the well-formedness check and the item count.
+    per ``<item>``, and every ``<item>`` element is one of the channel's. So each ``<item>`` is read when it
+    ends, wherever it is; when the layout turns out otherwise, the items read are dropped and ``page``
+    hands the document to feedparser.
 
-    Only what is still needed stays in the tree: each channel child (an ``<item>``) with its children and
-    grandchildren until it has been read, nothing deeper, and nothing outside the channel.
+    Only "end" events are taken (start events cost a tenth of the parse). An element is emptied with
+    ``clear()`` once it ended, unless its tag is one the layout checks read (``_KEPT``): an ``<item>``
+    right after it is read. A cleared element keeps its tag and its place, so ``len()`` of its parent,
+    ``channel.findall("item")`` and every check by tag see the document as it was; memory holds the
+    channel's small children, one item at a time, and an empty shell per item read.
     """
 
     def __init__(self, spool_after: int | None) -> None:
         self._spooled = spool_after is not None
         self.items = PaperSpool(spool_after)
         self.skipped: list[str] = []
-        # <item> children of the first <channel>: what channel.findall("item") would count.
+        # <item> children of the first <channel>: what channel.findall("item") counts.
         self.item_count = 0
         self.tree = True
-        self._fields: dict[str, str] = {}
+        self._read = 0  # <item> elements read so far (the position of the next one, less one)
         self._dates = _DateCache()
-        self._published: datetime | None = None
-        self._dated = False  # the channel's <pubDate> was read
-        # Items without a date of their own read before it: they fall back on it once it is known (and
+        # Items without a date of their own: they fall back on the channel's, known at the end (and they
         # stay in memory for that: the spool stops spooling at the first one).
         self._undated: list[int] = []
-        self._open: list[ET.Element] = []
-        self._root: ET.Element | None = None
-        self._channel: ET.Element | None = None
-        self._root_children = 0
+        self._last: ET.Element | None = None  # the last element ended: the root, once the parse is done
+        self._fields: dict[str, str] = {}
 
     def read(self, stream: BinaryIO) -> _FeedReader:
         """Read the whole document from ``stream``; raises ``FeedFormatError`` as ``_check_document``."""
@@ -348,31 +351,34 @@ class _FeedReader:
             raise _html_error(_head(stream))
         # expat neither fetches external entities nor expands entity bombs (expat >= 2.4), so this is safe
         # on untrusted bytes.
-        parser: ET.XMLPullParser[ET.Element] = ET.XMLPullParser(events=("start", "end"))
+        parser: ET.XMLPullParser[ET.Element] = ET.XMLPullParser(events=("end",))
         layout = LayoutScan()
         try:
             for chunk in read_chunks(stream):
                 layout.feed(chunk)
                 parser.feed(chunk)
-                self._handle(parser.read_events())
+                self._ended(parser.read_events())
             parser.close()
-            self._handle(parser.read_events())
+            self._ended(parser.read_events())
         except ET.ParseError as exc:
             size = stream.seek(0, io.SEEK_END)
             stream.seek(max(0, size - 80))
             tail = stream.read(80)
             raise _parse_error(exc, _head(stream, 4096), size, tail) from exc
-        root, channel = self._root, self._channel
+        root = self._last
         assert root is not None  # a well-formed document has a root
         if root.tag.rpartition("}")[2].lower() == "html":
             raise _html_error(_head(stream))
+        channel = root.find("channel")
         if root.tag != "rss" or channel is None:
             raise _not_rss_error(root.tag, _head(stream))
+        self.item_count = len(channel.findall("item"))
         if (
             not layout.close()
-            or self._root_children != 1
+            or len(root) != 1
             or not root.attrib.keys() <= {"version"}
             or channel.attrib
+            or not self._channel_fields(channel)
         ):
             self._leave_tree()
         return self
@@ -380,8 +386,7 @@ class _FeedReader:
     def discard(self) -> None:
         """Drop everything read (after a failed pass)."""
         self._leave_tree()
-        self._open = []
-        self._root = self._channel = None
+        self._last = None
 
     def page(self, stream: BinaryIO) -> FeedPage:
         """The page, from the items read or (for a document not laid out like arXiv's) from feedparser."""
@@ -392,7 +397,7 @@ class _FeedReader:
         if channel_title.startswith(_ERROR_TITLE_PREFIX):
             message = collapse(self._fields.get("subtitle", "")) or "(no message in the error channel)"
             raise ArxivFeedError(message, query=channel_title[len(_ERROR_TITLE_PREFIX) :].strip())
-        published = self._published
+        published = self._dates(self._fields.get("published"))
         items = self.items
         if published is not None:
             for index in self._undated:
@@ -409,70 +414,56 @@ class _FeedReader:
         self.items.clear()
         self.skipped = []
 
-    def _handle(self, events: Iterator[Any]) -> None:
-        """Take the "start" and "end" events parsed so far (each a pair: the event, the element)."""
-        opened = self._open
-        for event, element in events:
-            if event == "start":
-                if not opened:
-                    self._root = element
-                elif len(opened) == 1:
-                    self._root_children += 1
-                    if self._channel is None and element.tag == "channel":
-                        self._channel = element
-                opened.append(element)
-                continue
-            opened.pop()
-            depth = len(opened)
-            if not depth:
-                continue
-            parent = opened[-1]
-            if depth == 2 and parent is self._channel:
-                if element.tag == "item":
-                    self.item_count += 1
-                    if self.tree:
-                        self._item(element)
-                elif self.tree:
-                    self._channel_child(element)
-            elif 3 <= depth <= 4 and opened[1] is self._channel:
-                continue  # part of a channel child, read when that child ends
-            # Read, or never to be read: out of the tree, so that memory holds one item at a time.
-            parent.remove(element)
+    def _ended(self, events: Iterator[Any]) -> None:
+        """Take the "end" events parsed so far (each a pair: "end", the element)."""
+        element = None
+        for _, element in events:
+            tag = element.tag
+            if tag == "item":
+                if self.tree:
+                    self._item(element)
+                element.clear()
+            elif tag not in _KEPT:
+                element.clear()
+        if element is not None:
+            self._last = element
 
     def _item(self, item: ET.Element) -> None:
+        self._read += 1
         entry = _tree_entry(item)
         if entry is None:
             self._leave_tree()
             return
-        result = _parse_entry(entry, self.item_count, self._published, self._dates)
+        result = _parse_entry(entry, self._read, None, self._dates)
         if isinstance(result, PaperIn):
-            if result.announced_at is None and not self._dated:
+            if result.announced_at is None:
                 self.items.stop_spooling()
                 self._undated.append(len(self.items))
             self.items.append(result)
         else:
             self.skipped.append(result)
 
-    def _channel_child(self, child: ET.Element) -> None:
-        tag = child.tag
-        key = _CHANNEL_TAGS.get(tag, "")
-        if not key or key in self._fields:
-            self._leave_tree()
-            return
-        text = self._fields[key] = _feedparser_text(child.text) if key in _CHANNEL_READ else ""
-        if tag == _ATOM_LINK:
-            usual = not len(child) and child.attrib.keys() <= {"href", "rel", "type"}
-        elif child.attrib:
-            usual = False
-        elif tag == "skipDays":
-            usual = not any(day.tag != "day" or day.attrib or len(day) for day in child)
-        else:
-            usual = not len(child)
-        if not usual:
-            self._leave_tree()
-        elif key == "published":
-            self._published = self._dates(text)
-            self._dated = True
+    def _channel_fields(self, channel: ET.Element) -> bool:
+        """Read the channel's children other than items into ``_fields``; False unless laid out as arXiv's."""
+        for child in channel:
+            tag = child.tag
+            if tag == "item":
+                continue  # read when it ended
+            key = _CHANNEL_TAGS.get(tag, "")
+            if not key or key in self._fields:
+                return False
+            self._fields[key] = _feedparser_text(child.text) if key in _CHANNEL_READ else ""
+            if tag == _ATOM_LINK:
+                if len(child) or not child.attrib.keys() <= {"href", "rel", "type"}:
+                    return False
+            elif child.attrib:
+                return False
+            elif tag == "skipDays":
+                if any(day.tag != "day" or day.attrib or len(day) for day in child):
+                    return False
+            elif len(child):
+                return False
+        return True
 
 
 def _tree_entry(item: ET.Element) -> dict[str, Any] | None:
