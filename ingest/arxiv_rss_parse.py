@@ -1,4 +1,4 @@
-"""Parse rss.arxiv.org RSS 2.0 feeds into ``PaperIn`` values. Pure: bytes in, values out, no network.
+"""Parse rss.arxiv.org RSS 2.0 feeds into ``PaperIn`` values. Pure: bytes (or a file) in, values out.
 
 The feed format (2024+) is described in ``shared/corpus/SOURCES.md``. Per item we read:
 
@@ -19,10 +19,11 @@ Three outcomes a caller must tell apart: a page of items (maybe with some ``skip
 ``FeedFormatError`` when the bytes are not a usable RSS document, ``ArxivFeedError`` when arXiv answered with
 its error channel.
 
-``parse_feed`` reads the items from the ElementTree of its well-formedness check; ``parse_feed_feedparser``
-reads them with feedparser, as ``parse_feed`` did before. Both give the same result for the same bytes
-(``tests/test_arxiv_rss_parse.py`` compares them); the first falls back on the second for any document
-not laid out like arXiv's feed.
+``parse_feed`` reads the items from the tree of its well-formedness check, built chunk by chunk by an
+incremental parser that drops each item once read (issue 14: memory bounded by the versions, not the
+document); ``parse_feed_feedparser`` reads them with feedparser, as ``parse_feed`` did before, from the
+whole body. Both give the same result for the same bytes (``tests/test_arxiv_rss_parse.py`` compares them);
+the first falls back on the second for any document not laid out like arXiv's feed.
 """
 
 from __future__ import annotations
@@ -519,7 +520,7 @@ def _tree_entry(item: ET.Element) -> dict[str, Any] | None:
 
 
 def _feedparser_text(text: str | None, *, url: bool = False) -> str:
-    """An element's text as feedparser reports it (see the notes above ``_tree_readable_bytes``)."""
+    """An element's text as feedparser reports it (see the notes above ``_FeedReader``)."""
     if not text:
         return ""
     text = text.strip()
