@@ -13,7 +13,17 @@ resident set size is the ``ru_maxrss`` that ``os.wait4`` reports for that child 
 * baseline: the interpreter and the imports, ingesting the empty recorded feed;
 * cap above the body (``PAPERTRAIL_HTTP_MAX_BYTES`` = 2 x the body): the whole ingest, stored;
 * cap below the body (``PAPERTRAIL_HTTP_MAX_BYTES`` = the body / 4): the download stopped at the cap;
-* parse only: ``parse_feed`` on the body read from a file, in a child of its own, for the parser's share.
+* parse only: ``parse_feed`` on the body in a file, in a child of its own, for the parser's share, read
+  as the RSS source reads it (from the file, versions spooled past ``SPOOL_AFTER``) where this
+  ``parse_feed`` can, else from the bytes; its baseline is the same child on the empty feed.
+
+The children are started by a small launcher process that exists before the feed is built: on Linux a
+child's ``ru_maxrss`` starts at the RSS of the process that spawned it (the high-water mark survives
+vfork and exec), so children of this process, which holds the feed, would all read at least its size
+(before issue 14's fix this floored the baseline at 133 MB, above the real 94 MB).
+
+One untimed ``papertrail ingest`` of the empty feed runs first, so that no measured child pays for
+compiling the modules (a first run after an edit writes the ``.pyc`` files and peaks ~20 MB higher).
 
 Run: ``PYTHONPATH=. python -m bench.feed_memory --mb 50``. Results: docs/benchmarks.md.
 """
@@ -21,13 +31,13 @@ Run: ``PYTHONPATH=. python -m bench.feed_memory --mb 50``. Results: docs/benchma
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -91,19 +101,49 @@ def serve(body: bytes) -> Iterator[str]:
         server.server_close()
 
 
-def peak_rss(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
-    """Run ``argv``; its peak RSS in MB (``ru_maxrss`` of that child alone), wall seconds, last output."""
+# Runs one command per line of JSON on its stdin and answers with the child's ru_maxrss (KiB), wall seconds
+# and output. It stays small, so its own RSS (about 10 MB) is below any child's and cannot show through.
+_LAUNCHER = """
+import json, os, subprocess, sys, time
+for line in sys.stdin:
+    job = json.loads(line)
     started = time.perf_counter()
-    child = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    assert child.stdout is not None
+    child = subprocess.Popen(job["argv"], env=job["env"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     output = child.stdout.read().decode("utf-8", "replace")
     _, _, usage = os.wait4(child.pid, 0)
     child.returncode = 0  # reaped by wait4: keep Popen from waiting again
-    # Linux reports ru_maxrss in KiB.
-    return usage.ru_maxrss / 1024, time.perf_counter() - started, output.strip().splitlines()[-1]
+    answer = {"kib": usage.ru_maxrss, "seconds": time.perf_counter() - started, "output": output}
+    print(json.dumps(answer), flush=True)
+"""
 
 
-def ingest(url: str, cap: int, workdir: Path, name: str) -> tuple[float, float, str]:
+class Launcher:
+    """The small process that starts every measured child (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._process = subprocess.Popen(
+            [sys.executable, "-c", _LAUNCHER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+
+    def run(self, argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+        """Run ``argv``; its peak RSS in MB (``ru_maxrss`` of that child alone), wall seconds, last output."""
+        assert self._process.stdin is not None and self._process.stdout is not None
+        self._process.stdin.write(json.dumps({"argv": argv, "env": env}) + "\n")
+        self._process.stdin.flush()
+        answer = json.loads(self._process.stdout.readline())
+        lines = answer["output"].strip().splitlines() or [""]
+        # Linux reports ru_maxrss in KiB.
+        return answer["kib"] / 1024, answer["seconds"], lines[-1]
+
+    def close(self) -> None:
+        """Let the launcher finish."""
+        assert self._process.stdin is not None
+        self._process.stdin.close()
+        self._process.wait()
+
+
+def ingest(launcher: Launcher, url: str, cap: int, workdir: Path, name: str) -> tuple[float, float, str]:
+    """One ``papertrail ingest`` of ``url`` into a fresh SQLite file, with the body cap ``cap``."""
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
@@ -112,40 +152,68 @@ def ingest(url: str, cap: int, workdir: Path, name: str) -> tuple[float, float, 
         "PAPERTRAIL_HTTP_MAX_BYTES": str(cap),
         "PAPERTRAIL_HTTP_DEADLINE": "900",
     }
-    return peak_rss([sys.executable, "-m", "papertrail", "ingest"], env)
+    return launcher.run([sys.executable, "-m", "papertrail", "ingest"], env)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mb", type=float, default=50.0, help="size of the feed in MB (default 50)")
     args = parser.parse_args()
-    body = big_feed(int(args.mb * MB))
+    launcher = Launcher()  # before the feed exists: see the module docstring
+    try:
+        measure(launcher, args.mb)
+    finally:
+        launcher.close()
+
+
+def measure(launcher: Launcher, mb: float) -> None:
+    """Build a feed of ``mb`` megabytes and print the table of peak RSS per run."""
+    body = big_feed(int(mb * MB))
     size = len(body)
     print(f"feed: {size / MB:.1f} MB, {body.count(b'<item>'):,} items")
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         rows: list[tuple[str, float, float, str]] = []
         with serve(EMPTY.read_bytes()) as url:
-            rows.append(("baseline: empty feed", *ingest(url, 64 * MB, workdir, "empty")))
+            ingest(launcher, url, 64 * MB, workdir, "warm-up")
+            rows.append(("baseline: empty feed", *ingest(launcher, url, 64 * MB, workdir, "empty")))
         with serve(body) as url:
-            rows.append((f"cap {2 * size / MB:.0f} MB (above)", *ingest(url, 2 * size, workdir, "above")))
-            rows.append((f"cap {size / 4 / MB:.0f} MB (below)", *ingest(url, size // 4, workdir, "below")))
+            above = ingest(launcher, url, 2 * size, workdir, "above")
+            rows.append((f"cap {2 * size / MB:.0f} MB (above)", *above))
+            below = ingest(launcher, url, size // 4, workdir, "below")
+            rows.append((f"cap {size / 4 / MB:.0f} MB (below)", *below))
         path = workdir / "feed.xml"
         path.write_bytes(body)
-        code = (
-            "import sys; from pathlib import Path; from ingest.arxiv_rss_parse import parse_feed; "
-            "page = parse_feed(Path(sys.argv[1]).read_bytes()); print(len(page.items), 'items parsed')"
-        )
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        rows.append(("parse_feed only", *peak_rss([sys.executable, "-c", code, str(path)], env)))
+        parse_rows = [
+            ("parse baseline: empty", *launcher.run([sys.executable, "-c", _PARSE, str(EMPTY)], env)),
+            ("parse_feed only", *launcher.run([sys.executable, "-c", _PARSE, str(path)], env)),
+        ]
     # "over baseline": what the feed itself cost, the interpreter and imports of the baseline run taken off.
-    base = rows[0][1]
     print(f"{'run':<24} {'peak RSS MB':>12} {'over baseline':>14} {'x body':>7} {'seconds':>8}  outcome")
-    for label, rss, seconds, outcome in rows:
-        extra = rss - base
-        print(
-            f"{label:<24} {rss:12.0f} {extra:14.0f} {extra * MB / size:7.2f} {seconds:8.1f}  {outcome[:90]}"
-        )
+    for group in (rows, parse_rows):
+        base = group[0][1]
+        for label, rss, seconds, outcome in group:
+            extra = rss - base
+            print(
+                f"{label:<24} {rss:12.0f} {extra:14.0f} {extra * MB / size:7.2f} {seconds:8.1f}  "
+                f"{outcome[:90]}"
+            )
+
+
+# The parser alone, in a child: from the open file with the versions spooled as the RSS source does, where
+# parse_feed takes those (it took bytes only before issue 14), else from the bytes.
+_PARSE = """
+import inspect, sys
+from ingest.arxiv_rss_parse import parse_feed
+with open(sys.argv[1], "rb") as body:
+    if "spool_after" in inspect.signature(parse_feed).parameters:
+        from ingest.paper_spool import SPOOL_AFTER
+        page = parse_feed(body, spool_after=SPOOL_AFTER)
+    else:
+        page = parse_feed(body.read())
+print(len(page.items), "items parsed")
+"""
 
 
 if __name__ == "__main__":

@@ -57,26 +57,30 @@ async def ingest_once(
         store.finish_run(run_id, RunState.ERROR, error=message)
         return IngestReport(source.name, RunState.ERROR, error=message)
     saved = store.save_versions(result.papers, now=now, validator=result.validator)
+    state, fetched, note = result.state, len(result.papers), result.note
     store.finish_run(
         run_id,
-        result.state,
-        fetched=len(result.papers),
+        state,
+        fetched=fetched,
         new_papers=saved.new_papers,
         revisions=saved.revisions,
         duplicates=saved.duplicates,
         cursor=result.cursor,
-        note=result.note,
+        note=note,
     )
+    # Stored: the fetched versions can go before matching reads them back in batches. Holding both had
+    # set the peak memory of a large feed's ingest (issue 14; docs/benchmarks.md, "Feed memory").
+    del result
     matches = match_new(store, now=now, index=index)
     return IngestReport(
         source.name,
-        result.state,
-        fetched=len(result.papers),
+        state,
+        fetched=fetched,
         new_papers=saved.new_papers,
         revisions=saved.revisions,
         duplicates=saved.duplicates,
         matches=matches,
-        note=result.note,
+        note=note,
     )
 
 
@@ -299,3 +303,6 @@ def match_new(store: Store, *, now: datetime | None = None, index: FollowIndex |
         index.sync(store.active_follows())
         hits = index.query_hits(versions)
         total += store.record_query_matches([v.id for v in versions if v.id is not None], hits, now=now)
+        # Let this batch go before the next one loads: otherwise two batches (2 x 5,000 versions) are
+        # held at once, the peak memory of matching a large feed (issue 14).
+        del versions, hits

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import date
 from typing import ClassVar, Protocol
@@ -26,9 +26,13 @@ class SourceError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class FetchResult:
-    """One successful fetch: the versions seen, how the run ended, and what to remember for next time."""
+    """One successful fetch: the versions seen, how the run ended, and what to remember for next time.
 
-    papers: tuple[PaperIn, ...]
+    ``papers`` may be a sequence that keeps most of a large fetch in a temporary file (the arXiv RSS
+    source's ``PaperSpool``): read it once, in order, as ``Store.save_versions`` does.
+    """
+
+    papers: Sequence[PaperIn]
     state: RunState
     note: str | None = None
     cursor: str | None = None

@@ -50,6 +50,8 @@ from core.values import AnnounceType, CommunityPick
 
 # SQLite caps bound parameters per statement; stay well below it when looking up a batch of ids.
 _ID_CHUNK = 500
+# Versions whose rows save_versions builds and writes at a time (within its one transaction).
+SAVE_BATCH = 5000
 
 
 def make_engine(url: str) -> Engine:
@@ -191,7 +193,7 @@ class Store(LedgerQueries, NewsletterQueries, BrowseQueries, GuideQueries, Follo
 
     def save_versions(
         self,
-        papers: Sequence[PaperIn],
+        papers: Iterable[PaperIn],
         *,
         now: datetime | None = None,
         validator: HttpValidator | None = None,
@@ -204,73 +206,35 @@ class Store(LedgerQueries, NewsletterQueries, BrowseQueries, GuideQueries, Follo
         daily feed), none (``HISTORY``, a backfill), or those announced after the newest announcement
         already stored as news (``GAP``, filling a gap after downtime; with nothing stored yet there is
         no gap and all is history). ``validator`` (ETag / Last-Modified of the response) is saved in the
-        same transaction so that a conditional GET never skips a batch that was not stored.
+        same transaction so that a conditional GET never skips a batch that was not stored. The rows are
+        written ``SAVE_BATCH`` versions at a time inside that transaction, so memory holds one batch of
+        rows, and any failure still stores nothing.
         """
         now = now or utcnow()
         result = SaveResult()
-        unique: dict[tuple[str, int], PaperIn] = {}
-        for paper in papers:
-            key = (paper.arxiv_id, paper.version)
-            if key in unique:
-                result.duplicates += 1
-            else:
-                unique[key] = paper
         with self.session() as session:
             connection = session.connection()
-            latest, known_versions = _stored_versions(connection, {arxiv_id for arxiv_id, _ in unique})
+            # Read once, before anything is written: the gap is the one that existed before this call.
             threshold = _news_threshold(session) if novelty is Novelty.GAP else None
-            new_papers: dict[str, int] = {}
-            raised: dict[str, int] = {}
-            news: list[PaperIn] = []
-            history: list[PaperIn] = []
-            for (arxiv_id, number), paper in unique.items():
-                if (arxiv_id, number) in known_versions:
-                    result.duplicates += 1
+            # Rows are built and written SAVE_BATCH versions at a time, in this one transaction, and
+            # ``papers`` is read once, in order: a large call (a 64 MiB feed: 30,000+ versions, spooled
+            # to a file by the RSS source) never holds rows, or versions, for all of them at once. Later
+            # batches see the papers earlier ones wrote: the stored state and the counts are those of one
+            # batch (a paper's latest version is raised to the highest number either way).
+            seen: set[tuple[str, int]] = set()
+            batch: list[PaperIn] = []
+            for paper in papers:
+                key = (paper.arxiv_id, paper.version)
+                if key in seen:
+                    result.duplicates += 1  # a second sighting in this call: the first one counts
                     continue
-                if arxiv_id not in latest:
-                    new_papers[arxiv_id] = max(number, new_papers.get(arxiv_id, 0))
-                elif number > latest[arxiv_id]:
-                    raised[arxiv_id] = max(number, raised.get(arxiv_id, 0))
-                is_news = novelty is Novelty.NEWS or (
-                    novelty is Novelty.GAP
-                    and threshold is not None
-                    and paper.announced_at is not None
-                    and paper.announced_at > threshold
-                )
-                if not is_news:
-                    history.append(paper)
-                    result.history += 1
-                else:
-                    news.append(paper)
-                    if number > 1:
-                        result.revisions += 1
-                    else:
-                        result.new_papers += 1
-            # Core statements and driver bulk loads, not ORM objects: a backfill writes millions of rows.
-            if new_papers:
-                _bulk_insert(
-                    connection,
-                    _PAPER_TABLE,
-                    ("id", "latest_version", "first_seen_at"),
-                    [[pid, number, now] for pid, number in new_papers.items()],
-                )
-            if raised:
-                connection.execute(
-                    _PAPER_TABLE.update()
-                    .where(_PAPER_TABLE.c.id == sa.bindparam("raised_id"))
-                    .values(latest_version=sa.bindparam("raised_to")),
-                    [{"raised_id": pid, "raised_to": number} for pid, number in raised.items()],
-                )
-            if history:
-                _bulk_insert(
-                    connection, _VERSION_TABLE, _VERSION_COLUMNS, _version_rows(history, now, news=False)
-                )
-            if news:
-                _bulk_insert(
-                    connection, _VERSION_TABLE, _VERSION_COLUMNS, _version_rows(news, now, news=True)
-                )
-                # Read back rather than RETURNING, which neither executemany nor COPY offers.
-                result.new_version_ids = _version_ids(connection, news)
+                seen.add(key)
+                batch.append(paper)
+                if len(batch) == SAVE_BATCH:
+                    _save_batch(connection, batch, now, novelty, threshold, result)
+                    batch = []
+            if batch:
+                _save_batch(connection, batch, now, novelty, threshold, result)
             if validator is not None:
                 session.merge(validator)
         return result
@@ -696,6 +660,67 @@ _ANNOUNCE_TYPE = _VERSION_COLUMNS.index("announce_type")
 _AI_RELATED = _VERSION_COLUMNS.index("ai_related")
 # Enum.value is a property, slow enough to show in a profile when read for millions of rows.
 _ANNOUNCE_TYPES = {member: member.value for member in AnnounceType}
+
+
+def _save_batch(
+    connection: sa.Connection,
+    batch: list[PaperIn],
+    now: datetime,
+    novelty: Novelty,
+    threshold: datetime | None,
+    result: SaveResult,
+) -> None:
+    """Store the versions of ``batch`` (no id and number twice) not stored yet; count them in ``result``."""
+    latest, known_versions = _stored_versions(connection, {paper.arxiv_id for paper in batch})
+    new_papers: dict[str, int] = {}
+    raised: dict[str, int] = {}
+    news: list[PaperIn] = []
+    history: list[PaperIn] = []
+    for paper in batch:
+        arxiv_id, number = paper.arxiv_id, paper.version
+        if (arxiv_id, number) in known_versions:
+            result.duplicates += 1
+            continue
+        if arxiv_id not in latest:
+            new_papers[arxiv_id] = max(number, new_papers.get(arxiv_id, 0))
+        elif number > latest[arxiv_id]:
+            raised[arxiv_id] = max(number, raised.get(arxiv_id, 0))
+        is_news = novelty is Novelty.NEWS or (
+            novelty is Novelty.GAP
+            and threshold is not None
+            and paper.announced_at is not None
+            and paper.announced_at > threshold
+        )
+        if not is_news:
+            history.append(paper)
+            result.history += 1
+        else:
+            news.append(paper)
+            if number > 1:
+                result.revisions += 1
+            else:
+                result.new_papers += 1
+    # Core statements and driver bulk loads, not ORM objects: a backfill writes millions of rows.
+    if new_papers:
+        _bulk_insert(
+            connection,
+            _PAPER_TABLE,
+            ("id", "latest_version", "first_seen_at"),
+            [[pid, number, now] for pid, number in new_papers.items()],
+        )
+    if raised:
+        connection.execute(
+            _PAPER_TABLE.update()
+            .where(_PAPER_TABLE.c.id == sa.bindparam("raised_id"))
+            .values(latest_version=sa.bindparam("raised_to")),
+            [{"raised_id": pid, "raised_to": number} for pid, number in raised.items()],
+        )
+    if history:
+        _bulk_insert(connection, _VERSION_TABLE, _VERSION_COLUMNS, _version_rows(history, now, news=False))
+    if news:
+        _bulk_insert(connection, _VERSION_TABLE, _VERSION_COLUMNS, _version_rows(news, now, news=True))
+        # Read back rather than RETURNING, which neither executemany nor COPY offers.
+        result.new_version_ids.extend(_version_ids(connection, news))
 
 
 def _version_rows(papers: Sequence[PaperIn], now: datetime, *, news: bool) -> list[list[Any]]:

@@ -1,4 +1,4 @@
-"""Parse rss.arxiv.org RSS 2.0 feeds into ``PaperIn`` values. Pure: bytes in, values out, no network.
+"""Parse rss.arxiv.org RSS 2.0 feeds into ``PaperIn`` values. Pure: bytes (or a file) in, values out.
 
 The feed format (2024+) is described in ``shared/corpus/SOURCES.md``. Per item we read:
 
@@ -19,10 +19,11 @@ Three outcomes a caller must tell apart: a page of items (maybe with some ``skip
 ``FeedFormatError`` when the bytes are not a usable RSS document, ``ArxivFeedError`` when arXiv answered with
 its error channel.
 
-``parse_feed`` reads the items from the ElementTree of its well-formedness check; ``parse_feed_feedparser``
-reads them with feedparser, as ``parse_feed`` did before. Both give the same result for the same bytes
-(``tests/test_arxiv_rss_parse.py`` compares them); the first falls back on the second for any document
-not laid out like arXiv's feed.
+``parse_feed`` reads the items from the tree of its well-formedness check, built chunk by chunk by an
+incremental parser that drops each item once read (issue 14: memory bounded by the versions, not the
+document); ``parse_feed_feedparser`` reads them with feedparser, as ``parse_feed`` did before, from the
+whole body. Both give the same result for the same bytes (``tests/test_arxiv_rss_parse.py`` compares them);
+the first falls back on the second for any document not laid out like arXiv's feed.
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ import contextlib
 import io
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, BinaryIO
 from xml.parsers.expat import errors as expat_errors
 
 import feedparser
@@ -45,6 +47,19 @@ from feedparser.datetimes import _parse_date as _feedparser_parse_date
 
 from core.tex import decode_tex
 from core.values import ARXIV_ID_PATTERN, AnnounceType, PaperIn
+from ingest.arxiv_rss_bytes import (
+    ITEM_GUID_RE,
+    ITEM_START_RE,
+    REPAIRED_SHOWN,
+    UTF8_BOM,
+    XML_DECLARATION_RE,
+    LayoutScan,
+    format_repair_note,
+    opening,
+    read_chunks,
+    repair_utf8,
+)
+from ingest.paper_spool import PaperSpool
 from ingest.xml_text import collapse
 
 __all__ = [
@@ -86,29 +101,9 @@ _TRUNCATION_CODES = frozenset(
 )
 
 
-_UTF8_BOM = b"\xef\xbb\xbf"
 _DC = "{http://purl.org/dc/elements/1.1/}"
 _ARXIV = "{http://arxiv.org/schemas/atom}"
 _ATOM_LINK = "{http://www.w3.org/2005/Atom}link"
-# The namespaces arXiv's feed declares, by the prefix it gives them (see _tree_readable_bytes).
-_KNOWN_NAMESPACES = {
-    b"arxiv": b"http://arxiv.org/schemas/atom",
-    b"dc": b"http://purl.org/dc/elements/1.1/",
-    b"atom": b"http://www.w3.org/2005/Atom",
-    b"content": b"http://purl.org/rss/1.0/modules/content/",
-}
-_KNOWN_NAMESPACE_DECL_RE = re.compile(
-    rb"xmlns:(?:"
-    + rb"|".join(
-        re.escape(prefix) + rb"\s*=\s*(?:\"" + re.escape(uri) + rb"\"|'" + re.escape(uri) + rb"')"
-        for prefix, uri in _KNOWN_NAMESPACES.items()
-    )
-    + rb")"
-)
-_FIRST_ELEMENT_RE = re.compile(rb"<\w")
-_XML_DECLARATION_RE = re.compile(
-    rb"<\?xml\s[^>]*?(?:encoding\s*=\s*[\"'](?P<encoding>[^\"']*)[\"'][^>]*)?\?>"
-)
 # Channel children of arXiv's feed, each with a name of its own; title, description and pubDate are read.
 _CHANNEL_TAGS = {
     "title": "title",
@@ -136,6 +131,9 @@ _ITEM_KEYS = {
     f"{_ARXIV}DOI": "arxiv_doi",
     f"{_ARXIV}journal_reference": "arxiv_journal_reference",
 }
+# Tags of the elements the layout checks read once their parent ended (see _FeedReader): others are
+# emptied as soon as they end.
+_KEPT = frozenset({"rss", "channel", "category", "day", *_CHANNEL_TAGS, *_ITEM_KEYS})
 # feedparser.urls._urifixer: collapses extra slashes after "scheme://".
 _URL_SLASHES_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+-.]*://)(/*)(.*?)")
 _LINK_ENTITY_RE = re.compile(r"&([A-Za-z0-9_]+);")
@@ -190,9 +188,12 @@ class ArxivFeedError(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class FeedPage:
-    """One parsed feed: its items, channel facts, and notes on items that could not be used."""
+    """One parsed feed: its items, channel facts, and notes on items that could not be used.
 
-    items: tuple[PaperIn, ...]
+    ``items`` is a tuple, or a ``PaperSpool`` when ``parse_feed`` was asked to spool them.
+    """
+
+    items: Sequence[PaperIn]
     channel_title: str
     published: datetime | None
     skipped: tuple[str, ...] = ()
@@ -208,24 +209,47 @@ class FeedPage:
         return not self.items and not self.skipped
 
 
-def parse_feed(data: bytes) -> FeedPage:
-    """Parse the bytes of an rss.arxiv.org RSS 2.0 response into a ``FeedPage``.
+def parse_feed(data: bytes | BinaryIO, *, spool_after: int | None = None) -> FeedPage:
+    """Parse an rss.arxiv.org RSS 2.0 response, as bytes or as a seekable binary file, into a ``FeedPage``.
 
     Raises ``FeedFormatError`` if ``data`` is not a complete RSS document (empty, an HTML page, truncated or
     ill-formed XML) and ``ArxivFeedError`` if it is arXiv's error channel. Items that cannot be used are not
     dropped silently: each one leaves a note in ``FeedPage.skipped``.
 
     The result is exactly what ``parse_feed_feedparser`` returns for the same bytes, several times faster
-    (docs/benchmarks.md): the items are read from the ElementTree that the well-formedness check builds
-    anyway, with feedparser's text rules (see ``_feedparser_text``). That shortcut is taken only for
-    documents laid out like arXiv's feed (``_tree_page`` lists the conditions); anything else (a DOCTYPE,
-    an unknown element or namespace, an attribute feedparser would act on) goes through feedparser, so
-    the two never differ.
+    (docs/benchmarks.md): the items are read from the tree that the well-formedness check builds anyway,
+    with feedparser's text rules (see ``_feedparser_text``). That shortcut is taken only for documents laid
+    out like arXiv's feed (``_FeedReader`` and ``LayoutScan`` list the conditions); anything else (a
+    DOCTYPE, an unknown element or namespace, an attribute feedparser would act on) goes through
+    feedparser, so the two never differ.
+
+    Memory (issue 14): the document is read ``CHUNK`` bytes at a time by an incremental parser, and each
+    ``<item>`` is dropped from the tree as soon as it is turned into a ``PaperIn``, so reading a file costs
+    about what the ``PaperIn`` values themselves take. A document with invalid UTF-8 is repaired into a
+    temporary file, chunk by chunk as well. The one path that reads the whole body into memory is the
+    feedparser one, for documents not laid out like arXiv's feed.
+
+    With ``spool_after``, ``FeedPage.items`` is a ``PaperSpool`` that keeps that many versions in memory
+    and the rest in a temporary file (close it, or let it go, to delete the file): then the versions of
+    a large feed are not all in memory at once either. The feedparser path still returns a tuple.
     """
-    data, root, channel, notes = _check_repairing(data)
-    page = _tree_page(root, channel) if _tree_readable_bytes(data) else None
-    page = page if page is not None else _feedparser_page(data, channel)
-    return replace(page, notes=notes) if notes else page
+    stream: BinaryIO = io.BytesIO(data) if isinstance(data, bytes) else data
+    reader = _FeedReader(spool_after)
+    try:
+        reader.read(stream)
+    except FeedFormatError:
+        # The items of the failed pass go before the repaired pass makes them again.
+        reader.discard()
+        repaired = repair_utf8(stream)
+        if repaired is None:
+            raise
+        fixed, note = repaired
+        # Still not usable once the bytes are UTF-8: that error (e.g. a download cut short) is the one
+        # that says what is wrong.
+        with fixed:
+            page = _FeedReader(spool_after).read(fixed).page(fixed)
+        return replace(page, notes=(note,))
+    return reader.page(stream)
 
 
 def parse_feed_feedparser(data: bytes) -> FeedPage:
@@ -235,12 +259,12 @@ def parse_feed_feedparser(data: bytes) -> FeedPage:
     like arXiv's feed, and the baseline of ``bench/ingest.py``. Same contract as ``parse_feed``.
     """
     data, _, channel, notes = _check_repairing(data)
-    page = _feedparser_page(data, channel)
+    page = _feedparser_page(data, len(channel.findall("item")))
     return replace(page, notes=notes) if notes else page
 
 
-def _feedparser_page(data: bytes, channel: ET.Element) -> FeedPage:
-    """The page feedparser reads from ``data``, whose ``<channel>`` (from ``_check_document``) is given."""
+def _feedparser_page(data: bytes, expected: int) -> FeedPage:
+    """The page feedparser reads from ``data``, whose ``<channel>`` has ``expected`` ``<item>`` children."""
     # A BytesIO, not the bytes themselves: feedparser first tries to open() a bytes argument as a file name.
     parsed = feedparser.parse(io.BytesIO(data), sanitize_html=False, resolve_relative_uris=False)
     feed = parsed.get("feed", {})
@@ -251,7 +275,6 @@ def _feedparser_page(data: bytes, channel: ET.Element) -> FeedPage:
         raise ArxivFeedError(message, query=channel_title[len(_ERROR_TITLE_PREFIX) :].strip())
 
     entries = parsed.get("entries", [])
-    expected = len(channel.findall("item"))
     if len(entries) != expected:
         # Both parsers read the same well-formed bytes; a difference would mean items vanish unseen.
         raise FeedFormatError(
@@ -280,93 +303,168 @@ def _feedparser_page(data: bytes, channel: ET.Element) -> FeedPage:
 # ``mixin.py``, ``_FeedParserMixin.pop``, with sanitizing and relative-URI resolution switched off as
 # ``_feedparser_page`` does): surrounding whitespace stripped; for <guid> (unless isPermaLink is not
 # "true") and <link> the URL clean-up of ``feedparser.urls._urljoin`` against an empty base; the
-# "UTF-8 read as Latin-1" repair; and the Windows-1252 mapping of U+0080..U+009F. The conditions below make
-# sure those are the only steps feedparser takes, so that the tree gives the same entry it would.
+# "UTF-8 read as Latin-1" repair; and the Windows-1252 mapping of U+0080..U+009F. The conditions below (and
+# the byte-level ones of ``arxiv_rss_bytes.LayoutScan``) make sure those are the only steps feedparser
+# takes, so that the tree gives the same entry it would.
 
 
-def _tree_readable_bytes(data: bytes) -> bool:
-    """Byte-level conditions for reading the tree: the parts of the document ElementTree does not keep.
+class _FeedReader:
+    """One pass over a document, chunk by chunk: ``_check_document``'s checks and, while the document may
+    be laid out like arXiv's feed, its items read from the tree as each one ends.
 
-    - UTF-8 (declared or by default) with at most a UTF-8 byte-order mark: feedparser re-encodes anything
-      else before parsing, and would fall back to its lenient parser if it could not;
-    - nothing but the XML declaration before the root element: feedparser rewrites a DOCTYPE and its
-      entity declarations before parsing (and ElementTree would have expanded them);
-    - every namespace declaration one of arXiv's four: feedparser names the keys of an unknown namespace
-      (``arxiv_announce_type``) after the prefix the document uses, which the tree does not record. Each
-      real declaration starts with the bytes ``xmlns`` (attribute names cannot be escaped), so every
-      occurrence of them is checked; one in text merely sends the document through feedparser.
+    The layout, checked in full before a page is returned: an ``<rss>`` root with at most a ``version``
+    attribute and the ``<channel>`` as its only child; channel children among arXiv's (``_CHANNEL_TAGS``,
+    each at most once, no attributes but ``atom:link``'s href/rel/type, no children but
+    ``<skipDays><day>``); items as ``_tree_entry`` describes; and the bytes as ``LayoutScan`` describes.
+    Under those conditions feedparser sees the same channel title, description and date, and one entry
+    per ``<item>``, and every ``<item>`` element is one of the channel's. So each ``<item>`` is read when it
+    ends, wherever it is; when the layout turns out otherwise, the items read are dropped and ``page``
+    hands the document to feedparser.
+
+    Only "end" events are taken (start events cost a tenth of the parse). An element is emptied with
+    ``clear()`` once it ended, unless its tag is one the layout checks read (``_KEPT``): an ``<item>``
+    right after it is read. A cleared element keeps its tag and its place, so ``len()`` of its parent,
+    ``channel.findall("item")`` and every check by tag see the document as it was; memory holds the
+    channel's small children, one item at a time, and an empty shell per item read.
     """
-    body = data[len(_UTF8_BOM) :] if data.startswith(_UTF8_BOM) else data
-    start = _FIRST_ELEMENT_RE.search(body)
-    if start is None:
-        return False
-    prolog = body[: start.start()]
-    declaration = _XML_DECLARATION_RE.match(prolog)
-    rest = prolog[declaration.end() :] if declaration else prolog
-    if rest.strip() or (declaration and (declaration.group("encoding") or b"utf-8").lower() != b"utf-8"):
-        return False
-    position = body.find(b"xmlns")
-    while position != -1:
-        if _KNOWN_NAMESPACE_DECL_RE.match(body, position) is None:
-            return False
-        position = body.find(b"xmlns", position + 5)
-    return True
 
+    def __init__(self, spool_after: int | None) -> None:
+        self._spooled = spool_after is not None
+        self.items = PaperSpool(spool_after)
+        self.skipped: list[str] = []
+        # <item> children of the first <channel>: what channel.findall("item") counts.
+        self.item_count = 0
+        self.tree = True
+        self._read = 0  # <item> elements read so far (the position of the next one, less one)
+        self._dates = _DateCache()
+        # Items without a date of their own: they fall back on the channel's, known at the end (and they
+        # stay in memory for that: the spool stops spooling at the first one).
+        self._undated: list[int] = []
+        self._last: ET.Element | None = None  # the last element ended: the root, once the parse is done
+        self._fields: dict[str, str] = {}
 
-def _tree_page(root: ET.Element, channel: ET.Element) -> FeedPage | None:
-    """The page read from the tree, or None when the document is not laid out like arXiv's feed.
+    def read(self, stream: BinaryIO) -> _FeedReader:
+        """Read the whole document from ``stream``; raises ``FeedFormatError`` as ``_check_document``."""
+        first = opening(stream)
+        if first is None:
+            raise _blank_error(stream.seek(0, io.SEEK_END))
+        if first.lower().startswith((b"<!doctype html", b"<html")):
+            raise _html_error(_head(stream))
+        # expat neither fetches external entities nor expands entity bombs (expat >= 2.4), so this is safe
+        # on untrusted bytes.
+        parser: ET.XMLPullParser[ET.Element] = ET.XMLPullParser(events=("end",))
+        layout = LayoutScan()
+        try:
+            for chunk in read_chunks(stream):
+                layout.feed(chunk)
+                parser.feed(chunk)
+                self._ended(parser.read_events())
+            parser.close()
+            self._ended(parser.read_events())
+        except ET.ParseError as exc:
+            size = stream.seek(0, io.SEEK_END)
+            stream.seek(max(0, size - 80))
+            tail = stream.read(80)
+            raise _parse_error(exc, _head(stream, 4096), size, tail) from exc
+        root = self._last
+        assert root is not None  # a well-formed document has a root
+        if root.tag.rpartition("}")[2].lower() == "html":
+            raise _html_error(_head(stream))
+        channel = root.find("channel")
+        if root.tag != "rss" or channel is None:
+            raise _not_rss_error(root.tag, _head(stream))
+        self.item_count = len(channel.findall("item"))
+        if (
+            not layout.close()
+            or len(root) != 1
+            or not root.attrib.keys() <= {"version"}
+            or channel.attrib
+            or not self._channel_fields(channel)
+        ):
+            self._leave_tree()
+        return self
 
-    The layout, checked in full before anything is raised or built: an ``<rss>`` root with at most a
-    ``version`` attribute and the ``<channel>`` as its only child; channel children among arXiv's
-    (``_CHANNEL_TAGS``, each at most once, no attributes but ``atom:link``'s href/rel/type, no children
-    but ``<skipDays><day>``); and items as ``_tree_entry`` describes. Under those conditions feedparser
-    sees the same channel title, description and date, and one entry per ``<item>``.
-    """
-    if len(root) != 1 or not root.attrib.keys() <= {"version"} or channel.attrib:
-        return None
-    fields: dict[str, str] = {}
-    entries: list[dict[str, Any]] = []
-    for child in channel:
-        tag = child.tag
-        if tag == "item":
-            entry = _tree_entry(child)
-            if entry is None:
-                return None
-            entries.append(entry)
-            continue
-        key = _CHANNEL_TAGS.get(tag, "")
-        if not key or key in fields:
-            return None
-        fields[key] = _feedparser_text(child.text) if key in _CHANNEL_READ else ""
-        if tag == _ATOM_LINK:
-            if len(child) or not child.attrib.keys() <= {"href", "rel", "type"}:
-                return None
-        elif child.attrib:
-            return None
-        elif tag == "skipDays":
-            if any(day.tag != "day" or day.attrib or len(day) for day in child):
-                return None
-        elif len(child):
-            return None
+    def discard(self) -> None:
+        """Drop everything read (after a failed pass)."""
+        self._leave_tree()
+        self._last = None
 
-    channel_title = collapse(fields.get("title", ""))
-    if channel_title.startswith(_ERROR_TITLE_PREFIX):
-        message = collapse(fields.get("subtitle", "")) or "(no message in the error channel)"
-        raise ArxivFeedError(message, query=channel_title[len(_ERROR_TITLE_PREFIX) :].strip())
+    def page(self, stream: BinaryIO) -> FeedPage:
+        """The page, from the items read or (for a document not laid out like arXiv's) from feedparser."""
+        if not self.tree:
+            stream.seek(0)
+            return _feedparser_page(stream.read(), self.item_count)
+        channel_title = collapse(self._fields.get("title", ""))
+        if channel_title.startswith(_ERROR_TITLE_PREFIX):
+            message = collapse(self._fields.get("subtitle", "")) or "(no message in the error channel)"
+            raise ArxivFeedError(message, query=channel_title[len(_ERROR_TITLE_PREFIX) :].strip())
+        published = self._dates(self._fields.get("published"))
+        items = self.items
+        if published is not None:
+            for index in self._undated:
+                items[index] = replace(items[index], announced_at=published)
+        return FeedPage(
+            items=items if self._spooled else tuple(items),
+            channel_title=channel_title,
+            published=published,
+            skipped=tuple(self.skipped),
+        )
 
-    dates = _DateCache()
-    published = dates(fields.get("published"))
-    items: list[PaperIn] = []
-    skipped: list[str] = []
-    for position, entry in enumerate(entries, start=1):
-        result = _parse_entry(entry, position, published, dates)
+    def _leave_tree(self) -> None:
+        self.tree = False
+        self.items.clear()
+        self.skipped = []
+
+    def _ended(self, events: Iterator[Any]) -> None:
+        """Take the "end" events parsed so far (each a pair: "end", the element)."""
+        element = None
+        for _, element in events:
+            tag = element.tag
+            if tag == "item":
+                if self.tree:
+                    self._item(element)
+                element.clear()
+            elif tag not in _KEPT:
+                element.clear()
+        if element is not None:
+            self._last = element
+
+    def _item(self, item: ET.Element) -> None:
+        self._read += 1
+        entry = _tree_entry(item)
+        if entry is None:
+            self._leave_tree()
+            return
+        result = _parse_entry(entry, self._read, None, self._dates)
         if isinstance(result, PaperIn):
-            items.append(result)
+            if result.announced_at is None:
+                self.items.stop_spooling()
+                self._undated.append(len(self.items))
+            self.items.append(result)
         else:
-            skipped.append(result)
-    return FeedPage(
-        items=tuple(items), channel_title=channel_title, published=published, skipped=tuple(skipped)
-    )
+            self.skipped.append(result)
+
+    def _channel_fields(self, channel: ET.Element) -> bool:
+        """Read the channel's children other than items into ``_fields``; False unless laid out as arXiv's."""
+        for child in channel:
+            tag = child.tag
+            if tag == "item":
+                continue  # read when it ended
+            key = _CHANNEL_TAGS.get(tag, "")
+            if not key or key in self._fields:
+                return False
+            self._fields[key] = _feedparser_text(child.text) if key in _CHANNEL_READ else ""
+            if tag == _ATOM_LINK:
+                if len(child) or not child.attrib.keys() <= {"href", "rel", "type"}:
+                    return False
+            elif child.attrib:
+                return False
+            elif tag == "skipDays":
+                if any(day.tag != "day" or day.attrib or len(day) for day in child):
+                    return False
+            elif len(child):
+                return False
+        return True
 
 
 def _tree_entry(item: ET.Element) -> dict[str, Any] | None:
@@ -422,7 +520,7 @@ def _tree_entry(item: ET.Element) -> dict[str, Any] | None:
 
 
 def _feedparser_text(text: str | None, *, url: bool = False) -> str:
-    """An element's text as feedparser reports it (see the notes above ``_tree_readable_bytes``)."""
+    """An element's text as feedparser reports it (see the notes above ``_FeedReader``)."""
     if not text:
         return ""
     text = text.strip()
@@ -478,12 +576,6 @@ def _check_repairing(data: bytes) -> tuple[bytes, ET.Element, ET.Element, tuple[
     return data, root, channel, ()
 
 
-# Items named in the repair note at most (the count is always whole).
-_REPAIRED_SHOWN = 5
-_ITEM_START_RE = re.compile(rb"<item[\s>]")
-_ITEM_GUID_RE = re.compile(rb"<guid[^>]*>([^<]{1,200})</guid>")
-
-
 def _repair_utf8(data: bytes) -> tuple[bytes, str] | None:
     """``data`` with each invalid UTF-8 sequence replaced by U+FFFD, and a note naming the items hit.
 
@@ -491,11 +583,11 @@ def _repair_utf8(data: bytes) -> tuple[bytes, str] | None:
     a UTF-16/32 byte-order mark) or is valid UTF-8. Decoding resumes after each bad sequence from a
     memoryview, so a body full of bad bytes costs linear time, not a copy per error.
     """
-    body = data[len(_UTF8_BOM) :] if data.startswith(_UTF8_BOM) else data
+    body = data[len(UTF8_BOM) :] if data.startswith(UTF8_BOM) else data
     if body.startswith((b"\xff\xfe", b"\xfe\xff", b"\x00")):
         return None
     # The declaration opens the document: look at its first bytes only, never copy the whole body.
-    declaration = _XML_DECLARATION_RE.match(body[:1024].lstrip())
+    declaration = XML_DECLARATION_RE.match(body[:1024].lstrip())
     encoding = (declaration.group("encoding") or b"utf-8") if declaration else b"utf-8"
     if encoding.lower() not in (b"utf-8", b"utf8"):
         return None
@@ -520,7 +612,7 @@ def _repair_utf8(data: bytes) -> tuple[bytes, str] | None:
 
 def _repair_note(body: bytes, bad: list[int]) -> str:
     """ "1 item had invalid UTF-8 ...": which items (by position and guid) held the offsets in ``bad``."""
-    starts = [match.start() for match in _ITEM_START_RE.finditer(body)]
+    starts = [match.start() for match in ITEM_START_RE.finditer(body)]
     items: dict[int, None] = {}
     outside = 0
     for offset in bad:
@@ -530,20 +622,11 @@ def _repair_note(body: bytes, bad: list[int]) -> str:
         else:
             outside += 1
     named = []
-    for position in list(items)[:_REPAIRED_SHOWN]:
+    for position in list(items)[:REPAIRED_SHOWN]:
         end = starts[position] if position < len(starts) else len(body)
-        guid = _ITEM_GUID_RE.search(body, starts[position - 1], end)
-        label = guid.group(1).decode("utf-8", "replace").strip() if guid else ""
-        named.append(f"item {position}" + (f" ({label})" if label else ""))
-    more = f" and {len(items) - _REPAIRED_SHOWN} more" if len(items) > _REPAIRED_SHOWN else ""
-    parts = []
-    if items:
-        noun = "item" if len(items) == 1 else "items"
-        parts.append(f"{len(items)} {noun} had invalid UTF-8 ({', '.join(named)}{more})")
-    if outside:
-        parts.append("the channel header had invalid UTF-8")
-    sequences = "sequence" if len(bad) == 1 else "sequences"
-    return f"{'; '.join(parts)}; {len(bad)} bad byte {sequences} replaced by U+FFFD and the items kept"
+        guid = ITEM_GUID_RE.search(body, starts[position - 1], end)
+        named.append((position, guid.group(1).decode("utf-8", "replace").strip() if guid else ""))
+    return format_repair_note(len(items), named, bool(outside), len(bad))
 
 
 def _check_document(data: bytes) -> tuple[ET.Element, ET.Element]:
@@ -551,39 +634,57 @@ def _check_document(data: bytes) -> tuple[ET.Element, ET.Element]:
 
     feedparser is lenient by design: on a truncated feed it returns the items before the cut with only a
     ``bozo`` flag. A strict XML parse first makes a cut download an error instead of a short page.
+    (``_FeedReader.read`` makes the same checks chunk by chunk, with the same errors.)
     """
     if not data.strip():
-        what = "an empty body" if not data else f"a blank body ({len(data)} bytes of whitespace)"
-        raise FeedFormatError(
-            f"rss.arxiv.org returned {what} instead of RSS; retry later, and {_URL_HINT} if it persists"
-        )
+        raise _blank_error(len(data))
     if data.lstrip(b"\xef\xbb\xbf \t\r\n")[:14].lower().startswith((b"<!doctype html", b"<html")):
         raise _html_error(data)
     try:
-        # expat neither fetches external entities nor expands entity bombs (expat >= 2.4), so this is safe
-        # on untrusted bytes.
         root = ET.fromstring(data)
     except ET.ParseError as exc:
-        if any(marker in data[:4096].lower() for marker in _HTML_MARKERS):
-            raise _html_error(data) from exc
-        if exc.code in _TRUNCATION_CODES:
-            raise FeedFormatError(
-                f"the rss.arxiv.org response ends before the XML document does ({exc}; {len(data)} bytes, "
-                f"last bytes: {_preview(data[-80:])}): the download was cut short; retry the fetch"
-            ) from exc
-        raise FeedFormatError(
-            f"rss.arxiv.org returned bytes that are not well-formed XML ({exc}; first bytes: "
-            f"{_preview(data)}); {_URL_HINT}, and keep the response for a bug report if the URL is right"
-        ) from exc
+        raise _parse_error(exc, data[:4096], len(data), data[-80:]) from exc
     if root.tag.rpartition("}")[2].lower() == "html":
         raise _html_error(data)
     channel = root.find("channel")
     if root.tag != "rss" or channel is None:
-        raise FeedFormatError(
-            f"expected an RSS 2.0 document (<rss><channel>) but got <{root.tag}> "
-            f"(first bytes: {_preview(data)}); {_URL_HINT}: it must point at rss.arxiv.org/rss/..."
-        )
+        raise _not_rss_error(root.tag, data)
     return root, channel
+
+
+def _head(stream: BinaryIO, size: int = 81) -> bytes:
+    """The first ``size`` bytes of the body, enough for ``_preview`` to know whether it cut the body."""
+    stream.seek(0)
+    return stream.read(size)
+
+
+def _blank_error(size: int) -> FeedFormatError:
+    what = "an empty body" if not size else f"a blank body ({size} bytes of whitespace)"
+    return FeedFormatError(
+        f"rss.arxiv.org returned {what} instead of RSS; retry later, and {_URL_HINT} if it persists"
+    )
+
+
+def _parse_error(exc: ET.ParseError, head: bytes, size: int, tail: bytes) -> FeedFormatError:
+    """The error for a body the XML parser refused (``head``: its first 4,096 bytes, ``tail``: last 80)."""
+    if any(marker in head.lower() for marker in _HTML_MARKERS):
+        return _html_error(head)
+    if exc.code in _TRUNCATION_CODES:
+        return FeedFormatError(
+            f"the rss.arxiv.org response ends before the XML document does ({exc}; {size} bytes, "
+            f"last bytes: {_preview(tail)}): the download was cut short; retry the fetch"
+        )
+    return FeedFormatError(
+        f"rss.arxiv.org returned bytes that are not well-formed XML ({exc}; first bytes: "
+        f"{_preview(head)}); {_URL_HINT}, and keep the response for a bug report if the URL is right"
+    )
+
+
+def _not_rss_error(tag: str, head: bytes) -> FeedFormatError:
+    return FeedFormatError(
+        f"expected an RSS 2.0 document (<rss><channel>) but got <{tag}> "
+        f"(first bytes: {_preview(head)}); {_URL_HINT}: it must point at rss.arxiv.org/rss/..."
+    )
 
 
 def _html_error(data: bytes) -> FeedFormatError:

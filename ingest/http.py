@@ -13,16 +13,21 @@ server that was that slow or that large a moment ago would be again.
 
 Every failure that is left after the retries becomes a :class:`core.sources.SourceError` whose message names
 the URL, what happened and what to do.
+
+``get`` returns the body in memory; ``download`` writes it to a temporary file as it streams in, for a
+large body that its parser reads from a file (the arXiv RSS feed: issue 14, a 200 MB feed had taken 2.42 GB).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import BinaryIO
 from urllib.parse import urlsplit
 
 import httpx
@@ -50,6 +55,33 @@ class Fetched:
     not_modified: bool
     validator: HttpValidator | None
     status: int = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Download:
+    """A response body spooled to a temporary file, or ``not_modified`` (an empty file) for a 304.
+
+    ``body`` is positioned at its start; ``size`` is its length. Close the download (or use it as a
+    context manager) to delete the file.
+    """
+
+    url: str
+    body: BinaryIO
+    size: int
+    not_modified: bool
+    validator: HttpValidator | None
+
+    def close(self) -> None:
+        """Close and delete the temporary file."""
+        self.body.close()
+
+    def __enter__(self) -> Download:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,31 +171,55 @@ class HttpClient:
         ``read_errors`` lists 4xx statuses whose body the caller reads itself (the arXiv API explains a
         bad request in an Atom feed served with HTTP 400).
         """
-        headers: dict[str, str] = {}
-        if previous is not None:
-            if previous.etag:
-                headers["If-None-Match"] = previous.etag
-            if previous.last_modified:
-                headers["If-Modified-Since"] = previous.last_modified
-        return await with_retries(
-            lambda attempt: self._attempt(url, headers, params, previous, attempt, read_errors),
-            attempts=self.politeness.retries + 1,
-            sleep=self._sleep,
-            log=log,
-        )
+        headers = _conditional_headers(previous)
+
+        async def attempt(number: int) -> Fetched:
+            chunks: list[bytes] = []
+            response = await self._attempt(url, headers, params, number, chunks.append)
+            content = b"".join(chunks)
+            return self._read(url, response, content, previous, self._backoff(number), read_errors)
+
+        return await with_retries(attempt, attempts=self.politeness.retries + 1, sleep=self._sleep, log=log)
+
+    async def download(self, url: str, previous: HttpValidator | None = None) -> Download:
+        """``get``, with the body written to a temporary file as it streams in instead of held in memory.
+
+        Same politeness, retries, deadline and cap (``max_bytes`` bounds the file). Each attempt writes a
+        file of its own, closed at once if the attempt fails; the caller closes the one returned.
+        """
+        headers = _conditional_headers(previous)
+
+        async def attempt(number: int) -> Download:
+            # Handed to the caller open, or closed here on every other way out.
+            body = tempfile.TemporaryFile()  # noqa: SIM115
+            try:
+                response = await self._attempt(url, headers, None, number, body.write)
+                fetched = self._read(url, response, b"", previous, self._backoff(number), frozenset())
+                size = body.tell()
+                body.seek(0)
+            except BaseException:
+                body.close()
+                raise
+            return Download(url, body, size, fetched.not_modified, fetched.validator)
+
+        return await with_retries(attempt, attempts=self.politeness.retries + 1, sleep=self._sleep, log=log)
+
+    def _backoff(self, attempt: int) -> float:
+        """The back-off before retrying after ``attempt`` failed: doubling from ``Politeness.backoff``."""
+        return float(self.politeness.backoff * 2 ** (attempt - 1))
 
     async def _attempt(
         self,
         url: str,
         headers: dict[str, str],
         params: dict[str, str] | None,
-        previous: HttpValidator | None,
         attempt: int,
-        read_errors: frozenset[int],
-    ) -> Fetched:
+        write: Callable[[bytes], object],
+    ) -> httpx.Response:
+        """One request in this host's turn; the body goes to ``write``. The response, its body read."""
         host = urlsplit(url).hostname or ""
         slot = self._hosts.setdefault(host, _Host())
-        backoff = self.politeness.backoff * 2 ** (attempt - 1)
+        backoff = self._backoff(attempt)
         async with slot.lock:
             wait = slot.last_end + self.politeness.interval_for(host) - self._clock()
             if wait > 0:
@@ -172,7 +228,7 @@ class HttpClient:
                 # The deadline covers the body too: a server may answer at once, then trickle.
                 async with asyncio.timeout(self.deadline):
                     async with self._client.stream("GET", url, headers=headers, params=params) as response:
-                        content = await self._body(url, response)
+                        await self._body(url, response, write)
             except TimeoutError as exc:
                 # Not retried: a retry would hold this host's turn for another whole deadline.
                 raise SourceError(
@@ -191,27 +247,26 @@ class HttpClient:
                 raise Retry(error, backoff) from exc
             finally:
                 slot.last_end = self._clock()
-        return self._read(url, response, content, previous, backoff, read_errors)
+        return response
 
-    async def _body(self, url: str, response: httpx.Response) -> bytes:
-        """The body, read chunk by chunk and given up as soon as it exceeds ``max_bytes``.
+    async def _body(self, url: str, response: httpx.Response, write: Callable[[bytes], object]) -> None:
+        """Pass the body to ``write`` chunk by chunk, giving up as soon as it exceeds ``max_bytes``.
 
         Checking while streaming (not after ``response.content``) is what bounds memory: a 200 MB or
-        endless body costs at most ``max_bytes`` plus one chunk. The cap counts decoded bytes, so a small
-        gzip body that inflates past it is refused as well.
+        endless body costs at most ``max_bytes`` plus one chunk (in memory for ``get``, in a temporary
+        file for ``download``). The cap counts decoded bytes, so a small gzip body that inflates past it
+        is refused as well.
         """
         declared = response.headers.get("Content-Length", "")
         identity = response.headers.get("Content-Encoding", "identity").lower() == "identity"
         if identity and declared.isdigit() and int(declared) > self.max_bytes:
             raise self._too_large(url, f"announces {int(declared):,} bytes")
-        chunks: list[bytes] = []
         size = 0
         async for chunk in response.aiter_bytes():
             size += len(chunk)
             if size > self.max_bytes:
                 raise self._too_large(url, f"sent more than {self.max_bytes:,} bytes")
-            chunks.append(chunk)
-        return b"".join(chunks)
+            write(chunk)
 
     def _too_large(self, url: str, what: str) -> SourceError:
         # Not retryable: the same body comes back until the cap or the URL changes.
@@ -264,3 +319,14 @@ class HttpClient:
             else None
         )
         return Fetched(url, content, False, validator)
+
+
+def _conditional_headers(previous: HttpValidator | None) -> dict[str, str]:
+    """If-None-Match / If-Modified-Since from the validators of the previous response."""
+    headers: dict[str, str] = {}
+    if previous is not None:
+        if previous.etag:
+            headers["If-None-Match"] = previous.etag
+        if previous.last_modified:
+            headers["If-Modified-Since"] = previous.last_modified
+    return headers

@@ -6,10 +6,13 @@ XML) wherever possible, so the tests check the parser against the data rather th
 
 from __future__ import annotations
 
+import io
 import re
+import tempfile
 import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -20,7 +23,7 @@ from hypothesis import strategies as st
 
 from core.tex import decode_tex
 from core.values import AnnounceType, PaperIn
-from ingest import arxiv_rss_parse
+from ingest import arxiv_rss_bytes, arxiv_rss_parse, paper_spool
 from ingest.arxiv_rss_parse import (
     ArxivFeedError,
     FeedFormatError,
@@ -29,6 +32,7 @@ from ingest.arxiv_rss_parse import (
     parse_feed_feedparser,
     split_authors,
 )
+from ingest.paper_spool import PaperSpool
 from tests.conftest import CORPUS
 
 RSS_DIR = CORPUS / "arxiv-rss"
@@ -841,3 +845,94 @@ def test_invalid_utf8_does_not_rescue_a_cut_or_foreign_document(big_bytes: bytes
     latin = big_bytes.replace(b"encoding='UTF-8'", b"encoding='ISO-8859-1'", 1) + b"\xff"
     with pytest.raises(FeedFormatError):
         parse_feed(latin)  # not UTF-8 by its own word: the repair is not ours to make
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Read chunk by chunk from a file (issue 14): the same outcome whatever the chunk boundaries, and with the
+# versions spooled to a file, as the whole-body reference (parse_feed_feedparser) gives.
+
+
+def _bad_bytes(data: bytes, items: tuple[int, ...], header: bool = False) -> bytes:
+    """A stray 0xff in the title of each of ``items`` (1-based), and in the channel title if ``header``."""
+    starts = [match.start() for match in re.finditer(rb"<item>", data)]
+    out = bytearray(data)
+    for position in sorted(items, reverse=True):
+        title = out.index(b"<title>", starts[position - 1]) + len(b"<title>")
+        out[title + 3 : title + 3] = b"\xff"
+    if header:
+        title = out.index(b"<title>") + len(b"<title>")
+        out[title + 1 : title + 1] = b"\xc3"
+    return bytes(out)
+
+
+def _cut_inside_a_character(data: bytes) -> bytes:
+    """An "é" put in the middle of the feed (it has none: accents are TeX), cut after its first byte."""
+    middle = data.index(b"<title>", len(data) // 2) + len(b"<title>")
+    return data[:middle] + "é".encode()[:1]
+
+
+def _undated_late_items(data: bytes) -> bytes:
+    """Items 1,000 and 1,200 without a <pubDate>, the channel's own <pubDate> moved after the items."""
+    starts = [match.start() for match in re.finditer(rb"<item>", data)]
+    out = data
+    for position in (1200, 1000):
+        start = starts[position - 1]
+        end = out.index(b"</item>", start)
+        out = out[:start] + re.sub(rb"<pubDate>[^<]*</pubDate>", b"", out[start:end], count=1) + out[end:]
+    channel_date = re.search(rb"\s*<pubDate>[^<]*</pubDate>", out)
+    assert channel_date is not None and channel_date.start() < out.index(b"<item>")
+    out = out[: channel_date.start()] + out[channel_date.end() :]
+    return out.replace(b"</channel>", channel_date.group() + b"</channel>")
+
+
+_CHUNKED: list[tuple[str, Callable[[bytes], bytes], int]] = [
+    ("unchanged", lambda d: d, 4093),
+    (
+        "bad_bytes_in_seven_items_and_the_header",
+        lambda d: _bad_bytes(d, (2, 3, 700, 701, 900, 1200, 1504), True),
+        4093,
+    ),
+    ("bad_byte_read_byte_by_byte", lambda d: _bad_bytes(_first_item_only(d), (1,), True), 1),
+    ("utf8_bom", lambda d: b"\xef\xbb\xbf" + _first_item_only(d), 1),
+    ("xmlns_in_text", _in_first_item(b"brand construction", b'brand xmlns:dc = "x" construction'), 3),
+    ("known_xmlns_split", lambda d: _first_item_only(d), 7),
+    ("cut_after_last_item", lambda d: d[: d.rindex(b"</item>") + len(b"</item>")], 4093),
+    ("cut_inside_a_character", _cut_inside_a_character, 4093),
+    (
+        "not_well_formed_late",
+        lambda d: d.replace(b"<category>cs.LG</category>", b"<category>cs.LG</categ>", 1),
+        65521,
+    ),
+    ("undated_late_items", _undated_late_items, 4093),
+    ("doctype", lambda d: b"<!DOCTYPE rss>" + _first_item_only(d)[d.index(b"<rss") :], 5),
+]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "chunk"), [(m, c) for _, m, c in _CHUNKED], ids=[name for name, _, _ in _CHUNKED]
+)
+def test_chunked_and_spooled_reads_are_the_same(
+    big_bytes: bytes, mutate: Callable[[bytes], bytes], chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = mutate(big_bytes)
+    monkeypatch.setattr(arxiv_rss_bytes, "CHUNK", chunk)
+    monkeypatch.setattr(paper_spool, "BATCH", 64)
+    reference = _outcome(parse_feed_feedparser, data)
+    with tempfile.TemporaryFile() as body:
+        body.write(data)
+        assert _outcome(lambda _: parse_feed(body), data) == reference
+        spooled = _outcome(lambda _: parse_feed(body, spool_after=50), data)
+    if isinstance(reference, FeedPage):
+        assert isinstance(spooled, FeedPage)
+        assert tuple(spooled.items) == reference.items
+        assert replace(spooled, items=()) == replace(reference, items=())
+    else:
+        assert spooled == reference
+
+
+def test_spooled_items_are_in_a_file(big_bytes: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(paper_spool, "BATCH", 100)
+    page = parse_feed(io.BytesIO(big_bytes), spool_after=200)
+    assert isinstance(page.items, PaperSpool) and not page.items.in_memory()
+    assert len(page.items) == 1504 and not page.is_empty
+    assert page.items[1503] == parse_feed(big_bytes).items[1503]

@@ -22,7 +22,7 @@ from tests.conftest import BIG_FEED, CORPUS
 
 @cache
 def _feed() -> tuple[PaperIn, ...]:
-    return parse_feed(BIG_FEED.read_bytes()).items
+    return tuple(parse_feed(BIG_FEED.read_bytes()).items)
 
 
 def _kind(reason: str | None) -> str:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import tempfile
 import time
+from typing import BinaryIO
 
 import pytest
 
@@ -145,3 +147,52 @@ async def test_an_announced_length_over_the_cap_is_refused_before_reading() -> N
                 await http.get(server.url)
         async with HttpClient("t", max_bytes=5000) as http:
             assert (await http.get(server.url)).content == b"y" * 5000
+
+
+# download(): the body goes to a temporary file as it streams in (issue 14), under the same rules as get().
+
+
+async def test_download_spools_the_body_with_its_validator() -> None:
+    body = b"<rss>" + b"x" * 300_000 + b"</rss>"
+    with feed_server(Reply(200, body), etag='"v1"') as server:
+        async with HttpClient("t") as http:
+            with await http.download(server.url) as first:
+                assert (first.size, first.not_modified) == (len(body), False)
+                assert first.body.read() == body
+                assert first.validator is not None and first.validator.etag == '"v1"'
+            assert first.body.closed
+            with await http.download(server.url, first.validator) as second:
+                assert second.not_modified and second.body.read() == b""
+    assert server.requests[1].get("If-None-Match") == '"v1"'
+
+
+async def test_a_download_over_the_cap_is_refused_while_streaming() -> None:
+    chunk = b"<item>" + b"x" * 65530
+    with stream_server(chunk, 1600) as server:  # 100 MiB, length unannounced
+        async with HttpClient("t", max_bytes=1024 * 1024) as http:
+            with pytest.raises(
+                SourceError, match=r"1,048,576-byte cap .*PAPERTRAIL_HTTP_MAX_BYTES"
+            ) as caught:
+                await http.download(server.url)
+    assert not caught.value.retryable
+    assert server.sent < 20 * 1024 * 1024
+
+
+async def test_failed_download_attempts_close_their_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    files: list[BinaryIO] = []
+    real = tempfile.TemporaryFile
+
+    def recording() -> BinaryIO:
+        spooled: BinaryIO = real()
+        files.append(spooled)
+        return spooled
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", recording)
+    replies = (Reply(500, b"oops"), Reply(503, b"busy"), Reply(200, b"<rss/>"))
+    with feed_server(*replies) as server:
+        async with HttpClient("t", politeness=Politeness(retries=2, backoff=0.01)) as http:
+            download = await http.download(server.url)
+    assert [f.closed for f in files] == [True, True, False]
+    assert download.body.read() == b"<rss/>"
+    download.close()
+    assert files[2].closed

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from sqlmodel import select
 
+import core.store
 from core.models import RunState, SourceRun, Version
 from core.service import ingest_once
 from core.store import Store
+from ingest import arxiv_rss, paper_spool
 from ingest.arxiv_rss import ArxivRssSource
 from ingest.http import HttpClient, Politeness
 from tests.conftest import BIG_FEED, CORPUS
+from tests.feed_copies import feed_copies
 from tests.servers import Reply, feed_server, free_port
 
 # Retries on, with waits short enough for tests; a Retry-After of 120 s is more than one run sits out.
@@ -115,3 +119,73 @@ async def test_refused_connection(sqlite_store: Store) -> None:
     _, run = await ingest(sqlite_store, url)
     assert run.state == RunState.ERROR
     assert run.error and "cannot connect" in run.error
+
+
+# ----------------------------------------------------------------------------------------------------------
+# A large feed (issue 14): spooled to a file, parsed chunk by chunk, its versions spooled past a limit and
+# stored in batches within one transaction. Small limits here, so that three days cross all of them.
+
+
+@pytest.fixture
+def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(arxiv_rss, "SPOOL_AFTER", 300)
+    monkeypatch.setattr(paper_spool, "BATCH", 100)
+    monkeypatch.setattr(core.store, "SAVE_BATCH", 700)
+
+
+def _break_last(data: bytes, old: bytes, new: bytes) -> bytes:
+    at = data.rindex(old)
+    return data[:at] + new + data[at + len(old) :]
+
+
+def _versions_in(data: bytes) -> set[tuple[str, int]]:
+    return {
+        (m[1].decode(), int(m[2]))
+        for m in re.finditer(rb"<guid[^>]*>oai:arXiv\.org:(.+?)v(\d+)</guid>", data)
+    }
+
+
+async def test_a_large_feed_is_stored_whole(sqlite_store: Store, small_batches: None) -> None:
+    data = feed_copies(3)
+    expected = _versions_in(data)
+    with feed_server(Reply(200, data)) as server:
+        report, run = await ingest(sqlite_store, server.url)
+    assert run.state == RunState.OK and run.fetched == 4512
+    assert run.new_papers + run.revisions == len(expected)
+    assert run.duplicates == 4512 - len(expected)  # the recorded day lists a few versions twice
+    assert {(v.paper_id, v.number) for v in versions(sqlite_store)} == expected
+    assert report.matches == 0  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "cut",
+    [
+        lambda d: d[: d.rindex(b"</item>") + len(b"</item>")],  # every item there, the document unclosed
+        lambda d: d[: len(d) - 20],
+        lambda d: _break_last(d, b"</category>", b"</categ>"),  # ill-formed in the last item
+    ],
+    ids=["after_last_item", "last_20_bytes", "ill_formed_late"],
+)
+async def test_a_large_feed_cut_or_broken_late_stores_nothing(
+    sqlite_store: Store, small_batches: None, cut: Callable[[bytes], bytes]
+) -> None:
+    """Thousands of items were read (and spooled) before the fault showed: still nothing is stored."""
+    with feed_server(Reply(200, cut(feed_copies(3)))) as server:
+        _, run = await ingest(sqlite_store, server.url)
+    assert run.state == RunState.ERROR
+    assert run.error and ("cut short" in run.error or "not well-formed" in run.error)
+    assert versions(sqlite_store) == []
+    assert sqlite_store.validator_for(server.url) is None
+
+
+async def test_a_bad_byte_late_in_a_large_feed_costs_no_item(
+    sqlite_store: Store, small_batches: None
+) -> None:
+    data = feed_copies(3)
+    last_title = data.rindex(b"<title>") + len(b"<title>")
+    broken = data[:last_title] + b"\xff" + data[last_title:]
+    with feed_server(Reply(200, broken)) as server:
+        _, run = await ingest(sqlite_store, server.url)
+    assert run.state == RunState.OK and run.fetched == 4512
+    assert run.note and run.note.startswith("1 item had invalid UTF-8 (item 4512 (oai:arXiv.org:")
+    assert sum("\ufffd" in v.title for v in versions(sqlite_store)) == 1

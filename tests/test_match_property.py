@@ -48,7 +48,7 @@ class Corpus:
 @cache
 def corpus() -> Corpus:
     """Parse the recorded day once per test session."""
-    papers = parse_feed(BIG_FEED.read_bytes()).items[::SAMPLE_EVERY]
+    papers = tuple(parse_feed(BIG_FEED.read_bytes()).items[::SAMPLE_EVERY])
     # Vocabulary of the sampled papers, so that follows match them often enough to mean something; titles
     # with TeX math are left out, as their words are not what a reader sees.
     titles = [words(p.title) for p in papers if "$" not in p.title and "\\" not in p.title]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -9,8 +10,9 @@ import sqlalchemy as sa
 from alembic import command
 from sqlmodel import select
 
+import core.store
 from core.migrate import alembic_config
-from core.models import Follow, HttpValidator, RunState, SourceRun, Version
+from core.models import Follow, HttpValidator, Paper, RunState, SourceRun, Version
 from core.reasons import CATEGORY, Reason
 from core.store import Novelty, QueryHit, Store
 from core.values import AnnounceType, PaperIn
@@ -225,3 +227,70 @@ def test_community_picks_attach_to_the_paper(store: Store) -> None:
     assert store.papers_without_versions() == []
     summary = store.status(NOW + timedelta(hours=1))
     assert summary.community_24h == 2 and summary.papers == 2
+
+
+# save_versions writes SAVE_BATCH versions at a time, reading its input once (issue 14): the same counts,
+# rows and news as one batch, in one transaction.
+
+
+@pytest.mark.parametrize("batch", [1, 2, 3, 5000])
+def test_batches_store_what_one_batch_stores(
+    store: Store, batch: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.save_versions([paper("2411.00001")], now=NOW)
+    monkeypatch.setattr(core.store, "SAVE_BATCH", batch)
+    papers = [
+        paper("2411.00002"),
+        paper("2411.00003", 3),
+        paper("2411.00001", 2),  # raises a stored paper's latest version
+        paper("2411.00002", categories=("cs.LG",)),  # the same version again: the first one counts
+        paper("2411.00003"),  # an older version of a paper an earlier batch wrote
+        paper("2411.00004", 2),
+        paper("2411.00003", 2),
+        paper("2411.00001"),  # stored before
+    ]
+    saved = store.save_versions(iter(papers), now=NOW)  # any iterable, read once
+    assert (saved.new_papers, saved.revisions, saved.duplicates, saved.history) == (2, 4, 2, 0)
+    with store.session() as session:
+        by_id = {v.id: (v.paper_id, v.number) for v in session.exec(select(Version))}
+        latest = {row.id: row.latest_version for row in session.exec(select(Paper))}
+        categories = session.exec(select(Version.categories).where(Version.paper_id == "2411.00002")).one()
+    assert [by_id[i] for i in saved.new_version_ids] == [
+        ("2411.00002", 1),
+        ("2411.00003", 3),
+        ("2411.00001", 2),
+        ("2411.00003", 1),
+        ("2411.00004", 2),
+        ("2411.00003", 2),
+    ]
+    assert latest == {"2411.00001": 2, "2411.00002": 1, "2411.00003": 3, "2411.00004": 2}
+    assert categories == ["cs.DC"]
+
+
+def test_a_gap_is_the_one_before_the_call(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One version per batch: the news an earlier batch writes must not move the gap for later ones."""
+    monkeypatch.setattr(core.store, "SAVE_BATCH", 1)
+    store.save_versions([paper("2411.00001")], now=NOW)  # news announced NOW - 1 h
+    later = PaperIn("2411.00002", 1, "t", "a", (), ("cs.DC",), announced_at=NOW + timedelta(hours=5))
+    between = PaperIn("2411.00003", 1, "t", "a", (), ("cs.DC",), announced_at=NOW + timedelta(hours=1))
+    gap = store.save_versions([later, between], now=NOW, novelty=Novelty.GAP)
+    assert (gap.new_papers, gap.history) == (2, 0)
+
+
+def test_input_failing_after_some_batches_stores_nothing(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(core.store, "SAVE_BATCH", 2)
+    url = "http://127.0.0.1/rss/cs"
+
+    def papers() -> Iterator[PaperIn]:
+        for number in range(1, 6):
+            yield paper(f"2411.0000{number}")
+        raise RuntimeError("the spool could not be read back")
+
+    with pytest.raises(RuntimeError, match="spool"):
+        store.save_versions(papers(), now=NOW, validator=HttpValidator(url=url, etag='"abc"'))
+    with store.session() as session:
+        assert session.exec(select(Version)).all() == []
+        assert session.exec(select(Paper)).all() == []
+    assert store.validator_for(url) is None
