@@ -163,35 +163,20 @@ class TrialResult:
 
 
 # ------------------------------------------------------------------------------------------------------------
-# HOOK (issue 14, defect 3): the alarm a server-wide SMTP refusal must raise.
+# The alarm a server-wide SMTP refusal must raise (issue 14, defect 3).
 
 
 def read_alarm(env: dict[str, str], folder: Path) -> bool | None:
-    """HOOK — whether PaperTrail shows an alarm about the SMTP server now; None: it has no alarm to read.
-
-    Today PaperTrail has no alarm API. This reads ``papertrail status --json`` and looks for any key with
-    "alarm" in its name (at any depth): absent -> None ("no alarm API"), present -> whether it holds
-    anything (a non-empty list or mapping, a true value, a non-empty string). When the fix of defect 3 adds
-    its alarm, point this at it if it is named otherwise.
-    """
+    """Whether PaperTrail shows a delivery alarm on the email channel now, as an operator would read it:
+    the ``alarms`` list of ``papertrail status --json`` (docs/delivery.md). None: the status could not be
+    read."""
     data = status_json(env, folder)
     if data is None:
         return None
-    found = list(_values_named("alarm", data))
-    if not found:
+    alarms = data.get("alarms") if isinstance(data, dict) else None
+    if not isinstance(alarms, list):
         return None
-    return any(bool(value) for value in found)
-
-
-def _values_named(word: str, data: Any) -> Iterator[Any]:
-    if isinstance(data, dict):
-        for key, value in data.items():
-            if word in str(key).lower():
-                yield value
-            yield from _values_named(word, value)
-    elif isinstance(data, list):
-        for value in data:
-            yield from _values_named(word, value)
+    return any(isinstance(alarm, dict) and alarm.get("channel") == "email" for alarm in alarms)
 
 
 # ------------------------------------------------------------------------------------------------------------
