@@ -20,16 +20,29 @@ Catalog = dict[str, list[tuple[object, ...]]]
 
 
 def sqlite_catalog(engine: sa.Engine) -> Catalog:
+    """Columns, keys, indexes and constraints of every table. A table that a batch migration rebuilt may
+    list its foreign keys in another order from one process to the next, so each table's SQL is compared
+    with its lines sorted, and columns in their order from ``table_xinfo``."""
+    catalog: Catalog = {}
     with engine.connect() as conn:
-        return {
-            "objects": [
-                tuple(r)
-                for r in conn.exec_driver_sql(
-                    "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name"
+        objects = conn.exec_driver_sql("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name")
+        for kind, name, table, sql in objects:
+            lines = sorted(line.strip().rstrip(",") for line in str(sql).splitlines())
+            catalog[f"{kind} {name}"] = [(table, *lines)]
+            if kind == "table":
+                catalog[f"columns {name}"] = [
+                    tuple(r) for r in conn.exec_driver_sql(f'PRAGMA table_xinfo("{name}")')
+                ]
+                catalog[f"foreign keys {name}"] = sorted(
+                    tuple(r)[2:] for r in conn.exec_driver_sql(f'PRAGMA foreign_key_list("{name}")')
                 )
-            ],
-            "alembic": [tuple(r) for r in conn.exec_driver_sql("SELECT version_num FROM alembic_version")],
-        }
+                catalog[f"indexes {name}"] = sorted(
+                    tuple(r)[1:] for r in conn.exec_driver_sql(f'PRAGMA index_list("{name}")')
+                )
+        catalog["alembic"] = [
+            tuple(r) for r in conn.exec_driver_sql("SELECT version_num FROM alembic_version")
+        ]
+    return catalog
 
 
 def postgres_catalog(engine: sa.Engine) -> Catalog:
