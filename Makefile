@@ -42,12 +42,16 @@ typecheck: $(VENV)/.installed-dev
 # -n auto: one pytest worker per core (pytest-xdist); worksteal hands the long tests' neighbours to the
 # idle worker. Each test has its own database (a fresh SQLite file or PostgreSQL schema) and ports.
 PYTEST_PARALLEL ?= -n auto --dist worksteal
+# Bytecode caching on even where the environment turns it off (PYTHONDONTWRITEBYTECODE=1): without it
+# every pytest worker recompiles and re-rewrites every test module (~10 s of CPU to collect instead of ~4)
+# and every `papertrail` process the tests start recompiles the project. __pycache__/ is git-ignored.
+PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/pytest
 
 pytest: $(VENV)/.installed-dev
-	$(BIN)/pytest -q $(PYTEST_PARALLEL) -m "not slow"
+	$(PYTEST) -q $(PYTEST_PARALLEL) -m "not slow"
 
 pytest-slow: $(VENV)/.installed-dev
-	$(BIN)/pytest -q $(PYTEST_PARALLEL) -m slow
+	$(PYTEST) -q $(PYTEST_PARALLEL) -m slow
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/ingest.py
