@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint typecheck pytest bench bench-match bench-peers bench-deliver bench-day chaos demo clean
+.PHONY: run test test-slow lint typecheck pytest pytest-slow bench bench-match bench-peers bench-deliver bench-day chaos demo clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +24,12 @@ run: $(VENV)/.installed
 demo: $(VENV)/.installed
 	$(BIN)/papertrail demo
 
+# `make test`: lint, types and the fast suite (every behaviour, at small sizes) on every core; ~4 min here.
+# `make test-slow`: the full-size runs marked `slow` (3,000 digests over three workers, 120-example
+# properties, the whole recorded feed through every parser variant); README, Testing.
 test: $(VENV)/.installed-dev lint typecheck pytest
+
+test-slow: $(VENV)/.installed-dev pytest-slow
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
@@ -34,8 +39,19 @@ lint: $(VENV)/.installed-dev
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
 
+# -n auto: one pytest worker per core (pytest-xdist); worksteal hands the long tests' neighbours to the
+# idle worker. Each test has its own database (a fresh SQLite file or PostgreSQL schema) and ports.
+PYTEST_PARALLEL ?= -n auto --dist worksteal
+# Bytecode caching on even where the environment turns it off (PYTHONDONTWRITEBYTECODE=1): without it
+# every pytest worker recompiles and re-rewrites every test module (~10 s of CPU to collect instead of ~4)
+# and every `papertrail` process the tests start recompiles the project. __pycache__/ is git-ignored.
+PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/pytest
+
 pytest: $(VENV)/.installed-dev
-	$(BIN)/pytest -q
+	$(PYTEST) -q $(PYTEST_PARALLEL) -m "not slow"
+
+pytest-slow: $(VENV)/.installed-dev
+	$(PYTEST) -q $(PYTEST_PARALLEL) -m slow
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/ingest.py

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from core.migrate import migrate
 from core.store import Store, make_engine
+from tests.schema_template import apply_template
 
 # Recorded responses: the copies in tests/corpus (see its README), or another corpus folder.
 CORPUS = Path(os.environ.get("PAPERTRAIL_CORPUS") or Path(__file__).resolve().parent / "corpus")
@@ -79,6 +79,17 @@ def _pg_ok() -> bool:
     return postgres_available()
 
 
+@pytest.fixture(scope="session")
+def _pg_admin(_pg_ok: bool) -> Iterator[sa.Engine | None]:
+    """One connection pool per test process for creating and dropping the tests' schemas."""
+    if not _pg_ok:
+        yield None
+        return
+    admin = sa.create_engine(POSTGRES_URL)
+    yield admin
+    admin.dispose()
+
+
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     """A fresh SQLite file URL."""
@@ -86,21 +97,19 @@ def sqlite_url(tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def postgres_url(_pg_ok: bool) -> Iterator[str]:
+def postgres_url(_pg_admin: sa.Engine | None) -> Iterator[str]:
     """A PostgreSQL URL whose search_path is a fresh schema, dropped afterwards."""
-    if not _pg_ok:
+    if _pg_admin is None:
         pytest.skip(f"PostgreSQL unreachable at {POSTGRES_URL}")
     schema = f"pt_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(POSTGRES_URL)
-    with admin.begin() as conn:
+    with _pg_admin.begin() as conn:
         conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
     sep = "&" if "?" in POSTGRES_URL else "?"
     try:
         yield f"{POSTGRES_URL}{sep}options=-csearch_path%3D{schema}"
     finally:
-        with admin.begin() as conn:
+        with _pg_admin.begin() as conn:
             conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -111,9 +120,13 @@ def db_url(request: pytest.FixtureRequest) -> str:
 
 
 def migrated_store(url: str) -> Iterator[Store]:
-    """A store on ``url`` with every migration applied; the engine is disposed afterwards."""
+    """A store on ``url`` with every migration applied; the engine is disposed afterwards.
+
+    An empty database gets the schema from this process's template (tests/schema_template.py): the same
+    statements the migrations run, without running Alembic again for each test.
+    """
     engine = make_engine(url)
-    migrate(engine)
+    apply_template(engine)
     yield Store(engine)
     engine.dispose()
 

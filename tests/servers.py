@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
@@ -172,10 +173,44 @@ def serving(server: HTTPServer, poll_interval: float = 0.05) -> Iterator[HTTPSer
 
 
 def free_port() -> int:
-    """An unused TCP port on 127.0.0.1."""
+    """An unused TCP port on 127.0.0.1, for a server in another process that must be told its port.
+
+    The port is free when this returns, not reserved: a server in this process should bind port 0 itself,
+    and an address that must refuse connections should come from :func:`closed_port`.
+    """
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+# Sockets behind closed_port(): bound and never listening, held until the test process ends.
+_held: list[socket.socket] = []
+
+
+def closed_port() -> int:
+    """A TCP port on 127.0.0.1 that refuses every connection for the rest of this test process.
+
+    A port that was merely free (``free_port``) can be taken by a server of another test running at the
+    same time (pytest-xdist) and then answer; this one stays bound without listening, so the kernel refuses
+    connections to it and nothing else can bind it.
+    """
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    _held.append(sock)
+    return int(sock.getsockname()[1])
+
+
+class LoopbackController(Controller):
+    """aiosmtpd's Controller on 127.0.0.1 and a port the kernel picks, read back once it listens."""
+
+    def __init__(self, handler: Any, **kwargs: Any) -> None:
+        super().__init__(handler, hostname="127.0.0.1", port=0, **kwargs)
+
+    def _trigger_server(self) -> None:
+        # aiosmtpd connects to its own port to finish starting; port 0 must become the real one first.
+        assert isinstance(self.server, asyncio.Server)
+        self.port = int(self.server.sockets[0].getsockname()[1])
+        super()._trigger_server()  # type: ignore[no-untyped-call]
 
 
 @dataclass
@@ -213,10 +248,9 @@ class SinkHandler:
 def smtp_sink(refuse: set[str] | None = None) -> Iterator[tuple[SinkHandler, int]]:
     """A real SMTP server (aiosmtpd) on 127.0.0.1; yields its handler and port."""
     handler = SinkHandler(refuse)
-    port = free_port()
-    controller = Controller(handler, hostname="127.0.0.1", port=port)
+    controller = LoopbackController(handler)
     controller.start()
     try:
-        yield handler, port
+        yield handler, controller.port
     finally:
         controller.stop()

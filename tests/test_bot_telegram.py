@@ -53,7 +53,7 @@ from tests.fakes.telegram_api import (
     fake_telegram,
     parse_html,
 )
-from tests.servers import free_port
+from tests.servers import closed_port
 from tests.test_commands import NOW, backdate, ingest_recorded_feed, migrated_template, open_copy, record_runs
 from tests.test_commands_fuzz import command_text
 
@@ -745,7 +745,7 @@ async def test_run_in_webhook_mode_registers_and_waits_for_stop(api: FakeTelegra
 
 
 async def test_an_unreachable_bot_api_is_retried_until_stop(store: Store) -> None:
-    settings = Settings(telegram_token=TOKEN, telegram_api_url=f"http://127.0.0.1:{free_port()}")
+    settings = Settings(telegram_token=TOKEN, telegram_api_url=f"http://127.0.0.1:{closed_port()}")
     bot = TelegramBot(settings, store)
     stop = asyncio.Event()
     running = asyncio.create_task(bot.run_polling(stop))

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from papertrail.cli import app
 from tests.conftest import BIG_FEED
-from tests.servers import Reply, feed_server, free_port, stream_server
+from tests.servers import Reply, closed_port, feed_server, stream_server
 
 runner = CliRunner()
 
@@ -107,7 +107,7 @@ def test_follow_sets_the_language_of_the_digest(env: Path, monkeypatch: pytest.M
 
 
 def test_ingest_failure_is_recorded(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PAPERTRAIL_ARXIV_RSS_URL", f"http://127.0.0.1:{free_port()}/rss/")
+    monkeypatch.setenv("PAPERTRAIL_ARXIV_RSS_URL", f"http://127.0.0.1:{closed_port()}/rss/")
     monkeypatch.setenv("PAPERTRAIL_HTTP_BACKOFF", "0.01")
     code, _, err = invoke("ingest")
     assert code == 1 and "cannot connect" in err

@@ -22,7 +22,6 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from aiosmtpd.controller import Controller
 from alembic import command
 from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
@@ -40,7 +39,7 @@ from core.store import Store, make_engine
 from core.store_fanout import HOLD_MATCHES_FOR
 from notifiers.registry import build_notifiers
 from papertrail.cli import app
-from tests.servers import free_port
+from tests.servers import LoopbackController
 from tests.test_ledger import ScriptedNotifier, paper
 from tests.test_notifier_email import authenticate, smtp_server
 from tests.test_web import client_for
@@ -89,7 +88,7 @@ class Relay:
 def relay(**options: Any) -> Iterator[tuple[Relay, Settings]]:
     """A real SMTP relay on 127.0.0.1 and the settings that point PaperTrail at it."""
     handler = Relay(**options)
-    controller = Controller(handler, hostname="127.0.0.1", port=free_port())
+    controller = LoopbackController(handler)
     controller.start()
     try:
         yield handler, Settings(smtp_host="127.0.0.1", smtp_port=controller.port, smtp_timeout=5)

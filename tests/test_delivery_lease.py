@@ -2,14 +2,17 @@
 
 The first test sends a real multi-part Telegram digest (the adapter against the fake Bot API) at a slow
 chat pace with a lease shorter than the whole send, while a second worker keeps trying to claim: without
-the renewal after each part, the second worker takes the digest mid-send.
+the renewal after each part, the second worker takes the digest mid-send. The ledger's clock there is a
+``StepClock``: the send outlasts its lease in the ledger's time however fast or busy the machine is (with
+the wall clock, a loaded machine that took longer than the lease to render and send the first part let
+the second worker take the digest legitimately, and the test failed).
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import ClassVar
 
 import pytest
@@ -33,7 +36,22 @@ TOKEN = "123456:TEST-secret-token"
 LEASE = timedelta(seconds=1)
 
 
-async def test_a_long_telegram_digest_renews_its_lease_part_by_part(store: Store) -> None:
+class StepClock:
+    """Stands in for ``utcnow`` in core.digests: each reading (the claim, each renewal, the finish) moves
+    it on by ``step``, so time in the ledger passes with the send's steps, not with the machine's speed."""
+
+    def __init__(self, start: datetime, step: timedelta) -> None:
+        self.now = start
+        self.step = step
+
+    def __call__(self) -> datetime:
+        self.now += self.step
+        return self.now
+
+
+async def test_a_long_telegram_digest_renews_its_lease_part_by_part(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     result = follow(store, "telegram:777", "cat:cs.DC", schedule="instant")
     subscriber_id = result.subscriber.id or 0
     abstract = "A long abstract about asynchronous rollouts. " * 20  # shortened in the digest, still long
@@ -44,8 +62,12 @@ async def test_a_long_telegram_digest_renews_its_lease_part_by_part(store: Store
         ]
     )
     assert match_new(store) == 50
+    # Each renewal is 0.4 leases after the one before: three parts outlast the claim's lease.
+    start = utcnow()
+    clock = StepClock(start, LEASE * 0.4)
+    monkeypatch.setattr("core.digests.utcnow", clock)
     with fake_telegram(TOKEN) as api:
-        # 0.3 s between parts: the digest's parts take seconds, the lease lasts one.
+        # 0.3 s between parts, so that the second worker below looks between any two of them.
         settings = Settings(telegram_token=TOKEN, telegram_api_url=api.base_url, telegram_chat_interval=0.3)
         notifier = TelegramNotifier(settings)
         sending = asyncio.create_task(
@@ -56,12 +78,13 @@ async def test_a_long_telegram_digest_renews_its_lease_part_by_part(store: Store
         taken = []
         while not sending.done():
             await asyncio.sleep(0.2)
-            # Another worker looks for digests whose lease ran out, all along the send.
-            taken += store.claim_digests(utcnow(), "two", limit=10, lease=timedelta(minutes=5))
+            # Another worker looks for digests whose lease ran out, all along the send, at the ledger's time.
+            taken += store.claim_digests(clock.now, "two", limit=10, lease=timedelta(minutes=5))
         (report,) = await sending
         await notifier.aclose()
     parts = len(api.sent())
     assert parts >= 4, "the digest must take several parts for this test to mean anything"
+    assert clock.now > start + 2 * LEASE, "in the ledger's time the send must outlast the claim's lease"
     assert taken == []
     assert report.sent
     (digest,) = store.digests_of(subscriber_id)

@@ -147,13 +147,13 @@ async def test_follow_added_later_does_not_flood(sqlite_store: Store) -> None:
 
 
 async def test_unreachable_smtp_keeps_matches_pending(sqlite_store: Store) -> None:
-    from tests.servers import free_port
+    from tests.servers import closed_port
 
     follow(sqlite_store, "email:ada@example.org", "cat:cs.DC", schedule="instant")
     with feed_server(Reply(200, BIG_FEED.read_bytes())) as feed:
         async with HttpClient("t", timeout=10) as http:
             await ingest_once(sqlite_store, ArxivRssSource(http, feed.url))
-    settings = Settings(smtp_host="127.0.0.1", smtp_port=free_port(), smtp_timeout=5)
+    settings = Settings(smtp_host="127.0.0.1", smtp_port=closed_port(), smtp_timeout=5)
     (report,) = await send_due_digests(sqlite_store, build_notifiers(settings), Renderer())
     assert not report.sent and not report.paused
     assert "cannot reach SMTP server" in (report.error or "")

@@ -9,13 +9,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlmodel import select
+from sqlmodel import col, select
 from typer.testing import CliRunner
 
 from core import newsletters
 from core.follows import export_follows, follow, import_follows
 from core.follows_file import MAX_LINE_BYTES, check_lines, read_lines
-from core.models import Subscriber, SubscriberStatus
+from core.models import Follow, Subscriber, SubscriberStatus
 from core.store import Store
 from papertrail.cli import app
 from tests.conftest import migrated_store
@@ -35,17 +35,16 @@ def lines_of(data: bytes) -> Iterator[bytes]:
 
 
 def state(store: Store) -> dict[str, tuple[object, ...]]:
-    """Every subscriber with its options, status and follows (query, revisions, instant), by address."""
+    """Every subscriber with its options, status and follows (query, revisions, instant) in the order they
+    were added (as ``follows_of`` lists them), by address. Two queries, not one per subscriber: with 1,200
+    subscribers that was most of this file's time."""
     with store.session() as session:
         subscribers = list(session.exec(select(Subscriber)))
+        follows: dict[int, list[tuple[str, bool, bool]]] = {}
+        for f in session.exec(select(Follow).order_by(col(Follow.id))):
+            follows.setdefault(f.subscriber_id, []).append((f.query, f.revisions, f.instant))
     return {
-        s.address: (
-            s.schedule,
-            s.timezone,
-            s.language,
-            s.status,
-            [(f.query, f.revisions, f.instant) for f in store.follows_of(s.id or 0)],
-        )
+        s.address: (s.schedule, s.timezone, s.language, s.status, follows.get(s.id or 0, []))
         for s in subscribers
     }
 

@@ -26,7 +26,7 @@ from tests.fakes.openai_api import DEFAULT_GUIDE, DEFAULT_GUIDE_ZH, FakeOpenAI, 
 from tests.fakes.slack_api import FakeSlack, fake_slack
 from tests.fakes.telegram_api import FakeTelegram, fake_telegram
 from tests.fakes.webhook_receiver import WebhookReceiver, webhook_receiver
-from tests.servers import Reply, SinkHandler, feed_server, free_port, smtp_sink
+from tests.servers import Reply, SinkHandler, closed_port, feed_server, smtp_sink
 
 QUERY = "cat:cs.OS"  # three papers of the recorded day
 TOKEN = "123456:TEST-token"
@@ -104,8 +104,8 @@ async def test_every_channel_shows_each_reader_the_guides_in_their_language(
         settings = Settings(
             database_url=f"sqlite:///{tmp_path}/channels.db",
             arxiv_rss_url=feed.url,
-            hf_api_url=f"http://127.0.0.1:{free_port()}/api/",
-            arxiv_api_url=f"http://127.0.0.1:{free_port()}/api/query",
+            hf_api_url=f"http://127.0.0.1:{closed_port()}/api/",
+            arxiv_api_url=f"http://127.0.0.1:{closed_port()}/api/query",
             llm_url=llm.url,
             llm_model="fake-model",
             telegram_token=TOKEN,

@@ -26,7 +26,7 @@ from papertrail.context import AppContext, build_context
 from papertrail.runtime import Jobs
 from tests.conftest import BIG_FEED
 from tests.fakes.openai_api import DEFAULT_GUIDE, DEFAULT_GUIDE_ZH, FakeOpenAI, fake_openai, server_error
-from tests.servers import Reply, feed_server, free_port
+from tests.servers import Reply, closed_port, feed_server
 
 QUERY = "cat:cs.OS"  # three papers of the recorded day: a few guides, not hundreds
 
@@ -41,8 +41,8 @@ def _context(tmp_path: Path, feed_url: str, llm_url: str | None, out: io.StringI
     settings = Settings(
         database_url=f"sqlite:///{tmp_path}/guides.db",
         arxiv_rss_url=feed_url,
-        hf_api_url=f"http://127.0.0.1:{free_port()}/api/",
-        arxiv_api_url=f"http://127.0.0.1:{free_port()}/api/query",
+        hf_api_url=f"http://127.0.0.1:{closed_port()}/api/",
+        arxiv_api_url=f"http://127.0.0.1:{closed_port()}/api/query",
         http_backoff=0.01,
         llm_url=llm_url,
         llm_model="fake-model",

@@ -13,7 +13,7 @@ import pytest
 from core.retry_after import retry_after_seconds
 from core.sources import SourceError
 from ingest.http import HttpClient, Politeness
-from tests.servers import Reply, feed_server, free_port, stream_server
+from tests.servers import Reply, closed_port, feed_server, stream_server
 
 
 class RecordingSleep:
@@ -69,7 +69,7 @@ async def test_refused_connection_is_retried_then_explained() -> None:
     sleep = RecordingSleep()
     async with HttpClient("t", politeness=Politeness(retries=1, backoff=0.5), sleep=sleep) as http:
         with pytest.raises(SourceError, match="cannot connect"):
-            await http.get(f"http://127.0.0.1:{free_port()}/")
+            await http.get(f"http://127.0.0.1:{closed_port()}/")
     assert sleep.waits == [0.5]
 
 

@@ -18,7 +18,7 @@ from ingest.arxiv_rss import ArxivRssSource
 from ingest.http import HttpClient, Politeness
 from tests.conftest import BIG_FEED, CORPUS
 from tests.feed_copies import feed_copies
-from tests.servers import Reply, feed_server, free_port
+from tests.servers import Reply, closed_port, feed_server
 
 # Retries on, with waits short enough for tests; a Retry-After of 120 s is more than one run sits out.
 FAST = Politeness(retries=2, backoff=0.01, max_retry_wait=5)
@@ -115,7 +115,7 @@ async def test_retry_after_is_reported(sqlite_store: Store) -> None:
 
 
 async def test_refused_connection(sqlite_store: Store) -> None:
-    url = f"http://127.0.0.1:{free_port()}/rss/cs"
+    url = f"http://127.0.0.1:{closed_port()}/rss/cs"
     _, run = await ingest(sqlite_store, url)
     assert run.state == RunState.ERROR
     assert run.error and "cannot connect" in run.error

@@ -20,7 +20,7 @@ from papertrail.context import build_context
 from papertrail.leader import FileLock, PostgresLock, PrivateLock, lock_for, lock_key
 from papertrail.runtime import scheduler_role
 from tests.conftest import CORPUS
-from tests.servers import Reply, feed_server, free_port
+from tests.servers import Reply, closed_port, feed_server
 from tests.test_sigterm import ServiceProcess, service_env, wait_until
 
 EMPTY_FEED = CORPUS / "arxiv-rss" / "aioarxiv_empty_rss_mock_feed.xml"
@@ -47,7 +47,7 @@ def test_two_scheduler_processes_on_postgres_one_leads_the_other_takes_over(
     pg_store: Store, postgres_url: str, tmp_path: Path
 ) -> None:
     with feed_server(Reply(200, EMPTY_FEED.read_bytes())) as server:
-        dead = f"http://127.0.0.1:{free_port()}"
+        dead = f"http://127.0.0.1:{closed_port()}"
         env = service_env(
             tmp_path,
             database_url=postgres_url,
@@ -108,8 +108,8 @@ async def test_sqlite_file_lock_one_scheduler_leads_and_the_other_takes_over(tmp
         settings = Settings(
             database_url=f"sqlite:///{tmp_path}/lead.db",
             arxiv_rss_url=server.url,
-            hf_api_url=f"http://127.0.0.1:{free_port()}/api/",
-            arxiv_api_url=f"http://127.0.0.1:{free_port()}/api/query",
+            hf_api_url=f"http://127.0.0.1:{closed_port()}/api/",
+            arxiv_api_url=f"http://127.0.0.1:{closed_port()}/api/query",
             http_backoff=0.01,
         )
         contexts = [build_context(settings), build_context(settings)]

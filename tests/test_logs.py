@@ -12,7 +12,7 @@ import pytest
 
 from core.config import Settings
 from papertrail.logs import NOISY_LOGGERS, configure_logging
-from tests.servers import free_port
+from tests.servers import closed_port
 from tests.test_sigterm import ServiceProcess, service_env
 
 TOKEN = "123456:AAsecret-telegram-token_xyz"
@@ -99,9 +99,9 @@ def test_the_service_writes_only_json_lines_and_never_the_token(tmp_path: Path) 
     env = service_env(
         tmp_path,
         database_url=f"sqlite:///{tmp_path}/logs.db",
-        arxiv_rss_url=f"http://127.0.0.1:{free_port()}/{TOKEN}/rss/",
-        hf_api_url=f"http://127.0.0.1:{free_port()}/api/",
-        arxiv_api_url=f"http://127.0.0.1:{free_port()}/api/query",
+        arxiv_rss_url=f"http://127.0.0.1:{closed_port()}/{TOKEN}/rss/",
+        hf_api_url=f"http://127.0.0.1:{closed_port()}/api/",
+        arxiv_api_url=f"http://127.0.0.1:{closed_port()}/api/query",
         http_backoff="0.01",
         telegram_token=TOKEN,
         log_format="json",

@@ -144,7 +144,7 @@ def mixed_specs(seed: int, pool: Sequence[Query], n: int) -> list[Spec]:
     ]
 
 
-@settings(
+PIPELINE_SETTINGS = settings(
     max_examples=6,
     derandomize=True,
     deadline=None,
@@ -154,11 +154,31 @@ def mixed_specs(seed: int, pool: Sequence[Query], n: int) -> list[Spec]:
         HealthCheck.function_scoped_fixture,
     ],
 )
-@given(st.lists(queries, min_size=1, max_size=10), st.integers(0, 2**16))
-def test_production_path_equals_plain_evaluation(fresh_sqlite: Path, pool: list[Query], seed: int) -> None:
-    url = f"sqlite:///{fresh_sqlite}/{seed}-{len(pool)}-{id(pool)}.db"
+pools = st.lists(queries, min_size=1, max_size=10)
+seeds = st.integers(0, 2**16)
+
+
+def check_random_day(folder: Path, pool: list[Query], seed: int) -> None:
+    """One example: a fresh SQLite store, 30 follows over ``pool`` with mixed options, both paths compared."""
+    url = f"sqlite:///{folder}/{seed}-{len(pool)}-{id(pool)}.db"
     for store in migrated_store(url):
         check(store, mixed_specs(seed, pool, 30))
+
+
+# Each example is a fresh store and a stored day (~1 s): `make test` runs two, `make test-slow` six.
+@settings(PIPELINE_SETTINGS, max_examples=2)
+@given(pools, seeds)
+def test_production_path_equals_plain_evaluation(fresh_sqlite: Path, pool: list[Query], seed: int) -> None:
+    check_random_day(fresh_sqlite, pool, seed)
+
+
+@pytest.mark.slow
+@PIPELINE_SETTINGS
+@given(pools, seeds)
+def test_production_path_equals_plain_evaluation_full(
+    fresh_sqlite: Path, pool: list[Query], seed: int
+) -> None:
+    check_random_day(fresh_sqlite, pool, seed)
 
 
 # A fixed mix that matches a lot: categories shared by many, names, phrases, booleans, NOT-only.

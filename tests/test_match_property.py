@@ -2,7 +2,8 @@
 
 Follows are random queries built from the real categories, author names and title words of the recorded
 rss.arxiv.org day, using every part of the follow language; they are checked against a sample of that
-day's papers. Hypothesis runs derandomized, so CI sees the same examples on every run.
+day's papers. Hypothesis runs derandomized, so CI sees the same examples on every run. `make test` runs
+each property on FAST_EXAMPLES examples; the FULL_EXAMPLES runs are marked slow (`make test-slow`).
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from ingest.arxiv_rss_parse import parse_feed
 from tests.conftest import BIG_FEED
 
 SAMPLE_EVERY = 30  # 51 of the 1,504 versions: enough variety, and each example stays in milliseconds
+FULL_EXAMPLES = 120  # ~50 ms each: ~6-8 s per property, so the full runs are in `make test-slow`
+FAST_EXAMPLES = 25  # `make test`: every operator and add/remove path still shows up in this many
 PROPERTY_SETTINGS = settings(
-    max_examples=120,
+    max_examples=FULL_EXAMPLES,
     derandomize=True,
     deadline=None,  # a shared CI machine is noisy; the property is about results, never about time
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -193,11 +196,8 @@ def check(matcher: Matcher, follows: dict[int, Query]) -> None:
     event("matches: none" if not matched else "matches: 1-9" if matched < 10 else "matches: 10+")
 
 
-@PROPERTY_SETTINGS
-@given(st.lists(queries, min_size=1, max_size=12), st.data())
-def test_index_equals_plain_evaluation_through_adds_and_removes(
-    pool: list[Query], data: st.DataObject
-) -> None:
+def adds_and_removes(pool: list[Query], data: st.DataObject) -> None:
+    """The index through random adds and removes agrees with the plain evaluator at every tenth step."""
     # A small pool of queries and follow ids drawn from a narrow range: identical queries, follows that come
     # and go, ids re-used after removal and ids added out of order all happen often.
     matcher = Matcher()
@@ -237,9 +237,38 @@ def test_index_equals_plain_evaluation_through_adds_and_removes(
     ) * 4
 
 
+pools = st.lists(queries, min_size=1, max_size=12)
+follow_lists = st.lists(st.tuples(st.integers(0, 10**6), queries), max_size=25, unique_by=lambda f: f[0])
+
+
+@settings(PROPERTY_SETTINGS, max_examples=FAST_EXAMPLES)
+@given(pools, st.data())
+def test_index_equals_plain_evaluation_through_adds_and_removes(
+    pool: list[Query], data: st.DataObject
+) -> None:
+    adds_and_removes(pool, data)
+
+
+@pytest.mark.slow
 @PROPERTY_SETTINGS
-@given(st.lists(st.tuples(st.integers(0, 10**6), queries), max_size=25, unique_by=lambda f: f[0]))
+@given(pools, st.data())
+def test_index_equals_plain_evaluation_through_adds_and_removes_full(
+    pool: list[Query], data: st.DataObject
+) -> None:
+    adds_and_removes(pool, data)
+
+
+@settings(PROPERTY_SETTINGS, max_examples=FAST_EXAMPLES)
+@given(follow_lists)
 def test_index_built_at_once_equals_plain_evaluation(follows: list[tuple[int, Query]]) -> None:
+    matcher = Matcher(follows)
+    check(matcher, dict(follows))
+
+
+@pytest.mark.slow
+@PROPERTY_SETTINGS
+@given(follow_lists)
+def test_index_built_at_once_equals_plain_evaluation_full(follows: list[tuple[int, Query]]) -> None:
     matcher = Matcher(follows)
     check(matcher, dict(follows))
 

@@ -26,7 +26,7 @@ from core.render import Renderer
 from core.values import Message
 from notifiers.email import EmailNotifier, list_unsubscribe_headers
 from tests.hostile import hostile_items
-from tests.servers import free_port
+from tests.servers import LoopbackController, closed_port
 
 KEY = "test-key"
 RENDERER = Renderer(secret_key=KEY, public_url="https://papertrail.example")
@@ -128,7 +128,7 @@ def authenticate(
 def smtp_server(**smtp_options: Any) -> Iterator[tuple[Recorder, Controller]]:
     """A real SMTP server on 127.0.0.1 with the Recorder as its handler."""
     handler = Recorder()
-    controller = Controller(handler, hostname="127.0.0.1", port=free_port(), **smtp_options)
+    controller = LoopbackController(handler, **smtp_options)
     controller.start()
     try:
         yield handler, controller
@@ -320,7 +320,7 @@ async def test_550_on_rcpt_is_permanent_and_the_session_goes_on() -> None:
 
 
 async def test_unreachable_server_is_retryable() -> None:
-    async with notifier_for(settings_for(free_port())) as notifier:
+    async with notifier_for(settings_for(closed_port())) as notifier:
         with pytest.raises(DeliveryError) as failed:
             await notifier.send("ada@example.org", digest("ada@example.org"))
     message = str(failed.value)

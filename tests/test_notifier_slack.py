@@ -37,7 +37,7 @@ from tests.fakes.slack_api import (
 from tests.goldens import check_golden
 from tests.goldens import dump_slack as dump
 from tests.hostile import hostile_items, many_items
-from tests.servers import free_port
+from tests.servers import closed_port
 
 TOKEN = "xoxb-test-token-0123456789"
 CHANNEL = "C0123ABC"
@@ -310,7 +310,7 @@ async def test_transient_errors_are_retryable(slack: FakeSlack, reply: Reply) ->
 
 
 async def test_network_errors_are_retryable() -> None:
-    closed = f"http://127.0.0.1:{free_port()}/api/"
+    closed = f"http://127.0.0.1:{closed_port()}/api/"
     notifier = SlackNotifier(Settings(slack_bot_token=TOKEN, slack_api_url=closed))
     with pytest.raises(DeliveryError) as caught:
         await notifier.send(CHANNEL, digest(ITEMS))
@@ -448,7 +448,7 @@ async def test_webhook_short_rate_limit_is_waited_out(slack: FakeSlack) -> None:
 
 async def test_webhook_url_never_logged_nor_in_errors(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
-    url = f"http://127.0.0.1:{free_port()}/services/T0001/B0001/fakeWebhookSecret"
+    url = f"http://127.0.0.1:{closed_port()}/services/T0001/B0001/fakeWebhookSecret"
     notifier = hook()
     with pytest.raises(DeliveryError) as caught:
         await notifier.send(url, digest(ITEMS))

@@ -47,7 +47,7 @@ from tests.fakes.telegram_api import (
 )
 from tests.goldens import check_golden
 from tests.hostile import guided_items, hostile_items, many_items
-from tests.servers import free_port
+from tests.servers import closed_port
 
 # PTB 22's own RetryAfter constructor reads its deprecated int retry_after; the adapter takes either form.
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
@@ -456,7 +456,7 @@ async def test_rejected_token_never_appears_in_the_error(api: FakeTelegram) -> N
 
 
 async def test_unreachable_api_is_retryable() -> None:
-    url = f"http://127.0.0.1:{free_port()}"
+    url = f"http://127.0.0.1:{closed_port()}"
     adapter = TelegramNotifier(settings_for(url))
     with pytest.raises(DeliveryError) as caught:
         await adapter.send("777", digest(two_items()))

@@ -33,7 +33,7 @@ from notifiers.webhook import (
 from tests.fakes.webhook_receiver import WebhookReceiver, webhook_receiver
 from tests.goldens import check_golden
 from tests.hostile import hostile_items
-from tests.servers import Answer, free_port
+from tests.servers import Answer, closed_port
 
 MASTER_KEY = "master-key-never-shown-0123456789"
 FIXED = datetime(2026, 11, 17, 8, 0, 5, tzinfo=UTC)
@@ -194,7 +194,7 @@ async def test_timeout_is_retryable(receiver: WebhookReceiver) -> None:
 
 
 async def test_connection_refused_is_retryable(notifier: WebhookNotifier) -> None:
-    url = f"http://127.0.0.1:{free_port()}/hook"
+    url = f"http://127.0.0.1:{closed_port()}/hook"
     with pytest.raises(DeliveryError) as caught:
         await notifier.send(url, digest(url))
     assert caught.value.retryable and "cannot connect" in str(caught.value)

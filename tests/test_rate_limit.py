@@ -17,12 +17,12 @@ import pytest
 import sqlalchemy as sa
 
 from core.config import Settings
-from core.migrate import migrate
 from core.rate_limit import LocalRateLimit, PostgresRateLimit, RateLimit, rate_limit_for
 from core.store import make_engine
 from notifiers.ratelimit import HEADROOM, RateLimiter, Window
 from notifiers.telegram import TelegramNotifier
 from tests.fakes.telegram_api import fake_telegram
+from tests.schema_template import apply_template
 from tests.test_notifier_telegram import TOKEN, digest, two_items
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
@@ -49,7 +49,7 @@ class FakeTime:
 def pg_engines(postgres_url: str) -> Iterator[list[sa.Engine]]:
     """Three engines (three connection pools) on one migrated PostgreSQL schema."""
     engines = [make_engine(postgres_url) for _ in range(3)]
-    migrate(engines[0])
+    apply_template(engines[0])
     yield engines
     for engine in engines:
         engine.dispose()

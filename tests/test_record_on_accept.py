@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from aiosmtpd.controller import Controller
 from sqlmodel import col
 
 from core.config import Settings
@@ -29,7 +28,7 @@ from core.service import match_new
 from core.store import Store
 from core.values import PaperIn
 from notifiers.email import EmailNotifier
-from tests.servers import SinkHandler, free_port
+from tests.servers import LoopbackController, SinkHandler
 
 SUBSCRIBERS = 12
 
@@ -66,10 +65,10 @@ async def test_each_mail_is_recorded_before_the_next_is_sent(store: Store, concu
         [PaperIn(f"2611.{n:05d}", 1, f"Paper {n}", "An abstract.", ("Ada",), ("cs.DC",)) for n in range(3)]
     )
     match_new(store)
-    port = free_port()
     sink = LedgerCheckingSink(store)
-    controller = Controller(sink, hostname="127.0.0.1", port=port)
+    controller = LoopbackController(sink)
     controller.start()
+    port = controller.port
     done = asyncio.Event()
     notifier = EmailNotifier(
         Settings(smtp_host="127.0.0.1", smtp_port=port, smtp_from="papertrail@example.org")

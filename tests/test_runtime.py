@@ -35,7 +35,7 @@ from papertrail.runtime import (
     run_forever,
 )
 from tests.conftest import BIG_FEED, CORPUS
-from tests.servers import Reply, feed_server, free_port, serving
+from tests.servers import Reply, closed_port, feed_server, free_port, serving
 from tests.test_sigterm import ServiceProcess, service_env, wait_until
 from tests.test_workers_pg import seed_due_digests
 
@@ -45,7 +45,7 @@ EMPTY_FEED = CORPUS / "arxiv-rss" / "aioarxiv_empty_rss_mock_feed.xml"
 def test_the_service_runs_every_role_survives_a_dead_network_and_stops_on_sigterm(tmp_path: Path) -> None:
     db = tmp_path / "run.db"
     port = free_port()
-    dead = f"http://127.0.0.1:{free_port()}"
+    dead = f"http://127.0.0.1:{closed_port()}"
     env = service_env(
         tmp_path,
         database_url=f"sqlite:///{db}",
@@ -87,8 +87,8 @@ async def test_run_forever_ingests_and_sends_instant_digests(tmp_path: Path) -> 
         settings = Settings(
             database_url=f"sqlite:///{tmp_path}/rt.db",
             arxiv_rss_url=server.url,
-            hf_api_url=f"http://127.0.0.1:{free_port()}/api/",
-            arxiv_api_url=f"http://127.0.0.1:{free_port()}/api/query",
+            hf_api_url=f"http://127.0.0.1:{closed_port()}/api/",
+            arxiv_api_url=f"http://127.0.0.1:{closed_port()}/api/query",
             http_backoff=0.01,
             digest_check_seconds=1,
         )
@@ -133,8 +133,8 @@ async def test_stopping_lets_an_ingest_in_flight_finish_and_be_recorded(tmp_path
         settings = Settings(
             database_url=f"sqlite:///{tmp_path}/inflight.db",
             arxiv_rss_url=url,
-            hf_api_url=f"http://127.0.0.1:{free_port()}/api/",
-            arxiv_api_url=f"http://127.0.0.1:{free_port()}/api/query",
+            hf_api_url=f"http://127.0.0.1:{closed_port()}/api/",
+            arxiv_api_url=f"http://127.0.0.1:{closed_port()}/api/query",
             http_backoff=0.01,
         )
         ctx = build_context(settings)
@@ -161,8 +161,8 @@ async def test_a_long_retry_after_pauses_that_source(tmp_path: Path) -> None:
         settings = Settings(
             database_url=f"sqlite:///{tmp_path}/ra.db",
             arxiv_rss_url=server.url,
-            hf_api_url=f"http://127.0.0.1:{free_port()}/api/",
-            arxiv_api_url=f"http://127.0.0.1:{free_port()}/api/query",
+            hf_api_url=f"http://127.0.0.1:{closed_port()}/api/",
+            arxiv_api_url=f"http://127.0.0.1:{closed_port()}/api/query",
             http_backoff=0.01,
             http_max_retry_wait=5,
         )

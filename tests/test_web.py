@@ -38,7 +38,7 @@ from ingest.http import HttpClient
 from papertrail.context import SOURCE_NAMES, AppContext
 from papertrail.web import build_app
 from tests.conftest import BIG_FEED, POSTGRES_URL, migrated_store, postgres_available
-from tests.servers import free_port
+from tests.servers import closed_port
 from tests.web_seed import (
     DASHBOARD_COUNTS,
     HOSTILE_AUTHOR,
@@ -488,7 +488,7 @@ def test_readyz_503_when_the_database_is_unreachable(sqlite_store: Store, tmp_pa
     metrics = app_client.get("/metrics").text
     assert "papertrail_database_up 0.0" in metrics and "papertrail_papers" not in metrics
     # A PostgreSQL server that is down: the reason names it, never the password.
-    dead = Store(make_engine(f"postgresql+psycopg://pt:hunter2-secret@127.0.0.1:{free_port()}/papertrail"))
+    dead = Store(make_engine(f"postgresql+psycopg://pt:hunter2-secret@127.0.0.1:{closed_port()}/papertrail"))
     response = client_for(dead).get("/readyz")
     assert response.status_code == 503 and "127.0.0.1" in response.text
     assert "hunter2" not in response.text
