@@ -24,7 +24,8 @@ run: $(VENV)/.installed
 demo: $(VENV)/.installed
 	$(BIN)/papertrail demo
 
-# `make test`: lint, types and the fast suite (every behaviour, at small sizes) on every core; ~4 min here.
+# `make test`: lint, types and the fast suite (every behaviour, at small sizes) on every core; keep it
+# under ~6 min on the 2-core machine (README, Testing: measured times).
 # `make test-slow`: the full-size runs marked `slow` (3,000 digests over three workers, 120-example
 # properties, the whole recorded feed through every parser variant); README, Testing.
 test: $(VENV)/.installed-dev lint typecheck pytest
