@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint typecheck pytest bench bench-match bench-peers bench-deliver bench-day demo clean
+.PHONY: run test lint typecheck pytest bench bench-match bench-peers bench-deliver bench-day bench-library demo clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,11 @@ bench-deliver: $(VENV)/.installed-dev
 # subscribers of each population on SQLite and PostgreSQL; bench/day.py --help for larger sizes.
 bench-day: $(VENV)/.installed-dev
 	$(BIN)/python bench/day.py --sizes 1000
+
+# The web pages at 10k stored versions on SQLite and PostgreSQL, a few minutes (issue 15); the stores are
+# kept in /tmp/papertrail-bench-library. Larger: python bench/library.py --sizes 10000,1000000.
+bench-library: $(VENV)/.installed-dev
+	$(BIN)/python bench/library.py --sizes 10000
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
