@@ -43,13 +43,14 @@ Issue 15. What it does, per database (SQLite, PostgreSQL) and per size (stored v
    timed requests (the table says n). The app's clock is fixed at the end of the build's news, so the "last
    24 hours" hold the same news however long after the build the pages are measured.
 
-The pages (:data:`PAGES`; add a line for a new page): ``/``, ``/papers`` with each sort, ``/papers?q=``
-with the common word, the rare word and the phrase (typed as two words, no quotes: the search of today
-treats quotes as text), a paper page (a paper with 3 versions, in the middle of the library) and
-``/metrics``.
+The pages (:data:`PAGES`; add a line for a new page; ``--pages status,metrics`` measures some only):
+``/``, ``/papers`` with each sort, ``/papers?q=`` with the common word, the rare word and the phrase (typed
+as two words, no quotes: the search of today treats quotes as text), a paper page (a paper with 3
+versions, in the middle of the library) and ``/metrics``.
 
 Usage: python bench/library.py [--sizes 10000,1000000] [--databases sqlite,postgresql] [--requests 20]
        [--rate-versions 50000] [--news-per-day 150] [--cache DIR] [--rebuild] [--json FILE]
+       [--pages status,papers,ingested,published,common,rare,phrase,paper,metrics] [--build-only]
 """
 
 from __future__ import annotations
@@ -98,17 +99,18 @@ PICKS_PER_DAY = 5
 VOCABULARY = 40_000
 SEED = 15
 
-# (name, path and query). Add a line to measure another page; "{paper}" is replaced by a paper id.
-PAGES: tuple[tuple[str, str], ...] = (
-    ("/", "/"),
-    ("/papers (updated)", "/papers"),
-    ("/papers?sort=ingested", "/papers?sort=ingested"),
-    ("/papers?sort=published", "/papers?sort=published"),
-    (f"/papers?q={COMMON} (common)", f"/papers?q={COMMON}"),
-    (f"/papers?q={RARE} (rare)", f"/papers?q={RARE}"),
-    (f"/papers?q={PHRASE} (phrase)", "/papers?q=" + PHRASE.replace(" ", "+")),
-    ("/papers/ID", "/papers/{paper}"),
-    ("/metrics", "/metrics"),
+# (key for --pages, name in the table, path and query). Add a line to measure another page; "{paper}" is
+# replaced by a paper id.
+PAGES: tuple[tuple[str, str, str], ...] = (
+    ("status", "/", "/"),
+    ("papers", "/papers (updated)", "/papers"),
+    ("ingested", "/papers?sort=ingested", "/papers?sort=ingested"),
+    ("published", "/papers?sort=published", "/papers?sort=published"),
+    ("common", f"/papers?q={COMMON} (common)", f"/papers?q={COMMON}"),
+    ("rare", f"/papers?q={RARE} (rare)", f"/papers?q={RARE}"),
+    ("phrase", f"/papers?q={PHRASE} (phrase)", "/papers?q=" + PHRASE.replace(" ", "+")),
+    ("paper", "/papers/ID", "/papers/{paper}"),
+    ("metrics", "/metrics", "/metrics"),
 )
 
 # Categories and their weights (primary or cross-list); the first block is AI-related (core.classify).
@@ -621,7 +623,9 @@ def measure_pages(built: Built, url: str, args: argparse.Namespace) -> list[Timi
         base = f"http://127.0.0.1:{port}"
         with httpx.Client(base_url=base, timeout=120) as client:
             _wait_ready(client, server)
-            for name, path in PAGES:
+            for key, name, path in PAGES:
+                if args.pages and key not in args.pages:
+                    continue
                 timings.append(_time_page(client, built, name, path.format(paper=built.paper), args))
                 print(
                     f"    {name:<36} p50 {timings[-1].p50:8.1f} ms  p95 {timings[-1].p95:8.1f} ms", flush=True
@@ -675,7 +679,9 @@ def report(timings: Sequence[Timing], builds: Sequence[Built], rates: dict[str, 
     if len(sizes) > 1:
         header += " | " + " | ".join(f"{db} growth p50" for db in databases)
     lines += [header + " |", "|" + "---|" * header.count("|")]
-    for name, _ in PAGES:
+    for _, name, _ in PAGES:
+        if not any(key[2] == name for key in by):
+            continue
         cells = []
         for db in databases:
             for size in sizes:
@@ -718,7 +724,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rebuild", action="store_true", help="build the stores again")
     parser.add_argument("--build-only", action="store_true", help="build the stores, measure nothing")
     parser.add_argument("--json", type=Path, help="write every sample here")
+    keys = ", ".join(key for key, _, _ in PAGES)
+    parser.add_argument("--pages", default="", help=f"measure only these pages (comma-separated: {keys})")
     args = parser.parse_args(argv)
+    args.pages = {key for key in args.pages.split(",") if key}
+    if args.pages - {key for key, _, _ in PAGES}:
+        parser.error(
+            f"unknown page(s) {', '.join(sorted(args.pages - {k for k, _, _ in PAGES}))}: use {keys}"
+        )
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s]
     databases = [d for d in args.databases.split(",") if d]
     unknown = set(databases) - {"sqlite", "postgresql"}
