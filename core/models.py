@@ -160,6 +160,16 @@ class Version(SQLModel, table=True):
             sqlite_where=sa.text("news = 1"),
             postgresql_where=sa.text("news = true"),
         ),
+        # The status page's "newest paper" of each source: the latest announcement among the news that
+        # source stored, one probe of this index even for a source that stored none (news only, as above).
+        sa.Index(
+            "ix_version_news_source_announced_at",
+            "news",
+            "source",
+            "announced_at",
+            sqlite_where=sa.text("news = 1"),
+            postgresql_where=sa.text("news = true"),
+        ),
     )
 
     id: int | None = Field(default=None, primary_key=True)

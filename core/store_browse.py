@@ -347,7 +347,7 @@ class BrowseQueries(CountQueries):
                 newest: datetime | None = session.execute(
                     sa.select(col(Version.announced_at))
                     .where(
-                        col(Version.news).is_(True),
+                        IS_NEWS,
                         col(Version.source) == name,
                         col(Version.announced_at).is_not(None),
                     )

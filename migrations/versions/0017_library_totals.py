@@ -52,11 +52,20 @@ def upgrade() -> None:
         sqlite_where=sa.text("news = 1"),
         postgresql_where=sa.text("news = true"),
     )
+    op.create_index(
+        "ix_version_news_source_announced_at",
+        "version",
+        ["news", "source", "announced_at"],
+        unique=False,
+        sqlite_where=sa.text("news = 1"),
+        postgresql_where=sa.text("news = true"),
+    )
     totals = rebuild_library_totals(op.get_bind())
     log.info("library totals: %s", totals)
 
 
 def downgrade() -> None:
+    op.drop_index("ix_version_news_source_announced_at", table_name="version")
     op.drop_index("ix_version_news_first_seen_at", table_name="version")
     op.drop_table("library_total")
     for flag in ("picked", "revised", "ai_related"):
