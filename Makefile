@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test test-slow lint typecheck pytest pytest-slow bench bench-match bench-peers bench-deliver bench-day chaos demo clean
+.PHONY: run test test-slow lint typecheck pytest pytest-slow bench bench-match bench-peers bench-deliver bench-day bench-library chaos demo clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -78,6 +78,11 @@ bench-day: $(VENV)/.installed-dev
 # subset is tests/test_chaos.py, part of `make test`.
 chaos: $(VENV)/.installed-dev
 	$(BIN)/python bench/chaos.py --db both
+
+# The web pages at 10k stored versions on SQLite and PostgreSQL, a few minutes (issue 15); the stores are
+# kept in /tmp/papertrail-bench-library. Larger: python bench/library.py --sizes 10000,1000000.
+bench-library: $(VENV)/.installed-dev
+	$(BIN)/python bench/library.py --sizes 10000
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -26,6 +26,7 @@ __all__ = [
     "Follow",
     "GuideRow",
     "HttpValidator",
+    "LibraryTotal",
     "Match",
     "Message",
     "Newsletter",
@@ -131,6 +132,12 @@ class Paper(SQLModel, table=True):
     id: str = Field(primary_key=True, max_length=64)
     latest_version: int = 1
     first_seen_at: datetime = _ts(default_factory=utcnow)
+    # What the library totals count, kept per paper so that a write knows when a paper starts to count
+    # (core.store_counts): a stored version is AI-related, a stored version is v2 or later, a community
+    # pick is stored. Each only ever turns true: versions and picks are never deleted.
+    ai_related: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
+    revised: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
+    picked: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
 
 
 class Version(SQLModel, table=True):
@@ -141,6 +148,28 @@ class Version(SQLModel, table=True):
         sa.UniqueConstraint("paper_id", "number", name="uq_version_paper_number"),
         # A gap fill asks for the newest announcement already stored as news on every page.
         sa.Index("ix_version_news_announced_at", "news", "announced_at"),
+        # The 24-hour numbers and the chart read the news of a window: a range of this index, which holds
+        # news only, so it skips the history a backfill stored in the same hours and a backfill does not
+        # write to it (migration 0017). Queries say ``news = true`` (core.store_browse.IS_NEWS) to use it.
+        sa.Index(
+            "ix_version_news_first_seen_at",
+            # news leads though every entry has it true: an equality and a range on one index is what
+            # SQLite's planner picks over ix_version_news_announced_at without statistics.
+            "news",
+            "first_seen_at",
+            sqlite_where=sa.text("news = 1"),
+            postgresql_where=sa.text("news = true"),
+        ),
+        # The status page's "newest paper" of each source: the latest announcement among the news that
+        # source stored, one probe of this index even for a source that stored none (news only, as above).
+        sa.Index(
+            "ix_version_news_source_announced_at",
+            "news",
+            "source",
+            "announced_at",
+            sqlite_where=sa.text("news = 1"),
+            postgresql_where=sa.text("news = true"),
+        ),
     )
 
     id: int | None = Field(default=None, primary_key=True)
@@ -164,6 +193,29 @@ class Version(SQLModel, table=True):
     # False for history: versions stored by a backfill or announced before what PaperTrail had already
     # seen. History is never matched, never sent, and not counted as news on the status page.
     news: bool = Field(default=True, sa_column_kwargs={"server_default": sa.true()})
+
+
+class LibraryTotal(SQLModel, table=True):
+    """The library totals, kept up to date by every write in its own transaction (core.store_counts).
+
+    One row (``id`` 1), created by migration 0017 from the rows stored then. The status page, ``/metrics``
+    and ``papertrail status`` read it instead of counting millions of rows on every load.
+    """
+
+    __tablename__ = "library_total"
+
+    id: int = Field(default=1, primary_key=True)
+    # Every paper, stubs known only from a community source included.
+    papers: int = Field(default=0, sa_type=sa.BigInteger)
+    # Every stored version, history included.
+    versions: int = Field(default=0, sa_type=sa.BigInteger)
+    # Papers with an AI-related stored version, with a stored v2 or later, with a community pick.
+    ai_papers: int = Field(default=0, sa_type=sa.BigInteger)
+    revised_papers: int = Field(default=0, sa_type=sa.BigInteger)
+    community_papers: int = Field(default=0, sa_type=sa.BigInteger)
+    # Versions stored as news: v1 (new papers) and v2 or later (revisions).
+    news_new: int = Field(default=0, sa_type=sa.BigInteger)
+    news_revisions: int = Field(default=0, sa_type=sa.BigInteger)
 
 
 class CommunityPickRow(SQLModel, table=True):

@@ -40,7 +40,8 @@ from core.models import (
 )
 from core.reasons import Reason
 from core.store_alarms import AlarmQueries
-from core.store_browse import BrowseQueries
+from core.store_browse import IS_NEWS, BrowseQueries
+from core.store_counts import add_to_totals, flag_papers
 from core.store_fanout import FAN_OUT_VERSIONS, ReasonsJson, fan_out, pending_versions, receives_matches
 from core.store_follows import FollowBulkQueries
 from core.store_guides import GuideQueries
@@ -247,6 +248,7 @@ class Store(LedgerQueries, NewsletterQueries, BrowseQueries, GuideQueries, Follo
         """
         now = now or utcnow()
         added = stubs = 0
+        picked: set[str] = set()
         with self.session() as session:
             for pick in picks:
                 if session.get(Paper, pick.arxiv_id) is None:
@@ -271,6 +273,7 @@ class Store(LedgerQueries, NewsletterQueries, BrowseQueries, GuideQueries, Follo
                         summary=pick.summary,
                     )
                     added += 1
+                    picked.add(pick.arxiv_id)
                 row.title, row.summary = pick.title, pick.summary
                 row.upvotes, row.comments = pick.upvotes, pick.comments
                 row.keywords = list(pick.keywords)
@@ -280,6 +283,12 @@ class Store(LedgerQueries, NewsletterQueries, BrowseQueries, GuideQueries, Follo
                     pick.project_page,
                 )
                 session.add(row)
+            session.flush()
+            connection = session.connection()
+            # Last, so the totals' row is locked only for the commit (core.store_counts).
+            add_to_totals(
+                connection, papers=stubs, community_papers=flag_papers(connection, "picked", picked)
+            )
         return added, stubs
 
     def picks_of(self, arxiv_id: str) -> list[CommunityPickRow]:
@@ -539,14 +548,17 @@ class Store(LedgerQueries, NewsletterQueries, BrowseQueries, GuideQueries, Follo
             def count(query: Any) -> int:
                 return int(session.execute(query).scalar_one())
 
+            # The news of the window, through the partial index of news by arrival; the library's totals
+            # are the maintained counters (core.store_counts), as on the status page and /metrics.
             recent = (
                 select(sa.func.count())
                 .select_from(Version)
-                .where(col(Version.first_seen_at) >= since, col(Version.news).is_(True))
+                .where(col(Version.first_seen_at) >= since, IS_NEWS)
             )
+            totals = self.library_totals()
             summary_counts = {
-                "papers": count(select(sa.func.count()).select_from(Paper)),
-                "versions": count(select(sa.func.count()).select_from(Version)),
+                "papers": totals.papers,
+                "versions": totals.versions,
                 "new_papers_24h": count(recent.where(Version.number == 1)),
                 "revisions_24h": count(recent.where(Version.number > 1)),
                 "ai_related_24h": count(recent.where(col(Version.ai_related).is_(True))),
@@ -700,13 +712,19 @@ def _save_batch(
                 result.revisions += 1
             else:
                 result.new_papers += 1
+    history_rows = _version_rows(history, now, news=False)
+    news_rows = _version_rows(news, now, news=True)
+    # The papers the library totals count (core.store_counts), read before the bulk loads convert the rows
+    # in place.
+    ai_papers = {row[0] for row in (*history_rows, *news_rows) if row[_AI_RELATED]}
+    revised_papers = {row[0] for row in (*history_rows, *news_rows) if row[1] > 1}
     # Core statements and driver bulk loads, not ORM objects: a backfill writes millions of rows.
     if new_papers:
         _bulk_insert(
             connection,
             _PAPER_TABLE,
-            ("id", "latest_version", "first_seen_at"),
-            [[pid, number, now] for pid, number in new_papers.items()],
+            ("id", "latest_version", "first_seen_at", "ai_related", "revised", "picked"),
+            [[pid, number, now, pid in ai_papers, number > 1, False] for pid, number in new_papers.items()],
         )
     if raised:
         connection.execute(
@@ -715,12 +733,24 @@ def _save_batch(
             .values(latest_version=sa.bindparam("raised_to")),
             [{"raised_id": pid, "raised_to": number} for pid, number in raised.items()],
         )
-    if history:
-        _bulk_insert(connection, _VERSION_TABLE, _VERSION_COLUMNS, _version_rows(history, now, news=False))
-    if news:
-        _bulk_insert(connection, _VERSION_TABLE, _VERSION_COLUMNS, _version_rows(news, now, news=True))
+    if history_rows:
+        _bulk_insert(connection, _VERSION_TABLE, _VERSION_COLUMNS, history_rows)
+    if news_rows:
+        _bulk_insert(connection, _VERSION_TABLE, _VERSION_COLUMNS, news_rows)
         # Read back rather than RETURNING, which neither executemany nor COPY offers.
         result.new_version_ids.extend(_version_ids(connection, news))
+    # Each batch adds what it wrote to the totals, in the caller's one transaction (core.store_counts).
+    add_to_totals(
+        connection,
+        papers=len(new_papers),
+        versions=len(history_rows) + len(news_rows),
+        ai_papers=sum(pid in ai_papers for pid in new_papers)
+        + flag_papers(connection, "ai_related", ai_papers.difference(new_papers)),
+        revised_papers=sum(number > 1 for number in new_papers.values())
+        + flag_papers(connection, "revised", revised_papers.difference(new_papers)),
+        news_new=sum(1 for paper in news if paper.version == 1),
+        news_revisions=sum(1 for paper in news if paper.version > 1),
+    )
 
 
 def _version_rows(papers: Sequence[PaperIn], now: datetime, *, news: bool) -> list[list[Any]]:

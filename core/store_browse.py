@@ -42,8 +42,12 @@ from core.models import (
     Version,
     utcnow,
 )
+from core.store_counts import CountQueries
 
 _VERSION = Version.metadata.tables["version"]
+# "Stored as news", spelled as the partial index ix_version_news_first_seen_at's condition (``news = 1``,
+# ``news = true``) so that both databases see the index serves it; ``IS 1`` would not match it on SQLite.
+IS_NEWS: sa.ColumnElement[bool] = col(Version.news) == sa.true()
 
 # Rows per page of the paper browser, and the longest text search and category accepted.
 PAGE_SIZE = 50
@@ -163,7 +167,7 @@ def filter_conditions(flt: PaperFilter) -> list[sa.ColumnElement[bool]]:
     elif flt.kind is Kind.REVISED:
         version_terms.append(col(Version.number) > 1)
     if flt.since is not None and flt.kind is not Kind.COMMUNITY:
-        version_terms += [col(Version.news).is_(True), col(Version.first_seen_at) >= flt.since]
+        version_terms += [IS_NEWS, col(Version.first_seen_at) >= flt.since]
     if flt.ai:
         version_terms.append(col(Version.ai_related).is_(True))
     if flt.category:
@@ -235,8 +239,8 @@ def _as_date(value: Any) -> date:
     return value if isinstance(value, date) else date.fromisoformat(str(value))
 
 
-class BrowseQueries:
-    """The status page's read queries; mixed into :class:`core.store.Store`."""
+class BrowseQueries(CountQueries):
+    """The status page's read queries, over the maintained totals; mixed into :class:`core.store.Store`."""
 
     def session(self) -> AbstractContextManager[Session]:
         """Provided by the store: one transaction."""
@@ -245,7 +249,13 @@ class BrowseQueries:
     # -- dashboard ---------------------------------------------------------------------------------------
 
     def dashboard_counts(self, now: datetime | None = None) -> DashboardCounts:
-        """The last 24 hours and library totals, each the size of the browser list it links to."""
+        """The last 24 hours and library totals, each the size of the browser list it links to.
+
+        The library totals are the maintained counters (``core.store_counts``), one row read. The 24-hour
+        numbers count the window's news through the partial index of news by arrival, and the window's
+        picks through ``community_pick.first_seen_at``: what they read is the day's news, however large
+        the library (docs/status-page.md, "How the numbers are counted").
+        """
         since = (now or utcnow()) - timedelta(hours=24)
         revision = col(Version.number) > 1
         first = col(Version.number) == 1
@@ -261,21 +271,15 @@ class BrowseQueries:
                     papers_where(first, ai),
                     papers_where(revision),
                     papers_where(revision, ai),
-                ).where(col(Version.news).is_(True), col(Version.first_seen_at) >= since)
+                ).where(IS_NEWS, col(Version.first_seen_at) >= since)
             ).one()
-            library = session.execute(
-                sa.select(papers_where(ai), papers_where(revision)).select_from(Version)
-            ).one()
-
-            def count(query: Any) -> int:
-                return int(session.execute(query).scalar_one())
-
-            papers = count(sa.select(sa.func.count()).select_from(Paper))
             picked = sa.func.count(sa.distinct(col(CommunityPickRow.paper_id)))
-            community_24h = count(
-                sa.select(picked).where(col(CommunityPickRow.first_seen_at) >= since),
+            community_24h = int(
+                session.execute(
+                    sa.select(picked).where(col(CommunityPickRow.first_seen_at) >= since)
+                ).scalar_one()
             )
-            community = count(sa.select(picked))
+        totals = self.library_totals()
         return DashboardCounts(
             since=since,
             new_24h=int(recent[0]),
@@ -283,10 +287,10 @@ class BrowseQueries:
             revised_24h=int(recent[2]),
             revised_ai_24h=int(recent[3]),
             community_24h=community_24h,
-            papers=papers,
-            ai_papers=int(library[0]),
-            revised_papers=int(library[1]),
-            community_papers=community,
+            papers=totals.papers,
+            ai_papers=totals.ai_papers,
+            revised_papers=totals.revised_papers,
+            community_papers=totals.community_papers,
         )
 
     def daily_counts(self, now: datetime | None = None, days: int = 30) -> list[DayCounts]:
@@ -307,7 +311,7 @@ class BrowseQueries:
                     total(col(Version.number) > 1),
                     total(col(Version.ai_related).is_(True)),
                 )
-                .where(col(Version.news).is_(True), col(Version.first_seen_at) >= start)
+                .where(IS_NEWS, col(Version.first_seen_at) >= start)
                 .group_by(day)
             ).all()
         found = {_as_date(row[0]): row for row in rows}
@@ -343,7 +347,7 @@ class BrowseQueries:
                 newest: datetime | None = session.execute(
                     sa.select(col(Version.announced_at))
                     .where(
-                        col(Version.news).is_(True),
+                        IS_NEWS,
                         col(Version.source) == name,
                         col(Version.announced_at).is_not(None),
                     )
@@ -450,15 +454,9 @@ class BrowseQueries:
     # -- metrics -----------------------------------------------------------------------------------------
 
     def metric_counts(self) -> MetricCounts:
-        """Counters and gauges for /metrics, read in one transaction."""
+        """Counters and gauges for /metrics: the library's from the maintained totals, the rest counted."""
+        totals = self.library_totals()
         with self.session() as session:
-            kind = sa.case((col(Version.number) > 1, "revision"), else_="new").label("kind")
-            versions = {
-                str(name): int(count)
-                for name, count in session.execute(
-                    sa.select(kind, sa.func.count()).where(col(Version.news).is_(True)).group_by(kind)
-                )
-            }
             digests: dict[tuple[str, str], int] = {}
             for channel, state, count in session.execute(
                 sa.select(col(Digest.channel), col(Digest.state), sa.func.count()).group_by(
@@ -474,11 +472,10 @@ class BrowseQueries:
                     sa.select(col(Subscriber.status), sa.func.count()).group_by(col(Subscriber.status))
                 )
             }
-            papers = int(session.execute(sa.select(sa.func.count()).select_from(Paper)).scalar_one())
             matches = int(session.execute(sa.select(sa.func.count()).select_from(Match)).scalar_one())
         return MetricCounts(
-            papers=papers,
-            versions_by_kind={"new": versions.get("new", 0), "revision": versions.get("revision", 0)},
+            papers=totals.papers,
+            versions_by_kind={"new": totals.news_new, "revision": totals.news_revisions},
             matches=matches,
             digests=digests,
             subscribers=subscribers,

@@ -106,16 +106,23 @@ class GuideQueries:
             )
 
     def count_guided_versions_since(self, since: datetime) -> int:
-        """Versions that got their first guide (in any language) at or after ``since``: "AI guides: +N"."""
-        first = (
-            sa.select(col(GuideRow.version_id), sa.func.min(col(GuideRow.created_at)).label("first"))
-            .group_by(col(GuideRow.version_id))
-            .subquery()
-        )
+        """Versions that got their first guide (in any language) at or after ``since``: "AI guides: +N".
+
+        The window's guides through the index on ``created_at``, less the versions that already had one
+        before it (through the index on ``version_id``): what it reads is the window's guides, not every
+        guide ever made (a grouping of the whole table, as this was counted until issue 15).
+        """
+        earlier = sa.orm.aliased(GuideRow)
         with self.session() as session:
             return int(
                 session.execute(
-                    sa.select(sa.func.count()).select_from(first).where(first.c.first >= since)
+                    sa.select(sa.func.count(sa.distinct(col(GuideRow.version_id)))).where(
+                        col(GuideRow.created_at) >= since,
+                        ~sa.exists().where(
+                            col(earlier.version_id) == col(GuideRow.version_id),
+                            col(earlier.created_at) < since,
+                        ),
+                    )
                 ).scalar_one()
             )
 
