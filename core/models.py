@@ -128,6 +128,13 @@ class Paper(SQLModel, table=True):
     """One work, keyed by its arXiv id without version."""
 
     __tablename__ = "paper"
+    __table_args__ = (
+        # The paper browser's three orders, each served by one index walked backwards from a cursor
+        # (core.store_browse): no sort, and no OFFSET, over the whole library (migration 0018).
+        sa.Index("ix_paper_browse_updated", "browse_key", "id"),
+        sa.Index("ix_paper_browse_ingested", "news", "first_seen_at", "id"),
+        sa.Index("ix_paper_browse_published", "published_key", "id"),
+    )
 
     id: str = Field(primary_key=True, max_length=64)
     latest_version: int = 1
@@ -138,6 +145,15 @@ class Paper(SQLModel, table=True):
     ai_related: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
     revised: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
     picked: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
+    # The browser's sort keys (core.store_sort_keys), kept by every write like the flags above. ``news``: a
+    # version of the paper was stored as news, or a community source picked it (it arrived as news, not
+    # from a backfill). ``browse_key``: news first, then the newest version's arrival: the id of the
+    # newest version (ids grow with arrival) plus NEWS_BIT for news; it is also the row id of the
+    # paper's entry in SQLite's search index. ``published_key``: v1's announcement in Unix seconds (0
+    # when v1 or its date is not stored, so such papers come last).
+    news: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
+    browse_key: int = Field(default=0, sa_type=sa.BigInteger, sa_column_kwargs={"server_default": "0"})
+    published_key: int = Field(default=0, sa_type=sa.BigInteger, sa_column_kwargs={"server_default": "0"})
 
 
 class Version(SQLModel, table=True):

@@ -86,6 +86,9 @@ _META_POSITION = 1
 _TITLE_START = 3
 
 _PLAIN_TOKEN = re.compile(r"[a-z0-9]+")
+_BARE_ID = re.compile(
+    r"(?:arxiv:)?([0-9]{4}\.[0-9]{4,5}|[a-z][a-z-]*(?:\.[a-z]{2})?/[0-9]{7})(?:v[0-9]+)?", re.I
+)
 _NAME = re.compile(r"[a-z.-]+")
 _NAME_CODES = str.maketrans(".-", "01")
 
@@ -337,6 +340,11 @@ def compile_search(text: str) -> SearchQuery:
     more than ``MAX_TERMS`` plain words, and follows the index cannot search (only NOT terms, NOT inside
     OR).
     """
+    bare_id = _BARE_ID.fullmatch(text.strip())
+    if bare_id:
+        # A pasted arXiv id (``2411.17700``, ``arXiv:2411.17700v2``) means that paper, not its digits as
+        # words: a follow needs ``id:``, a search box should not.
+        text = f"id:{bare_id[1]}"
     try:
         query = parse(text)
     except QueryError as err:

@@ -41,12 +41,22 @@ from core.models import (
 from core.reasons import Reason
 from core.store_alarms import AlarmQueries
 from core.store_browse import IS_NEWS, BrowseQueries
+from core.store_browser import BrowserQueries
 from core.store_counts import add_to_totals, flag_papers
 from core.store_fanout import FAN_OUT_VERSIONS, ReasonsJson, fan_out, pending_versions, receives_matches
 from core.store_follows import FollowBulkQueries
 from core.store_guides import GuideQueries
 from core.store_ledger import LedgerQueries
 from core.store_newsletters import NewsletterQueries
+from core.store_search import doc_of, index_papers, reindex_papers
+from core.store_sort_keys import (
+    NEWS_BIT,
+    mark_news,
+    newest_version_id,
+    published_key,
+    refresh_browse_keys,
+    set_published_keys,
+)
 from core.values import AnnounceType, CommunityPick
 
 # SQLite caps bound parameters per statement; stay well below it when looking up a batch of ids.
@@ -178,7 +188,15 @@ def version_to_paper(version: Version) -> PaperIn:
     )
 
 
-class Store(LedgerQueries, NewsletterQueries, BrowseQueries, GuideQueries, FollowBulkQueries, AlarmQueries):
+class Store(
+    LedgerQueries,
+    NewsletterQueries,
+    BrowseQueries,
+    BrowserQueries,
+    GuideQueries,
+    FollowBulkQueries,
+    AlarmQueries,
+):
     """The database. Build one per process from an engine and pass it down."""
 
     def __init__(self, engine: Engine) -> None:
@@ -250,10 +268,20 @@ class Store(LedgerQueries, NewsletterQueries, BrowseQueries, GuideQueries, Follo
         added = stubs = 0
         picked: set[str] = set()
         with self.session() as session:
+            # A stub is news (a community source found it today); it sorts as if updated now.
+            stub_key = NEWS_BIT + newest_version_id(session.connection())
             for pick in picks:
                 if session.get(Paper, pick.arxiv_id) is None:
                     # latest_version 0: known from a community source only, until arXiv metadata arrives.
-                    session.add(Paper(id=pick.arxiv_id, latest_version=0, first_seen_at=now))
+                    session.add(
+                        Paper(
+                            id=pick.arxiv_id,
+                            latest_version=0,
+                            first_seen_at=now,
+                            news=True,
+                            browse_key=stub_key,
+                        )
+                    )
                     session.flush()
                     stubs += 1
                 row = session.exec(
@@ -285,6 +313,11 @@ class Store(LedgerQueries, NewsletterQueries, BrowseQueries, GuideQueries, Follo
                 session.add(row)
             session.flush()
             connection = session.connection()
+            # A pick makes a paper news: one a backfill stored as history moves up among the news, and
+            # SQLite's search index gets its entry under the new key.
+            became_news = mark_news(connection, picked)
+            refresh_browse_keys(connection, became_news)
+            reindex_papers(connection, became_news)
             # Last, so the totals' row is locked only for the commit (core.store_counts).
             add_to_totals(
                 connection, papers=stubs, community_papers=flag_papers(connection, "picked", picked)
@@ -626,6 +659,16 @@ _GOOD_STATES = (RunState.OK, RunState.EMPTY, RunState.NOT_MODIFIED)
 
 
 _PAPER_TABLE = Paper.metadata.tables["paper"]
+_NEW_PAPER_COLUMNS = (
+    "id",
+    "latest_version",
+    "first_seen_at",
+    "ai_related",
+    "revised",
+    "picked",
+    "news",
+    "published_key",
+)
 _QUERY_MATCH_TABLE = QueryMatch.metadata.tables["query_match"]
 _QUERY_MATCH_COLUMNS = ("version_id", "canonical", "reasons")
 # The first half of the fan-out's advisory lock (two 32-bit keys: this and the schema's hash), a space of
@@ -718,13 +761,30 @@ def _save_batch(
     # in place.
     ai_papers = {row[0] for row in (*history_rows, *news_rows) if row[_AI_RELATED]}
     revised_papers = {row[0] for row in (*history_rows, *news_rows) if row[1] > 1}
+    # The browser's keys (core.store_sort_keys): which papers have news, and v1's announcement.
+    news_papers = {paper.arxiv_id for paper in news}
+    first_announced = {
+        paper.arxiv_id: paper.announced_at for paper in (*history, *news) if paper.version == 1
+    }
     # Core statements and driver bulk loads, not ORM objects: a backfill writes millions of rows.
     if new_papers:
         _bulk_insert(
             connection,
             _PAPER_TABLE,
-            ("id", "latest_version", "first_seen_at", "ai_related", "revised", "picked"),
-            [[pid, number, now, pid in ai_papers, number > 1, False] for pid, number in new_papers.items()],
+            _NEW_PAPER_COLUMNS,
+            [
+                [
+                    pid,
+                    number,
+                    now,
+                    pid in ai_papers,
+                    number > 1,
+                    False,
+                    pid in news_papers,
+                    published_key(first_announced.get(pid)),
+                ]
+                for pid, number in new_papers.items()
+            ],
         )
     if raised:
         connection.execute(
@@ -739,6 +799,17 @@ def _save_batch(
         _bulk_insert(connection, _VERSION_TABLE, _VERSION_COLUMNS, news_rows)
         # Read back rather than RETURNING, which neither executemany nor COPY offers.
         result.new_version_ids.extend(_version_ids(connection, news))
+    # Known papers that now have news or their v1; then the keys of every paper whose newest version or
+    # news flag changed, and their entries in the search index (after the keys: SQLite's entry is keyed
+    # by one).
+    became_news = mark_news(connection, news_papers.difference(new_papers))
+    set_published_keys(connection, {pid: at for pid, at in first_announced.items() if pid not in new_papers})
+    changed = set(new_papers).union(raised, became_news)
+    refresh_browse_keys(connection, changed)
+    newest = {paper.arxiv_id: paper for paper in batch if paper.version == new_papers.get(paper.arxiv_id)}
+    newest.update((paper.arxiv_id, paper) for paper in batch if paper.version == raised.get(paper.arxiv_id))
+    index_papers(connection, {pid: doc_of(paper) for pid, paper in newest.items()})
+    reindex_papers(connection, became_news.difference(newest))
     # Each batch adds what it wrote to the totals, in the caller's one transaction (core.store_counts).
     add_to_totals(
         connection,

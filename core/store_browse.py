@@ -1,4 +1,4 @@
-"""The status page's SQL: the dashboard numbers, the paper browser, a source's runs, the metrics counts.
+"""The status page's SQL: the dashboard numbers, a source's runs, the metrics counts.
 
 Part of the store (``core.store.Store`` inherits it), read-only except for :meth:`unsubscribe`. Every
 number the page shows is counted here with the same conditions as the list it links to, so that the page's
@@ -10,19 +10,15 @@ number the page shows is counted here with the same conditions as the list it li
   never counted as arriving;
 * "arrived" is the time PaperTrail first saw the version (``first_seen_at``), not arXiv's announcement.
 
-The browser's filters all pick papers through one version of the paper (or one community pick): a paper is
-listed when one of its stored versions meets every version condition at once (arrived in the window, is v1
-or a revision, is AI-related, lists the category). Text search looks at every version and pick of a paper.
+The paper browser's own queries (its orders, filters and search) are in core.store_browser.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
-from enum import StrEnum
 from typing import Any
 
 import sqlalchemy as sa
@@ -34,7 +30,6 @@ from core.models import (
     Digest,
     DigestState,
     Match,
-    Paper,
     RunState,
     SourceRun,
     Subscriber,
@@ -44,79 +39,9 @@ from core.models import (
 )
 from core.store_counts import CountQueries
 
-_VERSION = Version.metadata.tables["version"]
 # "Stored as news", spelled as the partial index ix_version_news_first_seen_at's condition (``news = 1``,
 # ``news = true``) so that both databases see the index serves it; ``IS 1`` would not match it on SQLite.
 IS_NEWS: sa.ColumnElement[bool] = col(Version.news) == sa.true()
-
-# Rows per page of the paper browser, and the longest text search and category accepted.
-PAGE_SIZE = 50
-MAX_SEARCH = 200
-MAX_CATEGORY = 64
-
-
-class Sort(StrEnum):
-    """Orders of the paper browser, newest first."""
-
-    UPDATED = "updated"  # when the paper's newest version arrived
-    INGESTED = "ingested"  # when PaperTrail first saw the paper
-    PUBLISHED = "published"  # when arXiv announced v1 (papers whose v1 is not stored come last)
-
-
-class Kind(StrEnum):
-    """What a paper must have to be listed."""
-
-    ANY = ""
-    NEW = "new"  # a v1
-    REVISED = "revised"  # a v2 or later
-    COMMUNITY = "community"  # a community pick (Hugging Face daily papers)
-
-
-@dataclass(frozen=True, slots=True)
-class PaperFilter:
-    """The paper browser's query. ``since`` limits arrivals (news versions, or picks for COMMUNITY)."""
-
-    sort: Sort = Sort.UPDATED
-    kind: Kind = Kind.ANY
-    since: datetime | None = None
-    ai: bool = False
-    category: str = ""
-    text: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class PaperRow:
-    """One paper in the browser, with its newest stored metadata (or its newest pick's, for a stub)."""
-
-    id: str
-    title: str
-    authors: tuple[str, ...]
-    categories: tuple[str, ...]
-    latest_version: int
-    ai_related: bool
-    updated_at: datetime
-    ingested_at: datetime
-    published_at: datetime | None
-    upvotes: int = 0
-    picked: bool = False
-    # The stored id of the newest version (None for a stub known only from a community pick): its AI guide
-    # is the one a list shows.
-    version_id: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PaperPage:
-    """One page of the browser and how many papers the filter matches in all."""
-
-    rows: tuple[PaperRow, ...]
-    total: int
-    page: int
-    per_page: int
-
-    @property
-    def pages(self) -> int:
-        """The number of pages (at least 1)."""
-        return max(1, -(-self.total // self.per_page))
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,67 +81,6 @@ class MetricCounts:
     matches: int
     digests: dict[tuple[str, str], int] = field(default_factory=dict)
     subscribers: dict[str, int] = field(default_factory=dict)
-
-
-def filter_conditions(flt: PaperFilter) -> list[sa.ColumnElement[bool]]:
-    """WHERE conditions on ``paper`` that select the papers ``flt`` asks for."""
-    conditions: list[sa.ColumnElement[bool]] = []
-    version_terms: list[sa.ColumnElement[bool]] = []
-    if flt.kind is Kind.NEW:
-        version_terms.append(col(Version.number) == 1)
-    elif flt.kind is Kind.REVISED:
-        version_terms.append(col(Version.number) > 1)
-    if flt.since is not None and flt.kind is not Kind.COMMUNITY:
-        version_terms += [IS_NEWS, col(Version.first_seen_at) >= flt.since]
-    if flt.ai:
-        version_terms.append(col(Version.ai_related).is_(True))
-    if flt.category:
-        version_terms.append(_category_condition(flt.category))
-    if version_terms:
-        conditions.append(col(Paper.id).in_(select(Version.paper_id).where(*version_terms)))
-    if flt.kind is Kind.COMMUNITY:
-        picks = select(CommunityPickRow.paper_id)
-        if flt.since is not None:
-            picks = picks.where(col(CommunityPickRow.first_seen_at) >= flt.since)
-        conditions.append(col(Paper.id).in_(picks))
-    if flt.text:
-        conditions.append(_text_condition(flt.text))
-    return conditions
-
-
-def _category_condition(category: str) -> sa.ColumnElement[bool]:
-    """Primary or cross-list: the JSON list holds ``"cs.LG"``; an archive (``cs``, ``cs.*``) its members."""
-    name = category.removesuffix(".*").removesuffix("*")
-    listed = sa.cast(col(Version.categories), sa.Text)
-    exact = listed.contains(json.dumps(name), autoescape=True)
-    if "." in name:
-        return exact
-    # An archive such as "cs" or "math" also matches its categories ("cs.LG"); "hep-th" is both.
-    return sa.or_(exact, listed.contains(f'"{name}.', autoescape=True))
-
-
-def _text_condition(text: str) -> sa.ColumnElement[bool]:
-    """Case-insensitive substring search in titles, abstracts and authors of any version, and in picks."""
-    # Authors are a JSON list, stored with non-ASCII letters escaped (\u00e9): search that spelling too.
-    escaped = json.dumps(text)[1:-1]
-    authors = sa.cast(col(Version.authors), sa.Text)
-    author_terms = [authors.icontains(text, autoescape=True)]
-    if escaped != text:
-        author_terms.append(authors.icontains(escaped, autoescape=True))
-    in_versions = select(Version.paper_id).where(
-        sa.or_(
-            col(Version.title).icontains(text, autoescape=True),
-            col(Version.abstract).icontains(text, autoescape=True),
-            *author_terms,
-        )
-    )
-    in_picks = select(CommunityPickRow.paper_id).where(
-        sa.or_(
-            col(CommunityPickRow.title).icontains(text, autoescape=True),
-            col(CommunityPickRow.summary).icontains(text, autoescape=True),
-        )
-    )
-    return sa.or_(col(Paper.id).in_(in_versions), col(Paper.id).in_(in_picks))
 
 
 def _utc_day(session: Session, column: Any) -> Any:
@@ -383,74 +247,6 @@ class BrowseQueries(CountQueries):
             )
             return list(rows)
 
-    # -- paper browser -----------------------------------------------------------------------------------
-
-    def browse_papers(self, flt: PaperFilter, *, page: int = 1, per_page: int = PAGE_SIZE) -> PaperPage:
-        """One page of the papers ``flt`` selects, in its order, and the total count."""
-        conditions = filter_conditions(flt)
-        # Core aliases of the version table: the paper's newest version, and its v1 (either may be absent).
-        latest_version, first_version = _VERSION.alias("latest"), _VERSION.alias("first")
-        latest, first = latest_version.c, first_version.c
-        updated = sa.func.coalesce(latest.first_seen_at, col(Paper.first_seen_at))
-        order: list[Any]
-        if flt.sort is Sort.INGESTED:
-            order = [col(Paper.first_seen_at).desc()]
-        elif flt.sort is Sort.PUBLISHED:
-            order = [first.announced_at.desc().nulls_last()]
-        else:
-            order = [updated.desc()]
-        order.append(col(Paper.id).desc())
-        query = (
-            sa.select(
-                col(Paper.id),
-                col(Paper.latest_version),
-                col(Paper.first_seen_at),
-                updated,
-                first.announced_at,
-                latest.title,
-                latest.authors,
-                latest.categories,
-                latest.ai_related,
-                latest.id,
-            )
-            .select_from(Paper)
-            .outerjoin(
-                latest_version,
-                sa.and_(latest.paper_id == col(Paper.id), latest.number == col(Paper.latest_version)),
-            )
-            .outerjoin(first_version, sa.and_(first.paper_id == col(Paper.id), first.number == 1))
-            .where(*conditions)
-            .order_by(*order)
-            .limit(per_page)
-            .offset((max(page, 1) - 1) * per_page)
-        )
-        with self.session() as session:
-            total = int(
-                session.execute(sa.select(sa.func.count()).select_from(Paper).where(*conditions)).scalar_one()
-            )
-            rows = session.execute(query).all()
-            picks = _pick_summary(session, [row[0] for row in rows])
-        papers = []
-        for pid, number, ingested, updated_at, published, title, authors, categories, ai, vid in rows:
-            upvotes, pick_title = picks.get(pid, (0, None))
-            papers.append(
-                PaperRow(
-                    id=pid,
-                    title=title if title is not None else (pick_title or ""),
-                    authors=tuple(authors or ()),
-                    categories=tuple(categories or ()),
-                    latest_version=number,
-                    ai_related=bool(ai),
-                    updated_at=updated_at,
-                    ingested_at=ingested,
-                    published_at=published,
-                    upvotes=upvotes,
-                    picked=pid in picks,
-                    version_id=vid,
-                )
-            )
-        return PaperPage(tuple(papers), total, max(page, 1), per_page)
-
     # -- metrics -----------------------------------------------------------------------------------------
 
     def metric_counts(self) -> MetricCounts:
@@ -515,23 +311,3 @@ class BrowseQueries(CountQueries):
                     .values(state=DigestState.FAILED, error=reason, lease_until=None)
                 )
         return len(planned)
-
-
-def _pick_summary(session: Session, papers: Sequence[str]) -> dict[str, tuple[int, str | None]]:
-    """For papers with community picks: the most upvotes any pick recorded and the newest pick's title."""
-    if not papers:
-        return {}
-    rows = session.execute(
-        sa.select(
-            col(CommunityPickRow.paper_id),
-            col(CommunityPickRow.upvotes),
-            col(CommunityPickRow.title),
-        )
-        .where(col(CommunityPickRow.paper_id).in_(list(papers)))
-        .order_by(col(CommunityPickRow.paper_id), col(CommunityPickRow.day))
-    ).all()
-    summary: dict[str, tuple[int, str | None]] = {}
-    for pid, upvotes, title in rows:
-        best, _ = summary.get(pid, (0, None))
-        summary[pid] = (max(best, int(upvotes or 0)), title)
-    return summary

@@ -49,8 +49,19 @@ from core.chart import ChartWords, DayCounts, daily_chart
 from core.health import Health
 from core.i18n import Translator, translator
 from core.models import utcnow
+from core.search_text import SearchError, compile_search
 from core.status import SourceStatus
-from core.store_browse import MAX_CATEGORY, MAX_SEARCH, PAGE_SIZE, Kind, PaperFilter, Sort
+from core.store_browser import (
+    MAX_CATEGORY,
+    MAX_RELEVANCE_PAGE,
+    MAX_SEARCH,
+    PAGE_SIZE,
+    CursorError,
+    Kind,
+    PaperFilter,
+    PaperPage,
+    Sort,
+)
 from core.store_ledger import changes
 from papertrail.context import SOURCE_NAMES, AppContext
 from papertrail.web_metrics import StoreCollector, exposition, judged_sources, metrics_registry, readiness
@@ -68,6 +79,9 @@ WINDOWS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta
 MAX_BODY = 512 * 1024
 _CATEGORY = re.compile(r"^[A-Za-z][A-Za-z0-9.\-]*(\.\*)?$")
 _MAX_PAGE = 100_000
+# The browser's filters (kept in every link it makes) and its position in the list.
+FILTER_PARAMS = ("sort", "kind", "since", "ai", "cat", "q")
+CURSOR_PARAMS = ("after", "before", "page", "from")
 
 
 def build_app(ctx: AppContext, *, clock: Callable[[], datetime] = utcnow) -> Starlette:
@@ -296,20 +310,30 @@ class _Web:
         )
 
     def papers_page(self, request: Request) -> Response:
-        """The paper browser."""
+        """The paper browser: filters, a search in the follow language, pages walked by cursor."""
         reader = self.pages.reader(request)
         now = self.clock()
-        params = {
-            key: request.query_params.get(key, "") for key in ("sort", "kind", "since", "ai", "cat", "q")
-        }
+        params = {key: request.query_params.get(key, "") for key in FILTER_PARAMS}
+        cursor = {key: request.query_params.get(key, "") for key in CURSOR_PARAMS}
         parsed = parse_filter(params, now, reader.t)
-        page_text = request.query_params.get("page", "1")
-        if isinstance(parsed, str) or not page_text.isdigit() or not 1 <= int(page_text) <= _MAX_PAGE:
-            error = (
-                parsed
-                if isinstance(parsed, str)
-                else reader.t.gettext("page {page!r} is not a page number", page=page_text)
-            )
+        result: PaperPage | None = None
+        error = parsed if isinstance(parsed, str) else parse_cursor(parsed, cursor, reader.t)
+        if not error and isinstance(parsed, PaperFilter):
+            try:
+                result = self.store.browse_papers(
+                    parsed,
+                    after=cursor["after"] or None,
+                    before=cursor["before"] or None,
+                    page=int(cursor["page"] or 1),
+                    from_history=cursor["from"] == "history",
+                    per_page=PAGE_SIZE,
+                )
+            except CursorError:
+                error = reader.t.gettext(
+                    "PaperTrail holds no paper {id} to continue from; start again from the first page",
+                    id=cursor["after"] or cursor["before"],
+                )
+        if result is None:
             return self.pages.render(
                 reader,
                 "papers.html.j2",
@@ -317,11 +341,13 @@ class _Web:
                 error=error,
                 params=params,
                 result=None,
+                search=None,
                 guides={},
                 now=now,
                 windows=WINDOWS,
+                max_relevance_page=MAX_RELEVANCE_PAGE,
             )
-        result = self.store.browse_papers(parsed, page=int(page_text), per_page=PAGE_SIZE)
+        assert isinstance(parsed, PaperFilter)
         guides = self.store.guides_for(
             [row.version_id for row in result.rows if row.version_id is not None], reader.language
         )
@@ -331,9 +357,11 @@ class _Web:
             error="",
             params=params,
             result=result,
+            search=parsed.search,
             guides=guides,
             now=now,
             windows=WINDOWS,
+            max_relevance_page=MAX_RELEVANCE_PAGE,
         )
 
     def paper_page(self, request: Request) -> Response:
@@ -490,11 +518,45 @@ def parse_filter(params: dict[str, str], now: datetime, t: Translator | None = N
             length=len(text),
             limit=MAX_SEARCH,
         )
+    search = None
+    if text:
+        try:
+            search = compile_search(text)
+        except SearchError as err:
+            return t.gettext("cannot search for {text!r}: {reason}", text=text, reason=str(err))
+    if sort is Sort.RELEVANCE and search is None:
+        return t.gettext("sorting by relevance needs a search text; type words to look for")
     return PaperFilter(
         sort=sort,
         kind=kind,
         since=now - WINDOWS[window] if window else None,
         ai=ai in ("1", "on"),
         category=category,
-        text=text,
+        search=search,
     )
+
+
+def parse_cursor(flt: PaperFilter, cursor: dict[str, str], t: Translator) -> str:
+    """What is wrong with the browser's position parameters (``after``, ``before``, ``page``, ``from``)."""
+    page = cursor["page"]
+    if page and (not page.isdigit() or not 1 <= int(page) <= _MAX_PAGE):
+        return t.gettext("page {page!r} is not a page number", page=page)
+    if page and int(page) > 1 and flt.sort is not Sort.RELEVANCE:
+        return t.gettext(
+            "page numbers apply to the relevance order only; follow the newer and older links instead"
+        )
+    if page and int(page) > MAX_RELEVANCE_PAGE:
+        return t.gettext(
+            "the relevance order shows the best {count} matches; sort by date to see every match",
+            count=number(MAX_RELEVANCE_PAGE * PAGE_SIZE),
+        )
+    if cursor["after"] and cursor["before"]:
+        return t.gettext("give after= or before=, not both")
+    for key in ("after", "before"):
+        if len(cursor[key]) > MAX_CATEGORY:
+            return t.gettext("{key}= takes a paper id such as 2411.17700", key=key)
+    if cursor["from"] not in ("", "history"):
+        return t.gettext(
+            "from={value!r}: use from=history to start at the papers from backfills", value=cursor["from"]
+        )
+    return ""

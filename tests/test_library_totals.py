@@ -27,6 +27,7 @@ from ingest.arxiv_oai_parse import parse_oai
 from ingest.arxiv_rss_parse import parse_feed
 from ingest.hf_daily_parse import parse_daily
 from papertrail.backfill import snapshot_batches
+from tests.browse_oracle import assert_keys_and_index
 from tests.conftest import BIG_FEED, CORPUS
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -36,9 +37,14 @@ HF_DAYS = sorted((CORPUS / "hf-daily" / "api-objects-reserialized").glob("*.json
 
 
 def exact(store: Store) -> LibraryTotals:
-    """The maintained totals, after checking them against the recount."""
+    """The maintained totals, after checking them against the recount.
+
+    The browser's sort keys and the search index are checked against their oracles too: every write below
+    must keep them as exact as the totals.
+    """
     totals = store.library_totals()
     assert totals == store.recount_library()
+    assert_keys_and_index(store)
     return totals
 
 

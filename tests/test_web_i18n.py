@@ -92,7 +92,7 @@ def pages(world: World) -> dict[str, tuple[str, str, int]]:
     """Every kind of page: path -> (an English text on it, the same text in Chinese, the status)."""
     return {
         "/": ("What came in, and is everything working?", "新到了什么？一切正常吗？", 200),
-        "/papers?kind=revised": ("Search title, abstract, authors", "搜索标题、摘要、作者", 200),
+        "/papers?kind=revised": ("Search, as you would write a follow", "搜索（写法与关注相同）", 200),
         "/papers?sort=random": ("unknown sort", "未知的排序方式", 400),
         f"/papers/{PAPER}": ("first stored version", "收录的第一个版本", 200),
         "/papers/2999.99999": ("Paper not found", "未找到论文", 404),

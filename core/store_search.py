@@ -1,0 +1,184 @@
+"""The library's search index: SQLite FTS5 or a PostgreSQL tsvector with a GIN index, one entry per paper.
+
+Part of the store. The paper browser's search (core.store_browse) reads the follow language
+(core.search_text compiles it); this module keeps the index the compiled query runs against, and joins it
+to the papers.
+
+What is indexed: each paper's newest stored version, through :func:`core.search_text.search_doc` (the
+follow matcher's own terms: folded case and accents, TeX stripped, hyphens split, plurals singular), in
+three columns: ``title``, ``abstract`` and ``meta`` (author surnames, categories, archives, the id). A
+paper known only from a community pick (no arXiv metadata yet) is not in the index until its metadata
+arrives.
+
+* **SQLite**: a contentless FTS5 table ``search_doc`` (the tokens are not stored twice: the library's text is
+  already in ``version``). Its row id is the paper's ``browse_key`` (core.store_sort_keys), so a search in
+  the default order reads the index from its end and stops after one page. A contentless table cannot
+  delete a row without being given the row's old text, so entries are only ever added: when a paper's key
+  changes (a new version, or it turns out to be news) its new entry is added under the new key, and the
+  old one stays behind, unreachable: a search joins each hit to the paper whose ``browse_key`` it is, and
+  no paper has an old key. (The index grows by one entry per revision; 1.7 entries per paper for arXiv's
+  history.)
+* **PostgreSQL**: a table ``search_doc (paper_id, doc tsvector)`` with a GIN index on ``doc``, one row per
+  paper, replaced when the paper's newest version changes. The planner chooses between reading the GIN
+  index (rare words) and walking the browser's index, testing each paper (common words).
+
+Neither table is a model: the two databases need different kinds of table. Migration 0018 creates them,
+and :func:`rebuild_search_index` fills them from the stored versions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator, Mapping
+from typing import Any
+
+import sqlalchemy as sa
+
+from core.query import PaperText
+from core.search_text import SearchDoc, search_doc, tsvector_literal
+from core.store_sort_keys import id_chunks
+from core.values import AnnounceType, PaperIn
+
+TABLE = "search_doc"
+# The columns of the SQLite index and their weights in its relevance order (bm25): a word in the title
+# counts ten times one in the abstract; an author or a category five times.
+COLUMNS = ("title", "abstract", "meta")
+BM25_WEIGHTS = (10.0, 1.0, 5.0)
+# The same weights for PostgreSQL's ts_rank, given per weight label {D, C, B, A} (title A, abstract B,
+# meta C).
+TS_RANK_WEIGHTS = "{0.1, 0.5, 0.1, 1.0}"
+
+_PAPER = sa.table(
+    "paper",
+    sa.column("id", sa.String),
+    sa.column("latest_version", sa.Integer),
+    sa.column("browse_key", sa.BigInteger),
+)
+_VERSION = sa.table(
+    "version",
+    sa.column("paper_id", sa.String),
+    sa.column("number", sa.Integer),
+    sa.column("title", sa.Text),
+    sa.column("abstract", sa.Text),
+    sa.column("authors", sa.JSON),
+    sa.column("categories", sa.JSON),
+)
+_REBUILD_BATCH = 5000
+
+
+def create_search_index(connection: sa.Connection) -> None:
+    """Create the index's table (empty) on the connection's database."""
+    if connection.dialect.name == "postgresql":
+        connection.exec_driver_sql(
+            f"CREATE TABLE {TABLE} (paper_id VARCHAR(64) PRIMARY KEY REFERENCES paper (id), "
+            "doc TSVECTOR NOT NULL)"
+        )
+        connection.exec_driver_sql(f"CREATE INDEX ix_{TABLE}_doc ON {TABLE} USING gin (doc)")
+        return
+    # The tokens are [a-z0-9] only (core.search_text.token), so the plain ASCII tokenizer splits them
+    # exactly as they were joined; detail=full keeps positions for phrases.
+    connection.exec_driver_sql(
+        f"CREATE VIRTUAL TABLE {TABLE} USING fts5({', '.join(COLUMNS)}, content='', tokenize='ascii')"
+    )
+
+
+def drop_search_index(connection: sa.Connection) -> None:
+    """Drop the index's table."""
+    connection.exec_driver_sql(f"DROP TABLE IF EXISTS {TABLE}")
+
+
+def doc_of(paper: PaperIn) -> SearchDoc:
+    """The index entry of a version."""
+    return search_doc(PaperText.of(paper))
+
+
+def index_papers(connection: sa.Connection, docs: Mapping[str, SearchDoc]) -> None:
+    """Make ``docs`` (paper id -> the entry of its newest version) the papers' entries in the index.
+
+    On SQLite the entry is added under the paper's current ``browse_key``: call this after the keys are
+    refreshed, and only for papers whose key changed (an entry under a key that is already there is an
+    error, by design: it would mean a key was reused).
+    """
+    if not docs:
+        return
+    if connection.dialect.name == "postgresql":
+        _upsert_postgresql(connection, docs)
+        return
+    cursor = connection.connection.cursor()
+    try:
+        cursor.executemany(
+            f"INSERT INTO {TABLE} (rowid, {', '.join(COLUMNS)}) "
+            "SELECT browse_key, ?, ?, ? FROM paper WHERE id = ?",
+            [(doc.title, doc.abstract, doc.meta, pid) for pid, doc in docs.items()],
+        )
+    finally:
+        cursor.close()
+
+
+def _upsert_postgresql(connection: sa.Connection, docs: Mapping[str, SearchDoc]) -> None:
+    driver = connection.connection.driver_connection
+    assert driver is not None
+    rows = [(pid, tsvector_literal(doc)) for pid, doc in docs.items()]
+    with driver.cursor() as cursor:
+        # Through a temporary table: COPY is several times faster than row-by-row inserts, and the upsert
+        # from it replaces the entries of papers that already had one in one statement.
+        cursor.execute(
+            f"CREATE TEMPORARY TABLE IF NOT EXISTS {TABLE}_load (paper_id VARCHAR(64), doc TSVECTOR) "
+            "ON COMMIT DELETE ROWS"
+        )
+        with cursor.copy(f"COPY {TABLE}_load (paper_id, doc) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        cursor.execute(
+            f"INSERT INTO {TABLE} (paper_id, doc) SELECT paper_id, doc FROM {TABLE}_load "
+            "ON CONFLICT (paper_id) DO UPDATE SET doc = EXCLUDED.doc"
+        )
+        cursor.execute(f"TRUNCATE {TABLE}_load")
+
+
+def reindex_papers(connection: sa.Connection, ids: Collection[str]) -> None:
+    """Index the papers ``ids`` from their newest stored version (papers without one are skipped)."""
+    index_papers(connection, dict(_stored_docs(connection, ids)))
+
+
+def _stored_docs(connection: sa.Connection, ids: Collection[str]) -> Iterator[tuple[str, SearchDoc]]:
+    paper, version = _PAPER.c, _VERSION.c
+    for condition in id_chunks(connection, ids, paper.id):
+        rows = connection.execute(
+            sa.select(
+                paper.id, version.number, version.title, version.abstract, version.authors, version.categories
+            )
+            .join_from(
+                _PAPER,
+                _VERSION,
+                sa.and_(version.paper_id == paper.id, version.number == paper.latest_version),
+            )
+            .where(condition)
+        ).all()
+        for pid, number, title, abstract, authors, categories in rows:
+            yield pid, doc_of(_paper_in(pid, number, title, abstract, authors, categories))
+
+
+def _paper_in(pid: str, number: int, title: str, abstract: str, authors: Any, categories: Any) -> PaperIn:
+    # Only the fields the index reads matter; the rest are placeholders of the right type.
+    return PaperIn(
+        arxiv_id=pid,
+        version=number,
+        title=title,
+        abstract=abstract,
+        authors=tuple(authors or ()),
+        categories=tuple(categories or ()),
+        announce_type=AnnounceType.NEW,
+    )
+
+
+def rebuild_search_index(connection: sa.Connection) -> int:
+    """Empty the index and index every paper with a stored version; return how many were indexed."""
+    if connection.dialect.name == "postgresql":
+        connection.exec_driver_sql(f"TRUNCATE {TABLE}")
+    else:
+        # A contentless FTS5 table is emptied with its 'delete-all' command.
+        connection.exec_driver_sql(f"INSERT INTO {TABLE} ({TABLE}) VALUES ('delete-all')")
+    ids = [row[0] for row in connection.execute(sa.select(_PAPER.c.id).where(_PAPER.c.latest_version > 0))]
+    for start in range(0, len(ids), _REBUILD_BATCH):
+        reindex_papers(connection, ids[start : start + _REBUILD_BATCH])
+    return len(ids)
