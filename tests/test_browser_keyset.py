@@ -108,7 +108,9 @@ def test_walking_the_pages_lists_every_paper_once_in_order(library: Store, sort:
 
 def test_news_comes_before_a_later_backfill(library: Store) -> None:
     with library.engine.connect() as connection:
-        news = dict(connection.execute(sa.text("SELECT id, news FROM paper")).all())
+        news: dict[str, bool] = {
+            pid: bool(flag) for pid, flag in connection.execute(sa.text("SELECT id, news FROM paper"))
+        }
     backfilled = {json.loads(line)["id"] for line in SNAPSHOT.read_text().splitlines()}
     assert not any(news[pid] for pid in backfilled), "the sample is history"
     first = library.browse_papers(PaperFilter())
