@@ -243,7 +243,7 @@ class BrowserQueries(CountQueries):
             keys, cursor_keys = _order_keys(session, flt)
             query = base
             if flt.sort is Sort.RELEVANCE:
-                query = query.order_by(*_relevance_order(session, flt)).offset((page - 1) * per_page)
+                query = query.order_by(*_relevance_order(session, flt))
             else:
                 cursor = after or before
                 if cursor is not None:
@@ -252,7 +252,10 @@ class BrowserQueries(CountQueries):
                 elif from_history and flt.sort is not Sort.PUBLISHED:
                     query = query.where(_history_condition(flt.sort, keys))
                 query = query.order_by(*(k.asc() if backwards else k.desc() for k in keys))
-            ids, more, last = _read_ids(session, query, flt.search, per_page)
+            if flt.sort is Sort.RELEVANCE:
+                ids, more, last = _ranked_ids(session, query, flt.search, page, per_page)
+            else:
+                ids, more, last = _read_ids(session, query, flt.search, per_page)
             if backwards:
                 ids.reverse()
             rows = _rows(session, ids)
@@ -356,6 +359,25 @@ def _literal_tuple(keys: Sequence[Any], values: Sequence[Any]) -> Any:
     return sa.tuple_(
         *(sa.bindparam(None, value, type_=key.type) for key, value in zip(keys, values, strict=True))
     )
+
+
+def _ranked_ids(
+    session: Session, query: Any, search: SearchQuery | None, page: int, per_page: int
+) -> tuple[list[str], bool, str | None]:
+    """Page ``page`` of the relevance order.
+
+    A search the index answers exactly is paged by OFFSET. One checked paper by paper (author names) ranks
+    the first :data:`MAX_EXAMINED` candidates, keeps those the follow matcher accepts and pages through
+    them, so that the pages never overlap.
+    """
+    assert search is not None
+    if search.exact:
+        ids = list(session.execute(query.offset((page - 1) * per_page).limit(per_page + 1)).scalars())
+        return ids[:per_page], len(ids) > per_page, None
+    candidates = list(session.execute(query.limit(MAX_EXAMINED)).scalars())
+    kept = [pid for pid, text in _texts(session, candidates) if search.query.evaluate(text) is not None]
+    start = (page - 1) * per_page
+    return kept[start : start + per_page], len(kept) > start + per_page, None
 
 
 def _read_ids(

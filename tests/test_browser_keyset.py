@@ -155,6 +155,14 @@ def test_an_author_search_is_checked_against_the_follow_rules(library: Store) ->
     close = walk(library, PaperFilter(search=narrow), per_page=50)
     # The index holds surnames only: "Y. Wang" reads the same entries, and the follow rules drop the rest.
     assert set(close) < set(wide)
+    # Relevance pages of a checked search never overlap and together hold every match.
+    ranked: list[str] = []
+    for number in range(1, 20):
+        page = library.browse_papers(PaperFilter(search=narrow, sort=Sort.RELEVANCE), page=number, per_page=3)
+        ranked += [row.id for row in page.rows]
+        if len(page.rows) < 3:
+            break
+    assert len(ranked) == len(set(ranked)) and set(ranked) == set(close)
 
 
 def test_filters_and_search_combine(library: Store) -> None:
