@@ -23,7 +23,10 @@ arrives.
   index (rare words) and walking the browser's index, testing each paper (common words).
 
 Neither table is a model: the two databases need different kinds of table. Migration 0018 creates them,
-and :func:`rebuild_search_index` fills them from the stored versions.
+and :func:`rebuild_search_index` fills them from the stored versions. The entries are the follow
+matcher's terms, so a change to the word rules (core.text, core.search_text) changes what an entry should
+hold: such a change must come with a migration that calls :func:`rebuild_search_index`, or searches will
+miss what the new rules would find.
 """
 
 from __future__ import annotations
