@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from hashlib import blake2b
 
 from core.query import (
@@ -70,7 +71,9 @@ from core.query import (
     Words,
     parse,
 )
-from core.text import strip_tex, words
+from core.taxonomy import archive_of, canonical_category
+from core.text import name_key, strip_tex, terms, words
+from core.values import PaperIn
 
 MAX_TOKEN_CHARS = 240
 """The longest token written as itself or in hex; a longer one is hashed (see the module docstring)."""
@@ -99,12 +102,19 @@ _FTS5_FIELD = {"any": "{title abstract}", "ti": "title", "abs": "abstract"}
 _TSQUERY_WEIGHTS = {"any": "AB", "ti": "A", "abs": "B"}
 _META = "meta"
 _META_WEIGHT = "C"
+# "3A", "4A", ...: the labels of the first positions, made once (an abstract has a few hundred words);
+# index 0 holds the bare weight, for positions beyond.
+_LABELLED = 2048
+_LABELS_A = ("A", *(f"{n}A" for n in range(1, _LABELLED)))
+_LABELS_B = ("B", *(f"{n}B" for n in range(1, _LABELLED)))
 
 
 class SearchError(ValueError):
     """A search that cannot be run; ``str()`` says why and what to write instead, in English."""
 
 
+# Cached: every word of every indexed paper goes through it, and word frequencies are very skewed.
+@lru_cache(maxsize=1 << 16)
 def token(term: str) -> str:
     """The index token of a match term (``core.text.term``): only ``[a-z0-9]``, one token for any tokenizer.
 
@@ -181,6 +191,39 @@ def search_doc(text: PaperText) -> SearchDoc:
     )
 
 
+def paper_doc(paper: PaperIn) -> SearchDoc:
+    """``search_doc(PaperText.of(paper))``, computed directly: what the store indexes for each version.
+
+    ``PaperText.of`` also builds word positions and the matcher's index keys, which an index entry does
+    not need; this reads only the terms and keys the entry holds (about half the work), and caches the
+    author and category tokens, which repeat across papers. ``tests/test_search_text.py`` checks the two
+    agree on every paper of the recorded day.
+    """
+    meta = [token for token in map(_author_meta, paper.authors) if token]
+    categories = [_category_meta(category) for category in paper.categories]
+    meta += [category for category, _ in categories]
+    meta += [archive for _, archive in categories]
+    meta.append(id_token(paper.arxiv_id.strip().lower()))
+    return SearchDoc(
+        title=" ".join(map(token, terms(strip_tex(paper.title)))),
+        abstract=" ".join(map(token, terms(strip_tex(paper.abstract)))),
+        meta=" ".join(dict.fromkeys(meta)),
+    )
+
+
+@lru_cache(maxsize=1 << 14)
+def _author_meta(display: str) -> str:
+    """The meta token of one author as listed ("" when the name has no surname)."""
+    surname = name_key(display)[0]
+    return author_token(surname.split()[-1]) if surname else ""
+
+
+@lru_cache(maxsize=1 << 10)
+def _category_meta(category: str) -> tuple[str, str]:
+    """The category and archive meta tokens of one category as listed."""
+    return category_token(canonical_category(category)), archive_token(archive_of(category))
+
+
 def _lexeme(value: str) -> str:
     """A quoted tsvector/tsquery lexeme; tokens never need it, but a quote or backslash would be escaped."""
     return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
@@ -196,22 +239,26 @@ def tsvector_literal(doc: SearchDoc) -> str:
     each lexeme keeps its first :data:`TSVECTOR_MAX_POSITIONS` positions; a lexeme left with none is left
     out. See the module docstring for what that costs.
     """
-    positions: dict[str, list[str]] = {}
-
-    def add(tok: str, position: int, weight: str) -> None:
-        found = positions.setdefault(tok, [])
-        if position <= TSVECTOR_MAX_POSITION and len(found) < TSVECTOR_MAX_POSITIONS:
-            found.append(f"{position}{weight}")
-
-    for tok in doc.meta.split():
-        add(tok, _META_POSITION, _META_WEIGHT)
+    positions: dict[str, list[str]] = {tok: [f"{_META_POSITION}{_META_WEIGHT}"] for tok in doc.meta.split()}
     title = doc.title.split()
-    for i, tok in enumerate(title):
-        add(tok, _TITLE_START + i, "A")
+    abstract = doc.abstract.split()
     abstract_start = _TITLE_START + len(title) + 1
-    for i, tok in enumerate(doc.abstract.split()):
-        add(tok, abstract_start + i, "B")
-    return " ".join(f"{_lexeme(tok)}:{','.join(found)}" for tok, found in positions.items() if found)
+    # A plain loop with the position labels formatted in advance: the store writes one of these per paper
+    # of a backfill.
+    for start, tokens, labels in ((_TITLE_START, title, _LABELS_A), (abstract_start, abstract, _LABELS_B)):
+        for position, tok in enumerate(tokens, start):
+            if position > TSVECTOR_MAX_POSITION:
+                break
+            label = labels[position] if position < _LABELLED else f"{position}{labels[0]}"
+            found = positions.get(tok)
+            if found is None:
+                positions[tok] = [label]
+            elif len(found) < TSVECTOR_MAX_POSITIONS:
+                found.append(label)
+    if "'" in doc.title + doc.abstract + doc.meta or "\\" in doc.title + doc.abstract + doc.meta:
+        return " ".join(f"{_lexeme(tok)}:{','.join(found)}" for tok, found in positions.items())
+    # Tokens are [a-z0-9] (token()): no quote to escape.
+    return " ".join(f"'{tok}':{','.join(found)}" for tok, found in positions.items())
 
 
 # --- queries -----------------------------------------------------------------------------------------------
@@ -380,6 +427,7 @@ __all__ = [
     "category_token",
     "compile_search",
     "id_token",
+    "paper_doc",
     "search_doc",
     "token",
     "tsvector_literal",

@@ -36,8 +36,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from core.query import PaperText
-from core.search_text import SearchDoc, search_doc, tsvector_literal
+from core.search_text import SearchDoc, paper_doc, tsvector_literal
 from core.store_sort_keys import id_chunks
 from core.values import AnnounceType, PaperIn
 
@@ -90,8 +89,8 @@ def drop_search_index(connection: sa.Connection) -> None:
 
 
 def doc_of(paper: PaperIn) -> SearchDoc:
-    """The index entry of a version."""
-    return search_doc(PaperText.of(paper))
+    """The index entry of a version (``core.search_text.paper_doc``)."""
+    return paper_doc(paper)
 
 
 def index_papers(connection: sa.Connection, docs: Mapping[str, SearchDoc]) -> None:
