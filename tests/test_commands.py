@@ -72,6 +72,9 @@ def subscribed_template(migrated_template: Path, tmp_path_factory: pytest.TempPa
         say(prepared, '/follow ti:"operating system" --instant')
         backdate(prepared, PRIVATE.address)
         asyncio.run(ingest_recorded_feed(prepared))
+        # Closing the last connection checkpoints the WAL into the file the tests copy: without it the
+        # copies miss whatever the last automatic checkpoint had not moved yet.
+        prepared.engine.dispose()
         return Path(str(prepared.engine.url.database))
     raise AssertionError("unreachable")
 

@@ -120,7 +120,8 @@ def test_the_migrations_build_the_schema_the_models_describe(db_url: str) -> Non
         migrate(engine)
         with engine.connect() as connection:
             context = MigrationContext.configure(connection, opts={"compare_type": False})
-            # The search index is no model: its table differs by database (core.store_search).
+            # The search index is no model: its table differs by database (core.store_search); the
+            # migrations' environment leaves it out the same way.
             diffs = [
                 d
                 for d in compare_metadata(context, SQLModel.metadata)

@@ -295,6 +295,13 @@ def test_browser_filters_search_and_pages(client: TestClient, seeded: Store) -> 
     assert ids2 and not set(ids) & set(ids2) and f'href="/papers?before={ids2[0]}" rel="prev"' in second
     assert listed_ids(client.get(f"/papers?before={ids2[0]}").text) == ids
     assert shown_counts(second)["total"] == everything
+    # The seed stored an OAI page as history: the first page says so and links to where it starts.
+    assert 'data-history="after-news"' in first and 'href="/papers?from=history"' in first
+    history = listed_ids(client.get("/papers?from=history").text)
+    assert history and not set(history) & set(ids)
+    # Relevance pages are numbered.
+    ranked = client.get("/papers?q=learning&sort=relevance").text
+    assert listed_ids(ranked) and 'href="/papers?sort=relevance&amp;q=learning&amp;page=2"' in ranked
 
 
 BAD_PARAMETERS = {
