@@ -7,6 +7,11 @@ on this shared machine hits them all alike. The baseline is ``python -c "import 
 same rounds: a CLI cannot start faster than its framework imports. Reported: the median of each, the
 ratio of the medians to the baseline's, and the baseline's spread (the machine's noise).
 
+Three floors are measured alongside, for what the targets can reach: a two-command typer app printing
+its ``--help`` and a command's ``--help`` (typer loads rich and markdown-it to print help, and pydantic to
+convert a command's parameters), and ``import typer, pydantic_settings, sqlmodel``: the libraries no
+command that reads the settings and opens the store can do without.
+
 Targets (issue 16): ``--help`` and ``follow --help`` at most 2 x the baseline's CPU time; ``follow``,
 ``follows``, ``status`` and ``try`` on a populated SQLite store at most 4 x.
 
@@ -42,6 +47,24 @@ FOLLOWS = ("cat:cs.DC", 'abs:"graph neural network"')
 BASELINE = "import typer"
 HELP_TARGET = 2.0
 STORE_TARGET = 4.0
+# The smallest typer app with a callback option and two commands with help texts: typer's own cost.
+FLOOR_APP = """
+import typer
+app = typer.Typer(help="An app.", no_args_is_help=True, add_completion=False)
+@app.callback()
+def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log more.")) -> None:
+    pass
+@app.command()
+def follow(
+    address: str = typer.Argument(..., help="Who."), query: str = typer.Argument(..., help="What.")
+) -> None:
+    \"\"\"Add a follow.\"\"\"
+@app.command()
+def follows(address: str = typer.Argument(..., help="Who.")) -> None:
+    \"\"\"List the follows.\"\"\"
+app()
+"""
+STORE_LIBRARIES = "import typer, pydantic_settings, sqlmodel"
 
 
 @dataclass
@@ -50,7 +73,7 @@ class Command:
 
     label: str
     argv: list[str]
-    target: float | None
+    target: float | None = None
     cpu: list[float] = field(default_factory=list)
     wall: list[float] = field(default_factory=list)
 
@@ -68,6 +91,11 @@ def commands() -> list[Command]:
         Command(f"papertrail follows {ADDRESS}", [*cli, "follows", ADDRESS], STORE_TARGET),
         Command("papertrail status", [*cli, "status"], STORE_TARGET),
         Command(f"papertrail try {FOLLOWS[0]}", [*cli, "try", FOLLOWS[0]], STORE_TARGET),
+        Command("floor: typer app --help", [sys.executable, "-c", FLOOR_APP, "--help"]),
+        Command(
+            "floor: typer app follow --help", [sys.executable, "-c", FLOOR_APP, "follow", "--help"], None
+        ),
+        Command(f'floor: python -c "{STORE_LIBRARIES}"', [sys.executable, "-c", STORE_LIBRARIES]),
     ]
 
 
