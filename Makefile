@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test test-slow lint typecheck pytest pytest-slow bench bench-match bench-peers bench-deliver bench-day bench-library chaos demo clean
+.PHONY: run test test-slow lint typecheck pytest pytest-slow bench bench-cli bench-match bench-peers bench-deliver bench-day bench-library chaos demo clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,10 @@ pytest-slow: $(VENV)/.installed-dev
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/ingest.py
+
+# The start-up of each command against `python -c "import typer"` (issue 16; docs/benchmarks.md).
+bench-cli: $(VENV)/.installed-dev
+	$(BIN)/python bench/cli.py
 
 bench-match: $(VENV)/.installed-dev
 	$(BIN)/python bench/match.py

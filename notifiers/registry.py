@@ -42,17 +42,3 @@ def build_notifiers(
     if importlib.util.find_spec("apprise") is not None:
         notifiers.append(AppriseNotifier(settings))
     return {notifier.channel: notifier for notifier in notifiers}
-
-
-def unconfigured_channels(settings: Settings) -> dict[str, str]:
-    """Channels this process cannot deliver to, with the setting that would enable each."""
-    missing = {
-        "email": (settings.smtp_host, "set PAPERTRAIL_SMTP_HOST"),
-        "telegram": (settings.telegram_token, "set PAPERTRAIL_TELEGRAM_TOKEN"),
-        "slack": (settings.slack_bot_token, "set PAPERTRAIL_SLACK_BOT_TOKEN"),
-        "webhook": (settings.secret_key, "set PAPERTRAIL_SECRET_KEY (webhook bodies are signed)"),
-    }
-    found = {channel: hint for channel, (value, hint) in missing.items() if not value}
-    if importlib.util.find_spec("apprise") is None:
-        found["apprise"] = "pip install 'papertrail[apprise]'"
-    return found

@@ -1,8 +1,14 @@
-"""The ``papertrail`` command line."""
+"""The ``papertrail`` command line.
+
+Module-level imports are only what defining the commands takes (typer, rich's console, the standard
+library): each command imports the rest when it runs. ``papertrail --help`` thus loads no database,
+network or chat library, and a command that only reads or changes the store opens it without the HTTP
+client, the sources and the notifiers (issue 16; tests/test_cli_imports.py keeps it so, bench/cli.py
+measures it).
+"""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from collections.abc import Coroutine, Iterator
@@ -10,31 +16,23 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
-from core.config import Settings
-from core.delivery import DeliveryError, normalise_address
-from core.digests import DigestReport, resume, send_due_digests
-from core.follows import export_follows, import_follows, try_query, unfollow
-from core.follows import follow as add_follow
-from core.follows_file import read_lines
-from core.guide_service import GuideReport, make_guides, make_reader_guides
-from core.i18n import LANGUAGES, normalize_language
-from core.masking import mask_address, mask_text
-from core.models import DeliveryAlarm, Follow, utcnow
-from core.query import QueryError
-from core.service import complete_papers, ingest_community, ingest_once, ingest_paged
-from core.status import show_paper, source_statuses
-from core.store import Novelty
-from notifiers.registry import unconfigured_channels
-from papertrail import redact
-from papertrail.context import SOURCE_NAMES, AppContext, build_context
+from papertrail.source_names import SOURCE_NAMES
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from core.config import Settings
+    from core.digests import DigestReport
+    from core.guide_service import GuideReport
+    from core.models import DeliveryAlarm, Follow
+    from papertrail.context import AppContext
+    from papertrail.store_context import StoreContext
 
 app = typer.Typer(
     help="PaperTrail: alerts for new arXiv papers and revisions.", no_args_is_help=True, add_completion=False
@@ -51,6 +49,11 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
 
 def _masked(message: str) -> str:
     """``message`` with every configured secret masked (a URL in an error may carry a token)."""
+    from pydantic import ValidationError
+
+    from core.config import Settings
+    from papertrail import redact
+
     try:
         settings = Settings()
     except ValidationError:
@@ -60,19 +63,35 @@ def _masked(message: str) -> str:
 
 def _explain(exc: Exception) -> str:
     """The error text; for a query, followed by the query with a caret under the bad spot."""
+    from core.query import QueryError
+
     if isinstance(exc, QueryError):
         return f"{exc}\n{exc.excerpt()}"
     return str(exc).strip("'\"")
 
 
+# --verbose, as the main callback found it; logging is set up with the settings, when a command reads them
+# (setting it up in the callback would load the settings' libraries for `papertrail follow --help`).
+_VERBOSE: ContextVar[bool] = ContextVar("papertrail_cli_verbose", default=False)
+
+
 def _settings() -> Settings:
+    """The settings, with logging set up from them; exit 2 saying what is wrong with invalid ones."""
+    from pydantic import ValidationError
+
+    from core.config import Settings
+    from papertrail import redact
+    from papertrail.logs import configure_logging
+
     try:
         settings = Settings()
     except ValidationError as exc:
+        configure_logging(None, _VERBOSE.get())  # plain text: nothing to mask with yet
         problems = "; ".join(
             f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors()
         )
         raise _fail(f"invalid settings: {problems}", 2) from exc
+    configure_logging(settings, _VERBOSE.get())
     redact.install(settings)
     return settings
 
@@ -87,19 +106,25 @@ _RUNNER: ContextVar[asyncio.Runner | None] = ContextVar("papertrail_cli_runner",
 def _run(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` in the current command's one event loop (a fresh one outside ``_context``)."""
     runner = _RUNNER.get()
-    return runner.run(coro) if runner is not None else asyncio.run(coro)
+    if runner is not None:
+        return runner.run(coro)
+    import asyncio
+
+    return asyncio.run(coro)
 
 
 @contextmanager
 def _context() -> Iterator[AppContext]:
     """The app context of one command, with one event loop for all its async work, closing included."""
+    import asyncio
+
+    from papertrail.context import build_context
+
     settings = _settings()
     try:
         ctx = build_context(settings)
     except Exception as exc:  # cannot reach or migrate the database: say which one, without the password
-        from core.config import mask_url_password
-
-        raise _fail(f"cannot open database {mask_url_password(settings.database_url)}: {exc}") from exc
+        raise _cannot_open(settings, exc) from exc
     with asyncio.Runner() as runner:
         token = _RUNNER.set(runner)
         try:
@@ -111,17 +136,34 @@ def _context() -> Iterator[AppContext]:
                 _RUNNER.reset(token)
 
 
+@contextmanager
+def _store_context() -> Iterator[StoreContext]:
+    """The settings and the store of a command that needs nothing else (no network, no notifiers)."""
+    from papertrail.store_context import StoreContext, open_store
+
+    settings = _settings()
+    try:
+        store = open_store(settings)
+    except Exception as exc:  # cannot reach or migrate the database: say which one, without the password
+        raise _cannot_open(settings, exc) from exc
+    ctx = StoreContext(settings, store)
+    try:
+        yield ctx
+    finally:
+        ctx.close()
+
+
+def _cannot_open(settings: Settings, exc: Exception) -> typer.Exit:
+    from core.config import mask_url_password
+
+    return _fail(f"cannot open database {mask_url_password(settings.database_url)}: {exc}")
+
+
 @app.callback()
 def _main(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug details.")] = False,
 ) -> None:
-    from papertrail.logs import configure_logging
-
-    try:
-        settings: Settings | None = Settings()
-    except ValidationError:
-        settings = None  # the command says what is wrong with them; log in plain text until then
-    configure_logging(settings, verbose)
+    _VERBOSE.set(verbose)
 
 
 @app.command()
@@ -136,6 +178,9 @@ def run(
     ] = None,
 ) -> None:
     """Run the service until Ctrl-C or SIGTERM: ingest on schedule, deliver digests, serve the web page."""
+    import asyncio
+
+    from papertrail.context import build_context
     from papertrail.runtime import RoleFailed, parse_roles, run_forever
 
     try:
@@ -146,9 +191,7 @@ def run(
     try:
         ctx = build_context(settings)
     except Exception as exc:  # cannot reach or migrate the database: say which one, without the password
-        from core.config import mask_url_password
-
-        raise _fail(f"cannot open database {mask_url_password(settings.database_url)}: {exc}") from exc
+        raise _cannot_open(settings, exc) from exc
 
     async def main() -> None:
         # Chat clients and the HTTP client belong to this loop: close them in it.
@@ -181,6 +224,10 @@ def ingest(
     arxiv-oai fills gaps: versions announced after the newest announcement already seen are news, older
     ones are stored as history.
     """
+    from core.models import utcnow
+    from core.service import complete_papers, ingest_community, ingest_once, ingest_paged
+    from core.store import Novelty
+
     if source not in SOURCE_NAMES:
         raise _fail(f"unknown source {source!r}; choose one of: {', '.join(SOURCE_NAMES)}", 2)
     try:
@@ -228,7 +275,7 @@ def backfill_snapshot(
 
     if not path.is_file():
         raise _fail(f"{path} is not a file; download arxiv-metadata-oai-snapshot.json (Kaggle) first", 2)
-    with _context() as ctx:
+    with _store_context() as ctx:
         report = run_snapshot_backfill(ctx.store, path, err)
     out.print(f"snapshot: {report.state}; {report.fetched} versions read, {report.duplicates} already known")
     if report.note:
@@ -254,8 +301,12 @@ def follow(
     ] = None,
 ) -> None:
     """Add a follow (or change its options); creates the subscriber when the address is new."""
+    from core.follows import follow as add_follow
+    from core.masking import mask_address
+    from core.query import QueryError
+
     chosen = _language_option(language)
-    with _context() as ctx:
+    with _store_context() as ctx:
         try:
             result = add_follow(
                 ctx.store,
@@ -283,6 +334,8 @@ def _language_option(value: str | None) -> str | None:
     """``--language``: en or zh (codes such as zh-CN accepted); exit 2 naming the choices otherwise."""
     if value is None:
         return None
+    from core.i18n import LANGUAGES, normalize_language
+
     chosen = normalize_language(value)
     if chosen is None:
         raise _fail(f"--language {value!r} is not one of: {', '.join(LANGUAGES)}", 2)
@@ -317,9 +370,13 @@ def import_follows_command(
     """Add follows in bulk, like `follow` for each line; every line is checked first, and importing the
     same file again changes nothing. Keys: address, query, schedule, timezone, language, new_only, instant.
     """
+    from core.follows import import_follows
+    from core.follows_file import read_lines
+    from papertrail import redact
+
     if str(path) != "-" and not path.is_file():
         raise _fail(f"{path} is not a file", 2)
-    with _context() as ctx, sys.stdin.buffer if str(path) == "-" else path.open("rb") as stream:
+    with _store_context() as ctx, sys.stdin.buffer if str(path) == "-" else path.open("rb") as stream:
         report = import_follows(
             ctx.store,
             read_lines(stream),
@@ -362,7 +419,9 @@ def export_follows_command(
     ] = None,
 ) -> None:
     """Write the follows of active and paused subscribers as JSON Lines, the input of `import follows`."""
-    with _context() as ctx:
+    from core.follows import export_follows
+
+    with _store_context() as ctx:
         try:
             lines = export_follows(
                 ctx.store,
@@ -394,7 +453,10 @@ def unfollow_command(
     which: Annotated[str, typer.Argument(metavar="QUERY-OR-NUMBER", help="The query text or its number.")],
 ) -> None:
     """Remove a follow by its number (see `papertrail follows`) or its query text."""
-    with _context() as ctx:
+    from core.follows import unfollow
+    from core.query import QueryError
+
+    with _store_context() as ctx:
         try:
             removed = unfollow(ctx.store, address, which)
         except (LookupError, QueryError, ValueError) as exc:
@@ -406,8 +468,9 @@ def unfollow_command(
 def follows(address: Annotated[str, typer.Argument(help="The subscriber address.")]) -> None:
     """List a subscriber's follows, numbered."""
     from core.delivery import normalise_address
+    from core.masking import mask_address, mask_text
 
-    with _context() as ctx:
+    with _store_context() as ctx:
         try:
             subscriber = ctx.store.get_subscriber(normalise_address(address))
         except ValueError as exc:
@@ -436,9 +499,10 @@ def schedule(
 ) -> None:
     """Change when a subscriber's digests go out (and optionally their timezone)."""
     from core.delivery import normalise_address
+    from core.masking import mask_address
     from core.schedule import parse_schedule, zone
 
-    with _context() as ctx:
+    with _store_context() as ctx:
         try:
             parsed = parse_schedule(when)
             if timezone:
@@ -470,6 +534,8 @@ def subscribe(
 ) -> None:
     """Sign an email address up the self-service way: it gets a confirmation link, and nothing else until
     it confirms (unlike `follow`, whose addresses count as confirmed)."""
+    from core.delivery import DeliveryError
+    from core.query import QueryError
     from core.signup import SignupState, sign_up
     from papertrail.signup import SignupUnavailable, check_available, mail_outcome
 
@@ -527,8 +593,9 @@ def newsletter_create(
 ) -> None:
     """Define a newsletter. People join it with `subscribe --newsletter`, the /subscribe form or `join`."""
     from core import newsletters
+    from core.query import QueryError
 
-    with _context() as ctx:
+    with _store_context() as ctx:
         try:
             created = newsletters.create(
                 ctx.store,
@@ -551,7 +618,9 @@ def newsletter_create(
 @newsletter_app.command("list")
 def newsletter_list() -> None:
     """Every newsletter: name, title, schedule, members and follows."""
-    with _context() as ctx:
+    from rich.table import Table
+
+    with _store_context() as ctx:
         infos = [ctx.store.newsletter_info(n.id or 0) for n in ctx.store.newsletters()]
     if not infos:
         out.print("no newsletters; create one with: papertrail newsletter create NAME --title T --follow Q")
@@ -573,7 +642,7 @@ def newsletter_show(name: Annotated[str, typer.Argument(help="The newsletter's n
     """One newsletter: follows, members and its last issue."""
     from core import newsletters
 
-    with _context() as ctx:
+    with _store_context() as ctx:
         try:
             info = newsletters.info(ctx.store, name)
         except LookupError as exc:
@@ -626,6 +695,10 @@ def resume_command(
     is resumed at once (a reader's own pause is left alone); their held matches go out with their next
     digest.
     """
+    from core.digests import resume
+    from core.masking import mask_address
+    from core.models import utcnow
+
     if address is not None and (reason is not None or since is not None):
         raise _fail("give either an ADDRESS or --reason/--since, not both", 2)
     if address is None and reason is None and since is None:
@@ -637,7 +710,7 @@ def resume_command(
     if reason is not None and not reason.strip():
         raise _fail("--reason is empty; give part of the pause reason, e.g. --reason '550 5.7.1'", 2)
     after = _since(since) if since is not None else None
-    with _context() as ctx:
+    with _store_context() as ctx:
         if address is not None:
             if dry_run:
                 raise _fail("--dry-run goes with --reason/--since; `papertrail follows ADDRESS` shows one", 2)
@@ -678,6 +751,8 @@ def resume_command(
 
 def _since(text: str) -> datetime:
     """``--since``: ISO date or time (UTC when no zone is named) or a time ago (``90m``, ``6h``, ``2d``)."""
+    from core.models import utcnow
+
     value = text.strip()
     units = {"m": "minutes", "h": "hours", "d": "days"}
     if value[:-1].isdigit() and value[-1:].lower() in units:
@@ -699,6 +774,9 @@ def digest(
     ] = False,
 ) -> None:
     """Send the digests that are due (all pending ones with --now)."""
+    from core.digests import send_due_digests
+    from core.masking import mask_address, mask_text
+
     with _context() as ctx:
 
         async def deliver() -> list[DigestReport]:
@@ -757,7 +835,9 @@ def retry(
     address: Annotated[str | None, typer.Argument(help="Only this subscriber's digests.")] = None,
 ) -> None:
     """Re-queue dead-lettered digests (they gave up after PAPERTRAIL_DELIVERY_MAX_ATTEMPTS failures)."""
-    with _context() as ctx:
+    from core.delivery import normalise_address
+
+    with _store_context() as ctx:
         try:
             target = normalise_address(address) if address else None
         except ValueError as exc:
@@ -778,7 +858,7 @@ def alarms_list(ctx: typer.Context) -> None:
     """List the raised delivery alarms (the same as in `papertrail status`)."""
     if ctx.invoked_subcommand is not None:
         return
-    with _context() as app_ctx:
+    with _store_context() as app_ctx:
         alarms = app_ctx.store.delivery_alarms()
     if not alarms:
         out.print("no delivery alarm is raised")
@@ -796,7 +876,9 @@ def alarms_clear(
     While raised, an alarm holds its kind of refusal for a retry; once cleared, the next refusals are
     judged afresh: a few are paused as the recipients', many raise the alarm again.
     """
-    with _context() as ctx:
+    from core.models import utcnow
+
+    with _store_context() as ctx:
         cleared = ctx.store.clear_alarms(channel.strip().lower() if channel else None, now=utcnow())
     if not cleared:
         raise _fail(f"no delivery alarm is raised{f' on {channel}' if channel else ''}", 1)
@@ -819,6 +901,9 @@ def guides(
     ] = None,
 ) -> None:
     """Make the AI guides readers are waiting for now, within the daily cap (the service does it itself)."""
+    from core.guide_service import make_guides, make_reader_guides
+    from core.models import utcnow
+
     language = _language_option(language)
     with _context() as ctx:
         if ctx.guide_model is None:
@@ -866,7 +951,13 @@ def _iso(value: datetime | None) -> str | None:
 @app.command()
 def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
     """Papers stored; new papers, revisions and AI-related papers in the last 24 h; health of each source."""
-    with _context() as ctx:
+    from rich.table import Table
+
+    from core.masking import mask_address, mask_text
+    from core.status import source_statuses
+    from notifiers.channels import unconfigured_channels
+
+    with _store_context() as ctx:
         summary = ctx.store.status(sources=SOURCE_NAMES)
         dead = ctx.store.dead_digests()
         settings = ctx.settings
@@ -989,7 +1080,9 @@ def show(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """One paper with every known version, what each revision changed, and its sources."""
-    with _context() as ctx:
+    from core.status import show_paper
+
+    with _store_context() as ctx:
         try:
             paper = show_paper(ctx.store, arxiv_id)
         except LookupError as exc:
@@ -1049,7 +1142,10 @@ def try_command(
     limit: Annotated[int, typer.Option(min=1, help="Show at most this many.")] = 20,
 ) -> None:
     """Show which stored papers of the last N days a query would have matched, and why."""
-    with _context() as ctx:
+    from core.follows import try_query
+    from core.query import QueryError
+
+    with _store_context() as ctx:
         try:
             hits = try_query(ctx.store, query, days=days)
         except QueryError as exc:
@@ -1067,7 +1163,11 @@ def demo(
     max_items: Annotated[int, typer.Option(help="Digest item cap for the demo.")] = 10,
 ) -> None:
     """Run the whole pipeline offline on a recorded arXiv feed and print the digest."""
+    import asyncio
+
     from papertrail.demo import run_demo
+
+    _settings()  # logging as every command has it (the demo's own settings are built in run_demo)
 
     sent = asyncio.run(run_demo(sys.stdout, max_items=max_items))
     if not sent:

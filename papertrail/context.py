@@ -10,11 +10,10 @@ from core.config import Settings
 from core.delivery import Notifier
 from core.digests import DeliveryPolicy
 from core.follow_index import FollowIndex
-from core.migrate import migrate
 from core.rate_limit import rate_limit_for
 from core.render import Renderer
 from core.sources import CommunitySource, PagedSource, Source
-from core.store import Store, make_engine
+from core.store import Store
 from ingest.arxiv_api import ArxivApiSource
 from ingest.arxiv_oai import ArxivOaiSource
 from ingest.arxiv_rss import ArxivRssSource
@@ -22,11 +21,13 @@ from ingest.hf_daily import HfDailySource
 from ingest.http import HttpClient, Politeness
 from ingest.llm import ChatClient
 from notifiers.registry import build_notifiers
+from papertrail.source_names import SOURCE_NAMES
+from papertrail.store_context import open_store
 
 if TYPE_CHECKING:
     from bot.telegram import TelegramBot
 
-SOURCE_NAMES = ("arxiv-rss", "hf-daily", "arxiv-oai", "arxiv-api")
+__all__ = ["SOURCE_NAMES", "AppContext", "build_context", "delivery_policy"]
 
 
 @dataclass
@@ -93,8 +94,8 @@ def delivery_policy(settings: Settings) -> DeliveryPolicy:
 
 def build_context(settings: Settings, *, console: TextIO | None = None) -> AppContext:
     """Connect to the database, apply migrations and wire every adapter this build has."""
-    engine = make_engine(settings.database_url)
-    migrate(engine)
+    store = open_store(settings)
+    engine = store.engine
     politeness = Politeness(
         intervals={"arxiv.org": settings.arxiv_min_interval},
         retries=settings.http_retries,
@@ -115,7 +116,7 @@ def build_context(settings: Settings, *, console: TextIO | None = None) -> AppCo
     }
     return AppContext(
         settings=settings,
-        store=Store(engine),
+        store=store,
         renderer=Renderer(
             public_url=settings.public_url,
             max_items=settings.digest_max_items,

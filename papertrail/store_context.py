@@ -1,0 +1,33 @@
+"""The store alone, for the commands that read or change it and nothing else.
+
+:func:`papertrail.context.build_context` also wires the HTTP client, the sources, the notifiers and the
+AI-guide client, whose libraries (httpx, lxml, aiohttp, slack, telegram) cost a command like ``follow``
+more start-up time than its own work. Commands that need only the store and the settings open this.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.config import Settings
+from core.migrate import migrate
+from core.store import Store, make_engine
+
+
+def open_store(settings: Settings) -> Store:
+    """The store at ``settings.database_url``, its schema brought up to date."""
+    engine = make_engine(settings.database_url)
+    migrate(engine)
+    return Store(engine)
+
+
+@dataclass
+class StoreContext:
+    """The settings and the store of one command that needs nothing else."""
+
+    settings: Settings
+    store: Store
+
+    def close(self) -> None:
+        """Release the database connections."""
+        self.store.engine.dispose()
