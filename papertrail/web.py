@@ -32,6 +32,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from markupsafe import Markup
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
@@ -77,6 +78,12 @@ WINDOWS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta
 # Forms are small, but a Slack App Home click carries the whole published view (up to 40 follows of up
 # to 1,000 characters, URL-encoded); anything larger is refused before it is parsed.
 MAX_BODY = 512 * 1024
+# The site's icon, shipped in the package: browsers ask every site for /favicon.ico (a 404 in the log
+# for each first visit otherwise); the pages link the SVG, which scales, and old browsers take the ICO.
+STATIC = Path(__file__).with_name("static")
+ICONS = {"/favicon.ico": ("favicon.ico", "image/x-icon"), "/favicon.svg": ("favicon.svg", "image/svg+xml")}
+# A day: a changed icon shows up the next day, and a browser does not ask again on every page.
+ICON_CACHE = "public, max-age=86400"
 _CATEGORY = re.compile(r"^[A-Za-z][A-Za-z0-9.\-]*(\.\*)?$")
 _MAX_PAGE = 100_000
 # The browser's filters (kept in every link it makes) and its position in the list.
@@ -96,6 +103,7 @@ def build_app(ctx: AppContext, *, clock: Callable[[], datetime] = utcnow) -> Sta
         Route("/healthz", web.healthz, methods=["GET"]),
         Route("/readyz", web.readyz, methods=["GET"]),
         Route("/metrics", web.metrics, methods=["GET"]),
+        *icon_routes(),
         *subscribers.routes(),
         *SignupPages(ctx, web.pages).routes(),
     ]
@@ -116,6 +124,19 @@ def build_app(ctx: AppContext, *, clock: Callable[[], datetime] = utcnow) -> Sta
         exception_handlers={404: web.not_found, 405: web.not_allowed, 500: server_error},
         max_body_size=MAX_BODY,
     )
+
+
+def icon_routes() -> list[Route]:
+    """``/favicon.ico`` and ``/favicon.svg``, read once, cached by browsers for a day."""
+    routes = []
+    for path, (name, media_type) in ICONS.items():
+        body = (STATIC / name).read_bytes()
+
+        async def icon(request: Request, body: bytes = body, media_type: str = media_type) -> Response:
+            return Response(body, media_type=media_type, headers={"Cache-Control": ICON_CACHE})
+
+        routes.append(Route(path, icon, methods=["GET"]))
+    return routes
 
 
 class SecurityHeadersMiddleware:

@@ -52,6 +52,24 @@ def test_every_response_has_the_security_headers(sqlite_store: Store) -> None:
     assert responses[-1].headers["referrer-policy"] == "no-referrer"
 
 
+def test_the_site_icon_is_served_and_linked(sqlite_store: Store) -> None:
+    """Browsers ask every site for /favicon.ico: it answers, cached, and every page links the icons."""
+    client = client_for(sqlite_store)
+    ico = client.get("/favicon.ico")
+    assert ico.status_code == 200 and ico.headers["content-type"] == "image/x-icon"
+    assert ico.content.startswith(b"\x00\x00\x01\x00")  # an ICO directory: reserved 0, type 1 (icon)
+    assert "max-age=86400" in ico.headers["cache-control"]
+    assert_secured(ico)
+    svg = client.get("/favicon.svg")
+    assert svg.status_code == 200 and svg.headers["content-type"].startswith("image/svg+xml")
+    assert svg.text.startswith("<svg") and "max-age" in svg.headers["cache-control"]
+    assert client.head("/favicon.ico").status_code == 200
+    for path in ("/", "/papers", "/subscribe"):
+        page = client.get(path).text
+        assert '<link rel="icon" href="/favicon.svg" type="image/svg+xml">' in page, path
+        assert '<link rel="icon" href="/favicon.ico"' in page, path
+
+
 def test_a_server_error_has_the_security_headers_and_no_details(sqlite_store: Store) -> None:
     app = build_app(web_context(sqlite_store))
 
