@@ -145,6 +145,8 @@ class HttpClient:
         self._hosts: dict[str, _Host] = {}
         self.deadline = deadline
         self.max_bytes = max_bytes
+        # Set by stop_retrying(): back-offs before a retry end at once (the process is stopping).
+        self._stopping = asyncio.Event()
 
     async def __aenter__(self) -> HttpClient:
         return self
@@ -157,6 +159,12 @@ class HttpClient:
     async def aclose(self) -> None:
         """Close the connection pool."""
         await self._client.aclose()
+
+    def stop_retrying(self) -> None:
+        """End every back-off before a retry now, and retry nothing more: each request in a back-off fails
+        at once with the error that caused it. For a process that is stopping (``papertrail run``); a
+        request already on the wire is left to finish."""
+        self._stopping.set()
 
     async def get(
         self,
@@ -179,7 +187,9 @@ class HttpClient:
             content = b"".join(chunks)
             return self._read(url, response, content, previous, self._backoff(number), read_errors)
 
-        return await with_retries(attempt, attempts=self.politeness.retries + 1, sleep=self._sleep, log=log)
+        return await with_retries(
+            attempt, attempts=self.politeness.retries + 1, sleep=self._sleep, log=log, stopping=self._stopping
+        )
 
     async def download(self, url: str, previous: HttpValidator | None = None) -> Download:
         """``get``, with the body written to a temporary file as it streams in instead of held in memory.
@@ -202,7 +212,9 @@ class HttpClient:
                 raise
             return Download(url, body, size, fetched.not_modified, fetched.validator)
 
-        return await with_retries(attempt, attempts=self.politeness.retries + 1, sleep=self._sleep, log=log)
+        return await with_retries(
+            attempt, attempts=self.politeness.retries + 1, sleep=self._sleep, log=log, stopping=self._stopping
+        )
 
     def _backoff(self, attempt: int) -> float:
         """The back-off before retrying after ``attempt`` failed: doubling from ``Politeness.backoff``."""

@@ -61,6 +61,8 @@ class ChatClient:
         self._backoff = backoff
         self._max_retry_wait = max_retry_wait
         self._sleep = sleep
+        # Set by stop_retrying(): back-offs before a retry end at once (the process is stopping).
+        self._stopping = asyncio.Event()
 
     @property
     def model(self) -> str:
@@ -70,6 +72,10 @@ class ChatClient:
     async def aclose(self) -> None:
         """Close the connection pool."""
         await self._client.aclose()
+
+    def stop_retrying(self) -> None:
+        """End every back-off before a retry now and retry nothing more (the process is stopping)."""
+        self._stopping.set()
 
     async def complete(self, messages: Sequence[ChatMessage], *, max_tokens: int) -> str:
         """The content of the first choice; GuideError once the retries are spent."""
@@ -84,6 +90,7 @@ class ChatClient:
             attempts=self._retries + 1,
             sleep=self._sleep,
             log=log,
+            stopping=self._stopping,
         )
 
     async def _attempt(self, body: dict[str, Any], backoff: float) -> str:

@@ -96,16 +96,23 @@ def parse_roles(values: Sequence[str]) -> tuple[str, ...]:
 
 
 class Jobs:
-    """The ingest jobs over one context; a source never runs twice at once (interval and cron overlap)."""
+    """The ingest jobs over one context; a source never runs twice at once (interval and cron overlap).
 
-    def __init__(self, ctx: AppContext) -> None:
+    Once ``stop`` is set a job starts no further source or guide: what it had started finishes (its
+    back-offs cut short by :func:`run_forever`), the rest waits for the next start.
+    """
+
+    def __init__(self, ctx: AppContext, stop: asyncio.Event | None = None) -> None:
         self.ctx = ctx
+        self.stop = stop or asyncio.Event()
         self._busy: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     async def ingest(self, name: str) -> None:
         """One run of the source ``name``, unless its server asked us (Retry-After) to wait longer."""
         ctx = self.ctx
         async with self._busy[name]:
+            if self.stop.is_set():
+                return
             resume_at = ctx.not_before.get(name)
             if resume_at is not None and utcnow() < resume_at:
                 log.info(
@@ -137,10 +144,12 @@ class Jobs:
         ctx = self.ctx
         async with self._busy["community"]:
             for source in ctx.community.values():
+                if self.stop.is_set():
+                    return
                 report = await ingest_community(ctx.store, source, utcnow().date())
                 if not report.error:
                     log.info("%s: %s", report.source, report.note, extra={"source": report.source})
-            if ctx.api is not None:
+            if ctx.api is not None and not self.stop.is_set():
                 report = await complete_papers(ctx.store, ctx.api)
                 if report.fetched:
                     log.info("%s: %s", report.source, report.note, extra={"source": report.source})
@@ -154,7 +163,7 @@ class Jobs:
         without the guides rather than late.
         """
         ctx = self.ctx
-        if ctx.guide_model is None:
+        if ctx.guide_model is None or self.stop.is_set():
             return
         async with self._busy["guides"]:
             for report in await make_reader_guides(ctx.store, ctx.guide_model, ctx.settings, now=utcnow()):
@@ -221,7 +230,7 @@ def add_jobs(scheduler: AsyncIOScheduler, jobs: Jobs, run: Callable[..., Awaitab
 async def scheduler_role(ctx: AppContext, stop: asyncio.Event, *, poll: float = POLL_SECONDS) -> None:
     """Lead (or wait to lead), run the ingest jobs while leading, release the lock when stopping."""
     leader = Leader(lock_for(ctx.store.engine), poll=poll)
-    jobs = Jobs(ctx)
+    jobs = Jobs(ctx, stop)
     try:
         while await leader.acquire(stop):
             if await _lead(jobs, leader, stop):
@@ -409,6 +418,10 @@ async def run_forever(
         try:
             await group.until_stopped(stop)
             log.info("stopping: no new work; up to %g s for the work in flight", grace)
+            # A source or the LLM endpoint in a back-off before a retry (2, 4, 8 s; a Retry-After up to
+            # PAPERTRAIL_HTTP_MAX_RETRY_WAIT) is not work in flight: its run ends now with the error it
+            # had, instead of holding the stop for the retries (issue 16).
+            _stop_retrying(ctx)
             await group.drain(grace, hurry)
         finally:
             group.cancel()  # only reached with tasks left when run_forever itself was cancelled
@@ -416,6 +429,13 @@ async def run_forever(
         role, exc = group.failure
         raise RoleFailed(f"the {role} role failed: {exc}") from exc
     log.info("stopped")
+
+
+def _stop_retrying(ctx: AppContext) -> None:
+    """Cut short the back-offs of the context's HTTP and LLM clients (see :func:`run_forever`)."""
+    ctx.http.stop_retrying()
+    if ctx.guide_model is not None:
+        ctx.guide_model.stop_retrying()
 
 
 @contextlib.contextmanager

@@ -154,6 +154,40 @@ async def test_stopping_lets_an_ingest_in_flight_finish_and_be_recorded(tmp_path
     assert [(r.state, r.finished_at is not None) for r in runs] == [(RunState.EMPTY, True)]
 
 
+async def test_stopping_cuts_the_retry_back_off_short(tmp_path: Path) -> None:
+    """Issue 16: a stop during a source's back-off ends its run at once with the error it had, instead of
+    sitting out the retries (3 more after a 503 with Retry-After: 5 would hold the stop for 15 s)."""
+    with feed_server(Reply(503, b"busy", {"Retry-After": "5"})) as server:
+        settings = Settings(
+            database_url=f"sqlite:///{tmp_path}/backoff.db",
+            arxiv_rss_url=server.url,
+            hf_api_url=f"http://127.0.0.1:{closed_port()}/api/",
+            arxiv_api_url=f"http://127.0.0.1:{closed_port()}/api/query",
+            http_retries=3,
+        )
+        ctx = build_context(settings)
+        stop = asyncio.Event()
+        task = asyncio.create_task(run_forever(ctx, stop, roles=("scheduler",)))
+        try:
+            for _ in range(500):
+                if server.requests:
+                    break
+                await asyncio.sleep(0.02)
+            assert len(server.requests) == 1  # answered 503: the source now waits 5 s to retry
+            await asyncio.sleep(0.3)
+            started = time.monotonic()
+            stop.set()
+            await asyncio.wait_for(task, 30)
+            took = time.monotonic() - started
+        finally:
+            await ctx.aclose()
+    # Generous: the point is "not after the retries" (15 s), not a timing benchmark.
+    assert took < 5, f"the stop waited {took:.1f} s for the back-off"
+    assert len(server.requests) == 1  # nothing retried after the stop
+    (run,) = [r for r in ctx.store.latest_runs() if r.source == "arxiv-rss"]
+    assert run.state == RunState.ERROR and run.finished_at is not None and "503" in (run.error or "")
+
+
 async def test_a_long_retry_after_pauses_that_source(tmp_path: Path) -> None:
     from papertrail.runtime import ingest_all
 
