@@ -181,13 +181,16 @@ def run(
     import asyncio
 
     from papertrail.context import build_context
-    from papertrail.runtime import RoleFailed, parse_roles, run_forever
+    from papertrail.runtime import WEB_PORT_HINT, RoleFailed, parse_roles, run_forever, web_port_problem
 
     try:
         roles = parse_roles(role or [])
     except ValueError as exc:
         raise _fail(str(exc), 2) from exc
     settings = _settings()
+    # Before anything starts (migrations, the other roles): a taken port is said at once, on the last line.
+    if "web" in roles and (problem := web_port_problem(settings.web_host, settings.web_port)):
+        raise _fail(f"the web role {problem}; {WEB_PORT_HINT}")
     try:
         ctx = build_context(settings)
     except Exception as exc:  # cannot reach or migrate the database: say which one, without the password

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import signal
+import socket
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
@@ -337,14 +339,48 @@ class EmbeddedServer(uvicorn.Server):
         yield
 
 
+def web_port_problem(host: str, port: int) -> str | None:
+    """Why the web server could not listen on ``host:port`` (taken, not allowed, no such address); None
+    when it can. Binds and closes a socket on each of the host's addresses, as uvicorn will: ``papertrail
+    run`` asks before it starts anything, so that a taken port is said at once and on the last line,
+    not after the other roles started and stopped again (issue 16)."""
+    where = f"{host}:{port}"
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        return f"cannot listen on {where}: the host is not known ({exc.strerror or exc})"
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as sock:
+            # As uvicorn (asyncio) does: a port whose old connections linger in TIME_WAIT is free.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                sock.bind(address)
+            except OSError as exc:
+                reason = exc.strerror or str(exc)
+                taken = exc.errno == errno.EADDRINUSE
+                return f"cannot listen on {where}: {reason}" + (
+                    " (another process listens there: another `papertrail run`?)" if taken else ""
+                )
+    return None
+
+
+# What to do about it; the other roles as --role takes them.
+WEB_PORT_HINT = (
+    "set PAPERTRAIL_WEB_PORT (or PAPERTRAIL_WEB_HOST), "
+    f"or leave out the web role (--role {','.join(r for r in ROLES if r != 'web')})"
+)
+
+
 async def _serve(server: EmbeddedServer, where: str) -> None:
     try:
         await server.serve()
     except SystemExit:  # uvicorn exits the process when it cannot listen; one role must not do that
-        raise RoleError(
-            f"the web server could not start on {where} (the reason is in the line above); "
-            "set PAPERTRAIL_WEB_HOST / PAPERTRAIL_WEB_PORT, or leave out the web role"
-        ) from None
+        # Taken since papertrail run checked it: ask again, so that the reason is in this message.
+        config = server.config
+        reason = web_port_problem(config.host, config.port) or f"the web server could not start on {where}"
+        raise RoleError(f"{reason}; {WEB_PORT_HINT}") from None
     if not server.started:
         raise RoleError(f"the web server on {where} did not start (see the error above)")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import re
+import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,10 +30,13 @@ from papertrail.runtime import (
     NEW_YORK,
     ROLES,
     Jobs,
+    RoleError,
     RoleFailed,
     add_jobs,
     parse_roles,
     run_forever,
+    web_port_problem,
+    web_role,
 )
 from tests.conftest import BIG_FEED, CORPUS
 from tests.servers import Reply, closed_port, feed_server, free_port, serving
@@ -337,3 +341,48 @@ async def test_work_still_running_after_the_grace_period_is_cancelled(tmp_path: 
     finally:
         await ctx.aclose()
     assert cancelled.is_set()
+
+
+@contextmanager
+def held_port() -> Iterator[int]:
+    """A port on 127.0.0.1 another socket listens on, as another `papertrail run` would."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield int(holder.getsockname()[1])
+
+
+def test_run_refuses_a_taken_web_port_before_starting_anything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 16: the reason comes at once and last, not after 19 s twelve lines above the last one."""
+    db = tmp_path / "port.db"
+    monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", f"sqlite:///{db}")
+    with held_port() as port:
+        monkeypatch.setenv("PAPERTRAIL_WEB_PORT", str(port))
+        started = time.monotonic()
+        result = CliRunner().invoke(app, ["run"])
+        took = time.monotonic() - started
+    assert result.exit_code == 1, result.output
+    last = result.stderr.strip().splitlines()[-1]
+    assert f"cannot listen on 127.0.0.1:{port}" in last and "in use" in last.lower()
+    assert "PAPERTRAIL_WEB_PORT" in last
+    assert not db.exists()  # nothing was started, not even the migrations
+    assert took < 10  # generous: the point is "not after the other roles started and stopped"
+
+
+def test_web_port_problem() -> None:
+    with held_port() as port:
+        assert "in use" in (web_port_problem("127.0.0.1", port) or "").lower()
+    assert web_port_problem("127.0.0.1", free_port()) is None
+
+
+async def test_the_web_role_names_the_reason_when_the_port_went_meanwhile(tmp_path: Path) -> None:
+    """Taken between the check and uvicorn's bind: the role's error still says why, not 'the line above'."""
+    with held_port() as port:
+        ctx = build_context(Settings(database_url=f"sqlite:///{tmp_path}/race.db", web_port=port))
+        try:
+            with pytest.raises(RoleError, match=f"cannot listen on 127.0.0.1:{port}: .*in use"):
+                await asyncio.wait_for(web_role(ctx, asyncio.Event()), 30)
+        finally:
+            await ctx.aclose()
