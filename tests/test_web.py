@@ -677,3 +677,13 @@ def test_manage_page_changes_follows_schedule_and_status(sqlite_store: Store) ->
     unknown = act(action="drop-tables")
     assert unknown.status_code == 400 and "unknown action" in html.unescape(unknown.text)
     assert act().status_code == 400
+
+
+def test_the_chart_scroll_box_opens_at_the_newest_day(sqlite_store: Store) -> None:
+    """Issue 16: on a phone the chart scrolls; a right-to-left box opens at its right end (today), with no
+    script, and the chart inside stays left to right (tests/test_browser.py measures it in Chromium)."""
+    page = client_for(sqlite_store).get("/").text
+    assert '<div class="chart-wrap"><svg' in page
+    assert re.search(r"\.chart-wrap \{[^}]*overflow-x: auto;[^}]*direction: rtl;", page)
+    assert ".chart-wrap > * { direction: ltr; }" in page
+    assert "<script" not in page
