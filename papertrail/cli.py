@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from core.digests import DigestReport
     from core.guide_service import GuideReport
     from core.models import DeliveryAlarm, Follow
+    from core.status import SourceStatus
     from papertrail.context import AppContext
     from papertrail.store_context import StoreContext
 
@@ -954,8 +955,6 @@ def _iso(value: datetime | None) -> str | None:
 @app.command()
 def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
     """Papers stored; new papers, revisions and AI-related papers in the last 24 h; health of each source."""
-    from rich.table import Table
-
     from core.masking import mask_address, mask_text
     from core.status import source_statuses
     from notifiers.channels import unconfigured_channels
@@ -1056,18 +1055,50 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
             f"{mask_text(digest.error or '')} "
             "(`papertrail retry` re-queues it)"
         )
-    table = Table("source", "state", "last check", "last success", "last new version", "lag", "why")
+    _print_sources(judged)
+
+
+# Below this many columns the sources are printed one block each instead of as a table: seven columns of
+# which three are dates need about 120, and an 80-column table wrapped "why" one word a line (issue 16).
+STATUS_TABLE_MIN_WIDTH = 120
+
+
+def _print_sources(judged: list[SourceStatus]) -> None:
+    """The sources' health: a table on a wide terminal, stacked blocks on a narrow one (COLUMNS)."""
+    import textwrap
+
+    from rich.table import Table
+
+    width = out.size.width
+    if width >= STATUS_TABLE_MIN_WIDTH:
+        table = Table("source", "state", "last check", "last success", "last new version", "lag", "why")
+        for column in table.columns[2:6]:
+            column.no_wrap = True  # a date is read whole or not at all
+        for j in judged:
+            table.add_row(
+                j.facts.source,
+                j.verdict.state,
+                _when(j.facts.last_check),
+                _when(j.facts.last_success),
+                _when(j.facts.last_new_version),
+                _duration(j.verdict.lag),
+                j.verdict.reason,
+            )
+        out.print(table)
+        return
     for j in judged:
-        table.add_row(
-            j.facts.source,
-            j.verdict.state,
-            _iso(j.facts.last_check) or "never",
-            _iso(j.facts.last_success) or "never",
-            _iso(j.facts.last_new_version) or "never",
-            _duration(j.verdict.lag),
-            j.verdict.reason,
-        )
-    out.print(table)
+        lag = _duration(j.verdict.lag)
+        out.print(f"\n{j.facts.source}: {j.verdict.state}" + (f", lag {lag}" if lag else ""))
+        out.print(f"  last check        {_when(j.facts.last_check)}")
+        out.print(f"  last success      {_when(j.facts.last_success)}")
+        out.print(f"  last new version  {_when(j.facts.last_new_version)}")
+        why = textwrap.wrap(j.verdict.reason, width=max(width - 7, 20), break_long_words=False)
+        out.print("\n".join(("  why: " if i == 0 else "       ") + line for i, line in enumerate(why)))
+
+
+def _when(value: datetime | None) -> str:
+    """A time for people: ``2026-12-02 01:00 UTC``, or ``never``."""
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC") if value else "never"
 
 
 def _duration(lag: timedelta | None) -> str:

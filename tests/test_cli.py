@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -243,3 +244,27 @@ def test_ingest_keeps_the_day_despite_one_invalid_utf8_byte(
         titles = conn.execute(text("SELECT count(*) FROM version WHERE title LIKE '%Non-\ufffdTrivial%'"))
         assert titles.scalar_one() == 1
     assert note.startswith("1 item had invalid UTF-8") and "replaced by U+FFFD" in note
+
+
+@pytest.mark.parametrize("columns", [80, 200])
+def test_status_fits_the_terminal(env: Path, monkeypatch: pytest.MonkeyPatch, columns: int) -> None:
+    """Issue 16: in 80 columns the table wrapped "why" one word a line and cut the dates; below 120
+    columns each source is a block of its own, wider it is a table. Dates are printed whole either way."""
+    assert invoke("demo", "--load")[0] == 0  # the recorded day: arxiv-rss is "stale", with a long reason
+    monkeypatch.setenv("COLUMNS", str(columns))
+    code, out, _ = invoke("status")
+    assert code == 0
+    lines = out.splitlines()
+    assert all(len(line) <= columns for line in lines), max(lines, key=len)
+    assert "…" not in out  # nothing cut
+    dates = re.findall(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", out)
+    assert len(dates) >= 3  # arxiv-rss's last check, last success and last new version, whole
+    if columns < 120:
+        assert "arxiv-rss: stale, lag " in out and "┃" not in out
+        (why,) = [line for line in lines if line.startswith("  why: serves the mailing of 2024-11-28")]
+        assert len(why.split()) > 5  # words share a line
+        assert sum(line.startswith("  last check        ") for line in lines) == 4  # every source
+    else:
+        (row,) = [line for line in lines if line.startswith("│ arxiv-rss │ stale")]
+        assert len(re.findall(r"(?<=│ )\d{4}-\d\d-\d\d \d\d:\d\d UTC(?= │)", row)) == 3
+        assert "serves the mailing of" in row
