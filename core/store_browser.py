@@ -39,7 +39,7 @@ import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from core.models import CommunityPickRow, Paper, Version
-from core.query import PaperText
+from core.query import And, Node, Not, Or, PaperText, Words
 from core.search_text import SearchQuery
 from core.store_browse import IS_NEWS
 from core.store_counts import CountQueries
@@ -57,12 +57,17 @@ MAX_CATEGORY = 64
 COUNT_LIMIT = 10_000
 # A search's total is counted up to this many papers and estimated from the index beyond.
 SEARCH_COUNT_LIMIT = 1_000
+# A search whose matches PostgreSQL estimates above this is read by walking the order's index (see
+# _postgresql_candidates).
+WALK_ABOVE = 10 * SEARCH_COUNT_LIMIT
 # The relevance order has no index: it ranks every match, and pages stop here (1,000 papers).
 MAX_RELEVANCE_PAGE = 20
 # For a search checked paper by paper (author names): how many candidates one page may examine.
 MAX_EXAMINED = 2_000
 
-_SEARCH = sa.table(TABLE, sa.column("rowid", sa.BigInteger), sa.column("paper_id", sa.String))
+_SEARCH = sa.table(
+    TABLE, sa.column("rowid", sa.BigInteger), sa.column("paper_id", sa.String), sa.column("doc", sa.Text)
+)
 
 
 class Sort(StrEnum):
@@ -238,12 +243,13 @@ class BrowserQueries(CountQueries):
         if flt.sort is Sort.RELEVANCE and not 1 <= page <= MAX_RELEVANCE_PAGE:
             raise ValueError(f"relevance pages stop at {MAX_RELEVANCE_PAGE}")
         with self.session() as session:
-            base = self._candidates(session, flt)
+            candidates = self._candidates(session, flt)
+            base = candidates.query
             backwards = before is not None
             keys, cursor_keys = _order_keys(session, flt)
             query = base
             if flt.sort is Sort.RELEVANCE:
-                query = query.order_by(*_relevance_order(session, flt))
+                query = query.order_by(*_relevance_order(session, flt, candidates.doc))
             else:
                 cursor = after or before
                 if cursor is not None:
@@ -259,7 +265,7 @@ class BrowserQueries(CountQueries):
             if backwards:
                 ids.reverse()
             rows = _rows(session, ids)
-            total, total_kind = self._total(session, flt, base)
+            total, total_kind = self._total(session, flt, base, candidates.estimate)
             has_history = (
                 flt.sort in (Sort.UPDATED, Sort.INGESTED)
                 and bool(rows)
@@ -281,34 +287,80 @@ class BrowserQueries(CountQueries):
             has_history=has_history,
         )
 
-    def _candidates(self, session: Session, flt: PaperFilter) -> Any:
-        """SELECT paper.id (and the order's keys) of the papers ``flt`` selects, unordered."""
+    def _candidates(self, session: Session, flt: PaperFilter) -> _Candidates:
+        """The papers ``flt`` selects (see :class:`_Candidates`)."""
         query = sa.select(col(Paper.id)).select_from(Paper).where(*filter_conditions(flt))
         if flt.search is None:
-            return query
+            return _Candidates(query)
         if session.connection().dialect.name == "postgresql":
-            return query.join(_SEARCH, _SEARCH.c.paper_id == col(Paper.id)).where(
-                sa.literal_column(f"{TABLE}.doc").op("@@")(sa.cast(sa.literal(flt.search.tsquery), _TSQUERY))
-            )
+            return _postgresql_candidates(session, query, flt.search)
         # The index entry whose row id is the paper's current key: older entries of the same paper (kept by
         # the contentless index, see core.store_search) match no paper, and a stub has no entry.
-        return query.join(_SEARCH, col(Paper.browse_key) == _SEARCH.c.rowid).where(
+        matching = query.join(_SEARCH, col(Paper.browse_key) == _SEARCH.c.rowid).where(
             sa.literal_column(TABLE).op("MATCH")(sa.literal(flt.search.fts5)),
             col(Paper.latest_version) > 0,
         )
+        return _Candidates(matching)
 
-    def _total(self, session: Session, flt: PaperFilter, base: Any) -> tuple[int, TotalKind]:
-        """The filter's total and how exact it is."""
+    def _total(
+        self, session: Session, flt: PaperFilter, base: Any, estimate: int | None
+    ) -> tuple[int, TotalKind]:
+        """The filter's total and how exact it is (``estimate``: see :class:`_Candidates`)."""
         if flt.search is None:
             if not filter_conditions(flt):
                 return self.library_totals().papers, TotalKind.EXACT
             counted = _bounded_count(session, base, COUNT_LIMIT)
             return (counted, TotalKind.EXACT) if counted <= COUNT_LIMIT else (COUNT_LIMIT, TotalKind.AT_LEAST)
+        if estimate is not None:
+            return estimate, TotalKind.ABOUT
         counted = _bounded_count(session, base, SEARCH_COUNT_LIMIT)
         if counted <= SEARCH_COUNT_LIMIT:
             # Checked paper by paper, the index's count is only an upper bound.
             return counted, TotalKind.EXACT if flt.search.exact else TotalKind.ABOUT
         return max(_estimate(session, flt.search), counted), TotalKind.ABOUT
+
+
+def _postgresql_candidates(session: Session, query: Any, search: SearchQuery) -> _Candidates:
+    """The papers of ``query`` whose index entry matches ``search``, planned by how many entries match.
+
+    PostgreSQL's estimate of a tsquery's matches is good for the words its statistics list (the common
+    ones) and poor for the rest: a word in 240 of 600,000 papers is estimated at thousands, and with that
+    estimate the planner walks the browser's index testing every paper (a second). So: when the estimate
+    is above WALK_ABOVE the word is common and walking the index in the page's order finds a page soon;
+    the planner does that, and the total is the estimate. Otherwise the matching entries are counted
+    through the GIN index, up to SEARCH_COUNT_LIMIT + 1; when there are no more than that they are read
+    once (a MATERIALIZED CTE, which the planner cannot fold into a walk) and the page is sorted from them.
+    """
+    condition = _SEARCH.c.doc.op("@@")(sa.cast(sa.literal(search.tsquery), _TSQUERY))
+    walk = query.join(_SEARCH, _SEARCH.c.paper_id == col(Paper.id)).where(condition)
+    estimate = _estimate(session, search)
+    if estimate > WALK_ABOVE:
+        return _Candidates(walk, estimate=estimate)
+    entries = sa.select(_SEARCH.c.paper_id).where(condition).limit(SEARCH_COUNT_LIMIT + 1).subquery()
+    matches = int(session.execute(sa.select(sa.func.count()).select_from(entries)).scalar_one())
+    if matches > SEARCH_COUNT_LIMIT:
+        return _Candidates(walk, estimate=max(estimate, matches))
+    few = (
+        sa.select(_SEARCH.c.paper_id, _SEARCH.c.doc)
+        .where(condition)
+        .cte("search_matches")
+        .prefix_with("MATERIALIZED", dialect="postgresql")
+    )
+    return _Candidates(query.join(few, few.c.paper_id == col(Paper.id)), doc=few.c.doc)
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidates:
+    """SELECT paper.id of the papers a filter selects, unordered.
+
+    For a search on PostgreSQL also ``estimate``, set when the matches are known to be more than
+    SEARCH_COUNT_LIMIT (the total is then this estimate), and ``doc``, the tsvector column the query joined
+    (for the relevance score).
+    """
+
+    query: Any
+    estimate: int | None = None
+    doc: Any = _SEARCH.c.doc
 
 
 class _TSQueryType(sa.types.UserDefinedType[str]):
@@ -323,13 +375,14 @@ class _TSQueryType(sa.types.UserDefinedType[str]):
 _TSQUERY = _TSQueryType()
 
 
-def _relevance_order(session: Session, flt: PaperFilter) -> list[Any]:
-    """ORDER BY terms of the relevance order: the index's score, then the default order."""
+def _relevance_order(session: Session, flt: PaperFilter, doc: Any) -> list[Any]:
+    """ORDER BY terms of the relevance order: the index's score, then the default order (``doc``: the
+    tsvector column the candidates were joined to, on PostgreSQL)."""
     assert flt.search is not None
     if session.connection().dialect.name == "postgresql":
         score = sa.func.ts_rank(
             sa.cast(sa.literal(TS_RANK_WEIGHTS), sa.ARRAY(sa.REAL)),
-            sa.literal_column(f"{TABLE}.doc"),
+            doc,
             sa.cast(sa.literal(flt.search.tsquery), _TSQUERY),
         )
         return [score.desc(), col(Paper.browse_key).desc(), col(Paper.id).desc()]
@@ -375,7 +428,9 @@ def _ranked_ids(
         ids = list(session.execute(query.offset((page - 1) * per_page).limit(per_page + 1)).scalars())
         return ids[:per_page], len(ids) > per_page, None
     candidates = list(session.execute(query.limit(MAX_EXAMINED)).scalars())
-    kept = [pid for pid, text in _texts(session, candidates) if search.query.evaluate(text) is not None]
+    kept = [
+        pid for pid, text in _texts(session, candidates, search) if search.query.evaluate(text) is not None
+    ]
     start = (page - 1) * per_page
     return kept[start : start + per_page], len(kept) > start + per_page, None
 
@@ -399,7 +454,7 @@ def _read_ids(
     slice_size = per_page * 2
     while len(examined) < MAX_EXAMINED:
         candidates = list(session.execute(query.limit(slice_size).offset(len(examined))).scalars())
-        for pid, text in _texts(session, candidates):
+        for pid, text in _texts(session, candidates, search):
             examined.append(pid)
             if search.query.evaluate(text) is None:
                 continue
@@ -411,15 +466,20 @@ def _read_ids(
     return kept, True, examined[-1]
 
 
-def _texts(session: Session, ids: Sequence[str]) -> list[tuple[str, PaperText]]:
-    """The follow matcher's view of each paper's newest version, in the order of ``ids``."""
+def _texts(session: Session, ids: Sequence[str], search: SearchQuery) -> list[tuple[str, PaperText]]:
+    """The follow matcher's view of each paper's newest version, in the order of ``ids``.
+
+    A search with no word terms (``au:`` alone, or with ``cat:`` / ``id:``) never reads the title or the
+    abstract, so they are left out: splitting them into terms is most of the cost of a check.
+    """
+    words = _has_words(search.query.root)
     latest = _VERSION.alias("latest")
     rows = session.execute(
         sa.select(
             latest.c.paper_id,
             latest.c.number,
-            latest.c.title,
-            latest.c.abstract,
+            latest.c.title if words else sa.literal(""),
+            latest.c.abstract if words else sa.literal(""),
             latest.c.authors,
             latest.c.categories,
         )
@@ -445,6 +505,17 @@ def _texts(session: Session, ids: Sequence[str]) -> list[tuple[str, PaperText]]:
         for row in rows
     }
     return [(pid, found[pid]) for pid in ids if pid in found]
+
+
+def _has_words(node: Node) -> bool:
+    """Whether a query tree holds a title or abstract term anywhere."""
+    if isinstance(node, Words):
+        return True
+    if isinstance(node, And | Or):
+        return any(_has_words(child) for child in node.children)
+    if isinstance(node, Not):
+        return _has_words(node.child)
+    return False
 
 
 def _rows(session: Session, ids: Sequence[str]) -> list[PaperRow]:

@@ -173,3 +173,25 @@ def test_filters_and_search_combine(library: Store) -> None:
     assert listed and set(listed) <= {pid for pid in texts if search.query.evaluate(texts[pid])}
     plain = walk(library, PaperFilter(search=search), per_page=200)
     assert set(listed) < set(plain)
+
+
+@pytest.mark.parametrize("plan", ["walk", "counted-over", "materialized"])
+def test_every_search_plan_lists_the_same_papers(
+    library: Store, plan: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL picks a plan by how many entries match (store_browser._postgresql_candidates): each of
+    the three must list what the follow matches. On SQLite the plan is one, and the test checks it too."""
+    import core.store_browser as browser
+
+    if plan == "walk":  # as if every word were common: the planner walks the order's index
+        monkeypatch.setattr(browser, "WALK_ABOVE", -1)
+    elif plan == "counted-over":  # estimated rare, counted common
+        monkeypatch.setattr(browser, "SEARCH_COUNT_LIMIT", 3)
+    texts = newest_text(library)
+    order = keyed_order(library, Sort.UPDATED)
+    for text in ("learning", "au:Wang", '"neural network"'):
+        search = compile_search(text)
+        expected = [pid for pid in order if pid in texts and search.query.evaluate(texts[pid]) is not None]
+        assert walk(library, PaperFilter(search=search), per_page=31) == expected, text
+        ranked = library.browse_papers(PaperFilter(search=search, sort=Sort.RELEVANCE), per_page=1000)
+        assert {row.id for row in ranked.rows} == set(expected), text
