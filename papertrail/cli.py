@@ -271,12 +271,15 @@ def backfill_snapshot(
     path: Annotated[Path, typer.Argument(help="arxiv-metadata-oai-snapshot.json[.gz] (JSON Lines).")],
 ) -> None:
     """Stream the arXiv metadata snapshot into the store as history, with a progress bar."""
-    from papertrail.backfill import run_snapshot_backfill
+    from papertrail.backfill import BackfillFailed, run_snapshot_backfill
 
     if not path.is_file():
         raise _fail(f"{path} is not a file; download arxiv-metadata-oai-snapshot.json (Kaggle) first", 2)
     with _store_context() as ctx:
-        report = run_snapshot_backfill(ctx.store, path, err)
+        try:
+            report = run_snapshot_backfill(ctx.store, path, err)
+        except BackfillFailed as exc:  # a cut-short or corrupt gzip: click alone would print "Aborted."
+            raise _fail(str(exc), 1) from exc
     out.print(f"snapshot: {report.state}; {report.fetched} versions read, {report.duplicates} already known")
     if report.note:
         out.print(f"note: {report.note}")
