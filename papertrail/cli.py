@@ -291,9 +291,12 @@ def follow(
         str, typer.Argument(help="email:ada@example.org, telegram:12345, slack:C0123, console:NAME")
     ],
     query: Annotated[str, typer.Argument(help="Follow query, e.g. 'cat:cs.DC au:\"Zeng Li\"'.")],
-    timezone: Annotated[str | None, typer.Option(help="IANA timezone for a new subscriber.")] = None,
+    timezone: Annotated[
+        str | None, typer.Option(help="IANA timezone of the subscriber (changes an existing one's).")
+    ] = None,
     schedule: Annotated[
-        str | None, typer.Option(help="'instant', 'daily 08:00', 'weekly mon 09:00'.")
+        str | None,
+        typer.Option(help="'instant', 'daily 08:00', 'weekly mon 09:00' (changes an existing one's)."),
     ] = None,
     new_only: Annotated[bool, typer.Option("--new-only", help="New papers only, no revisions.")] = False,
     instant: Annotated[
@@ -307,6 +310,7 @@ def follow(
     from core.follows import follow as add_follow
     from core.masking import mask_address
     from core.query import QueryError
+    from core.schedule import parse_schedule
 
     chosen = _language_option(language)
     with _store_context() as ctx:
@@ -322,13 +326,26 @@ def follow(
             )
         except (QueryError, ValueError) as exc:
             raise _fail(_explain(exc), 2) from exc
+        who = result.subscriber
+        before = f"{who.schedule} ({who.timezone})"
+        fields: dict[str, Any] = {}
         if chosen is not None:
-            ctx.store.update_subscriber(result.subscriber.id or 0, language=chosen)
-    who = result.subscriber
+            fields["language"] = chosen
+        if not result.subscriber_created:
+            # An existing subscriber takes the --schedule and --timezone given, as `papertrail schedule`
+            # and `import follows` do (they used to be ignored without a word); follow() checked both.
+            if schedule is not None and parse_schedule(schedule).text != who.schedule:
+                fields["schedule"] = parse_schedule(schedule).text
+            if timezone is not None and timezone != who.timezone:
+                fields["timezone"] = timezone
+        if fields:
+            who = ctx.store.update_subscriber(who.id or 0, **fields)
     if result.subscriber_created:
         out.print(
             f"new subscriber {mask_address(who.address)} (schedule {who.schedule}, timezone {who.timezone})"
         )
+    elif "schedule" in fields or "timezone" in fields:
+        out.print(f"{mask_address(who.address)}: schedule {who.schedule} ({who.timezone}), was {before}")
     verb = {"added": "now follows", "updated": "updated", "unchanged": "already follows"}[result.outcome]
     out.print(f"{mask_address(who.address)} {verb}: {result.follow.query}{_options(result.follow)}")
 
