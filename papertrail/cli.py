@@ -42,9 +42,25 @@ out = Console(markup=False, highlight=False, soft_wrap=True)
 err = Console(stderr=True, markup=False, highlight=False, soft_wrap=True)
 
 
-def _fail(message: str, code: int = 1) -> typer.Exit:
+# Exit codes (README, "Exit codes"): 2 when what was typed or configured is wrong (a malformed argument or
+# option, invalid or missing settings, a file argument that is not a file), 1 when a well-formed command
+# failed while running (not found in the store, network, database, delivery, a file that cannot be read).
+USAGE = 2
+FAILURE = 1
+
+
+def _fail(message: str, code: int = FAILURE) -> typer.Exit:
     err.print(Text("error: ", style="bold red") + Text(_masked(message)))
     return typer.Exit(code)
+
+
+def _code(exc: Exception) -> int:
+    """The exit code for an error from core: not found (LookupError) is a failure, anything else usage.
+
+    A ValueError, a QueryError or a missing setting means the command line or the configuration is wrong;
+    an unknown subscriber, paper or newsletter is a well-formed command that found nothing.
+    """
+    return FAILURE if isinstance(exc, LookupError) else USAGE
 
 
 def _masked(message: str) -> str:
@@ -810,12 +826,13 @@ def digest(
 
         try:
             reports = _run(deliver())
-        except ValueError as exc:
-            raise _fail(str(exc), 2) from exc
+        except (ValueError, LookupError) as exc:
+            raise _fail(_explain(exc), _code(exc)) from exc
     failed = 0
+    summary: list[str] = []
     for report in reports:
         if report.sent:
-            out.print(f"sent {report.items} item(s) to {mask_address(report.address)}")
+            summary.append(f"sent {report.items} item(s) to {mask_address(report.address)}")
         else:
             failed += 1
             state = "paused" if report.paused else "dead-lettered" if report.dead else "will retry"
@@ -823,9 +840,39 @@ def digest(
                 f"not sent to {mask_address(report.address)} ({state}): {mask_text(report.error or '')}"
             )
     if not reports:
-        out.print("no digests due" if not now else "nothing pending")
+        summary.append("no digests due" if not now else "nothing pending")
+    try:
+        # Plain writes: rich would answer a closed pipe with exit 1 and nothing said.
+        for line in summary:
+            sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `digest --now | head`: the reader took the console digests whole (a digest that could not be
+        # written is not sent: notifiers/console.py) and left before this summary. Say on stderr what
+        # the ledger recorded.
+        _stdout_closed()
+        err.print("standard output was closed before this summary (`| head`?); recorded:")
+        for line in summary:
+            err.print(f"  {line}")
     if failed:
-        raise typer.Exit(1)
+        raise typer.Exit(FAILURE)
+
+
+def _stdout_closed() -> None:
+    """Point standard output at /dev/null once its reader is gone, so that nothing more fails on it.
+
+    Without this the interpreter's last flush at exit raises BrokenPipeError again and prints
+    "Exception ignored ...". Not possible (nor needed) where standard output is no file (tests).
+    """
+    import io
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass
 
 
 @app.command()
