@@ -83,7 +83,10 @@ def _explain(exc: Exception) -> str:
 
     if isinstance(exc, QueryError):
         return f"{exc}\n{exc.excerpt()}"
-    return str(exc).strip("'\"")
+    if isinstance(exc, KeyError) and exc.args:
+        return str(exc.args[0])  # str() of a KeyError is the repr of its message, quotes and all
+    # Not stripped of quotes: "'notanemail' is not an email address" lost its opening quote (issue 16).
+    return str(exc)
 
 
 # --verbose, as the main callback found it; logging is set up with the settings, when a command reads them
@@ -466,7 +469,7 @@ def export_follows_command(
                 schedule=ctx.settings.default_schedule,
             )
         except (LookupError, ValueError) as exc:
-            raise _fail(_explain(exc), 2 if isinstance(exc, ValueError) else 1) from exc
+            raise _fail(_explain(exc), _code(exc)) from exc
         if output is None:
             # Plain writes, not the rich console: the lines are data and must come out byte for byte.
             for line in lines:
@@ -496,7 +499,7 @@ def unfollow_command(
         try:
             removed = unfollow(ctx.store, address, which)
         except (LookupError, QueryError, ValueError) as exc:
-            raise _fail(_explain(exc), 2) from exc
+            raise _fail(_explain(exc), _code(exc)) from exc
     out.print(f"removed: {removed.query}")
 
 
@@ -588,7 +591,7 @@ def subscribe(
                 language=_language_option(language),
             )
         except (ValueError, LookupError, QueryError, SignupUnavailable) as exc:
-            raise _fail(_explain(exc), 2) from exc
+            raise _fail(_explain(exc), _code(exc)) from exc
 
         async def send() -> bool:
             try:
@@ -753,7 +756,7 @@ def resume_command(
             try:
                 subscriber = resume(ctx.store, address)
             except (LookupError, ValueError) as exc:
-                raise _fail(_explain(exc), 2) from exc
+                raise _fail(_explain(exc), _code(exc)) from exc
             out.print(f"{mask_address(subscriber.address)} is active again")
             return
         count, addresses = ctx.store.refused_subscribers(reason=reason, since=after, limit=RESUME_LISTED)
@@ -974,7 +977,9 @@ def guides(
     language = _language_option(language)
     with _context() as ctx:
         if ctx.guide_model is None:
-            raise _fail("AI guides are off: set PAPERTRAIL_LLM_URL and PAPERTRAIL_LLM_MODEL (docs/guides.md)")
+            raise _fail(
+                "AI guides are off: set PAPERTRAIL_LLM_URL and PAPERTRAIL_LLM_MODEL (docs/guides.md)", 2
+            )
         model = ctx.guide_model
 
         async def main() -> list[GuideReport]:
@@ -1005,7 +1010,7 @@ def webhook_secret_command(
     settings = _settings()
     if not settings.secret_key:
         raise _fail(
-            "set PAPERTRAIL_SECRET_KEY first: webhook digests are signed with a secret derived from it"
+            "set PAPERTRAIL_SECRET_KEY first: webhook digests are signed with a secret derived from it", 2
         )
     key = settings.secret_key.get_secret_value()
     sys.stdout.write(webhook_secret(key, url.removeprefix("webhook:")) + "\n")

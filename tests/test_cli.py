@@ -64,7 +64,7 @@ def test_bad_input_explains_and_exits_nonzero(env: Path, args: tuple[str, ...], 
 def test_unfollow_number_out_of_range(env: Path) -> None:
     invoke("follow", "console:me", "cat:cs.DC")
     code, _, err = invoke("unfollow", "console:me", "5")
-    assert code == 2 and "pick a number from 1 to 1" in err
+    assert code == 1 and "pick a number from 1 to 1" in err  # not found: exit 1 (README, exit codes)
 
 
 def test_ingest_digest_status(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:

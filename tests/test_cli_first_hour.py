@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -138,3 +139,118 @@ def test_digest_piped_to_head_says_on_stderr_what_was_recorded(
     assert "to console:me" in err
     code, out, _ = invoke("digest", "--now")
     assert code == 0 and "nothing pending" in out
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 4. quotes in error messages; 17. one exit-code scheme (README, "Exit codes")
+
+# Every error path of the command line that needs no network, with the exit code the scheme gives it and
+# the quoted values it must show whole. 2: what was typed or configured is wrong; 1: a well-formed
+# command failed (here: not found in the store).
+USAGE, FAILURE = 2, 1
+ERRORS: list[tuple[tuple[str, ...], int, tuple[str, ...]]] = [
+    (("follow", "email:notanemail", "cat:cs.DC"), USAGE, ("'notanemail'",)),
+    (("follow", "ada@example.org", "cat:cs.DC"), USAGE, ("'ada@example.org'",)),
+    (
+        ("follow", "console:me", "cat:cs.DC", "--schedule", "hourly"),
+        USAGE,
+        ("'hourly'", "'weekly mon 09:00'"),
+    ),
+    (("follow", "console:me", "cat:cs.DC", "--schedule", "weekly Funday 09:00"), USAGE, ("'Funday'",)),
+    (("follow", "console:me", "cat:cs.DC", "--timezone", "Mars/Base"), USAGE, ("'Mars/Base'",)),
+    (("follow", "console:me", "ti:(graph"), USAGE, ()),
+    (("follow", "console:me", 'au:"Zeng'), USAGE, ()),
+    (("follow", "console:me", "cat:cs.DC", "--language", "fr"), USAGE, ("'fr'",)),
+    (("ingest", "--source", "nope"), USAGE, ("'nope'",)),
+    (("ingest", "--source", "hf-daily", "--date", "2026-13-01"), USAGE, ("'2026-13-01'",)),
+    (("ingest", "--source", "arxiv-oai", "--since", "yesterday"), USAGE, ("'yesterday'",)),
+    (("backfill", "snapshot", "/nonexistent/snapshot.json"), USAGE, ()),
+    (("import", "follows", "/nonexistent/follows.jsonl"), USAGE, ()),
+    (("export", "follows", "notanaddress"), USAGE, ("'notanaddress'",)),
+    (("unfollow", "console:me", "ti:(graph"), USAGE, ()),
+    (("follows", "notanaddress"), USAGE, ("'notanaddress'",)),
+    (("schedule", "console:me", "weekly Funday 9:00"), USAGE, ("'Funday'", "'weekly Funday 9:00'")),
+    (("schedule", "console:me", "daily 08:00", "--timezone", "Mars/Base"), USAGE, ("'Mars/Base'",)),
+    (("newsletter", "create", "Bad_Name", "--title", "T", "--follow", "cat:cs.DC"), USAGE, ()),
+    (("resume",), USAGE, ()),
+    (("resume", "console:me", "--reason", "550"), USAGE, ()),
+    (("resume", "--reason", " "), USAGE, ("'550 5.7.1'",)),
+    (("resume", "console:me", "--dry-run"), USAGE, ()),
+    (("resume", "--since", "never"), USAGE, ("'never'",)),
+    (("retry", "notanaddress"), USAGE, ("'notanaddress'",)),
+    (("digest", "--now", "notanaddress"), USAGE, ("'notanaddress'",)),
+    (("run", "--role", "nope"), USAGE, ("'nope'",)),
+    (("follows", "console:nobody"), FAILURE, ()),
+    (("schedule", "console:nobody", "daily 08:00"), FAILURE, ()),
+    (("unfollow", "console:nobody", "1"), FAILURE, ()),
+    (("unfollow", "console:me", "5"), FAILURE, ()),
+    (("unfollow", "console:me", "cat:cs.LG"), FAILURE, ("'cat:cs.LG'",)),
+    (("export", "follows", "console:nobody"), FAILURE, ()),
+    (("show", "9999.99999"), FAILURE, ("'9999.99999'",)),
+    (("newsletter", "show", "nope"), FAILURE, ()),
+    (("resume", "console:nobody"), FAILURE, ()),
+    (("resume", "--reason", "zzz"), FAILURE, ("'zzz'",)),
+    (("digest", "--now", "console:nobody"), FAILURE, ()),
+    (("alarms", "clear"), FAILURE, ()),
+]
+
+# An apostrophe inside a word (don't, arXiv's) is no quote. (A plural possessive, readers', would read as
+# one: no error message has one, and telling it from the end of a quoted 'values' needs a parser.)
+_APOSTROPHES = re.compile(r"(?<=\w)'(?=\w)")
+
+
+def unbalanced(message: str) -> list[str]:
+    """The quote characters ``message`` holds an odd number of (apostrophes in words aside)."""
+    text = _APOSTROPHES.sub("", message)
+    return [mark for mark in ("'", '"', "`") if text.count(mark) % 2]
+
+
+def test_unbalanced_finds_a_cut_quote() -> None:
+    assert unbalanced("notanemail' is not an email address") == ["'"]
+    assert unbalanced("use 'instant' or 'weekly mon 09:00") == ["'"]
+    assert unbalanced("arXiv's digests don't stop at 'x' or 'values'; run `papertrail`") == []
+
+
+@pytest.fixture
+def followed(env: Path) -> Path:
+    """console:me follows cat:cs.DC."""
+    code, _, err = invoke("follow", "console:me", "cat:cs.DC")
+    assert code == 0, err
+    return env
+
+
+@pytest.mark.parametrize(("args", "code", "quoted"), ERRORS, ids=[" ".join(e[0]) for e in ERRORS])
+def test_every_error_has_balanced_quotes_and_the_scheme_s_exit_code(
+    followed: Path, args: tuple[str, ...], code: int, quoted: tuple[str, ...]
+) -> None:
+    exit_code, out, err = invoke(*args)
+    message = one_line(err)
+    assert message.startswith("error: "), (out, err)
+    assert exit_code == code, message
+    # A query error ends with the query and a caret under the bad spot: only its first line is prose.
+    prose = one_line(err.split("\n    ")[0]) if "ti:(" in " ".join(args) or 'au:"' in args[-1] else message
+    assert unbalanced(prose) == [], message
+    for value in quoted:
+        assert value in message, message
+
+
+# Configuration errors: a setting is invalid, or one the command needs is missing.
+CONFIGURATION: list[tuple[dict[str, str], tuple[str, ...], str]] = [
+    ({"PAPERTRAIL_HTTP_MAX_BYTES": "0"}, ("follows", "console:me"), "invalid settings"),
+    ({}, ("subscribe", "email:ada@example.org", "cat:cs.DC"), "sign-up needs PAPERTRAIL_SECRET_KEY"),
+    ({"PAPERTRAIL_SECRET_KEY": "k" * 32}, ("subscribe", "email:ada@example.org"), "needs PAPERTRAIL_SMTP"),
+    ({}, ("webhook-secret", "https://example.org/hook"), "set PAPERTRAIL_SECRET_KEY first"),
+    ({}, ("guides",), "AI guides are off"),
+]
+
+
+@pytest.mark.parametrize(("settings", "args", "message"), CONFIGURATION, ids=[c[2] for c in CONFIGURATION])
+def test_configuration_errors_exit_2(
+    env: Path, monkeypatch: pytest.MonkeyPatch, settings: dict[str, str], args: tuple[str, ...], message: str
+) -> None:
+    # Issue 16: `subscribe` without a key exited 2, `webhook-secret` without one 1.
+    for name, value in settings.items():
+        monkeypatch.setenv(name, value)
+    code, _, err = invoke(*args)
+    assert code == 2 and message in one_line(err)
+    assert unbalanced(one_line(err)) == []
