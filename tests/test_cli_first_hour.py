@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import subprocess
@@ -254,3 +255,21 @@ def test_configuration_errors_exit_2(
     code, _, err = invoke(*args)
     assert code == 2 and message in one_line(err)
     assert unbalanced(one_line(err)) == []
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 6. email addresses: the domain is case-insensitive, the local part kept as typed (docs/delivery.md)
+
+
+def test_email_domain_is_one_subscriber_whatever_its_case_and_the_local_part_is_kept(env: Path) -> None:
+    code, out, _ = invoke("follow", "email:Ada@Example.ORG", "cat:cs.DC")
+    assert code == 0 and "new subscriber email:Ada@example.org" in one_line(out)
+    code, out, _ = invoke("follow", "email:Ada@example.org", "cat:cs.DC")
+    assert code == 0 and "new subscriber" not in out and "already follows" in out
+    code, out, _ = invoke("follow", "email:ada@EXAMPLE.org", "cat:cs.DC")
+    assert code == 0 and "new subscriber" in out  # RFC 5321: the local part may be case-sensitive
+    code, out, _ = invoke("export", "follows")
+    assert sorted(json.loads(line)["address"] for line in out.splitlines()) == [
+        "email:Ada@example.org",
+        "email:ada@example.org",
+    ]
