@@ -106,8 +106,10 @@ def _settings() -> Settings:
         settings = Settings()
     except ValidationError as exc:
         configure_logging(None, _VERBOSE.get())  # plain text: nothing to mask with yet
+        # pydantic words a validator's own message "Value error, ...": the message is ours, whole.
         problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors()
+            f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors()
         )
         raise _fail(f"invalid settings: {problems}", 2) from exc
     configure_logging(settings, _VERBOSE.get())

@@ -238,6 +238,11 @@ def test_every_error_has_balanced_quotes_and_the_scheme_s_exit_code(
 # Configuration errors: a setting is invalid, or one the command needs is missing.
 CONFIGURATION: list[tuple[dict[str, str], tuple[str, ...], str]] = [
     ({"PAPERTRAIL_HTTP_MAX_BYTES": "0"}, ("follows", "console:me"), "invalid settings"),
+    (
+        {"PAPERTRAIL_ARXIV_RSS_URL": "file:///tmp/rss.xml"},
+        ("ingest",),
+        "invalid settings: arxiv_rss_url: PAPERTRAIL_ARXIV_RSS_URL must be an http(s) URL",
+    ),
     ({}, ("subscribe", "email:ada@example.org", "cat:cs.DC"), "sign-up needs PAPERTRAIL_SECRET_KEY"),
     ({"PAPERTRAIL_SECRET_KEY": "k" * 32}, ("subscribe", "email:ada@example.org"), "needs PAPERTRAIL_SMTP"),
     ({}, ("webhook-secret", "https://example.org/hook"), "set PAPERTRAIL_SECRET_KEY first"),
