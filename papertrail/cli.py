@@ -176,8 +176,11 @@ def _store_context() -> Iterator[StoreContext]:
 
 def _cannot_open(settings: Settings, exc: Exception) -> typer.Exit:
     from core.config import mask_url_password
+    from core.store import DatabaseFolderMissing
 
-    return _fail(f"cannot open database {mask_url_password(settings.database_url)}: {exc}")
+    # A mistyped path is configuration (exit 2); a server that cannot be reached, a failure (exit 1).
+    code = USAGE if isinstance(exc, DatabaseFolderMissing) else FAILURE
+    return _fail(f"cannot open database {mask_url_password(settings.database_url)}: {exc}", code)
 
 
 @app.callback()

@@ -278,3 +278,26 @@ def test_email_domain_is_one_subscriber_whatever_its_case_and_the_local_part_is_
         "email:Ada@example.org",
         "email:ada@example.org",
     ]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 5. a mistyped SQLite path
+
+
+def test_a_sqlite_path_in_a_missing_folder_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    missing = tmp_path / "nonexistent" / "dir"
+    monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", f"sqlite:///{missing}/pt.db")
+    code, _, err = invoke("follow", "console:me", "cat:cs.DC")
+    assert code == 2
+    assert f"the folder {missing} of the SQLite database {missing}/pt.db does not exist" in one_line(err)
+    assert not (tmp_path / "nonexistent").exists()  # nothing created
+
+
+def test_the_default_database_folder_is_created(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("PAPERTRAIL_DATABASE_URL", raising=False)
+    monkeypatch.chdir(tmp_path)  # the default is ./data/papertrail.db
+    code, _, err = invoke("follow", "console:me", "cat:cs.DC")
+    assert code == 0, err
+    assert (tmp_path / "data" / "papertrail.db").is_file()
