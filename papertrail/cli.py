@@ -338,6 +338,7 @@ def follow(
 
     chosen = _language_option(language)
     with _store_context() as ctx:
+        _check_webhook(address, ctx.settings)
         try:
             result = add_follow(
                 ctx.store,
@@ -372,6 +373,22 @@ def follow(
         out.print(f"{mask_address(who.address)}: schedule {who.schedule} ({who.timezone}), was {before}")
     verb = {"added": "now follows", "updated": "updated", "unchanged": "already follows"}[result.outcome]
     out.print(f"{mask_address(who.address)} {verb}: {result.follow.query}{_options(result.follow)}")
+
+
+def _check_webhook(address: str, settings: Settings) -> None:
+    """Refuse (exit 2) a ``webhook:`` address its delivery would refuse, saying why (issue 16: the first
+    digest found out, and paused the subscriber). Other channels load nothing here."""
+    channel, _, target = address.partition(":")
+    if channel.strip().lower() != "webhook":
+        return
+    import asyncio
+
+    from core.masking import mask_address
+    from notifiers.webhook import refusal
+
+    reason = asyncio.run(refusal(target.strip(), settings.webhook_allowed_hosts))
+    if reason is not None:
+        raise _fail(f"{mask_address(address)} cannot receive digests: {reason}", USAGE)
 
 
 def _language_option(value: str | None) -> str | None:

@@ -301,3 +301,33 @@ def test_the_default_database_folder_is_created(monkeypatch: pytest.MonkeyPatch,
     code, _, err = invoke("follow", "console:me", "cat:cs.DC")
     assert code == 0, err
     assert (tmp_path / "data" / "papertrail.db").is_file()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 13. a webhook address delivery would refuse is refused when it is followed
+
+
+@pytest.mark.parametrize(
+    ("address", "reason"),
+    [
+        ("webhook:http://127.0.0.1:9/hook", "127.0.0.1 (loopback)"),
+        ("webhook:http://localhost:8080/hook", "(loopback)"),
+        ("webhook:https://10.1.2.3/hook", "10.1.2.3 (private)"),
+        ("webhook:http://169.254.169.254/latest", "(link-local)"),
+        ("webhook:ftp://hooks.example.org/x", "must be an http(s) URL with a host"),
+    ],
+)
+def test_follow_refuses_a_webhook_delivery_would_refuse(env: Path, address: str, reason: str) -> None:
+    code, out, err = invoke("follow", address, "cat:cs.DC")
+    assert code == 2 and out == ""
+    message = one_line(err)
+    assert "cannot receive digests: " in message and reason in message
+    code, _, _ = invoke("follows", address)
+    assert code != 0  # no subscriber was created
+
+
+def test_follow_accepts_an_allowed_internal_webhook(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PAPERTRAIL_WEBHOOK_ALLOW_HOSTS", "127.0.0.1")
+    code, out, err = invoke("follow", "webhook:http://127.0.0.1:9/hook", "cat:cs.DC")
+    assert code == 0, err
+    assert "now follows: cat:cs.DC" in out
