@@ -54,6 +54,15 @@ def _fail(message: str, code: int = FAILURE) -> typer.Exit:
     return typer.Exit(code)
 
 
+def _n(count: int, singular: str, plural: str | None = None, *, grouped: bool = False) -> str:
+    """``count`` and the word in the form it takes: "1 item", "19 items", "2 matches" (issue 16: "1 passes").
+
+    The command line speaks English to the operator; readers' messages go through the catalogs' ngettext.
+    """
+    number = f"{count:,}" if grouped else str(count)
+    return f"{number} {singular if count == 1 else plural or singular + 's'}"
+
+
 def _code(exc: Exception) -> int:
     """The exit code for an error from core: not found (LookupError) is a failure, anything else usage.
 
@@ -279,9 +288,9 @@ def ingest(
     # rather than at the next digest planning (which would do it first anyway).
     fanned = ctx.store.expand_matches()
     out.print(
-        f"{source}: {report.state}; {report.fetched} items, {report.new_papers} new papers, "
-        f"{report.revisions} revisions, {report.duplicates} already known, "
-        f"{report.matches} query matches ({fanned} for subscribers)"
+        f"{source}: {report.state}; {_n(report.fetched, 'item')}, {_n(report.new_papers, 'new paper')}, "
+        f"{_n(report.revisions, 'revision')}, {report.duplicates} already known, "
+        f"{_n(report.matches, 'query match', 'query matches')} ({fanned} for subscribers)"
         + (f"\nnote: {report.note}" if report.note else "")
     )
 
@@ -304,7 +313,9 @@ def backfill_snapshot(
             report = run_snapshot_backfill(ctx.store, path, err)
         except BackfillFailed as exc:  # a cut-short or corrupt gzip: click alone would print "Aborted."
             raise _fail(str(exc), 1) from exc
-    out.print(f"snapshot: {report.state}; {report.fetched} versions read, {report.duplicates} already known")
+    out.print(
+        f"snapshot: {report.state}; {_n(report.fetched, 'version')} read, {report.duplicates} already known"
+    )
     if report.note:
         out.print(f"note: {report.note}")
 
@@ -451,19 +462,22 @@ def import_follows_command(
     for bad in report.bad[:_BAD_LINES_SHOWN]:
         err.print(Text(f"{path}:{bad.line}: ", style="bold") + Text(redactor.mask(bad.reason)))
     if len(report.bad) > _BAD_LINES_SHOWN:
-        err.print(f"... and {len(report.bad) - _BAD_LINES_SHOWN:,} more invalid lines")
+        err.print(f"... and {_n(len(report.bad) - _BAD_LINES_SHOWN, 'more invalid line', grouped=True)}")
     if counts is None:
         if report.bad:
             hint = "" if skip_invalid else "; fix them, or import the good lines with --skip-invalid"
-            raise _fail(f"{len(report.bad):,} of {checked.lines:,} lines invalid; nothing imported{hint}", 2)
+            invalid = "line is" if checked.lines == 1 else "lines are"
+            raise _fail(
+                f"{len(report.bad):,} of {checked.lines:,} {invalid} invalid; nothing imported{hint}", USAGE
+            )
         out.print(f"{path}: no follows to import")
         return
     out.print(
-        f"{path}: {checked.lines:,} lines; follows: {counts.follows_added:,} added, "
+        f"{path}: {_n(checked.lines, 'line', grouped=True)}; follows: {counts.follows_added:,} added, "
         f"{counts.follows_updated:,} updated, {counts.follows_unchanged:,} unchanged; "
         f"subscribers: {counts.subscribers_created:,} created, {counts.subscribers_updated:,} updated"
-        + (f"; {checked.duplicates:,} duplicate lines" if checked.duplicates else "")
-        + (f"; {len(report.bad):,} invalid lines skipped" if report.bad else "")
+        + (f"; {_n(checked.duplicates, 'duplicate line', grouped=True)}" if checked.duplicates else "")
+        + (f"; {_n(len(report.bad), 'invalid line', grouped=True)} skipped" if report.bad else "")
     )
     if counts.inactive:
         out.print(
@@ -670,7 +684,7 @@ def newsletter_create(
             raise _fail(_explain(exc), 2) from exc
         shown = ctx.store.newsletter_info(created.id or 0)
     out.print(
-        f"newsletter {created.name} ({created.title}): {len(shown.follows)} follow(s), "
+        f"newsletter {created.name} ({created.title}): {_n(len(shown.follows), 'follow')}, "
         f"schedule {shown.subscriber.schedule} ({shown.subscriber.timezone}); "
         f"its follows are those of {shown.subscriber.address}"
     )
@@ -713,7 +727,8 @@ def newsletter_show(name: Annotated[str, typer.Argument(help="The newsletter's n
     out.print(f"schedule: {who.schedule} ({who.timezone}) · status: {who.status} · address: {who.address}")
     out.print(f"members: {info.members} ({info.active_members} active)")
     last = (
-        f"{_iso(info.last_issue_at)} with {info.last_issue_items} item(s); {info.issues} issue(s) in all"
+        f"{_iso(info.last_issue_at)} with {_n(info.last_issue_items, 'item')}; "
+        f"{_n(info.issues, 'issue')} in all"
         if info.last_issue_at
         else "none yet"
     )
@@ -797,7 +812,7 @@ def resume_command(
                 1,
             )
         if dry_run:
-            out.print(f"would resume {count} subscriber(s) paused by a delivery refusal ({cause}):")
+            out.print(f"would resume {_n(count, 'subscriber')} paused by a delivery refusal ({cause}):")
             for found in addresses:
                 out.print(f"  {mask_address(found)}")
             if count > len(addresses):
@@ -805,8 +820,8 @@ def resume_command(
             return
         resumed = ctx.store.resume_refused(reason=reason, since=after, now=utcnow())
     out.print(
-        f"resumed {resumed} subscriber(s) paused by a delivery refusal ({cause}); their held matches go out "
-        "with their next digest"
+        f"resumed {_n(resumed, 'subscriber')} paused by a delivery refusal ({cause}); their held matches "
+        "go out with their next digest"
     )
 
 
@@ -857,7 +872,7 @@ def digest(
     summary: list[str] = []
     for report in reports:
         if report.sent:
-            summary.append(f"sent {report.items} item(s) to {mask_address(report.address)}")
+            summary.append(f"sent {_n(report.items, 'item')} to {mask_address(report.address)}")
         else:
             failed += 1
             state = "paused" if report.paused else "dead-lettered" if report.dead else "will retry"
@@ -917,7 +932,9 @@ def worker(
                 totals = await run_worker(ctx, name=name, until_idle=until_idle)
             finally:
                 await ctx.close_notifiers()
-            out.print(f"worker finished: {totals.sent} digests sent, {totals.failed} failed attempts")
+            out.print(
+                f"worker finished: {_n(totals.sent, 'digest')} sent, {_n(totals.failed, 'failed attempt')}"
+            )
 
         _run(main())
 
@@ -935,7 +952,7 @@ def retry(
         except ValueError as exc:
             raise _fail(str(exc), 2) from exc
         count = ctx.store.requeue_dead(address=target)
-    out.print(f"re-queued {count} dead-lettered digest(s); they go out with the next digest pass")
+    out.print(f"re-queued {_n(count, 'dead-lettered digest')}; they go out with the next digest pass")
 
 
 alarms_app = typer.Typer(
@@ -980,9 +997,9 @@ def alarms_clear(
 
 def _alarm_line(alarm: DeliveryAlarm) -> str:
     return (
-        f"delivery alarm on {alarm.channel}: {alarm.recipients} recipients refused the same way "
+        f"delivery alarm on {alarm.channel}: {_n(alarm.recipients, 'recipient')} refused the same way "
         f"({alarm.kind}) since {alarm.first_seen.isoformat()}, last {alarm.last_seen.isoformat()}; "
-        f"{alarm.held} deliveries held for a retry, nobody paused. e.g. {alarm.sample}"
+        f"{_n(alarm.held, 'delivery', 'deliveries')} held for a retry, nobody paused. e.g. {alarm.sample}"
     )
 
 
@@ -1013,7 +1030,7 @@ def guides(
         reports = _run(main())
     for report in reports:
         out.print(
-            f"{report.language}: {report.made} guides made, {len(report.failures)} failed"
+            f"{report.language}: {_n(report.made, 'guide')} made, {len(report.failures)} failed"
             + (f"; {report.note}" if report.note else "")
         )
         for version_id, reason in report.failures[:10]:
@@ -1128,22 +1145,23 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return
     out.print(
-        f"papers stored: {summary.papers} ({summary.versions} versions)\n"
-        f"last 24 h: {summary.new_papers_24h} new papers, {summary.revisions_24h} revisions, "
+        f"papers stored: {summary.papers} ({_n(summary.versions, 'version')})\n"
+        f"last 24 h: {_n(summary.new_papers_24h, 'new paper')}, {_n(summary.revisions_24h, 'revision')}, "
         f"{summary.ai_related_24h} AI-related, AI guides: +{summary.guides_24h}\n"
         f"subscribers: {summary.subscribers}, follows: {summary.follows}, "
         f"pending matches: {summary.pending_matches}\n"
         f"community discoveries in the last 24 h: {summary.community_24h}\n"
-        f"delivery: {summary.queued_digests} digests queued, {summary.dead_digests} dead-lettered, "
-        f"{summary.paused_subscribers} subscribers paused"
+        f"delivery: {_n(summary.queued_digests, 'digest')} queued, {summary.dead_digests} dead-lettered, "
+        f"{_n(summary.paused_subscribers, 'subscriber')} paused"
     )
     for alarm in summary.alarms:
         err.print(_alarm_line(alarm) + f" (`papertrail alarms clear {alarm.channel}` once fixed)")
     for channel, (count, hint) in waiting.items():
-        err.print(f"{count} matches wait for the {channel} channel, which is not configured: {hint}")
+        waits = "match waits" if count == 1 else "matches wait"
+        err.print(f"{count} {waits} for the {channel} channel, which is not configured: {hint}")
     for digest, address in dead:
         err.print(
-            f"dead digest {digest.id} to {mask_address(address)} after {digest.attempts} attempts: "
+            f"dead digest {digest.id} to {mask_address(address)} after {_n(digest.attempts, 'attempt')}: "
             f"{mask_text(digest.error or '')} "
             "(`papertrail retry` re-queues it)"
         )
@@ -1219,7 +1237,9 @@ def show(
     out.print(f"https://arxiv.org/abs/{paper.id} · sources: {', '.join(paper.sources)}")
     for pick in paper.picks:
         repo = f" · {pick.github_repo}" if pick.github_repo else ""
-        out.print(f"  {pick.source} {pick.day}: {pick.upvotes} upvotes, {pick.comments} comments{repo}")
+        out.print(
+            f"  {pick.source} {pick.day}: {_n(pick.upvotes, 'upvote')}, {_n(pick.comments, 'comment')}{repo}"
+        )
     for v in paper.versions:
         what = (
             ("changed: " + ", ".join(v.changed))
@@ -1248,7 +1268,8 @@ def try_command(
         out.print(f"{hit.arxiv_id}v{hit.version}  {hit.title}\n    why: {'; '.join(hit.reasons)}")
     shown = min(limit, len(hits))
     out.print(
-        f"{len(hits)} match(es) in the last {days} day(s)" + (f", {shown} shown" if shown < len(hits) else "")
+        f"{_n(len(hits), 'match', 'matches')} in the last {_n(days, 'day')}"
+        + (f", {shown} shown" if shown < len(hits) else "")
     )
 
 

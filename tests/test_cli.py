@@ -64,7 +64,7 @@ def test_bad_input_explains_and_exits_nonzero(env: Path, args: tuple[str, ...], 
 def test_unfollow_number_out_of_range(env: Path) -> None:
     invoke("follow", "console:me", "cat:cs.DC")
     code, _, err = invoke("unfollow", "console:me", "5")
-    assert code == 1 and "pick a number from 1 to 1" in err  # not found: exit 1 (README, exit codes)
+    assert code == 1 and "console:me has 1 follow; pick number 1" in err  # not found: exit 1
 
 
 def test_ingest_digest_status(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -179,7 +179,7 @@ def test_unconfigured_channel_waits_worker_and_webhook_secret(
     assert delivery["dead_digests"] == 0 and delivery["queued_digests"] == 0
     code, _, err = invoke("status")
     assert "wait for the telegram channel, which is not configured" in err
-    assert invoke("retry")[1].startswith("re-queued 0 dead-lettered digest(s)")
+    assert invoke("retry")[1].startswith("re-queued 0 dead-lettered digests")
 
     code, _, err = invoke("webhook-secret", "https://hooks.example.org/x")
     assert code != 0 and "PAPERTRAIL_SECRET_KEY" in err

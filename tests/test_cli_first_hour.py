@@ -331,3 +331,42 @@ def test_follow_accepts_an_allowed_internal_webhook(env: Path, monkeypatch: pyte
     code, out, err = invoke("follow", "webhook:http://127.0.0.1:9/hook", "cat:cs.DC")
     assert code == 0, err
     assert "now follows: cat:cs.DC" in out
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 9. plural forms
+
+
+def test_counts_of_one_are_singular(env: Path) -> None:
+    # Issue 16: "1 subscribers paused", "1 passes", "item(s)".
+    invoke("follow", "console:me", "cat:cs.DC")
+    code, out, _ = invoke("try", "cat:cs.DC", "--days", "1")
+    assert code == 0 and "0 matches in the last 1 day" in out and "(es)" not in out
+    code, _, err = invoke("unfollow", "console:me", "2")
+    assert "console:me has 1 follow; pick number 1" in one_line(err)
+    code, out, _ = invoke("retry")
+    assert out.startswith("re-queued 0 dead-lettered digests;")
+
+
+def test_plural_helper() -> None:
+    from papertrail.cli import _n
+
+    assert [_n(0, "item"), _n(1, "item"), _n(2, "item")] == ["0 items", "1 item", "2 items"]
+    assert _n(1, "match", "matches") == "1 match" and _n(3, "match", "matches") == "3 matches"
+    assert _n(1234, "line", grouped=True) == "1,234 lines"
+
+
+def test_status_counts_one_paused_subscriber_in_the_singular(env: Path) -> None:
+    from core.models import SubscriberStatus
+    from core.store import Store, make_engine
+
+    invoke("follow", "console:me", "cat:cs.DC")
+    store = Store(make_engine(f"sqlite:///{env}"))
+    subscriber = store.get_subscriber("console:me")
+    assert subscriber is not None and subscriber.id is not None
+    store.update_subscriber(subscriber.id, status=SubscriberStatus.PAUSED)
+    store.engine.dispose()
+    code, out, _ = invoke("status")
+    text = one_line(out)
+    assert code == 0 and "0 digests queued" in text and "1 subscriber paused" in text, text
+    assert "papers stored: 0 (0 versions)" in text
