@@ -466,9 +466,8 @@ def import_follows_command(
     if counts is None:
         if report.bad:
             hint = "" if skip_invalid else "; fix them, or import the good lines with --skip-invalid"
-            invalid = "line is" if checked.lines == 1 else "lines are"
             raise _fail(
-                f"{len(report.bad):,} of {checked.lines:,} {invalid} invalid; nothing imported{hint}", USAGE
+                f"{len(report.bad):,} of {checked.lines:,} lines invalid; nothing imported{hint}", USAGE
             )
         out.print(f"{path}: no follows to import")
         return

@@ -171,7 +171,7 @@ def test_unconfigured_channel_waits_worker_and_webhook_secret(
         monkeypatch.setenv("PAPERTRAIL_ARXIV_RSS_URL", server.url)
         assert invoke("ingest")[0] == 0
     code, out, _ = invoke("worker", "--until-idle", "--name", "w1")
-    assert code == 0 and "--- digest for console:me ---" in out and "1 digests sent" in out
+    assert code == 0 and "--- digest for console:me ---" in out and "1 digest sent" in out
     code, out, err = invoke("status", "--json")
     delivery = json.loads(out)["delivery"]
     waiting = delivery["waiting_for_configuration"]["telegram"]
