@@ -35,7 +35,14 @@ def test_bad_schedules_explain(text: str, message: str) -> None:
 
 @pytest.mark.parametrize(
     ("day", "canonical"),
-    [("mon", "mon"), ("Monday", "mon"), ("mondays", "mon"), ("Tues", "tue"), ("thurs", "thu"), ("SUN", "sun")],
+    [
+        ("mon", "mon"),
+        ("Monday", "mon"),
+        ("mondays", "mon"),
+        ("Tues", "tue"),
+        ("thurs", "thu"),
+        ("SUN", "sun"),
+    ],
 )
 def test_weekly_days_are_read_whole(day: str, canonical: str) -> None:
     assert parse_schedule(f"weekly {day} 09:00").text == f"weekly {canonical} 09:00"
