@@ -298,6 +298,25 @@ class Settings(BaseSettings):
             raise ValueError("PAPERTRAIL_HTTP_MAX_BYTES must be at least 1")
         return value
 
+    @field_validator(
+        "arxiv_rss_url",
+        "hf_api_url",
+        "arxiv_oai_url",
+        "arxiv_api_url",
+        "telegram_api_url",
+        "slack_api_url",
+        "public_url",
+    )
+    @classmethod
+    def _http_url(cls, value: str, info: ValidationInfo) -> str:
+        # A file:// or mistyped URL used to fail only when fetched, after 14 s of retries as a network
+        # error (issue 16): refuse it when the settings are read, as PAPERTRAIL_LLM_URL is.
+        scheme, sep, rest = value.strip().partition("://")
+        if not sep or scheme.lower() not in ("http", "https") or not rest.split("/")[0]:
+            name = f"PAPERTRAIL_{(info.field_name or '').upper()}"
+            raise ValueError(f"{name} must be an http(s) URL such as https://host/path, not {value!r}")
+        return value.strip()
+
     @field_validator("llm_url")
     @classmethod
     def _http_endpoint(cls, value: str | None) -> str | None:

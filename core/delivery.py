@@ -199,7 +199,11 @@ _SLACK_ID = re.compile(r"^[CGDUW][A-Z0-9]{2,}$")
 
 
 def normalise_address(address: str) -> str:
-    """Validate an address and return its canonical spelling (channel lower-cased, email lower-cased)."""
+    """Validate an address and return its canonical spelling.
+
+    The channel is lower-cased, and an email address's domain; its local part is kept as typed, since
+    RFC 5321 lets a server tell ``Ada`` from ``ada`` (docs/delivery.md, "Email addresses").
+    """
     channel, target = split_address(address)
     if channel not in KNOWN_CHANNELS:
         raise ValueError(

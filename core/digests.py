@@ -112,6 +112,8 @@ async def send_due_digests(
     With ``force`` every pending match goes out now, whatever the schedule and any back-off. Each digest
     is attempted at most once per pass. Once ``stop`` is set nothing more is claimed: the pass ends after
     the batch in flight.
+
+    Raises ``LookupError`` for an ``address`` no subscriber has ("nothing pending" hid a typo).
     """
     # A pass can outlast a lease (thousands of digests at a platform's rate): each batch is claimed at the
     # clock's time, so that its lease really runs from the claim. A caller's fixed ``now`` (tests) wins.
@@ -124,6 +126,10 @@ async def send_due_digests(
     worker = worker or worker_name()
     if address is not None:
         address = normalise_address(address)
+        if store.get_subscriber(address) is None:
+            raise LookupError(
+                f"no subscriber {address}; add a follow with: papertrail follow {address} QUERY"
+            )
     plan_digests(store, notifiers, now=clock(), force=force, address=address)
     reports: list[DigestReport] = []
     # Digests attempted in this pass that are back in the queue (a retryable failure), kept out of the

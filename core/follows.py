@@ -76,7 +76,9 @@ def unfollow(store: Store, address: str, which: str) -> Follow:
         number = int(which)
         if not 1 <= number <= len(follows):
             raise LookupError(
-                f"{address} has {len(follows)} follow(s); pick a number from 1 to {len(follows)}"
+                f"{address} has 1 follow; pick number 1"
+                if len(follows) == 1
+                else f"{address} has {len(follows)} follows; pick a number from 1 to {len(follows)}"
             )
         target = follows[number - 1]
     else:

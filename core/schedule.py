@@ -15,11 +15,25 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from core.i18n import N_, Phrase, Refusal
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+_DAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _FORM = re.compile(
     r"^\s*(?:(?P<instant>instant)|(?P<kind>daily|weekdays)\s+(?P<t1>\d{1,2}:\d{2})"
-    r"|weekly\s+(?P<day>[a-z]{3})\w*\s+(?P<t2>\d{1,2}:\d{2}))\s*$",
+    r"|weekly\s+(?P<day>[a-z]+)\s+(?P<t2>\d{1,2}:\d{2}))\s*$",
     re.IGNORECASE,
 )
+
+
+def _day_number(word: str) -> int | None:
+    """Monday = 0 for ``mon``, ``tues``, ``Thursday``, ``sundays`` ...; None for anything else.
+
+    The whole word is checked: reading only its first three letters took "Monster" for Monday and
+    reported "Funday" as the unknown day 'Fun' (issue 16).
+    """
+    stem = word.lower()
+    stem = stem[:-1] if stem.endswith("s") and stem[:-1] in _DAY_NAMES else stem
+    if len(stem) < 3:
+        return None
+    return next((number for number, name in enumerate(_DAY_NAMES) if name.startswith(stem)), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,13 +70,13 @@ def parse_schedule(text: str) -> Schedule:
         kind = m["kind"].lower()
         days = frozenset(range(7)) if kind == "daily" else frozenset(range(5))
         return Schedule(f"{kind} {at:%H:%M}", False, at, days)
-    day = m["day"].lower()
-    if day not in DAYS:
+    number = _day_number(m["day"])
+    if number is None:
         raise Refusal(
             Phrase(N_("unknown day '{day}' in schedule '{schedule}'"), day=m["day"], schedule=text),
             Phrase(N_("days are {days}"), days=", ".join(DAYS)),
         )
-    return Schedule(f"weekly {day} {at:%H:%M}", False, at, frozenset({DAYS.index(day)}))
+    return Schedule(f"weekly {DAYS[number]} {at:%H:%M}", False, at, frozenset({number}))
 
 
 def zone(name: str) -> ZoneInfo:

@@ -65,12 +65,28 @@ _ID_CHUNK = 500
 SAVE_BATCH = 5000
 
 
-def make_engine(url: str) -> Engine:
-    """Create an engine for ``url``; for a SQLite file, create its folder and use WAL with foreign keys."""
+class DatabaseFolderMissing(ValueError):
+    """The folder of a SQLite database URL does not exist (a mistyped path, most likely)."""
+
+
+def make_engine(url: str, *, create_folder: bool = True) -> Engine:
+    """Create an engine for ``url``; for a SQLite file use WAL with foreign keys.
+
+    A SQLite file's missing folder is created when ``create_folder``, else refused with
+    ``DatabaseFolderMissing``: the command line creates only the default ``./data/`` (issue 16: a
+    mistyped ``sqlite:////nonexistent/dir/pt.db`` silently made the folders and an empty database).
+    """
     if url.startswith("sqlite"):
-        path = url.split("///", 1)[-1]
+        path = url.split("///", 1)[-1].split("?", 1)[0]
         if path and path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            folder = Path(path).parent
+            if create_folder:
+                folder.mkdir(parents=True, exist_ok=True)
+            elif not folder.is_dir():
+                raise DatabaseFolderMissing(
+                    f"the folder {folder} of the SQLite database {path} does not exist; check "
+                    f"PAPERTRAIL_DATABASE_URL, or create the folder first (mkdir -p {folder})"
+                )
         engine = sa.create_engine(url, connect_args={"timeout": 30})
 
         @sa.event.listens_for(engine, "connect")

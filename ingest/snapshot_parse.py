@@ -159,10 +159,17 @@ def _discard_rest_of_line(readline: Any, limit: int) -> int:
 def _record(obj: Any, line: int) -> SnapshotRecord | SnapshotSkip:
     """Turn one decoded line into a record, or a skip that says which field was wrong."""
     if not isinstance(obj, dict):
-        return SnapshotSkip(line, f"a JSON {type(obj).__name__}, not an object: {_preview(obj)}")
+        return SnapshotSkip(line, f"a JSON {_json_type(obj)}, not an object: {_preview(obj)}")
     arxiv_id = obj.get("id")
-    if not isinstance(arxiv_id, str) or not arxiv_id.strip():
+    if "id" not in obj:
         return SnapshotSkip(line, f"no 'id' (keys: {sorted(obj)[:8]})")
+    if not isinstance(arxiv_id, str):
+        # {"id": 5} has an id, of the wrong type: "no 'id' (keys: ['id'])" contradicted itself.
+        return SnapshotSkip(
+            line, f"'id' is a JSON {_json_type(arxiv_id)}, not a string: {_preview(arxiv_id)}"
+        )
+    if not arxiv_id.strip():
+        return SnapshotSkip(line, "'id' is empty")
     arxiv_id = arxiv_id.strip()
     if _ID_RE.match(arxiv_id) is None:
         return SnapshotSkip(line, f"id {arxiv_id!r} is not a bare arXiv id (2411.17700, hep-th/9901001)")
@@ -316,6 +323,14 @@ def _date(value: object) -> date | None:
         except ValueError:
             return None
     return None
+
+
+def _json_type(value: object) -> str:
+    """The JSON name of a decoded value's type (a Python ``int`` is a JSON number)."""
+    if isinstance(value, bool):  # before int: bool is an int subclass
+        return "boolean"
+    names = {dict: "object", list: "array", str: "string", int: "number", float: "number"}
+    return names.get(type(value), "null" if value is None else type(value).__name__)
 
 
 def _preview(value: object, limit: int = 80) -> str:

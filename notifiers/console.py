@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from typing import ClassVar, TextIO
 
+from core.delivery import DeliveryError
 from core.text_safety import strip_control
 from core.values import Message, SendResult
 
@@ -26,8 +27,16 @@ class ConsoleNotifier:
         """
         out = self.stream or sys.stdout
         # Titles and names come from the network: never let them drive the terminal.
-        out.write(f"--- digest for console:{strip_control(address)} ---\n{strip_control(message.text)}\n")
-        out.flush()
+        text = f"--- digest for console:{strip_control(address)} ---\n{strip_control(message.text)}\n"
+        try:
+            out.write(text)
+            out.flush()
+        except OSError as exc:  # BrokenPipeError: `papertrail digest --now | head` whose reader exited
+            # Not written is not sent: the digest stays pending for the next pass (issue 16).
+            raise DeliveryError(
+                f"cannot write the digest to standard output: {exc.strerror or exc} (its reader closed it?)",
+                retryable=True,
+            ) from exc
         return SendResult(platform_id=None)
 
     async def aclose(self) -> None:

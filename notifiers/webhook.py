@@ -254,6 +254,11 @@ async def public_addresses(host: str, port: int, allowed: frozenset[str]) -> lis
             + ("check the address" if missing else "will retry later"),
             retryable=not missing,
         ) from exc
+    return _usable(host, infos, allowed)
+
+
+def _usable(host: str, infos: list[tuple[Any, ...]], allowed: frozenset[str]) -> list[str]:
+    """The addresses of ``infos`` (getaddrinfo's answer) PaperTrail may post to; DeliveryError if none."""
     usable: list[str] = []
     refused: list[str] = []
     for _family, _type, _proto, _canon, sockaddr in infos:
@@ -272,6 +277,32 @@ async def public_addresses(host: str, port: int, allowed: frozenset[str]) -> lis
             retryable=False,
         )
     return usable
+
+
+async def refusal(target: str, allowed: frozenset[str]) -> str | None:
+    """Why delivery would refuse the webhook ``target`` (the URL after ``webhook:``), told when it is
+    followed rather than at its first digest; None when it may go out.
+
+    The rules are the delivery's own (``_parse``, ``public_addresses``): an http(s) URL with a host, whose
+    address is public or allowed by PAPERTRAIL_WEBHOOK_ALLOW_HOSTS. A name that does not resolve now is
+    not refused: PaperTrail may be offline, and delivery resolves it again.
+    """
+    try:
+        url = _parse(target)
+    except DeliveryError as exc:
+        return str(exc)
+    if _host_allowed(url.host, allowed):
+        return None
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(url.host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        return None
+    try:
+        _usable(url.host, infos, allowed)
+    except DeliveryError as exc:
+        return str(exc)
+    return None
 
 
 # --- the notifier ------------------------------------------------------------------------------------

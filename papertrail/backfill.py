@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import gzip
-from collections.abc import Callable, Iterator
+import zlib
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, cast
 
@@ -13,10 +14,48 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn, 
 from core.service import Batch, IngestReport, backfill
 from core.store import SaveResult, Store
 from core.values import PaperIn
-from ingest.snapshot_parse import SnapshotSkip, iter_snapshot
+from ingest.snapshot_parse import SnapshotRecord, SnapshotSkip, iter_snapshot
 
 # Versions per transaction: big enough to amortise the commit, small enough to keep memory flat.
 BATCH_VERSIONS = 5000
+
+
+class SnapshotUnreadable(Exception):
+    """The snapshot file could not be read to its end: cut short, corrupt, or not gzip after all.
+
+    ``line`` is the last line read whole (0: none). What was stored before is the caller's to say.
+    """
+
+    def __init__(self, problem: str, line: int) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.line = line
+
+
+class BackfillFailed(Exception):
+    """A backfill stopped on an unreadable file; the message says why and what was stored before."""
+
+
+def _problem(exc: BaseException) -> str:
+    """What is wrong with the file, in words, from the error reading it raised."""
+    if isinstance(exc, EOFError):  # gzip's "Compressed file ended before the end-of-stream marker"
+        return "the gzip stream ends early (the file is cut short: an interrupted download or copy?)"
+    if isinstance(exc, gzip.BadGzipFile):
+        return f"it is not valid gzip ({exc})"
+    if isinstance(exc, zlib.error):
+        return f"the gzip data is corrupt ({exc})"
+    return f"the file cannot be read ({exc})"
+
+
+def _checked(items: Iterable[SnapshotRecord | SnapshotSkip]) -> Iterator[SnapshotRecord | SnapshotSkip]:
+    """``items``, with a read error turned into ``SnapshotUnreadable`` naming the last line read whole."""
+    line = 0
+    try:
+        for item in items:
+            line = item.line
+            yield item
+    except (EOFError, zlib.error, OSError) as exc:  # BadGzipFile is an OSError
+        raise SnapshotUnreadable(_problem(exc), line) from exc
 
 
 def snapshot_batches(path: Path, on_position: Callable[[int], None] | None = None) -> Iterator[Batch]:
@@ -30,7 +69,7 @@ def snapshot_batches(path: Path, on_position: Callable[[int], None] | None = Non
         stream = cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb")) if gzipped else raw
         papers: list[PaperIn] = []
         skipped: list[str] = []
-        for item in iter_snapshot(stream):
+        for item in _checked(iter_snapshot(stream)):
             if isinstance(item, SnapshotSkip):
                 skipped.append(str(item))
             else:
@@ -47,7 +86,10 @@ def snapshot_batches(path: Path, on_position: Callable[[int], None] | None = Non
 
 
 def run_snapshot_backfill(store: Store, path: Path, console: Console) -> IngestReport:
-    """Backfill from ``path`` as history, with a progress bar on ``console``."""
+    """Backfill from ``path`` as history, with a progress bar on ``console``.
+
+    Raises ``BackfillFailed`` when the file cannot be read to its end, saying what was stored before.
+    """
     columns = (
         TextColumn("[bold]snapshot"),
         BarColumn(),
@@ -57,12 +99,32 @@ def run_snapshot_backfill(store: Store, path: Path, console: Console) -> IngestR
     )
     with Progress(*columns, console=console) as progress:
         task = progress.add_task("snapshot", total=path.stat().st_size, versions=0)
-        stored = 0
+        stored = SaveResult()
 
         def advance(saved: SaveResult) -> None:
-            nonlocal stored
-            stored += saved.history + saved.duplicates
-            progress.update(task, versions=stored)
+            stored.history += saved.history
+            stored.duplicates += saved.duplicates
+            progress.update(task, versions=stored.history + stored.duplicates)
 
         batches = snapshot_batches(path, lambda done: progress.update(task, completed=done))
-        return backfill(store, "snapshot", batches, on_batch=advance)
+        try:
+            return backfill(store, "snapshot", batches, on_batch=advance)
+        except SnapshotUnreadable as exc:
+            raise BackfillFailed(_failure(path, exc, stored)) from exc
+
+
+def _failure(path: Path, exc: SnapshotUnreadable, stored: SaveResult) -> str:
+    """The message of a backfill stopped by an unreadable file: the problem, then what was stored."""
+    where = f"after line {exc.line:,}" if exc.line else "from its start"
+    # Batches are stored whole or not at all: the lines of the batch being read when the file failed
+    # are not stored, and a second run over a whole file skips what was.
+    if stored.history:
+        kept = (
+            f"{stored.history:,} versions from the lines before it were stored as history (running the "
+            "backfill again on a whole file skips them as already known)"
+        )
+    elif stored.duplicates:
+        kept = f"nothing new was stored ({stored.duplicates:,} versions read were already known)"
+    else:
+        kept = "nothing was stored"
+    return f"{path}: unreadable {where}: {exc.problem}; {kept}"

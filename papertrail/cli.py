@@ -43,9 +43,34 @@ out = Console(markup=False, highlight=False, soft_wrap=True)
 err = Console(stderr=True, markup=False, highlight=False, soft_wrap=True)
 
 
-def _fail(message: str, code: int = 1) -> typer.Exit:
+# Exit codes (README, "Exit codes"): 2 when what was typed or configured is wrong (a malformed argument or
+# option, invalid or missing settings, a file argument that is not a file), 1 when a well-formed command
+# failed while running (not found in the store, network, database, delivery, a file that cannot be read).
+USAGE = 2
+FAILURE = 1
+
+
+def _fail(message: str, code: int = FAILURE) -> typer.Exit:
     err.print(Text("error: ", style="bold red") + Text(_masked(message)))
     return typer.Exit(code)
+
+
+def _n(count: int, singular: str, plural: str | None = None, *, grouped: bool = False) -> str:
+    """``count`` and the word in the form it takes: "1 item", "19 items", "2 matches" (issue 16: "1 passes").
+
+    The command line speaks English to the operator; readers' messages go through the catalogs' ngettext.
+    """
+    number = f"{count:,}" if grouped else str(count)
+    return f"{number} {singular if count == 1 else plural or singular + 's'}"
+
+
+def _code(exc: Exception) -> int:
+    """The exit code for an error from core: not found (LookupError) is a failure, anything else usage.
+
+    A ValueError, a QueryError or a missing setting means the command line or the configuration is wrong;
+    an unknown subscriber, paper or newsletter is a well-formed command that found nothing.
+    """
+    return FAILURE if isinstance(exc, LookupError) else USAGE
 
 
 def _masked(message: str) -> str:
@@ -68,7 +93,10 @@ def _explain(exc: Exception) -> str:
 
     if isinstance(exc, QueryError):
         return f"{exc}\n{exc.excerpt()}"
-    return str(exc).strip("'\"")
+    if isinstance(exc, KeyError) and exc.args:
+        return str(exc.args[0])  # str() of a KeyError is the repr of its message, quotes and all
+    # Not stripped of quotes: "'notanemail' is not an email address" lost its opening quote (issue 16).
+    return str(exc)
 
 
 # --verbose, as the main callback found it; logging is set up with the settings, when a command reads them
@@ -88,8 +116,10 @@ def _settings() -> Settings:
         settings = Settings()
     except ValidationError as exc:
         configure_logging(None, _VERBOSE.get())  # plain text: nothing to mask with yet
+        # pydantic words a validator's own message "Value error, ...": the message is ours, whole.
         problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors()
+            f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors()
         )
         raise _fail(f"invalid settings: {problems}", 2) from exc
     configure_logging(settings, _VERBOSE.get())
@@ -156,8 +186,11 @@ def _store_context() -> Iterator[StoreContext]:
 
 def _cannot_open(settings: Settings, exc: Exception) -> typer.Exit:
     from core.config import mask_url_password
+    from core.store import DatabaseFolderMissing
 
-    return _fail(f"cannot open database {mask_url_password(settings.database_url)}: {exc}")
+    # A mistyped path is configuration (exit 2); a server that cannot be reached, a failure (exit 1).
+    code = USAGE if isinstance(exc, DatabaseFolderMissing) else FAILURE
+    return _fail(f"cannot open database {mask_url_password(settings.database_url)}: {exc}", code)
 
 
 @app.callback()
@@ -259,9 +292,9 @@ def ingest(
     # rather than at the next digest planning (which would do it first anyway).
     fanned = ctx.store.expand_matches()
     out.print(
-        f"{source}: {report.state}; {report.fetched} items, {report.new_papers} new papers, "
-        f"{report.revisions} revisions, {report.duplicates} already known, "
-        f"{report.matches} query matches ({fanned} for subscribers)"
+        f"{source}: {report.state}; {_n(report.fetched, 'item')}, {_n(report.new_papers, 'new paper')}, "
+        f"{_n(report.revisions, 'revision')}, {report.duplicates} already known, "
+        f"{_n(report.matches, 'query match', 'query matches')} ({fanned} for subscribers)"
         + (f"\nnote: {report.note}" if report.note else "")
     )
 
@@ -275,13 +308,18 @@ def backfill_snapshot(
     path: Annotated[Path, typer.Argument(help="arxiv-metadata-oai-snapshot.json[.gz] (JSON Lines).")],
 ) -> None:
     """Stream the arXiv metadata snapshot into the store as history, with a progress bar."""
-    from papertrail.backfill import run_snapshot_backfill
+    from papertrail.backfill import BackfillFailed, run_snapshot_backfill
 
     if not path.is_file():
         raise _fail(f"{path} is not a file; download arxiv-metadata-oai-snapshot.json (Kaggle) first", 2)
     with _store_context() as ctx:
-        report = run_snapshot_backfill(ctx.store, path, err)
-    out.print(f"snapshot: {report.state}; {report.fetched} versions read, {report.duplicates} already known")
+        try:
+            report = run_snapshot_backfill(ctx.store, path, err)
+        except BackfillFailed as exc:  # a cut-short or corrupt gzip: click alone would print "Aborted."
+            raise _fail(str(exc), 1) from exc
+    out.print(
+        f"snapshot: {report.state}; {_n(report.fetched, 'version')} read, {report.duplicates} already known"
+    )
     if report.note:
         out.print(f"note: {report.note}")
 
@@ -292,9 +330,12 @@ def follow(
         str, typer.Argument(help="email:ada@example.org, telegram:12345, slack:C0123, console:NAME")
     ],
     query: Annotated[str, typer.Argument(help="Follow query, e.g. 'cat:cs.DC au:\"Zeng Li\"'.")],
-    timezone: Annotated[str | None, typer.Option(help="IANA timezone for a new subscriber.")] = None,
+    timezone: Annotated[
+        str | None, typer.Option(help="IANA timezone of the subscriber (changes an existing one's).")
+    ] = None,
     schedule: Annotated[
-        str | None, typer.Option(help="'instant', 'daily 08:00', 'weekly mon 09:00'.")
+        str | None,
+        typer.Option(help="'instant', 'daily 08:00', 'weekly mon 09:00' (changes an existing one's)."),
     ] = None,
     new_only: Annotated[bool, typer.Option("--new-only", help="New papers only, no revisions.")] = False,
     instant: Annotated[
@@ -308,9 +349,11 @@ def follow(
     from core.follows import follow as add_follow
     from core.masking import mask_address
     from core.query import QueryError
+    from core.schedule import parse_schedule
 
     chosen = _language_option(language)
     with _store_context() as ctx:
+        _check_webhook(address, ctx.settings)
         try:
             result = add_follow(
                 ctx.store,
@@ -323,15 +366,44 @@ def follow(
             )
         except (QueryError, ValueError) as exc:
             raise _fail(_explain(exc), 2) from exc
+        who = result.subscriber
+        before = f"{who.schedule} ({who.timezone})"
+        fields: dict[str, Any] = {}
         if chosen is not None:
-            ctx.store.update_subscriber(result.subscriber.id or 0, language=chosen)
-    who = result.subscriber
+            fields["language"] = chosen
+        if not result.subscriber_created:
+            # An existing subscriber takes the --schedule and --timezone given, as `papertrail schedule`
+            # and `import follows` do (they used to be ignored without a word); follow() checked both.
+            if schedule is not None and parse_schedule(schedule).text != who.schedule:
+                fields["schedule"] = parse_schedule(schedule).text
+            if timezone is not None and timezone != who.timezone:
+                fields["timezone"] = timezone
+        if fields:
+            who = ctx.store.update_subscriber(who.id or 0, **fields)
     if result.subscriber_created:
         out.print(
             f"new subscriber {mask_address(who.address)} (schedule {who.schedule}, timezone {who.timezone})"
         )
+    elif "schedule" in fields or "timezone" in fields:
+        out.print(f"{mask_address(who.address)}: schedule {who.schedule} ({who.timezone}), was {before}")
     verb = {"added": "now follows", "updated": "updated", "unchanged": "already follows"}[result.outcome]
     out.print(f"{mask_address(who.address)} {verb}: {result.follow.query}{_options(result.follow)}")
+
+
+def _check_webhook(address: str, settings: Settings) -> None:
+    """Refuse (exit 2) a ``webhook:`` address its delivery would refuse, saying why (issue 16: the first
+    digest found out, and paused the subscriber). Other channels load nothing here."""
+    channel, _, target = address.partition(":")
+    if channel.strip().lower() != "webhook":
+        return
+    import asyncio
+
+    from core.masking import mask_address
+    from notifiers.webhook import refusal
+
+    reason = asyncio.run(refusal(target.strip(), settings.webhook_allowed_hosts))
+    if reason is not None:
+        raise _fail(f"{mask_address(address)} cannot receive digests: {reason}", USAGE)
 
 
 def _language_option(value: str | None) -> str | None:
@@ -394,19 +466,21 @@ def import_follows_command(
     for bad in report.bad[:_BAD_LINES_SHOWN]:
         err.print(Text(f"{path}:{bad.line}: ", style="bold") + Text(redactor.mask(bad.reason)))
     if len(report.bad) > _BAD_LINES_SHOWN:
-        err.print(f"... and {len(report.bad) - _BAD_LINES_SHOWN:,} more invalid lines")
+        err.print(f"... and {_n(len(report.bad) - _BAD_LINES_SHOWN, 'more invalid line', grouped=True)}")
     if counts is None:
         if report.bad:
             hint = "" if skip_invalid else "; fix them, or import the good lines with --skip-invalid"
-            raise _fail(f"{len(report.bad):,} of {checked.lines:,} lines invalid; nothing imported{hint}", 2)
+            raise _fail(
+                f"{len(report.bad):,} of {checked.lines:,} lines invalid; nothing imported{hint}", USAGE
+            )
         out.print(f"{path}: no follows to import")
         return
     out.print(
-        f"{path}: {checked.lines:,} lines; follows: {counts.follows_added:,} added, "
+        f"{path}: {_n(checked.lines, 'line', grouped=True)}; follows: {counts.follows_added:,} added, "
         f"{counts.follows_updated:,} updated, {counts.follows_unchanged:,} unchanged; "
         f"subscribers: {counts.subscribers_created:,} created, {counts.subscribers_updated:,} updated"
-        + (f"; {checked.duplicates:,} duplicate lines" if checked.duplicates else "")
-        + (f"; {len(report.bad):,} invalid lines skipped" if report.bad else "")
+        + (f"; {_n(checked.duplicates, 'duplicate line', grouped=True)}" if checked.duplicates else "")
+        + (f"; {_n(len(report.bad), 'invalid line', grouped=True)} skipped" if report.bad else "")
     )
     if counts.inactive:
         out.print(
@@ -434,7 +508,7 @@ def export_follows_command(
                 schedule=ctx.settings.default_schedule,
             )
         except (LookupError, ValueError) as exc:
-            raise _fail(_explain(exc), 2 if isinstance(exc, ValueError) else 1) from exc
+            raise _fail(_explain(exc), _code(exc)) from exc
         if output is None:
             # Plain writes, not the rich console: the lines are data and must come out byte for byte.
             for line in lines:
@@ -464,7 +538,7 @@ def unfollow_command(
         try:
             removed = unfollow(ctx.store, address, which)
         except (LookupError, QueryError, ValueError) as exc:
-            raise _fail(_explain(exc), 2) from exc
+            raise _fail(_explain(exc), _code(exc)) from exc
     out.print(f"removed: {removed.query}")
 
 
@@ -556,7 +630,7 @@ def subscribe(
                 language=_language_option(language),
             )
         except (ValueError, LookupError, QueryError, SignupUnavailable) as exc:
-            raise _fail(_explain(exc), 2) from exc
+            raise _fail(_explain(exc), _code(exc)) from exc
 
         async def send() -> bool:
             try:
@@ -613,7 +687,7 @@ def newsletter_create(
             raise _fail(_explain(exc), 2) from exc
         shown = ctx.store.newsletter_info(created.id or 0)
     out.print(
-        f"newsletter {created.name} ({created.title}): {len(shown.follows)} follow(s), "
+        f"newsletter {created.name} ({created.title}): {_n(len(shown.follows), 'follow')}, "
         f"schedule {shown.subscriber.schedule} ({shown.subscriber.timezone}); "
         f"its follows are those of {shown.subscriber.address}"
     )
@@ -656,7 +730,8 @@ def newsletter_show(name: Annotated[str, typer.Argument(help="The newsletter's n
     out.print(f"schedule: {who.schedule} ({who.timezone}) · status: {who.status} · address: {who.address}")
     out.print(f"members: {info.members} ({info.active_members} active)")
     last = (
-        f"{_iso(info.last_issue_at)} with {info.last_issue_items} item(s); {info.issues} issue(s) in all"
+        f"{_iso(info.last_issue_at)} with {_n(info.last_issue_items, 'item')}; "
+        f"{_n(info.issues, 'issue')} in all"
         if info.last_issue_at
         else "none yet"
     )
@@ -721,7 +796,7 @@ def resume_command(
             try:
                 subscriber = resume(ctx.store, address)
             except (LookupError, ValueError) as exc:
-                raise _fail(_explain(exc), 2) from exc
+                raise _fail(_explain(exc), _code(exc)) from exc
             out.print(f"{mask_address(subscriber.address)} is active again")
             return
         count, addresses = ctx.store.refused_subscribers(reason=reason, since=after, limit=RESUME_LISTED)
@@ -740,7 +815,7 @@ def resume_command(
                 1,
             )
         if dry_run:
-            out.print(f"would resume {count} subscriber(s) paused by a delivery refusal ({cause}):")
+            out.print(f"would resume {_n(count, 'subscriber')} paused by a delivery refusal ({cause}):")
             for found in addresses:
                 out.print(f"  {mask_address(found)}")
             if count > len(addresses):
@@ -748,8 +823,8 @@ def resume_command(
             return
         resumed = ctx.store.resume_refused(reason=reason, since=after, now=utcnow())
     out.print(
-        f"resumed {resumed} subscriber(s) paused by a delivery refusal ({cause}); their held matches go out "
-        "with their next digest"
+        f"resumed {_n(resumed, 'subscriber')} paused by a delivery refusal ({cause}); their held matches "
+        "go out with their next digest"
     )
 
 
@@ -794,12 +869,13 @@ def digest(
 
         try:
             reports = _run(deliver())
-        except ValueError as exc:
-            raise _fail(str(exc), 2) from exc
+        except (ValueError, LookupError) as exc:
+            raise _fail(_explain(exc), _code(exc)) from exc
     failed = 0
+    summary: list[str] = []
     for report in reports:
         if report.sent:
-            out.print(f"sent {report.items} item(s) to {mask_address(report.address)}")
+            summary.append(f"sent {_n(report.items, 'item')} to {mask_address(report.address)}")
         else:
             failed += 1
             state = "paused" if report.paused else "dead-lettered" if report.dead else "will retry"
@@ -807,9 +883,39 @@ def digest(
                 f"not sent to {mask_address(report.address)} ({state}): {mask_text(report.error or '')}"
             )
     if not reports:
-        out.print("no digests due" if not now else "nothing pending")
+        summary.append("no digests due" if not now else "nothing pending")
+    try:
+        # Plain writes: rich would answer a closed pipe with exit 1 and nothing said.
+        for line in summary:
+            sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `digest --now | head`: the reader took the console digests whole (a digest that could not be
+        # written is not sent: notifiers/console.py) and left before this summary. Say on stderr what
+        # the ledger recorded.
+        _stdout_closed()
+        err.print("standard output was closed before this summary (`| head`?); recorded:")
+        for line in summary:
+            err.print(f"  {line}")
     if failed:
-        raise typer.Exit(1)
+        raise typer.Exit(FAILURE)
+
+
+def _stdout_closed() -> None:
+    """Point standard output at /dev/null once its reader is gone, so that nothing more fails on it.
+
+    Without this the interpreter's last flush at exit raises BrokenPipeError again and prints
+    "Exception ignored ...". Not possible (nor needed) where standard output is no file (tests).
+    """
+    import io
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass
 
 
 @app.command()
@@ -829,7 +935,9 @@ def worker(
                 totals = await run_worker(ctx, name=name, until_idle=until_idle)
             finally:
                 await ctx.close_notifiers()
-            out.print(f"worker finished: {totals.sent} digests sent, {totals.failed} failed attempts")
+            out.print(
+                f"worker finished: {_n(totals.sent, 'digest')} sent, {_n(totals.failed, 'failed attempt')}"
+            )
 
         _run(main())
 
@@ -847,7 +955,7 @@ def retry(
         except ValueError as exc:
             raise _fail(str(exc), 2) from exc
         count = ctx.store.requeue_dead(address=target)
-    out.print(f"re-queued {count} dead-lettered digest(s); they go out with the next digest pass")
+    out.print(f"re-queued {_n(count, 'dead-lettered digest')}; they go out with the next digest pass")
 
 
 alarms_app = typer.Typer(
@@ -892,9 +1000,9 @@ def alarms_clear(
 
 def _alarm_line(alarm: DeliveryAlarm) -> str:
     return (
-        f"delivery alarm on {alarm.channel}: {alarm.recipients} recipients refused the same way "
+        f"delivery alarm on {alarm.channel}: {_n(alarm.recipients, 'recipient')} refused the same way "
         f"({alarm.kind}) since {alarm.first_seen.isoformat()}, last {alarm.last_seen.isoformat()}; "
-        f"{alarm.held} deliveries held for a retry, nobody paused. e.g. {alarm.sample}"
+        f"{_n(alarm.held, 'delivery', 'deliveries')} held for a retry, nobody paused. e.g. {alarm.sample}"
     )
 
 
@@ -911,7 +1019,9 @@ def guides(
     language = _language_option(language)
     with _context() as ctx:
         if ctx.guide_model is None:
-            raise _fail("AI guides are off: set PAPERTRAIL_LLM_URL and PAPERTRAIL_LLM_MODEL (docs/guides.md)")
+            raise _fail(
+                "AI guides are off: set PAPERTRAIL_LLM_URL and PAPERTRAIL_LLM_MODEL (docs/guides.md)", 2
+            )
         model = ctx.guide_model
 
         async def main() -> list[GuideReport]:
@@ -923,7 +1033,7 @@ def guides(
         reports = _run(main())
     for report in reports:
         out.print(
-            f"{report.language}: {report.made} guides made, {len(report.failures)} failed"
+            f"{report.language}: {_n(report.made, 'guide')} made, {len(report.failures)} failed"
             + (f"; {report.note}" if report.note else "")
         )
         for version_id, reason in report.failures[:10]:
@@ -942,7 +1052,7 @@ def webhook_secret_command(
     settings = _settings()
     if not settings.secret_key:
         raise _fail(
-            "set PAPERTRAIL_SECRET_KEY first: webhook digests are signed with a secret derived from it"
+            "set PAPERTRAIL_SECRET_KEY first: webhook digests are signed with a secret derived from it", 2
         )
     key = settings.secret_key.get_secret_value()
     sys.stdout.write(webhook_secret(key, url.removeprefix("webhook:")) + "\n")
@@ -1036,22 +1146,23 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return
     out.print(
-        f"papers stored: {summary.papers} ({summary.versions} versions)\n"
-        f"last 24 h: {summary.new_papers_24h} new papers, {summary.revisions_24h} revisions, "
+        f"papers stored: {summary.papers} ({_n(summary.versions, 'version')})\n"
+        f"last 24 h: {_n(summary.new_papers_24h, 'new paper')}, {_n(summary.revisions_24h, 'revision')}, "
         f"{summary.ai_related_24h} AI-related, AI guides: +{summary.guides_24h}\n"
         f"subscribers: {summary.subscribers}, follows: {summary.follows}, "
         f"pending matches: {summary.pending_matches}\n"
         f"community discoveries in the last 24 h: {summary.community_24h}\n"
-        f"delivery: {summary.queued_digests} digests queued, {summary.dead_digests} dead-lettered, "
-        f"{summary.paused_subscribers} subscribers paused"
+        f"delivery: {_n(summary.queued_digests, 'digest')} queued, {summary.dead_digests} dead-lettered, "
+        f"{_n(summary.paused_subscribers, 'subscriber')} paused"
     )
     for alarm in summary.alarms:
         err.print(_alarm_line(alarm) + f" (`papertrail alarms clear {alarm.channel}` once fixed)")
     for channel, (count, hint) in waiting.items():
-        err.print(f"{count} matches wait for the {channel} channel, which is not configured: {hint}")
+        waits = "match waits" if count == 1 else "matches wait"
+        err.print(f"{count} {waits} for the {channel} channel, which is not configured: {hint}")
     for digest, address in dead:
         err.print(
-            f"dead digest {digest.id} to {mask_address(address)} after {digest.attempts} attempts: "
+            f"dead digest {digest.id} to {mask_address(address)} after {_n(digest.attempts, 'attempt')}: "
             f"{mask_text(digest.error or '')} "
             "(`papertrail retry` re-queues it)"
         )
@@ -1159,7 +1270,9 @@ def show(
     out.print(f"https://arxiv.org/abs/{paper.id} · sources: {', '.join(paper.sources)}")
     for pick in paper.picks:
         repo = f" · {pick.github_repo}" if pick.github_repo else ""
-        out.print(f"  {pick.source} {pick.day}: {pick.upvotes} upvotes, {pick.comments} comments{repo}")
+        out.print(
+            f"  {pick.source} {pick.day}: {_n(pick.upvotes, 'upvote')}, {_n(pick.comments, 'comment')}{repo}"
+        )
     for v in paper.versions:
         what = (
             ("changed: " + ", ".join(v.changed))
@@ -1188,7 +1301,8 @@ def try_command(
         out.print(f"{hit.arxiv_id}v{hit.version}  {hit.title}\n    why: {'; '.join(hit.reasons)}")
     shown = min(limit, len(hits))
     out.print(
-        f"{len(hits)} match(es) in the last {days} day(s)" + (f", {shown} shown" if shown < len(hits) else "")
+        f"{_n(len(hits), 'match', 'matches')} in the last {_n(days, 'day')}"
+        + (f", {shown} shown" if shown < len(hits) else "")
     )
 
 

@@ -75,7 +75,8 @@ async def run_worker(
             break
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=ctx.settings.digest_check_seconds)
-    log.info("worker %s stopped after %d passes", name, totals.passes, extra={"worker": name})
+    passes = "1 pass" if totals.passes == 1 else f"{totals.passes} passes"
+    log.info("worker %s stopped after %s", name, passes, extra={"worker": name})
     return totals
 
 

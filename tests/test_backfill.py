@@ -59,3 +59,61 @@ def test_cli_backfill_missing_file(sqlite_store: Store, monkeypatch: pytest.Monk
     monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", str(sqlite_store.engine.url))
     result = CliRunner().invoke(app, ["backfill", "snapshot", "/nonexistent/snapshot.json"])
     assert result.exit_code == 2 and "is not a file" in result.stderr
+
+
+def _broken(tmp_path: Path, kind: str) -> Path:
+    """The recorded sample gzipped, then broken: cut short, or with bytes of its deflate data overwritten."""
+    packed = bytearray(gzip.compress(SAMPLE.read_bytes()))
+    path = tmp_path / f"{kind}.jsonl.gz"
+    if kind == "truncated":
+        path.write_bytes(packed[: len(packed) // 3])
+    elif kind == "corrupt":
+        packed[5000:5100] = b"x" * 100
+        path.write_bytes(packed)
+    else:  # "header": the gzip magic, then a compression method gzip does not know
+        packed[2] = 0x99
+        path.write_bytes(packed)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("kind", "problem"),
+    [
+        ("truncated", "the gzip stream ends early (the file is cut short"),
+        ("corrupt", "the gzip data is corrupt (Error -3 while decompressing data"),
+        ("header", "it is not valid gzip (Unknown compression method)"),
+    ],
+)
+def test_cli_backfill_of_a_broken_gzip_says_what_is_wrong_and_that_nothing_was_stored(
+    sqlite_store: Store, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, kind: str, problem: str
+) -> None:
+    # Issue 16: a truncated file printed only "Aborted." (click's answer to EOFError), a corrupt one a
+    # zlib/BadGzipFile traceback.
+    monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", str(sqlite_store.engine.url))
+    path = _broken(tmp_path, kind)
+    result = CliRunner().invoke(app, ["backfill", "snapshot", str(path)])
+    assert result.exit_code == 1
+    message = " ".join(result.stderr.split())
+    assert f"error: {path}: unreadable " in message and problem in message
+    assert message.endswith("; nothing was stored"), message
+    assert "Aborted" not in result.output and "Traceback" not in result.output
+    assert sqlite_store.status().versions == 0
+    (run,) = sqlite_store.latest_runs(1)
+    assert run.state == "error"  # the run record says it failed too
+
+
+def test_cli_backfill_of_a_truncated_gzip_says_what_it_stored_before(
+    sqlite_store: Store, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", str(sqlite_store.engine.url))
+    monkeypatch.setattr("papertrail.backfill.BATCH_VERSIONS", 20)  # so batches are stored before the cut
+    path = _broken(tmp_path, "truncated")
+    result = CliRunner().invoke(app, ["backfill", "snapshot", str(path)])
+    assert result.exit_code == 1
+    stored = sqlite_store.status().versions
+    assert stored > 0
+    message = " ".join(result.stderr.split())
+    assert f"; {stored:,} versions from the lines before it were stored as history" in message
+    again = CliRunner().invoke(app, ["backfill", "snapshot", str(path)])
+    assert "nothing new was stored (" in " ".join(again.stderr.split())
+    assert sqlite_store.status().versions == stored

@@ -65,7 +65,7 @@ def test_bad_input_explains_and_exits_nonzero(env: Path, args: tuple[str, ...], 
 def test_unfollow_number_out_of_range(env: Path) -> None:
     invoke("follow", "console:me", "cat:cs.DC")
     code, _, err = invoke("unfollow", "console:me", "5")
-    assert code == 2 and "pick a number from 1 to 1" in err
+    assert code == 1 and "console:me has 1 follow; pick number 1" in err  # not found: exit 1
 
 
 def test_ingest_digest_status(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -172,7 +172,7 @@ def test_unconfigured_channel_waits_worker_and_webhook_secret(
         monkeypatch.setenv("PAPERTRAIL_ARXIV_RSS_URL", server.url)
         assert invoke("ingest")[0] == 0
     code, out, _ = invoke("worker", "--until-idle", "--name", "w1")
-    assert code == 0 and "--- digest for console:me ---" in out and "1 digests sent" in out
+    assert code == 0 and "--- digest for console:me ---" in out and "1 digest sent" in out
     code, out, err = invoke("status", "--json")
     delivery = json.loads(out)["delivery"]
     waiting = delivery["waiting_for_configuration"]["telegram"]
@@ -180,7 +180,7 @@ def test_unconfigured_channel_waits_worker_and_webhook_secret(
     assert delivery["dead_digests"] == 0 and delivery["queued_digests"] == 0
     code, _, err = invoke("status")
     assert "wait for the telegram channel, which is not configured" in err
-    assert invoke("retry")[1].startswith("re-queued 0 dead-lettered digest(s)")
+    assert invoke("retry")[1].startswith("re-queued 0 dead-lettered digests")
 
     code, _, err = invoke("webhook-secret", "https://hooks.example.org/x")
     assert code != 0 and "PAPERTRAIL_SECRET_KEY" in err

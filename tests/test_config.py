@@ -50,6 +50,31 @@ def test_bad_values_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("PAPERTRAIL_ARXIV_RSS_URL", "file:///tmp/rss.xml"),
+        ("PAPERTRAIL_ARXIV_RSS_URL", "rss.arxiv.org/rss/"),
+        ("PAPERTRAIL_HF_API_URL", "ftp://huggingface.co/api/"),
+        ("PAPERTRAIL_ARXIV_OAI_URL", "https://"),
+        ("PAPERTRAIL_ARXIV_API_URL", "export.arxiv.org"),
+        ("PAPERTRAIL_TELEGRAM_API_URL", "file:///dev/null"),
+        ("PAPERTRAIL_SLACK_API_URL", "javascript:alert(1)"),
+        ("PAPERTRAIL_PUBLIC_URL", "papertrail.example.org"),
+    ],
+)
+def test_source_and_service_urls_must_be_http(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
+    # Issue 16: a file:// feed URL was retried for 14 s as a network error instead of refused at start-up.
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValidationError, match=f"{name} must be an http\\(s\\) URL"):
+        Settings()
+
+
+def test_http_urls_are_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PAPERTRAIL_ARXIV_RSS_URL", " HTTP://127.0.0.1:8000/rss/ ")
+    assert Settings().arxiv_rss_url == "HTTP://127.0.0.1:8000/rss/"
+
+
+@pytest.mark.parametrize(
     ("address", "expected"),
     [
         ("email:Ada@Example.ORG", "email:Ada@example.org"),

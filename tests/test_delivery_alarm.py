@@ -406,15 +406,15 @@ def test_resume_by_reason_and_since_resumes_exactly_those_a_refusal_paused(
     assert result.exit_code == 1 and "no subscriber paused by a delivery refusal" in result.stderr
     result = runner.invoke(app, ["resume", "--reason", "relay ACCESS denied", "--since", "1d", "--dry-run"])
     assert result.exit_code == 0, result.stderr
-    assert "would resume 2 subscriber(s)" in result.stdout
+    assert "would resume 2 subscribers" in result.stdout
     assert "a@example.org" in result.stdout and "b@example.org" in result.stdout
     assert status_of("email:a@example.org") == SubscriberStatus.PAUSED  # a dry run changes nothing
 
     result = runner.invoke(app, ["resume", "--reason", "relay access denied", "--since", "1d"])
-    assert result.exit_code == 0 and "resumed 2 subscriber(s)" in result.stdout
+    assert result.exit_code == 0 and "resumed 2 subscribers" in result.stdout
     assert [status_of(a) for a in setup] == ["active", "active", "paused", "paused", "paused"]
     result = runner.invoke(app, ["resume", "--since", (now - timedelta(days=4)).date().isoformat()])
-    assert result.exit_code == 0 and "resumed 2 subscriber(s)" in result.stdout
+    assert result.exit_code == 0 and "resumed 2 subscribers" in result.stdout
     assert [status_of(a) for a in setup] == ["active", "active", "active", "active", "paused"]
     result = runner.invoke(app, ["resume", "email:a@example.org", "--reason", "550"])
     assert result.exit_code == 2 and "not both" in result.stderr

@@ -95,7 +95,7 @@ def test_try_command(sqlite_store: Store, monkeypatch: pytest.MonkeyPatch, tmp_p
     assert result.exit_code == 0, result.stderr
     assert "why: category cs.DC" in result.stdout
     total = len(set.union(*dc_versions()))
-    assert f"{total} match(es) in the last 7 day(s), 2 shown" in result.stdout
+    assert f"{total} matches in the last 7 days, 2 shown" in result.stdout
     result = CliRunner().invoke(app, ["try", "tit:graph"])
     assert result.exit_code == 2 and "unknown field" in result.stderr
     result = CliRunner().invoke(app, ["follow", "console:me", "cat:cs.DC", "--new-only", "--instant"])

@@ -130,7 +130,7 @@ def test_the_guides_command_makes_them_once_and_explains_when_off(
     runner = CliRunner()
     monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", f"sqlite:///{tmp_path}/cli.db")
     off = runner.invoke(app, ["guides"])
-    assert off.exit_code == 1 and "PAPERTRAIL_LLM_URL" in off.stderr
+    assert off.exit_code == 2 and "PAPERTRAIL_LLM_URL" in off.stderr  # configuration: README, exit codes
     with feed_server(Reply(200, BIG_FEED.read_bytes())) as feed:
         monkeypatch.setenv("PAPERTRAIL_ARXIV_RSS_URL", feed.url)
         assert runner.invoke(app, ["follow", "console:me", QUERY]).exit_code == 0

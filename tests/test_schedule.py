@@ -22,11 +22,30 @@ def test_forms_parse_to_canonical_text() -> None:
         ("hourly", "cannot read schedule"),
         ("daily 25:00", "not a valid 24-hour time"),
         ("weekly xyz 09:00", "unknown day"),
+        # Issue 16: the day was read from its first three letters, so 'Funday' was reported as 'Fun'.
+        ("weekly Funday 09:00", "unknown day 'Funday' in schedule 'weekly Funday 09:00'"),
+        ("weekly Monster 09:00", "unknown day 'Monster'"),
+        ("weekly mo 09:00", "unknown day 'mo'"),
     ],
 )
 def test_bad_schedules_explain(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         parse_schedule(text)
+
+
+@pytest.mark.parametrize(
+    ("day", "canonical"),
+    [
+        ("mon", "mon"),
+        ("Monday", "mon"),
+        ("mondays", "mon"),
+        ("Tues", "tue"),
+        ("thurs", "thu"),
+        ("SUN", "sun"),
+    ],
+)
+def test_weekly_days_are_read_whole(day: str, canonical: str) -> None:
+    assert parse_schedule(f"weekly {day} 09:00").text == f"weekly {canonical} 09:00"
 
 
 def test_daily_slot_is_local_wall_clock_across_dst() -> None:

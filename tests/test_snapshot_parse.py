@@ -260,6 +260,11 @@ def test_line_without_id_is_skipped(lines: list[bytes]) -> None:
     ("changes", "reason"),
     [
         ({"id": "0704.0057v2"}, "is not a bare arXiv id"),
+        # Issue 16: {"id": 5} was reported as "no 'id' (keys: ['id'])".
+        ({"id": 5}, "'id' is a JSON number, not a string: 5"),
+        ({"id": None}, "'id' is a JSON null, not a string"),
+        ({"id": ["0704.0057"]}, "'id' is a JSON array, not a string"),
+        ({"id": "  "}, "'id' is empty"),
         ({"versions": []}, "'versions' is []"),
         ({"versions": ...}, "'versions' is None"),
         ({"versions": [{"version": "1", "created": "Mon, 2 Apr 2007 19:18:42 GMT"}]}, "'1' is not vN"),
@@ -282,7 +287,7 @@ def test_unusable_fields_skip_the_line_with_a_reason(
 
 def test_non_object_line_is_skipped(lines: list[bytes]) -> None:
     records, skips = _parse(_with_line(lines, 3, b'["0704.0003"]\n'))
-    assert len(records) == 199 and skips[0].line == 3 and "not an object" in skips[0].reason
+    assert len(records) == 199 and skips[0].line == 3 and "a JSON array, not an object" in skips[0].reason
 
 
 def test_old_style_id_is_accepted(lines: list[bytes]) -> None:
