@@ -10,6 +10,7 @@ measures it).
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
@@ -1180,7 +1181,9 @@ def _print_sources(judged: list[SourceStatus]) -> None:
 
     from rich.table import Table
 
-    width = out.size.width
+    # COLUMNS as it is now: a console made while COLUMNS was set keeps that width for good.
+    columns = os.environ.get("COLUMNS", "")
+    width = int(columns) if columns.isdigit() else out.size.width
     if width >= STATUS_TABLE_MIN_WIDTH:
         table = Table("source", "state", "last check", "last success", "last new version", "lag", "why")
         for column in table.columns[2:6]:
@@ -1195,7 +1198,8 @@ def _print_sources(judged: list[SourceStatus]) -> None:
                 _duration(j.verdict.lag),
                 j.verdict.reason,
             )
-        out.print(table)
+        # A console of this width: ``out`` may have fixed another one when it was made.
+        Console(markup=False, highlight=False, width=width).print(table)
         return
     for j in judged:
         lag = _duration(j.verdict.lag)

@@ -75,7 +75,7 @@ def follow(code: int, out: str, err: str) -> None:
 
 def try_(code: int, out: str, err: str) -> None:
     assert code == 0, err
-    assert count(r"(\d+) match\(es\)", out) > 0 and "why: title:" in out
+    assert count(r"(\d+) match(?:es)?\b", out) > 0 and "why: title:" in out
 
 
 def show(code: int, out: str, err: str) -> None:
