@@ -27,6 +27,9 @@ Issue 15. What it does, per database (SQLite, PostgreSQL) and per size (stored v
    papers, one third revisions of backfilled ones), 5 Hugging Face picks a day (``Store.save_picks``, one
    of them a stub paper) and one ``arxiv-rss`` source run a day. The news is the same at every size: the
    day's news does not grow with the library. The size is the backfill's versions; the news comes on top.
+   A PostgreSQL store is then ``ANALYZE``d: the planner needs the statistics of the new tables and of the
+   search index's tsvector column (``search_doc.doc``) to pick the indexes, and production's autovacuum
+   would have gathered them by the time anyone reads the pages; a store built in one go has none yet.
    Built stores are kept (SQLite: ``library-N.db`` in ``--cache``; PostgreSQL: schema ``library_N`` in the
    database ``--pg-database``, created with ``createdb`` when missing) with their build figures in
    ``built.json``, so a re-run measures at once; ``--rebuild`` builds again.
@@ -44,18 +47,26 @@ Issue 15. What it does, per database (SQLite, PostgreSQL) and per size (stored v
    24 hours" hold the same news however long after the build the pages are measured.
 
 The pages (:data:`PAGES`; add a line for a new page; ``--pages status,metrics`` measures some only):
-``/``, ``/papers`` with each sort, ``/papers?q=`` with the common word, the rare word and the phrase (typed
-as two words, no quotes: the search of today treats quotes as text), a paper page (a paper with 3
-versions, in the middle of the library) and ``/metrics``.
+``/``; ``/papers`` (news before history, newest update first), its second page (``older``: the href of
+the first page's ``rel="next"`` link, a keyset cursor ``?after=<paper id>``, read once per store, then
+timed) and the history (``from=history``); the two other sorts; ``/papers?q=`` with the common word, its
+second page (by its ``rel="next"`` link), the common word ranked by relevance (``sort=relevance``), the
+rare word, the phrase in quotes (``q="language model"``: the search reads the follow language, so quotes
+make a phrase) and an author (``q=au:NAME``, the surname most often among the snapshot's first authors;
+the pool of surnames is drawn uniformly, so it is on about 0.1% of the papers); a paper page (a paper
+with 3 versions, in the middle of the library) and ``/metrics``.
 
 Usage: python bench/library.py [--sizes 10000,1000000] [--databases sqlite,postgresql] [--requests 20]
        [--rate-versions 50000] [--news-per-day 150] [--cache DIR] [--rebuild] [--json FILE]
-       [--pages status,papers,ingested,published,common,rare,phrase,paper,metrics] [--build-only]
+       [--pages status,papers,older,history,ingested,published,common,commonolder,relevance,rare,phrase,
+                author,paper,metrics] [--build-only]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import html
 import json
 import os
 import random
@@ -65,11 +76,12 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote_plus
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -99,19 +111,61 @@ PICKS_PER_DAY = 5
 VOCABULARY = 40_000
 SEED = 15
 
-# (key for --pages, name in the table, path and query). Add a line to measure another page; "{paper}" is
-# replaced by a paper id.
-PAGES: tuple[tuple[str, str, str], ...] = (
+# A page's address: a path and query ("{paper}" is replaced by a paper id), or a function that finds it
+# with the running app (a cursor's link, read once per store) or from the snapshot.
+Target = str | Callable[[httpx.Client, "Built"], str]
+
+
+def next_link(path: str) -> Callable[[httpx.Client, Built], str]:
+    """The address of ``path``'s second page: the href of its ``rel="next"`` link (a cursor)."""
+
+    def find(client: httpx.Client, built: Built) -> str:
+        response = client.get(path)
+        match = re.search(r'<a href="([^"]+)" rel="next"', response.text)
+        if match is None:
+            raise LookupError(f"{path} has no rel=next link (HTTP {response.status_code})")
+        return html.unescape(match[1])
+
+    return find
+
+
+def author_search(client: httpx.Client, built: Built) -> str:
+    """``/papers?q=au:NAME`` for the surname most often among the authors (:func:`common_surname`)."""
+    return f"/papers?q=au:{common_surname()}"
+
+
+@functools.cache
+def common_surname() -> str:
+    """The surname most often among the authors of the first 10,000 versions of every snapshot.
+
+    The snapshot draws each author's surname uniformly from 2,400 (so every surname is on about 0.1% of
+    the papers: about 600 papers at 1M versions), and a size's first papers are the same at every size
+    (one seeded draw), so this is the same name for every store.
+    """
+    counts: Counter[str] = Counter()
+    for record in snapshot_records(10_000):
+        counts.update({last for last, _, _ in record["authors_parsed"]})
+    return counts.most_common(1)[0][0]
+
+
+# (key for --pages, name in the table, target). Add a line to measure another page.
+PAGES: tuple[tuple[str, str, Target], ...] = (
     ("status", "/", "/"),
     ("papers", "/papers (updated)", "/papers"),
+    ("older", "/papers, second page (older →)", next_link("/papers")),
+    ("history", "/papers?from=history", "/papers?from=history"),
     ("ingested", "/papers?sort=ingested", "/papers?sort=ingested"),
     ("published", "/papers?sort=published", "/papers?sort=published"),
     ("common", f"/papers?q={COMMON} (common)", f"/papers?q={COMMON}"),
+    ("commonolder", f"/papers?q={COMMON}, second page", next_link(f"/papers?q={COMMON}")),
+    ("relevance", f"/papers?q={COMMON}&sort=relevance", f"/papers?q={COMMON}&sort=relevance"),
     ("rare", f"/papers?q={RARE} (rare)", f"/papers?q={RARE}"),
-    ("phrase", f"/papers?q={PHRASE} (phrase)", "/papers?q=" + PHRASE.replace(" ", "+")),
+    ("phrase", f'/papers?q="{PHRASE}" (phrase)', "/papers?q=" + quote_plus(f'"{PHRASE}"')),
+    ("author", "/papers?q=au:NAME (a surname on ~0.1% of papers)", author_search),
     ("paper", "/papers/ID", "/papers/{paper}"),
     ("metrics", "/metrics", "/metrics"),
 )
+
 
 # Categories and their weights (primary or cross-list); the first block is AI-related (core.classify).
 CATEGORIES: tuple[tuple[str, int], ...] = (
@@ -623,10 +677,13 @@ def measure_pages(built: Built, url: str, args: argparse.Namespace) -> list[Timi
         base = f"http://127.0.0.1:{port}"
         with httpx.Client(base_url=base, timeout=120) as client:
             _wait_ready(client, server)
-            for key, name, path in PAGES:
+            for key, name, target in PAGES:
                 if args.pages and key not in args.pages:
                     continue
-                timings.append(_time_page(client, built, name, path.format(paper=built.paper), args))
+                path = target(client, built) if callable(target) else target.format(paper=built.paper)
+                if callable(target):
+                    print(f"    ({key}: {path})", flush=True)
+                timings.append(_time_page(client, built, name, path, args))
                 print(
                     f"    {name:<36} p50 {timings[-1].p50:8.1f} ms  p95 {timings[-1].p95:8.1f} ms", flush=True
                 )
