@@ -48,7 +48,7 @@ from core.store_follows import FollowBulkQueries
 from core.store_guides import GuideQueries
 from core.store_ledger import LedgerQueries
 from core.store_newsletters import NewsletterQueries
-from core.store_search import doc_of, index_papers, reindex_papers
+from core.store_search import doc_of, index_stale, mark_stale, stale_count, write_entries
 from core.store_sort_keys import (
     NEWS_BIT,
     mark_news,
@@ -333,7 +333,7 @@ class Store(
             # SQLite's search index gets its entry under the new key.
             became_news = mark_news(connection, picked)
             refresh_browse_keys(connection, became_news)
-            reindex_papers(connection, became_news)
+            write_entries(connection, {}, became_news)
             # Last, so the totals' row is locked only for the commit (core.store_counts).
             add_to_totals(
                 connection, papers=stubs, community_papers=flag_papers(connection, "picked", picked)
@@ -349,6 +349,19 @@ class Store(
                 .order_by(col(CommunityPickRow.day))
             )
             return list(rows)
+
+    def index_search(self, limit: int = 2000) -> int:
+        """Write the search index entries of up to ``limit`` papers a backfill left; return how many.
+
+        One transaction per call: call it again until it returns 0 (``core.store_search.index_stale``).
+        """
+        with self.session() as session:
+            return index_stale(session.connection(), limit)
+
+    def search_backlog(self) -> int:
+        """How many papers wait for their search index entry."""
+        with self.session() as session:
+            return stale_count(session.connection())
 
     def papers_without_versions(self, limit: int = 100) -> list[str]:
         """Ids of papers known only from a community source, waiting for their arXiv metadata."""
@@ -684,6 +697,7 @@ _NEW_PAPER_COLUMNS = (
     "picked",
     "news",
     "published_key",
+    "search_stale",
 )
 _QUERY_MATCH_TABLE = QueryMatch.metadata.tables["query_match"]
 _QUERY_MATCH_COLUMNS = ("version_id", "canonical", "reasons")
@@ -798,6 +812,7 @@ def _save_batch(
                     False,
                     pid in news_papers,
                     published_key(first_announced.get(pid)),
+                    novelty is Novelty.HISTORY,
                 ]
                 for pid, number in new_papers.items()
             ],
@@ -822,10 +837,20 @@ def _save_batch(
     set_published_keys(connection, {pid: at for pid, at in first_announced.items() if pid not in new_papers})
     changed = set(new_papers).union(raised, became_news)
     refresh_browse_keys(connection, changed)
-    newest = {paper.arxiv_id: paper for paper in batch if paper.version == new_papers.get(paper.arxiv_id)}
-    newest.update((paper.arxiv_id, paper) for paper in batch if paper.version == raised.get(paper.arxiv_id))
-    index_papers(connection, {pid: doc_of(paper) for pid, paper in newest.items()})
-    reindex_papers(connection, became_news.difference(newest))
+    if novelty is Novelty.HISTORY:
+        # A backfill leaves its entries to the indexer (core.store_search: "When entries are written");
+        # its new papers were inserted marked.
+        mark_stale(connection, changed.difference(new_papers))
+    else:
+        newest = {paper.arxiv_id: paper for paper in batch if paper.version == new_papers.get(paper.arxiv_id)}
+        newest.update(
+            (paper.arxiv_id, paper) for paper in batch if paper.version == raised.get(paper.arxiv_id)
+        )
+        write_entries(
+            connection,
+            {pid: doc_of(paper) for pid, paper in newest.items()},
+            became_news.difference(newest),
+        )
     # Each batch adds what it wrote to the totals, in the caller's one transaction (core.store_counts).
     add_to_totals(
         connection,

@@ -22,8 +22,19 @@ arrives.
   paper, replaced when the paper's newest version changes. The planner chooses between reading the GIN
   index (rare words) and walking the browser's index, testing each paper (common words).
 
+**When entries are written.** A write of news (the daily ingest, a gap fill, a pick) writes the entries of
+the papers it changed in its own transaction: what arrives is searchable when it is stored. A backfill
+(history) only marks its papers stale (``paper.search_stale``): building an entry costs about as much
+Python as storing the paper, and a backfill of the whole snapshot should not take twice as long for it.
+The indexer (:func:`index_stale`; the service runs it in the background, ``papertrail index`` runs it to
+the end) writes the entries of stale papers a batch at a time. Until then a backfilled paper is listed by
+the browser but not found by a search; ``papertrail status`` says how many wait. The invariant: a paper
+not marked stale has an entry under its current key (SQLite) or an entry of its newest version
+(PostgreSQL).
+
 Neither table is a model: the two databases need different kinds of table. Migration 0018 creates them,
-and :func:`rebuild_search_index` fills them from the stored versions. The entries are the follow
+empty, and marks every paper stale; :func:`rebuild_search_index` rebuilds them from the stored versions
+at once. The entries are the follow
 matcher's terms, so a change to the word rules (core.text, core.search_text) changes what an entry should
 hold: such a change must come with a migration that calls :func:`rebuild_search_index`, or searches will
 miss what the new rules would find.
@@ -54,6 +65,7 @@ _PAPER = sa.table(
     sa.column("id", sa.String),
     sa.column("latest_version", sa.Integer),
     sa.column("browse_key", sa.BigInteger),
+    sa.column("search_stale", sa.Boolean),
 )
 _VERSION = sa.table(
     "version",
@@ -173,6 +185,64 @@ def _paper_in(pid: str, number: int, title: str, abstract: str, authors: Any, ca
     )
 
 
+def write_entries(connection: sa.Connection, docs: Mapping[str, SearchDoc], reread: Collection[str]) -> None:
+    """Write the entries of papers whose key changed: ``docs`` as given, ``reread`` from their stored
+    newest version; both are then up to date (unmarked, if a backfill had marked them stale)."""
+    index_papers(connection, docs)
+    reindex_papers(connection, reread)
+    for condition in id_chunks(connection, [*docs, *reread], _PAPER.c.id):
+        connection.execute(
+            _PAPER.update().where(condition, _PAPER.c.search_stale.is_(sa.true())).values(search_stale=False)
+        )
+
+
+def mark_stale(connection: sa.Connection, ids: Collection[str]) -> None:
+    """Leave the entries of the papers ``ids`` to the indexer (a backfill's new or changed papers)."""
+    for condition in id_chunks(connection, ids, _PAPER.c.id):
+        connection.execute(_PAPER.update().where(condition).values(search_stale=True))
+
+
+def mark_all_stale(connection: sa.Connection) -> int:
+    """Leave every paper with a stored version to the indexer; return how many (migration 0018)."""
+    marked = connection.execute(
+        _PAPER.update().where(_PAPER.c.latest_version > 0).values(search_stale=True)
+    ).rowcount
+    return int(marked or 0)
+
+
+def index_stale(connection: sa.Connection, limit: int) -> int:
+    """Write the entries of up to ``limit`` papers marked stale; return how many were written.
+
+    The papers are claimed and unmarked in one statement (``UPDATE … WHERE id IN (SELECT … LIMIT n)
+    RETURNING id``; on PostgreSQL the inner SELECT skips rows another indexer has locked), and their
+    entries written in the same transaction: if it fails, they stay marked. On SQLite the claim takes the
+    write lock first, so two indexers never write the same entry.
+    """
+    claimable = sa.select(_PAPER.c.id).where(_PAPER.c.search_stale.is_(sa.true())).limit(limit)
+    if connection.dialect.name == "postgresql":
+        claimable = claimable.with_for_update(skip_locked=True)
+    claimed = [
+        row[0]
+        for row in connection.execute(
+            _PAPER.update()
+            .where(_PAPER.c.id.in_(claimable.scalar_subquery()))
+            .values(search_stale=False)
+            .returning(_PAPER.c.id)
+        )
+    ]
+    reindex_papers(connection, claimed)
+    return len(claimed)
+
+
+def stale_count(connection: sa.Connection) -> int:
+    """How many papers wait for the indexer (read through the partial index of stale papers)."""
+    return int(
+        connection.execute(
+            sa.select(sa.func.count()).select_from(_PAPER).where(_PAPER.c.search_stale.is_(sa.true()))
+        ).scalar_one()
+    )
+
+
 def rebuild_search_index(connection: sa.Connection) -> int:
     """Empty the index and index every paper with a stored version; return how many were indexed."""
     if connection.dialect.name == "postgresql":
@@ -183,4 +253,5 @@ def rebuild_search_index(connection: sa.Connection) -> int:
     ids = [row[0] for row in connection.execute(sa.select(_PAPER.c.id).where(_PAPER.c.latest_version > 0))]
     for start in range(0, len(ids), _REBUILD_BATCH):
         reindex_papers(connection, ids[start : start + _REBUILD_BATCH])
+    connection.execute(_PAPER.update().where(_PAPER.c.search_stale.is_(sa.true())).values(search_stale=False))
     return len(ids)

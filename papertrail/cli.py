@@ -318,11 +318,47 @@ def backfill_snapshot(
             report = run_snapshot_backfill(ctx.store, path, err)
         except BackfillFailed as exc:  # a cut-short or corrupt gzip: click alone would print "Aborted."
             raise _fail(str(exc), 1) from exc
+        backlog = ctx.store.search_backlog()
     out.print(
         f"snapshot: {report.state}; {_n(report.fetched, 'version')} read, {report.duplicates} already known"
     )
     if report.note:
         out.print(f"note: {report.note}")
+    if backlog:
+        out.print(
+            f"search: {_n(backlog, 'paper')} to index; the service indexes them in the background, "
+            "or run `papertrail index` to do it now"
+        )
+
+
+@app.command()
+def index(
+    limit: Annotated[
+        int, typer.Option(min=0, help="Stop after about this many papers (0: until none is left).")
+    ] = 0,
+) -> None:
+    """Write the search index entries a backfill left (the running service does it in the background)."""
+    import time
+
+    with _store_context() as ctx:
+        store = ctx.store
+        waiting = store.search_backlog()
+        if not waiting:
+            out.print("search index: up to date")
+            return
+        out.print(f"search index: {_n(waiting, 'paper')} to index")
+        started = time.monotonic()
+        done = 0
+        while not limit or done < limit:
+            written = store.index_search(INDEX_BATCH)
+            done += written
+            if written < INDEX_BATCH:
+                break
+            if done % (INDEX_BATCH * 25) == 0:
+                err.print(f"  {done:,} indexed, {done / (time.monotonic() - started):,.0f} papers/s")
+        seconds = time.monotonic() - started
+        left = store.search_backlog()
+    out.print(f"search index: {_n(done, 'paper')} indexed in {seconds:,.0f} s; {left} left")
 
 
 @app.command()
@@ -1073,6 +1109,7 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
     with _store_context() as ctx:
         summary = ctx.store.status(sources=SOURCE_NAMES)
         dead = ctx.store.dead_digests()
+        backlog = ctx.store.search_backlog()
         settings = ctx.settings
         waiting = {
             channel: (count, unconfigured_channels(settings)[channel])
@@ -1128,6 +1165,7 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
                 ],
             },
             "community_discoveries_24h": summary.community_24h,
+            "search_index": {"waiting": backlog},
             "sources": [
                 {
                     "source": j.facts.source,
@@ -1156,6 +1194,11 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
         f"delivery: {_n(summary.queued_digests, 'digest')} queued, {summary.dead_digests} dead-lettered, "
         f"{_n(summary.paused_subscribers, 'subscriber')} paused"
     )
+    if backlog:
+        out.print(
+            f"search index: {_n(backlog, 'paper')} not yet searchable (the service indexes them; "
+            "`papertrail index` does it now)"
+        )
     for alarm in summary.alarms:
         err.print(_alarm_line(alarm) + f" (`papertrail alarms clear {alarm.channel}` once fixed)")
     for channel, (count, hint) in waiting.items():
@@ -1169,6 +1212,10 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
         )
     _print_sources(judged)
 
+
+# Papers per transaction of `papertrail index` (as the service's indexer, papertrail.runtime.INDEX_BATCH,
+# which this module does not import: it would load the whole runtime for every command).
+INDEX_BATCH = 2000
 
 # Below this many columns the sources are printed one block each instead of as a table: seven columns of
 # which three are dates need about 120, and an 80-column table wrapped "why" one word a line (issue 16).

@@ -58,6 +58,12 @@ WEB_MAX_CONNECTIONS = 500
 CANCEL_GRACE = 3.0
 # Hugging Face's daily list grows and its upvotes move during the day; hourly is plenty.
 COMMUNITY_INTERVAL_MINUTES = 60
+# The search indexer (Jobs.index_search): a run every minute writes entries for up to 40 s, 2,000 papers
+# per transaction, so a backfill's million papers are searchable within the hour or so and no run holds
+# SQLite's write lock for long at a time.
+INDEX_INTERVAL_SECONDS = 60
+INDEX_RUN_SECONDS = 40
+INDEX_BATCH = 2000
 # arXiv announces at 20:00 America/New_York, Sunday to Thursday; the feed follows within minutes.
 ANNOUNCEMENT = CronTrigger(
     day_of_week="sun,mon,tue,wed,thu", hour=20, minute="5,35", timezone="America/New_York"
@@ -158,6 +164,22 @@ class Jobs:
         # Also retries the guides an earlier run could not make (endpoint down, daily cap): hourly.
         await self.guides()
 
+    async def index_search(self) -> None:
+        """Write the search index entries a backfill or migration 0018 left (core.store_search), in
+        batches of INDEX_BATCH, for at most INDEX_RUN_SECONDS a run: the rest waits for the next run."""
+        store = self.ctx.store
+        async with self._busy["index"]:
+            started = time.monotonic()
+            written = 0
+            while not self.stop.is_set() and time.monotonic() - started < INDEX_RUN_SECONDS:
+                done = await asyncio.to_thread(store.index_search, INDEX_BATCH)
+                written += done
+                if done < INDEX_BATCH:
+                    break
+            if written:
+                left = await asyncio.to_thread(store.search_backlog)
+                log.info("search index: %d papers indexed, %d to go", written, left)
+
     async def guides(self) -> None:
         """Make the AI guides readers are waiting for (core.guide_service); nothing without an endpoint.
 
@@ -214,6 +236,15 @@ def add_jobs(scheduler: AsyncIOScheduler, jobs: Jobs, run: Callable[..., Awaitab
             name="arxiv-rss after the announcement (20:05 and 20:35 New York, Sunday to Thursday)",
             **common,
         )
+    scheduler.add_job(
+        run,
+        IntervalTrigger(seconds=INDEX_INTERVAL_SECONDS),
+        args=[jobs.index_search],
+        next_run_time=utcnow(),
+        id="search-index",
+        name=f"search index entries a backfill left, every {INDEX_INTERVAL_SECONDS} s",
+        **common,
+    )
     if jobs.ctx.community or jobs.ctx.api is not None:
         scheduler.add_job(
             run,

@@ -93,12 +93,15 @@ def assert_keys_and_index(store: Store) -> None:
             assert got_key == key, pid
     latest = _latest_versions(store)
     with store.engine.connect() as connection:
+        # A paper marked stale waits for the indexer (a backfill's): only the others must have their entry.
+        stale = set(connection.execute(sa.text("SELECT id FROM paper WHERE search_stale = true")).scalars())
+        latest = {pid: paper for pid, paper in latest.items() if pid not in stale}
         if connection.dialect.name == "postgresql":
             entries: dict[str, str] = {
                 pid: doc
                 for pid, doc in connection.execute(sa.text("SELECT paper_id, doc::text FROM search_doc"))
             }
-            assert entries.keys() == latest.keys()
+            assert latest.keys() <= entries.keys()
             for pid, paper in latest.items():
                 same = connection.execute(
                     sa.text("SELECT CAST(:a AS tsvector) = CAST(:b AS tsvector)"),

@@ -53,6 +53,15 @@ def test_cli_backfill_is_history_and_idempotent(
     first_run, second_run = reversed(sqlite_store.latest_runs(2))
     assert first_run.note == f"{total} version(s) stored as history" and first_run.state == "ok"
     assert second_run.duplicates == total
+    # The backfill's papers wait for the search indexer; `papertrail index` writes their entries now.
+    assert "search: 200 papers to index" in first.stdout and "papertrail index" in first.stdout
+    status = runner.invoke(app, ["status", "--json"])
+    assert json.loads(status.stdout)["search_index"] == {"waiting": 200}
+    indexed = runner.invoke(app, ["index"])
+    assert indexed.exit_code == 0, indexed.stderr
+    assert "search index: 200 papers to index" in indexed.stdout and "200 papers indexed" in indexed.stdout
+    assert sqlite_store.search_backlog() == 0
+    assert runner.invoke(app, ["index"]).stdout.strip() == "search index: up to date"
 
 
 def test_cli_backfill_missing_file(sqlite_store: Store, monkeypatch: pytest.MonkeyPatch) -> None:

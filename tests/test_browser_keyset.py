@@ -24,10 +24,11 @@ from core.search_text import compile_search
 from core.service import backfill
 from core.store import Store
 from core.store_browser import PaperFilter, Sort, TotalKind
+from core.values import CommunityPick
 from ingest.arxiv_rss_parse import parse_feed
 from ingest.hf_daily_parse import parse_daily
 from papertrail.backfill import snapshot_batches
-from tests.browse_oracle import newest_text
+from tests.browse_oracle import assert_keys_and_index, newest_text
 from tests.conftest import BIG_FEED, CORPUS
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -66,6 +67,9 @@ def library(store: Store) -> Store:
     backfill(store, "snapshot", snapshot_batches(SNAPSHOT), now=NOW - timedelta(days=1))
     day = date.fromisoformat(HF_DAY.stem)
     store.save_picks(parse_daily(HF_DAY.read_bytes(), day).picks, now=NOW - timedelta(hours=1))
+    # The backfill left its papers' search entries to the indexer, which the service runs every minute.
+    while store.index_search(limit=64):
+        pass
     return store
 
 
@@ -195,3 +199,22 @@ def test_every_search_plan_lists_the_same_papers(
         assert walk(library, PaperFilter(search=search), per_page=31) == expected, text
         ranked = library.browse_papers(PaperFilter(search=search, sort=Sort.RELEVANCE), per_page=1000)
         assert {row.id for row in ranked.rows} == set(expected), text
+
+
+def test_a_backfill_leaves_its_search_entries_to_the_indexer(store: Store) -> None:
+    store.save_versions(parse_feed(BIG_FEED.read_bytes()).items, now=NOW - timedelta(days=2))
+    assert store.search_backlog() == 0  # news is searchable when it is stored
+    backfill(store, "snapshot", snapshot_batches(SNAPSHOT), now=NOW - timedelta(days=1))
+    first = json.loads(SNAPSHOT.read_text().splitlines()[0])
+    assert store.search_backlog() == 200
+    by_id = PaperFilter(search=compile_search(f"id:{first['id']}"))
+    assert store.browse_papers(by_id).rows == ()  # listed by the browser, not yet found by a search
+    assert_keys_and_index(store)
+    assert store.index_search(limit=150) == 150 and store.search_backlog() == 50
+    assert store.index_search(limit=150) == 50 and store.index_search() == 0
+    assert [row.id for row in store.browse_papers(by_id).rows] == [first["id"]]
+    assert_keys_and_index(store)
+    # A pick of a backfilled paper makes it news under a new key: its entry follows at once.
+    store.save_picks([CommunityPick(first["id"], NOW.date(), "Picked", "", (), 3)], now=NOW)
+    assert [row.id for row in store.browse_papers(by_id).rows] == [first["id"]]
+    assert_keys_and_index(store)

@@ -280,7 +280,7 @@ def test_the_scheduler_has_a_named_job_per_cadence(tmp_path: Path) -> None:
         jobs = {job.id: job for job in scheduler.get_jobs()}
     finally:
         asyncio.run(ctx.aclose())
-    assert set(jobs) == {"arxiv-rss", "arxiv-rss-announcement", "hf-daily"}
+    assert set(jobs) == {"arxiv-rss", "arxiv-rss-announcement", "hf-daily", "search-index"}
     assert "every 15 min" in jobs["arxiv-rss"].name and "every 60 min" in jobs["hf-daily"].name
     assert jobs["arxiv-rss"].trigger.interval.total_seconds() == 15 * 60
 

@@ -4,11 +4,12 @@ Revision ID: 0018
 Revises: 0017
 Create Date: 2026-12-02
 
-Each paper gets the keys of the browser's three orders (core.store_sort_keys), an index per order, and an
-entry in a full-text index (core.store_search: SQLite FTS5, PostgreSQL tsvector with GIN). The keys and the
-index entries are computed from the stored versions; at a million versions this takes a few minutes (the
-index entries are built in Python, with the follow matcher's own word rules). From here on every write
-keeps both up to date.
+Each paper gets the keys of the browser's three orders (core.store_sort_keys) and an index per order,
+computed from the stored versions (seconds at a million versions), and the full-text index is created
+(core.store_search: SQLite FTS5, PostgreSQL tsvector with GIN) with every paper marked for the indexer:
+its entries are built in Python with the follow matcher's word rules, minutes per million papers, so the
+service builds them in the background (or `papertrail index` does, at once). From here on every write
+keeps the keys up to date, and the index too, except a backfill, which leaves its papers to the indexer.
 """
 
 from __future__ import annotations
@@ -28,13 +29,14 @@ log = logging.getLogger("alembic.runtime.migration")
 
 
 def upgrade() -> None:
-    from core.store_search import create_search_index, rebuild_search_index
+    from core.store_search import create_search_index, mark_all_stale
     from core.store_sort_keys import rebuild_sort_keys
 
     # Plain ADD COLUMN with a constant default: no table copy on SQLite, no rewrite on PostgreSQL.
     op.add_column("paper", sa.Column("news", sa.Boolean(), server_default=sa.false(), nullable=False))
     op.add_column("paper", sa.Column("browse_key", sa.BigInteger(), server_default="0", nullable=False))
     op.add_column("paper", sa.Column("published_key", sa.BigInteger(), server_default="0", nullable=False))
+    op.add_column("paper", sa.Column("search_stale", sa.Boolean(), server_default=sa.false(), nullable=False))
     connection = op.get_bind()
     started = time.monotonic()
     rebuild_sort_keys(connection)
@@ -42,18 +44,34 @@ def upgrade() -> None:
     op.create_index("ix_paper_browse_ingested", "paper", ["news", "first_seen_at", "id"], unique=False)
     op.create_index("ix_paper_browse_published", "paper", ["published_key", "id"], unique=False)
     log.info("browser sort keys: %.1f s", time.monotonic() - started)
-    started = time.monotonic()
+    # The index is created empty and every paper is left to the indexer (`papertrail index`, or the
+    # service in the background): building the entries takes minutes per million papers, too long to
+    # hold the upgrade (and every command, which migrates first) for.
     create_search_index(connection)
-    indexed = rebuild_search_index(connection)
-    log.info("search index: %d papers in %.1f s", indexed, time.monotonic() - started)
+    pending = mark_all_stale(connection)
+    op.create_index(
+        "ix_paper_search_stale",
+        "paper",
+        ["search_stale"],
+        unique=False,
+        sqlite_where=sa.text("search_stale = 1"),
+        postgresql_where=sa.text("search_stale = true"),
+    )
+    if pending:
+        log.info(
+            "search index: %d papers to index; the service does it in the background, or run "
+            "`papertrail index`",
+            pending,
+        )
 
 
 def downgrade() -> None:
     from core.store_search import drop_search_index
 
     drop_search_index(op.get_bind())
+    op.drop_index("ix_paper_search_stale", table_name="paper")
     op.drop_index("ix_paper_browse_published", table_name="paper")
     op.drop_index("ix_paper_browse_ingested", table_name="paper")
     op.drop_index("ix_paper_browse_updated", table_name="paper")
-    for column in ("published_key", "browse_key", "news"):
+    for column in ("search_stale", "published_key", "browse_key", "news"):
         op.drop_column("paper", column)
