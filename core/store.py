@@ -48,7 +48,7 @@ from core.store_follows import FollowBulkQueries
 from core.store_guides import GuideQueries
 from core.store_ledger import LedgerQueries
 from core.store_newsletters import NewsletterQueries
-from core.store_search import doc_of, index_stale, mark_stale, stale_count, write_entries
+from core.store_search import doc_of, index_stale, mark_stale, stale_count, tidy, write_entries
 from core.store_sort_keys import (
     NEWS_BIT,
     mark_news,
@@ -357,6 +357,11 @@ class Store(
         """
         with self.session() as session:
             return index_stale(session.connection(), limit)
+
+    def tidy_search_index(self) -> None:
+        """Merge the search index's pending entries (PostgreSQL's GIN pending list); see core.store_search."""
+        with self.session() as session:
+            tidy(session.connection())
 
     def search_backlog(self) -> int:
         """How many papers wait for their search index entry."""

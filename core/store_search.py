@@ -234,6 +234,17 @@ def index_stale(connection: sa.Connection, limit: int) -> int:
     return len(claimed)
 
 
+def tidy(connection: sa.Connection) -> None:
+    """Merge PostgreSQL's GIN pending list into the index (nothing to do on SQLite).
+
+    GIN takes new entries into a pending list (``fastupdate``) that every search reads through in full
+    until VACUUM or the list's size limit merges it: a day's news left there made each search on a 10k
+    library take 17 ms instead of 0.4 (measured). The indexer merges it every minute.
+    """
+    if connection.dialect.name == "postgresql":
+        connection.execute(sa.text(f"SELECT gin_clean_pending_list('ix_{TABLE}_doc'::regclass)"))
+
+
 def stale_count(connection: sa.Connection) -> int:
     """How many papers wait for the indexer (read through the partial index of stale papers)."""
     return int(

@@ -356,6 +356,7 @@ def index(
                 break
             if done % (INDEX_BATCH * 25) == 0:
                 err.print(f"  {done:,} indexed, {done / (time.monotonic() - started):,.0f} papers/s")
+        store.tidy_search_index()
         seconds = time.monotonic() - started
         left = store.search_backlog()
     out.print(f"search index: {_n(done, 'paper')} indexed in {seconds:,.0f} s; {left} left")

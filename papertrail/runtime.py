@@ -166,7 +166,8 @@ class Jobs:
 
     async def index_search(self) -> None:
         """Write the search index entries a backfill or migration 0018 left (core.store_search), in
-        batches of INDEX_BATCH, for at most INDEX_RUN_SECONDS a run: the rest waits for the next run."""
+        batches of INDEX_BATCH, for at most INDEX_RUN_SECONDS a run: the rest waits for the next run.
+        Then merge the index's pending entries (PostgreSQL), the day's news among them."""
         store = self.ctx.store
         async with self._busy["index"]:
             started = time.monotonic()
@@ -179,6 +180,8 @@ class Jobs:
             if written:
                 left = await asyncio.to_thread(store.search_backlog)
                 log.info("search index: %d papers indexed, %d to go", written, left)
+            # The news written since the last run, merged into PostgreSQL's GIN index proper.
+            await asyncio.to_thread(store.tidy_search_index)
 
     async def guides(self) -> None:
         """Make the AI guides readers are waiting for (core.guide_service); nothing without an endpoint.
