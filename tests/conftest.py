@@ -91,6 +91,15 @@ def _pg_admin(_pg_ok: bool) -> Iterator[sa.Engine | None]:
 
 
 @pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A SQLite database in the test's folder as PAPERTRAIL_DATABASE_URL, for the command-line tests;
+    returns its path."""
+    db = tmp_path / "cli.db"
+    monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", f"sqlite:///{db}")
+    return db
+
+
+@pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     """A fresh SQLite file URL."""
     return f"sqlite:///{tmp_path}/papertrail.db"

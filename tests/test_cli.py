@@ -7,25 +7,10 @@ import re
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from papertrail.cli import app
+from tests.cli_helpers import invoke
 from tests.conftest import BIG_FEED
 from tests.servers import Reply, closed_port, feed_server, stream_server
-
-runner = CliRunner()
-
-
-@pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    db = tmp_path / "cli.db"
-    monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", f"sqlite:///{db}")
-    return db
-
-
-def invoke(*args: str) -> tuple[int, str, str]:
-    result = runner.invoke(app, list(args))
-    return result.exit_code, result.stdout, result.stderr
 
 
 def test_follow_follows_unfollow(env: Path) -> None:
