@@ -250,6 +250,7 @@ class BrowserQueries(CountQueries):
             query = base
             if flt.sort is Sort.RELEVANCE:
                 query = query.order_by(*_relevance_order(session, flt, candidates.doc))
+                ids, more, last = _ranked_ids(session, query, flt.search, page, per_page)
             else:
                 cursor = after or before
                 if cursor is not None:
@@ -258,9 +259,6 @@ class BrowserQueries(CountQueries):
                 elif from_history and flt.sort is not Sort.PUBLISHED:
                     query = query.where(_history_condition(flt.sort, keys))
                 query = query.order_by(*(k.asc() if backwards else k.desc() for k in keys))
-            if flt.sort is Sort.RELEVANCE:
-                ids, more, last = _ranked_ids(session, query, flt.search, page, per_page)
-            else:
                 ids, more, last = _read_ids(session, query, flt.search, per_page)
             if backwards:
                 ids.reverse()
