@@ -51,6 +51,7 @@ from core.store_newsletters import NewsletterQueries
 from core.store_search import doc_of, index_stale, mark_stale, stale_count, tidy, write_entries
 from core.store_sort_keys import (
     NEWS_BIT,
+    lock_papers,
     mark_news,
     newest_version_id,
     published_key,
@@ -284,6 +285,7 @@ class Store(
         added = stubs = 0
         picked: set[str] = set()
         with self.session() as session:
+            lock_papers(session.connection(), {pick.arxiv_id for pick in picks})
             # A stub is news (a community source found it today); it sorts as if updated now.
             stub_key = NEWS_BIT + newest_version_id(session.connection())
             for pick in picks:
@@ -761,7 +763,12 @@ def _save_batch(
     result: SaveResult,
 ) -> None:
     """Store the versions of ``batch`` (no id and number twice) not stored yet; count them in ``result``."""
-    latest, known_versions = _stored_versions(connection, {paper.arxiv_id for paper in batch})
+    ids = {paper.arxiv_id for paper in batch}
+    latest, known_versions = _stored_versions(connection, ids)
+    if latest and lock_papers(connection, latest):
+        # Read again under the locks: what the writer this one waited for committed (a backfill into
+        # an empty library finds no stored paper and skips both).
+        latest, known_versions = _stored_versions(connection, ids)
     new_papers: dict[str, int] = {}
     raised: dict[str, int] = {}
     news: list[PaperIn] = []
