@@ -179,7 +179,7 @@ def test_filters_and_search_combine(library: Store) -> None:
     assert set(listed) < set(plain)
 
 
-@pytest.mark.parametrize("plan", ["walk", "counted-over", "materialized"])
+@pytest.mark.parametrize("plan", ["walk", "counted-over", "materialized-over-the-count", "materialized"])
 def test_every_search_plan_lists_the_same_papers(
     library: Store, plan: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -189,7 +189,9 @@ def test_every_search_plan_lists_the_same_papers(
 
     if plan == "walk":  # as if every word were common: the planner walks the order's index
         monkeypatch.setattr(browser, "WALK_ABOVE", -1)
-    elif plan == "counted-over":  # estimated rare, counted common
+    elif plan == "counted-over":  # estimated rare, counted too many to sort: walked
+        monkeypatch.setattr(browser, "MATERIALIZE_UP_TO", 3)
+    elif plan == "materialized-over-the-count":  # sorted from its matches, its total "about"
         monkeypatch.setattr(browser, "SEARCH_COUNT_LIMIT", 3)
     texts = newest_text(library)
     order = keyed_order(library, Sort.UPDATED)
