@@ -16,15 +16,11 @@ a PostgreSQL tsquery literal over those terms. Neither database's own word rules
   paper id. FTS5 keeps them in three columns (``title``, ``abstract``, ``meta``); a tsvector gives them the
   weights A, B and C, and a query term carries the weights of its fields (``'graph':AB``).
 
-Suggested SQLite table (tested in ``tests/test_search_text.py``)::
-
-    CREATE VIRTUAL TABLE paper_search USING fts5(title, abstract, meta,
-                                                 tokenize='unicode61 remove_diacritics 0')
-
-``detail=full`` (the default) is needed: phrases compare positions. The tokenizer options do not change
-the tokens, which are already lower-case ``[a-z0-9]`` runs; ``remove_diacritics 0`` only skips work.
-SQLite 3.40 has no ``contentless_delete``, so a contentless table (``content=''``) could not delete or
-replace a paper's row by rowid; a normal or external-content table can.
+The store's tables (core.store_search): on SQLite a contentless FTS5 table
+``search_doc(title, abstract, meta)`` with ``tokenize='ascii'`` (the tokens are already lower-case
+``[a-z0-9]`` runs, so any tokenizer splits them exactly at the spaces; ``detail=full``, the default, keeps
+the positions phrases need); on PostgreSQL a ``tsvector`` column filled with ``CAST(literal AS tsvector)``.
+``tests/test_search_text.py`` checks both against the follow matcher.
 
 Where the index and the follow rules differ (the test checks the rest on a recorded day, in both
 databases):
