@@ -46,6 +46,7 @@ from core.store_counts import add_to_totals, flag_papers
 from core.store_fanout import FAN_OUT_VERSIONS, ReasonsJson, fan_out, pending_versions, receives_matches
 from core.store_follows import FollowBulkQueries
 from core.store_guides import GuideQueries
+from core.store_ids import ID_CHUNK, id_conditions
 from core.store_ledger import LedgerQueries
 from core.store_newsletters import NewsletterQueries
 from core.store_search import doc_of, index_stale, mark_stale, stale_count, tidy, write_entries
@@ -60,8 +61,6 @@ from core.store_sort_keys import (
 )
 from core.values import AnnounceType, CommunityPick
 
-# SQLite caps bound parameters per statement; stay well below it when looking up a batch of ids.
-_ID_CHUNK = 500
 # Versions whose rows save_versions builds and writes at a time (within its one transaction).
 SAVE_BATCH = 5000
 
@@ -559,10 +558,10 @@ class Store(
             if rows:
                 _bulk_insert(connection, _QUERY_MATCH_TABLE, _QUERY_MATCH_COLUMNS, rows, encoded={"reasons"})
             ids = list(version_ids)
-            for start in range(0, len(ids), _ID_CHUNK):
+            for start in range(0, len(ids), ID_CHUNK):
                 connection.execute(
                     sa.update(_VERSION_TABLE)
-                    .where(_VERSION_TABLE.c.id.in_(ids[start : start + _ID_CHUNK]))
+                    .where(_VERSION_TABLE.c.id.in_(ids[start : start + ID_CHUNK]))
                     .values(matched_at=now)
                 )
         return len(rows)
@@ -994,20 +993,7 @@ def _rows_of_papers(
     ids: set[str],
 ) -> Iterator[Sequence[Any]]:
     """``columns`` of every row whose ``paper_column`` is one of ``ids``."""
-    ordered = sorted(ids)
-    if connection.dialect.name == "postgresql":
-        # One array parameter. A long IN list of separate parameters turns, once psycopg prepares the
-        # statement (its fifth use), into a generic plan that compares every stored row with every
-        # parameter: seconds per batch once the table holds a few hundred thousand versions.
-        array = sa.bindparam("ids", ordered, type_=sa.ARRAY(sa.String()))
-        conditions = [paper_column == sa.any_(array)] if ordered else []
-    else:
-        # SQLite caps the number of bound parameters.
-        conditions = [
-            paper_column.in_(ordered[start : start + _ID_CHUNK])
-            for start in range(0, len(ordered), _ID_CHUNK)
-        ]
-    for condition in conditions:
+    for condition in id_conditions(connection, paper_column, ids):
         yield from connection.execute(sa.select(*columns).where(condition))
 
 

@@ -34,6 +34,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Session
 
+from core.store_ids import id_conditions
+
 # Plain table objects (not the models): migration 0017 uses these helpers with the schema of its time.
 _PAPER = sa.table(
     "paper",
@@ -66,8 +68,6 @@ _MISSING = (
     "the library_total row is missing: start PaperTrail once (every command applies the migrations) or "
     "run core.migrate.migrate on this database"
 )
-# SQLite caps bound parameters per statement.
-_ID_CHUNK = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,20 +91,9 @@ def flag_papers(connection: sa.Connection, flag: str, ids: Collection[str]) -> i
     """
     if flag not in FLAGS:
         raise ValueError(f"unknown paper flag {flag!r}; one of {', '.join(FLAGS)}")
-    if not ids:
-        return 0
     column = _PAPER.c[flag]
-    ordered = sorted(ids)
     changed = 0
-    if connection.dialect.name == "postgresql":
-        # One array parameter, as core.store does for the same reason (a prepared IN list turns generic).
-        array = sa.bindparam("ids", ordered, type_=sa.ARRAY(sa.String()))
-        chunks = [_PAPER.c.id == sa.any_(array)]
-    else:
-        chunks = [
-            _PAPER.c.id.in_(ordered[start : start + _ID_CHUNK]) for start in range(0, len(ordered), _ID_CHUNK)
-        ]
-    for condition in chunks:
+    for condition in id_conditions(connection, _PAPER.c.id, ids):
         result = connection.execute(
             sa.update(_PAPER).where(condition, column == sa.false()).values({flag: sa.true()})
         )

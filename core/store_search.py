@@ -48,7 +48,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from core.search_text import SearchDoc, paper_doc, tsvector_literal
-from core.store_sort_keys import id_chunks
+from core.store_ids import id_conditions
 from core.values import AnnounceType, PaperIn
 
 TABLE = "search_doc"
@@ -156,7 +156,7 @@ def reindex_papers(connection: sa.Connection, ids: Collection[str]) -> None:
 
 def _stored_docs(connection: sa.Connection, ids: Collection[str]) -> Iterator[tuple[str, SearchDoc]]:
     paper, version = _PAPER.c, _VERSION.c
-    for condition in id_chunks(connection, ids, paper.id):
+    for condition in id_conditions(connection, paper.id, ids):
         rows = connection.execute(
             sa.select(
                 paper.id, version.number, version.title, version.abstract, version.authors, version.categories
@@ -190,7 +190,7 @@ def write_entries(connection: sa.Connection, docs: Mapping[str, SearchDoc], rere
     newest version; both are then up to date (unmarked, if a backfill had marked them stale)."""
     index_papers(connection, docs)
     reindex_papers(connection, reread)
-    for condition in id_chunks(connection, [*docs, *reread], _PAPER.c.id):
+    for condition in id_conditions(connection, _PAPER.c.id, [*docs, *reread]):
         connection.execute(
             _PAPER.update().where(condition, _PAPER.c.search_stale.is_(sa.true())).values(search_stale=False)
         )
@@ -198,7 +198,7 @@ def write_entries(connection: sa.Connection, docs: Mapping[str, SearchDoc], rere
 
 def mark_stale(connection: sa.Connection, ids: Collection[str]) -> None:
     """Leave the entries of the papers ``ids`` to the indexer (a backfill's new or changed papers)."""
-    for condition in id_chunks(connection, ids, _PAPER.c.id):
+    for condition in id_conditions(connection, _PAPER.c.id, ids):
         connection.execute(_PAPER.update().where(condition).values(search_stale=True))
 
 

@@ -22,10 +22,12 @@ versions are inserted, in their own transaction.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 from datetime import UTC, datetime
 
 import sqlalchemy as sa
+
+from core.store_ids import id_conditions
 
 # Version ids stay far below 2**40 (a trillion); the bit above them puts news first.
 NEWS_BIT = 1 << 40
@@ -47,8 +49,6 @@ _VERSION = sa.table(
     sa.column("news", sa.Boolean),
     sa.column("announced_at", sa.DateTime),
 )
-# SQLite caps bound parameters per statement.
-_ID_CHUNK = 500
 
 
 def published_key(announced_at: datetime | None) -> int:
@@ -57,21 +57,6 @@ def published_key(announced_at: datetime | None) -> int:
         return 0
     aware = announced_at if announced_at.tzinfo else announced_at.replace(tzinfo=UTC)
     return int(aware.timestamp())
-
-
-def id_chunks(
-    connection: sa.Connection, ids: Collection[str], column: sa.ColumnElement[str] = _PAPER.c.id
-) -> Iterator[sa.ColumnElement[bool]]:
-    """Conditions ``column IN (...)`` covering ``ids``: one array on PostgreSQL, chunks on SQLite."""
-    ordered = sorted(ids)
-    if not ordered:
-        return
-    if connection.dialect.name == "postgresql":
-        # One array parameter, not thousands of separate ones (see core.store._rows_of_papers).
-        yield column == sa.any_(sa.bindparam("ids", ordered, type_=sa.ARRAY(sa.String())))
-        return
-    for start in range(0, len(ordered), _ID_CHUNK):
-        yield column.in_(ordered[start : start + _ID_CHUNK])
 
 
 def lock_papers(connection: sa.Connection, ids: Collection[str]) -> bool:
@@ -87,7 +72,7 @@ def lock_papers(connection: sa.Connection, ids: Collection[str]) -> bool:
     """
     if connection.dialect.name != "postgresql" or not ids:
         return False
-    for condition in id_chunks(connection, ids):
+    for condition in id_conditions(connection, _PAPER.c.id, ids):
         connection.execute(sa.select(_PAPER.c.id).where(condition).order_by(_PAPER.c.id).with_for_update())
     return True
 
@@ -95,7 +80,7 @@ def lock_papers(connection: sa.Connection, ids: Collection[str]) -> bool:
 def mark_news(connection: sa.Connection, ids: Collection[str]) -> set[str]:
     """Set ``news`` on the papers ``ids`` that do not have it yet; return those that changed."""
     changed: set[str] = set()
-    for condition in id_chunks(connection, ids):
+    for condition in id_conditions(connection, _PAPER.c.id, ids):
         rows = connection.execute(
             _PAPER.update()
             .where(condition, _PAPER.c.news.is_not(sa.true()))
@@ -116,7 +101,7 @@ def refresh_browse_keys(connection: sa.Connection, ids: Collection[str]) -> None
     # A stub has no version: it keeps the base it was given when it was first seen.
     base = sa.func.coalesce(newest, _PAPER.c.browse_key % NEWS_BIT)
     key = base + sa.case((_PAPER.c.news.is_(sa.true()), NEWS_BIT), else_=0)
-    for condition in id_chunks(connection, ids):
+    for condition in id_conditions(connection, _PAPER.c.id, ids):
         connection.execute(_PAPER.update().where(condition).values(browse_key=key))
 
 
