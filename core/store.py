@@ -39,6 +39,7 @@ from core.models import (
     utcnow,
 )
 from core.reasons import Reason
+from core.search_text import paper_doc
 from core.store_alarms import AlarmQueries
 from core.store_browse import IS_NEWS, BrowseQueries
 from core.store_browser import BrowserQueries
@@ -49,7 +50,7 @@ from core.store_guides import GuideQueries
 from core.store_ids import ID_CHUNK, id_conditions
 from core.store_ledger import LedgerQueries
 from core.store_newsletters import NewsletterQueries
-from core.store_search import doc_of, index_stale, mark_stale, stale_count, tidy, write_entries
+from core.store_search import index_stale, mark_stale, stale_count, tidy, write_entries
 from core.store_sort_keys import (
     NEWS_BIT,
     lock_papers,
@@ -859,7 +860,7 @@ def _save_batch(
         )
         write_entries(
             connection,
-            {pid: doc_of(paper) for pid, paper in newest.items()},
+            {pid: paper_doc(paper) for pid, paper in newest.items()},
             became_news.difference(newest),
         )
     # Each batch adds what it wrote to the totals, in the caller's one transaction (core.store_counts).

@@ -43,9 +43,8 @@ from core.query import And, Node, Not, Or, PaperText, Words
 from core.search_text import SearchQuery
 from core.store_browse import IS_NEWS
 from core.store_counts import CountQueries
-from core.store_search import BM25_WEIGHTS, TABLE, TS_RANK_WEIGHTS
+from core.store_search import BM25_WEIGHTS, TABLE, TS_RANK_WEIGHTS, newest_versions
 from core.store_sort_keys import NEWS_BIT
-from core.values import AnnounceType, PaperIn
 
 _VERSION = Version.metadata.tables["version"]
 
@@ -481,37 +480,9 @@ def _texts(session: Session, ids: Sequence[str], search: SearchQuery) -> list[tu
     A search with no word terms (``au:`` alone, or with ``cat:`` / ``id:``) never reads the title or the
     abstract, so they are left out: splitting them into terms is most of the cost of a check.
     """
-    words = _has_words(search.query.root)
-    latest = _VERSION.alias("latest")
-    rows = session.execute(
-        sa.select(
-            latest.c.paper_id,
-            latest.c.number,
-            latest.c.title if words else sa.literal(""),
-            latest.c.abstract if words else sa.literal(""),
-            latest.c.authors,
-            latest.c.categories,
-        )
-        .join_from(
-            Paper,
-            latest,
-            sa.and_(latest.c.paper_id == col(Paper.id), latest.c.number == col(Paper.latest_version)),
-        )
-        .where(col(Paper.id).in_(list(ids)))
-    ).all()
     found = {
-        row[0]: PaperText.of(
-            PaperIn(
-                arxiv_id=row[0],
-                version=row[1],
-                title=row[2],
-                abstract=row[3],
-                authors=tuple(row[4] or ()),
-                categories=tuple(row[5] or ()),
-                announce_type=AnnounceType.NEW,
-            )
-        )
-        for row in rows
+        paper.arxiv_id: PaperText.of(paper)
+        for paper in newest_versions(session.connection(), ids, text=_has_words(search.query.root))
     }
     return [(pid, found[pid]) for pid in ids if pid in found]
 

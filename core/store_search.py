@@ -43,7 +43,6 @@ miss what the new rules would find.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping
-from typing import Any
 
 import sqlalchemy as sa
 
@@ -100,11 +99,6 @@ def drop_search_index(connection: sa.Connection) -> None:
     connection.exec_driver_sql(f"DROP TABLE IF EXISTS {TABLE}")
 
 
-def doc_of(paper: PaperIn) -> SearchDoc:
-    """The index entry of a version (``core.search_text.paper_doc``)."""
-    return paper_doc(paper)
-
-
 def index_papers(connection: sa.Connection, docs: Mapping[str, SearchDoc]) -> None:
     """Make ``docs`` (paper id -> the entry of its newest version) the papers' entries in the index.
 
@@ -151,16 +145,21 @@ def _upsert_postgresql(connection: sa.Connection, docs: Mapping[str, SearchDoc])
 
 def reindex_papers(connection: sa.Connection, ids: Collection[str]) -> None:
     """Index the papers ``ids`` from their newest stored version (papers without one are skipped)."""
-    index_papers(connection, dict(_stored_docs(connection, ids)))
+    index_papers(connection, {paper.arxiv_id: paper_doc(paper) for paper in newest_versions(connection, ids)})
 
 
-def _stored_docs(connection: sa.Connection, ids: Collection[str]) -> Iterator[tuple[str, SearchDoc]]:
+def newest_versions(
+    connection: sa.Connection, ids: Collection[str], *, text: bool = True
+) -> Iterator[PaperIn]:
+    """The newest stored version of each of the papers ``ids`` that has one, with what the follow matcher
+    and the index read (id, number, title, abstract, authors, categories; the rest are placeholders).
+    Without ``text`` the title and abstract are left empty: an author or category check needs neither.
+    """
     paper, version = _PAPER.c, _VERSION.c
+    title, abstract = (version.title, version.abstract) if text else (sa.literal(""), sa.literal(""))
     for condition in id_conditions(connection, paper.id, ids):
         rows = connection.execute(
-            sa.select(
-                paper.id, version.number, version.title, version.abstract, version.authors, version.categories
-            )
+            sa.select(paper.id, version.number, title, abstract, version.authors, version.categories)
             .join_from(
                 _PAPER,
                 _VERSION,
@@ -168,21 +167,16 @@ def _stored_docs(connection: sa.Connection, ids: Collection[str]) -> Iterator[tu
             )
             .where(condition)
         ).all()
-        for pid, number, title, abstract, authors, categories in rows:
-            yield pid, doc_of(_paper_in(pid, number, title, abstract, authors, categories))
-
-
-def _paper_in(pid: str, number: int, title: str, abstract: str, authors: Any, categories: Any) -> PaperIn:
-    # Only the fields the index reads matter; the rest are placeholders of the right type.
-    return PaperIn(
-        arxiv_id=pid,
-        version=number,
-        title=title,
-        abstract=abstract,
-        authors=tuple(authors or ()),
-        categories=tuple(categories or ()),
-        announce_type=AnnounceType.NEW,
-    )
+        for pid, number, title_text, abstract_text, authors, categories in rows:
+            yield PaperIn(
+                arxiv_id=pid,
+                version=number,
+                title=title_text,
+                abstract=abstract_text,
+                authors=tuple(authors or ()),
+                categories=tuple(categories or ()),
+                announce_type=AnnounceType.NEW,
+            )
 
 
 def write_entries(connection: sa.Connection, docs: Mapping[str, SearchDoc], reread: Collection[str]) -> None:

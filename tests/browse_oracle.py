@@ -14,9 +14,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from core.query import PaperText
-from core.search_text import tsvector_literal
+from core.search_text import paper_doc, tsvector_literal
 from core.store import Store
-from core.store_search import doc_of
 from core.store_sort_keys import NEWS_BIT, published_key
 from core.values import AnnounceType, PaperIn
 
@@ -105,13 +104,13 @@ def assert_keys_and_index(store: Store) -> None:
             for pid, paper in latest.items():
                 same = connection.execute(
                     sa.text("SELECT CAST(:a AS tsvector) = CAST(:b AS tsvector)"),
-                    {"a": entries[pid], "b": tsvector_literal(doc_of(paper))},
+                    {"a": entries[pid], "b": tsvector_literal(paper_doc(paper))},
                 ).scalar_one()
                 assert same, pid
             return
         # SQLite's contentless index: the entry under the paper's key holds its newest title.
         for pid, paper in latest.items():
-            tokens = doc_of(paper).title.split()
+            tokens = paper_doc(paper).title.split()
             if not tokens:
                 continue
             phrase = '"' + " ".join(tokens) + '"'
