@@ -572,7 +572,7 @@ def build(database: str, size: int, args: argparse.Namespace) -> Built:
     # background: run it to the end here (what `papertrail index` does), timed on its own.
     indexing = time.perf_counter()
     indexed = 0
-    while written := store.index_search(2000):
+    while written := store.index_search():
         indexed += written
     store.tidy_search_index()
     index_seconds = time.perf_counter() - indexing

@@ -50,7 +50,7 @@ from core.store_guides import GuideQueries
 from core.store_ids import ID_CHUNK, id_conditions
 from core.store_ledger import LedgerQueries
 from core.store_newsletters import NewsletterQueries
-from core.store_search import index_stale, mark_stale, stale_count, tidy, write_entries
+from core.store_search import INDEX_BATCH, index_stale, mark_stale, stale_count, tidy, write_entries
 from core.store_sort_keys import (
     NEWS_BIT,
     lock_papers,
@@ -352,7 +352,7 @@ class Store(
             )
             return list(rows)
 
-    def index_search(self, limit: int = 2000) -> int:
+    def index_search(self, limit: int = INDEX_BATCH) -> int:
         """Write the search index entries of up to ``limit`` papers a backfill left; return how many.
 
         One transaction per call: call it again until it returns 0 (``core.store_search.index_stale``).

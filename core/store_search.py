@@ -32,12 +32,11 @@ the browser but not found by a search; ``papertrail status`` says how many wait.
 not marked stale has an entry under its current key (SQLite) or an entry of its newest version
 (PostgreSQL).
 
-Neither table is a model: the two databases need different kinds of table. Migration 0018 creates them,
-empty, and marks every paper stale; :func:`rebuild_search_index` rebuilds them from the stored versions
-at once. The entries are the follow
-matcher's terms, so a change to the word rules (core.text, core.search_text) changes what an entry should
-hold: such a change must come with a migration that calls :func:`rebuild_search_index`, or searches will
-miss what the new rules would find.
+Neither table is a model: the two databases need different kinds of table. Migration 0018 creates them
+and :func:`reset_search_index` leaves every paper to the indexer. The entries are the follow matcher's
+terms, so a change to the word rules (core.text, core.search_text) changes what an entry should hold:
+such a change must come with a migration that calls :func:`reset_search_index`, or searches will miss
+what the new rules would find.
 """
 
 from __future__ import annotations
@@ -55,6 +54,9 @@ TABLE = "search_doc"
 # counts ten times one in the abstract; an author or a category five times.
 COLUMNS = ("title", "abstract", "meta")
 BM25_WEIGHTS = (10.0, 1.0, 5.0)
+# Papers the indexer writes per transaction, in the service and in `papertrail index`: no run holds
+# SQLite's write lock for long at a time.
+INDEX_BATCH = 2000
 # The same weights for PostgreSQL's ts_rank, given per weight label {D, C, B, A} (title A, abstract B,
 # meta C).
 TS_RANK_WEIGHTS = "{0.1, 0.5, 0.1, 1.0}"
@@ -75,7 +77,6 @@ _VERSION = sa.table(
     sa.column("authors", sa.JSON),
     sa.column("categories", sa.JSON),
 )
-_REBUILD_BATCH = 5000
 
 
 def create_search_index(connection: sa.Connection) -> None:
@@ -196,15 +197,25 @@ def mark_stale(connection: sa.Connection, ids: Collection[str]) -> None:
         connection.execute(_PAPER.update().where(condition).values(search_stale=True))
 
 
-def mark_all_stale(connection: sa.Connection) -> int:
-    """Leave every paper with a stored version to the indexer; return how many (migration 0018)."""
+def reset_search_index(connection: sa.Connection) -> int:
+    """Empty the index and leave every paper with a stored version to the indexer; return how many wait.
+
+    Migration 0018 calls it on the new, empty index; a later change of the word rules needs it too (the
+    entries it empties were written with the old rules). Emptying first keeps the invariant: no paper is
+    left with an entry while marked stale, so SQLite's indexer never adds an entry under a key that has one.
+    """
+    if connection.dialect.name == "postgresql":
+        connection.exec_driver_sql(f"TRUNCATE {TABLE}")
+    else:
+        # A contentless FTS5 table is emptied with its 'delete-all' command.
+        connection.exec_driver_sql(f"INSERT INTO {TABLE} ({TABLE}) VALUES ('delete-all')")
     marked = connection.execute(
         _PAPER.update().where(_PAPER.c.latest_version > 0).values(search_stale=True)
     ).rowcount
     return int(marked or 0)
 
 
-def index_stale(connection: sa.Connection, limit: int) -> int:
+def index_stale(connection: sa.Connection, limit: int = INDEX_BATCH) -> int:
     """Write the entries of up to ``limit`` papers marked stale; return how many were written.
 
     The papers are claimed and unmarked in one statement (``UPDATE … WHERE id IN (SELECT … LIMIT n)
@@ -246,17 +257,3 @@ def stale_count(connection: sa.Connection) -> int:
             sa.select(sa.func.count()).select_from(_PAPER).where(_PAPER.c.search_stale.is_(sa.true()))
         ).scalar_one()
     )
-
-
-def rebuild_search_index(connection: sa.Connection) -> int:
-    """Empty the index and index every paper with a stored version; return how many were indexed."""
-    if connection.dialect.name == "postgresql":
-        connection.exec_driver_sql(f"TRUNCATE {TABLE}")
-    else:
-        # A contentless FTS5 table is emptied with its 'delete-all' command.
-        connection.exec_driver_sql(f"INSERT INTO {TABLE} ({TABLE}) VALUES ('delete-all')")
-    ids = [row[0] for row in connection.execute(sa.select(_PAPER.c.id).where(_PAPER.c.latest_version > 0))]
-    for start in range(0, len(ids), _REBUILD_BATCH):
-        reindex_papers(connection, ids[start : start + _REBUILD_BATCH])
-    connection.execute(_PAPER.update().where(_PAPER.c.search_stale.is_(sa.true())).values(search_stale=False))
-    return len(ids)

@@ -340,6 +340,8 @@ def index(
     """Write the search index entries a backfill left (the running service does it in the background)."""
     import time
 
+    from core.store_search import INDEX_BATCH
+
     with _store_context() as ctx:
         store = ctx.store
         waiting = store.search_backlog()
@@ -1213,10 +1215,6 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
         )
     _print_sources(judged)
 
-
-# Papers per transaction of `papertrail index` (as the service's indexer, papertrail.runtime.INDEX_BATCH,
-# which this module does not import: it would load the whole runtime for every command).
-INDEX_BATCH = 2000
 
 # Below this many columns the sources are printed one block each instead of as a table: seven columns of
 # which three are dates need about 120, and an 80-column table wrapped "why" one word a line (issue 16).

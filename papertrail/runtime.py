@@ -36,6 +36,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from core.guide_service import make_reader_guides
 from core.models import utcnow
 from core.service import complete_papers, ingest_community, ingest_once
+from core.store_search import INDEX_BATCH
 from papertrail.context import AppContext
 from papertrail.leader import POLL_SECONDS, Leader, lock_for
 
@@ -58,12 +59,11 @@ WEB_MAX_CONNECTIONS = 500
 CANCEL_GRACE = 3.0
 # Hugging Face's daily list grows and its upvotes move during the day; hourly is plenty.
 COMMUNITY_INTERVAL_MINUTES = 60
-# The search indexer (Jobs.index_search): a run every minute writes entries for up to 40 s, 2,000 papers
-# per transaction, so a backfill's million papers are searchable within the hour or so and no run holds
-# SQLite's write lock for long at a time.
+# The search indexer (Jobs.index_search): a run every minute writes entries for up to 40 s, a batch
+# (core.store_search.INDEX_BATCH) per transaction, so a backfill's million papers are searchable within
+# the hour or so.
 INDEX_INTERVAL_SECONDS = 60
 INDEX_RUN_SECONDS = 40
-INDEX_BATCH = 2000
 # arXiv announces at 20:00 America/New_York, Sunday to Thursday; the feed follows within minutes.
 ANNOUNCEMENT = CronTrigger(
     day_of_week="sun,mon,tue,wed,thu", hour=20, minute="5,35", timezone="America/New_York"

@@ -29,7 +29,7 @@ log = logging.getLogger("alembic.runtime.migration")
 
 
 def upgrade() -> None:
-    from core.store_search import create_search_index, mark_all_stale
+    from core.store_search import create_search_index, reset_search_index
     from core.store_sort_keys import rebuild_sort_keys
 
     # Plain ADD COLUMN with a constant default: no table copy on SQLite, no rewrite on PostgreSQL.
@@ -48,7 +48,7 @@ def upgrade() -> None:
     # service in the background): building the entries takes minutes per million papers, too long to
     # hold the upgrade (and every command, which migrates first) for.
     create_search_index(connection)
-    pending = mark_all_stale(connection)
+    pending = reset_search_index(connection)
     op.create_index(
         "ix_paper_search_stale",
         "paper",
