@@ -763,12 +763,7 @@ def _save_batch(
     result: SaveResult,
 ) -> None:
     """Store the versions of ``batch`` (no id and number twice) not stored yet; count them in ``result``."""
-    ids = {paper.arxiv_id for paper in batch}
-    latest, known_versions = _stored_versions(connection, ids)
-    if latest and lock_papers(connection, latest):
-        # Read again under the locks: what the writer this one waited for committed (a backfill into
-        # an empty library finds no stored paper and skips both).
-        latest, known_versions = _stored_versions(connection, ids)
+    latest, known_versions = _stored_versions(connection, {paper.arxiv_id for paper in batch})
     new_papers: dict[str, int] = {}
     raised: dict[str, int] = {}
     news: list[PaperIn] = []
@@ -960,10 +955,16 @@ def _bulk_insert(
 
 
 def _stored_versions(connection: sa.Connection, ids: set[str]) -> tuple[dict[str, int], set[tuple[str, int]]]:
-    """For the papers ``ids``: the latest version number of each stored one, and every stored version."""
+    """For the papers ``ids``: the latest version number of each stored one, and every stored version.
+
+    On PostgreSQL the papers' rows are locked by the read, in id order, for the caller's transaction
+    (``core.store_sort_keys.lock_papers`` says why: writers of the same papers deadlocked without it); the
+    read returns them as the writer it waited for committed them, and the versions are read after it.
+    """
     paper, version = _PAPER_TABLE.c, _VERSION_TABLE.c
     latest = {
-        pid: n for pid, n in _rows_of_papers(connection, (paper.id, paper.latest_version), paper.id, ids)
+        pid: n
+        for pid, n in _rows_of_papers(connection, (paper.id, paper.latest_version), paper.id, ids, lock=True)
     }
     known = {
         (pid, n)
@@ -992,10 +993,16 @@ def _rows_of_papers(
     columns: Sequence[sa.ColumnElement[Any]],
     paper_column: sa.Column[Any],
     ids: set[str],
+    *,
+    lock: bool = False,
 ) -> Iterator[Sequence[Any]]:
-    """``columns`` of every row whose ``paper_column`` is one of ``ids``."""
+    """``columns`` of every row whose ``paper_column`` is one of ``ids``; with ``lock``, on PostgreSQL,
+    the rows are locked in the order of ``paper_column`` for the transaction."""
     for condition in id_conditions(connection, paper_column, ids):
-        yield from connection.execute(sa.select(*columns).where(condition))
+        query = sa.select(*columns).where(condition)
+        if lock and connection.dialect.name == "postgresql":
+            query = query.order_by(paper_column).with_for_update()
+        yield from connection.execute(query)
 
 
 def _news_threshold(session: Session) -> datetime | None:

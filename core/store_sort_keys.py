@@ -59,22 +59,21 @@ def published_key(announced_at: datetime | None) -> int:
     return int(aware.timestamp())
 
 
-def lock_papers(connection: sa.Connection, ids: Collection[str]) -> bool:
-    """On PostgreSQL, lock the stored rows of the papers ``ids`` for this transaction, in id order;
-    return whether it did (False on SQLite, or for no ids).
+def lock_papers(connection: sa.Connection, ids: Collection[str]) -> None:
+    """On PostgreSQL, lock the stored rows of the papers ``ids`` for this transaction, in id order.
 
     A write of papers runs several UPDATEs over different subsets of its papers (the latest version, the
     flags, the news flag, the keys, the search entries). Two writers of the same papers that took those
     row locks statement by statement could each hold a row the other wants next: a deadlock (seen with
     eight writers of the same 60 papers). Taking them all first, in one order, makes the second writer
-    wait for the first to commit before it touches any of them, and then read what the first wrote.
-    SQLite has one writer at a time and needs nothing.
+    wait for the first to commit before it touches any of them. ``Store.save_versions`` takes them with
+    the read of the papers' latest versions; ``save_picks`` calls this. SQLite has one writer at a time and
+    needs nothing.
     """
-    if connection.dialect.name != "postgresql" or not ids:
-        return False
+    if connection.dialect.name != "postgresql":
+        return
     for condition in id_conditions(connection, _PAPER.c.id, ids):
         connection.execute(sa.select(_PAPER.c.id).where(condition).order_by(_PAPER.c.id).with_for_update())
-    return True
 
 
 def mark_news(connection: sa.Connection, ids: Collection[str]) -> set[str]:
