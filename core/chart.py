@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from datetime import date
 from html import escape
 
+from core.english import counted
+
 # Colours with enough contrast on white and on the page's dark background; text says what each is too.
 NEW_COLOUR = "#2f6fb3"
 REVISION_COLOUR = "#9cc3e6"
@@ -87,10 +89,6 @@ def _n(value: float) -> str:
     return text[:-2] if text.endswith(".0") else text
 
 
-def _plural(count: int, word: str) -> str:
-    return f"{count:,} {word}{'' if count == 1 else 's'}"
-
-
 def describe(days: Sequence[DayCounts]) -> str:
     """The chart in one sentence: the period, the totals and the busiest day."""
     if not days:
@@ -100,7 +98,7 @@ def describe(days: Sequence[DayCounts]) -> str:
     ai = sum(d.ai_related for d in days)
     text = (
         f"From {days[0].day.isoformat()} to {days[-1].day.isoformat()} (UTC): "
-        f"{_plural(new, 'new paper')}, {_plural(revisions, 'revision')}, "
+        f"{counted(new, 'new paper', grouped=True)}, {counted(revisions, 'revision', grouped=True)}, "
         f"{ai:,} of them AI-related."
     )
     busiest = max(days, key=lambda d: (d.total, d.day))
@@ -114,7 +112,8 @@ def describe(days: Sequence[DayCounts]) -> str:
 def day_tip(day: DayCounts) -> str:
     """A day's bar tooltip: ``2026-11-01: 3 new papers, 1 revision, 2 AI-related``."""
     return (
-        f"{day.day.isoformat()}: {_plural(day.new, 'new paper')}, {_plural(day.revisions, 'revision')}, "
+        f"{day.day.isoformat()}: {counted(day.new, 'new paper', grouped=True)}, "
+        f"{counted(day.revisions, 'revision', grouped=True)}, "
         f"{day.ai_related:,} AI-related"
     )
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, ClassVar, Protocol
 
+from core.english import counted
 from core.follow_index import FollowIndex
 from core.models import PaperIn, RunState
 from core.sources import CommunitySource, PagedSource, Source, SourceError
@@ -152,7 +153,7 @@ async def ingest_paged(
         )
     state = RunState.OK if fetched else RunState.EMPTY
     if totals.history:
-        notes.append(f"{totals.history} version(s) stored as history")
+        notes.append(f"{counted(totals.history, 'version')} stored as history")
     store.finish_run(run_id, state, cursor=final_cursor, **progress())
     matches = match_new(store, now=now, index=index)
     return IngestReport(
@@ -180,7 +181,8 @@ async def ingest_community(
         return IngestReport(source.name, RunState.ERROR, error=str(exc), retry_after=exc.retry_after)
     added, unseen = store.save_picks(page.picks, now=now)
     parts = [
-        f"{len(page.picks)} pick(s) on {day.isoformat()}, {added} new, {unseen} paper(s) new to PaperTrail"
+        f"{counted(len(page.picks), 'pick')} on {day.isoformat()}, {added} new, "
+        f"{counted(unseen, 'paper')} new to PaperTrail"
     ]
     if page.skipped:
         parts.append(f"skipped {len(page.skipped)}: " + "; ".join(page.skipped[:5]))
@@ -241,9 +243,9 @@ def backfill(
             error=f"interrupted: {exc!r}",
         )
         raise
-    note = f"{totals.history} version(s) stored as history"
+    note = f"{counted(totals.history, 'version')} stored as history"
     if skipped:
-        note += f"; skipped {len(skipped)} line(s): " + "; ".join(skipped[:5])
+        note += f"; skipped {counted(len(skipped), 'line')}: " + "; ".join(skipped[:5])
     state = RunState.OK if fetched else RunState.EMPTY
     store.finish_run(run_id, state, fetched=fetched, duplicates=totals.duplicates, note=note)
     return IngestReport(source, state, fetched=fetched, duplicates=totals.duplicates, note=note)
@@ -277,7 +279,7 @@ async def complete_papers(store: Store, api: PaperLookup, *, limit: int = 500) -
         return IngestReport(api.name, RunState.ERROR, error=str(exc), retry_after=exc.retry_after)
     saved = store.save_versions(papers, novelty=Novelty.HISTORY)
     missing = sorted(set(ids) - {p.arxiv_id for p in papers})
-    note = f"completed {len(papers)} of {len(ids)} paper(s)" + (
+    note = f"completed {len(papers)} of {counted(len(ids), 'paper')}" + (
         f"; arXiv does not know {', '.join(missing[:10])}" if missing else ""
     )
     store.finish_run(run_id, RunState.OK, fetched=len(papers), duplicates=saved.duplicates, note=note)

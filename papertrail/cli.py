@@ -61,8 +61,9 @@ def _n(count: int, singular: str, plural: str | None = None, *, grouped: bool = 
 
     The command line speaks English to the operator; readers' messages go through the catalogs' ngettext.
     """
-    number = f"{count:,}" if grouped else str(count)
-    return f"{number} {singular if count == 1 else plural or singular + 's'}"
+    from core.english import counted
+
+    return counted(count, singular, plural, grouped=grouped)
 
 
 def _code(exc: Exception) -> int:

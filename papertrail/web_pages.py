@@ -269,20 +269,25 @@ _STALE = re.compile(
 
 
 # The run notes of core.service, one pattern and message per kind; a note joins its parts with "; ".
+# Notes say "1 version" / "3 versions" (core.english.counted); runs stored before that say "version(s)",
+# so a noun's ending matches all three. The msgids keep "(s)": they are the catalogs' keys, and English
+# readers see the stored note as it is.
+_S = r"(?:s|\(s\))?"
+_DAY = r"\d{4}-\d{2}-\d{2}"
 _NOTES = (
     (
-        re.compile(r"(\d+) pick\(s\) on (\d{4}-\d{2}-\d{2}), (\d+) new, (\d+) paper\(s\) new to PaperTrail"),
+        re.compile(rf"(\d+) pick{_S} on ({_DAY}), (\d+) new, (\d+) paper{_S} new to PaperTrail"),
         N_("{picks} pick(s) on {day}, {new} new, {unseen} paper(s) new to PaperTrail"),
         ("picks", "day", "new", "unseen"),
     ),
-    (re.compile(r"(\d+) version\(s\) stored as history"), N_("{n} version(s) stored as history"), ("n",)),
+    (re.compile(rf"(\d+) version{_S} stored as history"), N_("{n} version(s) stored as history"), ("n",)),
     (
-        re.compile(r"completed (\d+) of (\d+) paper\(s\)"),
+        re.compile(rf"completed (\d+) of (\d+) paper{_S}"),
         N_("completed {n} of {total} paper(s)"),
         ("n", "total"),
     ),
     (re.compile(r"skipped (\d+): (.*)", re.S), N_("skipped {n}: {items}"), ("n", "items")),
-    (re.compile(r"skipped (\d+) line\(s\): (.*)", re.S), N_("skipped {n} line(s): {items}"), ("n", "items")),
+    (re.compile(rf"skipped (\d+) line{_S}: (.*)", re.S), N_("skipped {n} line(s): {items}"), ("n", "items")),
     (re.compile(r"arXiv does not know (.*)", re.S), N_("arXiv does not know {ids}"), ("ids",)),
 )
 
@@ -320,6 +325,8 @@ def source_reason(reason: str | None, t: Translator | None = None) -> str:
 def _note(part: str, t: Translator) -> str | None:
     for pattern, message, names in _NOTES:
         if found := pattern.fullmatch(part):
+            if t.language == DEFAULT_LANGUAGE:
+                return part  # stored in English, with its plurals
             return t.gettext(message, **dict(zip(names, found.groups(), strict=True)))
     return None
 

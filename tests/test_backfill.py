@@ -51,7 +51,7 @@ def test_cli_backfill_is_history_and_idempotent(
     assert (summary.new_papers_24h, summary.revisions_24h) == (0, 0)  # history, not news
     assert sqlite_store.unmatched_versions() == []
     first_run, second_run = reversed(sqlite_store.latest_runs(2))
-    assert first_run.note == f"{total} version(s) stored as history" and first_run.state == "ok"
+    assert first_run.note == f"{total} versions stored as history" and first_run.state == "ok"
     assert second_run.duplicates == total
     # The backfill's papers wait for the search indexer; `papertrail index` writes their entries now.
     assert "search: 200 papers to index" in first.stdout and "papertrail index" in first.stdout
