@@ -3,7 +3,7 @@ import or export them in bulk (the follows file of core.follows_file)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -141,14 +141,16 @@ def import_follows(
     timezone: str,
     schedule: str,
     now: datetime | None = None,
+    refuse_address: Callable[[str], str | None] | None = None,
 ) -> ImportReport:
     """Check every line of a follows file, then store the follows in one transaction.
 
     With a bad line nothing is stored unless ``skip_invalid``, when the good lines are. ``timezone`` and
     ``schedule`` are for subscribers created without them (the settings' defaults, as for ``follow``).
+    ``refuse_address``: the delivery's own refusal of an address (core.follows_file.check_lines).
     Importing the same file again changes nothing.
     """
-    checked = check_lines(lines)
+    checked = check_lines(lines, refuse_address)
     if (checked.bad and not skip_invalid) or not checked.follows:
         return ImportReport(checked, None)
     counts = store.import_follows(

@@ -124,10 +124,16 @@ def read_lines(stream: IO[bytes]) -> Iterator[bytes]:
         yield line
 
 
-def check_lines(lines: Iterable[bytes]) -> FollowsFile:
-    """Check every line (numbered from 1) and gather the good follows and the subscribers' options."""
+def check_lines(
+    lines: Iterable[bytes], refuse_address: Callable[[str], str | None] | None = None
+) -> FollowsFile:
+    """Check every line (numbered from 1) and gather the good follows and the subscribers' options.
+
+    ``refuse_address`` says why a channel would refuse a well-formed address (a webhook to a private
+    host), or None; it is asked once per distinct address (issue 16, bug 13: as ``follow`` asks).
+    """
     result = FollowsFile()
-    checker = _Checker(result)
+    checker = _Checker(result, refuse_address)
     for number, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
@@ -147,8 +153,9 @@ def check_lines(lines: Iterable[bytes]) -> FollowsFile:
 class _Checker:
     """The state of one file's check: options seen per address, follows seen, values already checked."""
 
-    def __init__(self, result: FollowsFile) -> None:
+    def __init__(self, result: FollowsFile, refuse_address: Callable[[str], str | None] | None) -> None:
         self.result = result
+        self.refuse_address = refuse_address
         # address -> option -> (value, line that gave it first)
         self.options: dict[str, dict[str, tuple[str, int]]] = {}
         # Addresses with at least one good line, in file order.
@@ -205,6 +212,8 @@ class _Checker:
         if found is None:
             try:
                 found = _CHECKS[key](text)
+                if key == "address" and self.refuse_address and (why := self.refuse_address(found)):
+                    found = _Refused(f"this address cannot receive digests: {why}")
             except _Refused as exc:
                 found = exc
             self.checked[(key, text)] = found

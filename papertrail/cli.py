@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, date, datetime, timedelta
@@ -433,18 +433,29 @@ def follow(
 
 def _check_webhook(address: str, settings: Settings) -> None:
     """Refuse (exit 2) a ``webhook:`` address its delivery would refuse, saying why (issue 16: the first
-    digest found out, and paused the subscriber). Other channels load nothing here."""
-    channel, _, target = address.partition(":")
-    if channel.strip().lower() != "webhook":
-        return
-    import asyncio
-
-    from core.masking import mask_address
-    from notifiers.webhook import refusal
-
-    reason = asyncio.run(refusal(target.strip(), settings.webhook_allowed_hosts))
+    digest found out, and paused the subscriber)."""
+    reason = _webhook_refusal(settings)(address)
     if reason is not None:
+        from core.masking import mask_address
+
         raise _fail(f"{mask_address(address)} cannot receive digests: {reason}", USAGE)
+
+
+def _webhook_refusal(settings: Settings) -> Callable[[str], str | None]:
+    """Why delivery would refuse an address: for ``webhook:`` its URL's rules (notifiers.webhook.refusal),
+    for other channels nothing, and they load nothing here."""
+
+    def refuse(address: str) -> str | None:
+        channel, _, target = address.partition(":")
+        if channel.strip().lower() != "webhook":
+            return None
+        import asyncio
+
+        from notifiers.webhook import refusal
+
+        return asyncio.run(refusal(target.strip(), settings.webhook_allowed_hosts))
+
+    return refuse
 
 
 def _language_option(value: str | None) -> str | None:
@@ -500,6 +511,7 @@ def import_follows_command(
             skip_invalid=skip_invalid,
             timezone=ctx.settings.default_timezone,
             schedule=ctx.settings.default_schedule,
+            refuse_address=_webhook_refusal(ctx.settings),
         )
         # One redactor for every reason printed (a reason quotes the line's address or query).
         redactor = redact.SecretRedactor(redact.secrets_of(ctx.settings))

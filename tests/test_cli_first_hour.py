@@ -313,6 +313,25 @@ def test_follow_refuses_a_webhook_delivery_would_refuse(env: Path, address: str,
     assert code != 0  # no subscriber was created
 
 
+def test_import_follows_refuses_a_webhook_delivery_would_refuse(env: Path, tmp_path: Path) -> None:
+    # The bulk path checks what `follow` checks: a private webhook is a bad line, not a paused subscriber.
+    lines = [
+        {"address": "webhook:http://127.0.0.1:9/hook", "query": "cat:cs.DC"},
+        {"address": "console:me", "query": "cat:cs.DC"},
+        {"address": "webhook:http://127.0.0.1:9/hook", "query": "cat:cs.LG"},
+    ]
+    path = tmp_path / "follows.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    code, out, err = invoke("import", "follows", str(path))
+    assert code == 2 and out == ""
+    assert "follows.jsonl:1: this address cannot receive digests: " in one_line(err)
+    assert "127.0.0.1 (loopback)" in err and "follows.jsonl:3: " in one_line(err)
+    assert "2 of 3 lines invalid; nothing imported" in one_line(err)
+    code, out, err = invoke("import", "follows", str(path), "--skip-invalid")
+    assert code == 0, err
+    assert "1 added" in out and "2 invalid lines skipped" in out
+
+
 def test_follow_accepts_an_allowed_internal_webhook(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PAPERTRAIL_WEBHOOK_ALLOW_HOSTS", "127.0.0.1")
     code, out, err = invoke("follow", "webhook:http://127.0.0.1:9/hook", "cat:cs.DC")
