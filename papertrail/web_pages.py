@@ -34,6 +34,7 @@ from core.i18n import (
     N_,
     Translator,
     install_jinja,
+    listing,
     negotiate,
     normalize_language,
     translator,
@@ -320,7 +321,10 @@ def source_reason(reason: str | None, t: Translator | None = None) -> str:
 def _note(part: str, t: Translator) -> str | None:
     for pattern, message, names in _NOTES:
         if found := pattern.fullmatch(part):
-            return t.gettext(message, **dict(zip(names, found.groups(), strict=True)))
+            values = dict(zip(names, found.groups(), strict=True))
+            if "ids" in values:  # core.service lists the ids with ", ": a list, in the reader's language
+                values["ids"] = listing(t, values["ids"].split(", "))
+            return t.gettext(message, **values)
     return None
 
 
