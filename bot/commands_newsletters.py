@@ -11,6 +11,7 @@ import difflib
 from bot.commands_base import Call, Problem, Reply, cut
 from bot.commands_status import describe_schedule
 from core import newsletters
+from core.i18n import listing
 from core.models import Newsletter
 
 _SHOWN = 10
@@ -58,7 +59,7 @@ def leave(call: Call) -> Reply:
         return call.not_subscribed()
     if not call.args:
         joined = call.store.newsletters_of(subscriber.id or 0)
-        names = t.gettext(", ").join(n.name for n in joined[:_SHOWN]) or t.gettext("none")
+        names = listing(t, (n.name for n in joined[:_SHOWN])) or t.gettext("none")
         return call.reply(
             t.gettext(
                 "Send {p}leave NAME. {Place}'s newsletters: {names}.",

@@ -16,7 +16,7 @@ from bot.commands_status import (
 )
 from core.delivery import split_address
 from core.digests import resume as resume_subscriber
-from core.i18n import Refusal
+from core.i18n import Alternatives, Refusal
 from core.models import Subscriber, SubscriberStatus
 from core.schedule import parse_schedule
 from core.timezones import TimezoneLookup, lookup
@@ -206,7 +206,7 @@ def timezone(call: Call) -> Reply:
         said = t.gettext(
             'Unknown timezone "{typed}". Did you mean {zones}?',
             typed=typed,
-            zones=t.gettext(" or ").join(offers),
+            zones=Alternatives(offers).said(t),
         )
         return call.reply(
             t.gettext("{sentence} ({note}.)", sentence=said, note=note) if note else said,

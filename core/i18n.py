@@ -20,7 +20,7 @@ from __future__ import annotations
 import gettext as _gettext
 import io
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -145,6 +145,39 @@ class Translator:
         return self._translations.ngettext(singular, plural, n).format(n=n, **values)
 
 
+def listing(t: Translator, items: Iterable[str]) -> str:
+    """``items`` listed as ``t``'s language lists them: ``A, B, C`` in English, ``A、B、C`` in Chinese.
+
+    Every list of items a reader sees is joined here (or by :class:`Listed` and :class:`Alternatives`,
+    which call it): Chinese separates the items of an enumeration with the enumeration comma "、" and
+    keeps "，" for clauses, so the separator is a translated message, not a literal ", ".
+    """
+    return t.gettext(", ").join(items)
+
+
+class Listed(tuple[str, ...]):
+    """Items named in a message (``A, B, C``: the days, the archives), listed in the reader's language
+    when the message is said (:func:`listing`); a :class:`Phrase` value built where no reader is known."""
+
+    __slots__ = ()
+
+    def said(self, t: Translator) -> str:
+        """The items joined as ``t``'s language lists them."""
+        return listing(t, self)
+
+    def shortened(self, limit: int) -> Listed:
+        """The first items that fit in about ``limit`` characters, and ``…`` for the rest (a reply names
+        a few newsletters, not all of them)."""
+        kept: list[str] = []
+        used = 0
+        for item in self:
+            used += len(item) + (2 if kept else 0)
+            if used > limit and kept:
+                return Listed((*kept, "…"))
+            kept.append(item)
+        return self
+
+
 class Alternatives(tuple[str, ...]):
     """Choices offered in a message (``X``, ``X or Y``, ``X, Y or Z``), joined in the reader's language."""
 
@@ -154,7 +187,7 @@ class Alternatives(tuple[str, ...]):
         """The choices joined as ``t``'s language joins them."""
         if len(self) <= 1:
             return "".join(self)
-        return t.gettext("{options} or {last}", options=t.gettext(", ").join(self[:-1]), last=self[-1])
+        return t.gettext("{options} or {last}", options=listing(t, self[:-1]), last=self[-1])
 
 
 class Phrase:
@@ -203,7 +236,7 @@ def _phrase(template: str, values: dict[str, object]) -> Phrase:
 
 
 def _shortened(value: object, limit: int) -> object:
-    if isinstance(value, Phrase):
+    if isinstance(value, (Phrase, Listed)):
         return value.shortened(limit)
     if isinstance(value, str) and len(value) > limit:
         return value[: max(limit - 1, 0)].rstrip() + "…"
@@ -211,7 +244,7 @@ def _shortened(value: object, limit: int) -> object:
 
 
 def _said(value: object, t: Translator) -> object:
-    return value.said(t) if isinstance(value, (Phrase, Alternatives)) else value
+    return value.said(t) if isinstance(value, (Phrase, Listed, Alternatives)) else value
 
 
 class Worded(Exception):

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from core.delivery import NEWSLETTER_CHANNEL, NEWSLETTER_NAME, normalise_address
-from core.i18n import N_, Phrase, Worded
+from core.i18n import N_, Listed, Phrase, Worded
 from core.models import Newsletter, Subscriber, utcnow
 from core.query import parse
 from core.schedule import parse_schedule, zone
@@ -82,7 +82,7 @@ def find(store: Store, name: str) -> Newsletter:
     """The newsletter called ``name``; LookupError naming the existing ones otherwise."""
     found = store.get_newsletter(name.strip().casefold())
     if found is None:
-        names: str | Phrase = ", ".join(n.name for n in store.newsletters()) or Phrase(N_("none yet"))
+        names: Listed | Phrase = Listed(n.name for n in store.newsletters()) or Phrase(N_("none yet"))
         raise UnknownNewsletter(
             Phrase(N_("no newsletter named '{name}'"), name=name),
             Phrase(N_("newsletters: {names}"), names=names),

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from core.i18n import DEFAULT_LANGUAGE, N_, Alternatives, Phrase, Translator, translator
+from core.i18n import DEFAULT_LANGUAGE, N_, Alternatives, Listed, Phrase, Translator, translator
 from core.reasons import ABSTRACT, AUTHOR, CATEGORY, PAPER, TITLE, Reason, reason
 from core.taxonomy import (
     ARCHIVES,
@@ -730,7 +730,7 @@ def _category(value: str, pos: int) -> Category:
 
 
 def _archives() -> Phrase:
-    return Phrase(N_("archives are {archives}"), archives=", ".join(sorted(ARCHIVES)))
+    return Phrase(N_("archives are {archives}"), archives=Listed(sorted(ARCHIVES)))
 
 
 def _arxiv_id(value: str, pos: int) -> str:

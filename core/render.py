@@ -34,7 +34,7 @@ import jinja2
 import markupsafe
 
 from core import tokens
-from core.i18n import DEFAULT_LANGUAGE, LANGUAGE_TAGS, N_, install_jinja, translator
+from core.i18n import DEFAULT_LANGUAGE, LANGUAGE_TAGS, N_, install_jinja, listing, translator
 from core.reasons import ABSTRACT, AUTHOR, CATEGORY, NEWSLETTER, PAPER, TITLE, Reason
 from core.resources import resource_dir
 from core.text_safety import strip_control
@@ -186,12 +186,7 @@ def reasons_text(reasons: Sequence[Reason], language: str | None = None) -> str:
 def changes_text(changes: Sequence[str], language: str | None = None) -> str:
     """What a revision changed (``title, journal-ref``), the labels of :data:`CHANGE_LABELS` translated."""
     t = translator(language)
-    labels = [t.gettext(CHANGE_LABELS[c]) if c in CHANGE_LABELS else c for c in changes]
-    text = labels[0] if labels else ""
-    for label in labels[1:]:
-        # A list of nouns, joined like CLDR's list pattern (Chinese enumerates with "、").
-        text = t.gettext("{items}, {item}", items=text, item=label)
-    return text
+    return listing(t, (t.gettext(CHANGE_LABELS[c]) if c in CHANGE_LABELS else c for c in changes))
 
 
 def display_width(text: str) -> int:
@@ -260,11 +255,11 @@ def digest_subject(
         parts.append(t.ngettext("{n} new paper", "{n} new papers", new))
     if revisions:
         parts.append(t.ngettext("{n} revision", "{n} revisions", revisions))
-    # The list separator is a translated message too: Chinese separates with "、" or "，".
-    counts = t.gettext(", ").join(parts) if parts else t.gettext("no new matches")
+    # Listed in the reader's language: Chinese enumerates with "、" (core.i18n.listing).
+    counts = listing(t, parts) if parts else t.gettext("no new matches")
     subject = t.gettext("{label}: {counts}", label=label, counts=counts)
     if including:
-        subject += t.gettext(" (with {newsletters})", newsletters=t.gettext(", ").join(including))
+        subject += t.gettext(" (with {newsletters})", newsletters=listing(t, including))
     return subject
 
 

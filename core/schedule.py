@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from core.i18n import N_, Phrase, Refusal
+from core.i18n import N_, Listed, Phrase, Refusal
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _DAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
@@ -74,7 +74,7 @@ def parse_schedule(text: str) -> Schedule:
     if number is None:
         raise Refusal(
             Phrase(N_("unknown day '{day}' in schedule '{schedule}'"), day=m["day"], schedule=text),
-            Phrase(N_("days are {days}"), days=", ".join(DAYS)),
+            Phrase(N_("days are {days}"), days=Listed(DAYS)),
         )
     return Schedule(f"weekly {DAYS[number]} {at:%H:%M}", False, at, frozenset({number}))
 

@@ -31,8 +31,9 @@ if TYPE_CHECKING:
     from core.config import Settings
     from core.digests import DigestReport
     from core.guide_service import GuideReport
-    from core.models import DeliveryAlarm, Follow
+    from core.models import DeliveryAlarm, Follow, Newsletter, Subscriber
     from core.status import SourceStatus
+    from core.store import Store
     from papertrail.context import AppContext
     from papertrail.store_context import StoreContext
 
@@ -722,7 +723,8 @@ def newsletter_create(
     ] = None,
     timezone: Annotated[str | None, typer.Option(help="IANA timezone of the schedule.")] = None,
 ) -> None:
-    """Define a newsletter. People join it with `subscribe --newsletter`, the /subscribe form or `join`."""
+    """Define a newsletter. People join it with `subscribe --newsletter`, the /subscribe form or `join`;
+    the operator adds existing subscribers with `newsletter add`."""
     from core import newsletters
     from core.query import QueryError
 
@@ -792,6 +794,105 @@ def newsletter_show(name: Annotated[str, typer.Argument(help="The newsletter's n
     out.print("follows:")
     for number, query in enumerate(info.follows, 1):
         out.print(f"{number:>3}. {query}")
+
+
+def _membership(store: Store, name: str, address: str) -> tuple[Newsletter, Subscriber]:
+    """The newsletter and the subscriber of ``newsletter add|remove NAME ADDRESS``, or exit saying which is
+    missing: 2 for an address that is not one, 1 for a newsletter or a subscriber the store does not know."""
+    from core import newsletters
+    from core.delivery import normalise_address
+
+    try:
+        normalised = normalise_address(address)
+    except ValueError as exc:
+        raise _fail(_explain(exc), USAGE) from exc
+    try:
+        newsletter = newsletters.find(store, name)
+    except LookupError as exc:
+        how = (
+            "`papertrail newsletter list` shows them"
+            if store.newsletters()
+            else "create one with: papertrail newsletter create NAME --title T --follow Q"
+        )
+        raise _fail(f"{_explain(exc)}; {how}", FAILURE) from exc
+    subscriber = store.get_subscriber(normalised)
+    if subscriber is None or subscriber.id is None:
+        # An email address may rather be signed up, double opt-in, as a member from the start.
+        signup = (
+            f", or sign it up by mail: papertrail subscribe {normalised} --newsletter {newsletter.name}"
+            if normalised.startswith("email:")
+            else ""
+        )
+        raise _fail(
+            f"no subscriber {normalised}; create it with: papertrail follow {normalised} QUERY{signup}",
+            FAILURE,
+        )
+    return newsletter, subscriber
+
+
+@newsletter_app.command("add")
+def newsletter_add(
+    name: Annotated[str, typer.Argument(help="The newsletter's name (see `papertrail newsletter list`).")],
+    address: Annotated[
+        str,
+        typer.Argument(help="An existing, confirmed subscriber: email:ada@example.org, telegram:12345 ..."),
+    ],
+) -> None:
+    """Make an existing, confirmed subscriber a member of a newsletter; a member already stays one."""
+    from core import newsletters
+    from core.masking import mask_address
+    from core.models import SubscriberStatus
+
+    with _store_context() as ctx:
+        newsletter, subscriber = _membership(ctx.store, name, address)
+        who = mask_address(subscriber.address)
+        # An address's owner must have asked for mail: a pending sign-up has not shown it owns the address,
+        # and an unsubscribed one asked for nothing more (a newsletter would reach it on re-subscribing).
+        if subscriber.status == SubscriberStatus.UNCONFIRMED:
+            raise _fail(
+                f"{who} has not confirmed its sign-up; it must follow the link in its confirmation mail "
+                "before it can be added to a newsletter",
+                FAILURE,
+            )
+        if subscriber.status == SubscriberStatus.UNSUBSCRIBED:
+            raise _fail(
+                f"{who} unsubscribed; it can subscribe again from its manage page (or its chat's start "
+                "command) before it is added to a newsletter",
+                FAILURE,
+            )
+        try:
+            added = newsletters.join(ctx.store, newsletter.name, subscriber)
+        except ValueError as exc:  # a newsletter's own hidden subscriber
+            raise _fail(_explain(exc), USAGE) from exc
+    if not added:
+        out.print(f"{who} is a member of {newsletter.name} already; nothing changed")
+        return
+    out.print(f"{who} joined {newsletter.name} ({newsletter.title}): it gets each issue from the next one on")
+    if subscriber.status != SubscriberStatus.ACTIVE:
+        out.print(f"note: {who} is {subscriber.status}; issues reach it once it is active again")
+
+
+@newsletter_app.command("remove")
+def newsletter_remove(
+    name: Annotated[str, typer.Argument(help="The newsletter's name (see `papertrail newsletter list`).")],
+    address: Annotated[str, typer.Argument(help="The member's address, e.g. email:ada@example.org.")],
+) -> None:
+    """End a subscriber's membership of a newsletter, as its /leave link does: the subscriber stays
+    subscribed, with its own follows and other newsletters."""
+    from core import newsletters
+    from core.masking import mask_address
+
+    with _store_context() as ctx:
+        newsletter, subscriber = _membership(ctx.store, name, address)
+        left = newsletters.leave(ctx.store, newsletter.name, subscriber)
+    who = mask_address(subscriber.address)
+    if not left:
+        out.print(f"{who} is not a member of {newsletter.name}; nothing changed")
+        return
+    out.print(
+        f"{who} left {newsletter.name} ({newsletter.title}); it stays subscribed, with its own follows and "
+        "other newsletters (copies already made still go out)"
+    )
 
 
 # Addresses `resume --dry-run` lists before "…and N more".

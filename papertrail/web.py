@@ -48,7 +48,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from core.chart import ChartWords, DayCounts, daily_chart
 from core.health import Health
-from core.i18n import Translator, translator
+from core.i18n import Translator, listing, translator
 from core.models import utcnow
 from core.search_text import SearchError, compile_search
 from core.status import SourceStatus
@@ -190,7 +190,7 @@ def overall(judged: Sequence[SourceStatus], new: int, revised: int, t: Translato
     if failing := by_state.get(Health.FAILING):
         return Banner(
             "failing",
-            t.gettext("Broken: {sources} failing", sources=t.gettext(", ").join(failing)),
+            t.gettext("Broken: {sources} failing", sources=listing(t, failing)),
             t.gettext(
                 "The last check failed; the reason is in the sources table. "
                 "Papers may be missing until it recovers."
@@ -199,7 +199,7 @@ def overall(judged: Sequence[SourceStatus], new: int, revised: int, t: Translato
     if stale := by_state.get(Health.STALE):
         return Banner(
             "stale",
-            t.gettext("Behind: {sources} stale", sources=t.gettext(", ").join(stale)),
+            t.gettext("Behind: {sources} stale", sources=listing(t, stale)),
             t.gettext(
                 "Checks succeed, but the source still serves an older announcement "
                 "than arXiv's calendar expects."
@@ -435,7 +435,7 @@ class _Web:
                 t.gettext("PaperTrail has no source called {name}.", name=name),
                 hint=t.gettext(
                     "The sources are: {names}.",
-                    names=t.gettext(", ").join(item.facts.source for item in judged),
+                    names=listing(t, (item.facts.source for item in judged)),
                 ),
                 status=404,
             )
@@ -512,7 +512,7 @@ def parse_filter(params: dict[str, str], now: datetime, t: Translator | None = N
         return t.gettext(
             "unknown sort {sort!r}; use one of {choices}",
             sort=params["sort"],
-            choices=", ".join(s.value for s in Sort),
+            choices=listing(t, (s.value for s in Sort)),
         )
     try:
         kind = Kind(params["kind"])
@@ -521,7 +521,7 @@ def parse_filter(params: dict[str, str], now: datetime, t: Translator | None = N
     window = params["since"]
     if window and window not in WINDOWS:
         return t.gettext(
-            "unknown window {window!r}; use one of {choices}", window=window, choices=", ".join(WINDOWS)
+            "unknown window {window!r}; use one of {choices}", window=window, choices=listing(t, WINDOWS)
         )
     ai = params["ai"]
     if ai not in ("", "0", "1", "on"):

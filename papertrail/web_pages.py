@@ -34,6 +34,7 @@ from core.i18n import (
     N_,
     Translator,
     install_jinja,
+    listing,
     negotiate,
     normalize_language,
     translator,
@@ -327,7 +328,10 @@ def _note(part: str, t: Translator) -> str | None:
         if found := pattern.fullmatch(part):
             if t.language == DEFAULT_LANGUAGE:
                 return part  # stored in English, with its plurals
-            return t.gettext(message, **dict(zip(names, found.groups(), strict=True)))
+            values = dict(zip(names, found.groups(), strict=True))
+            if "ids" in values:  # core.service lists the ids with ", ": a list, in the reader's language
+                values["ids"] = listing(t, values["ids"].split(", "))
+            return t.gettext(message, **values)
     return None
 
 

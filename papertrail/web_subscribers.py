@@ -37,7 +37,7 @@ from core import tokens
 from core.delivery import normalise_address
 from core.digests import resume
 from core.follows import follow
-from core.i18n import LANGUAGES, N_, normalize_language, said
+from core.i18n import LANGUAGES, N_, listing, normalize_language, said
 from core.masking import mask_address
 from core.models import Follow, Newsletter, Subscriber, SubscriberStatus
 from core.query import QueryError
@@ -333,7 +333,7 @@ class SubscriberPages:
                     t.gettext(
                         "unknown action {action!r}; the page's buttons send one of {actions}",
                         action=action,
-                        actions=", ".join(ACTIONS),
+                        actions=listing(t, ACTIONS),
                     )
                 ),
                 status=400,
@@ -405,7 +405,7 @@ class SubscriberPages:
                 reader.t.gettext(
                     "unknown language {language!r}; choose one of {choices}",
                     language=chosen,
-                    choices=", ".join(LANGUAGES),
+                    choices=listing(reader.t, LANGUAGES),
                 )
             )
         self.store.update_subscriber(subscriber.id, language=normalize_language(chosen))

@@ -302,7 +302,7 @@ def test_chinese_digests_contain_no_english_sentences(channel: str) -> None:
 def test_chinese_subjects_and_footers() -> None:
     message = render("email", "zh")
     assert message.language == "zh"
-    assert message.subject == "PaperTrail：2 篇新论文，2 篇修订（含 Distributed weekly）"
+    assert message.subject == "PaperTrail：2 篇新论文、2 篇修订（含 Distributed weekly）"
     assert "新论文（2）" in message.text and "修订（2）" in message.text
     assert '匹配原因：作者 Zeng Li；标题含 "policy lag"' in message.text
     assert "匹配原因：通讯 dc-weekly：分类 cs.DC" in message.text

@@ -171,7 +171,7 @@ def test_a_refusal_says_itself_in_each_language_and_survives_pickling() -> None:
 def test_choices_are_joined_as_each_language_joins_them() -> None:
     phrase = i18n.Phrase("did you mean {option}?", option=i18n.Alternatives(("cs.DC", "cs.DL", "cs.DS")))
     assert str(phrase) == "did you mean cs.DC, cs.DL or cs.DS?"
-    assert phrase.said(i18n.translator("zh")) == "你是想写 cs.DC，cs.DL 或 cs.DS 吗？"
+    assert phrase.said(i18n.translator("zh")) == "你是想写 cs.DC、cs.DL 或 cs.DS 吗？"
 
 
 def test_english_counts_say_one_or_many_never_s_in_brackets() -> None:

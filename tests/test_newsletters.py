@@ -33,7 +33,9 @@ from core.store import Store
 from core.values import DigestItem, Message, PaperIn, SendResult
 from notifiers.email import list_unsubscribe_headers
 from papertrail.cli import app
+from tests.cli_helpers import invoke
 from tests.servers import SinkHandler
+from tests.test_cli_first_hour import one_line, unbalanced
 from tests.test_signup import KEY, cli_env, context, smtp, token_in  # noqa: F401  (smtp is a fixture)
 
 NAME = "dc-weekly"
@@ -217,6 +219,80 @@ def test_cli_create_list_show_and_subscribe(
     assert '2. au:"Zeng Li"' in shown.stdout and "weekly mon 09:00 (Europe/Berlin)" in shown.stdout
     missing = runner.invoke(app, ["newsletter", "show", "nope"])
     assert missing.exit_code == 1 and "newsletters: dc-weekly" in missing.stderr
+
+
+def test_cli_adds_and_removes_members(db_url: str, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`newsletter add|remove NAME ADDRESS` (issue 20): confirmed subscribers only, idempotent, the exit
+    codes of README's scheme, and the member then gets the issue through its own channel."""
+    monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", db_url)
+
+    def run(*args: str) -> tuple[int, str, str]:
+        code, out, err = invoke(*args)
+        assert unbalanced(one_line(err)) == [], err
+        return code, one_line(out), one_line(err)
+
+    code, _, err = run("newsletter", "add", NAME, "console:ada")
+    assert code == 1 and "no newsletter named 'dc-weekly'; newsletters: none yet; create one with:" in err
+    newsletters.create(
+        store, NAME, "Distributed weekly", ["cat:cs.DC"], schedule="weekly sun 03:00", timezone="UTC"
+    )
+    code, _, err = run("newsletter", "add", "nope", "console:ada")
+    assert code == 1 and "newsletters: dc-weekly; `papertrail newsletter list` shows them" in err
+    code, _, err = run("newsletter", "add", NAME, "console:ada")
+    assert (
+        code == 1 and "no subscriber console:ada; create it with: papertrail follow console:ada QUERY" in err
+    )
+    code, _, err = run("newsletter", "add", NAME, "email:Zed@Example.ORG")  # normalised as `follow` does
+    assert code == 1 and "papertrail subscribe email:Zed@example.org --newsletter dc-weekly" in err
+    code, _, err = run("newsletter", "add", NAME, "telegram:ada")
+    assert code == 2 and "must be a number" in err
+    code, _, err = run("newsletter", "add", NAME, "newsletter:dc-weekly")
+    assert code == 2 and "a newsletter cannot be a member of a newsletter" in err
+
+    # A pending sign-up has not shown it owns the address; an unsubscribed one asked for nothing more.
+    sign_up(store, "email:eve@example.org", ["cat:cs.AI"], timezone="UTC", schedule="daily 08:00")
+    code, _, err = run("newsletter", "add", NAME, "email:eve@example.org")
+    assert code == 1 and "has not confirmed its sign-up; it must follow the link in its confirmation" in err
+    gone, _ = store.ensure_subscriber("console:gone", timezone="UTC", schedule="daily 08:00")
+    store.update_subscriber(gone.id or 0, status=SubscriberStatus.UNSUBSCRIBED)
+    code, _, err = run("newsletter", "add", NAME, "console:gone")
+    assert code == 1 and "console:gone unsubscribed" in err
+    for refused in ("email:eve@example.org", "console:gone"):
+        who = store.get_subscriber(refused)
+        assert who is not None and store.newsletters_of(who.id or 0) == []
+
+    follow(store, "console:ada", "cat:cs.AI")  # confirmed: an operator's follow
+    code, out, _ = run("newsletter", "add", NAME.upper(), "CONSOLE:ada")
+    assert code == 0 and out == (
+        "console:ada joined dc-weekly (Distributed weekly): it gets each issue from the next one on"
+    )
+    code, out, _ = run("newsletter", "add", NAME, "console:ada")
+    assert code == 0 and out == "console:ada is a member of dc-weekly already; nothing changed"
+    code, out, _ = run("newsletter", "list")
+    assert code == 0 and "1 active of 1" in out
+
+    store.save_versions([paper("2611.00001")])
+    assert match_new(store) == 1
+    code, out, err = run("digest", "--now")
+    assert code == 0, err
+    assert "--- digest for console:ada ---" in out and "newsletter dc-weekly: category cs.DC" in out
+    assert "sent 1 item to console:ada" in out
+
+    code, out, _ = run("newsletter", "remove", NAME, "console:ada")
+    assert code == 0 and out.startswith(
+        "console:ada left dc-weekly (Distributed weekly); it stays subscribed"
+    )
+    code, out, _ = run("newsletter", "remove", NAME, "console:ada")
+    assert code == 0 and out == "console:ada is not a member of dc-weekly; nothing changed"
+    ada = store.get_subscriber("console:ada")
+    assert ada is not None and ada.status == SubscriberStatus.ACTIVE  # subscribed still, follows kept
+    assert [f.query for f in store.follows_of(ada.id or 0)] == ["cat:cs.AI"]
+    store.save_versions([paper("2611.00002")])
+    assert match_new(store) == 1
+    code, out, _ = run("digest", "--now")
+    assert code == 0 and "console:ada" not in out  # the next issue is nobody's: no member left
+    code, _, err = run("newsletter", "remove", NAME, "console:nobody")
+    assert code == 1 and "no subscriber console:nobody" in err
 
 
 def test_join_and_leave_from_a_chat(sqlite_store: Store) -> None:

@@ -481,6 +481,10 @@ def test_guides_count_on_the_status_page_in_both_languages(world: World) -> None
             "completed 3 of 4 paper(s); arXiv does not know 2401.00001",
             "已补全 4 篇论文中的 3 篇；arXiv 查无此编号：2401.00001",
         ),
+        (  # a list of ids, listed as the page's language lists (issue 20)
+            "completed 2 of 4 paper(s); arXiv does not know 2401.00001, 2401.00002",
+            "已补全 4 篇论文中的 2 篇；arXiv 查无此编号：2401.00001、2401.00002",
+        ),
         ("HTTP 503 from export.arxiv.org", "HTTP 503 from export.arxiv.org"),
     ],
 )
