@@ -31,7 +31,8 @@ TEXT_COLOUR = "currentColor"
 
 @dataclass(frozen=True, slots=True)
 class DayCounts:
-    """What arrived on one UTC day: new papers (v1), revisions (v2+) and the AI-related ones among them."""
+    """What arrived on one calendar day (of the zone the store counted in, see
+    ``Store.daily_counts``): new papers (v1), revisions (v2+) and the AI-related ones among them."""
 
     day: date
     new: int = 0
@@ -90,7 +91,8 @@ def _n(value: float) -> str:
 
 
 def describe(days: Sequence[DayCounts]) -> str:
-    """The chart in one sentence: the period, the totals and the busiest day."""
+    """The chart in one sentence: the period, the totals and the busiest day (English, UTC days: the status
+    page words its own, in its language and display zone, through :class:`ChartWords`)."""
     if not days:
         return "No days to show."
     new = sum(d.new for d in days)

@@ -21,6 +21,7 @@ from pydantic_settings import (
 )
 
 from core.health import parse_holidays
+from core.timezones import zone_named
 
 DEFAULT_DATABASE_URL = "sqlite:///./data/papertrail.db"
 
@@ -178,6 +179,10 @@ class Settings(BaseSettings):
     digest_check_seconds: int = 60
     default_schedule: str = "daily 08:00"
     default_timezone: str = "UTC"
+    # The IANA zone every time on the web pages is shown in, and whose midnights cut the status page's
+    # 30-day chart into days (docs/status-page.md). Digests keep each subscriber's own zone; the command
+    # line stays UTC.
+    display_timezone: str = "UTC"
 
     @classmethod
     def settings_customise_sources(
@@ -212,6 +217,16 @@ class Settings(BaseSettings):
     def holiday_dates(self) -> frozenset[date]:
         """The configured arXiv holidays as dates."""
         return parse_holidays(self.arxiv_holidays)
+
+    @field_validator("display_timezone")
+    @classmethod
+    def _known_display_timezone(cls, value: str) -> str:
+        name = value.strip() or "UTC"  # an empty variable means "not set"
+        try:
+            zone_named(name)
+        except ValueError as err:
+            raise ValueError(f"PAPERTRAIL_DISPLAY_TIMEZONE: {err}") from None
+        return name
 
     @field_validator("telegram_mode")
     @classmethod

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from typing import Any
 
 import sqlalchemy as sa
@@ -38,6 +38,7 @@ from core.models import (
     utcnow,
 )
 from core.store_counts import CountQueries
+from core.timezones import day_starts
 
 # "Stored as news", spelled as the partial index ix_version_news_first_seen_at's condition (``news = 1``,
 # ``news = true``) so that both databases see the index serves it; ``IS 1`` would not match it on SQLite.
@@ -81,14 +82,6 @@ class MetricCounts:
     matches: int
     digests: dict[tuple[str, str], int] = field(default_factory=dict)
     subscribers: dict[str, int] = field(default_factory=dict)
-
-
-def _utc_day(session: Session, column: Any) -> Any:
-    """The UTC calendar day of a timestamp column, in the database's own SQL."""
-    if session.connection().dialect.name == "postgresql":
-        return sa.cast(sa.func.timezone("UTC", column), sa.Date)
-    # SQLite stores naive UTC text; date() reads its first ten characters as a day.
-    return sa.func.date(column)
 
 
 def _as_datetime(value: Any) -> datetime | None:
@@ -157,32 +150,59 @@ class BrowseQueries(CountQueries):
             community_papers=totals.community_papers,
         )
 
-    def daily_counts(self, now: datetime | None = None, days: int = 30) -> list[DayCounts]:
-        """News per UTC day for the last ``days`` days (today included), oldest first, zeros included."""
-        today = (now or utcnow()).astimezone(UTC).date()
+    def daily_counts(
+        self, now: datetime | None = None, days: int = 30, zone: tzinfo = UTC
+    ) -> list[DayCounts]:
+        """News per calendar day of ``zone`` for the last ``days`` days (today included), oldest first,
+        zeros included.
+
+        A day runs from one midnight of ``zone`` to the next, 23 or 25 hours across a daylight-saving
+        change: the days' first instants are computed here (:func:`core.timezones.day_starts`) and one
+        CASE over them numbers each version's day by its ``first_seen_at``, the same SQL on both databases
+        and exact in any zone. The WHERE is the partial news index's range (``news AND first_seen_at >=``
+        the first midnight), so a load reads the window's news and nothing else.
+        """
+        today = (now or utcnow()).astimezone(zone).date()
         first_day = today - timedelta(days=days - 1)
-        start = datetime.combine(first_day, time(0, 0), tzinfo=UTC)
+        # days + 1 instants: each day's start and the end of today.
+        bounds = day_starts(first_day, days + 1, zone)
+        seen = col(Version.first_seen_at)
+        # The first bound a version is before is the end of its day; later than today (a clock ahead): NULL.
+        # The day numbers are written into the SQL: a bound parameter in THEN would leave PostgreSQL to
+        # guess its type.
+        day = sa.case(
+            *((seen < end, sa.literal_column(str(index))) for index, end in enumerate(bounds[1:])),
+            else_=sa.null(),
+        )
+        window = (
+            sa.select(
+                day.label("day"),
+                col(Version.number).label("number"),
+                col(Version.ai_related).label("ai_related"),
+            )
+            .where(IS_NEWS, seen >= bounds[0])
+            .subquery()
+        )
+
+        def total(condition: sa.ColumnElement[bool]) -> Any:
+            return sa.func.sum(sa.case((condition, 1), else_=0))
+
         with self.session() as session:
-            day = _utc_day(session, col(Version.first_seen_at)).label("day")
-
-            def total(condition: sa.ColumnElement[bool]) -> Any:
-                return sa.func.sum(sa.case((condition, 1), else_=0))
-
             rows = session.execute(
+                # Grouped outside the subquery: PostgreSQL does not see a CASE in SELECT and the same CASE
+                # in GROUP BY as one expression when their bounds are separate parameters.
                 sa.select(
-                    day,
-                    total(col(Version.number) == 1),
-                    total(col(Version.number) > 1),
-                    total(col(Version.ai_related).is_(True)),
-                )
-                .where(IS_NEWS, col(Version.first_seen_at) >= start)
-                .group_by(day)
+                    window.c.day,
+                    total(window.c.number == 1),
+                    total(window.c.number > 1),
+                    total(window.c.ai_related.is_(True)),
+                ).group_by(window.c.day)
             ).all()
-        found = {_as_date(row[0]): row for row in rows}
+        found = {int(row[0]): row for row in rows if row[0] is not None}
         result = []
-        for offset in range(days):
-            current = first_day + timedelta(days=offset)
-            row = found.get(current)
+        for index in range(days):
+            current = first_day + timedelta(days=index)
+            row = found.get(index)
             if row is None:
                 result.append(DayCounts(current))
             else:

@@ -13,9 +13,10 @@ import difflib
 import re
 import unicodedata
 from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from functools import cache
 from pathlib import Path
-from zoneinfo import TZPATH, available_timezones
+from zoneinfo import TZPATH, ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from core.i18n import N_, Phrase
 
@@ -181,4 +182,54 @@ def closest(folded: str, cities: dict[str, tuple[str, ...]], names: tuple[str, .
     return tuple(dict.fromkeys(found))[:3]
 
 
-__all__ = ["TimezoneLookup", "closest", "lookup"]
+def zone_named(name: str) -> ZoneInfo:
+    """The IANA zone called exactly ``name`` (``Asia/Shanghai``, ``UTC``), for a setting.
+
+    ValueError naming the value when the tz database has no such zone, with the zones a chat's
+    :func:`lookup` would have found for it (``asia/shanghai``, ``Shanghai``, ``UTC+8``) as suggestions: a
+    setting is read by a program, so it must be the exact name, but the error may say which one was meant.
+    """
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        # ValueError: not a relative path (``../x``, empty); OSError: a folder of the database (``Asia``).
+        pass
+    found = lookup(name)
+    meant = tuple(dict.fromkeys(z for z in (found.zone, *found.suggestions) if z))
+    hint = f" (did you mean {' or '.join(meant)}?)" if meant else ""
+    raise ValueError(
+        f"{name!r} is not a timezone of the tz database{hint}; give an IANA name such as Asia/Shanghai, "
+        "Europe/Berlin or UTC"
+    )
+
+
+def abbreviation(zone: tzinfo, at: datetime) -> str:
+    """What ``zone`` calls itself at the instant ``at``: ``CET`` or ``CEST``, ``UTC``; ``UTC+08:00`` where the
+    tz database has no letters for it (it writes ``+08``, ``-03``), ``UTC`` for a zero offset of any name."""
+    local = at.astimezone(zone)
+    name = local.tzname() or ""
+    if name and not name.startswith(("+", "-")):
+        return name
+    offset = local.utcoffset() or timedelta(0)
+    if not offset:
+        return "UTC"
+    sign = "+" if offset > timedelta(0) else "-"
+    minutes = abs(int(offset.total_seconds())) // 60
+    return f"UTC{sign}{minutes // 60:02d}:{minutes % 60:02d}"
+
+
+def day_starts(first: date, count: int, zone: tzinfo) -> list[datetime]:
+    """The UTC instants at which ``count`` consecutive calendar days of ``zone`` begin, from ``first``.
+
+    A day of ``zone`` runs from one of these to the next: 24 hours, or 23 and 25 across a daylight-saving
+    change. Each is the zone's midnight read with ``fold=0`` (PEP 495): where a change skips midnight
+    (clocks going from 00:00 to 01:00), that is the instant of the change, the day's first real moment;
+    where midnight happens twice, the first of the two.
+    """
+    return [
+        datetime.combine(first + timedelta(days=offset), time(0, 0), tzinfo=zone).astimezone(UTC)
+        for offset in range(count)
+    ]
+
+
+__all__ = ["TimezoneLookup", "abbreviation", "closest", "day_starts", "lookup", "zone_named"]

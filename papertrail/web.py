@@ -93,7 +93,7 @@ CURSOR_PARAMS = ("after", "before", "page", "from")
 
 def build_app(ctx: AppContext, *, clock: Callable[[], datetime] = utcnow) -> Starlette:
     """The web app over ``ctx``'s store and settings; ``clock`` is "now" for every page (tests fix it)."""
-    web = _Web(ctx, Pages(clock), clock)
+    web = _Web(ctx, Pages(clock, ctx.settings.display_timezone), clock)
     subscribers = SubscriberPages(ctx, web.pages)
     routes = [
         Route("/", web.status_page, methods=["GET"]),
@@ -238,8 +238,9 @@ def overall(judged: Sequence[SourceStatus], new: int, revised: int, t: Translato
     )
 
 
-def chart_words(t: Translator) -> ChartWords:
-    """The 30-day chart's legend, description and tooltips in ``t``'s language."""
+def chart_words(t: Translator, zone: str = "UTC") -> ChartWords:
+    """The 30-day chart's legend, description and tooltips in ``t``'s language; ``zone`` names the zone
+    whose calendar days the chart shows (``UTC``, ``Beijing time``, ``Europe/Berlin``)."""
 
     def counts(new: int, revisions: int) -> tuple[str, str]:
         return (
@@ -252,7 +253,8 @@ def chart_words(t: Translator) -> ChartWords:
             return t.gettext("No days to show.")
         new, revisions = counts(sum(d.new for d in days), sum(d.revisions for d in days))
         text = t.gettext(
-            "From {first} to {last} (UTC): {new}, {revisions}, {ai} of them AI-related.",
+            "From {first} to {last} ({zone}): {new}, {revisions}, {ai} of them AI-related.",
+            zone=zone,
             first=days[0].day.isoformat(),
             last=days[-1].day.isoformat(),
             new=new,
@@ -307,12 +309,14 @@ class _Web:
         counts = self.store.dashboard_counts(now)
         guides_24h = self.store.count_guided_versions_since(now - timedelta(hours=24))
         facts = self.store.source_facts([item.facts.source for item in judged])
-        days = self.store.daily_counts(now, CHART_DAYS)
+        shown = self.pages.display(reader)
+        days = self.store.daily_counts(now, CHART_DAYS, shown.zone)
+        day_zone = shown.day_name(now)
         chart = Markup(
             daily_chart(
                 days,
-                title=t.gettext("News per day, last {n} days (UTC)", n=CHART_DAYS),
-                words=chart_words(t),
+                title=t.gettext("News per day, last {n} days ({zone})", n=CHART_DAYS, zone=day_zone),
+                words=chart_words(t, day_zone),
             )
         )
         return self.pages.render(
@@ -328,6 +332,7 @@ class _Web:
             sources=[(item, facts[item.facts.source]) for item in judged],
             chart=chart,
             days=days,
+            day_zone=day_zone,
         )
 
     def papers_page(self, request: Request) -> Response:

@@ -17,7 +17,7 @@ import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -43,6 +43,7 @@ from core.masking import mask_address
 from core.render import CHANGE_LABELS, short_authors, shorten
 from core.resources import resource_dir
 from core.text_safety import strip_control
+from papertrail.web_times import DisplayZone, display_zone
 
 # No script may run on these pages (they need none), nothing may frame them, and forms post only here.
 # Styles are inline in the page (<style> and the chart's SVG attributes).
@@ -146,13 +147,6 @@ def _finalize(value: object) -> object:
     if isinstance(value, str):
         return strip_control(value)
     return value
-
-
-def when(value: datetime | None) -> str:
-    """A timestamp as ``2024-11-28 20:00 UTC``, or a dash when unknown."""
-    if value is None:
-        return "—"
-    return f"{value:%Y-%m-%d %H:%M} UTC"
 
 
 def ago(value: datetime | None, now: datetime, t: Translator | None = None) -> str:
@@ -293,11 +287,12 @@ _NOTES = (
 )
 
 
-def source_reason(reason: str | None, t: Translator | None = None) -> str:
+def source_reason(reason: str | None, t: Translator | None = None, zone: DisplayZone | None = None) -> str:
     """A verdict's reason or a run's note in ``t``'s language when it is a fixed one, else as it is.
 
     A note of two parts (``15 pick(s) on …; skipped 2: …``) is worded part by part; what the parts quote
-    (skipped lines, ids) is shown as stored.
+    (skipped lines, ids) is shown as stored. The time in a stale feed's reason (stored in UTC) is shown
+    in ``zone`` (UTC when None).
     """
     if not reason:
         return ""
@@ -314,11 +309,12 @@ def source_reason(reason: str | None, t: Translator | None = None) -> str:
     if found := _CURRENT.fullmatch(reason):
         return t.gettext("current: mailing of {day}", day=found[1])
     if found := _STALE.fullmatch(reason):
+        announced = datetime.strptime(found[3], "%Y-%m-%d %H:%M").replace(tzinfo=UTC)
         return t.gettext(
-            "serves the mailing of {served}; arXiv announced the one of {expected} at {at} UTC",
+            "serves the mailing of {served}; arXiv announced the one of {expected} at {at}",
             served=found[1],
             expected=found[2],
-            at=found[3],
+            at=(zone or display_zone("UTC", t)).when(announced),
         )
     return reason
 
@@ -360,10 +356,11 @@ def token_problem(exc: Exception, t: Translator) -> str:
 
 
 @functools.cache
-def make_environment(language: str = DEFAULT_LANGUAGE) -> jinja2.Environment:
-    """The Jinja environment of ``language`` over ``templates/web`` (one per language and process: it
-    caches compiled templates)."""
+def make_environment(language: str = DEFAULT_LANGUAGE, zone: str = "UTC") -> jinja2.Environment:
+    """The Jinja environment of ``language`` over ``templates/web``, showing times in the IANA ``zone``
+    (one per language, zone and process: it caches compiled templates)."""
     t = translator(language)
+    shown = display_zone(zone, t)
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(resource_dir("templates") / "web")),
         autoescape=_autoescape,
@@ -384,10 +381,10 @@ def make_environment(language: str = DEFAULT_LANGUAGE) -> jinja2.Environment:
         return word(value, t)
 
     def translated_reason(value: str | None) -> str:
-        return source_reason(value, t)
+        return source_reason(value, t, shown)
 
     env.filters.update(
-        when=when,
+        when=shown.when,
         ago=translated_ago,
         number=number,
         safe_url=safe_url,
@@ -400,17 +397,25 @@ def make_environment(language: str = DEFAULT_LANGUAGE) -> jinja2.Environment:
         # Pages show a subscriber's address to whoever holds the link: never the URL's credentials.
         mask_address=mask_address,
     )
-    env.globals.update(query_url=query_url, language_names=LANGUAGE_NAMES, language_tags=LANGUAGE_TAGS)
+    env.globals.update(
+        query_url=query_url, language_names=LANGUAGE_NAMES, language_tags=LANGUAGE_TAGS, zone=shown
+    )
     install_jinja(env, t.language, lambda context, value: _finalize(value))
     return env
 
 
 class Pages:
-    """Renders the templates into responses; ``clock`` is the time every page is computed for."""
+    """Renders the templates into responses; ``clock`` is the time every page is computed for, ``zone``
+    the IANA zone its times are shown in (``PAPERTRAIL_DISPLAY_TIMEZONE``)."""
 
-    def __init__(self, clock: Callable[[], datetime]) -> None:
+    def __init__(self, clock: Callable[[], datetime], zone: str = "UTC") -> None:
         self.env = make_environment(DEFAULT_LANGUAGE)
         self.clock = clock
+        self.zone = zone
+
+    def display(self, reader: Reader) -> DisplayZone:
+        """The display zone in the reader's language (for times worded in Python: the chart)."""
+        return display_zone(self.zone, reader.t)
 
     @staticmethod
     def reader(request: Request) -> Reader:
@@ -429,7 +434,7 @@ class Pages:
     ) -> HTMLResponse:
         """Render ``name`` in the reader's language with ``values``; ``private`` pages (token links) are
         not cached or referred."""
-        env = make_environment(reader.language)
+        env = make_environment(reader.language, self.zone)
         html = env.get_template(name).render(
             now=now or self.clock(),
             reader=reader,

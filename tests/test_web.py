@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import markupsafe
 import pytest
@@ -169,6 +170,17 @@ def test_status_page_numbers_equal_the_database(client: TestClient, seeded: Stor
         ]
     assert '<meta http-equiv="refresh" content="60">' in page
     assert 'role="img"' in page and "<title id=" in page and "<desc id=" in page
+
+
+def test_the_chart_counts_the_days_of_the_display_zone(seeded: Store) -> None:
+    """In Asia/Shanghai the chart's days end at 16:00 UTC: each day's numbers are Shanghai's day's."""
+    page = client_for(seeded, display_timezone="Asia/Shanghai").get("/?lang=zh").text
+    expected = expected_numbers(seeded, utcnow(), ZoneInfo("Asia/Shanghai"))
+    for day, numbers in expected.per_day.items():
+        row = re.search(rf'<tr data-day="{day.isoformat()}">(.*?)</tr>', page)
+        assert row is not None, day
+        assert tuple(int(v.replace(",", "")) for v in re.findall(r'class="num">([\d,]+)<', row[1])) == numbers
+    assert "<th>日期（北京时间）</th>" in page
 
 
 def test_status_page_states_and_escaping(client: TestClient, seeded: Store) -> None:

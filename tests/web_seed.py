@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import Any
 
 import sqlalchemy as sa
@@ -264,8 +264,9 @@ def _count(connection: sa.Connection, sql: str, **params: Any) -> int:
     return int(connection.execute(statement).scalar_one())
 
 
-def expected_numbers(store: Store, now: datetime) -> Expected:
-    """The status page's numbers for ``now``, counted from the tables with plain SQL."""
+def expected_numbers(store: Store, now: datetime, zone: tzinfo = UTC) -> Expected:
+    """The status page's numbers for ``now``, counted from the tables with plain SQL; the chart's days are
+    the calendar days of ``zone``."""
     since = now - timedelta(hours=24)
     with store.engine.connect() as c:
         recent = "FROM version WHERE news AND first_seen_at >= :since"
@@ -314,7 +315,7 @@ def expected_numbers(store: Store, now: datetime) -> Expected:
             )
         )
         for seen, number, ai in rows:
-            day = seen.astimezone(UTC).date()
+            day = seen.astimezone(zone).date()
             new, revised, ai_count = per_day.get(day, (0, 0, 0))
             per_day[day] = (new + (number == 1), revised + (number > 1), ai_count + bool(ai))
     return Expected(**numbers, digests=digests, per_day=per_day)
