@@ -21,6 +21,7 @@ from pydantic_settings import (
 )
 
 from core.health import parse_holidays
+from core.i18n import LANGUAGES
 
 DEFAULT_DATABASE_URL = "sqlite:///./data/papertrail.db"
 
@@ -178,6 +179,9 @@ class Settings(BaseSettings):
     digest_check_seconds: int = 60
     default_schedule: str = "daily 08:00"
     default_timezone: str = "UTC"
+    # The language of readers who chose none (docs/i18n.md): their digests, mails, chat replies when the
+    # platform names no language PaperTrail speaks, and web pages when the browser names none. en or zh.
+    default_language: str = "en"
 
     @classmethod
     def settings_customise_sources(
@@ -233,6 +237,17 @@ class Settings(BaseSettings):
         if value.lower() not in ("text", "json"):
             raise ValueError("PAPERTRAIL_LOG_FORMAT must be 'text' or 'json'")
         return value.lower()
+
+    @field_validator("default_language")
+    @classmethod
+    def _known_language(cls, value: str) -> str:
+        language = value.strip().lower()
+        if language not in LANGUAGES:
+            raise ValueError(
+                f"PAPERTRAIL_DEFAULT_LANGUAGE must be one of {', '.join(LANGUAGES)} (the language of readers "
+                f"who chose none), not {value!r}"
+            )
+        return language
 
     @field_validator("digest_max_items")
     @classmethod

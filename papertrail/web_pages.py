@@ -8,7 +8,8 @@ translated sentence pass the same finalize and escaping (:func:`core.i18n.instal
 
 The language of a page (:class:`Reader`): a ``lang`` query parameter wins and is remembered in the
 ``papertrail_lang`` cookie; else that cookie; else, on the pages of a subscriber's signed link, the
-subscriber's stored language; else the browser's ``Accept-Language``. English is the default.
+subscriber's stored language; else the browser's ``Accept-Language``; else the operator's default language
+(``PAPERTRAIL_DEFAULT_LANGUAGE``, given to :class:`Pages`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from core.i18n import (
     install_jinja,
     negotiate,
     normalize_language,
+    reader_language,
     translator,
 )
 from core.masking import mask_address
@@ -71,8 +73,9 @@ class Reader:
 
     ``asked`` is the ``lang`` query parameter (remembered in the cookie when the page is sent),
     ``remembered`` the cookie, ``stored`` the subscriber's own language on the pages of a signed link,
-    ``browser`` the best match of ``Accept-Language``. ``query`` holds the request's other query
-    parameters, which the language switch keeps.
+    ``browser`` the best match of ``Accept-Language`` (the operator's default language when it names none
+    PaperTrail speaks). ``query`` holds the request's other query parameters, which the language switch
+    keeps.
     """
 
     asked: str | None = None
@@ -107,12 +110,13 @@ class Reader:
         ]
 
 
-def reader_of(request: Request) -> Reader:
-    """The reader of ``request``: its ``lang`` parameter, language cookie and Accept-Language."""
+def reader_of(request: Request, default: str = DEFAULT_LANGUAGE) -> Reader:
+    """The reader of ``request``: its ``lang`` parameter, language cookie and Accept-Language, with
+    ``default`` (the operator's default language) when the header names no language PaperTrail speaks."""
     return Reader(
         asked=normalize_language(request.query_params.get("lang")),
         remembered=normalize_language(request.cookies.get(LANGUAGE_COOKIE)),
-        browser=negotiate(request.headers.get("accept-language")),
+        browser=negotiate(request.headers.get("accept-language"), default),
         query=tuple((k, v) for k, v in request.query_params.multi_items() if k != "lang"),
     )
 
@@ -395,16 +399,18 @@ def make_environment(language: str = DEFAULT_LANGUAGE) -> jinja2.Environment:
 
 
 class Pages:
-    """Renders the templates into responses; ``clock`` is the time every page is computed for."""
+    """Renders the templates into responses; ``clock`` is the time every page is computed for,
+    ``default_language`` the language of readers whose request names none (``Settings.default_language``).
+    """
 
-    def __init__(self, clock: Callable[[], datetime]) -> None:
-        self.env = make_environment(DEFAULT_LANGUAGE)
+    def __init__(self, clock: Callable[[], datetime], default_language: str = DEFAULT_LANGUAGE) -> None:
+        self.default_language = reader_language(default=default_language)
+        self.env = make_environment(self.default_language)
         self.clock = clock
 
-    @staticmethod
-    def reader(request: Request) -> Reader:
-        """The reader of ``request`` (see :func:`reader_of`)."""
-        return reader_of(request)
+    def reader(self, request: Request) -> Reader:
+        """The reader of ``request`` (see :func:`reader_of`), with this site's default language."""
+        return reader_of(request, self.default_language)
 
     def render(
         self,
