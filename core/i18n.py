@@ -75,11 +75,12 @@ def reader_language(*choices: str | None, default: str) -> str:
     ``Settings.default_language``, passed by every caller rather than read from a global, so that two
     settings in one process (tests, a second app) never leak into each other.
     """
+    check_language(default)
     for choice in choices:
         language = normalize_language(choice)
         if language is not None:
             return language
-    return check_language(default)
+    return default
 
 
 def negotiate(accept_language: str | None, default: str = DEFAULT_LANGUAGE) -> str:
