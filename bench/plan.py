@@ -294,7 +294,9 @@ def run(url: str, label: str, subscribers: int, matches: int) -> None:
             claimed = store.claim_digests(now, "bench", limit=policy.batch, lease=policy.lease)
             if not claimed:
                 break
-            batch = digests.batch_items(store, claimed, max_items=renderer.max_items)
+            batch = digests.batch_items(
+                store, claimed, max_items=renderer.max_items, default_language=renderer.default_language
+            )
         with measure(render, counter):
             for c in claimed:
                 items, rest = batch.items[c.digest_id], batch.rest_of(c.digest_id)

@@ -18,7 +18,8 @@ Telegram, mrkdwn for Slack) and show ``monospace`` blocks (a query with a caret 
 fixed-width font. A reply is at most :data:`MAX_REPLY_CHARS` characters before escaping.
 
 Replies are in the chat's language (English or Simplified Chinese): the one chosen with ``language``,
-else the sender's platform language, else English (:func:`bot.commands_base.reply_language`).
+else the sender's platform language, else the operator's default language (``PAPERTRAIL_DEFAULT_LANGUAGE``,
+:func:`bot.commands_base.reply_language`).
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def handle(
         reply = _dispatch(store, settings, ctx, text, now)
     except Exception:
         log.exception("chat command from %s failed: %r", ctx.address, text[:200])
-        t = translator(stored_language(store, ctx.address, ctx.language))
+        t = translator(stored_language(store, ctx.address, ctx.language, default=settings.default_language))
         reply = Reply((Block(t.gettext(SORRY)),), error=Problem.INTERNAL, language=t.language)
     return _finish(reply)
 
@@ -106,7 +107,7 @@ def split_command(text: str) -> tuple[str, str]:
 
 def _dispatch(store: Store, settings: Settings, ctx: ChatContext, text: str, now: datetime) -> Reply:
     p = ctx.prefix
-    language = reply_language(store, ctx)
+    language = reply_language(store, ctx, default=settings.default_language)
     t = translator(language)
     if len(text) > MAX_INPUT_CHARS:
         return Reply(

@@ -5,7 +5,8 @@ the language of the reply, and small helpers for wording replies. The public nam
 Every text a person reads is marked for translation (``call.t.gettext(...)``, ``N_`` for constants) and
 translated in ``locale/<language>/LC_MESSAGES/bot.po``. The reply language is the chat's stored
 ``Subscriber.language``, else the platform's language of the sender (Telegram ``language_code``, Slack
-locale), else English: :func:`reply_language`.
+locale) when PaperTrail speaks it, else the operator's default (``Settings.default_language``):
+:func:`reply_language`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,15 @@ from enum import StrEnum
 
 from core.config import Settings
 from core.delivery import normalise_address
-from core.i18n import DEFAULT_LANGUAGE, LANGUAGES, N_, Translator, normalize_language, translator
+from core.i18n import (
+    DEFAULT_LANGUAGE,
+    LANGUAGES,
+    N_,
+    Translator,
+    normalize_language,
+    reader_language,
+    translator,
+)
 from core.models import Subscriber, SubscriberStatus
 from core.store import Store
 
@@ -261,8 +270,9 @@ class Call:
         )
 
 
-def reply_language(store: Store, ctx: ChatContext) -> str:
-    """The language to answer ``ctx`` in: the chat's stored language, else the platform's, else English.
+def reply_language(store: Store, ctx: ChatContext, *, default: str) -> str:
+    """The language to answer ``ctx`` in: the chat's stored language, else the platform's, else ``default``
+    (the operator's ``Settings.default_language``).
 
     When the chat's subscriber has no language yet and the platform reports one PaperTrail speaks, it is
     stored (only when the sender may change the subscription): a chat's language defaults from Telegram's
@@ -275,15 +285,16 @@ def reply_language(store: Store, ctx: ChatContext) -> str:
             return str(subscriber.language)
         if subscriber.language is None and platform is not None and ctx.can_change:
             store.update_subscriber(subscriber.id, language=platform)
-    return platform or DEFAULT_LANGUAGE
+    return reader_language(platform, default=default)
 
 
-def stored_language(store: Store, address: str, platform: str | None = None) -> str:
-    """The reply language for ``address`` without changing anything; never raises (English on failure).
+def stored_language(store: Store, address: str, platform: str | None = None, *, default: str) -> str:
+    """The reply language for ``address`` without changing anything: stored, else ``platform``'s, else
+    ``default`` (the operator's); never raises (the platform's or the default on failure).
 
     For what the bots write themselves outside a command (a hint under a sticker, a greeting, an apology).
     """
-    fallback = normalize_language(platform) or DEFAULT_LANGUAGE
+    fallback = reader_language(platform, default=default)
     try:
         subscriber = store.get_subscriber(normalise_address(address))
     except Exception:  # the database is down: the apology still goes out

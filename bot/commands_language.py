@@ -11,7 +11,7 @@ from __future__ import annotations
 import unicodedata
 
 from bot.commands_base import Call, Problem, Reply, cut
-from core.i18n import LANGUAGE_NAMES, LANGUAGES, Translator, normalize_language, translator
+from core.i18n import LANGUAGE_NAMES, LANGUAGES, N_, Translator, normalize_language, translator
 
 # Names people write for a language, folded (NFKC, casefold); codes go through normalize_language.
 _NAMES = {
@@ -26,6 +26,20 @@ def language_of(text: str) -> str | None:
     """The language (``en``/``zh``) that ``text`` names, as a code or a name; None for anything else."""
     word = " ".join(unicodedata.normalize("NFKC", text).casefold().split())
     return _NAMES.get(word) or normalize_language(word)
+
+
+# How ``language`` explains a language nobody chose: the platform's, or the operator's default when the
+# platform names none PaperTrail speaks. One whole sentence per default language (Chinese orders it).
+_FROM_SETTINGS = {
+    "en": N_(
+        "PaperTrail speaks {language} in {place}, the language of your Telegram or Slack settings "
+        "(or English when they name none)."
+    ),
+    "zh": N_(
+        "PaperTrail speaks {language} in {place}, the language of your Telegram or Slack settings "
+        "(or Chinese when they name none)."
+    ),
+}
 
 
 def choices(t: Translator, p: str) -> str:
@@ -47,8 +61,7 @@ def language(call: Call) -> Reply:
             )
             if chosen
             else t.gettext(
-                "PaperTrail speaks {language} in {place}, the language of your Telegram or Slack settings "
-                "(or English when they name none).",
+                _FROM_SETTINGS[call.settings.default_language],
                 language=LANGUAGE_NAMES[call.language],
                 place=call.place,
             )

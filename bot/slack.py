@@ -24,7 +24,7 @@ Every Web API client here has slack_sdk's retry handlers off: a retry after a dr
 post a reply twice.
 
 Replies, notes and the App Home are in the person's or channel's language: the one chosen with
-``language``, else the sender's Slack locale (users.info), else English.
+``language``, else the sender's Slack locale (users.info), else the operator's default language.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ from bot.commands_status import describe_schedule
 from bot.slack_format import RUN_ACTION, UNFOLLOW_ACTION, home_view, reply_message
 from bot.slack_workspace import Conversation, SlackChannel, SlackUser, Workspace, chat_context, why
 from core.config import Settings
-from core.i18n import LANGUAGES, N_, Translator, normalize_language, translator
+from core.i18n import LANGUAGES, N_, Translator, reader_language, translator
 from core.models import SubscriberStatus, utcnow
 from core.store import Store
 
@@ -335,7 +335,9 @@ class SlackBot:
             return await self._answer(conversation, text, prefix, bot_user_id)
         except Exception:
             log.exception("slack: answering a command from %s failed: %r", conversation.address, text[:200])
-            language = await asyncio.to_thread(stored_language, self.store, conversation.address)
+            language = await asyncio.to_thread(
+                stored_language, self.store, conversation.address, default=self.settings.default_language
+            )
             return _plain_answer(SORRY, Problem.INTERNAL, prefix, translator(language))
 
     async def _answer(
@@ -346,7 +348,7 @@ class SlackBot:
         try:
             ctx = chat_context(conversation, prefix, user, channel)
         except ValueError:  # ids that are no Slack ids: not a payload Slack sends
-            t = translator(normalize_language(user.locale))
+            t = translator(reader_language(user.locale, default=self.settings.default_language))
             return _plain_answer(NO_CONVERSATION, Problem.BAD_ARGUMENT, prefix, t)
         reply = await asyncio.to_thread(handle, self.store, self.settings, ctx, text, now=self.clock())
         changed = ctx.is_group and changes_subscription(reply, text)
@@ -387,7 +389,8 @@ class SlackBot:
         if subscriber is not None and subscriber.language in LANGUAGES:
             t = translator(subscriber.language)
         else:  # not chosen yet: the person's Slack locale, as a command of theirs would be answered
-            t = translator(normalize_language((await self.workspace.user(user_id)).locale))
+            locale = (await self.workspace.user(user_id)).locale
+            t = translator(reader_language(locale, default=self.settings.default_language))
         p = f"{DEFAULT_COMMAND} "
         if subscriber is None:
             summary = t.gettext("Digests arrive in this app's Messages tab.")

@@ -14,8 +14,9 @@ Updates arrive one of two ways, chosen by ``PAPERTRAIL_TELEGRAM_MODE``:
   ``PAPERTRAIL_TELEGRAM_WEBHOOK_SECRET``, or else derived from ``PAPERTRAIL_SECRET_KEY`` with HMAC-SHA256.
 
 On start the bot checks its token (``getMe``) and sets the command menu (``setMyCommands``) from
-:data:`bot.commands.COMMANDS`: in English for everyone, and once more for each other language PaperTrail
-speaks with that ``language_code`` (Telegram shows it to people whose app is in that language). The bot
+:data:`bot.commands.COMMANDS`: in the operator's default language (``PAPERTRAIL_DEFAULT_LANGUAGE``) for
+everyone, and once more for each other language PaperTrail speaks with that ``language_code`` (Telegram
+shows it to people whose app is in that language). The bot
 never installs signal handlers: the process's runtime owns them and sets the stop event. Set-up, group
 rules and limits: docs/telegram-bot.md.
 """
@@ -50,7 +51,7 @@ from telegram.ext import (
 from bot.commands import COMMANDS
 from bot.telegram_chat import ChatHandlers, Context
 from core.config import Settings
-from core.i18n import DEFAULT_LANGUAGE, LANGUAGES, translator
+from core.i18n import LANGUAGES, translator
 from core.models import utcnow
 from core.store import Store
 
@@ -187,12 +188,15 @@ class TelegramBot:
             self._started = False
 
     async def _set_commands(self) -> None:
-        for language in (DEFAULT_LANGUAGE, *(code for code in LANGUAGES if code != DEFAULT_LANGUAGE)):
+        # The menu without a language_code is everyone's whose app language has no menu of its own: the
+        # operator's default language; each other language gets its own.
+        default = self.settings.default_language
+        for language in (default, *(code for code in LANGUAGES if code != default)):
             t = translator(language)
             commands = [BotCommand(info.name, info.summary_in(t)) for info in COMMANDS]
             try:
                 await self._app.bot.set_my_commands(
-                    commands, language_code=None if language == DEFAULT_LANGUAGE else language
+                    commands, language_code=None if language == default else language
                 )
             except TelegramError as exc:  # the menu is a convenience: commands work without it
                 log.warning(

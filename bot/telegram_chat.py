@@ -16,7 +16,7 @@ change what (Telegram's admins), which messages are meant for the bot, and how r
   the bot greets it with what to send first.
 
 What the bot writes itself (the hints above, the greeting) is in the chat's language like every command
-reply: the stored one, else the sender's Telegram ``language_code``, else English.
+reply: the stored one, else the sender's Telegram ``language_code``, else the operator's default language.
 """
 
 from __future__ import annotations
@@ -94,9 +94,13 @@ class ChatHandlers:
     # -- messages ------------------------------------------------------------------------------------
 
     async def language(self, chat_id: int, user: User | None) -> Translator:
-        """The translator of a chat's language for what the bot writes itself: stored, else the sender's."""
+        """The translator of a chat's language for what the bot writes itself: stored, else the sender's,
+        else the operator's default."""
         code = user.language_code if user is not None else None
-        return translator(await asyncio.to_thread(stored_language, self.store, address_of(chat_id), code))
+        language = await asyncio.to_thread(
+            stored_language, self.store, address_of(chat_id), code, default=self.settings.default_language
+        )
+        return translator(language)
 
     async def on_message(self, update: Update, context: Context) -> None:
         """A new message: run it as a command when it is meant for the bot, and answer once."""
@@ -272,7 +276,10 @@ class ChatHandlers:
         if button.action == Action.UNFOLLOW:
             number = self._number_of(ctx.address, int(button.value))
             if number is None:
-                t = translator(stored_language(self.store, ctx.address, ctx.language))
+                language = stored_language(
+                    self.store, ctx.address, ctx.language, default=self.settings.default_language
+                )
+                t = translator(language)
                 return text_reply(t.gettext(FOLLOW_GONE), Problem.NOT_FOUND, t.language), {}
             return self._handle(ctx, f"unfollow {number}")
         return self._handle(ctx, button.value)

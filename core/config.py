@@ -21,6 +21,7 @@ from pydantic_settings import (
 )
 
 from core.health import parse_holidays
+from core.i18n import LANGUAGES
 from core.timezones import zone_named
 
 DEFAULT_DATABASE_URL = "sqlite:///./data/papertrail.db"
@@ -183,6 +184,9 @@ class Settings(BaseSettings):
     # 30-day chart into days (docs/status-page.md). Digests keep each subscriber's own zone; the command
     # line stays UTC.
     display_timezone: str = "UTC"
+    # The language of readers who chose none (docs/i18n.md): their digests, mails, chat replies when the
+    # platform names no language PaperTrail speaks, and web pages when the browser names none. en or zh.
+    default_language: str = "en"
 
     @classmethod
     def settings_customise_sources(
@@ -248,6 +252,17 @@ class Settings(BaseSettings):
         if value.lower() not in ("text", "json"):
             raise ValueError("PAPERTRAIL_LOG_FORMAT must be 'text' or 'json'")
         return value.lower()
+
+    @field_validator("default_language")
+    @classmethod
+    def _known_language(cls, value: str) -> str:
+        language = value.strip().lower()
+        if language not in LANGUAGES:
+            raise ValueError(
+                f"PAPERTRAIL_DEFAULT_LANGUAGE must be one of {', '.join(LANGUAGES)} (the language of readers "
+                f"who chose none), not {value!r}"
+            )
+        return language
 
     @field_validator("digest_max_items")
     @classmethod

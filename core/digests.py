@@ -37,7 +37,7 @@ from core.delivery import (
     split_address,
 )
 from core.delivery_alarm import Refused, settle
-from core.i18n import translator
+from core.i18n import DEFAULT_LANGUAGE, reader_language
 from core.masking import mask_address, mask_text
 from core.models import Subscriber, SubscriberStatus, utcnow
 from core.newsletters import open_due_issues
@@ -163,7 +163,9 @@ async def send_due_digests(
         )
     ):
         # Only the items each digest shows are loaded in full; the rest are counted (DigestRest).
-        batch = batch_items(store, claimed, max_items=renderer.max_items)
+        batch = batch_items(
+            store, claimed, max_items=renderer.max_items, default_language=renderer.default_language
+        )
         done = _settle_refusals(store, await asyncio.gather(*(attempt(c, batch) for c in claimed)), policy)
         retrying.extend(r.digest_id for r in done if not (r.sent or r.paused or r.dead))
         reports.extend(done)
@@ -207,7 +209,13 @@ class ClaimedBatch:
         return {name: self.newsletters.get(name, name) for name in names}
 
 
-def batch_items(store: Store, claimed: list[ClaimedDigest], *, max_items: int | None = None) -> ClaimedBatch:
+def batch_items(
+    store: Store,
+    claimed: list[ClaimedDigest],
+    *,
+    max_items: int | None = None,
+    default_language: str = DEFAULT_LANGUAGE,
+) -> ClaimedBatch:
     """The items, guides and newsletter titles of a claimed batch: a fixed number of queries per batch
     (ranking rows, upvotes, items, follows, earlier versions, one per language for guides, one for
     titles), whatever the number of digests in it.
@@ -217,6 +225,9 @@ def batch_items(store: Store, claimed: list[ClaimedDigest], *, max_items: int | 
     other 350 (texts, authors, what revisions changed) was most of a worker's time. The matches are
     ranked first from light rows with the renderer's own rule (:func:`core.render.shown`), and the rest
     are passed on as counts (:class:`DigestRest`), so the rendered digest is the same as with every item.
+
+    Guides are read in each reader's language, ``default_language`` (the renderer's) for a reader who
+    chose none: the language the digest will be worded in.
     """
     ranked = store.digests_ranked([c.digest_id for c in claimed])
     keep: dict[int, list[RankedMatch]] = {}
@@ -232,7 +243,10 @@ def batch_items(store: Store, claimed: list[ClaimedDigest], *, max_items: int | 
             )
     full = store.match_items([row for rows in keep.values() for row in rows])
     items = _with_guides(
-        store, claimed, {digest_id: [full[row.match_id] for row in rows] for digest_id, rows in keep.items()}
+        store,
+        claimed,
+        {digest_id: [full[row.match_id] for row in rows] for digest_id, rows in keep.items()},
+        default_language,
     )
     names = {name for found in items.values() for name in newsletter_names(found)}
     names.update(name for summary in rest.values() for name in summary.newsletters)
@@ -451,11 +465,14 @@ async def _deliver(
 
 
 def _with_guides(
-    store: Store, claimed: list[ClaimedDigest], items: dict[int, list[DigestItem]]
+    store: Store,
+    claimed: list[ClaimedDigest],
+    items: dict[int, list[DigestItem]],
+    default_language: str = DEFAULT_LANGUAGE,
 ) -> dict[int, list[DigestItem]]:
-    """A claimed batch's items with their stored guides in each reader's language: one query per language
-    in the batch. A guide not made yet is not waited for."""
-    languages = {c.digest_id: translator(c.language).language for c in claimed}
+    """A claimed batch's items with their stored guides in each reader's language (``default_language``
+    for none): one query per language in the batch. A guide not made yet is not waited for."""
+    languages = {c.digest_id: reader_language(c.language, default=default_language) for c in claimed}
     for language in set(languages.values()):
         ids = {
             item.version_id

@@ -67,7 +67,11 @@ async def make_guides(
     store.expand_matches(now=now)
     # One more than the room tells whether the cap leaves versions waiting.
     subjects = store.versions_needing_guides(
-        language, room + 1, since=now - RECENT, give_up_after=GIVE_UP_AFTER
+        language,
+        room + 1,
+        since=now - RECENT,
+        give_up_after=GIVE_UP_AFTER,
+        default_language=settings.default_language,
     )
     if len(subjects) > room:
         report.capped = True
@@ -105,11 +109,12 @@ async def _one(
 async def make_reader_guides(
     store: Store, client: GuideModel | None, settings: Settings, *, now: datetime
 ) -> list[GuideReport]:
-    """:func:`make_guides` for every language readers use (``Store.languages_in_use``), default first.
+    """:func:`make_guides` for every language readers use (``Store.languages_in_use``), the operator's default
+    language (``Settings.default_language``, what readers without a language read) first.
 
     The daily cap is shared: a language later in the list gets what the earlier ones left.
     """
     return [
         await make_guides(store, client, settings, language=language, now=now)
-        for language in store.languages_in_use()
+        for language in store.languages_in_use(settings.default_language)
     ]

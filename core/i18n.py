@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 LANGUAGES = ("en", "zh")
 """The languages PaperTrail speaks: English and Simplified Chinese."""
 DEFAULT_LANGUAGE = "en"
+"""The source language of the catalogs: every message id, ``str()`` of a phrase, the logs and the operator's
+command line are in it. Not the language of readers who chose none: that is the operator's
+``Settings.default_language`` (``PAPERTRAIL_DEFAULT_LANGUAGE``), passed to :func:`reader_language`."""
 LANGUAGE_NAMES = {"en": "English", "zh": "中文"}
 """Each language named in itself, for language switches and the ``language`` command."""
 LANGUAGE_TAGS = {"en": "en", "zh": "zh-Hans"}
@@ -64,8 +67,25 @@ def normalize_language(code: str | None) -> str | None:
     return primary if primary in LANGUAGES else None
 
 
+def reader_language(*choices: str | None, default: str) -> str:
+    """The language to speak to a reader: the first of ``choices`` PaperTrail speaks, else ``default``.
+
+    ``choices`` go from the strongest to the weakest (a reader's own choice, then what their platform
+    reports); each may be a regional code (``zh-CN``) or None. ``default`` is the operator's
+    ``Settings.default_language``, passed by every caller rather than read from a global, so that two
+    settings in one process (tests, a second app) never leak into each other.
+    """
+    check_language(default)
+    for choice in choices:
+        language = normalize_language(choice)
+        if language is not None:
+            return language
+    return default
+
+
 def negotiate(accept_language: str | None, default: str = DEFAULT_LANGUAGE) -> str:
-    """The best of :data:`LANGUAGES` for an HTTP ``Accept-Language`` header (RFC 9110 quality values)."""
+    """The best of :data:`LANGUAGES` for an HTTP ``Accept-Language`` header (RFC 9110 quality values);
+    ``default`` when it names none (a web page passes the operator's default language)."""
     best, best_q = default, 0.0
     for position, entry in enumerate((accept_language or "").split(",")[:32]):
         tag, _, params = entry.strip().partition(";")

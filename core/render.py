@@ -12,13 +12,14 @@ adapters with a length limit split a digest only between items (:func:`core.deli
 Inside one block a template may print ``{{ part }}`` to separate fields an adapter lays out itself (the
 Slack section and its context line).
 
-Languages: each language has its own environment (:meth:`Renderer.environment`) whose ``_()`` and
-``{% trans %}`` translate the templates' words (catalog ``locale/<language>/LC_MESSAGES/digest.po``), and
-whose filters word the stored parts of an item in that language: the reasons' fixed words (``title:``,
-``author``, ``category`` …, see :func:`reason_text`), the labels of what a revision changed
-(:data:`CHANGE_LABELS`) and the author list's "et al.". The values themselves (titles, names, the matched
-words, guide texts) are never translated and never part of a message id: they are filled in as escaped
-values.
+Languages: a digest is worded in its reader's language; a reader who chose none gets the renderer's
+``default_language`` (the operator's ``PAPERTRAIL_DEFAULT_LANGUAGE``). Each language has its own environment
+(:meth:`Renderer.environment`) whose ``_()`` and ``{% trans %}`` translate the templates' words (catalog
+``locale/<language>/LC_MESSAGES/digest.po``), and whose filters word the stored parts of an item in that
+language: the reasons' fixed words (``title:``, ``author``, ``category`` …, see :func:`reason_text`), the
+labels of what a revision changed (:data:`CHANGE_LABELS`) and the author list's "et al.". The values
+themselves (titles, names, the matched words, guide texts) are never translated and never part of a message
+id: they are filled in as escaped values.
 """
 
 from __future__ import annotations
@@ -34,7 +35,15 @@ import jinja2
 import markupsafe
 
 from core import tokens
-from core.i18n import DEFAULT_LANGUAGE, LANGUAGE_TAGS, N_, install_jinja, listing, translator
+from core.i18n import (
+    DEFAULT_LANGUAGE,
+    LANGUAGE_TAGS,
+    N_,
+    install_jinja,
+    listing,
+    reader_language,
+    translator,
+)
 from core.reasons import ABSTRACT, AUTHOR, CATEGORY, NEWSLETTER, PAPER, TITLE, Reason
 from core.resources import resource_dir
 from core.text_safety import strip_control
@@ -264,7 +273,11 @@ def digest_subject(
 
 
 class Renderer:
-    """Renders digests for each channel from the templates folder."""
+    """Renders digests for each channel from the templates folder.
+
+    ``default_language`` is the language of readers who chose none (``Settings.default_language``): every
+    method given ``language=None`` words its output in it.
+    """
 
     def __init__(
         self,
@@ -273,17 +286,24 @@ class Renderer:
         public_url: str = "",
         max_items: int = 50,
         secret_key: str = "",
+        default_language: str = DEFAULT_LANGUAGE,
     ) -> None:
         self.templates = str(templates or resource_dir("templates"))
+        self.default_language = reader_language(default=default_language)
         self._envs: dict[str, jinja2.Environment] = {}
-        self.env = self.environment(DEFAULT_LANGUAGE)
+        self.env = self.environment(None)
         self.public_url = public_url.rstrip("/")
         self.max_items = max_items
         self.secret_key = secret_key
 
+    def language_of(self, language: str | None) -> str:
+        """The language a reader of ``language`` reads: it, when PaperTrail speaks it, else the default."""
+        return reader_language(language, default=self.default_language)
+
     def environment(self, language: str | None) -> jinja2.Environment:
-        """The template environment of ``language`` (English for None): templates translate through it."""
-        language = translator(language).language
+        """The template environment of ``language`` (the default language for None): templates translate
+        through it."""
+        language = self.language_of(language)
         env = self._envs.get(language)
         if env is None:
             env = jinja2.Environment(
@@ -336,10 +356,11 @@ class Renderer:
         ``newsletters`` maps the names of the newsletters the items were copied from to their titles: a
         digest that is one newsletter's issue only is titled with it and its unsubscribe link leaves that
         newsletter only; a digest mixing the reader's own matches (or several newsletters) keeps the
-        whole-address link. ``language`` words the subject and the link labels (English for None).
+        whole-address link. ``language`` words the subject and the link labels (the default for None).
         ``rest`` summarises items of the digest left out of ``items`` because the cap would not show them
         (a worker loads only the shown ones): they count in the subject, the total and "and N more".
         """
+        language = self.language_of(language)
         t = translator(language)
         rest = rest or DigestRest()
         new_all = [item for item in items if not item.is_revision]
@@ -392,9 +413,10 @@ class Renderer:
         ``recipient`` is the target shown in the footer; ``address`` the full subscriber address the
         signed links are made for (default ``channel:recipient``); ``key`` the digest's idempotency key;
         ``newsletters`` the titles of the newsletters the items were copied from (see :meth:`view`);
-        ``language`` the reader's language (English for None); ``rest`` the digest's items not given
-        because they would not be shown (see :meth:`view`).
+        ``language`` the reader's language (the default language for None); ``rest`` the digest's items not
+        given because they would not be shown (see :meth:`view`).
         """
+        language = self.language_of(language)
         view = self.view(items, recipient, address or f"{channel}:{recipient}", newsletters, language, rest)
         env = self.environment(language)
         text_blocks = _blocks(_first(env, f"{channel}.txt.j2", "digest.txt.j2").render(d=view))
@@ -415,7 +437,7 @@ class Renderer:
             key=key,
             unsubscribe_url=view.unsubscribe_url,
             manage_url=view.manage_url,
-            language=translator(language).language,
+            language=language,
         )
 
     def render_mail(
@@ -423,8 +445,10 @@ class Renderer:
     ) -> Message:
         """A one-off mail (not a digest) from ``<name>.txt.j2`` and ``<name>.html.j2``, escaped like digests.
 
-        The templates see ``subject``, ``public_url`` and ``values``; they are worded in ``language``.
+        The templates see ``subject``, ``public_url`` and ``values``; they are worded in ``language`` (the
+        default language for None).
         """
+        language = self.language_of(language)
         context = {"subject": subject, "public_url": self.public_url, **values}
         env = self.environment(language)
         text = env.get_template(f"{name}.txt.j2").render(context)
@@ -435,7 +459,7 @@ class Renderer:
             text=text,
             html=html,
             text_blocks=(text,),
-            language=translator(language).language,
+            language=language,
         )
 
 

@@ -126,8 +126,10 @@ class GuideQueries:
                 ).scalar_one()
             )
 
-    def languages_in_use(self) -> list[str]:
-        """The default language and every language an active subscriber reads, in LANGUAGES order."""
+    def languages_in_use(self, default_language: str = DEFAULT_LANGUAGE) -> list[str]:
+        """``default_language`` (the operator's, what readers without a language read) first, then every
+        other language an active subscriber chose, in LANGUAGES order."""
+        check_language(default_language)
         with self.session() as session:
             chosen = session.execute(
                 sa.select(col(Subscriber.language))
@@ -136,19 +138,29 @@ class GuideQueries:
                 )
                 .distinct()
             ).scalars()
-            wanted = {DEFAULT_LANGUAGE, *chosen}
-        return [language for language in LANGUAGES if language in wanted]
+            wanted = {default_language, *chosen}
+        # The default first: the daily cap is shared, and most readers never choose a language.
+        others = [code for code in LANGUAGES if code in wanted and code != default_language]
+        return [default_language, *others]
 
     def versions_needing_guides(
-        self, language: str, limit: int, *, since: datetime | None = None, give_up_after: int = 0
+        self,
+        language: str,
+        limit: int,
+        *,
+        since: datetime | None = None,
+        give_up_after: int = 0,
+        default_language: str = DEFAULT_LANGUAGE,
     ) -> list[GuideSubject]:
         """News versions that matched a follow or were picked by a community source, with no guide yet.
 
         Newest first; ``since`` leaves out versions first seen before it (no guides for old news);
         ``give_up_after`` (when positive) leaves out versions with that many failures that asking again
-        cannot help (the model answered garbage) in this language.
+        cannot help (the model answered garbage) in this language. A subscriber without a language reads
+        ``default_language`` (the operator's).
         """
         check_language(language)
+        check_language(default_language)
         if limit <= 0:
             return []
         # Guides are made in the language of the readers they are for: a version matched only for English
@@ -156,11 +168,11 @@ class GuideQueries:
         matched = sa.exists().where(
             col(Match.version_id) == col(Version.id),
             col(Match.subscriber_id) == col(Subscriber.id),
-            sa.func.coalesce(col(Subscriber.language), DEFAULT_LANGUAGE) == language,
+            sa.func.coalesce(col(Subscriber.language), default_language) == language,
         )
         picked = sa.and_(
             sa.exists().where(col(CommunityPickRow.paper_id) == col(Version.paper_id)),
-            sa.literal(language in self.languages_in_use()),
+            sa.literal(language in self.languages_in_use(default_language)),
         )
         guided = sa.exists().where(
             col(GuideRow.version_id) == col(Version.id), col(GuideRow.language) == language

@@ -384,7 +384,11 @@ def follow(
         bool, typer.Option("--instant", help="Send this follow's matches at once, not with the digest.")
     ] = False,
     language: Annotated[
-        str | None, typer.Option(help="en or zh: the subscriber's digests, replies and AI guides.")
+        str | None,
+        typer.Option(
+            help="en or zh: the subscriber's digests, replies and AI guides "
+            "(unset: PAPERTRAIL_DEFAULT_LANGUAGE)."
+        ),
     ] = None,
 ) -> None:
     """Add a follow (or change its options); creates the subscriber when the address is new."""
@@ -661,7 +665,11 @@ def subscribe(
         str | None, typer.Option(help="Also join this newsletter (see `papertrail newsletter list`).")
     ] = None,
     language: Annotated[
-        str | None, typer.Option(help="en or zh: the subscriber's digests, replies and AI guides.")
+        str | None,
+        typer.Option(
+            help="en or zh: the subscriber's digests, replies and AI guides "
+            "(unset: PAPERTRAIL_DEFAULT_LANGUAGE)."
+        ),
     ] = None,
 ) -> None:
     """Sign an email address up the self-service way: it gets a confirmation link, and nothing else until

@@ -121,6 +121,7 @@ def build_context(settings: Settings, *, console: TextIO | None = None) -> AppCo
             public_url=settings.public_url,
             max_items=settings.digest_max_items,
             secret_key=settings.secret_key.get_secret_value() if settings.secret_key else "",
+            default_language=settings.default_language,
         ),
         # On PostgreSQL the notifiers' rate limits are shared by every process on the database.
         notifiers=build_notifiers(

@@ -2,7 +2,8 @@
 
 Shared by ``papertrail subscribe`` and the web form; the rules live in :mod:`core.signup`. The mails are
 worded in the subscriber's language: the one stored with the subscriber (a sign-up stores the page's
-language on a new address), else the ``language`` the caller passes (the page's), else English. A known
+language on a new address), else the ``language`` the caller passes (the page's), else the operator's
+default language (``PAPERTRAIL_DEFAULT_LANGUAGE``; ``papertrail subscribe`` without ``--language``). A known
 address's stored language wins over the page's: the mail goes to its owner, not to whoever typed it.
 
 The confirmation mail goes to an address that has not confirmed, so it carries no text anyone submitted
@@ -18,7 +19,7 @@ from urllib.parse import quote
 
 from core import tokens
 from core.delivery import DeliveryError, split_address
-from core.i18n import normalize_language, translator
+from core.i18n import reader_language, translator
 from core.signup import SignupOutcome, SignupState, confirm_token, mail_not_sent
 from papertrail.context import AppContext
 
@@ -46,7 +47,7 @@ async def mail_outcome(ctx: AppContext, outcome: SignupOutcome, *, language: str
         return False
     key = check_available(ctx)
     subscriber = outcome.subscriber
-    language = normalize_language(subscriber.language) or normalize_language(language)
+    language = reader_language(subscriber.language, language, default=ctx.settings.default_language)
     t = translator(language)
     _, target = split_address(subscriber.address)
     base = ctx.settings.public_url.rstrip("/")

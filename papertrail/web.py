@@ -17,9 +17,9 @@
 
 Every page is in English or Simplified Chinese (gettext catalog ``locale/zh/LC_MESSAGES/web.po``): a
 ``lang`` query parameter, else the ``papertrail_lang`` cookie it sets, else the subscriber's stored
-language on the pages of a signed link, else the browser's ``Accept-Language``
-(:class:`papertrail.web_pages.Reader`). ``/healthz``, ``/readyz`` and ``/metrics`` are for machines and
-stay English.
+language on the pages of a signed link, else the browser's ``Accept-Language``, else the operator's
+``PAPERTRAIL_DEFAULT_LANGUAGE`` (:class:`papertrail.web_pages.Reader`). ``/healthz``, ``/readyz`` and
+``/metrics`` are for machines and stay English.
 
 The database calls are synchronous; Starlette runs synchronous endpoints in its thread pool, so a slow
 query never blocks the event loop the scheduler and the bots share in ``papertrail run``.
@@ -93,7 +93,7 @@ CURSOR_PARAMS = ("after", "before", "page", "from")
 
 def build_app(ctx: AppContext, *, clock: Callable[[], datetime] = utcnow) -> Starlette:
     """The web app over ``ctx``'s store and settings; ``clock`` is "now" for every page (tests fix it)."""
-    web = _Web(ctx, Pages(clock, ctx.settings.display_timezone), clock)
+    web = _Web(ctx, Pages(clock, ctx.settings.default_language, ctx.settings.display_timezone), clock)
     subscribers = SubscriberPages(ctx, web.pages)
     routes = [
         Route("/", web.status_page, methods=["GET"]),

@@ -8,7 +8,8 @@ translated sentence pass the same finalize and escaping (:func:`core.i18n.instal
 
 The language of a page (:class:`Reader`): a ``lang`` query parameter wins and is remembered in the
 ``papertrail_lang`` cookie; else that cookie; else, on the pages of a subscriber's signed link, the
-subscriber's stored language; else the browser's ``Accept-Language``. English is the default.
+subscriber's stored language; else the browser's ``Accept-Language``; else the operator's default language
+(``PAPERTRAIL_DEFAULT_LANGUAGE``, given to :class:`Pages`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from core.i18n import (
     listing,
     negotiate,
     normalize_language,
+    reader_language,
     translator,
 )
 from core.masking import mask_address
@@ -73,8 +75,9 @@ class Reader:
 
     ``asked`` is the ``lang`` query parameter (remembered in the cookie when the page is sent),
     ``remembered`` the cookie, ``stored`` the subscriber's own language on the pages of a signed link,
-    ``browser`` the best match of ``Accept-Language``. ``query`` holds the request's other query
-    parameters, which the language switch keeps.
+    ``browser`` the best match of ``Accept-Language`` (the operator's default language when it names none
+    PaperTrail speaks). ``query`` holds the request's other query parameters, which the language switch
+    keeps.
     """
 
     asked: str | None = None
@@ -109,12 +112,13 @@ class Reader:
         ]
 
 
-def reader_of(request: Request) -> Reader:
-    """The reader of ``request``: its ``lang`` parameter, language cookie and Accept-Language."""
+def reader_of(request: Request, default: str = DEFAULT_LANGUAGE) -> Reader:
+    """The reader of ``request``: its ``lang`` parameter, language cookie and Accept-Language, with
+    ``default`` (the operator's default language) when the header names no language PaperTrail speaks."""
     return Reader(
         asked=normalize_language(request.query_params.get("lang")),
         remembered=normalize_language(request.cookies.get(LANGUAGE_COOKIE)),
-        browser=negotiate(request.headers.get("accept-language")),
+        browser=negotiate(request.headers.get("accept-language"), default),
         query=tuple((k, v) for k, v in request.query_params.multi_items() if k != "lang"),
     )
 
@@ -405,11 +409,16 @@ def make_environment(language: str = DEFAULT_LANGUAGE, zone: str = "UTC") -> jin
 
 
 class Pages:
-    """Renders the templates into responses; ``clock`` is the time every page is computed for, ``zone``
-    the IANA zone its times are shown in (``PAPERTRAIL_DISPLAY_TIMEZONE``)."""
+    """Renders the templates into responses; ``clock`` is the time every page is computed for,
+    ``default_language`` the language of readers whose request names none (``Settings.default_language``),
+    ``zone`` the IANA zone its times are shown in (``PAPERTRAIL_DISPLAY_TIMEZONE``).
+    """
 
-    def __init__(self, clock: Callable[[], datetime], zone: str = "UTC") -> None:
-        self.env = make_environment(DEFAULT_LANGUAGE)
+    def __init__(
+        self, clock: Callable[[], datetime], default_language: str = DEFAULT_LANGUAGE, zone: str = "UTC"
+    ) -> None:
+        self.default_language = reader_language(default=default_language)
+        self.env = make_environment(self.default_language)
         self.clock = clock
         self.zone = zone
 
@@ -417,10 +426,9 @@ class Pages:
         """The display zone in the reader's language (for times worded in Python: the chart)."""
         return display_zone(self.zone, reader.t)
 
-    @staticmethod
-    def reader(request: Request) -> Reader:
-        """The reader of ``request`` (see :func:`reader_of`)."""
-        return reader_of(request)
+    def reader(self, request: Request) -> Reader:
+        """The reader of ``request`` (see :func:`reader_of`), with this site's default language."""
+        return reader_of(request, self.default_language)
 
     def render(
         self,

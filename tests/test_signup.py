@@ -57,7 +57,9 @@ def context(store: Store, port: int, **extra: Any) -> AppContext:
     return AppContext(
         settings=settings,
         store=store,
-        renderer=Renderer(public_url=settings.public_url, secret_key=KEY),
+        renderer=Renderer(
+            public_url=settings.public_url, secret_key=KEY, default_language=settings.default_language
+        ),
         notifiers=notifiers,  # type: ignore[arg-type]
         http=HttpClient("papertrail-tests"),
     )
