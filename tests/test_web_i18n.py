@@ -449,7 +449,7 @@ def test_the_chart_speaks_the_pages_language(world: World) -> None:
 
 
 def test_guides_count_on_the_status_page_in_both_languages(world: World) -> None:
-    for language, label in (("en", "AI guides"), ("zh", "AI 导读")):
+    for language, label in (("en", "New AI guides"), ("zh", "新增 AI 导读")):
         page = world.fresh().get(f"/?lang={language}").text
         card = re.search(
             r'<div class="label">([^<]+)</div>\s*<div class="value">\+<span data-count="guides_24h">(\d+)<',
