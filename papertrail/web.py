@@ -327,7 +327,7 @@ class _Web:
             guides_24h=guides_24h if self.ctx.settings.llm_url or guides_24h else None,
             summary=summary,
             sources=[(item, facts[item.facts.source]) for item in judged],
-            headline=headline_times(judged, facts),
+            headline=headline_times(facts, counts),
             chart=chart,
             days=days,
         )

@@ -7,12 +7,11 @@ both under the 24-hour numbers (docs/status-page.md, "Beside the original page")
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from core.status import SourceStatus
-from core.store_browse import SourceFacts
+from core.store_browse import DashboardCounts, SourceFacts
 
 # The source whose finished runs are "arXiv's scan": the announcement feed every new paper comes from.
 # The OAI and API sources run on demand (gap fills, stubs), so their runs are not the daily scan.
@@ -28,21 +27,11 @@ class HeadlineTimes:
     latest_arrival: datetime | None
 
 
-def headline_times(judged: Sequence[SourceStatus], facts: Mapping[str, SourceFacts]) -> HeadlineTimes:
-    """The two headline times from every source's health and facts.
-
-    The latest arrival is the newest of each source's last new version (news, so a backfill does not
-    count) and, for a community source, its last new pick.
-    """
+def headline_times(facts: Mapping[str, SourceFacts], counts: DashboardCounts) -> HeadlineTimes:
+    """The two headline times: arXiv's feed's last finished run, and the newest news or pick stored."""
     scan = facts.get(ARXIV_SCAN_SOURCE)
-    arrivals = [
-        when
-        for item in judged
-        for when in (item.facts.last_new_version, facts[item.facts.source].last_new_pick)
-        if when is not None
-    ]
     return HeadlineTimes(
         arxiv_scan=scan.last_finished if scan else None,
         arxiv_scan_state=scan.last_finished_state if scan else None,
-        latest_arrival=max(arrivals, default=None),
+        latest_arrival=counts.latest_arrival,
     )
