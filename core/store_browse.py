@@ -59,6 +59,9 @@ class DashboardCounts:
     ai_papers: int
     revised_papers: int
     community_papers: int
+    # The newest arrival of any kind: a news version's or a community pick's first sighting (None before
+    # any). The original dashboard's "全站最近入库"; history (backfills) does not count.
+    latest_arrival: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +139,13 @@ class BrowseQueries(CountQueries):
                     sa.select(picked).where(col(CommunityPickRow.first_seen_at) >= since)
                 ).scalar_one()
             )
+            # Each the end of an index: the partial index of news by arrival, and the picks' by arrival.
+            newest_news = session.execute(
+                sa.select(sa.func.max(col(Version.first_seen_at))).where(IS_NEWS)
+            ).scalar_one()
+            newest_pick = session.execute(
+                sa.select(sa.func.max(col(CommunityPickRow.first_seen_at)))
+            ).scalar_one()
         totals = self.library_totals()
         return DashboardCounts(
             since=since,
@@ -148,6 +158,10 @@ class BrowseQueries(CountQueries):
             ai_papers=totals.ai_papers,
             revised_papers=totals.revised_papers,
             community_papers=totals.community_papers,
+            latest_arrival=max(
+                (when for when in (_as_datetime(newest_news), _as_datetime(newest_pick)) if when),
+                default=None,
+            ),
         )
 
     def daily_counts(

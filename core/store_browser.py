@@ -124,6 +124,8 @@ class PaperRow:
     # is the one a list shows.
     version_id: int | None = None
     news: bool = True
+    # The newest version's abstract as arXiv wrote it (the original page's 原文摘要; empty for a stub).
+    abstract: str = ""
 
 
 class TotalKind(StrEnum):
@@ -517,6 +519,7 @@ def _rows(session: Session, ids: Sequence[str]) -> list[PaperRow]:
             latest.ai_related,
             latest.id,
             col(Paper.news),
+            latest.abstract,
         )
         .select_from(Paper)
         .outerjoin(
@@ -528,7 +531,9 @@ def _rows(session: Session, ids: Sequence[str]) -> list[PaperRow]:
     ).all()
     picks = _pick_summary(session, ids)
     by_id = {}
-    for pid, number, ingested, updated_at, published, title, authors, categories, ai, vid, news in rows:
+    for row in rows:
+        pid, number, ingested, updated_at, published, title, authors, categories, ai, vid, news = row[:11]
+        abstract = row[11]
         upvotes, pick_title = picks.get(pid, (0, None))
         by_id[pid] = PaperRow(
             id=pid,
@@ -544,6 +549,7 @@ def _rows(session: Session, ids: Sequence[str]) -> list[PaperRow]:
             picked=pid in picks,
             version_id=vid,
             news=bool(news),
+            abstract=abstract or "",
         )
     return [by_id[pid] for pid in ids if pid in by_id]
 

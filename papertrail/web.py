@@ -65,6 +65,7 @@ from core.store_browser import (
 )
 from core.store_ledger import changes
 from papertrail.context import SOURCE_NAMES, AppContext
+from papertrail.web_dashboard import headline_times
 from papertrail.web_metrics import StoreCollector, exposition, judged_sources, metrics_registry, readiness
 from papertrail.web_pages import SECURITY_HEADERS, Pages, language_headers, number
 from papertrail.web_signup import SignupPages
@@ -330,6 +331,7 @@ class _Web:
             guides_24h=guides_24h if self.ctx.settings.llm_url or guides_24h else None,
             summary=summary,
             sources=[(item, facts[item.facts.source]) for item in judged],
+            headline=headline_times(facts, counts),
             chart=chart,
             days=days,
             day_zone=day_zone,

@@ -425,7 +425,7 @@ def test_guides_count_is_the_versions_first_guided_in_the_window(client: TestCli
     # The seed: the hostile revision (two languages, one version) and three versions in English; a
     # version whose first guide is 30 hours old is not counted though its Chinese one is an hour old.
     assert expected.guides_24h == seeded.count_guided_versions_since(now - timedelta(hours=24)) == 4
-    for language, label in (("en", "AI guides"), ("zh", "AI 导读")):
+    for language, label in (("en", "New AI guides"), ("zh", "新增 AI 导读")):
         page = client.get(f"/?lang={language}").text
         client.cookies.clear()
         assert shown_counts(page)["guides_24h"] == expected.guides_24h

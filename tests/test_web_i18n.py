@@ -449,7 +449,7 @@ def test_the_chart_speaks_the_pages_language(world: World) -> None:
 
 
 def test_guides_count_on_the_status_page_in_both_languages(world: World) -> None:
-    for language, label in (("en", "AI guides"), ("zh", "AI 导读")):
+    for language, label in (("en", "New AI guides"), ("zh", "新增 AI 导读")):
         page = world.fresh().get(f"/?lang={language}").text
         card = re.search(
             r'<div class="label">([^<]+)</div>\s*<div class="value">\+<span data-count="guides_24h">(\d+)<',
@@ -491,3 +491,57 @@ def test_guides_count_on_the_status_page_in_both_languages(world: World) -> None
 def test_run_notes_are_worded_in_the_page_language_and_their_data_kept(note: str, chinese: str) -> None:
     assert source_reason(note, translator("en")) == note  # English reads exactly as stored
     assert source_reason(note, translator("zh")) == chinese
+
+
+# The original 研踪 dashboard's words, as the issue lists them, and where PaperTrail shows each
+# (docs/status-page.md, "Beside the original page").
+ORIGINAL_STATUS_WORDS = (
+    "新增论文",
+    "其中 AI 相关",
+    "已有论文修订",
+    "新增 AI 导读",
+    "arXiv 最近完成扫描",
+    "全站最近入库",
+    "最近完成检查",
+    "最近发现新增版本",
+    "库内论文最新更新时间",
+    "已收录论文",
+    "AI 相关",
+    "有修订",
+    "HF 社区发现",
+    "检查未发现新内容并不是异常",
+    "回填导入的论文属于历史记录",
+)
+
+
+def test_the_chinese_dashboard_uses_the_original_pages_words(world: World) -> None:
+    page = visible(world.fresh().get("/?lang=zh").text)
+    missing = [words for words in ORIGINAL_STATUS_WORDS if words not in page]
+    assert not missing, missing
+    browser = world.fresh().get("/papers?lang=zh").text
+    for label in ("版本更新", "本站收录", "首次发表"):
+        assert f">{label}</option>" in browser
+    card = re.search(rf'<li data-paper="{re.escape(PAPER)}">(.*?)</li>', browser, re.S)
+    assert card is not None
+    assert '<span class="tag">修订</span>' in card[1] and "Ada Lovelace" in card[1] and "cs.DC" in card[1]
+    assert "<summary>原文摘要</summary>" in card[1] and "An abstract." in card[1]
+
+
+def test_the_headline_times_are_arxivs_last_scan_and_the_newest_arrival(world: World) -> None:
+    # The fixture's arxiv-rss run ended 29 minutes ago (in error: a finished check all the same); the
+    # newest arrival is the revision stored an hour ago.
+    page = world.fresh().get("/?lang=en").text
+    scan = re.search(r'<span data-time="arxiv-scan">(.*?)</span>', page)
+    arrival = re.search(r'<span data-time="latest-arrival">(.*?)</span>', page)
+    assert scan is not None and arrival is not None
+    assert scan[1].startswith("arXiv's last completed scan: 29 min ago (")
+    assert arrival[1].startswith("Newest arrival on this site: 1 h ago (")
+    chinese = world.fresh().get("/?lang=zh").text
+    assert re.search(r'<span data-time="arxiv-scan">arXiv 最近完成扫描：29 分钟前', chinese)
+    assert re.search(r'<span data-time="latest-arrival">全站最近入库：1 小时前', chinese)
+
+
+def test_a_store_without_runs_says_never(sqlite_store: Store) -> None:
+    client = TestClient(build_app(context(sqlite_store, 1)), follow_redirects=False)
+    page = client.get("/?lang=en").text
+    assert "arXiv's last completed scan: never" in page and "Newest arrival on this site: never" in page
