@@ -455,4 +455,6 @@ class SubscriberPages:
             error=error,
             form=form,
             statuses=SubscriberStatus,
+            # What a subscriber who chose no language gets: the operator's default (issue 20).
+            default_language=self.pages.default_language,
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -36,11 +37,19 @@ def chromium() -> str:
 @pytest.fixture
 def web(sqlite_url: str, sqlite_store: Store, tmp_path: Path) -> Iterator[tuple[str, Store]]:
     """A seeded store and `papertrail run --role web` serving it; yields the page's base URL."""
+    with serving(sqlite_url, sqlite_store, tmp_path) as base:
+        yield base, sqlite_store
+
+
+@contextmanager
+def serving(url: str, store: Store, tmp_path: Path, **settings: str) -> Iterator[str]:
+    """``store`` seeded from the corpus and served by `papertrail run --role web` with ``settings``
+    (PAPERTRAIL_ names without the prefix); yields the base URL."""
     import asyncio
 
-    asyncio.run(seed_store(sqlite_store))
+    asyncio.run(seed_store(store))
     port = free_port()
-    env = service_env(tmp_path, DATABASE_URL=sqlite_url, WEB_PORT=str(port), SECRET_KEY="k" * 32)
+    env = service_env(tmp_path, DATABASE_URL=url, WEB_PORT=str(port), SECRET_KEY="k" * 32, **settings)
     service = ServiceProcess(["run", "--role", "web"], env)
     base = f"http://127.0.0.1:{port}"
 
@@ -52,7 +61,7 @@ def web(sqlite_url: str, sqlite_store: Store, tmp_path: Path) -> Iterator[tuple[
 
     try:
         assert wait_until(healthy, timeout=60), service.output
-        yield base, sqlite_store
+        yield base
         assert service.stop() == 0, service.output
     finally:
         service.kill()
@@ -124,5 +133,32 @@ def test_the_status_page_shows_the_database_numbers(
             phone.screenshot(
                 path=str((DOCS if UPDATE else tmp_path) / "status-page-phone.png"), full_page=True
             )
+        finally:
+            browser.close()
+
+
+def test_a_chinese_first_deployment_shows_beijing_time_to_a_reader_who_chose_nothing(
+    chromium: str, sqlite_url: str, sqlite_store: Store, tmp_path: Path
+) -> None:
+    # Issue 20: deployed like the original 研踪 site. The browser asks for German, which PaperTrail does
+    # not speak, so the operator's default decides; every time is in Beijing time.
+    from playwright.sync_api import sync_playwright
+
+    settings = {"DEFAULT_LANGUAGE": "zh", "DISPLAY_TIMEZONE": "Asia/Shanghai"}
+    with serving(sqlite_url, sqlite_store, tmp_path, **settings) as base, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900}, locale="de-DE")
+            page.goto(base + "/", wait_until="load")
+            assert page.locator("html").get_attribute("lang") == "zh-Hans"
+            assert page.locator("h1").first.inner_text() == "新到了什么？一切正常吗？"
+            window = page.locator("#window").inner_text()
+            moment = r"\d{4}-\d\d-\d\d \d\d:\d\d"
+            assert re.fullmatch(rf"统计 {moment} — {moment}（北京时间）", window), window
+            text = page.locator("main").inner_text()
+            assert "arXiv 最近完成扫描" in text and "全站最近入库" in text and " UTC" not in text
+            shot = (DOCS if UPDATE else tmp_path) / "status-page-zh-beijing.png"
+            page.screenshot(path=str(shot), full_page=True)
+            assert shot.stat().st_size > 10_000
         finally:
             browser.close()

@@ -388,6 +388,16 @@ def test_pages_without_a_cookie_or_accept_language_are_chinese_under_zh(
     assert client.get("/healthz").text == "ok"  # machines' pages stay English
 
 
+def test_the_manage_page_names_the_language_a_reader_without_a_choice_gets(
+    site: tuple[TestClient, SinkHandler],
+) -> None:
+    client, _ = site
+    manage = f"/manage/{tokens.sign(KEY, tokens.MANAGE, ADDRESS)}"
+    assert '<span data-language="">未选择（摘要使用中文，本站默认）</span>' in client.get(manage).text
+    english = client.get(manage, headers={"Accept-Language": "en"}).text
+    assert "not chosen (digests in 中文, this site's default)" in english
+
+
 def test_the_sign_up_mail_is_chinese_under_zh(site: tuple[TestClient, SinkHandler]) -> None:
     client, sink = site
     form = {"address": "li@example.org", "follows": "cat:cs.DC"}

@@ -537,7 +537,8 @@ def test_the_headline_times_are_arxivs_last_scan_and_the_newest_arrival(world: W
     assert scan[1].startswith("arXiv's last completed scan: 29 min ago (")
     assert arrival[1].startswith("Newest arrival on this site: 1 h ago (")
     chinese = world.fresh().get("/?lang=zh").text
-    assert re.search(r'<span data-time="arxiv-scan">arXiv 最近完成扫描：29 分钟前', chinese)
+    scan_zh = r'<span data-time="arxiv-scan">arXiv 最近完成扫描：29 分钟前（\d{4}-[^）]+）</span>'
+    assert re.search(scan_zh, chinese)
     assert re.search(r'<span data-time="latest-arrival">全站最近入库：1 小时前', chinese)
 
 
