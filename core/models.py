@@ -293,6 +293,12 @@ class Subscriber(SQLModel, table=True):
     # (None: not paused by a refusal; a reader's own pause, or blocking the bot, leaves it None). Such a
     # subscriber is still matched for a while and its matches are held for its resume (core.store_fanout).
     refused_at: datetime | None = _ts(default=None)
+    # A one-line message with the scan receipt on an announcement day when nothing matched, so that
+    # silence is never ambiguous (issue 18; `digest heartbeat on|off`, the manage page). Off unless asked.
+    heartbeat: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
+    # The nonce signed into the reader's private Atom feed link (core.tokens); None: no link made yet. A new
+    # nonce revokes the old link (migration 0019).
+    feed_nonce: str | None = Field(default=None, max_length=64)
 
 
 class Follow(SQLModel, table=True):
