@@ -306,6 +306,18 @@ _CHECKS: dict[str, Callable[[str], str]] = {
 }
 
 
+def check_value(key: str, text: str) -> str:
+    """``text`` of ``key`` (address, query, schedule, timezone or language) checked as on a line: the
+    normal spelling (the canonical form for a query); ValueError with the line's reason otherwise.
+
+    ``import subscription`` checks a subscription's own options with it, so both files refuse alike.
+    """
+    try:
+        return _CHECKS[key](text)
+    except _Refused as exc:
+        raise ValueError(str(exc)) from None
+
+
 def export_line(row: ExportedFollow, *, default_schedule: str, default_timezone: str) -> str:
     """One line of the follows file for ``row``: options only where they differ from the defaults.
 

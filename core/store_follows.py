@@ -64,99 +64,10 @@ class FollowBulkQueries:
         keeps its status and gets the options the file gives. A follow is (subscriber, canonical query):
         a new one is added with the query as written, an existing one gets the file's new_only/instant.
         """
-        counts = ImportCounts()
-        wanted = {s.address: s for s in subscribers}
         with self.session() as session:
-            connection = session.connection()
-            existing = _subscribers(connection, list(wanted))
-            created = [address for address in wanted if address not in existing]
-            new_rows = [
-                {
-                    "address": address,
-                    "timezone": wanted[address].timezone or timezone,
-                    "schedule": wanted[address].schedule or schedule,
-                    "language": wanted[address].language,
-                    "status": SubscriberStatus.ACTIVE.value,
-                    "failures": 0,
-                    "created_at": now,
-                }
-                for address in created
-            ]
-            if new_rows:
-                # ON CONFLICT: a `papertrail follow` may create one of them meanwhile; it is then kept.
-                connection.execute(_insert(connection, _SUBSCRIBERS).on_conflict_do_nothing(), new_rows)
-            counts.subscribers_created = len(new_rows)
-            changes = []
-            for address, (subscriber_id, *stored, status) in existing.items():
-                given = wanted[address]
-                merged = [
-                    new if new is not None else old
-                    for new, old in zip((given.timezone, given.schedule, given.language), stored, strict=True)
-                ]
-                if merged != stored:
-                    changes.append(
-                        dict(zip(("sid", "tz", "sched", "lang"), (subscriber_id, *merged), strict=True))
-                    )
-                if status != SubscriberStatus.ACTIVE:
-                    counts.inactive += 1
-            if changes:
-                connection.execute(
-                    _SUBSCRIBERS.update()
-                    .where(_SUBSCRIBERS.c.id == sa.bindparam("sid"))
-                    .values(
-                        timezone=sa.bindparam("tz"),
-                        schedule=sa.bindparam("sched"),
-                        language=sa.bindparam("lang"),
-                    ),
-                    changes,
-                )
-            counts.subscribers_updated = len(changes)
-            ids = {address: row[0] for address, row in existing.items()}
-            ids.update((address, row[0]) for address, row in _subscribers(connection, created).items())
-            self._write_follows(connection, follows, ids, existing, now, counts)
-        return counts
-
-    def _write_follows(
-        self,
-        connection: sa.Connection,
-        follows: Sequence[FollowLine],
-        ids: dict[str, int],
-        existing: dict[str, tuple[Any, ...]],
-        now: datetime,
-        counts: ImportCounts,
-    ) -> None:
-        # Only subscribers that were there before can have follows already.
-        stored = _follows_of(connection, [ids[a] for a in existing])
-        added: list[dict[str, Any]] = []
-        changed: list[dict[str, Any]] = []
-        for follow in follows:
-            subscriber_id = ids[follow.address]
-            found = stored.get((subscriber_id, follow.canonical))
-            if found is None:
-                added.append(
-                    {
-                        "subscriber_id": subscriber_id,
-                        "query": follow.query,
-                        "canonical": follow.canonical,
-                        "created_at": now,
-                        "revisions": follow.revisions,
-                        "instant": follow.instant,
-                    }
-                )
-            elif found[1:] != (follow.revisions, follow.instant):
-                changed.append({"fid": found[0], "rev": follow.revisions, "inst": follow.instant})
-            else:
-                counts.follows_unchanged += 1
-        if added:
-            connection.execute(_insert(connection, _FOLLOWS).on_conflict_do_nothing(), added)
-        if changed:
-            connection.execute(
-                _FOLLOWS.update()
-                .where(_FOLLOWS.c.id == sa.bindparam("fid"))
-                .values(revisions=sa.bindparam("rev"), instant=sa.bindparam("inst")),
-                changed,
+            return write_follows(
+                session.connection(), subscribers, follows, timezone=timezone, schedule=schedule, now=now
             )
-        counts.follows_added, counts.follows_updated = len(added), len(changed)
 
     def export_rows(self, statuses: Sequence[str], address: str | None = None) -> Iterator[ExportedFollow]:
         """Every follow of the subscribers in ``statuses`` (or of ``address`` alone), by address then
@@ -175,6 +86,111 @@ class FollowBulkQueries:
             result = session.connection().execution_options(yield_per=_EXPORT_BATCH).execute(query)
             for row in result:
                 yield ExportedFollow(*row)
+
+
+def write_follows(
+    connection: sa.Connection,
+    subscribers: Iterable[SubscriberOptions],
+    follows: Sequence[FollowLine],
+    *,
+    timezone: str,
+    schedule: str,
+    now: datetime,
+) -> ImportCounts:
+    """The writes of :meth:`FollowBulkQueries.import_follows` on ``connection``, in the caller's transaction.
+
+    ``import subscription`` (core.store_subscription) stores a subscription's follows with it, inside the
+    transaction that also writes the subscriber, its newsletters and its history.
+    """
+    counts = ImportCounts()
+    wanted = {s.address: s for s in subscribers}
+    existing = _subscribers(connection, list(wanted))
+    created = [address for address in wanted if address not in existing]
+    new_rows = [
+        {
+            "address": address,
+            "timezone": wanted[address].timezone or timezone,
+            "schedule": wanted[address].schedule or schedule,
+            "language": wanted[address].language,
+            "status": SubscriberStatus.ACTIVE.value,
+            "failures": 0,
+            "created_at": now,
+        }
+        for address in created
+    ]
+    if new_rows:
+        # ON CONFLICT: a `papertrail follow` may create one of them meanwhile; it is then kept.
+        connection.execute(_insert(connection, _SUBSCRIBERS).on_conflict_do_nothing(), new_rows)
+    counts.subscribers_created = len(new_rows)
+    changes = []
+    for address, (subscriber_id, *stored, status) in existing.items():
+        given = wanted[address]
+        merged = [
+            new if new is not None else old
+            for new, old in zip((given.timezone, given.schedule, given.language), stored, strict=True)
+        ]
+        if merged != stored:
+            changes.append(dict(zip(("sid", "tz", "sched", "lang"), (subscriber_id, *merged), strict=True)))
+        if status != SubscriberStatus.ACTIVE:
+            counts.inactive += 1
+    if changes:
+        connection.execute(
+            _SUBSCRIBERS.update()
+            .where(_SUBSCRIBERS.c.id == sa.bindparam("sid"))
+            .values(
+                timezone=sa.bindparam("tz"),
+                schedule=sa.bindparam("sched"),
+                language=sa.bindparam("lang"),
+            ),
+            changes,
+        )
+    counts.subscribers_updated = len(changes)
+    ids = {address: row[0] for address, row in existing.items()}
+    ids.update((address, row[0]) for address, row in _subscribers(connection, created).items())
+    _write_follow_rows(connection, follows, ids, existing, now, counts)
+    return counts
+
+
+def _write_follow_rows(
+    connection: sa.Connection,
+    follows: Sequence[FollowLine],
+    ids: dict[str, int],
+    existing: dict[str, tuple[Any, ...]],
+    now: datetime,
+    counts: ImportCounts,
+) -> None:
+    # Only subscribers that were there before can have follows already.
+    stored = _follows_of(connection, [ids[a] for a in existing])
+    added: list[dict[str, Any]] = []
+    changed: list[dict[str, Any]] = []
+    for follow in follows:
+        subscriber_id = ids[follow.address]
+        found = stored.get((subscriber_id, follow.canonical))
+        if found is None:
+            added.append(
+                {
+                    "subscriber_id": subscriber_id,
+                    "query": follow.query,
+                    "canonical": follow.canonical,
+                    "created_at": now,
+                    "revisions": follow.revisions,
+                    "instant": follow.instant,
+                }
+            )
+        elif found[1:] != (follow.revisions, follow.instant):
+            changed.append({"fid": found[0], "rev": follow.revisions, "inst": follow.instant})
+        else:
+            counts.follows_unchanged += 1
+    if added:
+        connection.execute(_insert(connection, _FOLLOWS).on_conflict_do_nothing(), added)
+    if changed:
+        connection.execute(
+            _FOLLOWS.update()
+            .where(_FOLLOWS.c.id == sa.bindparam("fid"))
+            .values(revisions=sa.bindparam("rev"), instant=sa.bindparam("inst")),
+            changed,
+        )
+    counts.follows_added, counts.follows_updated = len(added), len(changed)
 
 
 def _insert(connection: sa.Connection, table: sa.Table) -> Any:

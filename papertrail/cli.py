@@ -480,9 +480,13 @@ def _options(row: Follow) -> str:
     return f"  [{', '.join(flags)}]" if flags else ""
 
 
-import_app = typer.Typer(help="Bulk operator paths: load follows from a file.", no_args_is_help=True)
+import_app = typer.Typer(
+    help="Load follows in bulk, or one reader's whole subscription, from a file.", no_args_is_help=True
+)
 app.add_typer(import_app, name="import")
-export_app = typer.Typer(help="Bulk operator paths: write follows to a file.", no_args_is_help=True)
+export_app = typer.Typer(
+    help="Write follows in bulk, one reader's whole subscription, or its feeds as OPML.", no_args_is_help=True
+)
 app.add_typer(export_app, name="export")
 # Refused lines printed at most: a broken 100,000-line file must not bury the summary (the count is whole).
 _BAD_LINES_SHOWN = 1000
@@ -581,6 +585,162 @@ def export_follows_command(
                 count += 1
         partial.replace(output)
     out.print(f"{count:,} follows written to {output}")
+
+
+def _write_output(output: Path, text: str) -> None:
+    """``text`` into ``output``, written beside it and renamed: an interrupted export leaves no half file."""
+    partial = output.with_name(output.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(output)
+
+
+@export_app.command("subscription")
+def export_subscription_command(
+    address: Annotated[str, typer.Argument(help="The subscriber address.")],
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")
+    ] = None,
+) -> None:
+    """Write one subscriber's whole subscription as one JSON document, the input of `import subscription`:
+    status, schedule, timezone, language, heartbeat, newsletters, follows and the papers it received."""
+    from core.masking import mask_address
+    from core.subscription import export_subscription
+    from core.subscription_file import dumps
+
+    with _store_context() as ctx:
+        try:
+            doc = export_subscription(ctx.store, address)
+        except (LookupError, ValueError) as exc:
+            raise _fail(_explain(exc), _code(exc)) from exc
+    text = dumps(doc)
+    if output is None:
+        sys.stdout.write(text)  # data, byte for byte: not through the rich console
+        return
+    _write_output(output, text)
+    out.print(
+        f"{mask_address(doc['address'])}: {_n(len(doc['follows']), 'follow')}, "
+        f"{_n(len(doc['received']), 'received paper', grouped=True)} written to {output}"
+    )
+
+
+@export_app.command("opml")
+def export_opml_command(
+    address: Annotated[str, typer.Argument(help="The subscriber address.")],
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")
+    ] = None,
+) -> None:
+    """Write the subscriber's Atom feeds as OPML 2.0 for a feed reader: its private feed (once it has a
+    link) and one public feed per follow, at PAPERTRAIL_PUBLIC_URL."""
+    from core.delivery import NEWSLETTER_CHANNEL, normalise_address, split_address
+    from core.feed_links import opml, private_feed_url
+    from core.models import utcnow
+
+    with _store_context() as ctx:
+        try:
+            normal = normalise_address(address)
+            if split_address(normal)[0] == NEWSLETTER_CHANNEL:
+                raise ValueError(f"{normal} is a newsletter, not a reader's subscription")
+        except ValueError as exc:
+            raise _fail(_explain(exc), USAGE) from exc
+        subscriber = ctx.store.get_subscriber(normal)
+        if subscriber is None or subscriber.id is None:
+            raise _fail(f"no subscriber {address}", FAILURE)
+        queries = [f.query for f in ctx.store.follows_of(subscriber.id)]
+        text = opml(ctx.settings, subscriber, queries, now=utcnow())
+        private = private_feed_url(ctx.settings, subscriber)
+        keyed = ctx.settings.secret_key is not None
+    if private is None:
+        why = "it has no private feed link yet" if keyed else "PAPERTRAIL_SECRET_KEY is not set"
+        err.print(f"note: no private feed in the file: {why}")
+    if output is None:
+        sys.stdout.write(text)
+        return
+    _write_output(output, text)
+    out.print(f"{_n(len(queries) + (private is not None), 'feed')} written to {output}")
+
+
+@import_app.command("subscription")
+def import_subscription_command(
+    path: Annotated[
+        Path,
+        typer.Argument(metavar="FILE.json", help="A file of `export subscription`; - for stdin."),
+    ],
+    merge: Annotated[
+        bool,
+        typer.Option(
+            "--merge", help="The address exists: take the file's settings, add its follows and newsletters."
+        ),
+    ] = False,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace", help="The address exists: make its settings, follows and newsletters the file's."
+        ),
+    ] = False,
+) -> None:
+    """Restore one subscription exported from another PaperTrail, in one transaction: the subscriber, its
+    settings, follows, newsletters (those that exist here) and the papers it received. The file is checked
+    whole first; an address that exists with other settings is refused unless --merge or --replace."""
+    from core.masking import mask_address
+    from core.subscription import Mode, SubscriptionExists, import_subscription
+    from core.subscription_file import MAX_DOCUMENT_BYTES, DocumentError
+
+    if merge and replace:
+        raise _fail("--merge and --replace exclude each other; choose one", USAGE)
+    if str(path) != "-" and not path.is_file():
+        raise _fail(f"{path} is not a file", USAGE)
+    mode = Mode.MERGE if merge else Mode.REPLACE if replace else Mode.REFUSE
+    with _store_context() as ctx:
+        try:
+            with sys.stdin.buffer if str(path) == "-" else path.open("rb") as stream:
+                data = stream.read(MAX_DOCUMENT_BYTES + 1)
+        except OSError as exc:
+            raise _fail(f"cannot read {path}: {exc}", FAILURE) from exc
+        try:
+            wanted, done = import_subscription(
+                ctx.store, data, mode=mode, refuse_address=_webhook_refusal(ctx.settings)
+            )
+        except DocumentError as exc:
+            raise _fail(
+                f"{path}: {exc}; nothing imported. Fix that key, or export the subscription again "
+                "(`papertrail export subscription ADDRESS`, or the download on its manage page)",
+                USAGE,
+            ) from exc
+        except SubscriptionExists as exc:
+            raise _fail(
+                f"{mask_address(exc.address)} is a subscriber here already, with other settings "
+                f"({'; '.join(exc.differences)}); nothing imported. Run again with --merge to take the "
+                "file's settings and add its follows and newsletters, or with --replace to make them "
+                "exactly the file's",
+                FAILURE,
+            ) from exc
+    who = mask_address(wanted.address)
+    follows = done.follows
+    state = (
+        f"created ({done.status}, {wanted.schedule}, {wanted.timezone})"
+        if done.created
+        else ("updated" if done.settings_changed else "unchanged")
+    )
+    out.print(
+        f"{who}: {state}; follows: {follows.follows_added} added, {follows.follows_updated} updated, "
+        f"{follows.follows_unchanged} unchanged"
+        + (f", {done.follows_removed} removed" if done.follows_removed else "")
+        + f"; newsletters: {done.newsletters_joined} joined"
+        + (f", {done.newsletters_left} left" if done.newsletters_left else "")
+        + f"; history: {_n(done.papers_recorded, 'paper', grouped=True)} in "
+        f"{_n(done.digests_recorded, 'digest', grouped=True)} recorded"
+        + (f", {done.papers_known:,} recorded before" if done.papers_known else "")
+    )
+    if done.newsletters_missing:
+        out.print(f"note: no such newsletter here, not joined: {', '.join(done.newsletters_missing)}")
+    if done.papers_missing:
+        out.print(
+            f"note: {_n(done.papers_missing, 'received paper', grouped=True)} not in this library: kept in "
+            "the file only, not recorded here"
+        )
+    if done.status != done.status_in_file:
+        out.print(f"note: status kept: {done.status} here, {done.status_in_file} in the file")
 
 
 @app.command(name="unfollow")

@@ -8,6 +8,10 @@
 * ``GET /leave/{token}`` asks and ``POST /leave/{token}`` (one-click compatible, like unsubscribe) ends the
   membership of one newsletter only; the token binds the address and the newsletter's name. A digest that
   is one newsletter's issue only carries it as its unsubscribe link (core.render).
+* ``GET /manage/{token}/export.json`` downloads the whole subscription as one JSON document
+  (core.subscription: the file ``papertrail import subscription`` reads), and ``GET
+  /manage/{token}/feeds.opml`` the reader's Atom feeds as OPML 2.0 (core.feed_links); both as
+  attachments, never cached.
 * ``GET /manage/{token}`` shows the follows, schedule, timezone, language and status; ``POST
   /manage/{token}`` with ``action`` = ``add``, ``remove``, ``schedule``, ``language``, ``unsubscribe`` or
   ``resubscribe`` changes them and redirects back (303) to the page with a notice. Any other action is
@@ -36,14 +40,17 @@ from starlette.routing import Route
 from core import tokens
 from core.delivery import normalise_address
 from core.digests import resume
+from core.feed_links import opml
 from core.follows import follow
 from core.i18n import LANGUAGES, N_, listing, normalize_language, said
 from core.masking import mask_address
 from core.models import Follow, Newsletter, Subscriber, SubscriberStatus
 from core.query import QueryError
 from core.schedule import parse_schedule, zone
+from core.subscription import export_subscription
+from core.subscription_file import dumps
 from papertrail.context import AppContext
-from papertrail.web_pages import Pages, Reader, remember_language, token_problem
+from papertrail.web_pages import PRIVATE_HEADERS, Pages, Reader, remember_language, token_problem
 
 UNSUBSCRIBE_REASON = "unsubscribed through a link in a digest"
 # Longest value accepted in a form field; the follow language itself stops at 1,000 characters.
@@ -82,7 +89,7 @@ class SubscriberPages:
         self.pages = pages
 
     def routes(self) -> list[Route]:
-        """The six routes (GET shows, POST acts)."""
+        """The eight routes (GET shows or downloads, POST acts)."""
         return [
             Route("/unsubscribe/{token}", self.unsubscribe_page, methods=["GET"]),
             Route("/unsubscribe/{token}", self.unsubscribe_post, methods=["POST"]),
@@ -90,6 +97,8 @@ class SubscriberPages:
             Route("/leave/{token}", self.leave_post, methods=["POST"]),
             Route("/manage/{token}", self.manage_page, methods=["GET"]),
             Route("/manage/{token}", self.manage_post, methods=["POST"]),
+            Route("/manage/{token}/export.json", self.export_json, methods=["GET"]),
+            Route("/manage/{token}/feeds.opml", self.feeds_opml, methods=["GET"]),
         ]
 
     # -- tokens ------------------------------------------------------------------------------------------
@@ -428,6 +437,29 @@ class SubscriberPages:
         resume(self.store, subscriber.address)
         return "resubscribed"
 
+    # -- downloads ----------------------------------------------------------------------------------------
+
+    def export_json(self, request: Request) -> Response:
+        """The subscription file of the token's subscriber, as a download (``papertrail import subscription``
+        reads it on another server)."""
+        reader = self.pages.reader(request)
+        found = self._subscriber(request.path_params["token"], tokens.MANAGE, reader)
+        if not isinstance(found, Subscriber):
+            return found
+        body = dumps(export_subscription(self.store, found.address, now=self.pages.clock()))
+        return _download(body, "application/json", "papertrail-subscription.json")
+
+    def feeds_opml(self, request: Request) -> Response:
+        """The token's subscriber's Atom feeds as OPML 2.0, as a download for a feed reader."""
+        reader = self.pages.reader(request)
+        found = self._subscriber(request.path_params["token"], tokens.MANAGE, reader)
+        if not isinstance(found, Subscriber):
+            return found
+        assert found.id is not None
+        queries = [f.query for f in self.store.follows_of(found.id)]
+        body = opml(self.ctx.settings, found, queries, now=self.pages.clock())
+        return _download(body, "text/x-opml", "papertrail-feeds.opml")
+
     def _manage_view(
         self,
         subscriber: Subscriber,
@@ -451,6 +483,7 @@ class SubscriberPages:
             subscriber=subscriber,
             follows=self.store.follows_of(subscriber.id),
             action=manage_path,
+            downloads={"export": f"{manage_path}/export.json", "feeds": f"{manage_path}/feeds.opml"},
             notice=notice,
             error=error,
             form=form,
@@ -458,3 +491,10 @@ class SubscriberPages:
             # What a subscriber who chose no language gets: the operator's default (issue 20).
             default_language=self.pages.default_language,
         )
+
+
+def _download(body: str, media_type: str, filename: str) -> Response:
+    """``body`` as an attachment named ``filename``: a subscriber's own data (its address, its private
+    feed link), so never cached and never referred, like the pages of its link."""
+    headers = {**PRIVATE_HEADERS, "Content-Disposition": f'attachment; filename="{filename}"'}
+    return Response(body.encode("utf-8"), media_type=f"{media_type}; charset=utf-8", headers=headers)

@@ -1,0 +1,378 @@
+"""The subscription file: one reader's whole subscription as one JSON document, written by ``export
+subscription`` (and the manage page's download) and read, strictly, by ``import subscription``.
+
+A document of format ``papertrail-subscription``, version 1::
+
+    {"format": "papertrail-subscription", "version": 1, "exported_at": "2026-12-01T08:00:00Z",
+     "address": "email:ada@example.org", "status": "active", "schedule": "daily 08:00",
+     "timezone": "Europe/Berlin", "language": "zh", "heartbeat": false, "newsletters": ["ml-weekly"],
+     "follows": [{"query": "cat:cs.DC", "new_only": false, "instant": false}],
+     "received": [{"arxiv_id": "2611.08864", "version": 2, "title": "...",
+                   "sent_at": "2026-11-30T07:00:02Z", "digest": 17}]}
+
+Every key is required and no other key is accepted: a document this version cannot read whole is refused
+with the key named, never read in part. A follow is a line of the follows file (core.follows_file) without
+the subscriber's keys, checked by the same code, so a query is refused or normalised exactly as ``import
+follows`` does. ``received`` is the ledger: the papers sent to the reader in delivered digests, with the
+digest's time and its number on the exporting server. Votes are not part of version 1 (PaperTrail has none
+yet); they will come as a new version with a ``votes`` key.
+
+Pure: no store, no I/O beyond the bytes it is given.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from core.delivery import NEWSLETTER_NAME
+from core.follows_file import FollowLine, check_lines, check_value
+from core.models import SubscriberStatus
+from core.values import ARXIV_ID_PATTERN
+
+FORMAT = "papertrail-subscription"
+VERSION = 1
+# A reader with ten years of daily digests of 50 papers has about 180,000 received papers, some 35 MB of
+# JSON: the limit leaves room for that and refuses a runaway file before it is parsed whole.
+MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
+# The keys of version 1, in the order an export writes them.
+KEYS = (
+    "format",
+    "version",
+    "exported_at",
+    "address",
+    "status",
+    "schedule",
+    "timezone",
+    "language",
+    "heartbeat",
+    "newsletters",
+    "follows",
+    "received",
+)
+FOLLOW_KEYS = ("query", "new_only", "instant")
+RECEIVED_KEYS = ("arxiv_id", "version", "title", "sent_at", "digest")
+STATUSES = tuple(status.value for status in SubscriberStatus)
+# Where a document's own problem is (not one key): its bytes, its JSON, its top level.
+WHOLE = "document"
+
+_ARXIV_ID = re.compile(ARXIV_ID_PATTERN)
+# "line N" in a follows-file reason is the follows list's entry N-1 here.
+_LINE = re.compile(r"\bline (\d+)\b")
+
+
+class DocumentError(ValueError):
+    """A document that cannot be imported: the key it is about (``follows[2].query``) and why."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(f"{key}: {problem}")
+        self.key = key
+        self.problem = problem
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """One paper sent to the reader: the version, its title, when and in which digest (the exporting
+    server's number; digests of one export with the same number went out as one message)."""
+
+    arxiv_id: str
+    version: int
+    title: str
+    sent_at: datetime
+    digest: int
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """A checked document: every value in the spelling the store keeps (a schedule's normal form, a
+    follow's canonical query), ready to be stored."""
+
+    exported_at: datetime
+    address: str
+    status: str
+    schedule: str
+    timezone: str
+    language: str | None
+    heartbeat: bool
+    newsletters: tuple[str, ...]
+    follows: tuple[FollowLine, ...]
+    received: tuple[Received, ...]
+
+
+def iso(value: datetime) -> str:
+    """``value`` in UTC as ISO 8601 with a ``Z``: the spelling of every time in the document."""
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def document(
+    *,
+    exported_at: datetime,
+    address: str,
+    status: str,
+    schedule: str,
+    timezone: str,
+    language: str | None,
+    heartbeat: bool,
+    newsletters: Sequence[str],
+    follows: Sequence[tuple[str, bool, bool]],
+    received: Sequence[Received],
+) -> dict[str, Any]:
+    """The document of one subscription. ``follows`` are (query as written, revisions, instant), in the
+    reader's order; ``received`` in the order the papers were sent."""
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "exported_at": iso(exported_at),
+        "address": address,
+        "status": status,
+        "schedule": schedule,
+        "timezone": timezone,
+        "language": language,
+        "heartbeat": heartbeat,
+        "newsletters": list(newsletters),
+        "follows": [
+            {"query": query, "new_only": not revisions, "instant": instant}
+            for query, revisions, instant in follows
+        ],
+        "received": [
+            {
+                "arxiv_id": item.arxiv_id,
+                "version": item.version,
+                "title": item.title,
+                "sent_at": iso(item.sent_at),
+                "digest": item.digest,
+            }
+            for item in received
+        ],
+    }
+
+
+def dumps(doc: dict[str, Any]) -> str:
+    """The document as the file holds it: UTF-8 JSON, indented, ending with a newline."""
+    return json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
+
+
+def read_document(data: bytes, refuse_address: Callable[[str], str | None] | None = None) -> Subscription:
+    """Check a whole document and return it; raise :class:`DocumentError` naming the first bad key.
+
+    ``refuse_address`` says why delivery would refuse a well-formed address (a webhook to a private host),
+    or None, as for ``import follows``.
+    """
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise DocumentError(
+            WHOLE, f"larger than {MAX_DOCUMENT_BYTES:,} bytes; this is not a subscription file"
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DocumentError(WHOLE, f"not UTF-8 (byte {exc.start + 1})") from None
+    try:
+        record = _DECODER.decode(text)
+    except json.JSONDecodeError as exc:
+        raise DocumentError(WHOLE, f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except _Repeated as exc:
+        raise DocumentError(WHOLE, f"key {exc.args[0]!r} given twice in one object") from None
+    if not isinstance(record, dict):
+        raise DocumentError(WHOLE, f"not a JSON object but {_kind(record)}")
+    _check_format(record)
+    _check_keys(record, KEYS, WHOLE, f"the keys of version {VERSION} are: {', '.join(KEYS)}")
+    address = _string(record, "address")
+    try:
+        address = check_value("address", address)
+    except ValueError as exc:
+        raise DocumentError("address", str(exc)) from None
+    if refuse_address is not None and (why := refuse_address(address)):
+        raise DocumentError("address", f"this address cannot receive digests here: {why}")
+    status = _string(record, "status")
+    if status not in STATUSES:
+        raise DocumentError("status", f"{status!r} is not one of: {', '.join(STATUSES)}")
+    language = record["language"]
+    if language is not None:
+        language = _option(record, "language")
+    heartbeat = record["heartbeat"]
+    if type(heartbeat) is not bool:
+        raise DocumentError("heartbeat", f"must be true or false, not {_shown(heartbeat)}")
+    return Subscription(
+        exported_at=_time(record["exported_at"], "exported_at"),
+        address=address,
+        status=status,
+        schedule=_option(record, "schedule"),
+        timezone=_option(record, "timezone"),
+        language=language,
+        heartbeat=heartbeat,
+        newsletters=_newsletters(record["newsletters"]),
+        follows=_follows(address, record["follows"]),
+        received=_received(record["received"]),
+    )
+
+
+class _Repeated(ValueError):
+    """A key given twice in one JSON object."""
+
+
+def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    record = dict(pairs)
+    if len(record) < len(pairs):  # JSON allows a repeated key and keeps the last: a hand edit gone wrong
+        names = [key for key, _ in pairs]
+        raise _Repeated(next(key for key in names if names.count(key) > 1))
+    return record
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_no_repeats)
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    return {
+        dict: "an object",
+        list: "an array",
+        str: "a string",
+        int: "a number",
+        float: "a number",
+        type(None): "null",
+    }.get(type(value), "a value")
+
+
+def _shown(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False)[:40]
+
+
+def _check_format(record: dict[str, Any]) -> None:
+    """The format and version first: another kind of file is named as such, not by its first odd key."""
+    if record.get("format") != FORMAT:
+        given = f"is {_shown(record['format'])}" if "format" in record else "is missing"
+        raise DocumentError(
+            "format",
+            f"{given}, not {FORMAT!r}: this is not a PaperTrail subscription file (a follows file is "
+            "imported with `papertrail import follows`)",
+        )
+    version = record.get("version")
+    if type(version) is not int:
+        given = _shown(version) if "version" in record else "missing"
+        raise DocumentError("version", f"must be a whole number such as {VERSION}, not {given}")
+    if version != VERSION:
+        hint = "upgrade PaperTrail here to read it" if version > VERSION else "export it again"
+        raise DocumentError(
+            "version", f"{version} is not {VERSION}, the version this PaperTrail reads; {hint}"
+        )
+
+
+def _check_keys(record: dict[str, Any], keys: Sequence[str], where: str, listing: str) -> None:
+    unknown = sorted(set(record) - set(keys))
+    if unknown:
+        raise DocumentError(
+            f"{where}.{unknown[0]}" if where != WHOLE else unknown[0], f"unknown key; {listing}"
+        )
+    for key in keys:
+        if key not in record:
+            raise DocumentError(f"{where}.{key}" if where != WHOLE else key, f"missing; {listing}")
+
+
+def _string(record: dict[str, Any], key: str, where: str | None = None) -> str:
+    value = record[key]
+    if not isinstance(value, str):
+        raise DocumentError(where or key, f"must be a string, not {_shown(value)}")
+    return value
+
+
+def _option(record: dict[str, Any], key: str) -> str:
+    """A subscriber option (schedule, timezone, language) checked as the follows file checks it."""
+    try:
+        return check_value(key, _string(record, key))
+    except ValueError as exc:
+        raise DocumentError(key, str(exc)) from None
+
+
+def _time(value: object, where: str) -> datetime:
+    if not isinstance(value, str):
+        raise DocumentError(where, f"must be a time as a string, not {_shown(value)}")
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.tzinfo is None:
+        raise DocumentError(
+            where, f"{value[:40]!r} is not an ISO 8601 time with its offset, such as 2026-12-01T08:00:00Z"
+        )
+    return parsed.astimezone(UTC)
+
+
+def _list(value: object, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise DocumentError(where, f"must be an array, not {_kind(value)}")
+    return value
+
+
+def _newsletters(value: object) -> tuple[str, ...]:
+    names: dict[str, int] = {}
+    for index, name in enumerate(_list(value, "newsletters")):
+        where = f"newsletters[{index}]"
+        if not isinstance(name, str):
+            raise DocumentError(where, f"must be a newsletter's name as a string, not {_shown(name)}")
+        if not NEWSLETTER_NAME.match(name):
+            raise DocumentError(
+                where, f"{name[:70]!r} is not a newsletter name (lowercase letters, digits and dashes)"
+            )
+        if name in names:
+            raise DocumentError(where, f"{name!r} is listed twice (also newsletters[{names[name]}])")
+        names[name] = index
+    return tuple(names)
+
+
+def _follows(address: str, value: object) -> tuple[FollowLine, ...]:
+    """The follows checked as follows-file lines of ``address``: the same parser, canonical forms and
+    duplicate rules as ``import follows``."""
+    lines: list[bytes] = []
+    for index, item in enumerate(_list(value, "follows")):
+        where = f"follows[{index}]"
+        if not isinstance(item, dict):
+            raise DocumentError(where, f"must be an object, not {_kind(item)}")
+        unknown = sorted(set(item) - set(FOLLOW_KEYS))
+        if unknown:
+            raise DocumentError(
+                f"{where}.{unknown[0]}",
+                f"unknown key; a follow has {', '.join(FOLLOW_KEYS)} (the subscriber's options are the "
+                "document's own keys)",
+            )
+        lines.append(json.dumps({"address": address, **item}, ensure_ascii=False).encode())
+    checked = check_lines(lines)
+    if checked.bad:
+        bad = checked.bad[0]
+        reason = _LINE.sub(lambda m: f"follows[{int(m[1]) - 1}]", bad.reason)
+        raise DocumentError(f"follows[{bad.line - 1}]", reason)
+    return tuple(checked.follows)
+
+
+def _received(value: object) -> tuple[Received, ...]:
+    items: list[Received] = []
+    seen: dict[tuple[str, int], int] = {}
+    for index, item in enumerate(_list(value, "received")):
+        where = f"received[{index}]"
+        if not isinstance(item, dict):
+            raise DocumentError(where, f"must be an object, not {_kind(item)}")
+        _check_keys(item, RECEIVED_KEYS, where, f"a received paper has {', '.join(RECEIVED_KEYS)}")
+        arxiv_id = _string(item, "arxiv_id", f"{where}.arxiv_id")
+        if not _ARXIV_ID.fullmatch(arxiv_id):
+            raise DocumentError(
+                f"{where}.arxiv_id",
+                f"{arxiv_id[:40]!r} is not an arXiv id without version, such as 2611.08864",
+            )
+        number = item["version"]
+        if type(number) is not int or number < 1:
+            raise DocumentError(f"{where}.version", f"must be a version number from 1, not {_shown(number)}")
+        digest = item["digest"]
+        if type(digest) is not int or digest < 1:
+            raise DocumentError(f"{where}.digest", f"must be a digest number from 1, not {_shown(digest)}")
+        title = _string(item, "title", f"{where}.title")
+        if (arxiv_id, number) in seen:
+            raise DocumentError(
+                where, f"{arxiv_id}v{number} is listed twice (also received[{seen[(arxiv_id, number)]}])"
+            )
+        seen[(arxiv_id, number)] = index
+        items.append(Received(arxiv_id, number, title, _time(item["sent_at"], f"{where}.sent_at"), digest))
+    return tuple(items)
