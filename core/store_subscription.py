@@ -34,10 +34,12 @@ from core.models import (
     Newsletter,
     NewsletterMember,
     Subscriber,
+    SubscriberStatus,
     Version,
 )
 from core.store_follows import ImportCounts, write_follows
 from core.store_ids import id_conditions
+from core.store_signup import WAITING
 from core.subscription_file import Received, Subscription
 
 if TYPE_CHECKING:
@@ -155,7 +157,7 @@ class SubscriptionRecords:
                     timezone=wanted.timezone,
                     schedule=wanted.schedule,
                     status=wanted.status,
-                    status_reason=None if wanted.status == "active" else f"{wanted.status} when exported",
+                    status_reason=_reason(wanted.status),
                     language=wanted.language,
                     heartbeat=wanted.heartbeat,
                     created_at=now,
@@ -196,6 +198,15 @@ class SubscriptionRecords:
             restored.newsletters_missing = tuple(n for n in wanted.newsletters if n not in newsletters)
             _record_history(connection, subscriber.id, wanted, restored)
         return restored
+
+
+def _reason(status: str) -> str | None:
+    """The status reason of a subscriber created with ``status`` by an import."""
+    if status == SubscriberStatus.ACTIVE:
+        return None
+    if status == SubscriberStatus.UNCONFIRMED:
+        return WAITING  # as a sign-up's: it confirms by signing up here
+    return f"{status} on the server it was exported from"
 
 
 def _newsletter_ids(session: Session, names: Sequence[str]) -> dict[str, int]:

@@ -60,6 +60,7 @@ STATUSES = tuple(status.value for status in SubscriberStatus)
 # Where a document's own problem is (not one key): its bytes, its JSON, its top level.
 WHOLE = "document"
 
+_FOLLOWS_FILE = "a follows file, one JSON object per line, is imported with `papertrail import follows`"
 _ARXIV_ID = re.compile(ARXIV_ID_PATTERN)
 # "line N" in a follows-file reason is the follows list's entry N-1 here.
 _LINE = re.compile(r"\bline (\d+)\b")
@@ -173,7 +174,11 @@ def read_document(data: bytes, refuse_address: Callable[[str], str | None] | Non
     try:
         record = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
-        raise DocumentError(WHOLE, f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        # A follows file is JSON Lines: its second line is the "extra data" after a first document.
+        hint = f"; {_FOLLOWS_FILE}" if exc.msg == "Extra data" else ""
+        raise DocumentError(
+            WHOLE, f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}{hint}"
+        ) from None
     except _Repeated as exc:
         raise DocumentError(WHOLE, f"key {exc.args[0]!r} given twice in one object") from None
     if not isinstance(record, dict):
@@ -248,8 +253,7 @@ def _check_format(record: dict[str, Any]) -> None:
         given = f"is {_shown(record['format'])}" if "format" in record else "is missing"
         raise DocumentError(
             "format",
-            f"{given}, not {FORMAT!r}: this is not a PaperTrail subscription file (a follows file is "
-            "imported with `papertrail import follows`)",
+            f"{given}, not {FORMAT!r}: this is not a PaperTrail subscription file ({_FOLLOWS_FILE})",
         )
     version = record.get("version")
     if type(version) is not int:

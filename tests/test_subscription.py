@@ -95,10 +95,10 @@ def source_subscription(store: Store) -> Subscriber:
     assert subscriber is not None and subscriber.id is not None
     for name in ("ml-weekly", "systems"):
         newsletters.join(store, name, subscriber)
-    subscriber = store.update_subscriber(subscriber.id, language="zh", heartbeat=True)
-    send_digest(store, subscriber.id, dc_papers()[:12], T0)
-    send_digest(store, subscriber.id, dc_papers()[12:], T0 + timedelta(days=1))
-    return subscriber
+    subscriber_id = subscriber.id
+    send_digest(store, subscriber_id, dc_papers()[:12], T0)
+    send_digest(store, subscriber_id, dc_papers()[12:], T0 + timedelta(days=1))
+    return store.update_subscriber(subscriber_id, language="zh", heartbeat=True)
 
 
 def follows_state(store: Store, address: str) -> list[tuple[str, str, bool, bool]]:
@@ -370,6 +370,12 @@ def test_the_good_document_reads_in_the_stores_spelling() -> None:
         (b"\xff{}", "document", "not UTF-8 (byte 1)"),
         (b'{"format": ', "document", "not JSON: Expecting value at line 1 column 12"),
         (b"[]", "document", "not a JSON object but an array"),
+        (
+            b'{"address": "console:a", "query": "x"}\n{"address": "console:b", "query": "y"}\n',
+            "document",
+            "Extra data at line 2 column 1; a follows file, one JSON object per line, is imported with",
+        ),
+        (b'{"address": "console:a", "query": "x"}', "format", "is missing, not 'papertrail-subscription'"),
         (b'{"format": "a", "format": "b"}', "document", "key 'format' given twice"),
         (edited("format", "papertrail-follows"), "format", "not a PaperTrail subscription file"),
         (edited("format", DROP), "format", "is missing"),
@@ -599,3 +605,20 @@ def test_cli_round_trip_and_exit_codes(
     assert comparable(json.loads(stdout)) == comparable(
         json.loads(invoke("export", "subscription", ADDRESS)[1])
     )
+
+
+@pytest.mark.parametrize(
+    ("status", "reason"),
+    [
+        ("paused", "paused on the server it was exported from"),
+        ("unsubscribed", "unsubscribed on the server it was exported from"),
+        ("unconfirmed", "waiting for confirmation"),
+    ],
+)
+def test_a_new_subscriber_gets_the_files_status(sqlite_store: Store, status: str, reason: str) -> None:
+    """A reader who stopped, or never confirmed, on the old server is not made active by the move."""
+    doc = json.loads(edited("status", status))
+    import_subscription(sqlite_store, json.dumps(doc).encode())
+    subscriber = sqlite_store.get_subscriber(ADDRESS)
+    assert subscriber is not None and (subscriber.status, subscriber.status_reason) == (status, reason)
+    assert sqlite_store.active_follows() == []  # nothing of it is matched
