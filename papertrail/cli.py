@@ -682,6 +682,8 @@ def import_subscription_command(
     """Restore one subscription exported from another PaperTrail, in one transaction: the subscriber, its
     settings, follows, newsletters (those that exist here) and the papers it received. The file is checked
     whole first; an address that exists with other settings is refused unless --merge or --replace."""
+    from sqlalchemy.exc import IntegrityError
+
     from core.masking import mask_address
     from core.subscription import Mode, SubscriptionExists, import_subscription
     from core.subscription_file import MAX_DOCUMENT_BYTES, DocumentError
@@ -713,6 +715,13 @@ def import_subscription_command(
                 f"({'; '.join(exc.differences)}); nothing imported. Run again with --merge to take the "
                 "file's settings and add its follows and newsletters, or with --replace to make them "
                 "exactly the file's",
+                FAILURE,
+            ) from exc
+        except IntegrityError as exc:
+            # Another command created the address (or one of its rows) between the look-up and the insert.
+            raise _fail(
+                "the subscriber changed while it was imported (another command wrote it); nothing imported. "
+                "Run the import again",
                 FAILURE,
             ) from exc
     who = mask_address(wanted.address)
