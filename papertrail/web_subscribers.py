@@ -9,9 +9,10 @@
   membership of one newsletter only; the token binds the address and the newsletter's name. A digest that
   is one newsletter's issue only carries it as its unsubscribe link (core.render).
 * ``GET /manage/{token}`` shows the follows, schedule, timezone, language and status; ``POST
-  /manage/{token}`` with ``action`` = ``add``, ``remove``, ``schedule``, ``language``, ``unsubscribe`` or
-  ``resubscribe`` changes them and redirects back (303) to the page with a notice. Any other action is
-  refused with 400.
+  /manage/{token}`` with ``action`` = ``add``, ``remove``, ``schedule``, ``language``, ``unsubscribe``,
+  ``resubscribe`` or ``feed`` (revoke the private Atom feed's link and make a new one, core.feeds) changes
+  them and redirects back (303) to the page with a notice. Any other action is refused with 400. The page
+  shows the private feed's link, drawing its nonce the first time it is shown.
 
 The pages speak the subscriber's stored language (``Subscriber.language``) unless the request chooses
 one (``?lang=`` or the language cookie, :mod:`papertrail.web_pages`); choosing a language on the manage
@@ -36,6 +37,7 @@ from starlette.routing import Route
 from core import tokens
 from core.delivery import normalise_address
 from core.digests import resume
+from core.feeds import private_feed_url, renew_private_feed
 from core.follows import follow
 from core.i18n import LANGUAGES, N_, listing, normalize_language, said
 from core.masking import mask_address
@@ -60,8 +62,9 @@ NOTICES = {
     "unsubscribed": N_("You are unsubscribed: no more digests. Your follows are kept below."),
     "resubscribed": N_("You are subscribed again: digests resume on your schedule."),
     "active": N_("You are subscribed already."),
+    "feed": N_("Your feed has a new link; the old link no longer works."),
 }
-ACTIONS = ("add", "remove", "schedule", "language", "unsubscribe", "resubscribe")
+ACTIONS = ("add", "remove", "schedule", "language", "unsubscribe", "resubscribe", "feed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -428,6 +431,11 @@ class SubscriberPages:
         resume(self.store, subscriber.address)
         return "resubscribed"
 
+    def _do_feed(self, subscriber: Subscriber, fields: Mapping[str, str], reader: Reader) -> str | FormError:
+        assert subscriber.id is not None
+        renew_private_feed(self.store, subscriber.id)
+        return "feed"
+
     def _manage_view(
         self,
         subscriber: Subscriber,
@@ -457,4 +465,6 @@ class SubscriberPages:
             statuses=SubscriberStatus,
             # What a subscriber who chose no language gets: the operator's default (issue 20).
             default_language=self.pages.default_language,
+            # The private Atom feed's link; its nonce is drawn the first time the page shows it.
+            feed_url=private_feed_url(self.store, self.ctx.settings, subscriber),
         )
