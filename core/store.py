@@ -45,6 +45,7 @@ from core.store_browse import IS_NEWS, BrowseQueries
 from core.store_browser import BrowserQueries
 from core.store_counts import add_to_totals, flag_papers
 from core.store_fanout import FAN_OUT_VERSIONS, ReasonsJson, fan_out, pending_versions, receives_matches
+from core.store_feeds import FeedQueries
 from core.store_follows import FollowBulkQueries
 from core.store_guides import GuideQueries
 from core.store_ids import ID_CHUNK, id_conditions
@@ -209,6 +210,7 @@ class Store(
     LedgerQueries,
     NewsletterQueries,
     BrowseQueries,
+    FeedQueries,
     BrowserQueries,
     GuideQueries,
     FollowBulkQueries,

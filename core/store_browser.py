@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -288,6 +288,27 @@ class BrowserQueries(CountQueries):
             page=page,
             has_history=has_history,
         )
+
+    def newest_news_ids(self, flt: PaperFilter, limit: int) -> list[str]:
+        """The ids of the first ``limit`` papers that arrived as news among those ``flt`` selects, in the
+        default order (the newest version's arrival, newest first).
+
+        The first page of :meth:`browse_papers` without what a page needs besides its rows (the total, the
+        cursors, whether history follows): the Atom feeds (core.store_feeds) read it for every query.
+        ``flt``'s order is ignored. A search the index answers only approximately (author names) examines
+        at most :data:`MAX_EXAMINED` candidates, as a page of the browser does, and may return fewer.
+        """
+        flt = replace(flt, sort=Sort.UPDATED)
+        with self.session() as session:
+            keys, _ = _order_keys(session, flt)
+            # News papers only: their keys carry NEWS_BIT, so this is a range of the order's own index.
+            query = (
+                self._candidates(session, flt)
+                .query.where(keys[0] >= NEWS_BIT)
+                .order_by(*(key.desc() for key in keys))
+            )
+            ids, _, _ = _read_ids(session, query, flt.search, limit)
+        return ids
 
     def _candidates(self, session: Session, flt: PaperFilter) -> _Candidates:
         """The papers ``flt`` selects (see :class:`_Candidates`)."""

@@ -1,4 +1,4 @@
-"""Stateless signed tokens for links in digests (unsubscribe, manage) and confirmation mails.
+"""Stateless signed tokens for links in digests (unsubscribe, manage), confirmation mails and private feeds.
 
 A token is ``base64url(subject) "." base64url(HMAC-SHA256(key, purpose NUL subject))``, base64url without
 padding. Each token has exactly one spelling: :func:`verify` refuses any text that does not re-encode to
@@ -24,6 +24,9 @@ CONFIRM = "confirm"
 OUTDATED = "this confirmation link is from an older sign-up; sign up again for a new one"
 # Leaving one newsletter: the subject is ``ADDRESS NUL NAME`` (see :func:`leave_subject`).
 LEAVE = "leave"
+# Reading one subscriber's private Atom feed: the subject is ``ADDRESS NUL NONCE`` (see :func:`feed_subject`);
+# a new nonce (``Subscriber.feed_nonce``) revokes every link made with the old one.
+FEED = "feed"
 
 
 class InvalidToken(ValueError):
@@ -112,4 +115,21 @@ def split_confirm(subject: str) -> tuple[str, str]:
     address, nul, nonce = subject.partition("\0")
     if not (nul and address and nonce) or "\0" in nonce:
         raise InvalidToken(OUTDATED)
+    return address, nonce
+
+
+def feed_subject(address: str, nonce: str) -> str:
+    """The subject of a private feed token: the address and its current feed nonce, NUL-separated.
+
+    The nonce is stored with the subscriber (``Subscriber.feed_nonce``) and replaced when the reader asks
+    for a new link, so an older link stops working although its MAC is still genuine (core.feeds).
+    """
+    return f"{address}\0{nonce}"
+
+
+def split_feed(subject: str) -> tuple[str, str]:
+    """The (address, nonce) of a verified feed token's subject; InvalidToken if it has no nonce."""
+    address, nul, nonce = subject.partition("\0")
+    if not (nul and address and nonce) or "\0" in nonce:
+        raise InvalidToken("this link is not valid (altered, or made for something else)")
     return address, nonce

@@ -630,10 +630,11 @@ def export_opml_command(
         Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")
     ] = None,
 ) -> None:
-    """Write the subscriber's Atom feeds as OPML 2.0 for a feed reader: its private feed (once it has a
-    link) and one public feed per follow, at PAPERTRAIL_PUBLIC_URL."""
+    """Write the subscriber's Atom feeds as OPML 2.0 for a feed reader: its private feed (its link made if
+    it has none) and one public feed per follow, at PAPERTRAIL_PUBLIC_URL."""
     from core.delivery import NEWSLETTER_CHANNEL, normalise_address, split_address
-    from core.feed_links import opml, private_feed_url
+    from core.feed_links import opml
+    from core.feeds import private_feed_url
     from core.models import utcnow
 
     with _store_context() as ctx:
@@ -647,12 +648,11 @@ def export_opml_command(
         if subscriber is None or subscriber.id is None:
             raise _fail(f"no subscriber {address}", FAILURE)
         queries = [f.query for f in ctx.store.follows_of(subscriber.id)]
-        text = opml(ctx.settings, subscriber, queries, now=utcnow())
-        private = private_feed_url(ctx.settings, subscriber)
-        keyed = ctx.settings.secret_key is not None
+        # The private feed's link is made here if the reader never opened it (as the manage page does).
+        private = private_feed_url(ctx.store, ctx.settings, subscriber)
+        text = opml(ctx.settings, subscriber, queries, private=private, now=utcnow())
     if private is None:
-        why = "it has no private feed link yet" if keyed else "PAPERTRAIL_SECRET_KEY is not set"
-        err.print(f"note: no private feed in the file: {why}")
+        err.print("note: no private feed in the file: PAPERTRAIL_SECRET_KEY is not set")
     if output is None:
         sys.stdout.write(text)
         return

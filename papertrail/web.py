@@ -13,6 +13,8 @@
 ``/metrics``                       Prometheus text format, read from the database at scrape time
 ``/unsubscribe/{token}``           GET asks, POST unsubscribes (RFC 8058 one-click)
 ``/manage/{token}``                GET shows follows, schedule and language, POST changes them
+``/feeds?q=QUERY``                 Atom feed of a follow query (cached, conditional GET)
+``/feeds/private/{token}``         Atom feed of what one subscriber's digests carried (signed, revocable)
 =================================  =========================================================================
 
 Every page is in English or Simplified Chinese (gettext catalog ``locale/zh/LC_MESSAGES/web.po``): a
@@ -66,6 +68,7 @@ from core.store_browser import (
 from core.store_ledger import changes
 from papertrail.context import SOURCE_NAMES, AppContext
 from papertrail.web_dashboard import headline_times
+from papertrail.web_feeds import FeedPages
 from papertrail.web_metrics import StoreCollector, exposition, judged_sources, metrics_registry, readiness
 from papertrail.web_pages import SECURITY_HEADERS, Pages, language_headers, number
 from papertrail.web_signup import SignupPages
@@ -107,6 +110,7 @@ def build_app(ctx: AppContext, *, clock: Callable[[], datetime] = utcnow) -> Sta
         *icon_routes(),
         *subscribers.routes(),
         *SignupPages(ctx, web.pages).routes(),
+        *FeedPages(ctx, web.pages, clock).routes(),
     ]
     from bot.slack import serves_http  # slack_bolt is imported only when Slack is configured
 

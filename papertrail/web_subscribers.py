@@ -13,9 +13,10 @@
   /manage/{token}/feeds.opml`` the reader's Atom feeds as OPML 2.0 (core.feed_links); both as
   attachments, never cached.
 * ``GET /manage/{token}`` shows the follows, schedule, timezone, language and status; ``POST
-  /manage/{token}`` with ``action`` = ``add``, ``remove``, ``schedule``, ``language``, ``unsubscribe`` or
-  ``resubscribe`` changes them and redirects back (303) to the page with a notice. Any other action is
-  refused with 400.
+  /manage/{token}`` with ``action`` = ``add``, ``remove``, ``schedule``, ``language``, ``unsubscribe``,
+  ``resubscribe`` or ``feed`` (revoke the private Atom feed's link and make a new one, core.feeds) changes
+  them and redirects back (303) to the page with a notice. Any other action is refused with 400. The page
+  shows the private feed's link, drawing its nonce the first time it is shown.
 
 The pages speak the subscriber's stored language (``Subscriber.language``) unless the request chooses
 one (``?lang=`` or the language cookie, :mod:`papertrail.web_pages`); choosing a language on the manage
@@ -41,6 +42,7 @@ from core import tokens
 from core.delivery import normalise_address
 from core.digests import resume
 from core.feed_links import opml
+from core.feeds import private_feed_url, renew_private_feed
 from core.follows import follow
 from core.i18n import LANGUAGES, N_, listing, normalize_language, said
 from core.masking import mask_address
@@ -67,8 +69,9 @@ NOTICES = {
     "unsubscribed": N_("You are unsubscribed: no more digests. Your follows are kept below."),
     "resubscribed": N_("You are subscribed again: digests resume on your schedule."),
     "active": N_("You are subscribed already."),
+    "feed": N_("Your feed has a new link; the old link no longer works."),
 }
-ACTIONS = ("add", "remove", "schedule", "language", "unsubscribe", "resubscribe")
+ACTIONS = ("add", "remove", "schedule", "language", "unsubscribe", "resubscribe", "feed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -457,8 +460,14 @@ class SubscriberPages:
             return found
         assert found.id is not None
         queries = [f.query for f in self.store.follows_of(found.id)]
-        body = opml(self.ctx.settings, found, queries, now=self.pages.clock())
+        private = private_feed_url(self.store, self.ctx.settings, found)
+        body = opml(self.ctx.settings, found, queries, private=private, now=self.pages.clock())
         return _download(body, "text/x-opml", "papertrail-feeds.opml")
+
+    def _do_feed(self, subscriber: Subscriber, fields: Mapping[str, str], reader: Reader) -> str | FormError:
+        assert subscriber.id is not None
+        renew_private_feed(self.store, subscriber.id)
+        return "feed"
 
     def _manage_view(
         self,
@@ -490,6 +499,8 @@ class SubscriberPages:
             statuses=SubscriberStatus,
             # What a subscriber who chose no language gets: the operator's default (issue 20).
             default_language=self.pages.default_language,
+            # The private Atom feed's link; its nonce is drawn the first time the page shows it.
+            feed_url=private_feed_url(self.store, self.ctx.settings, subscriber),
         )
 
 

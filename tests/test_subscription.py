@@ -14,14 +14,14 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import pytest
 import sqlalchemy as sa
 
 from core import newsletters, tokens
 from core.config import Settings
-from core.feed_links import FEED_PURPOSE, opml, private_feed_url
+from core.feed_links import opml, query_feed_url
+from core.feeds import private_feed_url
 from core.follows import follow
 from core.models import Digest, DigestState, Follow, Match, Subscriber
 from core.service import match_new
@@ -471,24 +471,22 @@ def test_opml_lists_the_private_feed_and_one_public_feed_per_follow(sqlite_store
     assert subscriber is not None and subscriber.id is not None
     queries = [f.query for f in sqlite_store.follows_of(subscriber.id)]
 
-    # No nonce yet: no private feed link, so no private outline.
-    assert private_feed_url(settings, subscriber) is None
-    listed = outlines(opml(settings, subscriber, queries, now=T0))
+    # Without a private feed URL (no secret key to sign one), only the public feeds.
+    listed = outlines(opml(settings, subscriber, queries, private=None, now=T0))
     assert [o["xmlUrl"] for o in listed] == [
         "https://papers.example.org/feeds?q=cat%3Acs.DC",
-        "https://papers.example.org/feeds?q=au%3A%22Zeng%20Li%22%20ti%3A%22a%20%26%20%3Cb%3E%22",
+        "https://papers.example.org/feeds?q=au%3A%22Zeng+Li%22+ti%3A%22a+%26+%3Cb%3E%22",
     ]
     assert listed[1]["text"] == 'PaperTrail: au:"Zeng Li" ti:"a & <b>"' and listed[1]["type"] == "rss"
 
-    subscriber = sqlite_store.update_subscriber(subscriber.id, feed_nonce="n0nce", language="zh")
-    token = tokens.sign(KEY, FEED_PURPOSE, f"{ADDRESS}\0n0nce")
-    assert tokens.verify(KEY, "feed", token) == f"{ADDRESS}\0n0nce"
-    listed = outlines(opml(settings, subscriber, queries, now=T0))
-    assert listed[0]["xmlUrl"] == f"https://papers.example.org/feeds/private/{token}"
-    assert listed[0]["title"] == "PaperTrail：你的关注匹配到的全部论文（私人）"
+    # The private feed's URL is the one core.feeds makes (drawing the nonce), first, titled in Chinese.
+    private = private_feed_url(sqlite_store, settings, subscriber)
+    assert private is not None and private.startswith("https://papers.example.org/feeds/private/")
+    subscriber = sqlite_store.update_subscriber(subscriber.id, language="zh")
+    listed = outlines(opml(settings, subscriber, queries, private=private, now=T0))
+    assert listed[0]["xmlUrl"] == private and listed[0]["title"] == "PaperTrail：你的摘要"
     assert len(listed) == 3 and all(o["htmlUrl"] == "https://papers.example.org/" for o in listed)
-    # Without a secret key nothing can be signed: no private outline.
-    assert len(outlines(opml(Settings(), subscriber, queries, now=T0))) == 2
+    assert private_feed_url(sqlite_store, Settings(), subscriber) is None  # nothing to sign with
 
 
 # -- the manage page's downloads ---------------------------------------------------------------------------
@@ -520,9 +518,9 @@ def test_manage_page_downloads_are_token_checked_and_not_cached(store: Store) ->
     assert feeds.status_code == 200 and feeds.headers["cache-control"] == "no-store"
     assert feeds.headers["content-disposition"] == 'attachment; filename="papertrail-feeds.opml"'
     listed = outlines(feeds.text)
-    token = tokens.sign(KEY, FEED_PURPOSE, f"{ADDRESS}\0n0nce")
+    token = tokens.sign(KEY, tokens.FEED, tokens.feed_subject(ADDRESS, "n0nce"))
     assert [o["xmlUrl"] for o in listed] == [f"https://papers.example.org/feeds/private/{token}"] + [
-        f"https://papers.example.org/feeds?q={quote(q, safe='')}" for q, *_ in follows_state(store, ADDRESS)
+        query_feed_url("https://papers.example.org", q) for q, *_ in follows_state(store, ADDRESS)
     ]
 
     forged = tokens.sign("another key", tokens.MANAGE, ADDRESS)
