@@ -35,6 +35,7 @@ import jinja2
 import markupsafe
 
 from core import tokens
+from core.bibtex import bibtex_url
 from core.i18n import (
     DEFAULT_LANGUAGE,
     LANGUAGE_TAGS,
@@ -243,6 +244,10 @@ class DigestView:
     # What the unsubscribe link says: "Leave <newsletter title>" when it leaves one newsletter only.
     unsubscribe_label: str = "Unsubscribe"
 
+    def bibtex_url(self, item: DigestItem) -> str:
+        """Where PaperTrail serves the item's BibTeX entry; empty when the renderer has no public URL."""
+        return bibtex_url(self.public_url, item.arxiv_id) if self.public_url else ""
+
 
 def digest_subject(
     new: int,
@@ -437,6 +442,7 @@ class Renderer:
             key=key,
             unsubscribe_url=view.unsubscribe_url,
             manage_url=view.manage_url,
+            public_url=self.public_url,
             language=language,
         )
 

@@ -34,6 +34,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from core import tokens
+from core.bibtex import MAX_HISTORY_PAPERS
 from core.delivery import normalise_address
 from core.digests import resume
 from core.follows import follow
@@ -97,6 +98,11 @@ class SubscriberPages:
     def _key(self) -> str:
         secret = self.ctx.settings.secret_key
         return secret.get_secret_value() if secret else ""
+
+    def managed(self, token: str, reader: Reader) -> Subscriber | Response:
+        """The subscriber a valid manage token names, or the page that says why there is none: for routes
+        behind the manage link that live elsewhere (``papertrail.web_bibtex``)."""
+        return self._subscriber(token, tokens.MANAGE, reader)
 
     def _subscriber(self, token: str, purpose: str, reader: Reader) -> Subscriber | Response:
         """The subscriber a valid token names, or the page that says why there is none."""
@@ -457,4 +463,5 @@ class SubscriberPages:
             statuses=SubscriberStatus,
             # What a subscriber who chose no language gets: the operator's default (issue 20).
             default_language=self.pages.default_language,
+            max_history=MAX_HISTORY_PAPERS,
         )
