@@ -66,6 +66,7 @@ from core.text_safety import strip_control
 __all__ = [
     "MAX_HISTORY_PAPERS",
     "MEDIA_TYPE",
+    "UNSAFE_PREFIXES",
     "UNSAFE_WORDS",
     "Citable",
     "bibtex_name",
