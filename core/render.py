@@ -7,6 +7,10 @@ plain text (it goes to a terminal or a text/plain part, after control characters
 entities in ``.html.j2``, and ``&``, ``<``, ``>`` in ``.mrkdwn.j2``. So titles, abstracts and author names
 can never inject markup into any channel.
 
+Each item links its paper's BibTeX entry on this PaperTrail (``DigestView.bibtex_url``,
+``core.bibtex.bibtex_url``) when the renderer has a public URL; without one (tests, benchmarks) there is
+no such link.
+
 Templates print ``{{ cut }}`` between items; the renderer splits each output there into blocks so that
 adapters with a length limit split a digest only between items (:func:`core.delivery.pack_blocks`).
 Inside one block a template may print ``{{ part }}`` to separate fields an adapter lays out itself (the
