@@ -49,8 +49,8 @@ takes the last word as the surname. A name containing the word ``and`` (``Smith 
 is wrapped in braces, else BibTeX would read two people.
 
 **Meta tags** (:func:`highwire_tags`): what Zotero's "Embedded Metadata" translator and Google Scholar
-read. See docs/status-page.md#citations for what each tag is for and why ``citation_journal_title`` is
-not one of them.
+read. See docs/status-page.md#citations-bibtex-and-zotero for what each tag is for and why
+``citation_journal_title`` is not one of them.
 """
 
 from __future__ import annotations
@@ -259,8 +259,12 @@ def bibtex_value(text: str) -> str:
         elif kind == "word":
             out.append(_as_text(value) if _unsafe_word(value[1:]) else value)
         elif kind == "symbol":
-            # \{ and \} are TeX's literal braces, which BibTeX would count as group braces.
-            out.append(_TEXT_ESCAPES[value[1]] if value[1] in "{}" else value)
+            # \{ and \} are TeX's literal braces, which BibTeX would count as group braces; \( \) \[ \]
+            # outside a math span open or close math that is not there.
+            if value[1] in "{}":
+                out.append(_TEXT_ESCAPES[value[1]])
+            else:
+                out.append(_as_text(value) if value[1] in "()[]" else value)
         elif kind in ("open", "close"):
             out.append(value if index in kept else _as_text(value))
         else:

@@ -247,6 +247,7 @@ def test_hostile_titles_stay_inside_their_field() -> None:
         ("\\def\\x{y}", "\\textbackslash{}def\\x{y}"),
         ("$50%$ off", "\\$50\\%\\$ off"),
         ("\\{literal\\}", "\\textbraceleft{}literal\\textbraceright{}"),
+        ("\\[ unclosed", "\\textbackslash{}[ unclosed"),
         ("{\\Lambda}CDM and $\\mathbb{R}^3$", "{\\Lambda}CDM and $\\mathbb{R}^3$"),
     ],
 )
