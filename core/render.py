@@ -7,6 +7,10 @@ plain text (it goes to a terminal or a text/plain part, after control characters
 entities in ``.html.j2``, and ``&``, ``<``, ``>`` in ``.mrkdwn.j2``. So titles, abstracts and author names
 can never inject markup into any channel.
 
+Each item links its paper's BibTeX entry on this PaperTrail (``DigestView.bibtex_url``,
+``core.bibtex.bibtex_url``) when the renderer has a public URL; without one (tests, benchmarks) there is
+no such link.
+
 Templates print ``{{ cut }}`` between items; the renderer splits each output there into blocks so that
 adapters with a length limit split a digest only between items (:func:`core.delivery.pack_blocks`).
 Inside one block a template may print ``{{ part }}`` to separate fields an adapter lays out itself (the
@@ -35,6 +39,7 @@ import jinja2
 import markupsafe
 
 from core import tokens
+from core.bibtex import bibtex_url
 from core.i18n import (
     DEFAULT_LANGUAGE,
     LANGUAGE_TAGS,
@@ -243,6 +248,10 @@ class DigestView:
     # What the unsubscribe link says: "Leave <newsletter title>" when it leaves one newsletter only.
     unsubscribe_label: str = "Unsubscribe"
 
+    def bibtex_url(self, item: DigestItem) -> str:
+        """Where PaperTrail serves the item's BibTeX entry; empty when the renderer has no public URL."""
+        return bibtex_url(self.public_url, item.arxiv_id) if self.public_url else ""
+
 
 def digest_subject(
     new: int,
@@ -437,6 +446,7 @@ class Renderer:
             key=key,
             unsubscribe_url=view.unsubscribe_url,
             manage_url=view.manage_url,
+            public_url=self.public_url,
             language=language,
         )
 

@@ -48,6 +48,7 @@ from core.store_fanout import FAN_OUT_VERSIONS, ReasonsJson, fan_out, pending_ve
 from core.store_feeds import FeedQueries
 from core.store_follows import FollowBulkQueries
 from core.store_guides import GuideQueries
+from core.store_history import HistoryQueries
 from core.store_ids import ID_CHUNK, id_conditions
 from core.store_ledger import LedgerQueries
 from core.store_newsletters import NewsletterQueries
@@ -215,6 +216,7 @@ class Store(
     GuideQueries,
     FollowBulkQueries,
     AlarmQueries,
+    HistoryQueries,
 ):
     """The database. Build one per process from an engine and pass it down."""
 

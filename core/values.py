@@ -160,6 +160,9 @@ class Message:
     unsubscribe_url: str = ""
     manage_url: str = ""
     language: str = "en"
+    # PAPERTRAIL_PUBLIC_URL as the renderer had it (empty without one): adapters that build links of their
+    # own from it (the webhook's bibtex_url, core.bibtex.bibtex_url).
+    public_url: str = ""
 
 
 @dataclass(frozen=True, slots=True)

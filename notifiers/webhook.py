@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from core.bibtex import bibtex_url
 from core.config import Settings
 from core.delivery import DeliveryError
 from core.retry_after import retry_after_seconds
@@ -153,12 +154,14 @@ def _guide(item: DigestItem) -> dict[str, Any] | None:
     }
 
 
-def _item(item: DigestItem) -> dict[str, Any]:
+def _item(item: DigestItem, public_url: str) -> dict[str, Any]:
     return {
         "arxiv_id": item.arxiv_id,
         "version": item.version,
         "versioned_id": f"{item.arxiv_id}v{item.version}",
         "url": item.url,
+        # The paper's BibTeX entry on this PaperTrail (PAPERTRAIL_PUBLIC_URL); null without a public URL.
+        "bibtex_url": bibtex_url(public_url, item.arxiv_id) if public_url else None,
         "title": _clean(item.title),
         "authors": [_clean(name) for name in item.authors],
         "categories": list(item.categories),
@@ -179,7 +182,7 @@ def _timestamp(moment: datetime) -> str:
 
 def digest_payload(message: Message, generated_at: datetime) -> dict[str, Any]:
     """The JSON document for one digest (schema ``papertrail.digest/1``, see docs/webhooks.md)."""
-    items = [_item(item) for item in message.items]
+    items = [_item(item, message.public_url) for item in message.items]
     revisions = sum(1 for item in message.items if item.is_revision)
     return {
         "schema": SCHEMA,

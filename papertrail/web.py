@@ -6,7 +6,9 @@
 ``/``                              status: last 24 hours, sources (ok/quiet/stale/failing), library, queue,
                                    a 30-day chart; refreshes every minute; no JavaScript
 ``/papers``                        the paper browser: sort, filters, text search, 50 per page
-``/papers/{arxiv_id}``             one paper: versions, what each revision changed, AI guides, community picks
+``/papers/{arxiv_id}``             one paper: versions, what each revision changed, AI guides, community
+                                   picks, citation ``<meta>`` tags for Zotero and Google Scholar
+``/papers/{arxiv_id}.bib``         the paper's BibTeX entry (its newest version), a download
 ``/sources/{name}``                a source's recent runs
 ``/healthz``                       liveness: 200 ``ok`` without touching the database
 ``/readyz``                        200 when ``SELECT 1`` works, else 503 with the reason
@@ -15,6 +17,7 @@
 ``/manage/{token}``                GET shows follows, schedule and language, POST changes them
 ``/feeds?q=QUERY``                 Atom feed of a follow query (cached, conditional GET)
 ``/feeds/private/{token}``         Atom feed of what one subscriber's digests carried (signed, revocable)
+``/manage/{token}/papers.bib``     every paper the subscriber's sent digests carried, as one BibTeX file
 =================================  =========================================================================
 
 Every page is in English or Simplified Chinese (gettext catalog ``locale/zh/LC_MESSAGES/web.po``): a
@@ -48,6 +51,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from core.bibtex import highwire_tags
 from core.chart import ChartWords, DayCounts, daily_chart
 from core.health import Health
 from core.i18n import Translator, listing, translator
@@ -67,10 +71,11 @@ from core.store_browser import (
 )
 from core.store_ledger import changes
 from papertrail.context import SOURCE_NAMES, AppContext
+from papertrail.web_bibtex import BibtexRoutes
 from papertrail.web_dashboard import headline_times
 from papertrail.web_feeds import FeedPages
 from papertrail.web_metrics import StoreCollector, exposition, judged_sources, metrics_registry, readiness
-from papertrail.web_pages import SECURITY_HEADERS, Pages, language_headers, number
+from papertrail.web_pages import SECURITY_HEADERS, Pages, bare_paper_id, language_headers, number
 from papertrail.web_signup import SignupPages
 from papertrail.web_subscribers import SubscriberPages
 
@@ -102,6 +107,8 @@ def build_app(ctx: AppContext, *, clock: Callable[[], datetime] = utcnow) -> Sta
     routes = [
         Route("/", web.status_page, methods=["GET"]),
         Route("/papers", web.papers_page, methods=["GET"]),
+        # Before the paper page, whose {arxiv_id:path} would also take "2411.17700.bib".
+        *BibtexRoutes(ctx, web.pages, subscribers).routes(),
         Route("/papers/{arxiv_id:path}", web.paper_page, methods=["GET"]),
         Route("/sources/{name}", web.source_page, methods=["GET"]),
         Route("/healthz", web.healthz, methods=["GET"]),
@@ -401,7 +408,7 @@ class _Web:
         reader = self.pages.reader(request)
         t = reader.t
         raw = request.path_params["arxiv_id"]
-        bare = re.sub(r"v\d+$", "", raw.strip().removeprefix("arXiv:").removeprefix("arxiv:"))
+        bare = bare_paper_id(raw)
         if not bare:
             return language_headers(RedirectResponse("/papers", status_code=307), reader)
         versions = self.store.versions_of(bare)
@@ -429,6 +436,8 @@ class _Web:
             guides=[(v, guides[v.id]) for v in reversed(versions) if v.id in guides],
             picks=list(reversed(picks)),
             upvotes=max((pick.upvotes for pick in picks), default=0),
+            # Highwire Press <meta> tags for Zotero and Google Scholar (core.bibtex); none without a version.
+            citation=highwire_tags(versions),
         )
 
     def source_page(self, request: Request) -> Response:

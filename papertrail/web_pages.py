@@ -27,6 +27,7 @@ import markupsafe
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
+from core.bibtex import bibtex_path
 from core.i18n import (
     DEFAULT_LANGUAGE,
     LANGUAGE_NAMES,
@@ -191,6 +192,11 @@ def safe_url(value: str | None) -> str:
     except ValueError:
         return ""
     return value.strip() if parts.scheme in ("http", "https") and parts.netloc else ""
+
+
+def bare_paper_id(raw: str) -> str:
+    """The paper id a ``/papers/...`` path names: without ``arXiv:`` prefix or version (``2411.17700v2``)."""
+    return re.sub(r"v\d+$", "", raw.strip().removeprefix("arXiv:").removeprefix("arxiv:"))
 
 
 def paper_path(arxiv_id: str) -> str:
@@ -395,6 +401,7 @@ def make_environment(language: str = DEFAULT_LANGUAGE, zone: str = "UTC") -> jin
         short_authors=translated_authors,
         shorten=shorten,
         paper_path=paper_path,
+        bibtex_path=bibtex_path,
         arxiv_url=arxiv_url,
         word=translated_word,
         reason=translated_reason,

@@ -39,6 +39,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from core import tokens
+from core.bibtex import MAX_HISTORY_PAPERS
 from core.delivery import normalise_address
 from core.digests import resume
 from core.feed_links import opml
@@ -109,6 +110,11 @@ class SubscriberPages:
     def _key(self) -> str:
         secret = self.ctx.settings.secret_key
         return secret.get_secret_value() if secret else ""
+
+    def managed(self, token: str, reader: Reader) -> Subscriber | Response:
+        """The subscriber a valid manage token names, or the page that says why there is none: for routes
+        behind the manage link that live elsewhere (``papertrail.web_bibtex``)."""
+        return self._subscriber(token, tokens.MANAGE, reader)
 
     def _subscriber(self, token: str, purpose: str, reader: Reader) -> Subscriber | Response:
         """The subscriber a valid token names, or the page that says why there is none."""
@@ -501,6 +507,7 @@ class SubscriberPages:
             default_language=self.pages.default_language,
             # The private Atom feed's link; its nonce is drawn the first time the page shows it.
             feed_url=private_feed_url(self.store, self.ctx.settings, subscriber),
+            max_history=MAX_HISTORY_PAPERS,
         )
 
 

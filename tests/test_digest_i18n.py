@@ -75,7 +75,7 @@ ENGLISH_PHRASES = (
     "part 1 of",
 )
 # Latin words a Chinese digest may show besides the papers' own data: names and abbreviations.
-ALLOWED_WORDS = {"PaperTrail", "arXiv", "AI", "DOI", "GPU", "rollout"}
+ALLOWED_WORDS = {"PaperTrail", "arXiv", "AI", "DOI", "GPU", "rollout", "BibTeX"}
 
 
 def renderer() -> Renderer:

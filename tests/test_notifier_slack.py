@@ -43,8 +43,10 @@ TOKEN = "xoxb-test-token-0123456789"
 CHANNEL = "C0123ABC"
 
 
-def digest(items: Sequence[DigestItem], *, max_items: int = 50, skip_parts: int = 0) -> Message:
-    message = Renderer(max_items=max_items).render("slack", items, CHANNEL)
+def digest(
+    items: Sequence[DigestItem], *, max_items: int = 50, skip_parts: int = 0, public_url: str = ""
+) -> Message:
+    message = Renderer(max_items=max_items, public_url=public_url).render("slack", items, CHANNEL)
     return dataclasses.replace(message, skip_parts=skip_parts)
 
 
@@ -147,7 +149,7 @@ def test_manage_link_and_more_in_the_footer() -> None:
 
 
 async def test_hostile_digest_golden_and_escaped(slack: FakeSlack) -> None:
-    message = digest(hostile_items())
+    message = digest(hostile_items(), public_url="https://papertrail.example")
     payloads = build_payloads(message)
     check_golden("slack_hostile.json", dump(payloads))
 

@@ -114,13 +114,15 @@ def two_items() -> list[DigestItem]:
 
 
 @functools.cache
-def renderer(max_items: int = 50) -> Renderer:
+def renderer(max_items: int = 50, public_url: str = "") -> Renderer:
     """One Renderer per cap: compiling the templates again for every digest would slow the tests down."""
-    return Renderer(max_items=max_items)
+    return Renderer(max_items=max_items, public_url=public_url)
 
 
-def digest(items: list[DigestItem], *, max_items: int = 50, chat: str = "777") -> Message:
-    return renderer(max_items).render("telegram", items, chat)
+def digest(
+    items: list[DigestItem], *, max_items: int = 50, chat: str = "777", public_url: str = ""
+) -> Message:
+    return renderer(max_items, public_url).render("telegram", items, chat)
 
 
 def long_digest() -> Message:
@@ -203,7 +205,7 @@ async def test_sends_a_digest_as_telegram_html(api: FakeTelegram, notifier: Tele
 
 
 async def test_hostile_digest_golden_and_escaped(api: FakeTelegram, notifier: TelegramNotifier) -> None:
-    message = digest(hostile_items(), chat="12345")
+    message = digest(hostile_items(), chat="12345", public_url="https://papertrail.example")
     assert message.html is not None
     check_golden("telegram_hostile.html", message.html)
 
@@ -215,7 +217,12 @@ async def test_hostile_digest_golden_and_escaped(api: FakeTelegram, notifier: Te
     assert '<script>alert("x")</script> & <b>bold</b> <a href="https://evil.example">click</a>' in shown
     assert "Ada <Lovelace>" in shown and "</p><img src=x onerror=alert(1)>" in shown
     assert {e["type"] for e in entities} <= {"bold", "italic", "code", "text_link", "expandable_blockquote"}
-    assert all(e["url"].startswith("https://arxiv.org/abs/") for e in entities if e["type"] == "text_link")
+    # The links are PaperTrail's own: arXiv's abstract pages and each paper's BibTeX entry here.
+    links = [e["url"] for e in entities if e["type"] == "text_link"]
+    assert sorted(url for url in links if url.startswith("https://papertrail.example/")) == [
+        f"https://papertrail.example/papers/{item.arxiv_id}.bib" for item in hostile_items()
+    ]
+    assert all(url.startswith(("https://arxiv.org/abs/", "https://papertrail.example/")) for url in links)
     assert "\x1b" not in shown and "\x00" not in shown
     # The 10,000-character abstract is cut to the template's 600 characters.
     quotes = [shown[e["offset"] : e["offset"] + e["length"]] for e in entities if "blockquote" in e["type"]]

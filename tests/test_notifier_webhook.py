@@ -123,7 +123,8 @@ def test_digest_key_falls_back_to_a_content_hash() -> None:
 
 
 async def test_schema_golden(receiver: WebhookReceiver, notifier: WebhookNotifier) -> None:
-    message = Renderer(max_items=4).render("webhook", hostile_items(), receiver.url, key="digest-golden")
+    renderer = Renderer(max_items=4, public_url="https://papertrail.example")
+    message = renderer.render("webhook", hostile_items(), receiver.url, key="digest-golden")
     await notifier.send(receiver.url, message)
 
     [got] = receiver.deliveries

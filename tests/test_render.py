@@ -36,7 +36,9 @@ def real_items() -> list[DigestItem]:
 
 @pytest.mark.parametrize("channel", ["email", "console"])
 def test_golden_digests(channel: str) -> None:
-    message = Renderer(max_items=50).render(channel, real_items(), "ada@example.org")
+    message = Renderer(max_items=50, public_url="https://papertrail.example").render(
+        channel, real_items(), "ada@example.org"
+    )
     assert message.subject == "PaperTrail: 3 new papers, 2 revisions"
     check_golden(f"{channel}.txt", message.text)
     if channel == "email":
