@@ -23,9 +23,9 @@ import os
 import socket
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
 from core.delivery import (
     DeliveryError,
@@ -37,15 +37,18 @@ from core.delivery import (
     split_address,
 )
 from core.delivery_alarm import Refused, settle
+from core.health import recent_announcement
 from core.i18n import DEFAULT_LANGUAGE, reader_language
 from core.masking import mask_address, mask_text
 from core.models import Subscriber, SubscriberStatus, utcnow
 from core.newsletters import open_due_issues
+from core.receipts import LOOKBACK, RUN_OVERLAP, RunLog, receipt_window
 from core.render import RankKey, Renderer, newsletter_names, newsletter_of, rank_key, shown
 from core.schedule import is_due, parse_schedule
+from core.status import CALENDAR_SOURCES
 from core.store import Store
 from core.store_ledger import ClaimedDigest, DigestPlan, RankedMatch
-from core.values import DigestItem, DigestRest, SendResult
+from core.values import DigestItem, DigestRest, Receipt, SendResult
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +76,10 @@ class DeliveryPolicy:
     # Distinct recipients refused the same way in one batch that make it the server's refusal, not
     # theirs (core.delivery_alarm; PAPERTRAIL_DELIVERY_ALARM_RECIPIENTS).
     alarm_recipients: int = 5
+    # arXiv's calendar, as the status page reads it: which days heartbeats go out on, and when a source
+    # counts as stale in a scan receipt (PAPERTRAIL_ARXIV_HOLIDAYS, PAPERTRAIL_ARXIV_STALE_GRACE_HOURS).
+    holidays: frozenset[date] = frozenset()
+    stale_grace: timedelta = timedelta(hours=4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +137,8 @@ async def send_due_digests(
             raise LookupError(
                 f"no subscriber {address}; add a follow with: papertrail follow {address} QUERY"
             )
-    plan_digests(store, notifiers, now=clock(), force=force, address=address)
+    plan_digests(store, notifiers, now=clock(), force=force, address=address, holidays=policy.holidays)
+    receipts = PassReceipts(store, clock(), holidays=policy.holidays, grace=policy.stale_grace)
     reports: list[DigestReport] = []
     # Digests attempted in this pass that are back in the queue (a retryable failure), kept out of the
     # later claims so that each is attempted once per pass. Sent, refused and dead-lettered ones cannot be
@@ -142,9 +150,10 @@ async def send_due_digests(
     async def attempt(claimed: ClaimedDigest, batch: ClaimedBatch) -> DigestReport:
         items, rest = batch.items[claimed.digest_id], batch.rest_of(claimed.digest_id)
         titles = batch.titles_for(items, rest)
+        receipt = receipts.receipt(claimed, matched=len(items) + rest.count)
         async with gate:
             return await _deliver(
-                store, notifiers, renderer, claimed, items, policy, titles, worker, clock, rest
+                store, notifiers, renderer, claimed, items, policy, titles, worker, clock, rest, receipt
             )
 
     while (
@@ -283,12 +292,15 @@ def plan_digests(
     now: datetime,
     force: bool = False,
     address: str | None = None,
+    holidays: Collection[date] = (),
 ) -> int:
-    """Open a digest for every subscriber that is due; returns how many were opened.
+    """Open a digest for every subscriber that is due, then the heartbeats that are due; returns how many
+    were opened.
 
     Subscribers on a channel this process has no notifier for are left alone: their matches stay pending
     until a process that can deliver them plans them. Newsletters that are due open their issues first,
-    so that the members' copies go into the digests planned here.
+    so that the members' copies go into the digests planned here. ``holidays`` are arXiv's (no heartbeat
+    for a mailing that does not exist); an operator's ``force`` sends what is pending, never a heartbeat.
     """
     # Fans what matching found out to the followers first: newsletters and subscribers plan from Match rows.
     open_due_issues(store, now=now, due=_due, force=force, address=address)
@@ -301,7 +313,7 @@ def plan_digests(
             now, address, channels=list(notifiers), ignore_backoff=force, after=after, limit=PLAN_BATCH
         )
         if not candidates:
-            return opened
+            break
         after = candidates[-1].id or 0
         plans = [
             # Between scheduled digests only the matches of instant follows go out.
@@ -312,7 +324,96 @@ def plan_digests(
         ]
         opened += len(store.open_digests(plans, now=now))
         if len(candidates) < PLAN_BATCH:
+            break
+    # After the digests: a subscriber whose digest was just opened has one open, and gets no heartbeat.
+    if not force:
+        opened += plan_heartbeats(store, notifiers, now=now, address=address, holidays=holidays)
+    return opened
+
+
+def plan_heartbeats(
+    store: Store,
+    notifiers: Mapping[str, Notifier],
+    *,
+    now: datetime,
+    address: str | None = None,
+    holidays: Collection[date] = (),
+) -> int:
+    """Open a heartbeat for every subscriber who asked for one and whose scheduled digest time has come
+    with nothing matched, on an arXiv announcement day; returns how many were opened.
+
+    An announcement day: arXiv announced a mailing in the 24 hours before ``now``
+    (:func:`core.health.recent_announcement`, which knows the calendar and ``holidays``). At most one
+    heartbeat per announcement, and none when any digest went to the subscriber since it; instant
+    schedules have no digest time and get none. A heartbeat is delivered like any digest (claimed, retried,
+    recorded once), so it is sent once even with several planners and workers.
+    """
+    announced = recent_announcement(now, holidays)
+    if announced is None:
+        return 0
+    opened = 0
+    after = 0
+    while True:
+        candidates = store.heartbeat_candidates(
+            now, announced, address, channels=list(notifiers), after=after, limit=PLAN_BATCH
+        )
+        if not candidates:
             return opened
+        after = candidates[-1].id or 0
+        plans = [
+            DigestPlan(subscriber.id or 0, split_address(subscriber.address)[0], instant_only=False)
+            for subscriber in candidates
+            if _heartbeat_due(subscriber, now)
+        ]
+        opened += len(store.open_heartbeats(plans, not_since=announced, now=now))
+        if len(candidates) < PLAN_BATCH:
+            return opened
+
+
+def _heartbeat_due(subscriber: Subscriber, now: datetime) -> bool:
+    """The subscriber's scheduled digest time has come (an instant schedule has none)."""
+    return subscriber.schedule.strip().casefold() != "instant" and _due(subscriber, now)
+
+
+class PassReceipts:
+    """The scan receipts of one delivery pass (core.receipts), from source runs read once when the first
+    receipt is needed: the runs of the :data:`~core.receipts.LOOKBACK` before the pass (and an hour more),
+    which covers the window of every digest planned within that hour. A digest planned earlier (a retry)
+    or later (by another worker, during this pass) reads the runs of its own window."""
+
+    # Digests planned this long before the pass still have their window in the pass's runs.
+    SLACK = timedelta(hours=1)
+
+    def __init__(self, store: Store, now: datetime, *, holidays: Collection[date], grace: timedelta) -> None:
+        self.store = store
+        self.now = now
+        self.holidays = holidays
+        self.grace = grace
+        self._log: tuple[datetime, datetime, RunLog] | None = None
+
+    def _load(self, since: datetime, until: datetime) -> RunLog:
+        runs = self.store.receipt_runs(since, until, overlap=RUN_OVERLAP, sources=CALENDAR_SOURCES)
+        return RunLog(runs, holidays=self.holidays, grace=self.grace)
+
+    def runs_for(self, since: datetime, until: datetime) -> RunLog:
+        """A run log that covers the window (since, until]."""
+        if self._log is None:
+            start, end = min(since, self.now - LOOKBACK - self.SLACK), max(until, self.now)
+            self._log = (start, end, self._load(start, end))
+        lo, hi, log = self._log
+        if lo <= since and until <= hi:
+            return log
+        return self._load(since, until)
+
+    def receipt(self, claimed: ClaimedDigest, *, matched: int) -> Receipt | None:
+        """The receipt of a claimed digest of ``matched`` items; None for one claimed without its times."""
+        if claimed.created_at is None or claimed.subscriber_created_at is None:
+            return None
+        since, until = receipt_window(
+            claimed.last_digest_at, claimed.subscriber_created_at, claimed.created_at
+        )
+        log = self.runs_for(since, until)
+        return log.receipt(since=since, until=until, matched=matched, timezone=claimed.timezone)
 
 
 def _due(subscriber: Subscriber, now: datetime) -> bool:
@@ -387,6 +488,7 @@ async def _deliver(
     worker: str = "",
     clock: Callable[[], datetime] = utcnow,
     rest: DigestRest | None = None,
+    receipt: Receipt | None = None,
 ) -> DigestReport:
     channel, target = split_address(claimed.address)
     # Reports count every item of the digest, shown or not (all of them are marked sent with it).
@@ -421,6 +523,8 @@ async def _deliver(
             newsletters=titles,
             language=claimed.language,
             rest=rest,
+            receipt=receipt,
+            heartbeat=claimed.heartbeat,
         )
         if claimed.parts_sent:
             message = dataclasses.replace(message, skip_parts=claimed.parts_sent)
