@@ -77,7 +77,7 @@ def _warning(outage: Outage, zone: tzinfo, until: datetime, t: Translator) -> st
             )
             if failing
             else N_(
-                "{source} behind arXiv's calendar since {start} {zone}, and still behind; papers from that "
+                "{source} behind the announcements since {start} {zone}, and still behind; papers from that "
                 "window will arrive when it catches up."
             )
         )
@@ -86,7 +86,7 @@ def _warning(outage: Outage, zone: tzinfo, until: datetime, t: Translator) -> st
         N_("{source} failing from {start} to {end} {zone}; papers from that window arrive as it catches up.")
         if failing
         else N_(
-            "{source} behind arXiv's calendar from {start} to {end} {zone}; papers from that window "
+            "{source} behind the announcements from {start} to {end} {zone}; papers from that window "
             "arrive as it catches up."
         )
     )
