@@ -440,12 +440,15 @@ class SentRecorder:
     slot, instead of every digest that thread got through while the event loop was busy elsewhere.
 
     It never raises: a failed write (the database away for a moment) is kept in ``error`` and tried again
-    when the ledger calls it after ``send`` returns, on the event loop.
+    when the ledger calls it after ``send`` returns, on the event loop. ``clock`` is the delivery pass's
+    (a test's fixed time): the sent time becomes the subscriber's ``last_digest_at``, which schedules and
+    scan receipts count from.
     """
 
-    def __init__(self, store: Store, claimed: ClaimedDigest) -> None:
+    def __init__(self, store: Store, claimed: ClaimedDigest, clock: Callable[[], datetime] = utcnow) -> None:
         self.store = store
         self.claimed = claimed
+        self.clock = clock
         self.recorded = False
         self.error: Exception | None = None
         self._lock = threading.Lock()
@@ -460,7 +463,7 @@ class SentRecorder:
                     self.claimed.digest_id,
                     platform_id=result.platform_id,
                     parts=self.claimed.parts_sent + result.parts,
-                    now=utcnow(),
+                    now=self.clock(),
                     moved_to=result.moved_to,
                 )
             except Exception as exc:  # recorded again, or raised, by the caller on the event loop
@@ -494,7 +497,7 @@ async def _deliver(
     # Reports count every item of the digest, shown or not (all of them are marked sent with it).
     count = len(items) + (rest.count if rest else 0)
     notifier = notifiers.get(channel)
-    recorder = SentRecorder(store, claimed)
+    recorder = SentRecorder(store, claimed, clock)
 
     async def renew(parts: int) -> None:
         # A split digest goes out at a chat's pace (a 500-item Telegram digest is ~40 messages at 1/s):
@@ -543,7 +546,7 @@ async def _deliver(
         )
         return DigestReport(claimed.address, count, False, str(exc), digest_id=claimed.digest_id)
     except DeliveryError as exc:
-        return _record_failure(store, claimed, exc, count, policy, worker)
+        return _record_failure(store, claimed, exc, count, policy, worker, clock)
     except Exception as exc:  # an adapter bug must not stop the other deliveries, nor lose the digest
         log.exception(
             "delivery of digest %s to %s crashed",
@@ -552,7 +555,7 @@ async def _deliver(
             extra={"subscriber": mask_address(claimed.address), "digest": claimed.digest_id},
         )
         error = DeliveryError(f"unexpected error in the {channel} adapter: {exc!r}", retryable=True)
-        return _record_failure(store, claimed, error, count, policy, worker)
+        return _record_failure(store, claimed, error, count, policy, worker, clock)
     # Adapters that send from the event loop return right after the platform's acceptance: record it now
     # (no await in between). One that sent from its own thread has normally recorded it there already.
     recorder(result)
@@ -604,8 +607,10 @@ def _record_failure(
     items: int,
     policy: DeliveryPolicy,
     worker: str | None = None,
+    clock: Callable[[], datetime] = utcnow,
 ) -> DigestReport:
-    now = utcnow()
+    # The pass's clock, like the claim's and the sent time's: the back-off runs from this attempt.
+    now = clock()
     # The error is stored, listed by the CLI and logged: an adapter may have quoted the address's URL in it.
     error = mask_text(str(exc))
     # Only this worker's claim is failed: if its lease ran out meanwhile and another worker took the digest
