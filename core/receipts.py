@@ -6,11 +6,11 @@ arXiv: 3 announcements, 4512 new versions scanned; 12 matched your follows.", an
 failing or behind arXiv's calendar at any time in that window, with the gap in the reader's timezone.
 
 Computed here, worded by core.receipt_text (which the renderer uses). Pure over the source runs the store
-returns (``Store.receipt_runs``): no I/O here. The counts are what the
-runs recorded (``new_papers + revisions``: the versions stored as news, which are what matching reads;
-the distinct mailing dates of the calendar source's runs that stored something), never estimates. The
-health of a source at any moment is the status page's own verdict (``core.status.judge``) replayed over
-the runs, so a receipt never calls "stale" what the status page would not.
+returns (``Store.receipt_runs``): no I/O here. The counts are what the runs recorded (``new_papers +
+revisions``: the versions stored as news, which are what matching reads; the distinct mailing dates of the
+calendar source's runs that stored something), never estimates. The health of a source at any moment is
+the status page's own verdict (``core.status.judge``) replayed over the runs, so a receipt never calls
+"stale" what the status page would not.
 
 The window: from the reader's ``last_digest_at`` (a first digest: the subscriber's ``created_at``), at most
 :data:`LOOKBACK` back, to the digest's planning time (``Digest.created_at``), so every attempt of one digest
