@@ -348,7 +348,11 @@ def plan_heartbeats(
     schedules have no digest time and get none. A heartbeat is delivered like any digest (claimed, retried,
     recorded once), so it is sent once even with several planners and workers.
     """
-    announced = recent_announcement(now, holidays)
+    try:
+        announced = recent_announcement(now, holidays)
+    except ValueError as exc:  # no mailing in 30 days: PAPERTRAIL_ARXIV_HOLIDAYS lists too many
+        log.error("no heartbeats: %s", exc)
+        return 0
     if announced is None:
         return 0
     opened = 0
@@ -406,14 +410,23 @@ class PassReceipts:
         return self._load(since, until)
 
     def receipt(self, claimed: ClaimedDigest, *, matched: int) -> Receipt | None:
-        """The receipt of a claimed digest of ``matched`` items; None for one claimed without its times."""
+        """The receipt of a claimed digest of ``matched`` items; None for one claimed without its times,
+        or when it cannot be made (logged): a receipt never holds a digest back."""
         if claimed.created_at is None or claimed.subscriber_created_at is None:
             return None
         since, until = receipt_window(
             claimed.last_digest_at, claimed.subscriber_created_at, claimed.created_at
         )
-        log = self.runs_for(since, until)
-        return log.receipt(since=since, until=until, matched=matched, timezone=claimed.timezone)
+        try:
+            runs = self.runs_for(since, until)
+            return runs.receipt(since=since, until=until, matched=matched, timezone=claimed.timezone)
+        except Exception:  # the database away for a moment, a calendar the settings broke
+            log.exception(
+                "digest %s goes out without its scan receipt",
+                claimed.digest_id,
+                extra={"subscriber": mask_address(claimed.address), "digest": claimed.digest_id},
+            )
+            return None
 
 
 def _due(subscriber: Subscriber, now: datetime) -> bool:

@@ -650,3 +650,19 @@ async def test_the_delivery_pass_reads_the_runs_once(store: Store, monkeypatch: 
     reports, printed = await deliver(store, "2026-11-17T07:00")
     assert len(reports) == 5 and len(reads) == 1
     assert printed.count("arXiv: 1 announcement, 1 new version scanned; 1 matched your follows.") == 5
+
+
+async def test_a_receipt_that_cannot_be_made_never_holds_a_digest_back(
+    sqlite_store: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    subscribe(sqlite_store)
+    record(sqlite_store, "arxiv-rss", "2026-11-17T01:05", papers=[paper(1)], cursor=mailing("2026-11-17"))
+
+    def unreachable(self: Store, *args: object, **kwargs: object) -> list[SourceRun]:
+        raise sa.exc.OperationalError("SELECT … FROM source_run", {}, Exception("database is locked"))
+
+    monkeypatch.setattr(Store, "receipt_runs", unreachable)
+    (report,), printed = await deliver(sqlite_store, "2026-11-17T07:00")
+    assert report.sent and report.items == 1
+    assert "Paper 1" in printed and "Since" not in printed
+    assert "goes out without its scan receipt" in caplog.text
