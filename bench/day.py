@@ -108,7 +108,7 @@ from core.render import Renderer  # noqa: E402
 from core.service import ingest_once, match_new  # noqa: E402
 from core.store import Store, make_engine  # noqa: E402
 from core.text import words  # noqa: E402
-from core.values import DigestItem, DigestRest, Message, PaperIn, SendResult  # noqa: E402
+from core.values import DigestItem, DigestRest, Message, PaperIn, Receipt, SendResult  # noqa: E402
 from ingest.arxiv_oai_parse import parse_oai  # noqa: E402
 from ingest.arxiv_rss import ArxivRssSource  # noqa: E402
 from ingest.arxiv_rss_parse import parse_feed  # noqa: E402
@@ -506,6 +506,8 @@ class TimedRenderer(Renderer):
         newsletters: Mapping[str, str] | None = None,
         language: str | None = None,
         rest: DigestRest | None = None,
+        receipt: Receipt | None = None,
+        heartbeat: bool = False,
     ) -> Message:
         wall, cpu = time.perf_counter(), time.process_time()
         try:
@@ -518,6 +520,8 @@ class TimedRenderer(Renderer):
                 newsletters=newsletters,
                 language=language,
                 rest=rest,
+                receipt=receipt,
+                heartbeat=heartbeat,
             )
         finally:
             self.wall += time.perf_counter() - wall

@@ -42,7 +42,7 @@ COMMANDS: tuple[CommandInfo, ...] = (
     CommandInfo("try", "QUERY", N_("what a query would have matched lately"), False),
     CommandInfo(
         "digest",
-        "daily HH:MM|weekly DAY HH:MM|instant|now|off",
+        "daily HH:MM|weekly DAY HH:MM|instant|now|off|heartbeat on|off",
         N_("when digests go out, or send one now"),
         True,
     ),
@@ -141,6 +141,8 @@ _PAGES = {
         "  {p}digest instant — each match as soon as it is found\n"
         "  {p}digest now — send what is waiting at the next delivery pass\n"
         "  {p}digest off — pause digests (the same as {p}pause)\n"
+        "  {p}digest heartbeat on — on arXiv announcement days when nothing matched, a one-line message "
+        "at the digest time saying what was scanned ({p}digest heartbeat off stops it)\n"
         "Times are in this chat's timezone: {p}timezone."
     ),
     "timezone": N_(

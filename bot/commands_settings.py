@@ -82,6 +82,8 @@ def digest(call: Call) -> Reply:
         )
     if kind == "now":
         return digest_now(call)
+    if kind == "heartbeat":
+        return heartbeat(call, " ".join(words[1:]).casefold())
     if kind in _OFF:
         return pause(call)
     if kind in _ON:
@@ -110,6 +112,59 @@ def digest(call: Call) -> Reply:
             schedule=describe_schedule(updated, t),
             next=next_text(call, updated),
         ),
+        call.inactive_note(updated),
+    )
+
+
+def heartbeat(call: Call, choice: str) -> Reply:
+    """``digest heartbeat``: show it; ``digest heartbeat on|off``: a one-line message with the scan
+    receipt on arXiv announcement days when nothing matched (issue 18), or none."""
+    t, p = call.t, call.p
+    what = t.gettext(
+        "On arXiv announcement days when nothing matched, the heartbeat is a one-line message at the "
+        "digest time saying what PaperTrail scanned, so that a quiet day is not mistaken for a broken one."
+    )
+    if not choice:
+        subscriber = call.subscriber()
+        if subscriber is None:
+            return call.not_subscribed()
+        state = (
+            t.gettext("The heartbeat is on.") if subscriber.heartbeat else t.gettext("The heartbeat is off.")
+        )
+        return call.reply(
+            state,
+            what,
+            t.gettext("{p}digest heartbeat on or {p}digest heartbeat off changes it.", p=p),
+        )
+    if choice not in _ON and choice not in _OFF:
+        return call.reply(
+            t.gettext(
+                'Cannot read "{typed}". Write {p}digest heartbeat on or {p}digest heartbeat off.',
+                typed=cut(choice, QUOTED_CHARS),
+                p=p,
+            ),
+            error=Problem.BAD_ARGUMENT,
+            suggestions=("digest heartbeat on", "digest heartbeat off"),
+        )
+    wanted = choice in _ON
+    subscriber = call.ensure_subscriber()
+    updated = call.store.update_subscriber(subscriber.id or 0, heartbeat=wanted)
+    if not wanted:
+        return call.reply(
+            t.gettext("Heartbeat off: on a day when nothing matched, nothing is sent."),
+        )
+    notes = [what]
+    if updated.schedule.strip().casefold() == "instant":
+        notes.append(
+            t.gettext(
+                "Digests here are instant, which has no digest time: the heartbeat goes out only with a "
+                "daily, weekdays or weekly schedule ({p}digest daily 08:00).",
+                p=p,
+            )
+        )
+    return call.reply(
+        t.gettext("Heartbeat on; digests go out {schedule}.", schedule=describe_schedule(updated, t)),
+        *notes,
         call.inactive_note(updated),
     )
 
@@ -329,4 +384,4 @@ def status(call: Call) -> Reply:
     )
 
 
-__all__ = ["clock", "digest", "digest_now", "next_text", "pause", "resume", "status", "timezone"]
+__all__ = ["clock", "digest", "digest_now", "heartbeat", "next_text", "pause", "resume", "status", "timezone"]

@@ -23,9 +23,9 @@ import os
 import socket
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
 from core.delivery import (
     DeliveryError,
@@ -37,15 +37,18 @@ from core.delivery import (
     split_address,
 )
 from core.delivery_alarm import Refused, settle
+from core.health import recent_announcement
 from core.i18n import DEFAULT_LANGUAGE, reader_language
 from core.masking import mask_address, mask_text
 from core.models import Subscriber, SubscriberStatus, utcnow
 from core.newsletters import open_due_issues
+from core.receipts import LOOKBACK, RUN_OVERLAP, RunLog, receipt_window
 from core.render import RankKey, Renderer, newsletter_names, newsletter_of, rank_key, shown
 from core.schedule import is_due, parse_schedule
+from core.status import CALENDAR_SOURCES
 from core.store import Store
 from core.store_ledger import ClaimedDigest, DigestPlan, RankedMatch
-from core.values import DigestItem, DigestRest, SendResult
+from core.values import DigestItem, DigestRest, Receipt, SendResult
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +76,10 @@ class DeliveryPolicy:
     # Distinct recipients refused the same way in one batch that make it the server's refusal, not
     # theirs (core.delivery_alarm; PAPERTRAIL_DELIVERY_ALARM_RECIPIENTS).
     alarm_recipients: int = 5
+    # arXiv's calendar, as the status page reads it: which days heartbeats go out on, and when a source
+    # counts as stale in a scan receipt (PAPERTRAIL_ARXIV_HOLIDAYS, PAPERTRAIL_ARXIV_STALE_GRACE_HOURS).
+    holidays: frozenset[date] = frozenset()
+    stale_grace: timedelta = timedelta(hours=4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +137,8 @@ async def send_due_digests(
             raise LookupError(
                 f"no subscriber {address}; add a follow with: papertrail follow {address} QUERY"
             )
-    plan_digests(store, notifiers, now=clock(), force=force, address=address)
+    plan_digests(store, notifiers, now=clock(), force=force, address=address, holidays=policy.holidays)
+    receipts = PassReceipts(store, clock(), holidays=policy.holidays, grace=policy.stale_grace)
     reports: list[DigestReport] = []
     # Digests attempted in this pass that are back in the queue (a retryable failure), kept out of the
     # later claims so that each is attempted once per pass. Sent, refused and dead-lettered ones cannot be
@@ -142,9 +150,10 @@ async def send_due_digests(
     async def attempt(claimed: ClaimedDigest, batch: ClaimedBatch) -> DigestReport:
         items, rest = batch.items[claimed.digest_id], batch.rest_of(claimed.digest_id)
         titles = batch.titles_for(items, rest)
+        receipt = receipts.receipt(claimed, matched=len(items) + rest.count)
         async with gate:
             return await _deliver(
-                store, notifiers, renderer, claimed, items, policy, titles, worker, clock, rest
+                store, notifiers, renderer, claimed, items, policy, titles, worker, clock, rest, receipt
             )
 
     while (
@@ -283,12 +292,15 @@ def plan_digests(
     now: datetime,
     force: bool = False,
     address: str | None = None,
+    holidays: Collection[date] = (),
 ) -> int:
-    """Open a digest for every subscriber that is due; returns how many were opened.
+    """Open a digest for every subscriber that is due, then the heartbeats that are due; returns how many
+    were opened.
 
     Subscribers on a channel this process has no notifier for are left alone: their matches stay pending
     until a process that can deliver them plans them. Newsletters that are due open their issues first,
-    so that the members' copies go into the digests planned here.
+    so that the members' copies go into the digests planned here. ``holidays`` are arXiv's (no heartbeat
+    for a mailing that does not exist); an operator's ``force`` sends what is pending, never a heartbeat.
     """
     # Fans what matching found out to the followers first: newsletters and subscribers plan from Match rows.
     open_due_issues(store, now=now, due=_due, force=force, address=address)
@@ -301,7 +313,7 @@ def plan_digests(
             now, address, channels=list(notifiers), ignore_backoff=force, after=after, limit=PLAN_BATCH
         )
         if not candidates:
-            return opened
+            break
         after = candidates[-1].id or 0
         plans = [
             # Between scheduled digests only the matches of instant follows go out.
@@ -312,7 +324,109 @@ def plan_digests(
         ]
         opened += len(store.open_digests(plans, now=now))
         if len(candidates) < PLAN_BATCH:
+            break
+    # After the digests: a subscriber whose digest was just opened has one open, and gets no heartbeat.
+    if not force:
+        opened += plan_heartbeats(store, notifiers, now=now, address=address, holidays=holidays)
+    return opened
+
+
+def plan_heartbeats(
+    store: Store,
+    notifiers: Mapping[str, Notifier],
+    *,
+    now: datetime,
+    address: str | None = None,
+    holidays: Collection[date] = (),
+) -> int:
+    """Open a heartbeat for every subscriber who asked for one and whose scheduled digest time has come
+    with nothing matched, on an arXiv announcement day; returns how many were opened.
+
+    An announcement day: arXiv announced a mailing in the 24 hours before ``now``
+    (:func:`core.health.recent_announcement`, which knows the calendar and ``holidays``). At most one
+    heartbeat per announcement, and none when any digest went to the subscriber since it; instant
+    schedules have no digest time and get none. A heartbeat is delivered like any digest (claimed, retried,
+    recorded once), so it is sent once even with several planners and workers.
+    """
+    try:
+        announced = recent_announcement(now, holidays)
+    except ValueError as exc:  # no mailing in 30 days: PAPERTRAIL_ARXIV_HOLIDAYS lists too many
+        log.error("no heartbeats: %s", exc)
+        return 0
+    if announced is None:
+        return 0
+    opened = 0
+    after = 0
+    while True:
+        candidates = store.heartbeat_candidates(
+            now, announced, address, channels=list(notifiers), after=after, limit=PLAN_BATCH
+        )
+        if not candidates:
             return opened
+        after = candidates[-1].id or 0
+        plans = [
+            DigestPlan(subscriber.id or 0, split_address(subscriber.address)[0], instant_only=False)
+            for subscriber in candidates
+            if _heartbeat_due(subscriber, now)
+        ]
+        opened += len(store.open_heartbeats(plans, not_since=announced, now=now))
+        if len(candidates) < PLAN_BATCH:
+            return opened
+
+
+def _heartbeat_due(subscriber: Subscriber, now: datetime) -> bool:
+    """The subscriber's scheduled digest time has come (an instant schedule has none)."""
+    return subscriber.schedule.strip().casefold() != "instant" and _due(subscriber, now)
+
+
+class PassReceipts:
+    """The scan receipts of one delivery pass (core.receipts), from source runs read once when the first
+    receipt is needed: the runs of the :data:`~core.receipts.LOOKBACK` before the pass (and an hour more),
+    which covers the window of every digest planned within that hour. A digest planned earlier (a retry)
+    or later (by another worker, during this pass) reads the runs of its own window."""
+
+    # Digests planned this long before the pass still have their window in the pass's runs.
+    SLACK = timedelta(hours=1)
+
+    def __init__(self, store: Store, now: datetime, *, holidays: Collection[date], grace: timedelta) -> None:
+        self.store = store
+        self.now = now
+        self.holidays = holidays
+        self.grace = grace
+        self._log: tuple[datetime, datetime, RunLog] | None = None
+
+    def _load(self, since: datetime, until: datetime) -> RunLog:
+        runs = self.store.receipt_runs(since, until, overlap=RUN_OVERLAP, sources=CALENDAR_SOURCES)
+        return RunLog(runs, holidays=self.holidays, grace=self.grace)
+
+    def runs_for(self, since: datetime, until: datetime) -> RunLog:
+        """A run log that covers the window (since, until]."""
+        if self._log is None:
+            start, end = min(since, self.now - LOOKBACK - self.SLACK), max(until, self.now)
+            self._log = (start, end, self._load(start, end))
+        lo, hi, log = self._log
+        if lo <= since and until <= hi:
+            return log
+        return self._load(since, until)
+
+    def receipt(self, claimed: ClaimedDigest, *, matched: int) -> Receipt | None:
+        """The receipt of a claimed digest of ``matched`` items; None for one claimed without its times,
+        or when it cannot be made (logged): a receipt never holds a digest back."""
+        if claimed.created_at is None or claimed.subscriber_created_at is None:
+            return None
+        since, until = receipt_window(
+            claimed.last_digest_at, claimed.subscriber_created_at, claimed.created_at
+        )
+        try:
+            runs = self.runs_for(since, until)
+            return runs.receipt(since=since, until=until, matched=matched, timezone=claimed.timezone)
+        except Exception:  # the database away for a moment, a calendar the settings broke
+            log.exception(
+                "digest %s goes out without its scan receipt",
+                claimed.digest_id,
+                extra={"subscriber": mask_address(claimed.address), "digest": claimed.digest_id},
+            )
+            return None
 
 
 def _due(subscriber: Subscriber, now: datetime) -> bool:
@@ -339,12 +453,15 @@ class SentRecorder:
     slot, instead of every digest that thread got through while the event loop was busy elsewhere.
 
     It never raises: a failed write (the database away for a moment) is kept in ``error`` and tried again
-    when the ledger calls it after ``send`` returns, on the event loop.
+    when the ledger calls it after ``send`` returns, on the event loop. ``clock`` is the delivery pass's
+    (a test's fixed time): the sent time becomes the subscriber's ``last_digest_at``, which schedules and
+    scan receipts count from.
     """
 
-    def __init__(self, store: Store, claimed: ClaimedDigest) -> None:
+    def __init__(self, store: Store, claimed: ClaimedDigest, clock: Callable[[], datetime] = utcnow) -> None:
         self.store = store
         self.claimed = claimed
+        self.clock = clock
         self.recorded = False
         self.error: Exception | None = None
         self._lock = threading.Lock()
@@ -359,7 +476,7 @@ class SentRecorder:
                     self.claimed.digest_id,
                     platform_id=result.platform_id,
                     parts=self.claimed.parts_sent + result.parts,
-                    now=utcnow(),
+                    now=self.clock(),
                     moved_to=result.moved_to,
                 )
             except Exception as exc:  # recorded again, or raised, by the caller on the event loop
@@ -387,12 +504,13 @@ async def _deliver(
     worker: str = "",
     clock: Callable[[], datetime] = utcnow,
     rest: DigestRest | None = None,
+    receipt: Receipt | None = None,
 ) -> DigestReport:
     channel, target = split_address(claimed.address)
     # Reports count every item of the digest, shown or not (all of them are marked sent with it).
     count = len(items) + (rest.count if rest else 0)
     notifier = notifiers.get(channel)
-    recorder = SentRecorder(store, claimed)
+    recorder = SentRecorder(store, claimed, clock)
 
     async def renew(parts: int) -> None:
         # A split digest goes out at a chat's pace (a 500-item Telegram digest is ~40 messages at 1/s):
@@ -421,6 +539,8 @@ async def _deliver(
             newsletters=titles,
             language=claimed.language,
             rest=rest,
+            receipt=receipt,
+            heartbeat=claimed.heartbeat,
         )
         if claimed.parts_sent:
             message = dataclasses.replace(message, skip_parts=claimed.parts_sent)
@@ -439,7 +559,7 @@ async def _deliver(
         )
         return DigestReport(claimed.address, count, False, str(exc), digest_id=claimed.digest_id)
     except DeliveryError as exc:
-        return _record_failure(store, claimed, exc, count, policy, worker)
+        return _record_failure(store, claimed, exc, count, policy, worker, clock)
     except Exception as exc:  # an adapter bug must not stop the other deliveries, nor lose the digest
         log.exception(
             "delivery of digest %s to %s crashed",
@@ -448,7 +568,7 @@ async def _deliver(
             extra={"subscriber": mask_address(claimed.address), "digest": claimed.digest_id},
         )
         error = DeliveryError(f"unexpected error in the {channel} adapter: {exc!r}", retryable=True)
-        return _record_failure(store, claimed, error, count, policy, worker)
+        return _record_failure(store, claimed, error, count, policy, worker, clock)
     # Adapters that send from the event loop return right after the platform's acceptance: record it now
     # (no await in between). One that sent from its own thread has normally recorded it there already.
     recorder(result)
@@ -500,8 +620,10 @@ def _record_failure(
     items: int,
     policy: DeliveryPolicy,
     worker: str | None = None,
+    clock: Callable[[], datetime] = utcnow,
 ) -> DigestReport:
-    now = utcnow()
+    # The pass's clock, like the claim's and the sent time's: the back-off runs from this attempt.
+    now = clock()
     # The error is stored, listed by the CLI and logged: an adapter may have quoted the address's URL in it.
     error = mask_text(str(exc))
     # Only this worker's claim is failed: if its lease ran out meanwhile and another worker took the digest

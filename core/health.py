@@ -66,6 +66,19 @@ def announcement_expected_today(now: datetime, holidays: Collection[date] = ()) 
     return evening.weekday() in ANNOUNCE_WEEKDAYS and mailing_date(evening) not in holidays
 
 
+def recent_announcement(
+    now: datetime, holidays: Collection[date] = (), within: timedelta = timedelta(hours=24)
+) -> datetime | None:
+    """When arXiv announced its newest mailing (UTC), if that was within ``within`` before ``now``; else None.
+
+    This is what makes ``now`` an announcement day for a reader anywhere: the latest mailing came out in
+    the past day (a reader in Berlin at 08:00 on Saturday has Thursday evening's New York announcement,
+    one in New York at 18:00 on a Friday has none). Heartbeats go out only then (core.digests).
+    """
+    _, announced = latest_mailing(now, holidays)
+    return announced if now - announced < within else None
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """A source's health: the state, why, and how far behind the calendar it is."""

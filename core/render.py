@@ -50,9 +50,10 @@ from core.i18n import (
     translator,
 )
 from core.reasons import ABSTRACT, AUTHOR, CATEGORY, NEWSLETTER, PAPER, TITLE, Reason
+from core.receipt_text import ReceiptText, word_receipt
 from core.resources import resource_dir
 from core.text_safety import strip_control
-from core.values import DigestItem, DigestRest, Message
+from core.values import DigestItem, DigestRest, Message, Receipt
 
 # Digests are for skimming: long author lists are cut here; the abstract page has them all.
 MAX_AUTHORS_SHOWN = 8
@@ -247,6 +248,10 @@ class DigestView:
     manage_url: str = ""
     # What the unsubscribe link says: "Leave <newsletter title>" when it leaves one newsletter only.
     unsubscribe_label: str = "Unsubscribe"
+    # The scan receipt worded in the reader's language and timezone (None: not known); a heartbeat has
+    # no items and its receipt's summary is its message (core.receipts).
+    receipt: ReceiptText | None = None
+    heartbeat: bool = False
 
     def bibtex_url(self, item: DigestItem) -> str:
         """Where PaperTrail serves the item's BibTeX entry; empty when the renderer has no public URL."""
@@ -358,6 +363,8 @@ class Renderer:
         newsletters: Mapping[str, str] | None = None,
         language: str | None = None,
         rest: DigestRest | None = None,
+        receipt: Receipt | None = None,
+        heartbeat: bool = False,
     ) -> DigestView:
         """Split items into new papers and revisions, order each by relevance, apply the cap.
 
@@ -368,6 +375,7 @@ class Renderer:
         whole-address link. ``language`` words the subject and the link labels (the default for None).
         ``rest`` summarises items of the digest left out of ``items`` because the cap would not show them
         (a worker loads only the shown ones): they count in the subject, the total and "and N more".
+        ``receipt`` is worded in ``language`` for the templates; ``heartbeat`` marks a heartbeat (no items).
         """
         language = self.language_of(language)
         t = translator(language)
@@ -403,6 +411,8 @@ class Renderer:
             unsubscribe_label=t.gettext("Leave {newsletter}", newsletter=label)
             if leave
             else t.gettext("Unsubscribe"),
+            receipt=word_receipt(receipt, t, heartbeat=heartbeat) if receipt else None,
+            heartbeat=heartbeat,
         )
 
     def render(
@@ -416,6 +426,8 @@ class Renderer:
         newsletters: Mapping[str, str] | None = None,
         language: str | None = None,
         rest: DigestRest | None = None,
+        receipt: Receipt | None = None,
+        heartbeat: bool = False,
     ) -> Message:
         """Render a digest for ``channel`` in every format the channel has a template for.
 
@@ -423,10 +435,21 @@ class Renderer:
         signed links are made for (default ``channel:recipient``); ``key`` the digest's idempotency key;
         ``newsletters`` the titles of the newsletters the items were copied from (see :meth:`view`);
         ``language`` the reader's language (the default language for None); ``rest`` the digest's items not
-        given because they would not be shown (see :meth:`view`).
+        given because they would not be shown (see :meth:`view`); ``receipt`` the digest's scan receipt
+        (shown in every format, and carried on the message for the webhook's payload); ``heartbeat`` a
+        heartbeat's message (no items: the receipt and a footer saying how to turn it off).
         """
         language = self.language_of(language)
-        view = self.view(items, recipient, address or f"{channel}:{recipient}", newsletters, language, rest)
+        view = self.view(
+            items,
+            recipient,
+            address or f"{channel}:{recipient}",
+            newsletters,
+            language,
+            rest,
+            receipt=receipt,
+            heartbeat=heartbeat,
+        )
         env = self.environment(language)
         text_blocks = _blocks(_first(env, f"{channel}.txt.j2", "digest.txt.j2").render(d=view))
         html_template = _first(env, f"{channel}.html.j2")
@@ -448,6 +471,8 @@ class Renderer:
             manage_url=view.manage_url,
             public_url=self.public_url,
             language=language,
+            receipt=receipt,
+            heartbeat=heartbeat,
         )
 
     def render_mail(

@@ -32,30 +32,41 @@ def source_statuses(
 ) -> list[SourceStatus]:
     """Judge every source of a status summary: ok, quiet, stale, failing or unknown."""
     now = now or utcnow()
-    judged: list[SourceStatus] = []
-    for facts in summary.sources:
-        failed = facts.last_state == RunState.ERROR
-        if facts.source in CALENDAR_SOURCES:
-            served = _mailing_of(facts.served_cursor)
-            verdict = arxiv_feed_health(
-                now=now,
-                last_check_failed=failed,
-                last_error=facts.last_error,
-                served_mailing=served,
-                holidays=holidays,
-                grace=grace,
-            )
-        elif facts.last_check is None:
-            verdict = Verdict(Health.UNKNOWN, "never checked")
-        elif failed:
-            verdict = Verdict(Health.FAILING, facts.last_error or "the last check failed")
-        else:
-            verdict = Verdict(Health.OK, facts.last_note or "last check succeeded")
-        judged.append(SourceStatus(facts, verdict))
-    return judged
+    return [
+        SourceStatus(facts, judge(facts, now=now, holidays=holidays, grace=grace))
+        for facts in summary.sources
+    ]
 
 
-def _mailing_of(cursor: str | None) -> date | None:
+def judge(
+    facts: SourceHealth,
+    *,
+    now: datetime,
+    holidays: Collection[date] = (),
+    grace: timedelta = timedelta(hours=4),
+) -> Verdict:
+    """One source's verdict at ``now`` from its latest facts: the status page's rule, also replayed over
+    past runs by the scan receipts of digests (core.receipts)."""
+    failed = facts.last_state == RunState.ERROR
+    if facts.source in CALENDAR_SOURCES:
+        return arxiv_feed_health(
+            now=now,
+            last_check_failed=failed,
+            last_error=facts.last_error,
+            served_mailing=mailing_of(facts.served_cursor),
+            holidays=holidays,
+            grace=grace,
+        )
+    if facts.last_check is None:
+        return Verdict(Health.UNKNOWN, "never checked")
+    if failed:
+        return Verdict(Health.FAILING, facts.last_error or "the last check failed")
+    return Verdict(Health.OK, facts.last_note or "last check succeeded")
+
+
+def mailing_of(cursor: str | None) -> date | None:
+    """The arXiv mailing date a calendar source's cursor (the RSS channel's pubDate) names; None without
+    one or for a cursor that is not a date."""
     if not cursor:
         return None
     try:

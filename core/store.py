@@ -430,6 +430,47 @@ class Store(
                 .limit(1)
             ).first()
 
+    def receipt_runs(
+        self,
+        since: datetime,
+        until: datetime,
+        *,
+        overlap: timedelta,
+        sources: Collection[str] = (),
+        page: int = 1000,
+    ) -> list[SourceRun]:
+        """The runs a scan receipt of the window (since, until] is computed from (core.receipts), by id.
+
+        Every run finished in the window, and for each source that has one (and each of ``sources``) the
+        runs that say how it stood when the window opened: its last run finished before, its newest good
+        run with a cursor (the mailing it served) and, when that last run failed, the first run of the
+        failure streak.
+
+        No index on the runs' times is needed: the window's runs are read by id, newest first, a page at
+        a time, until a run started ``overlap`` before the window (ids follow start times); the few runs
+        of each source before the window through the (source) index, each a probe from the window's end.
+        So the cost is the window's runs, not the table's (a year of runs every 30 minutes is ~20,000).
+        """
+        found: dict[int, SourceRun] = {}
+        with self.session() as session:
+            before: int | None = None
+            while True:
+                query = select(SourceRun).order_by(col(SourceRun.id).desc()).limit(page)
+                if before is not None:
+                    query = query.where(col(SourceRun.id) < before)
+                rows = list(session.exec(query))
+                for run in rows:
+                    if run.finished_at is not None and since < run.finished_at <= until:
+                        found[run.id or 0] = run
+                if len(rows) < page or rows[-1].started_at <= since - overlap:
+                    break
+                before = rows[-1].id
+            names = sorted({run.source for run in found.values()} | set(sources))
+            for name in names:
+                for run in _runs_before(session, name, since):
+                    found[run.id or 0] = run
+        return [found[key] for key in sorted(found)]
+
     def latest_runs(self, limit: int = 20) -> list[SourceRun]:
         """The most recent source runs, newest first."""
         with self.session() as session:
@@ -696,6 +737,36 @@ def _source_health(session: Session, source: str) -> SourceHealth:
 
 
 _GOOD_STATES = (RunState.OK, RunState.EMPTY, RunState.NOT_MODIFIED)
+
+
+def _runs_before(session: Session, source: str, moment: datetime) -> list[SourceRun]:
+    """How ``source`` stood at ``moment``: its last run finished by then, its newest good run with a cursor
+    by then, and when the last run failed, the first run of that failure streak (see receipt_runs)."""
+    mine = select(SourceRun).where(
+        SourceRun.source == source,
+        col(SourceRun.finished_at).is_not(None),
+        col(SourceRun.finished_at) <= moment,
+    )
+    newest = col(SourceRun.id).desc()
+    last = session.exec(mine.order_by(newest).limit(1)).first()
+    if last is None:
+        return []
+    found = [last]
+    good = mine.where(col(SourceRun.state).in_(_GOOD_STATES))
+    served = session.exec(good.where(col(SourceRun.cursor).is_not(None)).order_by(newest).limit(1)).first()
+    if served is not None:
+        found.append(served)
+    if last.state == RunState.ERROR:
+        recovered = session.exec(
+            good.where(col(SourceRun.id) < (last.id or 0)).order_by(newest).limit(1)
+        ).first()
+        streak = mine.where(col(SourceRun.id) <= (last.id or 0))
+        if recovered is not None:
+            streak = streak.where(col(SourceRun.id) > (recovered.id or 0))
+        first = session.exec(streak.order_by(col(SourceRun.id)).limit(1)).first()
+        if first is not None:
+            found.append(first)
+    return found
 
 
 _PAPER_TABLE = Paper.metadata.tables["paper"]

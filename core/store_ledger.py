@@ -32,6 +32,7 @@ from core.models import (
     Match,
     Subscriber,
     SubscriberStatus,
+    UTCDateTime,
     Version,
     utcnow,
 )
@@ -39,6 +40,10 @@ from core.reasons import Reason, reasons_from_data
 from core.values import DigestItem
 
 OPEN_STATES = (DigestState.PENDING, DigestState.SENDING)
+# A heartbeat is a digest planned with this many items (none): a one-line message with the scan receipt on
+# an arXiv announcement day when nothing matched (core.digests.plan_heartbeats). Any other digest holds at
+# least one match (an empty one is deleted when planned), so the count tells the two apart without a column.
+HEARTBEAT_ITEMS = 0
 # Values per IN list. PostgreSQL binds at most 65,535 values in one statement and SQLite 32,766; a batch of
 # a busy minute can name more (100,000 subscribers, their matches' papers), so lists are read in slices.
 IN_SLICE = 5_000
@@ -105,6 +110,19 @@ class ClaimedDigest:
     parts_sent: int
     # The subscriber's language (None: the default), for the digest's words and its guides.
     language: str | None = None
+    # What its scan receipt needs (core.receipts): when the digest was planned (the window's end), the
+    # subscriber's previous digest and sign-up (its start) and timezone (its words).
+    created_at: datetime | None = None
+    last_digest_at: datetime | None = None
+    subscriber_created_at: datetime | None = None
+    timezone: str = "UTC"
+    # Items the digest was planned with; 0 for a heartbeat (see :data:`HEARTBEAT_ITEMS`).
+    item_count: int = 1
+
+    @property
+    def heartbeat(self) -> bool:
+        """True for a heartbeat: a digest planned with no items."""
+        return self.item_count == HEARTBEAT_ITEMS
 
 
 class LedgerQueries:
@@ -263,6 +281,108 @@ class LedgerQueries:
                 session.execute(sa.delete(Digest).where(col(Digest.id).in_(empty)))
             return [d for d in digest_ids if counts.get(d)]
 
+    # -- heartbeats -------------------------------------------------------------------------------------
+
+    def heartbeat_candidates(
+        self,
+        now: datetime,
+        not_since: datetime,
+        address: str | None = None,
+        *,
+        channels: Sequence[str] | None = None,
+        after: int = 0,
+        limit: int | None = None,
+    ) -> list[Subscriber]:
+        """Active subscribers who asked for a heartbeat and have nothing to send, by id (keyset pages).
+
+        Nothing to send: no match in no digest, no digest open, none planned at or after ``not_since``
+        (the newest arXiv announcement: one heartbeat per announcement, and none after any digest since
+        it), and not backing off after a failure. Their schedules are the caller's to check.
+        """
+        with self.session() as session:
+            query = select(Subscriber).where(
+                col(Subscriber.heartbeat).is_(True),
+                col(Subscriber.status) == SubscriberStatus.ACTIVE,
+                col(Subscriber.id) > after,
+                *_nothing_to_send(not_since),
+                sa.or_(col(Subscriber.retry_at).is_(None), col(Subscriber.retry_at) <= now),
+            )
+            if address is not None:
+                query = query.where(col(Subscriber.address) == address)
+            if channels is not None:
+                query = query.where(
+                    sa.or_(*(col(Subscriber.address).startswith(f"{c}:") for c in channels), sa.false())
+                )
+            query = query.order_by(col(Subscriber.id))
+            if limit is not None:
+                query = query.limit(limit)
+            return list(session.exec(query))
+
+    def open_heartbeats(
+        self, plans: Sequence[DigestPlan], *, not_since: datetime, now: datetime
+    ) -> list[int]:
+        """Open a heartbeat (a pending digest of :data:`HEARTBEAT_ITEMS` items) for each planned subscriber
+        that still has nothing to send (see :meth:`heartbeat_candidates`); returns their ids.
+
+        Safe with several planners: the subscribers are locked (``SKIP LOCKED``: one being planned
+        elsewhere is left to that planner), and each channel's heartbeats are one ``INSERT … SELECT`` whose
+        guards are read in the statement itself, so a planner that read the candidates before another one
+        opened (or sent) a heartbeat inserts nothing for that subscriber, on SQLite (whose write lock holds
+        for the whole statement) as on PostgreSQL (the lock, then a statement that sees what was committed).
+        """
+        if not plans:
+            return []
+        by_channel: defaultdict[str, list[int]] = defaultdict(list)
+        for plan in plans:
+            by_channel[plan.channel].append(plan.subscriber_id)
+        opened: list[int] = []
+        with self.session() as session:
+            locked = set(
+                session.execute(
+                    sa.select(col(Subscriber.id))
+                    .where(col(Subscriber.id).in_([plan.subscriber_id for plan in plans]))
+                    .with_for_update(skip_locked=True)
+                ).scalars()
+            )
+            for channel, subscriber_ids in sorted(by_channel.items()):
+                chosen = sorted(locked.intersection(subscriber_ids))
+                if not chosen:
+                    continue
+                rows = sa.select(
+                    col(Subscriber.id),
+                    sa.literal(now, UTCDateTime()),
+                    sa.literal(DigestState.PENDING.value),
+                    sa.literal(channel),
+                    sa.literal(now, UTCDateTime()),
+                    sa.literal(HEARTBEAT_ITEMS),
+                    sa.literal(0),
+                    sa.literal(0),
+                ).where(
+                    col(Subscriber.id).in_(chosen),
+                    col(Subscriber.heartbeat).is_(True),
+                    col(Subscriber.status) == SubscriberStatus.ACTIVE,
+                    *_nothing_to_send(not_since),
+                )
+                inserted = session.execute(
+                    sa.insert(Digest)
+                    .from_select(
+                        [
+                            "subscriber_id",
+                            "created_at",
+                            "state",
+                            "channel",
+                            "next_attempt_at",
+                            "item_count",
+                            "attempts",
+                            "parts_sent",
+                        ],
+                        rows,
+                    )
+                    .returning(col(Digest.id))
+                )
+                opened.extend(inserted.scalars())
+        return sorted(opened)
+
     # -- claiming --------------------------------------------------------------------------------------
 
     def claim_digests(
@@ -333,6 +453,11 @@ class LedgerQueries:
                     col(Digest.attempts),
                     col(Digest.parts_sent),
                     col(Subscriber.language),
+                    col(Digest.created_at),
+                    col(Subscriber.last_digest_at),
+                    col(Subscriber.created_at),
+                    col(Subscriber.timezone),
+                    col(Digest.item_count),
                 )
                 .join(Subscriber, col(Subscriber.id) == col(Digest.subscriber_id))
                 .where(col(Digest.id).in_(ids))
@@ -662,6 +787,17 @@ def _move(session: Session, subscriber_id: int, moved_to: str) -> None:
     else:
         subscriber.status_reason = f"the chat moved to {moved_to}, which is already a subscriber"
     session.add(subscriber)
+
+
+def _nothing_to_send(not_since: datetime) -> tuple[sa.ColumnElement[bool], ...]:
+    """The heartbeat's guards on a subscriber row: no match in no digest, no digest open, and no digest
+    planned at or after ``not_since``."""
+    mine = col(Digest.subscriber_id) == col(Subscriber.id)
+    return (
+        ~sa.exists().where(col(Match.subscriber_id) == col(Subscriber.id), col(Match.digest_id).is_(None)),
+        ~sa.exists().where(mine, col(Digest.state).in_(OPEN_STATES)),
+        ~sa.exists().where(mine, col(Digest.created_at) >= not_since),
+    )
 
 
 def _unsent() -> sa.ColumnElement[bool]:

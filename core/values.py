@@ -130,6 +130,51 @@ class DigestRest:
 
 
 @dataclass(frozen=True, slots=True)
+class SourceScan:
+    """What one source's runs stored in a receipt's window (core.receipts)."""
+
+    # The stored source name, e.g. ``arxiv-rss``.
+    source: str
+    # Finished runs in the window.
+    runs: int
+    # New versions stored as news (new papers and revisions): what was run against the follows.
+    new_versions: int
+    # For a source on arXiv's calendar: the distinct mailings its runs stored something from; None for
+    # other sources.
+    announcements: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Outage:
+    """A stretch of a receipt's window in which a source was failing or behind arXiv's calendar."""
+
+    source: str
+    # core.health.Health: ``failing`` (runs ended in error) or ``stale`` (served an older mailing).
+    state: str
+    # From the first failed run of the streak (or when the calendar made the source stale), which may be
+    # before the window; to the next run judged healthy, or None when none had come by the window's end.
+    start: datetime
+    end: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """The scan receipt of one digest: what PaperTrail scanned for its reader between ``since`` (their
+    previous digest, capped) and ``until`` (this digest's planning), and how many items matched.
+
+    Computed from the stored source runs by core.receipts; worded by the renderer in the reader's language
+    and ``timezone``, and sent as data in the webhook payload.
+    """
+
+    since: datetime
+    until: datetime
+    matched: int
+    sources: tuple[SourceScan, ...] = ()
+    outages: tuple[Outage, ...] = ()
+    timezone: str = "UTC"
+
+
+@dataclass(frozen=True, slots=True)
 class Message:
     """A rendered digest for one channel: what a notifier sends.
 
@@ -163,6 +208,11 @@ class Message:
     # PAPERTRAIL_PUBLIC_URL as the renderer had it (empty without one): adapters that build links of their
     # own from it (the webhook's bibtex_url, core.bibtex.bibtex_url).
     public_url: str = ""
+    # What PaperTrail scanned for the reader since their previous digest (None: not known, e.g. a digest
+    # rendered outside the ledger); every channel shows it, the webhook payload as data.
+    receipt: Receipt | None = None
+    # A heartbeat: no items, sent on an arXiv announcement day when nothing matched (the reader asked).
+    heartbeat: bool = False
 
 
 @dataclass(frozen=True, slots=True)

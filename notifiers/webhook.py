@@ -37,9 +37,10 @@ import httpx
 from core.bibtex import bibtex_url
 from core.config import Settings
 from core.delivery import DeliveryError
+from core.receipt_text import source_name
 from core.retry_after import retry_after_seconds
 from core.text_safety import one_line, strip_control
-from core.values import DigestItem, Message, SendResult
+from core.values import DigestItem, Message, Receipt, SendResult
 
 # Format: JSON (schema below). Limit: none; PAPERTRAIL_DIGEST_MAX_ITEMS caps digests.
 
@@ -180,6 +181,38 @@ def _timestamp(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+def _receipt(receipt: Receipt | None) -> dict[str, Any] | None:
+    # Data only: counts, stored source names and UTC times; the digest's text words it for people.
+    if receipt is None:
+        return None
+    return {
+        "since": _timestamp(receipt.since),
+        "until": _timestamp(receipt.until),
+        "timezone": receipt.timezone,
+        "matched": receipt.matched,
+        "sources": [
+            {
+                "source": _clean(scan.source),
+                "name": _clean(source_name(scan.source)),
+                "runs": scan.runs,
+                "announcements": scan.announcements,
+                "new_versions": scan.new_versions,
+            }
+            for scan in receipt.sources
+        ],
+        "outages": [
+            {
+                "source": _clean(outage.source),
+                "name": _clean(source_name(outage.source)),
+                "state": outage.state,
+                "from": _timestamp(outage.start),
+                "to": _timestamp(outage.end) if outage.end else None,
+            }
+            for outage in receipt.outages
+        ],
+    }
+
+
 def digest_payload(message: Message, generated_at: datetime) -> dict[str, Any]:
     """The JSON document for one digest (schema ``papertrail.digest/1``, see docs/webhooks.md)."""
     items = [_item(item, message.public_url) for item in message.items]
@@ -188,6 +221,8 @@ def digest_payload(message: Message, generated_at: datetime) -> dict[str, Any]:
         "schema": SCHEMA,
         "digest": message.key if _SAFE_KEY.fullmatch(message.key) else _content_key(items),
         "generated_at": _timestamp(generated_at),
+        # "heartbeat": no items, sent on an arXiv announcement day when nothing matched (the reader asked).
+        "kind": "heartbeat" if message.heartbeat else "digest",
         "subject": one_line(message.subject),
         # The reader's language: the subject and the guides are in it; every key and the reasons and
         # changes stay English (they are data).
@@ -199,6 +234,8 @@ def digest_payload(message: Message, generated_at: datetime) -> dict[str, Any]:
             "more": max(0, message.item_count - len(items)),
         },
         "items": items,
+        # What PaperTrail scanned for this reader since the previous digest (docs/webhooks.md).
+        "receipt": _receipt(message.receipt),
     }
 
 

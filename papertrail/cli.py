@@ -801,8 +801,15 @@ def schedule(
         str, typer.Argument(help="'instant', 'daily 08:00', 'weekdays 07:30', 'weekly mon 09:00'.")
     ],
     timezone: Annotated[str | None, typer.Option(help="IANA timezone, e.g. Europe/Berlin.")] = None,
+    heartbeat: Annotated[
+        bool | None,
+        typer.Option(
+            "--heartbeat/--no-heartbeat",
+            help="A one-line message with the scan receipt on arXiv announcement days when nothing matched.",
+        ),
+    ] = None,
 ) -> None:
-    """Change when a subscriber's digests go out (and optionally their timezone)."""
+    """Change when a subscriber's digests go out (and optionally their timezone and heartbeat)."""
     from core.delivery import normalise_address
     from core.masking import mask_address
     from core.schedule import parse_schedule, zone
@@ -820,8 +827,11 @@ def schedule(
         fields: dict[str, Any] = {"schedule": parsed.text}
         if timezone:
             fields["timezone"] = timezone
+        if heartbeat is not None:
+            fields["heartbeat"] = heartbeat
         updated = ctx.store.update_subscriber(subscriber.id, **fields)
-    out.print(f"{mask_address(updated.address)}: schedule {updated.schedule} ({updated.timezone})")
+    beat = ", heartbeat on" if updated.heartbeat else ""
+    out.print(f"{mask_address(updated.address)}: schedule {updated.schedule} ({updated.timezone}){beat}")
 
 
 @app.command()

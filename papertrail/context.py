@@ -82,13 +82,16 @@ class AppContext:
 
 
 def delivery_policy(settings: Settings) -> DeliveryPolicy:
-    """The ledger's attempts, lease and worker width from settings."""
+    """The ledger's attempts, lease and worker width, and arXiv's calendar (heartbeats, receipts), from
+    settings."""
     return DeliveryPolicy(
         max_attempts=settings.delivery_max_attempts,
         lease=timedelta(seconds=settings.delivery_lease_seconds),
         batch=settings.worker_batch,
         concurrency=settings.worker_concurrency,
         alarm_recipients=settings.delivery_alarm_recipients,
+        holidays=settings.holiday_dates,
+        stale_grace=timedelta(hours=settings.arxiv_stale_grace_hours),
     )
 
 

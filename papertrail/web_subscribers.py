@@ -12,11 +12,12 @@
   (core.subscription: the file ``papertrail import subscription`` reads), and ``GET
   /manage/{token}/feeds.opml`` the reader's Atom feeds as OPML 2.0 (core.feed_links); both as
   attachments, never cached.
-* ``GET /manage/{token}`` shows the follows, schedule, timezone, language and status; ``POST
-  /manage/{token}`` with ``action`` = ``add``, ``remove``, ``schedule``, ``language``, ``unsubscribe``,
-  ``resubscribe`` or ``feed`` (revoke the private Atom feed's link and make a new one, core.feeds) changes
-  them and redirects back (303) to the page with a notice. Any other action is refused with 400. The page
-  shows the private feed's link, drawing its nonce the first time it is shown.
+* ``GET /manage/{token}`` shows the follows, schedule, timezone, heartbeat, language and status; ``POST
+  /manage/{token}`` with ``action`` = ``add``, ``remove``, ``schedule``, ``heartbeat`` (``heartbeat`` =
+  ``on`` or ``off``), ``language``, ``unsubscribe``, ``resubscribe`` or ``feed`` (revoke the private Atom
+  feed's link and make a new one, core.feeds) changes them and redirects back (303) to the page with a
+  notice. Any other action is refused with 400. The page shows the private feed's link, drawing its nonce
+  the first time it is shown.
 
 The pages speak the subscriber's stored language (``Subscriber.language``) unless the request chooses
 one (``?lang=`` or the language cookie, :mod:`papertrail.web_pages`); choosing a language on the manage
@@ -66,13 +67,18 @@ NOTICES = {
     "unchanged": N_("You follow that already; nothing changed."),
     "removed": N_("Follow removed."),
     "schedule": N_("Schedule and timezone saved."),
+    "heartbeat_on": N_(
+        "Heartbeat on: on arXiv announcement days when nothing matched, a one-line message at your digest "
+        "time."
+    ),
+    "heartbeat_off": N_("Heartbeat off: on a day when nothing matched, nothing is sent."),
     "language": N_("Language saved: your digests and these pages use it."),
     "unsubscribed": N_("You are unsubscribed: no more digests. Your follows are kept below."),
     "resubscribed": N_("You are subscribed again: digests resume on your schedule."),
     "active": N_("You are subscribed already."),
     "feed": N_("Your feed has a new link; the old link no longer works."),
 }
-ACTIONS = ("add", "remove", "schedule", "language", "unsubscribe", "resubscribe", "feed")
+ACTIONS = ("add", "remove", "schedule", "heartbeat", "language", "unsubscribe", "resubscribe", "feed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -412,6 +418,18 @@ class SubscriberPages:
             return FormError(said(exc, reader.t))
         self.store.update_subscriber(subscriber.id, schedule=parsed.text, timezone=timezone)
         return "schedule"
+
+    def _do_heartbeat(
+        self, subscriber: Subscriber, fields: Mapping[str, str], reader: Reader
+    ) -> str | FormError:
+        assert subscriber.id is not None
+        chosen = fields.get("heartbeat", "").strip()
+        if chosen not in ("on", "off"):
+            return FormError(
+                reader.t.gettext("unknown heartbeat choice {choice!r}; choose on or off", choice=chosen)
+            )
+        self.store.update_subscriber(subscriber.id, heartbeat=chosen == "on")
+        return f"heartbeat_{chosen}"
 
     def _do_language(
         self, subscriber: Subscriber, fields: Mapping[str, str], reader: Reader

@@ -2,16 +2,19 @@
 
 Markup injection for each channel (HTML, Telegram HTML, Slack mrkdwn and its special mentions), a script
 tag, emoji, right-to-left text, control characters, a 10,000-character abstract, and a digest of 500 matches.
-Also an ordinary digest whose items carry AI guides in English or Chinese (:func:`guided_items`), and a
-guide whose text attacks every channel (:data:`HOSTILE_GUIDE`).
+Also an ordinary digest whose items carry AI guides in English or Chinese (:func:`guided_items`), a
+guide whose text attacks every channel (:data:`HOSTILE_GUIDE`), and scan receipts for the goldens: an
+ordinary one with a recovered failure and a feed still behind (:func:`sample_receipt`) and one whose source
+name attacks every channel (:func:`hostile_receipt`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from datetime import UTC, datetime
 
 from core.reasons import ABSTRACT, AUTHOR, CATEGORY, PAPER, TITLE, Reason
-from core.values import DigestItem, Guide
+from core.values import DigestItem, Guide, Outage, Receipt, SourceScan
 
 LONG_ABSTRACT = ("We study asynchronous rollouts under policy lag. " * 205)[:10_000]
 
@@ -199,3 +202,43 @@ def hostile_guided_items() -> list[DigestItem]:
         dataclasses.replace(new, guide=HOSTILE_GUIDE),
         dataclasses.replace(revision, guide=HOSTILE_GUIDE),
     ]
+
+
+def _utc(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+def sample_receipt(matched: int, timezone: str = "Europe/Berlin") -> Receipt:
+    """Monday 07:00 to Tuesday 07:00 UTC (17 Nov 2026): arXiv's Monday-evening mailing and a gap fill;
+    the feed failed after the announcement and recovered, then fell behind again and still is."""
+    return Receipt(
+        since=_utc("2026-11-16T07:00:00"),
+        until=_utc("2026-11-17T07:00:00"),
+        matched=matched,
+        sources=(
+            SourceScan("arxiv-rss", runs=47, new_versions=4512, announcements=1),
+            SourceScan("arxiv-oai", runs=1, new_versions=12),
+        ),
+        outages=(
+            Outage("arxiv-rss", "failing", _utc("2026-11-17T01:05:00"), _utc("2026-11-17T02:35:00")),
+            Outage("arxiv-rss", "stale", _utc("2026-11-17T05:00:00"), None),
+        ),
+        timezone=timezone,
+    )
+
+
+# A source name is stored text (a backfill names its source): markup for every channel, a mention,
+# a terminal escape.
+HOSTILE_SOURCE = "<b>x</b> & *y* <!channel> <https://evil.example|z> \x1b[31mred"
+
+
+def hostile_receipt(matched: int) -> Receipt:
+    """A receipt naming a hostile source, in a timezone that does not exist (shown in UTC)."""
+    return Receipt(
+        since=_utc("2026-11-16T07:00:00"),
+        until=_utc("2026-11-17T07:00:00"),
+        matched=matched,
+        sources=(SourceScan(HOSTILE_SOURCE, runs=2, new_versions=3),),
+        outages=(Outage(HOSTILE_SOURCE, "failing", _utc("2026-11-10T01:05:00"), None),),
+        timezone="Mars/Olympus",
+    )

@@ -55,7 +55,14 @@ from tests.test_bot_slack import TOKEN as SLACK_TOKEN
 from tests.test_bot_telegram import TOKEN as TELEGRAM_TOKEN
 from tests.test_bot_telegram import Chat, shown
 from tests.test_commands import NOW, migrated_template, open_copy
-from tests.test_digest_i18n import FIXED, NEWSLETTERS, console_output, slack_webhook_json, webhook_json
+from tests.test_digest_i18n import (
+    FIXED,
+    NEWSLETTERS,
+    console_output,
+    receipt_for,
+    slack_webhook_json,
+    webhook_json,
+)
 from tests.test_guides import NOW as GUIDES_NOW
 from tests.test_guides import _paper, _seed, _settings
 from tests.test_signup import KEY, cli_env, context, token_in
@@ -119,8 +126,16 @@ def english_default() -> Renderer:
 
 def digest(renderer: Renderer, channel: str, language: str | None) -> Message:
     recipient = "ada@example.org" if channel == "email" else "12345"
+    items = guided_items("zh")
     return renderer.render(
-        channel, guided_items("zh"), recipient, key="digest-i18n", newsletters=NEWSLETTERS, language=language
+        channel,
+        items,
+        recipient,
+        key="digest-i18n",
+        newsletters=NEWSLETTERS,
+        language=language,
+        # The goldens' receipt in the Chinese reader's zone (tests/test_digest_i18n.py).
+        receipt=receipt_for("zh", len(items)),
     )
 
 

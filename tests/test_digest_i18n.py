@@ -29,7 +29,7 @@ from core.render import (
     reasons_text,
     short_authors,
 )
-from core.values import DigestItem, Guide, Message
+from core.values import DigestItem, Guide, Message, Receipt
 from notifiers.console import ConsoleNotifier
 from notifiers.email import EmailNotifier
 from notifiers.slack import build_payloads
@@ -37,7 +37,7 @@ from notifiers.telegram import item_buttons, split_message
 from notifiers.webhook import digest_payload, encode_payload
 from tests.fakes.telegram_api import parse_html
 from tests.goldens import check_golden, dump_slack
-from tests.hostile import HOSTILE_GUIDE, guided_items, hostile_guided_items
+from tests.hostile import HOSTILE_GUIDE, guided_items, hostile_guided_items, sample_receipt
 from tests.test_notifier_telegram import assert_well_formed
 
 LANGUAGES = ("en", "zh")
@@ -73,9 +73,16 @@ ENGLISH_PHRASES = (
     "Watch",
     "Unfollow",
     "part 1 of",
+    "Since",
+    "scanned",
+    "announcement",
+    "failing",
+    "behind",
+    "catches up",
 )
 # Latin words a Chinese digest may show besides the papers' own data: names and abbreviations.
-ALLOWED_WORDS = {"PaperTrail", "arXiv", "AI", "DOI", "GPU", "rollout", "BibTeX"}
+# Also the receipt's source names and the reader's timezone abbreviation (Asia/Shanghai's CST).
+ALLOWED_WORDS = {"PaperTrail", "arXiv", "AI", "DOI", "GPU", "rollout", "OAI", "PMH", "CST", "BibTeX"}
 
 
 def renderer() -> Renderer:
@@ -83,11 +90,22 @@ def renderer() -> Renderer:
     return Renderer(secret_key="test-key", public_url="https://papertrail.example")
 
 
+def receipt_for(language: str, matched: int) -> Receipt:
+    """The golden receipt in a reader's zone: Berlin for English, Beijing for Chinese."""
+    return sample_receipt(matched, "Europe/Berlin" if language == "en" else "Asia/Shanghai")
+
+
 def render(channel: str, language: str, items: list[DigestItem] | None = None) -> Message:
     recipient = "ada@example.org" if channel == "email" else "12345"
     chosen = guided_items(language) if items is None else items
     return renderer().render(
-        channel, chosen, recipient, key="digest-i18n", newsletters=NEWSLETTERS, language=language
+        channel,
+        chosen,
+        recipient,
+        key="digest-i18n",
+        newsletters=NEWSLETTERS,
+        language=language,
+        receipt=receipt_for(language, len(chosen)),
     )
 
 
@@ -280,10 +298,20 @@ def test_chinese_digests_contain_no_english_sentences(channel: str) -> None:
     items = guided_items("zh")
     # Cap the digest so that "…and N more" shows too.
     message = Renderer(max_items=3, secret_key="k", public_url="https://papertrail.example").render(
-        channel, items, "ada@example.org", newsletters=NEWSLETTERS, language="zh"
+        channel,
+        items,
+        "ada@example.org",
+        newsletters=NEWSLETTERS,
+        language="zh",
+        receipt=receipt_for("zh", len(items)),
     )
     english = Renderer(max_items=3, secret_key="k", public_url="https://papertrail.example").render(
-        channel, guided_items("en"), "ada@example.org", newsletters=NEWSLETTERS, language="en"
+        channel,
+        guided_items("en"),
+        "ada@example.org",
+        newsletters=NEWSLETTERS,
+        language="en",
+        receipt=receipt_for("en", len(items)),
     )
     for text in _readable(message):
         stripped = re.sub(r"https://[^\s|>\"]+", " ", text)  # links are not words shown to the reader
@@ -295,7 +323,7 @@ def test_chinese_digests_contain_no_english_sentences(channel: str) -> None:
         assert not words, (words, stripped)
     # The comparison is meaningful: the English digest does use these phrases.
     everything = "\n".join(_readable(english))
-    for phrase in ("New papers", "Why:", "AI guide", "Manage"):
+    for phrase in ("New papers", "Why:", "AI guide", "Manage", "Since", "new versions scanned"):
         assert phrase in everything
 
 
@@ -401,6 +429,7 @@ def test_unknown_languages_render_in_english() -> None:
             key="digest-i18n",
             newsletters=NEWSLETTERS,
             language=language,
+            receipt=receipt_for("en", 4),
         )
         assert (message.text, message.html, message.language) == (english.text, english.html, "en")
 

@@ -21,7 +21,7 @@ from core.config import Settings
 from core.delivery import DeliveryError
 from core.reasons import AUTHOR, PAPER, TITLE, Reason
 from core.render import Renderer
-from core.values import DigestItem, Message
+from core.values import DigestItem, Message, Receipt
 from notifiers.slack import SlackNotifier, SlackPayload, build_payloads
 from notifiers.slack_webhook import SlackWebhookNotifier
 from tests.fakes.slack_api import (
@@ -36,7 +36,7 @@ from tests.fakes.slack_api import (
 )
 from tests.goldens import check_golden
 from tests.goldens import dump_slack as dump
-from tests.hostile import hostile_items, many_items
+from tests.hostile import hostile_items, hostile_receipt, many_items, sample_receipt
 from tests.servers import closed_port
 
 TOKEN = "xoxb-test-token-0123456789"
@@ -44,9 +44,16 @@ CHANNEL = "C0123ABC"
 
 
 def digest(
-    items: Sequence[DigestItem], *, max_items: int = 50, skip_parts: int = 0, public_url: str = ""
+    items: Sequence[DigestItem],
+    *,
+    max_items: int = 50,
+    skip_parts: int = 0,
+    public_url: str = "",
+    receipt: Receipt | None = None,
 ) -> Message:
-    message = Renderer(max_items=max_items, public_url=public_url).render("slack", items, CHANNEL)
+    message = Renderer(max_items=max_items, public_url=public_url).render(
+        "slack", items, CHANNEL, receipt=receipt
+    )
     return dataclasses.replace(message, skip_parts=skip_parts)
 
 
@@ -149,7 +156,7 @@ def test_manage_link_and_more_in_the_footer() -> None:
 
 
 async def test_hostile_digest_golden_and_escaped(slack: FakeSlack) -> None:
-    message = digest(hostile_items(), public_url="https://papertrail.example")
+    message = digest(hostile_items(), public_url="https://papertrail.example", receipt=hostile_receipt(5))
     payloads = build_payloads(message)
     check_golden("slack_hostile.json", dump(payloads))
 
@@ -183,7 +190,7 @@ async def test_hostile_digest_golden_and_escaped(slack: FakeSlack) -> None:
 
 
 async def test_500_items_split_at_50_blocks_never_inside_an_item(slack: FakeSlack) -> None:
-    message = digest(many_items(500), max_items=500)
+    message = digest(many_items(500), max_items=500, receipt=sample_receipt(500))
     payloads = build_payloads(message)
     check_golden("slack_many.json", dump(payloads))
 

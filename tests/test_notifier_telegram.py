@@ -19,7 +19,7 @@ from core.config import Settings
 from core.delivery import DeliveryError
 from core.reasons import AUTHOR, TITLE, Reason
 from core.render import Renderer
-from core.values import DigestItem, Guide, Message
+from core.values import DigestItem, Guide, Message, Receipt
 from notifiers.ratelimit import RateLimiter, Window
 from notifiers.telegram import (
     MAX_LENGTH,
@@ -46,7 +46,7 @@ from tests.fakes.telegram_api import (
     server_error,
 )
 from tests.goldens import check_golden
-from tests.hostile import guided_items, hostile_items, many_items
+from tests.hostile import guided_items, hostile_items, hostile_receipt, many_items, sample_receipt
 from tests.servers import closed_port
 
 # PTB 22's own RetryAfter constructor reads its deprecated int retry_after; the adapter takes either form.
@@ -120,9 +120,14 @@ def renderer(max_items: int = 50, public_url: str = "") -> Renderer:
 
 
 def digest(
-    items: list[DigestItem], *, max_items: int = 50, chat: str = "777", public_url: str = ""
+    items: list[DigestItem],
+    *,
+    max_items: int = 50,
+    chat: str = "777",
+    public_url: str = "",
+    receipt: Receipt | None = None,
 ) -> Message:
-    return renderer(max_items, public_url).render("telegram", items, chat)
+    return renderer(max_items, public_url).render("telegram", items, chat, receipt=receipt)
 
 
 def long_digest() -> Message:
@@ -205,7 +210,9 @@ async def test_sends_a_digest_as_telegram_html(api: FakeTelegram, notifier: Tele
 
 
 async def test_hostile_digest_golden_and_escaped(api: FakeTelegram, notifier: TelegramNotifier) -> None:
-    message = digest(hostile_items(), chat="12345", public_url="https://papertrail.example")
+    message = digest(
+        hostile_items(), chat="12345", public_url="https://papertrail.example", receipt=hostile_receipt(5)
+    )
     assert message.html is not None
     check_golden("telegram_hostile.html", message.html)
 
@@ -246,7 +253,7 @@ async def send_split(api: FakeTelegram, message: Message) -> list[str]:
 
 
 async def test_500_matches_split_between_items_golden(api: FakeTelegram) -> None:
-    message = digest(many_items(500), max_items=500, chat="12345")
+    message = digest(many_items(500), max_items=500, chat="12345", receipt=sample_receipt(500))
     parts = await send_split(api, message)
     assert len(parts) > 1
     check_golden(

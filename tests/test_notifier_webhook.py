@@ -32,7 +32,7 @@ from notifiers.webhook import (
 )
 from tests.fakes.webhook_receiver import WebhookReceiver, webhook_receiver
 from tests.goldens import check_golden
-from tests.hostile import hostile_items
+from tests.hostile import hostile_items, hostile_receipt
 from tests.servers import Answer, closed_port
 
 MASTER_KEY = "master-key-never-shown-0123456789"
@@ -124,7 +124,9 @@ def test_digest_key_falls_back_to_a_content_hash() -> None:
 
 async def test_schema_golden(receiver: WebhookReceiver, notifier: WebhookNotifier) -> None:
     renderer = Renderer(max_items=4, public_url="https://papertrail.example")
-    message = renderer.render("webhook", hostile_items(), receiver.url, key="digest-golden")
+    message = renderer.render(
+        "webhook", hostile_items(), receiver.url, key="digest-golden", receipt=hostile_receipt(5)
+    )
     await notifier.send(receiver.url, message)
 
     [got] = receiver.deliveries

@@ -12,13 +12,13 @@ from core import tokens
 from core.config import Settings
 from core.reasons import ABSTRACT, AUTHOR, CATEGORY, PAPER, TITLE, Reason
 from core.render import CUT, Renderer, digest_subject
-from core.values import DigestItem, Message
+from core.values import DigestItem, Message, Receipt
 from ingest.arxiv_rss_parse import parse_feed
 from notifiers.console import ConsoleNotifier
 from notifiers.email import EmailNotifier
 from tests.conftest import BIG_FEED
 from tests.goldens import check_golden
-from tests.hostile import hostile_items, many_items
+from tests.hostile import hostile_items, hostile_receipt, many_items, sample_receipt
 
 
 def real_items() -> list[DigestItem]:
@@ -36,8 +36,9 @@ def real_items() -> list[DigestItem]:
 
 @pytest.mark.parametrize("channel", ["email", "console"])
 def test_golden_digests(channel: str) -> None:
+    items = real_items()
     message = Renderer(max_items=50, public_url="https://papertrail.example").render(
-        channel, real_items(), "ada@example.org"
+        channel, items, "ada@example.org", receipt=sample_receipt(len(items))
     )
     assert message.subject == "PaperTrail: 3 new papers, 2 revisions"
     check_golden(f"{channel}.txt", message.text)
@@ -101,10 +102,14 @@ def signed_renderer() -> Renderer:
 
 
 @pytest.mark.parametrize(
-    ("name", "items"), [("email_hostile", hostile_items()), ("email_many", many_items(500))]
+    ("name", "items", "receipt"),
+    [
+        ("email_hostile", hostile_items(), hostile_receipt(5)),
+        ("email_many", many_items(500), sample_receipt(500)),
+    ],
 )
-def test_golden_email_with_links(name: str, items: list[DigestItem]) -> None:
-    message = signed_renderer().render("email", items, "ada@example.org")
+def test_golden_email_with_links(name: str, items: list[DigestItem], receipt: Receipt) -> None:
+    message = signed_renderer().render("email", items, "ada@example.org", receipt=receipt)
     assert message.html is not None
     check_golden(f"{name}.txt", message.text)
     check_golden(f"{name}.html", message.html)
