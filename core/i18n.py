@@ -162,7 +162,7 @@ class Translator:
 
     def ngettext(self, singular: str, plural: str, n: int, /, **values: object) -> str:
         """The form of ``singular``/``plural`` for ``n`` in this language; ``{n}`` and ``values`` filled."""
-        return self._translations.ngettext(singular, plural, n).format(n=n, **values)
+        return self._translations.ngettext(singular, plural, n).format(n=f"{n:,}", **values)
 
 
 def listing(t: Translator, items: Iterable[str]) -> str:

@@ -111,7 +111,7 @@ def test_counts_are_what_the_runs_stored_in_the_window() -> None:
     assert quiet.sources == (SourceScan("arxiv-rss", runs=0, new_versions=0, announcements=0),)
     text = word_receipt(day, translator("en"))
     assert text.summary == (
-        "Since Mon 08:00 CET: arXiv: 1 announcement, 1500 new versions scanned; "
+        "Since Mon 08:00 CET: arXiv: 1 announcement, 1,500 new versions scanned; "
         "arXiv OAI-PMH: 12 new versions scanned; 7 matched your follows."
     )
     assert text.warnings == ()
@@ -505,8 +505,8 @@ def test_a_heartbeat_in_every_channel(language: str) -> None:
     renderer = Renderer(secret_key="k", public_url="https://papertrail.example")
     receipt = sample_receipt(0, BERLIN if language == "en" else "Asia/Shanghai")
     line = {
-        "en": "Nothing new matched your follows. Since Mon 08:00 CET: arXiv: 1 announcement, 4512 new",
-        "zh": "没有新的论文与你的关注匹配。自 周一 15:00 CST 以来：arXiv：1 次发布、扫描了 4512 个新版本",
+        "en": "Nothing new matched your follows. Since Mon 08:00 CET: arXiv: 1 announcement, 4,512 new",
+        "zh": "没有新的论文与你的关注匹配。自 周一 15:00 CST 以来：arXiv：1 次发布、扫描了 4,512 个新版本",
     }[language]
     messages = {
         channel: renderer.render(channel, [], "12345", language=language, receipt=receipt, heartbeat=True)
