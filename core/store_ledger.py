@@ -175,16 +175,7 @@ class LedgerQueries:
                 query = query.where(
                     sa.or_(col(Subscriber.retry_at).is_(None), col(Subscriber.retry_at) <= now)
                 )
-            if address is not None:
-                query = query.where(col(Subscriber.address) == address)
-            if channels is not None:
-                query = query.where(
-                    sa.or_(*(col(Subscriber.address).startswith(f"{c}:") for c in channels), sa.false())
-                )
-            query = query.order_by(col(Subscriber.id))
-            if limit is not None:
-                query = query.limit(limit)
-            return list(session.exec(query))
+            return list(session.exec(_candidates_page(query, address, channels, limit)))
 
     def open_digest(
         self, subscriber_id: int, channel: str, *, instant_only: bool, now: datetime
@@ -307,16 +298,7 @@ class LedgerQueries:
                 *_nothing_to_send(not_since),
                 sa.or_(col(Subscriber.retry_at).is_(None), col(Subscriber.retry_at) <= now),
             )
-            if address is not None:
-                query = query.where(col(Subscriber.address) == address)
-            if channels is not None:
-                query = query.where(
-                    sa.or_(*(col(Subscriber.address).startswith(f"{c}:") for c in channels), sa.false())
-                )
-            query = query.order_by(col(Subscriber.id))
-            if limit is not None:
-                query = query.limit(limit)
-            return list(session.exec(query))
+            return list(session.exec(_candidates_page(query, address, channels, limit)))
 
     def open_heartbeats(
         self, plans: Sequence[DigestPlan], *, not_since: datetime, now: datetime
@@ -947,3 +929,18 @@ def _still_held(digest: Digest, held: tuple[str, int] | None) -> bool:
         return True
     worker, attempts = held
     return digest.state == DigestState.SENDING and digest.worker == worker and digest.attempts == attempts
+
+
+def _candidates_page(
+    query: Any, address: str | None, channels: Sequence[str] | None, limit: int | None
+) -> Any:
+    """``query`` over subscribers narrowed to ``address`` and ``channels`` (None: any), in id order, at
+    most ``limit`` rows: the shape both digest planning and heartbeat planning page through."""
+    if address is not None:
+        query = query.where(col(Subscriber.address) == address)
+    if channels is not None:
+        query = query.where(
+            sa.or_(*(col(Subscriber.address).startswith(f"{c}:") for c in channels), sa.false())
+        )
+    query = query.order_by(col(Subscriber.id))
+    return query.limit(limit) if limit is not None else query
