@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TextIO, TypeVar
 
 import typer
 from rich.console import Console
@@ -576,22 +576,28 @@ def export_follows_command(
             for line in lines:
                 sys.stdout.write(line + "\n")
             return
-        # Written beside the target and renamed: an interrupted export never leaves half a file behind.
-        partial = output.with_name(output.name + ".partial")
         count = 0
-        with partial.open("w", encoding="utf-8") as file:
+        with _output_file(output) as file:
             for line in lines:
                 file.write(line + "\n")
                 count += 1
-        partial.replace(output)
     out.print(f"{count:,} follows written to {output}")
 
 
-def _write_output(output: Path, text: str) -> None:
-    """``text`` into ``output``, written beside it and renamed: an interrupted export leaves no half file."""
+@contextmanager
+def _output_file(output: Path) -> Iterator[TextIO]:
+    """A file to write an export into: written beside ``output`` and renamed to it once complete, so an
+    interrupted export never leaves half a file behind."""
     partial = output.with_name(output.name + ".partial")
-    partial.write_text(text, encoding="utf-8")
+    with partial.open("w", encoding="utf-8") as file:
+        yield file
     partial.replace(output)
+
+
+def _write_output(output: Path, text: str) -> None:
+    """``text`` into ``output`` (see :func:`_output_file`)."""
+    with _output_file(output) as file:
+        file.write(text)
 
 
 @export_app.command("subscription")
