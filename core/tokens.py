@@ -24,6 +24,8 @@ CONFIRM = "confirm"
 OUTDATED = "this confirmation link is from an older sign-up; sign up again for a new one"
 # Leaving one newsletter: the subject is ``ADDRESS NUL NAME`` (see :func:`leave_subject`).
 LEAVE = "leave"
+# Why a link opens nothing: its MAC does not verify, or its subject does not split into its two parts.
+_NOT_VALID = "this link is not valid (altered, or made for something else)"
 # Reading one subscriber's private Atom feed: the subject is ``ADDRESS NUL NONCE`` (see :func:`feed_subject`);
 # a new nonce (``Subscriber.feed_nonce``) revokes every link made with the old one.
 FEED = "feed"
@@ -80,7 +82,7 @@ def verify(key: str, purpose: str, token: str) -> str:
     except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidToken("this link is damaged; open the whole link from the mail") from exc
     if not hmac.compare_digest(given, _mac(key, purpose, subject)):
-        raise InvalidToken("this link is not valid (altered, or made for something else)")
+        raise InvalidToken(_NOT_VALID)
     return subject
 
 
@@ -94,10 +96,7 @@ def leave_subject(address: str, newsletter: str) -> str:
 
 def split_leave(subject: str) -> tuple[str, str]:
     """The (address, newsletter name) of a verified leave token's subject; InvalidToken if malformed."""
-    address, nul, newsletter = subject.partition("\0")
-    if not (nul and address and newsletter) or "\0" in newsletter:
-        raise InvalidToken("this link is not valid (altered, or made for something else)")
-    return address, newsletter
+    return _split_pair(subject, _NOT_VALID)
 
 
 def confirm_subject(address: str, nonce: str) -> str:
@@ -112,10 +111,7 @@ def confirm_subject(address: str, nonce: str) -> str:
 def split_confirm(subject: str) -> tuple[str, str]:
     """The (address, nonce) of a verified confirmation token's subject; InvalidToken if it has no nonce
     (a link mailed before links carried one: it cannot say which sign-up it confirms)."""
-    address, nul, nonce = subject.partition("\0")
-    if not (nul and address and nonce) or "\0" in nonce:
-        raise InvalidToken(OUTDATED)
-    return address, nonce
+    return _split_pair(subject, OUTDATED)
 
 
 def feed_subject(address: str, nonce: str) -> str:
@@ -129,7 +125,12 @@ def feed_subject(address: str, nonce: str) -> str:
 
 def split_feed(subject: str) -> tuple[str, str]:
     """The (address, nonce) of a verified feed token's subject; InvalidToken if it has no nonce."""
-    address, nul, nonce = subject.partition("\0")
-    if not (nul and address and nonce) or "\0" in nonce:
-        raise InvalidToken("this link is not valid (altered, or made for something else)")
-    return address, nonce
+    return _split_pair(subject, _NOT_VALID)
+
+
+def _split_pair(subject: str, problem: str) -> tuple[str, str]:
+    """The two non-empty parts of a ``FIRST NUL SECOND`` subject; InvalidToken(``problem``) otherwise."""
+    first, nul, second = subject.partition("\0")
+    if not (nul and first and second) or "\0" in second:
+        raise InvalidToken(problem)
+    return first, second
