@@ -26,6 +26,7 @@ __all__ = [
     "Follow",
     "GuideRow",
     "HttpValidator",
+    "LibrarySeed",
     "LibraryTotal",
     "Match",
     "Message",
@@ -35,14 +36,17 @@ __all__ = [
     "PaperIn",
     "QueryMatch",
     "RateSlot",
+    "RecommendCursor",
     "RunState",
     "SendResult",
     "SignupQuota",
     "SourceRun",
     "Subscriber",
     "SubscriberStatus",
+    "TasteModelRow",
     "UTCDateTime",
     "Version",
+    "Vote",
     "utcnow",
 ]
 
@@ -299,6 +303,8 @@ class Subscriber(SQLModel, table=True):
     # The nonce signed into the reader's private Atom feed link (core.tokens); None: no link made yet. A new
     # nonce revokes the old link (migration 0019).
     feed_nonce: str | None = Field(default=None, max_length=64)
+    # Learned recommendations per digest (issue 17; `recommend on [N]`): None is off, the default.
+    recommend: int | None = Field(default=None)
 
 
 class Follow(SQLModel, table=True):
@@ -531,3 +537,65 @@ class SignupQuota(SQLModel, table=True):
     key: str = Field(primary_key=True, max_length=80)
     hour: int = Field(primary_key=True, sa_type=sa.BigInteger)
     used: int = 0
+
+
+class Vote(SQLModel, table=True):
+    """A reader's 👍 (+1) or 👎 (-1) on one version of a paper: a signal of the learned follows (issue 17).
+
+    One vote per subscriber and version; voting again replaces it, and an undo deletes it.
+    """
+
+    __tablename__ = "vote"
+    __table_args__ = (sa.UniqueConstraint("subscriber_id", "version_id", name="uq_vote_subscriber_version"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    # No index of its own: the unique (subscriber_id, version_id) index serves look-ups by subscriber.
+    subscriber_id: int = Field(foreign_key="subscriber.id")
+    version_id: int = Field(foreign_key="version.id", index=True)
+    value: int
+    created_at: datetime = _ts(default_factory=utcnow)
+
+
+class LibrarySeed(SQLModel, table=True):
+    """One entry of a reader's imported reference library, used as a liked paper (issue 17).
+
+    An entry that resolved to a stored paper points at its version; the others keep the title and abstract
+    the file gave. ``key`` (the arXiv id, else ``doi:…``, else ``title:…`` normalised) keeps a re-import
+    from adding an entry twice.
+    """
+
+    __tablename__ = "library_seed"
+    __table_args__ = (sa.UniqueConstraint("subscriber_id", "key", name="uq_library_seed_subscriber_key"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    subscriber_id: int = Field(foreign_key="subscriber.id")
+    key: str = Field(max_length=300)
+    version_id: int | None = Field(default=None, foreign_key="version.id", index=True)
+    title: str = Field(default="", sa_type=sa.Text)
+    abstract: str = Field(default="", sa_type=sa.Text)
+    created_at: datetime = _ts(default_factory=utcnow)
+
+
+class TasteModelRow(SQLModel, table=True):
+    """A subscriber's trained recommendation model (``core.taste_model``), in its compact binary form."""
+
+    __tablename__ = "taste_model"
+
+    subscriber_id: int = Field(foreign_key="subscriber.id", primary_key=True)
+    data: bytes = Field(sa_type=sa.LargeBinary)
+    positives: int = 0
+    negatives: int = 0
+    trained_at: datetime = _ts(default_factory=utcnow)
+
+
+class RecommendCursor(SQLModel, table=True):
+    """How far the recommendation pass has scored: every version with a greater id is still to score.
+
+    One row (id 1): the pass vectorises each new version once for all subscribers' models.
+    """
+
+    __tablename__ = "recommend_cursor"
+
+    id: int = Field(default=1, primary_key=True)
+    through_version_id: int = 0
+    ran_at: datetime | None = _ts(default=None)

@@ -1,0 +1,315 @@
+"""The SQL of learned follows (issue 17): a reader's votes, the seeds of an imported library, the trained
+models, and the texts a model is trained from.
+
+A repository over the store's transactions (composed, not mixed into :class:`core.store.Store`); the
+rules live in :mod:`core.taste` and the model in :mod:`core.taste_model`. A vote is kept per subscriber
+and version (voting again replaces it, an undo deletes it); a seed per subscriber and key, so importing
+the same library twice adds nothing.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlmodel import col, select
+
+from core.models import LibrarySeed, Paper, TasteModelRow, Version, Vote, utcnow
+
+if TYPE_CHECKING:
+    from core.store import Store
+
+LIKE = 1
+DISLIKE = -1
+# How far back the implicit negatives (the days' other papers) are drawn from, and how many.
+IMPLICIT_WINDOW = timedelta(days=7)
+IMPLICIT_NEGATIVES = 200
+# The newest signals of each kind a model is trained from: older ones still count until this many newer
+# ones push them out, which keeps a retrain after a vote within its time budget (docs/recommendations.md).
+MAX_SIGNALS = 500
+
+
+@dataclass(frozen=True, slots=True)
+class VoteView:
+    """One vote as the ``likes`` list shows it."""
+
+    arxiv_id: str
+    version: int
+    value: int
+    title: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Voted:
+    """What recording a vote did: the version voted on and the value it replaced (None: a new vote)."""
+
+    arxiv_id: str
+    version: int
+    version_id: int
+    previous: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class TasteText:
+    """A paper as a model reads it: its arXiv id (None for a library entry known only by its text)."""
+
+    arxiv_id: str | None
+    title: str
+    abstract: str
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingTexts:
+    """What one subscriber's model is trained from."""
+
+    positives: tuple[TasteText, ...]
+    negatives: tuple[TasteText, ...]
+    implicit: tuple[TasteText, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SeedIn:
+    """One library entry to keep as a liked paper: a stored version, or a title and abstract."""
+
+    key: str
+    version_id: int | None
+    title: str = ""
+    abstract: str = ""
+
+
+class TasteStore:
+    """Votes, seeds and models of learned follows."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    # -- votes ---------------------------------------------------------------------------------------
+
+    def vote(
+        self,
+        subscriber_id: int,
+        arxiv_id: str,
+        value: int,
+        *,
+        version: int | None = None,
+        now: datetime | None = None,
+    ) -> Voted | None:
+        """Record ``value`` (:data:`LIKE` or :data:`DISLIKE`) on ``version`` of ``arxiv_id`` (its latest
+        stored version when None); None when that paper or version is not stored."""
+        if value not in (LIKE, DISLIKE):
+            raise ValueError(f"a vote is {LIKE} or {DISLIKE}, not {value!r}")
+        now = now or utcnow()
+        with self._store.session() as session:
+            number = version
+            if number is None:
+                paper = session.get(Paper, arxiv_id)
+                if paper is None:
+                    return None
+                number = paper.latest_version
+            found = session.exec(
+                select(Version.id).where(Version.paper_id == arxiv_id, Version.number == number)
+            ).first()
+            if found is None:
+                return None
+            version_id = int(found)
+            old = session.exec(
+                select(Vote).where(Vote.subscriber_id == subscriber_id, Vote.version_id == version_id)
+            ).first()
+            previous = old.value if old is not None else None
+            if old is None:
+                session.add(
+                    Vote(subscriber_id=subscriber_id, version_id=version_id, value=value, created_at=now)
+                )
+            else:
+                old.value, old.created_at = value, now
+                session.add(old)
+            return Voted(arxiv_id, number, version_id, previous)
+
+    def unvote(self, subscriber_id: int, arxiv_id: str, *, version: int | None = None) -> int:
+        """Undo the votes on ``arxiv_id`` (every version, or only ``version``); returns how many."""
+        with self._store.session() as session:
+            versions = select(Version.id).where(Version.paper_id == arxiv_id)
+            if version is not None:
+                versions = versions.where(Version.number == version)
+            result = session.execute(
+                sa.delete(Vote).where(
+                    col(Vote.subscriber_id) == subscriber_id,
+                    col(Vote.version_id).in_(versions.scalar_subquery()),
+                )
+            )
+            return max(int(getattr(result, "rowcount", 0) or 0), 0)
+
+    def votes_of(self, subscriber_id: int, *, limit: int = 200) -> list[VoteView]:
+        """The subscriber's votes, newest first, at most ``limit``."""
+        with self._store.session() as session:
+            rows = session.execute(
+                sa.select(
+                    col(Version.paper_id),
+                    col(Version.number),
+                    col(Vote.value),
+                    col(Version.title),
+                    col(Vote.created_at),
+                )
+                .join(Version, col(Version.id) == Vote.version_id)
+                .where(col(Vote.subscriber_id) == subscriber_id)
+                .order_by(col(Vote.created_at).desc(), col(Vote.id).desc())
+                .limit(limit)
+            ).all()
+        return [VoteView(a, int(n), int(v), t, c) for a, n, v, t, c in rows]
+
+    def votes_on(self, subscriber_id: int, version_ids: Sequence[int]) -> dict[int, int]:
+        """The subscriber's vote on each of ``version_ids`` that has one: version id → value."""
+        if not version_ids:
+            return {}
+        with self._store.session() as session:
+            rows = session.exec(
+                select(Vote.version_id, Vote.value).where(
+                    Vote.subscriber_id == subscriber_id, col(Vote.version_id).in_(list(version_ids))
+                )
+            ).all()
+        return {int(v): int(value) for v, value in rows}
+
+    def vote_counts(self, subscriber_id: int) -> tuple[int, int, int]:
+        """(likes, dislikes, library seeds) of one subscriber."""
+        with self._store.session() as session:
+            likes = session.exec(
+                select(sa.func.count()).where(Vote.subscriber_id == subscriber_id, Vote.value == LIKE)
+            ).one()
+            dislikes = session.exec(
+                select(sa.func.count()).where(Vote.subscriber_id == subscriber_id, Vote.value == DISLIKE)
+            ).one()
+            seeds = session.exec(
+                select(sa.func.count()).where(LibrarySeed.subscriber_id == subscriber_id)
+            ).one()
+        return int(likes), int(dislikes), int(seeds)
+
+    # -- library seeds -------------------------------------------------------------------------------
+
+    def add_seeds(self, subscriber_id: int, seeds: Sequence[SeedIn], *, now: datetime | None = None) -> int:
+        """Keep ``seeds`` as liked papers of the subscriber; returns how many were new (a key already
+        kept is left as it is)."""
+        if not seeds:
+            return 0
+        now = now or utcnow()
+        rows = [
+            {
+                "subscriber_id": subscriber_id,
+                "key": seed.key,
+                "version_id": seed.version_id,
+                "title": seed.title,
+                "abstract": seed.abstract,
+                "created_at": now,
+            }
+            for seed in {seed.key: seed for seed in seeds}.values()
+        ]
+        table = LibrarySeed.metadata.tables["library_seed"]
+        with self._store.session() as session:
+            connection = session.connection()
+            dialect_insert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
+            before = self._seed_total(connection, subscriber_id)
+            connection.execute(dialect_insert(table).values(rows).on_conflict_do_nothing())
+            return self._seed_total(connection, subscriber_id) - before
+
+    @staticmethod
+    def _seed_total(connection: sa.Connection, subscriber_id: int) -> int:
+        table = LibrarySeed.metadata.tables["library_seed"]
+        query = sa.select(sa.func.count()).select_from(table).where(table.c.subscriber_id == subscriber_id)
+        return int(connection.execute(query).scalar_one())
+
+    # -- training texts and models -------------------------------------------------------------------
+
+    def training_texts(
+        self,
+        subscriber_id: int,
+        *,
+        implicit: int = IMPLICIT_NEGATIVES,
+        now: datetime | None = None,
+    ) -> TrainingTexts:
+        """The liked papers (votes and seeds), the disliked ones, and up to ``implicit`` of the last
+        week's other papers, drawn at random (the same draw for the same subscriber and day)."""
+        now = now or utcnow()
+        with self._store.session() as session:
+            voted = session.execute(
+                sa.select(
+                    col(Vote.value),
+                    col(Version.paper_id),
+                    col(Version.title),
+                    col(Version.abstract),
+                    col(Vote.version_id),
+                )
+                .join(Version, col(Version.id) == Vote.version_id)
+                .where(col(Vote.subscriber_id) == subscriber_id)
+                .order_by(col(Vote.created_at).desc())
+                .limit(2 * MAX_SIGNALS)
+            ).all()
+            seeded = session.execute(
+                sa.select(
+                    col(LibrarySeed.title),
+                    col(LibrarySeed.abstract),
+                    col(Version.paper_id),
+                    col(Version.title),
+                    col(Version.abstract),
+                )
+                .outerjoin(Version, col(Version.id) == LibrarySeed.version_id)
+                .where(col(LibrarySeed.subscriber_id) == subscriber_id)
+                .order_by(col(LibrarySeed.id).desc())
+                .limit(MAX_SIGNALS)
+            ).all()
+            seen = {int(row[4]) for row in voted}
+            window = session.exec(
+                select(col(Version.id)).where(
+                    Version.news == sa.true(), col(Version.first_seen_at) >= now - IMPLICIT_WINDOW
+                )
+            ).all()
+            pool = [v for v in window if v is not None and v not in seen]
+            drawn = random.Random(f"{subscriber_id}:{now.date()}").sample(pool, min(implicit, len(pool)))
+            others = (
+                session.exec(
+                    select(Version.paper_id, Version.title, Version.abstract).where(
+                        col(Version.id).in_(drawn)
+                    )
+                ).all()
+                if drawn
+                else []
+            )
+        positives = [TasteText(a, t, ab) for value, a, t, ab, _ in voted if value > 0][:MAX_SIGNALS]
+        for title, abstract, paper_id, stored_title, stored_abstract in seeded:
+            if paper_id is not None:
+                positives.append(TasteText(paper_id, stored_title, stored_abstract))
+            else:
+                positives.append(TasteText(None, title, abstract))
+        negatives = tuple(TasteText(a, t, ab) for value, a, t, ab, _ in voted if value < 0)[:MAX_SIGNALS]
+        liked = {text.arxiv_id for text in positives} | {text.arxiv_id for text in negatives}
+        implicit_texts = tuple(TasteText(a, t, ab) for a, t, ab in others if a not in liked)
+        return TrainingTexts(tuple(positives), negatives, implicit_texts)
+
+    def save_model(
+        self, subscriber_id: int, data: bytes, *, positives: int, negatives: int, now: datetime | None = None
+    ) -> None:
+        """Store (or replace) the subscriber's trained model."""
+        with self._store.session() as session:
+            session.merge(
+                TasteModelRow(
+                    subscriber_id=subscriber_id,
+                    data=data,
+                    positives=positives,
+                    negatives=negatives,
+                    trained_at=now or utcnow(),
+                )
+            )
+
+    def drop_model(self, subscriber_id: int) -> None:
+        """Forget the subscriber's model (fewer than the positives a model needs are left)."""
+        with self._store.session() as session:
+            session.execute(sa.delete(TasteModelRow).where(col(TasteModelRow.subscriber_id) == subscriber_id))
+
+    def model_of(self, subscriber_id: int) -> TasteModelRow | None:
+        """The subscriber's stored model, if one was trained."""
+        with self._store.session() as session:
+            return session.get(TasteModelRow, subscriber_id)

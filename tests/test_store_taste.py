@@ -1,0 +1,86 @@
+"""Votes, library seeds and models of learned follows, on SQLite and PostgreSQL, over recorded papers."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from functools import cache
+
+import pytest
+
+from core.store import Store
+from core.store_taste import DISLIKE, LIKE, SeedIn, TasteStore
+from core.values import PaperIn
+from ingest.arxiv_rss_parse import parse_feed
+from tests.conftest import BIG_FEED
+
+NOW = datetime(2026, 12, 4, 12, tzinfo=UTC)
+
+
+@cache
+def day() -> tuple[PaperIn, ...]:
+    """The recorded arXiv day, one version per paper."""
+    seen: dict[str, PaperIn] = {}
+    for paper in parse_feed(BIG_FEED.read_bytes()).items:
+        seen.setdefault(paper.arxiv_id, paper)
+    return tuple(seen.values())
+
+
+def _stored(store: Store) -> tuple[int, TasteStore]:
+    store.save_versions(day()[:300], now=NOW - timedelta(hours=1))
+    subscriber, _ = store.ensure_subscriber("email:ada@example.org", timezone="UTC", schedule="daily 08:00")
+    assert subscriber.id is not None
+    return subscriber.id, TasteStore(store)
+
+
+def test_a_vote_is_kept_per_version_replaced_and_undone(store: Store) -> None:
+    sid, taste = _stored(store)
+    paper = day()[0]
+    voted = taste.vote(sid, paper.arxiv_id, LIKE, now=NOW)
+    assert voted is not None and voted.previous is None and voted.version == paper.version
+    again = taste.vote(sid, paper.arxiv_id, DISLIKE, now=NOW)
+    assert again is not None and again.previous == LIKE
+    assert [(v.arxiv_id, v.value) for v in taste.votes_of(sid)] == [(paper.arxiv_id, DISLIKE)]
+    assert taste.votes_on(sid, [voted.version_id]) == {voted.version_id: DISLIKE}
+    assert taste.unvote(sid, paper.arxiv_id) == 1
+    assert taste.votes_of(sid) == []
+    assert taste.unvote(sid, paper.arxiv_id) == 0
+
+
+def test_a_vote_on_a_paper_not_stored_is_refused(store: Store) -> None:
+    sid, taste = _stored(store)
+    assert taste.vote(sid, "2999.99999", LIKE) is None
+    assert taste.vote(sid, day()[0].arxiv_id, LIKE, version=99) is None
+    with pytest.raises(ValueError, match="vote is 1 or -1"):
+        taste.vote(sid, day()[0].arxiv_id, 2)
+
+
+def test_training_texts_hold_likes_seeds_dislikes_and_a_sample_of_the_week(store: Store) -> None:
+    sid, taste = _stored(store)
+    liked, disliked, seeded = day()[1], day()[2], day()[3]
+    taste.vote(sid, liked.arxiv_id, LIKE, now=NOW)
+    taste.vote(sid, disliked.arxiv_id, DISLIKE, now=NOW)
+    seed_version = store.versions_of(seeded.arxiv_id)[0].id
+    seeds = [
+        SeedIn(seeded.arxiv_id, seed_version),
+        SeedIn("title:a paper known by its text", None, "A title", "An abstract"),
+    ]
+    assert taste.add_seeds(sid, seeds, now=NOW) == 2
+    assert taste.add_seeds(sid, seeds, now=NOW) == 0  # a re-import adds nothing
+    texts = taste.training_texts(sid, implicit=50, now=NOW)
+    assert {t.arxiv_id for t in texts.positives} == {liked.arxiv_id, seeded.arxiv_id, None}
+    assert any(t.title == seeded.title for t in texts.positives)
+    assert [t.arxiv_id for t in texts.negatives] == [disliked.arxiv_id]
+    # Fifty drawn from the week's 300, less those that are liked, seeded or disliked.
+    assert 47 <= len(texts.implicit) <= 50
+    assert not {t.arxiv_id for t in texts.implicit} & {liked.arxiv_id, disliked.arxiv_id, seeded.arxiv_id}
+    assert taste.vote_counts(sid) == (1, 1, 2)
+
+
+def test_a_model_is_saved_replaced_and_dropped(store: Store) -> None:
+    sid, taste = _stored(store)
+    taste.save_model(sid, b"one", positives=3, negatives=1, now=NOW)
+    taste.save_model(sid, b"two", positives=4, negatives=1, now=NOW)
+    row = taste.model_of(sid)
+    assert row is not None and row.data == b"two" and row.positives == 4
+    taste.drop_model(sid)
+    assert taste.model_of(sid) is None
