@@ -9,6 +9,7 @@ import pytest
 
 from core.store import Store
 from core.store_taste import DISLIKE, LIKE, SeedIn, TasteStore
+from core.taste import VoteState, cast_vote, read_paper_ref, undo_vote, votes
 from core.values import PaperIn
 from ingest.arxiv_rss_parse import parse_feed
 from tests.conftest import BIG_FEED
@@ -84,3 +85,31 @@ def test_a_model_is_saved_replaced_and_dropped(store: Store) -> None:
     assert row is not None and row.data == b"two" and row.positives == 4
     taste.drop_model(sid)
     assert taste.model_of(sid) is None
+
+
+def test_cast_vote_says_what_it_did_and_undo_removes_it(store: Store) -> None:
+    sid, _ = _stored(store)
+    paper = day()[5].arxiv_id
+    assert cast_vote(store, sid, paper, LIKE).state is VoteState.RECORDED
+    assert cast_vote(store, sid, paper, LIKE).state is VoteState.UNCHANGED
+    assert cast_vote(store, sid, paper, DISLIKE).state is VoteState.CHANGED
+    assert cast_vote(store, sid, "2999.99999", LIKE).state is VoteState.UNKNOWN_PAPER
+    assert [v.value for v in votes(store, sid)] == [DISLIKE]
+    assert undo_vote(store, sid, paper).state is VoteState.UNDONE
+    assert undo_vote(store, sid, paper).state is VoteState.NOT_VOTED
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2306.03564", ("2306.03564", None)),
+        ("2306.03564v2", ("2306.03564", 2)),
+        ("https://arxiv.org/abs/2306.03564v3", ("2306.03564", 3)),
+        ("http://arxiv.org/pdf/2306.03564v1.pdf", ("2306.03564", 1)),
+        ("arXiv:hep-th/9901001v1", ("hep-th/9901001", 1)),
+        ("2306", None),
+        ("like", None),
+    ],
+)
+def test_paper_references_as_readers_type_them(text: str, expected: tuple[str, int | None] | None) -> None:
+    assert read_paper_ref(text) == expected
