@@ -23,6 +23,10 @@ CATEGORY: Final = "category"
 PAPER: Final = "paper"
 NEWSLETTER: Final = "newsletter"
 """A member's copy of a newsletter item that carried no reason of its own: the term is the name."""
+LIKED: Final = "liked"
+"""A recommendation (issue 17): the term is the arXiv id of the liked paper it is closest to."""
+SHARED: Final = "shared"
+"""A recommendation: the term is one of the strongest terms it shares with the papers the reader liked."""
 
 # The English wording of each field, the form ``str(reason)`` takes (and the logs and the CLI show).
 _ENGLISH: Final = {
@@ -32,6 +36,8 @@ _ENGLISH: Final = {
     CATEGORY: "category {}",
     PAPER: "paper {}",
     NEWSLETTER: "newsletter {}",
+    LIKED: "close to {}, which you liked",
+    SHARED: "shares {}",
 }
 FIELDS: Final = frozenset(_ENGLISH)
 
@@ -124,3 +130,18 @@ def reason(field: str, term: str) -> Reason:
             _interned.clear()
         found = _interned[key] = Reason(field, term)
     return found
+
+
+def recommendation_hit(score: float, reasons: Iterable[Reason]) -> dict[str, Any]:
+    """The stored hit of a learned recommendation (issue 17): the model's score and its reasons
+    (:data:`LIKED`, :data:`SHARED`). Its Match row has no follow: ``follow_ids`` is empty."""
+    return {"recommended": round(float(score), 4), "reasons": [reason.as_data() for reason in reasons]}
+
+
+def recommended_score(stored: Iterable[Mapping[str, Any]] | None) -> float | None:
+    """The score of a stored ``match.reasons`` list that a recommendation made, None for a follow's match."""
+    for hit in stored or ():
+        score = hit.get("recommended")
+        if score is not None:
+            return float(score)
+    return None
