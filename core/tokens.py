@@ -1,4 +1,5 @@
-"""Stateless signed tokens for links in digests (unsubscribe, manage), confirmation mails and private feeds.
+"""Stateless signed tokens for links in digests (unsubscribe, manage, votes), confirmation mails and private
+feeds.
 
 A token is ``base64url(subject) "." base64url(HMAC-SHA256(key, purpose NUL subject))``, base64url without
 padding. Each token has exactly one spelling: :func:`verify` refuses any text that does not re-encode to
@@ -29,6 +30,11 @@ _NOT_VALID = "this link is not valid (altered, or made for something else)"
 # Reading one subscriber's private Atom feed: the subject is ``ADDRESS NUL NONCE`` (see :func:`feed_subject`);
 # a new nonce (``Subscriber.feed_nonce``) revokes every link made with the old one.
 FEED = "feed"
+# A 👍 or 👎 on one version of a paper, from a digest (issue 17): the subject is
+# ``ADDRESS NUL ID "v" NUMBER NUL VALUE`` (see :func:`vote_subject`), VALUE ``1`` (like) or ``-1`` (dislike).
+VOTE = "vote"
+_VOTE_VERSION = re.compile(r"(?P<id>[^\0\s]+)v(?P<number>[1-9][0-9]{0,3})")
+_VOTE_VALUES = {"1": 1, "-1": -1}
 
 
 class InvalidToken(ValueError):
@@ -126,6 +132,30 @@ def feed_subject(address: str, nonce: str) -> str:
 def split_feed(subject: str) -> tuple[str, str]:
     """The (address, nonce) of a verified feed token's subject; InvalidToken if it has no nonce."""
     return _split_pair(subject, _NOT_VALID)
+
+
+def vote_subject(address: str, arxiv_id: str, version: int, value: int) -> str:
+    """The subject of a vote token: the voter's address, the versioned id and the value (1 or -1),
+    NUL-separated (``email:ada@example.org NUL 2306.03564v2 NUL -1``).
+
+    One token per value: a link casts the vote it was made for, and the page it opens says which.
+    """
+    if value not in (1, -1) or version < 1:
+        raise ValueError(f"a vote token is for value 1 or -1 on a version >= 1, not {value!r} on v{version}")
+    return f"{address}\0{arxiv_id}v{version}\0{value}"
+
+
+def split_vote(subject: str) -> tuple[str, str, int, int]:
+    """The (address, arXiv id, version, value) of a verified vote token's subject; InvalidToken if it is
+    not three parts of that shape."""
+    parts = subject.split("\0")
+    if len(parts) != 3 or not parts[0]:
+        raise InvalidToken(_NOT_VALID)
+    address, versioned, value = parts
+    found = _VOTE_VERSION.fullmatch(versioned)
+    if found is None or value not in _VOTE_VALUES:
+        raise InvalidToken(_NOT_VALID)
+    return address, found["id"], int(found["number"]), _VOTE_VALUES[value]
 
 
 def _split_pair(subject: str, problem: str) -> tuple[str, str]:

@@ -138,3 +138,31 @@ def test_web_routes_refuse_variants_and_take_the_genuine_token(sqlite_store: Sto
     done = client.post(f"/unsubscribe/{unsubscribe}", data={"List-Unsubscribe": "One-Click"})
     assert done.status_code == 200
     assert status_of(sqlite_store) == SubscriberStatus.UNSUBSCRIBED
+
+
+def test_a_vote_token_names_one_version_and_value() -> None:
+    """Issue 17: ``ADDRESS NUL ID vN NUL VALUE``; old-style ids (and a 'v' inside one) read back whole."""
+    cases = (("2306.03564", 2, 1), ("solv-int/9901001", 1, -1), ("2411.17700", 12, -1))
+    for arxiv_id, version, value in cases:
+        token = tokens.sign(KEY, tokens.VOTE, tokens.vote_subject(ADDRESS, arxiv_id, version, value))
+        subject = tokens.verify(KEY, tokens.VOTE, token)
+        assert tokens.split_vote(subject) == (ADDRESS, arxiv_id, version, value)
+        for variant in variants(token):
+            with pytest.raises(tokens.InvalidToken):
+                tokens.verify(KEY, tokens.VOTE, variant)
+        with pytest.raises(tokens.InvalidToken):  # the purpose is inside the MAC
+            tokens.verify(KEY, tokens.MANAGE, token)
+    for value, version in ((0, 1), (2, 1), (1, 0)):
+        with pytest.raises(ValueError):
+            tokens.vote_subject(ADDRESS, "2306.03564", version, value)
+    for subject in (
+        f"{ADDRESS}\x002306.03564v2",  # no value
+        f"{ADDRESS}\x002306.03564\x001",  # no version
+        f"{ADDRESS}\x002306.03564v0\x001",
+        f"{ADDRESS}\x002306.03564v2\x00+1",
+        f"{ADDRESS}\x002306.03564v2\x001\x001",
+        "\x002306.03564v2\x001",  # no address
+        ADDRESS,
+    ):
+        with pytest.raises(tokens.InvalidToken):
+            tokens.split_vote(subject)
