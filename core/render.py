@@ -11,6 +11,11 @@ Each item links its paper's BibTeX entry on this PaperTrail (``DigestView.bibtex
 ``core.bibtex.bibtex_url``) when the renderer has a public URL; without one (tests, benchmarks) there is
 no such link.
 
+Each item of an email digest (and of a webhook's payload) carries two signed vote links, 👍 and 👎
+(``DigestView.votes_of``, :meth:`Renderer.vote_links`): ``/vote/TOKEN`` with a token of purpose
+``vote`` for the recipient, the version and the value (``core.tokens.vote_subject``). Chat channels vote
+with buttons of their own instead (:data:`VOTE_LINK_CHANNELS`). Without a secret key there are none.
+
 Templates print ``{{ cut }}`` between items; the renderer splits each output there into blocks so that
 adapters with a length limit split a digest only between items (:func:`core.delivery.pack_blocks`).
 Inside one block a template may print ``{{ part }}`` to separate fields an adapter lays out itself (the
@@ -30,7 +35,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Protocol, TypeVar, overload
@@ -53,12 +58,16 @@ from core.reasons import ABSTRACT, AUTHOR, CATEGORY, NEWSLETTER, PAPER, TITLE, R
 from core.receipt_text import ReceiptText, word_receipt
 from core.resources import resource_dir
 from core.text_safety import strip_control
-from core.values import DigestItem, DigestRest, Message, Receipt
+from core.values import DigestItem, DigestRest, Message, Receipt, VoteLinks, versioned_id
 
 # Digests are for skimming: long author lists are cut here; the abstract page has them all.
 MAX_AUTHORS_SHOWN = 8
 # Abstracts in chat digests are cut to this many characters (at a word boundary); the paper page has all.
 ABSTRACT_CHARS = 600
+
+# The channels whose digests carry signed vote links per item: mail, and webhooks (data for the receiver's
+# own buttons). Chats vote with buttons that call back to the bot, which knows who pressed them.
+VOTE_LINK_CHANNELS = frozenset({"email", "webhook"})
 
 # Record and unit separators: strip_control removes both from every printed value, so only a template's
 # own {{ cut }} and {{ part }} can produce them.
@@ -252,6 +261,12 @@ class DigestView:
     # no items and its receipt's summary is its message (core.receipts).
     receipt: ReceiptText | None = None
     heartbeat: bool = False
+    # The shown items' signed vote links, by versioned id (empty: this channel has none, or no secret key).
+    votes: Mapping[str, VoteLinks] = field(default_factory=dict)
+
+    def votes_of(self, item: DigestItem) -> VoteLinks | None:
+        """The item's 👍 / 👎 links for this recipient, or None (the templates then print none)."""
+        return self.votes.get(versioned_id(item.arxiv_id, item.version))
 
     def bibtex_url(self, item: DigestItem) -> str:
         """Where PaperTrail serves the item's BibTeX entry; empty when the renderer has no public URL."""
@@ -355,6 +370,26 @@ class Renderer:
         manage = tokens.sign(self.secret_key, tokens.MANAGE, address)
         return f"{self.public_url}/unsubscribe/{unsubscribe}", f"{self.public_url}/manage/{manage}"
 
+    def vote_links(self, address: str, items: Iterable[DigestItem]) -> dict[str, VoteLinks]:
+        """The signed 👍 and 👎 URLs of each of ``items`` for ``address``, by versioned id; empty without a
+        secret key."""
+        if not self.secret_key or not address:
+            return {}
+        links = {}
+        for item in items:
+            like, dislike = (
+                tokens.sign(
+                    self.secret_key,
+                    tokens.VOTE,
+                    tokens.vote_subject(address, item.arxiv_id, item.version, value),
+                )
+                for value in (1, -1)
+            )
+            links[versioned_id(item.arxiv_id, item.version)] = VoteLinks(
+                f"{self.public_url}/vote/{like}", f"{self.public_url}/vote/{dislike}"
+            )
+        return links
+
     def view(
         self,
         items: Sequence[DigestItem],
@@ -365,6 +400,7 @@ class Renderer:
         rest: DigestRest | None = None,
         receipt: Receipt | None = None,
         heartbeat: bool = False,
+        votes: bool = False,
     ) -> DigestView:
         """Split items into new papers and revisions, order each by relevance, apply the cap.
 
@@ -375,7 +411,8 @@ class Renderer:
         whole-address link. ``language`` words the subject and the link labels (the default for None).
         ``rest`` summarises items of the digest left out of ``items`` because the cap would not show them
         (a worker loads only the shown ones): they count in the subject, the total and "and N more".
-        ``receipt`` is worded in ``language`` for the templates; ``heartbeat`` marks a heartbeat (no items).
+        ``receipt`` is worded in ``language`` for the templates; ``heartbeat`` marks a heartbeat (no items);
+        ``votes`` asks for the shown items' signed vote links (:meth:`vote_links`).
         """
         language = self.language_of(language)
         t = translator(language)
@@ -413,6 +450,7 @@ class Renderer:
             else t.gettext("Unsubscribe"),
             receipt=word_receipt(receipt, t, heartbeat=heartbeat) if receipt else None,
             heartbeat=heartbeat,
+            votes=self.vote_links(address, [*shown_new, *shown_rev]) if votes and address else {},
         )
 
     def render(
@@ -449,6 +487,7 @@ class Renderer:
             rest,
             receipt=receipt,
             heartbeat=heartbeat,
+            votes=channel in VOTE_LINK_CHANNELS,
         )
         env = self.environment(language)
         text_blocks = _blocks(_first(env, f"{channel}.txt.j2", "digest.txt.j2").render(d=view))
@@ -473,6 +512,7 @@ class Renderer:
             language=language,
             receipt=receipt,
             heartbeat=heartbeat,
+            vote_links=view.votes,
         )
 
     def render_mail(

@@ -5,7 +5,8 @@ They hold no database state; ``core.models`` maps them to and from SQLModel rows
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from enum import StrEnum
 
@@ -105,6 +106,19 @@ class DigestItem:
     def is_revision(self) -> bool:
         """True for v2 and later."""
         return self.version > 1
+
+
+@dataclass(frozen=True, slots=True)
+class VoteLinks:
+    """The signed 👍 and 👎 links of one digest item for its recipient (``core.render``, ``/vote/TOKEN``)."""
+
+    like: str
+    dislike: str
+
+
+def versioned_id(arxiv_id: str, version: int) -> str:
+    """``2306.03564v2``: the key of an item's :class:`VoteLinks` in a message."""
+    return f"{arxiv_id}v{version}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +227,13 @@ class Message:
     receipt: Receipt | None = None
     # A heartbeat: no items, sent on an arXiv announcement day when nothing matched (the reader asked).
     heartbeat: bool = False
+    # The signed vote links of the shown items, by versioned id (empty: none made for this channel, or no
+    # PAPERTRAIL_SECRET_KEY); the webhook payload's vote_urls.
+    vote_links: Mapping[str, VoteLinks] = field(default_factory=dict)
+
+    def votes_of(self, item: DigestItem) -> VoteLinks | None:
+        """The vote links of ``item`` for this message's recipient, if it has any."""
+        return self.vote_links.get(versioned_id(item.arxiv_id, item.version))
 
 
 @dataclass(frozen=True, slots=True)

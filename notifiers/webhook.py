@@ -40,7 +40,7 @@ from core.delivery import DeliveryError
 from core.receipt_text import source_name
 from core.retry_after import retry_after_seconds
 from core.text_safety import one_line, strip_control
-from core.values import DigestItem, Message, Receipt, SendResult
+from core.values import DigestItem, Message, Receipt, SendResult, VoteLinks
 
 # Format: JSON (schema below). Limit: none; PAPERTRAIL_DIGEST_MAX_ITEMS caps digests.
 
@@ -155,7 +155,12 @@ def _guide(item: DigestItem) -> dict[str, Any] | None:
     }
 
 
-def _item(item: DigestItem, public_url: str) -> dict[str, Any]:
+def _votes(links: VoteLinks | None) -> dict[str, str] | None:
+    # Signed links for the subscriber this webhook is: a receiver's own 👍 / 👎 buttons open them.
+    return None if links is None else {"like": links.like, "dislike": links.dislike}
+
+
+def _item(item: DigestItem, public_url: str, votes: VoteLinks | None = None) -> dict[str, Any]:
     return {
         "arxiv_id": item.arxiv_id,
         "version": item.version,
@@ -174,6 +179,8 @@ def _item(item: DigestItem, public_url: str) -> dict[str, Any]:
         "journal_ref": _optional(item.journal_ref),
         "doi": _optional(item.doi),
         "guide": _guide(item),
+        # The signed 👍 / 👎 pages for this subscriber (docs/webhooks.md); null without PAPERTRAIL_SECRET_KEY.
+        "vote_urls": _votes(votes),
     }
 
 
@@ -215,7 +222,7 @@ def _receipt(receipt: Receipt | None) -> dict[str, Any] | None:
 
 def digest_payload(message: Message, generated_at: datetime) -> dict[str, Any]:
     """The JSON document for one digest (schema ``papertrail.digest/1``, see docs/webhooks.md)."""
-    items = [_item(item, message.public_url) for item in message.items]
+    items = [_item(item, message.public_url, message.votes_of(item)) for item in message.items]
     revisions = sum(1 for item in message.items if item.is_revision)
     return {
         "schema": SCHEMA,

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 
+from core import tokens
 from core.config import Settings
 from core.delivery import DeliveryError
 from core.render import Renderer
@@ -144,6 +145,29 @@ async def test_schema_golden(receiver: WebhookReceiver, notifier: WebhookNotifie
     assert revision["versioned_id"] == "2611.00004v3"
     assert revision["changes"] == ["title", "comment", "journal-ref"]
     assert revision["url"] == "https://arxiv.org/abs/2611.00004"
+    assert all(item["vote_urls"] is None for item in got.json["items"])  # the renderer had no secret key
+
+
+async def test_each_item_carries_its_signed_vote_urls(
+    receiver: WebhookReceiver, notifier: WebhookNotifier
+) -> None:
+    """Added within papertrail.digest/1 (issue 17): a receiver builds 👍 / 👎 buttons from vote_urls, each
+    the /vote page of this subscriber, version and value (papertrail.web_votes)."""
+    renderer = Renderer(max_items=4, public_url="https://papertrail.example", secret_key=MASTER_KEY)
+    await notifier.send(receiver.url, renderer.render("webhook", hostile_items(), receiver.url, key="d-1"))
+    [got] = receiver.deliveries
+    for item in got.json["items"]:
+        for name, value in (("like", 1), ("dislike", -1)):
+            url = item["vote_urls"][name]
+            prefix, _, token = url.rpartition("/")
+            assert prefix == "https://papertrail.example/vote"
+            subject = tokens.verify(MASTER_KEY, tokens.VOTE, token)
+            assert tokens.split_vote(subject) == (
+                f"webhook:{receiver.url}",
+                item["arxiv_id"],
+                item["version"],
+                value,
+            )
 
 
 # --- answers and retries -------------------------------------------------------------------------------
