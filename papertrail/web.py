@@ -14,7 +14,8 @@
 ``/readyz``                        200 when ``SELECT 1`` works, else 503 with the reason
 ``/metrics``                       Prometheus text format, read from the database at scrape time
 ``/unsubscribe/{token}``           GET asks, POST unsubscribes (RFC 8058 one-click)
-``/manage/{token}``                GET shows follows, schedule and language, POST changes them
+``/manage/{token}``                GET shows follows, schedule, language and votes, POST changes them
+``/vote/{token}``                  a digest's 👍 / 👎 link: GET asks, POST votes, POST ``…/undo`` undoes
 ``/feeds?q=QUERY``                 Atom feed of a follow query (cached, conditional GET)
 ``/feeds/private/{token}``         Atom feed of what one subscriber's digests carried (signed, revocable)
 ``/manage/{token}/papers.bib``     every paper the subscriber's sent digests carried, as one BibTeX file
@@ -78,6 +79,7 @@ from papertrail.web_metrics import StoreCollector, exposition, judged_sources, m
 from papertrail.web_pages import SECURITY_HEADERS, Pages, bare_paper_id, language_headers, number
 from papertrail.web_signup import SignupPages
 from papertrail.web_subscribers import SubscriberPages
+from papertrail.web_votes import VoteRoutes
 
 # The status page reloads itself this often (seconds): a wall display stays current with no script.
 REFRESH_SECONDS = 60
@@ -116,6 +118,7 @@ def build_app(ctx: AppContext, *, clock: Callable[[], datetime] = utcnow) -> Sta
         Route("/metrics", web.metrics, methods=["GET"]),
         *icon_routes(),
         *subscribers.routes(),
+        *VoteRoutes(ctx, web.pages, subscribers).routes(),
         *SignupPages(ctx, web.pages).routes(),
         *FeedPages(ctx, web.pages, clock).routes(),
     ]

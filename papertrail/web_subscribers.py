@@ -14,10 +14,12 @@
   attachments, never cached.
 * ``GET /manage/{token}`` shows the follows, schedule, timezone, heartbeat, language and status; ``POST
   /manage/{token}`` with ``action`` = ``add``, ``remove``, ``schedule``, ``heartbeat`` (``heartbeat`` =
-  ``on`` or ``off``), ``language``, ``unsubscribe``, ``resubscribe`` or ``feed`` (revoke the private Atom
-  feed's link and make a new one, core.feeds) changes them and redirects back (303) to the page with a
-  notice. Any other action is refused with 400. The page shows the private feed's link, drawing its nonce
-  the first time it is shown.
+  ``on`` or ``off``), ``language``, ``unsubscribe``, ``resubscribe``, ``feed`` (revoke the private Atom
+  feed's link and make a new one, core.feeds) or ``unvote`` (``paper`` and ``version``: undo one vote,
+  core.taste) changes them and redirects back (303) to the page with a notice. Any other action is
+  refused with 400. The page shows the private feed's link, drawing its nonce the first time it is shown,
+  and the reader's votes (issue 17): the likes, dislikes and library seeds counted, the
+  :data:`MAX_VOTES_SHOWN` newest votes listed, each with an undo button.
 
 The pages speak the subscriber's stored language (``Subscriber.language``) unless the request chooses
 one (``?lang=`` or the language cookie, :mod:`papertrail.web_pages`); choosing a language on the manage
@@ -51,14 +53,18 @@ from core.masking import mask_address
 from core.models import Follow, Newsletter, Subscriber, SubscriberStatus
 from core.query import QueryError
 from core.schedule import parse_schedule, zone
+from core.store_taste import TasteStore
 from core.subscription import export_subscription
 from core.subscription_file import dumps
+from core.taste import VoteState, undo_vote, votes
 from papertrail.context import AppContext
 from papertrail.web_pages import PRIVATE_HEADERS, Pages, Reader, remember_language, token_problem
 
 UNSUBSCRIBE_REASON = "unsubscribed through a link in a digest"
 # Longest value accepted in a form field; the follow language itself stops at 1,000 characters.
 MAX_FIELD = 2000
+# The newest votes the manage page lists (the counts above the list cover them all).
+MAX_VOTES_SHOWN = 20
 
 # What the manage page says after a successful action (the redirect carries only the key).
 NOTICES = {
@@ -77,8 +83,19 @@ NOTICES = {
     "resubscribed": N_("You are subscribed again: digests resume on your schedule."),
     "active": N_("You are subscribed already."),
     "feed": N_("Your feed has a new link; the old link no longer works."),
+    "unvoted": N_("Vote undone."),
 }
-ACTIONS = ("add", "remove", "schedule", "heartbeat", "language", "unsubscribe", "resubscribe", "feed")
+ACTIONS = (
+    "add",
+    "remove",
+    "schedule",
+    "heartbeat",
+    "language",
+    "unsubscribe",
+    "resubscribe",
+    "feed",
+    "unvote",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +138,23 @@ class SubscriberPages:
         """The subscriber a valid manage token names, or the page that says why there is none: for routes
         behind the manage link that live elsewhere (``papertrail.web_bibtex``)."""
         return self._subscriber(token, tokens.MANAGE, reader)
+
+    def signed(self, token: str, purpose: str, reader: Reader) -> str | Response:
+        """The subject of a valid ``purpose`` token, or the page that says why the link does not work: for
+        the other signed links (``papertrail.web_votes``)."""
+        return self._verify(token, purpose, reader)
+
+    def broken(self, exc: tokens.InvalidToken, reader: Reader) -> Response:
+        """The 400 page of a genuine token whose subject does not read (``tokens.split_vote``)."""
+        return self._invalid(exc, reader)
+
+    def subscriber_at(self, address: str, reader: Reader) -> Subscriber | Response:
+        """The subscriber at a verified token's ``address``, or the page that says there is none."""
+        return self._find(address, reader)
+
+    def manage_path(self, address: str) -> str:
+        """The path of ``address``'s manage page (signed with the server's key)."""
+        return self._links(address)[1]
 
     def _subscriber(self, token: str, purpose: str, reader: Reader) -> Subscriber | Response:
         """The subscriber a valid token names, or the page that says why there is none."""
@@ -464,6 +498,21 @@ class SubscriberPages:
         resume(self.store, subscriber.address)
         return "resubscribed"
 
+    def _do_unvote(
+        self, subscriber: Subscriber, fields: Mapping[str, str], reader: Reader
+    ) -> str | FormError:
+        assert subscriber.id is not None
+        paper = fields.get("paper", "").strip()
+        version = fields.get("version", "").strip()
+        if not paper or not version.isdigit():
+            return FormError(reader.t.gettext("that vote is not on your list; the list below is current"))
+        outcome = undo_vote(self.store, subscriber.id, paper, version=int(version))
+        if outcome.state == VoteState.NOT_VOTED:
+            return FormError(
+                reader.t.gettext("that vote is not on your list (undone already?); the list below is current")
+            )
+        return "unvoted"
+
     # -- downloads ----------------------------------------------------------------------------------------
 
     def export_json(self, request: Request) -> Response:
@@ -526,6 +575,9 @@ class SubscriberPages:
             # The private Atom feed's link; its nonce is drawn the first time the page shows it.
             feed_url=private_feed_url(self.store, self.ctx.settings, subscriber),
             max_history=MAX_HISTORY_PAPERS,
+            # Learned follows (issue 17): the newest votes, and (likes, dislikes, library seeds).
+            votes=votes(self.store, subscriber.id, limit=MAX_VOTES_SHOWN),
+            vote_counts=TasteStore(self.store).vote_counts(subscriber.id),
         )
 
 
