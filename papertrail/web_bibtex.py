@@ -9,7 +9,7 @@
   digest of the subscriber carried (``core.store_history``), the most recently sent first, at most
   :data:`MAX_HISTORY_PAPERS`; streamed a page of the ledger at a time. Its ``@comment`` lines are in the
   reader's language; the entries are data and never translated. Not cached, not referred (like the manage
-  page). The papers a subscriber liked are not offered: PaperTrail records no likes yet.
+  page). Only what digests carried: the papers a subscriber voted 👍 (issue 17) are not added to it.
 """
 
 from __future__ import annotations
