@@ -357,7 +357,9 @@ def status(call: Call) -> Reply:
             error=Problem.NOT_SUBSCRIBED,
         )
     follows = len(call.store.follows_of(subscriber.id or 0))
-    waiting = call.store.count_pending(subscriber.id or 0)
+    # Learned recommendations wait in the ledger like any match (issue 17); the line says how many of the
+    # waiting ones they are, and only when there are some.
+    waiting, recommended = call.store.count_pending_split(subscriber.id or 0)
     active = subscriber.status == SubscriberStatus.ACTIVE
     state = state_text(t, subscriber.status)
     if subscriber.status == SubscriberStatus.PAUSED and subscriber.status_reason == PAUSED_BY_CHAT:
@@ -378,7 +380,14 @@ def status(call: Call) -> Reply:
             schedule=describe_schedule(subscriber, t),
             next=next_text(call, subscriber),
         ),
-        t.gettext("Follows: {follows} · matches waiting: {waiting}", follows=follows, waiting=waiting),
+        t.gettext(
+            "Follows: {follows} · matches waiting: {waiting}, {recommended} of them recommended",
+            follows=follows,
+            waiting=waiting,
+            recommended=recommended,
+        )
+        if recommended
+        else t.gettext("Follows: {follows} · matches waiting: {waiting}", follows=follows, waiting=waiting),
         t.gettext("Sources — {sources}", sources=sources),
         t.gettext("{hints}.", hints=t.gettext("; ").join(hints)),
     )

@@ -43,7 +43,18 @@ from core.masking import mask_address, mask_text
 from core.models import Subscriber, SubscriberStatus, utcnow
 from core.newsletters import open_due_issues
 from core.receipts import LOOKBACK, RUN_OVERLAP, RunLog, receipt_window
-from core.render import RankKey, Renderer, newsletter_names, newsletter_of, rank_key, shown
+from core.render import (
+    RankKey,
+    RecommendationKey,
+    Renderer,
+    newsletter_names,
+    newsletter_of,
+    rank_key,
+    recommendation_key,
+    shown,
+    shown_recommended,
+    split_recommended,
+)
 from core.schedule import is_due, parse_schedule
 from core.status import CALENDAR_SOURCES
 from core.store import Store
@@ -150,7 +161,9 @@ async def send_due_digests(
     async def attempt(claimed: ClaimedDigest, batch: ClaimedBatch) -> DigestReport:
         items, rest = batch.items[claimed.digest_id], batch.rest_of(claimed.digest_id)
         titles = batch.titles_for(items, rest)
-        receipt = receipts.receipt(claimed, matched=len(items) + rest.count)
+        # "N matched your follows": learned recommendations did not match a follow, so they are not counted.
+        followed = sum(1 for item in items if item.recommended is None) + rest.new + rest.revisions
+        receipt = receipts.receipt(claimed, matched=followed)
         async with gate:
             return await _deliver(
                 store, notifiers, renderer, claimed, items, policy, titles, worker, clock, rest, receipt
@@ -244,9 +257,11 @@ def batch_items(
     for digest_id, rows in ranked.items():
         keep[digest_id], left = _cap(rows, max_items)
         if left:
+            followed, recommended = split_recommended(left)
             rest[digest_id] = DigestRest(
-                new=sum(1 for row in left if not row.is_revision),
-                revisions=sum(1 for row in left if row.is_revision),
+                new=sum(1 for row in followed if not row.is_revision),
+                revisions=sum(1 for row in followed if row.is_revision),
+                recommended=len(recommended),
                 newsletters=frozenset(newsletter_names(left)),
                 own=any(newsletter_of(row) is None for row in left),
             )
@@ -267,19 +282,27 @@ def _ranked_key(row: RankedMatch) -> RankKey:
     return rank_key(row.reasons, row.upvotes, row.arxiv_id, row.version)
 
 
+def _recommendation_key(row: RankedMatch) -> RecommendationKey:
+    # The renderer's rule (core.render.item_recommendation_rank) on the light row.
+    return recommendation_key(row.recommended or 0.0, row.arxiv_id, row.version)
+
+
 def _cap(rows: list[RankedMatch], max_items: int | None) -> tuple[list[RankedMatch], list[RankedMatch]]:
     """``rows`` split into the ones a digest capped at ``max_items`` shows and the rest, each in match
     order (the renderer sorts the shown ones itself; a stable sort of them in match order gives the
-    order it would give them among all items)."""
+    order it would give them among all items). The follows' matches are picked first; learned
+    recommendations only fill the room they leave (:func:`core.render.shown_recommended`)."""
     if max_items is None:
         return rows, []
+    followed, recommended = split_recommended(rows)
     new, revisions = shown(
-        (row for row in rows if not row.is_revision),
-        (row for row in rows if row.is_revision),
+        (row for row in followed if not row.is_revision),
+        (row for row in followed if row.is_revision),
         _ranked_key,
         max_items,
     )
-    chosen = {row.match_id for row in new} | {row.match_id for row in revisions}
+    picked = shown_recommended(recommended, _recommendation_key, max_items - len(new) - len(revisions))
+    chosen = {row.match_id for row in (*new, *revisions, *picked)}
     return [row for row in rows if row.match_id in chosen], [
         row for row in rows if row.match_id not in chosen
     ]

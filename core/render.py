@@ -54,7 +54,7 @@ from core.i18n import (
     reader_language,
     translator,
 )
-from core.reasons import ABSTRACT, AUTHOR, CATEGORY, NEWSLETTER, PAPER, TITLE, Reason
+from core.reasons import ABSTRACT, AUTHOR, CATEGORY, LIKED, NEWSLETTER, PAPER, SHARED, TITLE, Reason
 from core.receipt_text import ReceiptText, word_receipt
 from core.resources import resource_dir
 from core.text_safety import strip_control
@@ -78,6 +78,8 @@ PART = "\x1f"
 _Ranked = TypeVar("_Ranked")
 # The sort key of an item in a digest section, see rank_key.
 RankKey = tuple[int, int, str, int]
+# The sort key of a learned recommendation in its section, see recommendation_key.
+RecommendationKey = tuple[float, str, int]
 
 # Which reason comes first in a digest: watched papers and followed authors, then title hits, then
 # abstract hits, then categories; Hugging Face upvotes break ties.
@@ -92,7 +94,13 @@ REASON_FORMS = {
     AUTHOR: N_("author {value}"),
     CATEGORY: N_("category {value}"),
     PAPER: N_("paper {value}"),
+    LIKED: N_("close to {value}, which you liked"),
+    SHARED: N_("shares: {value}"),
 }
+# A recommendation's shared terms come from paper text, not from a query the reader wrote: its reasons name
+# at most this many of them, each cut to this many characters (the pass that writes them keeps fewer).
+MAX_SHARED_TERMS = 5
+SHARED_TERM_CHARS = 60
 
 # What a revision changed, as core.store_ledger.changes stores it (English, also in the webhook JSON), and
 # how a digest words it.
@@ -122,6 +130,16 @@ class _WithReasons(Protocol):
     def reasons(self) -> Sequence[Reason]: ...
 
 
+class _Scored(Protocol):
+    """An item, or a stand-in for one: its recommendation score (None for a follow's match)."""
+
+    @property
+    def recommended(self) -> float | None: ...
+
+
+_Item = TypeVar("_Item", bound=_Scored)
+
+
 def newsletter_of(item: _WithReasons) -> str | None:
     """The name of the newsletter ``item`` is a copy from, or None for a match of the reader's own follows."""
     return item.reasons[0].newsletter if item.reasons else None
@@ -147,6 +165,11 @@ def item_rank(item: DigestItem) -> RankKey:
     return rank_key(item.reasons, item.upvotes, item.arxiv_id, item.version)
 
 
+def item_recommendation_rank(item: DigestItem) -> RecommendationKey:
+    """Sort key of a recommended item in its section: :func:`recommendation_key` of its score and id."""
+    return recommendation_key(item.recommended or 0.0, item.arxiv_id, item.version)
+
+
 def shown(
     new: Iterable[_Ranked],
     revisions: Iterable[_Ranked],
@@ -162,6 +185,31 @@ def shown(
     shown_new = sorted(new, key=key)[:max_items]
     shown_rev = sorted(revisions, key=key)[: max(0, max_items - len(shown_new))]
     return shown_new, shown_rev
+
+
+def recommendation_key(score: float, arxiv_id: str, version: int) -> RecommendationKey:
+    """Sort key of a learned recommendation in its section: best score first, then arXiv id."""
+    return (-score, arxiv_id, version)
+
+
+def split_recommended(items: Iterable[_Item]) -> tuple[list[_Item], list[_Item]]:
+    """``items`` split into the follows' matches and the learned recommendations, each in given order."""
+    follows: list[_Item] = []
+    recommended: list[_Item] = []
+    for item in items:
+        (follows if item.recommended is None else recommended).append(item)
+    return follows, recommended
+
+
+def shown_recommended(
+    recommended: Iterable[_Ranked], key: Callable[[_Ranked], RecommendationKey], room: int
+) -> list[_Ranked]:
+    """The recommendations a digest shows, best first: what room the follows' matches left under the cap.
+
+    Recommendations come after the follows' matches and never push one out: :func:`shown` picks the
+    follows' matches first, and ``room`` is ``max_items`` less what it picked.
+    """
+    return sorted(recommended, key=key)[: max(0, room)]
 
 
 def shorten(text: str, limit: int = ABSTRACT_CHARS) -> str:
@@ -203,8 +251,22 @@ def reason_text(reason: Reason, language: str | None = None) -> str:
 
 
 def reasons_text(reasons: Sequence[Reason], language: str | None = None) -> str:
-    """All reasons of an item, each worded by :func:`reason_text`, in one line."""
-    return translator(language).gettext("; ").join(reason_text(r, language) for r in reasons)
+    """All reasons of an item, each worded by :func:`reason_text`, in one line.
+
+    A learned recommendation's reasons read as one phrase: each liked paper it is close to, then its shared
+    terms in one list (at most :data:`MAX_SHARED_TERMS`), e.g. ``close to 2306.03564, which you liked ·
+    shares: policy lag, reinforcement learning`` (``…、…`` in Chinese, see :func:`core.i18n.listing`).
+    """
+    t = translator(language)
+    worded = [reason_text(r, language) for r in reasons if r.field not in (LIKED, SHARED)]
+    liked = [reason_text(r, language) for r in reasons if r.field == LIKED]
+    shared = [shorten(r.term, SHARED_TERM_CHARS) for r in reasons if r.field == SHARED]
+    if liked or shared:
+        if shared:
+            terms = listing(t, shared[:MAX_SHARED_TERMS])
+            liked.append(t.gettext(REASON_FORMS[SHARED], value=terms))
+        worded.append(t.gettext(" · ").join(liked))
+    return t.gettext("; ").join(worded)
 
 
 def changes_text(changes: Sequence[str], language: str | None = None) -> str:
@@ -267,6 +329,13 @@ class DigestView:
     def votes_of(self, item: DigestItem) -> VoteLinks | None:
         """The item's 👍 / 👎 links for this recipient, or None (the templates then print none)."""
         return self.votes.get(versioned_id(item.arxiv_id, item.version))
+    # Learned recommendations (issue 17), best score first: a section after the follows' matches.
+    recommended: tuple[DigestItem, ...] = ()
+
+    @property
+    def shown(self) -> int:
+        """How many items the digest lists."""
+        return len(self.new) + len(self.revisions) + len(self.recommended)
 
     def bibtex_url(self, item: DigestItem) -> str:
         """Where PaperTrail serves the item's BibTeX entry; empty when the renderer has no public URL."""
@@ -280,12 +349,14 @@ def digest_subject(
     label: str = "PaperTrail",
     including: Sequence[str] = (),
     language: str | None = None,
+    recommended: int = 0,
 ) -> str:
     """A subject line that carries the counts, e.g. ``PaperTrail: 3 new papers, 1 revision``.
 
     ``label`` replaces "PaperTrail" (a newsletter's title when the digest is that newsletter's issue);
     ``including`` names newsletters whose issues share the digest with the reader's own matches;
-    ``language`` is the reader's (English for None).
+    ``language`` is the reader's (English for None). ``new`` and ``revisions`` count the follows' matches;
+    ``recommended`` the learned recommendations, named last (``…, 2 recommended papers``).
     """
     t = translator(language)
     parts = []
@@ -293,6 +364,8 @@ def digest_subject(
         parts.append(t.ngettext("{n} new paper", "{n} new papers", new))
     if revisions:
         parts.append(t.ngettext("{n} revision", "{n} revisions", revisions))
+    if recommended:
+        parts.append(t.ngettext("{n} recommended paper", "{n} recommended papers", recommended))
     # Listed in the reader's language: Chinese enumerates with "、" (core.i18n.listing).
     counts = listing(t, parts) if parts else t.gettext("no new matches")
     subject = t.gettext("{label}: {counts}", label=label, counts=counts)
@@ -402,9 +475,12 @@ class Renderer:
         heartbeat: bool = False,
         votes: bool = False,
     ) -> DigestView:
-        """Split items into new papers and revisions, order each by relevance, apply the cap.
+        """Split items into new papers, revisions and recommendations, order each, apply the cap.
 
         New papers come first; the cap keeps the best-ranked items (see :func:`item_rank`, :func:`shown`).
+        Learned recommendations (``item.recommended`` set) are a section of their own after the follows'
+        matches, best score first, and only fill the room the follows' matches leave under the cap
+        (:func:`shown_recommended`): a recommendation never pushes a follow's match out.
         ``newsletters`` maps the names of the newsletters the items were copied from to their titles: a
         digest that is one newsletter's issue only is titled with it and its unsubscribe link leaves that
         newsletter only; a digest mixing the reader's own matches (or several newsletters) keeps the
@@ -417,11 +493,14 @@ class Renderer:
         language = self.language_of(language)
         t = translator(language)
         rest = rest or DigestRest()
-        new_all = [item for item in items if not item.is_revision]
-        rev_all = [item for item in items if item.is_revision]
+        followed, rec_all = split_recommended(items)
+        new_all = [item for item in followed if not item.is_revision]
+        rev_all = [item for item in followed if item.is_revision]
         shown_new, shown_rev = shown(new_all, rev_all, item_rank, self.max_items)
+        room = self.max_items - len(shown_new) - len(shown_rev)
+        shown_rec = shown_recommended(rec_all, item_recommendation_rank, room)
         total = len(items) + rest.count
-        more = total - len(shown_new) - len(shown_rev)
+        more = total - len(shown_new) - len(shown_rev) - len(shown_rec)
         unsubscribe, manage = self.links(address) if address else ("", "")
         titles = dict(newsletters or {})
         names = sorted(newsletter_names(items) | rest.newsletters)
@@ -440,6 +519,7 @@ class Renderer:
                 label=label,
                 including=including,
                 language=language,
+                recommended=len(rec_all) + rest.recommended,
             ),
             public_url=self.public_url,
             recipient=recipient,
@@ -450,7 +530,8 @@ class Renderer:
             else t.gettext("Unsubscribe"),
             receipt=word_receipt(receipt, t, heartbeat=heartbeat) if receipt else None,
             heartbeat=heartbeat,
-            votes=self.vote_links(address, [*shown_new, *shown_rev]) if votes and address else {},
+            votes=self.vote_links(address, [*shown_new, *shown_rev, *shown_rec]) if votes and address else {},
+            recommended=tuple(shown_rec),
         )
 
     def render(
@@ -504,7 +585,7 @@ class Renderer:
             html_blocks=html_blocks,
             mrkdwn="".join(mrkdwn_blocks) if mrkdwn_template else None,
             mrkdwn_blocks=mrkdwn_blocks,
-            items=view.new + view.revisions,
+            items=view.new + view.revisions + view.recommended,
             key=key,
             unsubscribe_url=view.unsubscribe_url,
             manage_url=view.manage_url,

@@ -50,7 +50,7 @@ from core.store_follows import FollowBulkQueries
 from core.store_guides import GuideQueries
 from core.store_history import HistoryQueries
 from core.store_ids import ID_CHUNK, id_conditions
-from core.store_ledger import LedgerQueries
+from core.store_ledger import LedgerQueries, recommended_expression
 from core.store_newsletters import NewsletterQueries
 from core.store_search import INDEX_BATCH, index_stale, mark_stale, stale_count, tidy, write_entries
 from core.store_sort_keys import (
@@ -186,6 +186,8 @@ class StatusSummary:
     guides_24h: int = 0
     # Raised delivery alarms (core.delivery_alarm): a platform refusing many recipients the same way.
     alarms: tuple[DeliveryAlarm, ...] = ()
+    # Of ``pending_matches`` (which counts them like any match), the learned recommendations (issue 17).
+    pending_recommended: int = 0
 
 
 def version_to_paper(version: Version) -> PaperIn:
@@ -685,6 +687,11 @@ class Store(
                 ),
                 "pending_matches": count(
                     select(sa.func.count()).select_from(Match).where(col(Match.digest_id).is_(None))
+                ),
+                "pending_recommended": count(
+                    select(sa.func.count(recommended_expression()))
+                    .select_from(Match)
+                    .where(col(Match.digest_id).is_(None))
                 ),
                 "queued_digests": count(
                     select(sa.func.count())

@@ -15,7 +15,7 @@ safe with several worker processes at once. The rules:
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -36,7 +36,7 @@ from core.models import (
     Version,
     utcnow,
 )
-from core.reasons import Reason, reasons_from_data
+from core.reasons import Reason, reasons_from_data, recommended_score
 from core.values import DigestItem
 
 OPEN_STATES = (DigestState.PENDING, DigestState.SENDING)
@@ -83,6 +83,8 @@ class RankedMatch:
     version: int
     reasons: tuple[Reason, ...]
     upvotes: int
+    # A learned recommendation's score, None for a follow's match (``DigestItem.recommended``).
+    recommended: float | None = None
 
     @property
     def is_revision(self) -> bool:
@@ -528,6 +530,7 @@ class LedgerQueries:
                     version=int(number),
                     reasons=reasons_from_data(reasons),
                     upvotes=upvotes.get(paper_id, 0),
+                    recommended=recommendation_score(reasons),
                 )
             )
         return grouped
@@ -581,6 +584,7 @@ class LedgerQueries:
                 journal_ref=row.journal_ref,
                 doi=row.doi,
                 follows=tuple((fid, queries[fid]) for fid in sorted(follow_ids) if fid in queries),
+                recommended=match.recommended,
             )
         return items
 
@@ -718,6 +722,18 @@ class LedgerQueries:
                 ).scalar_one()
             )
 
+    def count_pending_split(self, subscriber_id: int) -> tuple[int, int]:
+        """Unsent matches of one subscriber, and how many of them are learned recommendations: one
+        statement (the rule of :meth:`count_pending`, which counts recommendations like any match)."""
+        self.expand_matches()
+        with self.session() as session:
+            waiting, recommended = session.execute(
+                sa.select(sa.func.count(), sa.func.count(recommended_expression()))
+                .select_from(Match)
+                .where(col(Match.subscriber_id) == subscriber_id, _unsent())
+            ).one()
+        return int(waiting), int(recommended)
+
     def pending_matches(self, subscriber_id: int) -> list[PendingMatch]:
         """Unsent matches of one subscriber (in no digest, or in one not sent yet), in digest order."""
         self.expand_matches()
@@ -733,7 +749,15 @@ class LedgerQueries:
             PendingMatch(match.id or 0, match.instant, item)
             for (match, _), item in zip(rows, items, strict=True)
         ]
-        pending.sort(key=lambda p: (p.item.is_revision, p.item.arxiv_id, p.item.version))
+        # Recommendations after the follows' matches, as a digest shows them.
+        pending.sort(
+            key=lambda p: (
+                p.item.recommended is not None,
+                p.item.is_revision,
+                p.item.arxiv_id,
+                p.item.version,
+            )
+        )
         return pending
 
     def pending_by_channel(self) -> dict[str, int]:
@@ -782,6 +806,18 @@ def _nothing_to_send(not_since: datetime) -> tuple[sa.ColumnElement[bool], ...]:
     )
 
 
+def recommended_expression() -> sa.ColumnElement[Any]:
+    """SQL: the score of a learned recommendation's Match row, NULL for any other row.
+
+    A recommendation's row holds exactly one hit, ``core.reasons.recommendation_hit`` (the pass that writes
+    them inserts new rows only, and a follow's fan-out never adds a hit to an existing row), so the score
+    is read from the first hit: ``json_extract`` on SQLite, ``#>>`` on PostgreSQL. Counting it (``count``
+    skips NULL) tells how many of the matches counted are recommendations.
+    """
+    score: sa.ColumnElement[Any] = col(Match.reasons)[(0, "recommended")].as_float()
+    return score
+
+
 def _unsent() -> sa.ColumnElement[bool]:
     """Matches in no digest, or in one that has not been sent."""
     return sa.or_(
@@ -812,9 +848,23 @@ def _items(session: Session, rows: Sequence[tuple[Match, Version]]) -> list[Dige
             journal_ref=version.journal_ref,
             doi=version.doi,
             follows=tuple((fid, queries[fid]) for fid in sorted(match.follow_ids) if fid in queries),
+            recommended=recommendation_score(match.reasons),
         )
         for match, version in rows
     ]
+
+
+def recommendation_score(stored: Sequence[Mapping[str, Any]] | None) -> float | None:
+    """The score of a stored ``match.reasons`` list when the row is a learned recommendation, else None.
+
+    A row is one only when no follow and no newsletter gave it a hit: should a follow's hit ever share a
+    row with a recommendation's, the follow wins and the item stays among the follows' matches (a
+    recommendation must never move a follow's match out of its section or past the cap).
+    """
+    hits = stored or ()
+    if any(hit.get("follow") is not None or hit.get("newsletter") is not None for hit in hits):
+        return None
+    return recommended_score(hits)
 
 
 def changes(before: Version | sa.Row[Any] | None, after: Version | sa.Row[Any]) -> tuple[str, ...]:

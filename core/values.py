@@ -96,6 +96,10 @@ class DigestItem:
     version_id: int | None = None
     # The machine-generated guide in the reader's language, when one was made in time.
     guide: Guide | None = None
+    # A learned recommendation's score (issue 17: ``core.reasons.recommended_score`` of the stored hit),
+    # None for a match of the reader's follows. A digest shows recommendations in a section of their own,
+    # after the follows' matches, best score first (core.render).
+    recommended: float | None = None
 
     @property
     def url(self) -> str:
@@ -136,11 +140,13 @@ class DigestRest:
     newsletters: frozenset[str] = frozenset()
     # True when at least one of them is a match of the reader's own follows (not a newsletter's copy).
     own: bool = False
+    # Learned recommendations among them (counted apart: ``new`` and ``revisions`` are follows' matches).
+    recommended: int = 0
 
     @property
     def count(self) -> int:
         """How many items are summarised."""
-        return self.new + self.revisions
+        return self.new + self.revisions + self.recommended
 
 
 @dataclass(frozen=True, slots=True)

@@ -161,7 +161,7 @@ def _votes(links: VoteLinks | None) -> dict[str, str] | None:
 
 
 def _item(item: DigestItem, public_url: str, votes: VoteLinks | None = None) -> dict[str, Any]:
-    return {
+    data: dict[str, Any] = {
         "arxiv_id": item.arxiv_id,
         "version": item.version,
         "versioned_id": f"{item.arxiv_id}v{item.version}",
@@ -182,6 +182,14 @@ def _item(item: DigestItem, public_url: str, votes: VoteLinks | None = None) -> 
         # The signed 👍 / 👎 pages for this subscriber (docs/webhooks.md); null without PAPERTRAIL_SECRET_KEY.
         "vote_urls": _votes(votes),
     }
+    if item.recommended is not None:
+        # Only on learned recommendations (issue 17), so a digest of follows' matches is the same document
+        # as before: the score and the reasons as data (the liked paper's id, the shared terms).
+        data["recommended"] = item.recommended
+        data["recommended_reasons"] = [
+            {"field": reason.field, "term": _clean(reason.term)} for reason in item.reasons
+        ]
+    return data
 
 
 def _timestamp(moment: datetime) -> str:
@@ -223,7 +231,16 @@ def _receipt(receipt: Receipt | None) -> dict[str, Any] | None:
 def digest_payload(message: Message, generated_at: datetime) -> dict[str, Any]:
     """The JSON document for one digest (schema ``papertrail.digest/1``, see docs/webhooks.md)."""
     items = [_item(item, message.public_url, message.votes_of(item)) for item in message.items]
-    revisions = sum(1 for item in message.items if item.is_revision)
+    recommended = sum(1 for item in message.items if item.recommended is not None)
+    revisions = sum(1 for item in message.items if item.is_revision and item.recommended is None)
+    counts = {
+        "new": len(items) - revisions - recommended,
+        "revisions": revisions,
+        # Matches left out by PAPERTRAIL_DIGEST_MAX_ITEMS; they are still marked sent.
+        "more": max(0, message.item_count - len(items)),
+    }
+    if recommended:
+        counts["recommended"] = recommended  # learned recommendations among items; absent when none
     return {
         "schema": SCHEMA,
         "digest": message.key if _SAFE_KEY.fullmatch(message.key) else _content_key(items),
@@ -234,12 +251,7 @@ def digest_payload(message: Message, generated_at: datetime) -> dict[str, Any]:
         # The reader's language: the subject and the guides are in it; every key and the reasons and
         # changes stay English (they are data).
         "language": message.language,
-        "counts": {
-            "new": len(items) - revisions,
-            "revisions": revisions,
-            # Matches left out by PAPERTRAIL_DIGEST_MAX_ITEMS; they are still marked sent.
-            "more": max(0, message.item_count - len(items)),
-        },
+        "counts": counts,
         "items": items,
         # What PaperTrail scanned for this reader since the previous digest (docs/webhooks.md).
         "receipt": _receipt(message.receipt),

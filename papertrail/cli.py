@@ -1444,6 +1444,8 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
             "subscribers": summary.subscribers,
             "follows": summary.follows,
             "pending_matches": summary.pending_matches,
+            # Of pending_matches, the learned recommendations (issue 17).
+            "pending_recommended": summary.pending_recommended,
             "delivery": {
                 "queued_digests": summary.queued_digests,
                 "dead_digests": summary.dead_digests,
@@ -1494,12 +1496,13 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
         }
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return
+    recommended = f" ({summary.pending_recommended} recommended)" if summary.pending_recommended else ""
     out.print(
         f"papers stored: {summary.papers} ({_n(summary.versions, 'version')})\n"
         f"last 24 h: {_n(summary.new_papers_24h, 'new paper')}, {_n(summary.revisions_24h, 'revision')}, "
         f"{summary.ai_related_24h} AI-related, AI guides: +{summary.guides_24h}\n"
         f"subscribers: {summary.subscribers}, follows: {summary.follows}, "
-        f"pending matches: {summary.pending_matches}\n"
+        f"pending matches: {summary.pending_matches}{recommended}\n"
         f"community discoveries in the last 24 h: {summary.community_24h}\n"
         f"delivery: {_n(summary.queued_digests, 'digest')} queued, {summary.dead_digests} dead-lettered, "
         f"{_n(summary.paused_subscribers, 'subscriber')} paused"

@@ -5,7 +5,9 @@ tag, emoji, right-to-left text, control characters, a 10,000-character abstract,
 Also an ordinary digest whose items carry AI guides in English or Chinese (:func:`guided_items`), a
 guide whose text attacks every channel (:data:`HOSTILE_GUIDE`), and scan receipts for the goldens: an
 ordinary one with a recovered failure and a feed still behind (:func:`sample_receipt`) and one whose source
-name attacks every channel (:func:`hostile_receipt`).
+name attacks every channel (:func:`hostile_receipt`). And learned recommendations (issue 17): two ordinary
+ones (:func:`recommended_items`) and one whose shared terms attack every channel
+(:func:`hostile_recommendation`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime
 
-from core.reasons import ABSTRACT, AUTHOR, CATEGORY, PAPER, TITLE, Reason
+from core.reasons import ABSTRACT, AUTHOR, CATEGORY, LIKED, PAPER, SHARED, TITLE, Reason
 from core.values import DigestItem, Guide, Outage, Receipt, SourceScan
 
 LONG_ABSTRACT = ("We study asynchronous rollouts under policy lag. " * 205)[:10_000]
@@ -241,4 +243,63 @@ def hostile_receipt(matched: int) -> Receipt:
         sources=(SourceScan(HOSTILE_SOURCE, runs=2, new_versions=3),),
         outages=(Outage(HOSTILE_SOURCE, "failing", _utc("2026-11-10T01:05:00"), None),),
         timezone="Mars/Olympus",
+    )
+
+
+def recommended_items() -> list[DigestItem]:
+    """Two learned recommendations, the better score second (a digest shows it first): one close to a
+    liked paper with two shared terms, one with a shared term only. Their data is the same in every
+    language (the words around it are translated)."""
+    return [
+        DigestItem(
+            arxiv_id="2611.05555",
+            version=1,
+            title="Off-policy correction for stale actors",
+            authors=("Hannah Arendt",),
+            categories=("cs.LG",),
+            reasons=(Reason(SHARED, "importance weighting"),),
+            abstract="We correct stale actors with importance weights.",
+            version_id=201,
+            recommended=0.62,
+        ),
+        DigestItem(
+            arxiv_id="2611.04444",
+            version=1,
+            title="Lag-aware asynchronous PPO",
+            authors=("Emmy Noether", "Alan Turing"),
+            categories=("cs.LG", "cs.AI"),
+            reasons=(
+                Reason(LIKED, "2306.03564"),
+                Reason(SHARED, "policy lag"),
+                Reason(SHARED, "reinforcement learning"),
+            ),
+            abstract="A PPO variant that bounds the lag between actors and learner.",
+            version_id=202,
+            recommended=0.91,
+        ),
+    ]
+
+
+# Shared terms come from paper text: markup for every channel, a Slack mention and link, mrkdwn emphasis,
+# a quote's end tag, a bidi override and a terminal escape.
+HOSTILE_TERMS = (
+    '<script>alert("t")</script>',
+    "<!channel> <https://evil.example|click>",
+    "*bold* _it_ </blockquote><b>x",
+    "\u202eevil\x1b[31m & done",
+)
+
+
+def hostile_recommendation() -> DigestItem:
+    """A recommendation whose liked id and shared terms attack every channel."""
+    return DigestItem(
+        arxiv_id="2611.06666",
+        version=1,
+        title="A paper recommended for hostile reasons",
+        authors=("Ada Lovelace",),
+        categories=("cs.LG",),
+        reasons=(Reason(LIKED, "<i>2306.03564</i>"), *(Reason(SHARED, term) for term in HOSTILE_TERMS)),
+        abstract="Plain.",
+        version_id=301,
+        recommended=0.5,
     )
