@@ -185,7 +185,7 @@ class EntryProblem:
                 N_("entry {key} (line {line}): {reason}"), key=self.key, line=self.line, reason=self.reason
             )
         if self.line is not None:
-            return Phrase(N_("entry at line {line}: {reason}"), line=self.line, reason=self.reason)
+            return Phrase(N_("line {line}: {reason}"), line=self.line, reason=self.reason)
         return Phrase(N_("entry {key}: {reason}"), key=self.key or "?", reason=self.reason)
 
     def said(self, t: Translator) -> str:
