@@ -44,6 +44,7 @@ from typing import Any, Literal
 
 import rispy
 from bibtexparser.entrypoint import parse_string
+from bibtexparser.middlewares.enclosing import REMOVED_ENCLOSING_KEY, RemoveEnclosingMiddleware
 from bibtexparser.model import Entry, ImplicitComment, ParsingFailedBlock
 
 from core.i18n import N_, Phrase, Translator, Worded
@@ -120,7 +121,14 @@ _ZOTERO_ESCAPES = {
     "{\\textbackslash}": "\\",
     "\\{\\vphantom{\\}}": "{",
     "\\vphantom{\\{}\\}": "}",
+    # Undone in the same pass, so that an escaped backslash before them stays a backslash ($11.37\%$).
+    "\\$": "$",
+    "\\%": "%",
+    "\\&": "&",
+    "\\#": "#",
+    "\\_": "_",
 }
+_REMOVE_ENCLOSING = RemoveEnclosingMiddleware()
 _ZOTERO_ESCAPE = re.compile("|".join(map(re.escape, _ZOTERO_ESCAPES)))
 # Zotero's rich text in titles (its RIS and CSL-JSON exports keep the tags; its BibTeX turns them into TeX).
 _RICH_TEXT = re.compile(r"</?(?:i|b|sub|sup|sc)>|<span\b[^>]*>|</span>", re.IGNORECASE)
@@ -418,17 +426,19 @@ def _read_bibtex(text: str) -> list[LibraryEntry | EntryProblem]:
     items: list[LibraryEntry | EntryProblem] = []
     for block in library.blocks:
         line = None if block.start_line is None else block.start_line + 1
-        if isinstance(block, Entry):
+        if isinstance(block, ParsingFailedBlock) and isinstance(block.ignore_error_block, Entry):
+            # A repeated citation key or field: the entry itself was read, and is as good as any other,
+            # but bibtexparser (2.1) leaves it as split, its values still in their braces or quotes.
+            block = block.ignore_error_block
+            _REMOVE_ENCLOSING.transform_entry(block, library)
+        if isinstance(block, Entry) and _fields_run_together(block):
+            items.append(EntryProblem(block.key or None, line, _BIBTEX_SYNTAX))
+        elif isinstance(block, Entry):
             items.append(_bibtex_entry(block, line, len(items) + 1))
         elif isinstance(block, ParsingFailedBlock):
-            inner = block.ignore_error_block
-            if isinstance(inner, Entry):
-                # A repeated citation key or field: the entry itself was read, and is as good as any other.
-                items.append(_bibtex_entry(inner, line, len(items) + 1))
-            elif inner is None:
-                problem = _bibtex_failure(block, line)
-                if problem is not None:
-                    items.append(problem)
+            failure = _bibtex_failure(block, line)
+            if failure is not None:
+                items.append(failure)
         elif isinstance(block, ImplicitComment):
             items.extend(_stray_entries(block, line))
     return items
@@ -458,6 +468,31 @@ def _bibtex_entry(entry: Entry, line: int | None, number: int) -> LibraryEntry:
         abstract=_text(_bibtex_text(abstract)),
         line=line,
     )
+
+
+def _fields_run_together(entry: Entry) -> bool:
+    """True when a missing comma made two fields one: ``title = {A} eprint = {2411.17792}``.
+
+    bibtexparser (2.1) ends a value only at a comma or the closing brace, so it reads that as a title
+    ``{A} eprint = {2411.17792}`` and the eprint is lost without a word. Such a value is not enclosed in one
+    pair of braces or quotes (bibtexparser notes that), and holds an ``=`` outside any braces or quotes,
+    which no value written without enclosing (a number, a ``@string`` name, a ``#`` concatenation) can.
+    """
+    removed = entry.parser_metadata.get(REMOVED_ENCLOSING_KEY) or {}
+    for field in entry.fields:
+        if removed.get(field.key) != "no-enclosing" or "=" not in str(field.value):
+            continue
+        depth, quoted = 0, False
+        for char in str(field.value):
+            if char == "{":
+                depth += 1
+            elif char == "}":
+                depth -= 1
+            elif char == '"' and depth == 0:
+                quoted = not quoted
+            elif char == "=" and depth == 0 and not quoted:
+                return True
+    return False
 
 
 def _bibtex_text(value: str) -> str:
