@@ -66,8 +66,8 @@ LibraryFormat = Literal["bibtex", "ris", "csl-json"]
 
 # A Zotero export with abstracts runs to about 1.8 KB an entry, so 5 MB hold some 2,700 papers (without
 # abstracts, the 5,000 entries fit): more than a taste model needs, and a larger library can be exported a
-# collection at a time. Reading costs about 0.2 s a MB for a real export and up to 0.7 s a MB for a file
-# made to be slow (one title of TeX accents), so the size bounds the time an upload can take.
+# collection at a time. The size bounds the time: a real export takes about 0.4 s a MB to read, a file built
+# to be slow (5 MB of inline math for strip_tex, or of commas for bibtexparser's splitter) up to 2 s a MB.
 MAX_FILE_BYTES = 5_000_000
 MAX_ENTRIES = 5_000
 
