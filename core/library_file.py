@@ -9,9 +9,9 @@ a library at all is refused whole with a :class:`LibraryFileError` that says wha
 
 Rules (docs/recommendations.md, "Importing a library", says them to readers):
 
-* the format is read from the content, the file name's extension only breaking a tie: a first character
-  ``[`` or ``{`` is CSL-JSON; a line ``TY  - `` is RIS; a line ``@type{`` is BibTeX, whichever of the last
-  two comes first;
+* the format is read from the content, the file name's extension deciding only when the content does not:
+  a first character ``[`` or ``{`` is CSL-JSON; a line ``TY  - `` is RIS; a line ``@type{`` is BibTeX,
+  whichever of the last two comes first;
 * the text is UTF-8 (a byte-order mark is allowed, and UTF-16 with one). A BibTeX or RIS file that is not
   UTF-8 is read as its JabRef ``% Encoding:`` header says, else as Windows-1252: both formats are older
   than Unicode and old JabRef, EndNote and RefWorks exports are in that encoding; arXiv ids and DOIs are
@@ -196,9 +196,9 @@ class EntryProblem:
             return Phrase(N_("line {line}: {reason}"), line=self.line, reason=self.reason)
         return Phrase(N_("entry {key}: {reason}"), key=self.key or "?", reason=self.reason)
 
-    def said(self, t: Translator) -> str:
-        """The problem in ``t``'s language."""
-        return self.phrase.said(t)
+    def said(self, t: Translator, *, limit: int | None = None) -> str:
+        """The problem in ``t``'s language; with ``limit``, the key (a CSL id can be a long URI) cut to it."""
+        return (self.phrase.shortened(limit) if limit else self.phrase).said(t)
 
     def __str__(self) -> str:
         return str(self.phrase)
@@ -641,17 +641,23 @@ def _read_csl(text: str) -> list[LibraryEntry | EntryProblem]:
 def _item_lines(text: str) -> Iterator[int]:
     """The line each element of the (valid) top-level JSON array starts on."""
     decoder = json.JSONDecoder()
-    space = re.compile(r"[ \t\n\r]*")
-    at = space.match(text, text.index("[") + 1).end()  # type: ignore[union-attr]
+    at = _after_space(text, text.index("[") + 1)
     line = 1 + text.count("\n", 0, at)
     while text[at] != "]":
         yield line
         _, end = decoder.raw_decode(text, at)
-        after = space.match(text, end).end()  # type: ignore[union-attr]
+        after = _after_space(text, end)
         if text[after] == ",":
-            after = space.match(text, after + 1).end()  # type: ignore[union-attr]
+            after = _after_space(text, after + 1)
         line += text.count("\n", at, after)
         at = after
+
+
+def _after_space(text: str, at: int) -> int:
+    """The index of the first character from ``at`` on that is not JSON white space."""
+    while at < len(text) and text[at] in " \t\n\r":
+        at += 1
+    return at
 
 
 def _csl_entry(item: dict[str, Any], line: int, number: int) -> LibraryEntry:
