@@ -1,0 +1,91 @@
+"""A reader's library becomes seeds: stored papers by arXiv id or DOI, unknown ids through the arXiv API
+(over loopback, recorded answers), the rest by their text; every unused entry is reported."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from core.i18n import translator
+from core.library_file import read_library
+from core.library_import import import_library
+from core.store import Store
+from core.store_taste import TasteStore
+from ingest.arxiv_api import ArxivApiSource
+from ingest.arxiv_rss_parse import parse_feed
+from ingest.http import HttpClient, Politeness
+from tests.conftest import BIG_FEED, CORPUS
+from tests.servers import Reply, feed_server
+
+LIBRARY = CORPUS / "library"
+BODIES = CORPUS / "arxiv-api" / "arxivpy-2026-golden-bodies"
+NOW = datetime(2026, 12, 4, 12, tzinfo=UTC)
+
+
+def _reader(store: Store) -> int:
+    store.save_versions(parse_feed(BIG_FEED.read_bytes()).items, now=NOW)
+    subscriber, _ = store.ensure_subscriber("email:ada@example.org", timezone="UTC", schedule="daily 08:00")
+    assert subscriber.id is not None
+    return subscriber.id
+
+
+def _read(name: str):  # type: ignore[no-untyped-def]
+    path = LIBRARY / name
+    return read_library(path.read_bytes(), path.name)
+
+
+@pytest.mark.parametrize("name", ["zotero.bib", "jabref.bib", "mendeley.bib", "zotero.ris", "zotero.json"])
+async def test_every_entry_is_used_or_reported_and_reimport_adds_nothing(
+    store: Store, name: str
+) -> None:
+    sid = _reader(store)
+    read = _read(name)
+    report = await import_library(store, sid, read, lookup=None, now=NOW)
+    # Every entry of the file is counted once: used, or named with its reason.
+    assert report.used + len(report.unused) == report.entries == len(read.entries) + len(read.problems)
+    assert report.stored >= 1 and report.added == report.used > 0
+    assert TasteStore(store).vote_counts(sid)[2] == report.added
+    again = await import_library(store, sid, _read(name), lookup=None, now=NOW)
+    assert again.added == 0 and again.used == report.used
+
+
+async def test_unknown_ids_are_looked_up_and_stored_as_history(store: Store) -> None:
+    sid = _reader(store)
+    read = _read("jabref.bib")
+    missing = [e.arxiv_id for e in read.entries if e.arxiv_id and not store.versions_of(e.arxiv_id)]
+    assert missing, "jabref.bib names papers the recorded day does not hold"
+    assert missing == ["astro-ph/0601001"]
+    (answer,) = BODIES.glob("id_astro-ph_0601001_*.xml")
+    with feed_server(Reply(200, answer.read_bytes())) as server:
+        async with HttpClient("t", politeness=Politeness(retries=0)) as http:
+            report = await import_library(store, sid, read, lookup=ArxivApiSource(http, server.url), now=NOW)
+    assert report.fetched == 1 and store.versions_of("astro-ph/0601001")
+    assert "id_list=" in server.paths[0]
+    # Stored as history: nobody is notified of it.
+    assert all(v.paper_id != "astro-ph/0601001" for v in store.unmatched_versions())
+
+
+async def test_an_unreachable_api_is_reported_per_entry_and_loses_nothing_else(store: Store) -> None:
+    sid = _reader(store)
+    read = _read("jabref.bib")
+    with feed_server(Reply(503, b"busy")) as server:
+        async with HttpClient("t", politeness=Politeness(retries=0)) as http:
+            report = await import_library(store, sid, read, lookup=ArxivApiSource(http, server.url), now=NOW)
+    assert report.fetched == 0 and report.stored >= 1
+    # The one paper not stored has no abstract in the file: it is named, with what to do.
+    (problem,) = report.unused
+    assert problem.key == "Gould2006"
+    assert "could not be reached; import the file again later" in problem.said(translator("en"))
+    assert report.stored == 4
+
+
+async def test_a_broken_file_keeps_its_good_entries_and_every_problem(store: Store) -> None:
+    sid = _reader(store)
+    read = _read("broken.bib")
+    assert read.problems and read.entries
+    report = await import_library(store, sid, read, lookup=None, now=NOW)
+    assert set(read.problems) <= set(report.unused)
+    assert report.used == len(read.entries) - (len(report.unused) - len(read.problems))
+    zh = [problem.said(translator("zh")) for problem in report.unused]
+    assert all(text for text in zh)
