@@ -272,16 +272,20 @@ def press_vote(
     version: int,
     value: int,
     *,
+    chosen: bool = False,
     now: datetime | None = None,
 ) -> Pressed:
     """A digest's 👍 (``value`` :data:`LIKE`) or 👎 (:data:`DISLIKE`) pressed on ``arxiv_id`` v``version``.
 
-    Records the vote for the chat's subscriber, or takes it back when that very vote is there already
-    (pressing a chosen button again undoes it). In a group only an administrator may (``ctx.can_change``).
-    Never raises: a failure is logged and answered with an apology, as :func:`bot.commands.handle` does.
+    ``chosen``: the pressed button showed that it is the chat's vote ("👍 ✓"). A press does what the
+    keyboard shows: on a chosen button it takes the vote on that version back, on any other it records
+    ``value`` (replacing the other vote; a vote already there stays). So a paper liked with ``like`` before
+    the digest came is not un-liked by its plain 👍. In a group only an administrator may
+    (``ctx.can_change``). Never raises: a failure is logged and answered with an apology, as
+    :func:`bot.commands.handle` does.
     """
     try:
-        return _press(store, settings, ctx, arxiv_id, version, value, now or utcnow())
+        return _press(store, settings, ctx, arxiv_id, version, value, chosen, now or utcnow())
     except Exception:
         log.exception("vote button from %s on %s failed", ctx.address, paper_name(arxiv_id, version))
         language = stored_language(store, ctx.address, ctx.language, default=settings.default_language)
@@ -295,6 +299,7 @@ def _press(
     arxiv_id: str,
     version: int,
     value: int,
+    chosen: bool,
     now: datetime,
 ) -> Pressed:
     language = reply_language(store, ctx, default=settings.default_language)
@@ -316,8 +321,7 @@ def _press(
         return Pressed(
             t.gettext("PaperTrail has not stored {id}.", id=name), None, Problem.NOT_FOUND, language
         )
-    current = TasteStore(store).votes_on(subscriber.id, [row.id]).get(row.id, 0)
-    if current == value:
+    if chosen:
         undo_vote(store, subscriber.id, arxiv_id, version=version)
         return Pressed(t.gettext("Vote on {paper} taken back.", paper=name), 0, None, language)
     cast_vote(store, subscriber.id, arxiv_id, value, version=version, now=now)

@@ -47,6 +47,7 @@ from bot.telegram_render import (
     Action,
     Button,
     html_parts,
+    is_chosen,
     keyboard,
     read_callback,
     read_vote,
@@ -289,13 +290,16 @@ class ChatHandlers:
     async def _vote(
         self, query: telegram.CallbackQuery, message: object, ctx: ChatContext, button: Button
     ) -> None:
-        """A digest's 👍 / 👎: record (or take back) the vote, say so in a toast, mark the chosen button.
+        """A digest's 👍 / 👎: record the vote (or, on the button marked chosen, take it back), say so in a
+        toast, and mark the chosen button.
 
         Nothing is posted to the chat: the toast goes to the presser alone, and the keyboard shows the
         chat's vote to everyone. A refusal (a group member, a paper no longer stored) is an alert.
         """
         vote = read_vote(button.value)
         assert vote is not None  # read_callback only lets well-formed vote data through
+        markup = message.reply_markup if isinstance(message, telegram.Message) else None
+        chosen = is_chosen(markup, query.data or "")
         pressed = await asyncio.to_thread(
             press_vote,
             self.store,
@@ -304,6 +308,7 @@ class ChatHandlers:
             vote.arxiv_id,
             vote.version,
             vote.value,
+            chosen=chosen,
             now=self._clock(),
         )
         log.info(
@@ -315,12 +320,12 @@ class ChatHandlers:
         await self._answer(query, pressed.text, alert=pressed.error is not None)
         if pressed.vote is None or not isinstance(message, telegram.Message):
             return
-        markup = voted_markup(message.reply_markup, f"{vote.arxiv_id}v{vote.version}", pressed.vote)
-        if markup is None:
+        edited = voted_markup(markup, f"{vote.arxiv_id}v{vote.version}", pressed.vote)
+        if edited is None:
             return
         try:
             await self._bot().edit_message_reply_markup(
-                chat_id=message.chat.id, message_id=message.message_id, reply_markup=markup
+                chat_id=message.chat.id, message_id=message.message_id, reply_markup=edited
             )
         except TelegramError as exc:  # too old to edit: the vote is recorded all the same
             log.debug("telegram: vote buttons of message %s kept: %s", message.message_id, exc.message)

@@ -161,6 +161,17 @@ def read_vote(value: str) -> VotePress | None:
     return VotePress(1 if found["sign"] == "+" else -1, found["id"], int(found["version"]))
 
 
+def is_chosen(markup: InlineKeyboardMarkup | None, data: str) -> bool:
+    """Whether the button carrying ``data`` shows that it is the chat's vote (its label ends in ✓)."""
+    if markup is None:
+        return False
+    return any(
+        button.callback_data == data and button.text.endswith(CHOSEN)
+        for row in markup.inline_keyboard
+        for button in row
+    )
+
+
 def voted_markup(markup: InlineKeyboardMarkup | None, paper: str, vote: int) -> InlineKeyboardMarkup | None:
     """``markup`` with the 👍 / 👎 buttons of ``paper`` (``2306.03564v2``) showing ``vote`` (1, -1, 0).
 
@@ -232,6 +243,7 @@ __all__ = [
     "callback_data",
     "escape",
     "html_parts",
+    "is_chosen",
     "keyboard",
     "label",
     "read_callback",

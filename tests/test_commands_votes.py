@@ -202,21 +202,27 @@ def test_likes_lists_the_newest_and_counts_the_rest(store: Store) -> None:
     ]
 
 
-def test_a_digest_button_votes_and_pressed_again_takes_the_vote_back(store: Store) -> None:
+def test_a_digest_button_does_what_the_keyboard_shows(store: Store) -> None:
     settings = Settings()
     sid = subscriber_id(store, PRIVATE.address)
 
     def press(
-        value: int, ctx: ChatContext = PRIVATE, paper: str = PAPER, version: int = 1
+        value: int, ctx: ChatContext = PRIVATE, version: int = 1, *, chosen: bool = False
     ) -> tuple[str, int | None]:
-        pressed = press_vote(store, settings, ctx, paper, version, value, now=NOW)
+        pressed = press_vote(store, settings, ctx, PAPER, version, value, chosen=chosen, now=NOW)
         return pressed.text, pressed.vote
 
     assert press(LIKE) == (f"👍 Liked {PAPER}v1. Press again to take it back.", LIKE)
     assert press(DISLIKE) == (f"👎 Disliked {PAPER}v1. Press again to take it back.", DISLIKE)
     assert [v.value for v in votes(store, sid)] == [DISLIKE]
-    assert press(DISLIKE) == (f"Vote on {PAPER}v1 taken back.", 0)
+    # The chosen button ("👎 ✓") pressed again takes the vote back.
+    assert press(DISLIKE, chosen=True) == (f"Vote on {PAPER}v1 taken back.", 0)
     assert votes(store, sid) == []
+    # A paper liked with the command before its digest came: the digest's plain 👍 keeps the like.
+    say(store, f"/like {PAPER}")
+    assert press(LIKE) == (f"👍 Liked {PAPER}v1. Press again to take it back.", LIKE)
+    assert [v.value for v in votes(store, sid)] == [LIKE]
+    assert press(LIKE, chosen=True)[1] == 0
     # Refused, with the reason: a version not stored, a group member, a chat without a subscription.
     assert press(LIKE, version=4) == (f"PaperTrail has not stored {PAPER}v4.", None)
     say(store, "/start", GROUP_ADMIN)

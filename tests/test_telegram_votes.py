@@ -115,6 +115,11 @@ async def test_a_digest_carries_vote_buttons_that_vote_and_undo(
     # The chat command sees the same votes.
     (listed,) = await ada.say("/likes")
     assert "has not voted" in str(listed.params["text"])
+    # Liked by command meanwhile: the plain 👍 does what it shows (like), it does not take the like back.
+    await ada.say("/like 2411.17710")
+    await ada.press(digest, LIKE_DATA)
+    assert vote_of(store, "telegram:4242") == [("2411.17710", 1, LIKE)]
+    assert vote_labels(api, ada, digest) == ["👍 ✓", "👎"]
 
 
 async def test_in_a_group_only_admins_vote_and_members_are_told_privately(
