@@ -239,7 +239,6 @@ def test_a_digest_button_does_what_the_keyboard_shows(store: Store) -> None:
 
 
 def test_a_failing_store_gets_an_apology_not_an_exception(store: Store) -> None:
-    store.engine.dispose()
     broken = Store(store.engine)
     broken.versions_of = None  # type: ignore[method-assign, assignment]  # any failure inside
     pressed = press_vote(broken, Settings(), PRIVATE, PAPER, 1, LIKE, now=NOW)
