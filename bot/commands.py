@@ -7,7 +7,7 @@ and the limits are described in docs/chat-commands.md::
 
     message := [ "/" ] [ "papertrail" ] COMMAND [ "@" BOTNAME ] [ ARGUMENTS ]     at most 2,000 characters
     COMMAND := start | help | follow | unfollow | follows | try | digest | timezone | pause | resume | status
-             | join | leave | language
+             | join | leave | language | like | dislike | unvote | likes
 
 Command words are matched case-insensitively after Unicode NFKC folding (so a full-width ``／ｆｏｌｌｏｗ``
 works too); ``/follow@PaperTrailBot`` is Telegram's form in groups. Runs of whitespace in the arguments,
@@ -31,7 +31,7 @@ import unicodedata
 from collections.abc import Callable
 from datetime import datetime
 
-from bot import commands_follows, commands_language, commands_newsletters, commands_settings
+from bot import commands_follows, commands_language, commands_newsletters, commands_settings, commands_votes
 from bot import commands_help as texts
 from bot.commands_base import (
     MAX_INPUT_CHARS,
@@ -143,15 +143,16 @@ def _dispatch(store: Store, settings: Settings, ctx: ChatContext, text: str, now
     if name in SHOW_WITHOUT_ARGUMENTS and not args:
         changes = False
     if changes and not ctx.can_change:
-        return call.reply(
-            t.gettext(
+        if name in commands_votes.VOTE_COMMANDS:
+            refusal = t.gettext(commands_votes.NOT_ALLOWED, place=call.place, p=p)
+        else:
+            refusal = t.gettext(
                 "Only admins of {place} can change its follows and settings. "
                 "Anyone can use {p}follows, {p}status, {p}try and {p}help.",
                 place=call.place,
                 p=p,
-            ),
-            error=Problem.NOT_ALLOWED,
-        )
+            )
+        return call.reply(refusal, error=Problem.NOT_ALLOWED)
     return run(call)
 
 
@@ -366,6 +367,10 @@ _COMMANDS: dict[str, Callable[[Call], Reply]] = {
     "join": commands_newsletters.join,
     "leave": commands_newsletters.leave,
     "language": commands_language.language,
+    "like": commands_votes.like,
+    "dislike": commands_votes.dislike,
+    "unvote": commands_votes.unvote,
+    "likes": commands_votes.likes,
 }
 
 __all__ = [

@@ -53,11 +53,19 @@ COMMANDS: tuple[CommandInfo, ...] = (
     CommandInfo("join", "[NAME]", N_("list the newsletters, or join one"), True),
     CommandInfo("leave", "NAME", N_("leave a newsletter"), True),
     CommandInfo("language", "[en|zh]", N_("the language of replies, digests and guides"), True),
+    CommandInfo("like", "ID", N_("say a paper was worth reading: more like it"), True),
+    CommandInfo("dislike", "ID", N_("say a paper was not for you: fewer like it"), True),
+    CommandInfo("unvote", "ID", N_("take back a vote on a paper"), True),
+    CommandInfo("likes", "", N_("the papers this chat voted on"), False),
 )
 BY_NAME = {info.name: info for info in COMMANDS}
 
-ALIASES = {"schedule": "digest", "tz": "timezone", "list": "follows", "lang": "language"}
-"""Other words accepted for a command: ``schedule`` as in the CLI, and three short forms."""
+ALIASES = {
+    "schedule": "digest", "tz": "timezone", "list": "follows", "lang": "language",
+    "votes": "likes", "unlike": "unvote", "undislike": "unvote",
+}  # fmt: skip
+"""Other words accepted for a command: ``schedule`` as in the CLI, three short forms, and other names for
+the vote commands (``votes`` lists them, ``unlike`` takes one back)."""
 
 HINTS = {
     "add": "follow", "subscribe": "follow", "sub": "follow", "watch": "follow", "track": "follow",
@@ -69,6 +77,8 @@ HINTS = {
     "hi": "help", "hello": "help", "hey": "help", "newsletter": "join", "newsletters": "join",
     "locale": "language", "languages": "language", "english": "language", "chinese": "language",
     "中文": "language", "语言": "language", "帮助": "help",
+    "upvote": "like", "thumbsup": "like", "love": "like", "downvote": "dislike", "thumbsdown": "dislike",
+    "hate": "dislike", "vote": "like", "undo": "unvote", "liked": "likes", "disliked": "likes",
 }  # fmt: skip
 """Words people try for a command: never run, only suggested ("did you mean /follow?")."""
 
@@ -167,6 +177,27 @@ _PAGES = {
     "status": N_(
         "{p}status shows this subscription (status, digest schedule, timezone, follows, matches waiting, "
         "the next digest) and whether PaperTrail's sources are up to date."
+    ),
+    "like": N_(
+        "{p}like ID records that this chat liked a paper; from the votes PaperTrail learns which papers "
+        "to recommend. ID is an arXiv id: 2306.03564 (the newest version PaperTrail stored), 2306.03564v2 "
+        "(that version), hep-th/9901001, or a link to arxiv.org. Voting again on the same version replaces "
+        "the vote; {p}unvote ID takes it back. The 👍 button under a paper in a digest does the same.\n"
+        "Example: {p}like 2306.03564"
+    ),
+    "dislike": N_(
+        "{p}dislike ID records that a paper was not for this chat, so PaperTrail recommends fewer like it. "
+        "ID as for {p}like: 2306.03564, 2306.03564v2 or a link. {p}unvote ID takes it back; the 👎 button "
+        "under a paper in a digest does the same.\nExample: {p}dislike 2306.03564"
+    ),
+    "unvote": N_(
+        "{p}unvote ID takes back this chat's vote on a paper: on every version, or with 2306.03564v2 on "
+        "that version only. Pressing a chosen 👍 or 👎 button again does the same.\n"
+        "Example: {p}unvote 2306.03564"
+    ),
+    "likes": N_(
+        "{p}likes lists this chat's votes, newest first (the newest 20), and how many papers it liked and "
+        "disliked. In a group anyone may list them; only admins may vote."
     ),
     "language": N_(
         "{p}language shows the language PaperTrail uses in this chat; {p}language en or {p}language zh "

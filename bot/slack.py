@@ -57,7 +57,8 @@ from bot.commands import SORRY, Block, ChatContext, Problem, Reply, follow_items
 from bot.commands_base import stored_language
 from bot.commands_help import BY_NAME
 from bot.commands_status import describe_schedule
-from bot.slack_format import RUN_ACTION, UNFOLLOW_ACTION, home_view, reply_message
+from bot.commands_votes import VOTE_COMMANDS
+from bot.slack_format import RUN_ACTION, UNFOLLOW_ACTION, VOTE_ACTIONS, home_view, reply_message
 from bot.slack_workspace import Conversation, SlackChannel, SlackUser, Workspace, chat_context, why
 from core.config import Settings
 from core.i18n import LANGUAGES, N_, Translator, reader_language, translator
@@ -78,7 +79,7 @@ DRAIN_SECONDS = 10.0
 
 _COMMAND_NAME = re.compile(r"^/[\w.-]{1,32}$")
 _BOT_USER = re.compile(r"^[UW][A-Z0-9]{2,}$")
-_ACTIONS = re.compile(rf"^(?:{RUN_ACTION}|{UNFOLLOW_ACTION})_\d+$")
+_ACTIONS = re.compile(rf"^(?:(?:{RUN_ACTION}|{UNFOLLOW_ACTION})_\d+|{'|'.join(VOTE_ACTIONS)})$")
 
 
 class SlackSetupError(RuntimeError):
@@ -114,6 +115,10 @@ def changes_subscription(reply: Reply, text: str) -> bool:
     """Whether ``reply`` reports a change the command made (``digest`` alone only shows the schedule)."""
     info = BY_NAME.get(reply.command)
     if not reply.ok or info is None or not info.changes:
+        return False
+    if reply.command in VOTE_COMMANDS:
+        # A vote is said to the voter alone, with its Undo button: a channel would otherwise read one
+        # message per click.
         return False
     return reply.command not in ("digest", "timezone", "language") or bool(split_command(text)[1])
 
@@ -300,11 +305,19 @@ class SlackBot:
             )
 
     async def _on_action(self, ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
-        """A button: a suggestion under a reply (run that command) or Unfollow in the App Home."""
+        """A button: a suggestion under a reply (run that command), Unfollow in the App Home, or 👍 / 👎
+        under a paper in a digest (``like ID`` / ``dislike ID`` for the channel, or the DM's person).
+
+        The answer is ephemeral, to the clicker, through the action's response_url: a vote's carries the
+        Undo button (``unvote IDvN``) that comes back here as a suggestion.
+        """
         await ack()
         with self._tracked():
             actions = body.get("actions") or [{}]
             value = str(actions[0].get("value") or "")
+            vote = VOTE_ACTIONS.get(str(actions[0].get("action_id") or ""))
+            if vote is not None:
+                value = f"{vote} {value}"
             user_id = str((body.get("user") or {}).get("id") or "")
             if (body.get("container") or {}).get("type") == "view":
                 answer = await self.answer(Conversation(user_id), value, f"{DEFAULT_COMMAND} ", None)

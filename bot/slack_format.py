@@ -32,6 +32,9 @@ RUN_ACTION = "papertrail_run"
 """Action ids ``papertrail_run_0`` … of the suggestion buttons under a reply; the value is a command line."""
 UNFOLLOW_ACTION = "papertrail_unfollow"
 """Action ids ``papertrail_unfollow_<number>`` of the App Home's buttons; the value is ``unfollow QUERY``."""
+VOTE_ACTIONS = {"papertrail_like": "like", "papertrail_dislike": "dislike"}
+"""The 👍 / 👎 buttons under a paper in a digest (notifiers/slack.py writes them): action id -> the command
+it runs; the value is the paper's versioned id, ``2306.03564v2``."""
 
 Json = dict[str, Any]
 _FENCE = "```"
@@ -221,6 +224,7 @@ __all__ = [
     "MAX_SECTION_CHARS",
     "RUN_ACTION",
     "UNFOLLOW_ACTION",
+    "VOTE_ACTIONS",
     "block_sections",
     "button",
     "context",

@@ -9,6 +9,10 @@ change what (Telegram's admins), which messages are meant for the bot, and how r
   ``/command@OtherBot`` and everything else is left alone. Anyone may list and try; only the group's
   administrators (``getChatMember`` status creator or administrator, cached for a minute) and anonymous
   admins writing as the group may change its follows and settings.
+- A digest's 👍 / 👎 buttons record the chat's vote on that version (pressed again: take it back); the
+  presser gets a toast, the keyboard marks the chosen button ("👍 ✓"), and nothing is posted to the chat.
+  In groups only administrators may vote, as only they may unfollow: the votes teach PaperTrail what the
+  whole group reads. A member pressing one is told so in an alert.
 - Edited messages are not re-run: re-running an edited ``/follow`` would add a second follow next to the
   first. The bot says so, and the person sends the command again.
 - The bot blocked in a private chat, or removed from a group: the subscriber is paused with the reason (its
@@ -38,7 +42,18 @@ from telegram.warnings import PTBDeprecationWarning
 
 from bot.commands import Block, ChatContext, Problem, Reply, handle
 from bot.commands_base import BLOCKED, REMOVED, cut, stored_language
-from bot.telegram_render import Action, Button, html_parts, keyboard, read_callback, without_button
+from bot.commands_votes import press_vote
+from bot.telegram_render import (
+    Action,
+    Button,
+    html_parts,
+    is_chosen,
+    keyboard,
+    read_callback,
+    read_vote,
+    voted_markup,
+    without_button,
+)
 from core.config import Settings
 from core.i18n import DEFAULT_LANGUAGE, N_, Translator, translator
 from core.models import SubscriberStatus
@@ -252,6 +267,9 @@ class ChatHandlers:
             return
         chat = message.chat
         ctx = await self.context(chat, query.from_user, None)
+        if button.action == Action.VOTE:
+            await self._vote(query, message, ctx, button)
+            return
         reply, ids = await asyncio.to_thread(self._press, ctx, button)
         log.info(
             "telegram: button %s in %s: %s",
@@ -268,6 +286,49 @@ class ChatHandlers:
         await self._answer(query)
         if reply.ok and isinstance(message, telegram.Message):
             await self._retire(message, query.data or "", button)
+
+    async def _vote(
+        self, query: telegram.CallbackQuery, message: object, ctx: ChatContext, button: Button
+    ) -> None:
+        """A digest's 👍 / 👎: record the vote (or, on the button marked chosen, take it back), say so in a
+        toast, and mark the chosen button.
+
+        Nothing is posted to the chat: the toast goes to the presser alone, and the keyboard shows the
+        chat's vote to everyone. A refusal (a group member, a paper no longer stored) is an alert.
+        """
+        vote = read_vote(button.value)
+        assert vote is not None  # read_callback only lets well-formed vote data through
+        markup = message.reply_markup if isinstance(message, telegram.Message) else None
+        chosen = is_chosen(markup, query.data or "")
+        pressed = await asyncio.to_thread(
+            press_vote,
+            self.store,
+            self.settings,
+            ctx,
+            vote.arxiv_id,
+            vote.version,
+            vote.value,
+            chosen=chosen,
+            now=self._clock(),
+        )
+        log.info(
+            "telegram: vote button in %s: %s",
+            ctx.address,
+            pressed.error or f"vote {pressed.vote}",
+            extra={"role": "bots"},
+        )
+        await self._answer(query, pressed.text, alert=pressed.error is not None)
+        if pressed.vote is None or not isinstance(message, telegram.Message):
+            return
+        edited = voted_markup(markup, f"{vote.arxiv_id}v{vote.version}", pressed.vote)
+        if edited is None:
+            return
+        try:
+            await self._bot().edit_message_reply_markup(
+                chat_id=message.chat.id, message_id=message.message_id, reply_markup=edited
+            )
+        except TelegramError as exc:  # too old to edit: the vote is recorded all the same
+            log.debug("telegram: vote buttons of message %s kept: %s", message.message_id, exc.message)
 
     def _press(self, ctx: ChatContext, button: Button) -> tuple[Reply, dict[int, int]]:
         """The command a button stands for, through the grammar (so its checks apply)."""

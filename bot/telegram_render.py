@@ -10,9 +10,11 @@ Buttons carry callback data of at most 64 bytes, in three forms that this module
 
 * ``cmd:<command line>``: a suggestion of the reply (``cmd:follow cat:cs.DC``), run as if typed;
 * ``unfollow:<follow id>``: remove that follow of the chat (the id is stable; numbers shift);
-* ``watch:<arXiv id>``: follow ``id:<arXiv id>`` to hear about the paper's revisions.
+* ``watch:<arXiv id>``: follow ``id:<arXiv id>`` to hear about the paper's revisions;
+* ``vote:+:<arXiv id>v<N>`` / ``vote:-:<arXiv id>v<N>``: 👍 / 👎 on that version for the chat, or take the
+  vote back when it is the chosen one (:func:`voted_markup` marks it "👍 ✓").
 
-The digest notifier writes the last two under each digest item (see docs/telegram-bot.md).
+The digest notifier writes the last three under each digest item (see docs/telegram-bot.md).
 """
 
 from __future__ import annotations
@@ -39,6 +41,11 @@ BUTTON_LABEL_CHARS = 40
 
 _FOLLOW_ID = re.compile(r"[0-9]{1,18}")
 _ARXIV_ID = re.compile(ARXIV_ID_PATTERN)
+_VOTE = re.compile(rf"(?P<sign>[+-]):(?P<id>{ARXIV_ID_PATTERN})v(?P<version>[1-9][0-9]{{0,3}})")
+VOTE_LABELS = {"+": "👍", "-": "👎"}
+"""The labels of a digest item's vote buttons (the same in every language), by the sign in their data."""
+CHOSEN = " ✓"
+"""Added to the label of the vote button that is the chat's vote now."""
 
 
 def utf16_len(text: str) -> int:
@@ -104,6 +111,7 @@ class Action(StrEnum):
     COMMAND = "cmd"
     UNFOLLOW = "unfollow"
     WATCH = "watch"
+    VOTE = "vote"
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +139,62 @@ def read_callback(data: str | None) -> Button | None:
         return Button(Action.UNFOLLOW, value)
     if kind == Action.WATCH and _ARXIV_ID.fullmatch(value):
         return Button(Action.WATCH, value)
+    if kind == Action.VOTE and _VOTE.fullmatch(value):
+        return Button(Action.VOTE, value)
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class VotePress:
+    """A vote button's value read back: 👍 (``value`` 1) or 👎 (-1) on ``arxiv_id`` v``version``."""
+
+    value: int
+    arxiv_id: str
+    version: int
+
+
+def read_vote(value: str) -> VotePress | None:
+    """The vote of a :attr:`Action.VOTE` button's value (``+:2306.03564v2``), None for anything else."""
+    found = _VOTE.fullmatch(value)
+    if found is None:
+        return None
+    return VotePress(1 if found["sign"] == "+" else -1, found["id"], int(found["version"]))
+
+
+def is_chosen(markup: InlineKeyboardMarkup | None, data: str) -> bool:
+    """Whether the button carrying ``data`` shows that it is the chat's vote (its label ends in ✓)."""
+    if markup is None:
+        return False
+    return any(
+        button.callback_data == data and button.text.endswith(CHOSEN)
+        for row in markup.inline_keyboard
+        for button in row
+    )
+
+
+def voted_markup(markup: InlineKeyboardMarkup | None, paper: str, vote: int) -> InlineKeyboardMarkup | None:
+    """``markup`` with the 👍 / 👎 buttons of ``paper`` (``2306.03564v2``) showing ``vote`` (1, -1, 0).
+
+    The chosen button's label gets :data:`CHOSEN`, the other loses it; every other button stays as it
+    is. None when the markup has no vote buttons for that paper, or already shows ``vote``: nothing to edit.
+    """
+    if markup is None:
+        return None
+    chosen = {1: "+", -1: "-"}.get(vote)
+    changed = False
+    rows: list[list[InlineKeyboardButton]] = []
+    for row in markup.inline_keyboard:
+        kept: list[InlineKeyboardButton] = []
+        for button in row:
+            data = button.callback_data if isinstance(button.callback_data, str) else ""
+            for sign, mark in VOTE_LABELS.items():
+                if data == f"{Action.VOTE.value}:{sign}:{paper}":
+                    text = mark + (CHOSEN if sign == chosen else "")
+                    if text != button.text:
+                        button, changed = InlineKeyboardButton(text, callback_data=data), True
+            kept.append(button)
+        rows.append(kept)
+    return InlineKeyboardMarkup(rows) if changed else None
 
 
 def keyboard(reply: Reply, prefix: str, follow_ids: Mapping[int, int]) -> InlineKeyboardMarkup | None:
@@ -170,16 +233,22 @@ def without_button(markup: InlineKeyboardMarkup | None, data: str) -> InlineKeyb
 
 __all__ = [
     "BUTTON_LABEL_CHARS",
+    "CHOSEN",
     "MAX_CALLBACK_BYTES",
     "MAX_MESSAGE_UTF16",
+    "VOTE_LABELS",
     "Action",
     "Button",
+    "VotePress",
     "callback_data",
     "escape",
     "html_parts",
+    "is_chosen",
     "keyboard",
     "label",
     "read_callback",
+    "read_vote",
     "utf16_len",
+    "voted_markup",
     "without_button",
 ]

@@ -137,17 +137,22 @@ def pack_blocks(
     *,
     shorten: Callable[[str, int], str],
     measure: Callable[[str], int] = len,
+    count: Callable[[str], int] | None = None,
+    max_count: int | None = None,
 ) -> list[str]:
     """Join blocks into as few messages of at most ``limit`` units as possible, in order.
 
     Messages break only between blocks, never inside one. A single block longer than ``limit`` on its own
     is passed to ``shorten(block, limit)``, which must return a well-formed block within the limit (e.g. the
     block with its text cut and its markup closed); the adapter knows its format. ``measure`` counts units
-    the way the platform does (Telegram counts UTF-16 code units, for instance).
+    the way the platform does (Telegram counts UTF-16 code units, for instance). With ``count`` and
+    ``max_count``, a message also holds at most ``max_count`` of what ``count(block)`` counts (Telegram:
+    the items whose buttons one message can carry).
     """
     messages: list[str] = []
     current = ""
     size = 0
+    counted = 0
     for block in blocks:
         length = measure(block)
         if length > limit:
@@ -155,11 +160,14 @@ def pack_blocks(
             length = measure(block)
             if length > limit:
                 raise ValueError(f"shorten() returned {length} units for a limit of {limit}")
-        if current and size + length > limit:
+        weight = count(block) if count is not None else 0
+        full = max_count is not None and counted + weight > max_count
+        if current and (size + length > limit or full):
             messages.append(current)
-            current, size = "", 0
+            current, size, counted = "", 0, 0
         current += block
         size += length
+        counted += weight
     if current.strip():
         messages.append(current)
     return messages

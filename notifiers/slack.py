@@ -1,9 +1,11 @@
 """Slack notifier: Block Kit messages through the Web API (``chat.postMessage``) with slack_sdk.
 
 Format: Block Kit built from the ``slack.mrkdwn.j2`` template's blocks (see the convention at the top of
-that template): a header, then a section (mrkdwn) and a context block per paper. Limits: 50 blocks per
-message, 3,000 characters per section, 150 per header; a longer digest becomes several messages, split only
-between papers. Rate: one message per second per channel (Slack's limit for ``chat.postMessage``).
+that template): a header, then a section (mrkdwn) and a context block per paper, and from the bot an
+actions block with 👍 / 👎 (:data:`LIKE_ACTION`, :data:`DISLIKE_ACTION`) that the Slack app
+(bot/slack.py) answers. Limits: 50 blocks per message, 3,000 characters per section, 150 per header; a
+longer digest becomes several messages, split only between papers (with the buttons, 16 papers a message
+instead of 24). Rate: one message per second per channel (Slack's limit for ``chat.postMessage``).
 
 :func:`build_payloads` is the one place that turns a :class:`Message` into Block Kit; the incoming-webhook
 adapter (``notifiers.slack_webhook``) uses it too, and :func:`send_parts` too, so both behave alike on
@@ -29,7 +31,7 @@ from core.i18n import translator
 from core.rate_limit import RateLimit
 from core.render import PART, escape_mrkdwn
 from core.retry_after import retry_after_seconds as http_retry_after
-from core.values import Message, SendResult
+from core.values import DigestItem, Message, SendResult
 from notifiers.ratelimit import RateLimiter
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,10 @@ MAX_HEADER_CHARS = 150
 MAX_SECTION_CHARS = 3000
 # A template block that is exactly this becomes a divider.
 DIVIDER = "---"
+# The vote buttons under a paper (bot form only): action ids the Slack app handles (bot/slack_format.py
+# names them too), the value is the versioned id, ``2306.03564v2``. Labels are the same in every language.
+LIKE_ACTION = "papertrail_like"
+DISLIKE_ACTION = "papertrail_dislike"
 
 # Seconds to wait for one Web API call (connect, send, answer) before calling it a transient failure.
 REQUEST_TIMEOUT = 30.0
@@ -136,6 +142,45 @@ def _units(template_blocks: Iterable[str]) -> list[list[Block]]:
     return units
 
 
+def _vote_block(paper: str) -> Block:
+    """The actions block of 👍 / 👎 for one paper version (``2306.03564v2``)."""
+    return {
+        "type": "actions",
+        "elements": [
+            {
+                "type": "button",
+                "text": {"type": "plain_text", "text": label, "emoji": True},
+                "action_id": action,
+                "value": paper,
+            }
+            for label, action in (("👍", LIKE_ACTION), ("👎", DISLIKE_ACTION))
+        ],
+    }
+
+
+def _with_votes(units: list[list[Block]], items: Sequence[DigestItem]) -> list[list[Block]]:
+    """Each paper's unit with its vote buttons after the context block; other units as they are.
+
+    A paper's section holds its versioned link ``<https://arxiv.org/abs/IDvN|IDvN>`` once; a title cannot
+    forge it, since every printed value has its ``>`` escaped.
+    """
+    markers = {f"/abs/{item.arxiv_id}v{item.version}|{item.arxiv_id}v{item.version}>": item for item in items}
+    voted: list[list[Block]] = []
+    for unit in units:
+        paper = next(
+            (
+                f"{item.arxiv_id}v{item.version}"
+                for block in unit
+                if block["type"] == "section"
+                for marker, item in markers.items()
+                if marker in block["text"]["text"]
+            ),
+            None,
+        )
+        voted.append([*unit, _vote_block(paper)] if paper else unit)
+    return voted
+
+
 def _fallback_units(message: Message) -> list[list[Block]]:
     """Sections of the plain-text digest, for a message rendered without the Slack template."""
     lines = [escape_mrkdwn(line) + "\n" for line in message.text.splitlines()]
@@ -157,17 +202,21 @@ def _pack(units: Sequence[list[Block]], budget: int) -> list[list[Block]]:
     return messages
 
 
-def build_payloads(message: Message) -> list[SlackPayload]:
+def build_payloads(message: Message, *, vote_buttons: bool = False) -> list[SlackPayload]:
     """The Slack messages for one digest: at most 50 blocks each, split only between items.
 
     Each message starts with a header (the digest's first template block, numbered "(2/3)" when the
     digest takes several messages) and carries a ``text`` fallback for notifications and screen readers,
-    worded in the message's language.
+    worded in the message's language. ``vote_buttons`` puts 👍 / 👎 under each paper: only for the bot
+    (:class:`SlackNotifier`), whose app receives the clicks; an incoming webhook's channel is no
+    ``slack:`` subscriber a click could vote for.
     """
     t = translator(message.language)
     if message.mrkdwn_blocks:
         title = _unescape(message.mrkdwn_blocks[0].strip()) or message.subject
         units = _units(message.mrkdwn_blocks[1:])
+        if vote_buttons:
+            units = _with_votes(units, message.items)
     else:
         title = message.subject
         units = _fallback_units(message)
@@ -359,7 +408,7 @@ class SlackNotifier:
     async def send(self, address: str, message: Message) -> SendResult:
         """Post the digest to the conversation ``address`` (a C…/G…/D… id, or U… for a DM)."""
         client = self._ensure_client()
-        payloads = build_payloads(message)
+        payloads = build_payloads(message, vote_buttons=True)
 
         async def post(payload: SlackPayload) -> str | None:
             try:

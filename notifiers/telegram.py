@@ -125,18 +125,26 @@ class Part:
 
 # Callback data the chat bot reads back (bot/telegram_render.py): at most 64 bytes each.
 MAX_CALLBACK_BYTES = 64
-# Telegram allows 100 buttons per message; two per item.
-MAX_BUTTON_ROWS = 50
+# Telegram allows 100 buttons per message (more is refused: "reply markup is too long"). An item's row has
+# up to four: unfollow, watch, 👍, 👎; so a message holds at most 25 items (split_message), which only
+# items without an abstract ever reach: a real one takes a few hundred of the 4,096 characters.
+MAX_BUTTONS = 100
+BUTTONS_PER_ITEM = 4
+MAX_BUTTON_ROWS = MAX_BUTTONS // BUTTONS_PER_ITEM
+# The vote buttons' labels, the same in every language (the bot marks the chosen one "👍 ✓").
+LIKE_LABEL, DISLIKE_LABEL = "👍", "👎"
 
 
 def item_buttons(
     items: Sequence[DigestItem], language: str | None = None
 ) -> telegram.InlineKeyboardMarkup | None:
-    """One row per item: unfollow the follow that matched it (the first by id), and watch the paper.
+    """One row per item: unfollow the follow that matched it (the first by id), watch the paper, 👍, 👎.
 
     ``unfollow:<follow id>`` and ``watch:<arXiv id>`` are answered by the Telegram bot (bots role), which
-    runs ``unfollow N`` / ``follow id:ARXIV_ID`` for whoever presses, with the group-admin check. The labels
-    are worded in ``language`` (English for None); the query and the id in them are shown as they are.
+    runs ``unfollow N`` / ``follow id:ARXIV_ID`` for whoever presses, with the group-admin check;
+    ``vote:+:<arXiv id>v<N>`` and ``vote:-:…`` record (or, pressed again, take back) the chat's vote on that
+    version, with the same check. The labels are worded in ``language`` (English for None); the query and
+    the id in them are shown as they are. At most :data:`MAX_BUTTON_ROWS` items get a row.
     """
     t = translator(language)
     rows: list[list[telegram.InlineKeyboardButton]] = []
@@ -146,6 +154,9 @@ def item_buttons(
             follow_id, query = item.follows[0]
             row.append(_button(t.gettext("✕ Unfollow {query}", query=query), f"unfollow:{follow_id}"))
         row.append(_button(t.gettext("Watch {arxiv_id}", arxiv_id=item.arxiv_id), f"watch:{item.arxiv_id}"))
+        paper = f"{item.arxiv_id}v{item.version}"
+        row.append(_button(LIKE_LABEL, f"vote:+:{paper}"))
+        row.append(_button(DISLIKE_LABEL, f"vote:-:{paper}"))
         rows.append([button for button in row if button is not None])
     rows = [row for row in rows if row]
     return telegram.InlineKeyboardMarkup(rows) if rows else None
@@ -169,7 +180,15 @@ def split_message(message: Message, limit: int = MAX_LENGTH) -> list[Part]:
     Deterministic, so a retry that skips ``message.skip_parts`` skips exactly what was delivered.
     """
     if message.html_blocks:
-        packed = pack_blocks(message.html_blocks, limit, shorten=shorten_html, measure=utf16_len)
+        # At most MAX_BUTTON_ROWS items a message, so that every item gets its row of buttons.
+        packed = pack_blocks(
+            message.html_blocks,
+            limit,
+            shorten=shorten_html,
+            measure=utf16_len,
+            count=lambda block: len(_items_in(block, message.items)),
+            max_count=MAX_BUTTON_ROWS,
+        )
         is_html = True
     else:
         # The shared plain-text template has no cuts: split its blocks at blank lines (between items).

@@ -1740,3 +1740,8 @@ def config() -> None:
         shown = str(value).lower() if isinstance(value, bool) else value
         out.print(f"PAPERTRAIL_{name.upper()}={'' if shown is None else shown}")
     out.print(f"# feed URL: {settings.arxiv_feed_url}")
+
+
+# The vote commands (like, dislike, unvote, likes) live in their own module, which registers them on this
+# app with the helpers above; imported last, when everything it uses is defined (issue 17).
+from papertrail import cli_votes  # noqa: E402, F401

@@ -120,3 +120,7 @@ def test_a_store_command_opens_the_store_alone(tmp_path: Path, monkeypatch: pyte
     assert "1. cat:cs.DC" in out
     assert "sqlalchemy" in modules and "core.store" in modules
     assert among(modules, NOT_FOR_THE_STORE) == []
+    # The vote commands (papertrail/cli_votes.py) too.
+    modules, out = imported(tmp_path, "likes", "console:ada")
+    assert "(no votes)" in out
+    assert among(modules, NOT_FOR_THE_STORE) == []

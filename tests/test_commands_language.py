@@ -328,6 +328,18 @@ SESSION = (
     "/status",
     "/resume",
     "/resume",
+    "/likes",
+    "/like",
+    "/like foo",
+    "/like 2411.99999",
+    "/like 2411.17710v9",
+    "/like 2411.17710",
+    "/like 2411.17710",
+    "/dislike arXiv:2411.17710v1",
+    "/likes",
+    "/unvote 2411.17710",
+    "/unvote 2411.17710",
+    "/help like",
     "/language",
     "/folow cat:cs.AI",
     "cat:cs.AI au:Li",
@@ -335,8 +347,10 @@ SESSION = (
     "",
     "x" * 2100,
 )
-# Sentences the two languages share: data (paper lines, newsletter lines), not wording.
-_DATA = re.compile(r"^(\d{4}\.\d{4,5}v\d+ |dc-weekly — |\d+\. |/\S+ \S)")
+# Sentences the two languages share: data (paper lines, a vote list's lines, newsletter lines), not wording.
+_DATA = re.compile(r"^((?:👍 |👎 )?\d{4}\.\d{4,5}v\d+ |dc-weekly — |\d+\. |/\S+ \S)")
+# The title of the paper the session votes on: data too, quoted after a vote's wording.
+_VOTED_TITLE = "Agent Centric Operating System -- a Comprehensive Review and Outlook"
 _SENTENCES = re.compile(r"(?<=[.?!:;])\s+")
 _WORD = re.compile(r"[A-Za-z']{2,}[,.;:!?]?")  # a plain English word, not a query or a command
 
@@ -349,7 +363,7 @@ def english_sentences(text: str) -> list[str]:
             continue
         for sentence in _SENTENCES.split(line):
             words = [word for word in sentence.split() if _WORD.fullmatch(word)]
-            if len(words) >= 3:
+            if len(words) >= 3 and sentence.strip().rstrip("…") not in _VOTED_TITLE:
                 found.append(sentence.strip())
     return found
 

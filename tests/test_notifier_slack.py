@@ -109,6 +109,22 @@ def _context(text: str) -> dict[str, Any]:
     return {"type": "context", "elements": [{"type": "mrkdwn", "text": text, "verbatim": True}]}
 
 
+def _votes(paper: str) -> dict[str, Any]:
+    """The 👍 / 👎 under a paper the bot posts; the Slack app answers them (tests/test_slack_votes.py)."""
+    return {
+        "type": "actions",
+        "elements": [
+            {
+                "type": "button",
+                "text": {"type": "plain_text", "text": label, "emoji": True},
+                "action_id": action,
+                "value": paper,
+            }
+            for label, action in (("👍", "papertrail_like"), ("👎", "papertrail_dislike"))
+        ],
+    }
+
+
 async def test_a_normal_digest_is_one_block_kit_message(slack: FakeSlack) -> None:
     notifier = bot(slack)
     result = await notifier.send(CHANNEL, digest(ITEMS))
@@ -134,6 +150,7 @@ async def test_a_normal_digest_is_one_block_kit_message(slack: FakeSlack) -> Non
                 "<https://arxiv.org/abs/2611.00042v1|2611.00042v1>\nWe study rollouts."
             ),
             _context("Zeng Li, Ada Lovelace · cs.LG cs.DC\nWhy: author Zeng Li"),
+            _votes("2611.00042v1"),
             {"type": "divider"},
             _section("*Revisions (1)*"),
             _section(
@@ -141,6 +158,7 @@ async def test_a_normal_digest_is_one_block_kit_message(slack: FakeSlack) -> Non
                 "<https://arxiv.org/abs/2611.00007v2|2611.00007v2> · changed: title"
             ),
             _context("Grace Hopper · cs.PL\nWhy: paper 2611.00007"),
+            _votes("2611.00007v2"),
             {"type": "divider"},
             _context("These papers matched your PaperTrail follows."),
         ],
@@ -157,7 +175,7 @@ def test_manage_link_and_more_in_the_footer() -> None:
 
 async def test_hostile_digest_golden_and_escaped(slack: FakeSlack) -> None:
     message = digest(hostile_items(), public_url="https://papertrail.example", receipt=hostile_receipt(5))
-    payloads = build_payloads(message)
+    payloads = build_payloads(message, vote_buttons=True)  # as the bot posts it
     check_golden("slack_hostile.json", dump(payloads))
 
     notifier = bot(slack)
@@ -191,7 +209,7 @@ async def test_hostile_digest_golden_and_escaped(slack: FakeSlack) -> None:
 
 async def test_500_items_split_at_50_blocks_never_inside_an_item(slack: FakeSlack) -> None:
     message = digest(many_items(500), max_items=500, receipt=sample_receipt(500))
-    payloads = build_payloads(message)
+    payloads = build_payloads(message, vote_buttons=True)  # as the bot posts it
     check_golden("slack_many.json", dump(payloads))
 
     assert len(payloads) > 10
@@ -200,10 +218,10 @@ async def test_500_items_split_at_50_blocks_never_inside_an_item(slack: FakeSlac
         assert payload.blocks[0]["text"]["text"].endswith(f"({number}/{len(payloads)})")
         assert payload.text.endswith(f"(part {number} of {len(payloads)})")
         kinds = [b["type"] for b in payload.blocks]
-        # Every paper's section is followed by its context in the same message.
+        # Every paper's section is followed by its context and its vote buttons in the same message.
         for i, block in enumerate(payload.blocks):
             if block["type"] == "section" and block["text"]["text"].startswith("*<"):
-                assert kinds[i + 1] == "context"
+                assert kinds[i + 1 : i + 3] == ["context", "actions"]
         assert kinds[-1] != "divider"  # a divider or heading never ends a message on its own
     assert all(len(text) <= 3000 for text in sections(payloads))
     titles = [t for t in sections(payloads) if t.startswith("*<https://arxiv.org/abs/")]
@@ -348,20 +366,22 @@ async def test_missing_token_is_retryable_and_names_the_setting(slack: FakeSlack
 
 async def test_skip_parts_and_delivered_parts_count_the_skipped(slack: FakeSlack) -> None:
     items = many_items(60)
+    # 16 papers a message with their vote buttons (three blocks each), 24 without.
+    assert len(build_payloads(digest(items, max_items=60), vote_buttons=True)) == 4
     assert len(build_payloads(digest(items, max_items=60))) == 3
     notifier = bot(slack)
 
-    result = await notifier.send(CHANNEL, digest(items, max_items=60, skip_parts=2))
+    result = await notifier.send(CHANNEL, digest(items, max_items=60, skip_parts=3))
     [call] = slack.messages()
-    assert call.params["blocks"][0]["text"]["text"].endswith("(3/3)")
-    assert result.parts == 3 and result.platform_id == "1700000000.000001"
+    assert call.params["blocks"][0]["text"]["text"].endswith("(4/4)")
+    assert result.parts == 4 and result.platform_id == "1700000000.000001"
 
     slack.script(NORMAL, api_error("internal_error"))
     with pytest.raises(DeliveryError) as caught:
-        await notifier.send(CHANNEL, digest(items, max_items=60, skip_parts=1))
+        await notifier.send(CHANNEL, digest(items, max_items=60, skip_parts=2))
     await notifier.aclose()
-    assert caught.value.delivered_parts == 2
-    assert [c.params["blocks"][0]["text"]["text"][-5:] for c in slack.messages()[1:]] == ["(2/3)", "(3/3)"]
+    assert caught.value.delivered_parts == 3
+    assert [c.params["blocks"][0]["text"]["text"][-5:] for c in slack.messages()[1:]] == ["(3/4)", "(4/4)"]
 
 
 async def test_injected_client_is_used_and_left_open(slack: FakeSlack) -> None:
@@ -395,9 +415,9 @@ async def test_one_message_per_second_per_channel_provokes_no_429() -> None:
         notifier = bot(slack, interval=1.0)
         result = await notifier.send(CHANNEL, message)
         await notifier.aclose()
-        assert result.parts == 3
+        assert result.parts == 4
         assert slack.rate_limited == 1  # none from the notifier
-        assert len([c for c in slack.messages() if c.params["channel"] == CHANNEL]) == 3
+        assert len([c for c in slack.messages() if c.params["channel"] == CHANNEL]) == 4
 
 
 # --- incoming webhooks ---------------------------------------------------------------------------------
@@ -418,6 +438,8 @@ async def test_webhook_posts_the_same_block_kit(slack: FakeSlack) -> None:
     assert call.method == "webhook" and "Authorization" not in call.headers
     assert call.params == json.loads(json.dumps(build_payloads(message)[0].body()))
     assert result.platform_id is None and result.parts == 1
+    # No vote buttons: a click would reach the app from a channel that is no slack: subscriber.
+    assert "actions" not in {block["type"] for block in call.params["blocks"]}
 
 
 @pytest.mark.parametrize(

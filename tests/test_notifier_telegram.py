@@ -191,12 +191,20 @@ async def test_sends_a_digest_as_telegram_html(api: FakeTelegram, notifier: Tele
         "text": (message.html or "").strip(),
         "parse_mode": "HTML",
         "link_preview_options": {"is_disabled": True},
-        # One row of buttons per item: watch the paper (and unfollow the follow that matched, when the
-        # item knows its follows; these test items do not).
+        # One row of buttons per item: watch the paper and vote on that version (and unfollow the follow
+        # that matched, when the item knows its follows; these test items do not).
         "reply_markup": {
             "inline_keyboard": [
-                [{"callback_data": "watch:2611.08864", "text": "Watch 2611.08864"}],
-                [{"callback_data": "watch:2611.01234", "text": "Watch 2611.01234"}],
+                [
+                    {"callback_data": "watch:2611.08864", "text": "Watch 2611.08864"},
+                    {"callback_data": "vote:+:2611.08864v1", "text": "👍"},
+                    {"callback_data": "vote:-:2611.08864v1", "text": "👎"},
+                ],
+                [
+                    {"callback_data": "watch:2611.01234", "text": "Watch 2611.01234"},
+                    {"callback_data": "vote:+:2611.01234v2", "text": "👍"},
+                    {"callback_data": "vote:-:2611.01234v2", "text": "👎"},
+                ],
             ]
         },
     }
@@ -300,7 +308,7 @@ async def test_long_chinese_digest_splits_by_utf16_units(api: FakeTelegram) -> N
     # Every part's buttons are worded in Chinese.
     keyboards = [call.params["reply_markup"]["inline_keyboard"] for call in api.sent()]
     labels = {button["text"].split(" ")[0] for rows in keyboards for row in rows for button in row}
-    assert labels == {"关注论文"}
+    assert labels == {"关注论文", "👍", "👎"}
 
 
 def test_split_chinese_digest_keeps_the_parts_of_the_english_one() -> None:
@@ -311,6 +319,25 @@ def test_split_chinese_digest_keeps_the_parts_of_the_english_one() -> None:
         assert len(parts) > 1
         assert all(utf16_len(part.text) <= MAX_LENGTH for part in parts)
         assert_whole_blocks([part.text for part in parts], message.html_blocks)
+
+
+async def test_every_item_keeps_its_buttons_within_100_a_message(api: FakeTelegram) -> None:
+    # Items without an abstract are short enough for 35 to a message; with four buttons each (unfollow,
+    # watch, 👍, 👎) Telegram would refuse the keyboard, so a message takes at most 25 of them.
+    items = [
+        DigestItem(
+            f"2611.{n:05d}", 1, "A", ("B",), ("cs.LG",), (Reason(TITLE, "a"),), follows=((n + 1, "ti:a"),)
+        )
+        for n in range(60)
+    ]
+    message = digest(items, max_items=60)
+    assert [len(part.items) for part in split_message(message)] == [25, 25, 10]
+    await send_split(api, message)  # the fake refuses more than 100 buttons, as Telegram does
+    keyboards = [call.params["reply_markup"]["inline_keyboard"] for call in api.sent()]
+    rows = [row for keyboard in keyboards for row in keyboard]
+    assert len(rows) == 60 and all(len(row) == 4 for row in rows)
+    assert all(len(keyboard) * 4 <= 100 for keyboard in keyboards)
+    assert {row[2]["callback_data"] for row in rows} == {f"vote:+:2611.{n:05d}v1" for n in range(60)}
 
 
 def test_capped_digest_says_how_many_more() -> None:

@@ -16,7 +16,8 @@ For the chat bot it also serves what a bot receives and manages: ``getUpdates`` 
 queue the test fills (:meth:`FakeTelegram.push_update`, with :class:`Updates` to build the JSON), offsets
 confirming updates as on Telegram; ``setMyCommands`` / ``getMyCommands``; ``getChatMember`` and
 ``getChatAdministrators`` over scripted members (:meth:`FakeTelegram.set_member`); ``answerCallbackQuery``;
-``editMessageReplyMarkup`` on messages it sent; ``setWebhook`` / ``deleteWebhook`` / ``getWebhookInfo``
+``editMessageReplyMarkup`` on messages it sent (keyboards within Telegram's 100 buttons and 64-byte
+callback data, in both); ``setWebhook`` / ``deleteWebhook`` / ``getWebhookInfo``
 (while a webhook is set, ``getUpdates`` answers 409 Conflict, as Telegram does). Every call is recorded.
 """
 
@@ -38,6 +39,10 @@ from urllib.parse import parse_qsl, urlsplit
 from tests.servers import serving
 
 MAX_MESSAGE_UTF16 = 4096
+# Inline keyboards: at most 100 buttons a message ("reply markup is too long"), callback data of 1 to 64
+# bytes ("BUTTON_DATA_INVALID"), as Telegram answers.
+MAX_BUTTONS = 100
+MAX_CALLBACK_BYTES = 64
 
 # Bot API parameters whose form values are JSON (objects, arrays) or booleans rather than plain strings.
 _JSON_PARAMS = frozenset(
@@ -572,6 +577,9 @@ class FakeTelegram:
         if message is None:
             return 400, Scripted(400, "Bad Request: message to edit not found").body()
         markup = params.get("reply_markup")
+        refused = _markup_error(markup)
+        if refused is not None:
+            return 400, Scripted(400, refused).body()
         if markup == message.get("reply_markup") or (not markup and "reply_markup" not in message):
             return 400, Scripted(
                 400,
@@ -615,6 +623,9 @@ class FakeTelegram:
             return 400, Scripted(400, "Bad Request: message text is empty").body()
         if utf16_len(text) > MAX_MESSAGE_UTF16:
             return 400, Scripted(400, "Bad Request: message is too long").body()
+        refused = _markup_error(params.get("reply_markup"))
+        if refused is not None:
+            return 400, Scripted(400, refused).body()
         self._accept(chat, now)
         self._message_ids[chat] += 1
         message: dict[str, Any] = {
@@ -657,6 +668,20 @@ class FakeTelegram:
         self._accepted.append(now)
         if chat.startswith("-"):
             self._group_recent[chat].append(now)
+
+
+def _markup_error(markup: Any) -> str | None:
+    """Telegram's error for an inline keyboard it refuses (too many buttons, bad callback data), or None."""
+    if not isinstance(markup, dict):
+        return None
+    buttons = [button for row in markup.get("inline_keyboard") or [] for button in row]
+    if len(buttons) > MAX_BUTTONS:
+        return "Bad Request: reply markup is too long"
+    for button in buttons:
+        data = button.get("callback_data")
+        if data is not None and not 1 <= len(str(data).encode("utf-8")) <= MAX_CALLBACK_BYTES:
+            return "Bad Request: BUTTON_DATA_INVALID"
+    return None
 
 
 def _ok(result: Any) -> tuple[int, dict[str, Any]]:
