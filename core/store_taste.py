@@ -196,31 +196,8 @@ class TasteStore:
         kept is left as it is)."""
         if not seeds:
             return 0
-        now = now or utcnow()
-        rows = [
-            {
-                "subscriber_id": subscriber_id,
-                "key": seed.key,
-                "version_id": seed.version_id,
-                "title": seed.title,
-                "abstract": seed.abstract,
-                "created_at": now,
-            }
-            for seed in {seed.key: seed for seed in seeds}.values()
-        ]
-        table = LibrarySeed.metadata.tables["library_seed"]
         with self._store.session() as session:
-            connection = session.connection()
-            dialect_insert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
-            before = self._seed_total(connection, subscriber_id)
-            connection.execute(dialect_insert(table).values(rows).on_conflict_do_nothing())
-            return self._seed_total(connection, subscriber_id) - before
-
-    @staticmethod
-    def _seed_total(connection: sa.Connection, subscriber_id: int) -> int:
-        table = LibrarySeed.metadata.tables["library_seed"]
-        query = sa.select(sa.func.count()).select_from(table).where(table.c.subscriber_id == subscriber_id)
-        return int(connection.execute(query).scalar_one())
+            return insert_seeds(session.connection(), subscriber_id, seeds, now=now or utcnow())
 
     # -- training texts and models -------------------------------------------------------------------
 
@@ -313,3 +290,41 @@ class TasteStore:
         """The subscriber's stored model, if one was trained."""
         with self._store.session() as session:
             return session.get(TasteModelRow, subscriber_id)
+
+
+# Seeds per INSERT: well below both databases' caps on bound parameters (6 a row).
+_SEED_CHUNK = 500
+
+
+def insert_seeds(
+    connection: sa.Connection, subscriber_id: int, seeds: Sequence[SeedIn], *, now: datetime
+) -> int:
+    """Insert ``seeds`` in the caller's transaction, a key already kept left as it is; returns how many were
+    new. :meth:`TasteStore.add_seeds` and ``import subscription`` (core.store_subscription) share it."""
+    rows = [
+        {
+            "subscriber_id": subscriber_id,
+            "key": seed.key,
+            "version_id": seed.version_id,
+            "title": seed.title,
+            "abstract": seed.abstract,
+            "created_at": now,
+        }
+        for seed in {seed.key: seed for seed in seeds}.values()
+    ]
+    if not rows:
+        return 0
+    table = LibrarySeed.metadata.tables["library_seed"]
+    dialect_insert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
+    before = _seed_total(connection, subscriber_id)
+    for start in range(0, len(rows), _SEED_CHUNK):
+        connection.execute(
+            dialect_insert(table).values(rows[start : start + _SEED_CHUNK]).on_conflict_do_nothing()
+        )
+    return _seed_total(connection, subscriber_id) - before
+
+
+def _seed_total(connection: sa.Connection, subscriber_id: int) -> int:
+    table = LibrarySeed.metadata.tables["library_seed"]
+    query = sa.select(sa.func.count()).select_from(table).where(table.c.subscriber_id == subscriber_id)
+    return int(connection.execute(query).scalar_one())
