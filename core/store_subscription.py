@@ -10,6 +10,12 @@ History is written to the ledger as it happened: one sent digest per digest of t
 sent, holding a match per received paper, for the papers this library has (a match needs its version). The
 unique (subscriber, version) match keeps a paper recorded once, so importing the same file again adds
 nothing, and a newsletter issue never copies to the reader a paper the file says it received.
+
+The learned follows of a version-2 file (issue 17) are written in the same transaction: ``recommend`` with
+the settings; a vote per version this library has (a vote points at a version, as a match does: one on a
+version not stored here is skipped and counted); the library seeds by key (a seed whose paper this library
+has points at that version, else at its newest stored one, else it is kept by its title and abstract). A
+version-1 file says nothing about them and leaves them as they are, in every mode.
 """
 
 from __future__ import annotations
@@ -30,22 +36,35 @@ from core.models import (
     Digest,
     DigestState,
     Follow,
+    LibrarySeed,
     Match,
     Newsletter,
     NewsletterMember,
     Subscriber,
     SubscriberStatus,
     Version,
+    Vote,
 )
 from core.store_follows import ImportCounts, write_follows
 from core.store_ids import id_conditions
 from core.store_signup import WAITING
-from core.subscription_file import Received, Subscription
+from core.store_taste import SeedIn, insert_seeds
+from core.subscription_file import (
+    MAX_LIBRARY,
+    MAX_VOTES,
+    Learned,
+    LibraryLine,
+    Received,
+    Subscription,
+    VoteLine,
+)
 
 if TYPE_CHECKING:
     from core.store import Store
 
 _MATCH: sa.Table = Match.__table__  # type: ignore[attr-defined]
+_VOTE: sa.Table = Vote.__table__  # type: ignore[attr-defined]
+_SEED: sa.Table = LibrarySeed.__table__  # type: ignore[attr-defined]
 # Rows per executemany and ids per IN list: well below both databases' caps on bound parameters.
 _CHUNK = 500
 
@@ -54,8 +73,8 @@ class Mode(StrEnum):
     """What an import does with an address the server has already."""
 
     REFUSE = "refuse"  # the default: only a subscriber equal to the file's is accepted (a re-import)
-    MERGE = "merge"  # the file's settings, follows and newsletters are added to what is there
-    REPLACE = "replace"  # settings, follows and newsletters become exactly the file's
+    MERGE = "merge"  # the file's settings, follows, newsletters, votes and seeds are added to what is there
+    REPLACE = "replace"  # settings, follows, newsletters, votes and seeds become exactly the file's
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +85,10 @@ class Stored:
     follows: tuple[Follow, ...]
     newsletters: tuple[str, ...]
     received: tuple[Received, ...]
+    learned: Learned
+    votes_total: int
+    """The subscriber's votes: more than ``learned.votes`` when it has more than a file holds."""
+    library_total: int
 
 
 class SubscriptionExists(Exception):
@@ -98,6 +121,32 @@ class Restored:
     """Received papers already in this subscriber's ledger here (a re-import): not recorded again."""
     papers_missing: int = 0
     """Received papers whose version this library does not have: kept in the file only."""
+    subscriber_id: int | None = None
+    learned_in_file: bool = False
+    """A version-2 file: its votes, seeds and ``recommend`` were imported (a version-1 file has none)."""
+    votes_added: int = 0
+    votes_changed: int = 0
+    """Votes here that took the file's value (merging: the file's vote was the newer one)."""
+    votes_kept: int = 0
+    """Merging: votes here with another value, cast after the file's, kept."""
+    votes_removed: int = 0
+    votes_missing: int = 0
+    """Votes on versions this library does not have: skipped."""
+    library_added: int = 0
+    library_removed: int = 0
+    library_as_text: int = 0
+    """Seeds whose paper this library does not have, kept by their title and abstract."""
+
+    @property
+    def learned_changed(self) -> bool:
+        """Whether the votes or seeds the subscriber's model learns from changed."""
+        return bool(
+            self.votes_added
+            or self.votes_changed
+            or self.votes_removed
+            or self.library_added
+            or self.library_removed
+        )
 
 
 class SubscriptionRecords:
@@ -136,11 +185,14 @@ class SubscriptionRecords:
                 .where(col(Match.subscriber_id) == subscriber.id, col(Digest.state) == DigestState.SENT)
                 .order_by(col(Digest.id), col(Match.id))
             ).all()
+            votes, votes_total = _votes_of(session, subscriber.id)
+            library, library_total = _seeds_of(session, subscriber.id)
         received = tuple(
             Received(str(paper), int(number), str(title), sent_at, int(digest))
             for paper, number, title, sent_at, digest in rows
         )
-        return Stored(subscriber, tuple(follows), tuple(names), received)
+        learned = Learned(subscriber.recommend, votes, library)
+        return Stored(subscriber, tuple(follows), tuple(names), received, learned, votes_total, library_total)
 
     def restore(self, wanted: Subscription, *, mode: Mode, now: datetime) -> Restored:
         """Store ``wanted`` in one transaction (see the module's rules); raise :class:`SubscriptionExists`
@@ -148,6 +200,7 @@ class SubscriptionRecords:
         with self.store.session() as session:
             connection = session.connection()
             newsletters = _newsletter_ids(session, wanted.newsletters)
+            plan = _plan_learned(connection, wanted.learned) if wanted.learned is not None else None
             found = session.exec(
                 select(Subscriber).where(col(Subscriber.address) == wanted.address).with_for_update()
             ).first()
@@ -160,6 +213,7 @@ class SubscriptionRecords:
                     status_reason=_reason(wanted.status),
                     language=wanted.language,
                     heartbeat=wanted.heartbeat,
+                    recommend=wanted.learned.recommend if wanted.learned is not None else None,
                     created_at=now,
                 )
                 session.add(subscriber)
@@ -176,6 +230,8 @@ class SubscriptionRecords:
                 members = _memberships(session, found.id)
                 if mode is Mode.REFUSE:
                     differences = _differences(found, follows, members, wanted, newsletters)
+                    if plan is not None:
+                        differences += _learned_differences(connection, found, plan)
                     if differences:
                         raise SubscriptionExists(wanted.address, differences)
                 restored.settings_changed = _update_settings(session, found, wanted, mode)
@@ -185,6 +241,7 @@ class SubscriptionRecords:
                     )
                     restored.newsletters_left = _leave(session, found.id, members - set(newsletters.values()))
             assert subscriber.id is not None
+            restored.subscriber_id = subscriber.id
             # The follows through import follows' own writes: the subscriber exists, so only follows change.
             restored.follows = write_follows(
                 connection,
@@ -197,6 +254,10 @@ class SubscriptionRecords:
             restored.newsletters_joined = _join(session, subscriber.id, newsletters.values(), now)
             restored.newsletters_missing = tuple(n for n in wanted.newsletters if n not in newsletters)
             _record_history(connection, subscriber.id, wanted, restored)
+            if plan is not None:
+                restored.learned_in_file = True
+                _write_votes(connection, subscriber.id, plan, mode, restored)
+                _write_seeds(connection, subscriber.id, plan, mode, now, restored)
         return restored
 
 
@@ -272,7 +333,9 @@ def _differences(
 def _update_settings(session: Session, found: Subscriber, wanted: Subscription, mode: Mode) -> bool:
     """The file's schedule, timezone, language and heartbeat on an existing subscriber; True if any changed.
 
-    Merging, a file without a language (null: never chosen) keeps the one chosen here.
+    Merging, a file without a language (null: never chosen) keeps the one chosen here, and a file with
+    ``recommend`` null (off, also where nobody turned them on) keeps the recommendations chosen here. A
+    version-1 file has no ``recommend``: it is left as it is.
     """
     language = wanted.language if wanted.language is not None or mode is Mode.REPLACE else found.language
     values: dict[str, Any] = {
@@ -281,6 +344,8 @@ def _update_settings(session: Session, found: Subscriber, wanted: Subscription, 
         "language": language,
         "heartbeat": wanted.heartbeat,
     }
+    if wanted.learned is not None and (wanted.learned.recommend is not None or mode is Mode.REPLACE):
+        values["recommend"] = wanted.learned.recommend
     changed = {name: value for name, value in values.items() if getattr(found, name) != value}
     for name, value in changed.items():
         setattr(found, name, value)
@@ -402,3 +467,199 @@ def _matched(connection: sa.Connection, subscriber_id: int, version_ids: list[in
             ).scalars()
         )
     return found
+
+
+# -- learned follows (version 2) -------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _LearnedPlan:
+    """A file's learned follows resolved against this library: what an import would store."""
+
+    recommend: int | None
+    votes: dict[int, tuple[int, datetime]]
+    """version id -> (value, voted at), for the votes on versions stored here."""
+    votes_missing: int
+    seeds: list[SeedIn]
+    seeds_as_text: int
+
+
+def _votes_of(session: Session, subscriber_id: int) -> tuple[tuple[VoteLine, ...], int]:
+    """The subscriber's newest :data:`MAX_VOTES` votes, oldest first, and how many it has."""
+    total = session.execute(
+        sa.select(sa.func.count()).select_from(_VOTE).where(_VOTE.c.subscriber_id == subscriber_id)
+    ).scalar_one()
+    rows = session.execute(
+        sa.select(col(Version.paper_id), col(Version.number), _VOTE.c.value, _VOTE.c.created_at)
+        .join(Version, col(Version.id) == _VOTE.c.version_id)
+        .where(_VOTE.c.subscriber_id == subscriber_id)
+        .order_by(_VOTE.c.created_at.desc(), _VOTE.c.id.desc())
+        .limit(MAX_VOTES)
+    ).all()
+    votes = tuple(VoteLine(str(a), int(n), int(v), at) for a, n, v, at in reversed(rows))
+    return votes, int(total)
+
+
+def _seeds_of(session: Session, subscriber_id: int) -> tuple[tuple[LibraryLine, ...], int]:
+    """The subscriber's newest :data:`MAX_LIBRARY` seeds, in the order they were added, and how many it
+    has. A seed of a stored version carries that version's title and abstract: the text a server without
+    the paper keeps it by."""
+    s = _SEED.c
+    total = session.execute(
+        sa.select(sa.func.count()).select_from(_SEED).where(s.subscriber_id == subscriber_id)
+    ).scalar_one()
+    rows = session.execute(
+        sa.select(
+            s.key,
+            col(Version.paper_id),
+            col(Version.number),
+            s.title,
+            s.abstract,
+            col(Version.title),
+            col(Version.abstract),
+        )
+        .select_from(_SEED)
+        .outerjoin(Version, col(Version.id) == s.version_id)
+        .where(s.subscriber_id == subscriber_id)
+        .order_by(s.id.desc())
+        .limit(MAX_LIBRARY)
+    ).all()
+    seeds = tuple(
+        LibraryLine(str(key), None, None, str(title), str(abstract))
+        if paper is None
+        else LibraryLine(str(key), str(paper), int(number), str(v_title), str(v_abstract or ""))
+        for key, paper, number, title, abstract, v_title, v_abstract in reversed(rows)
+    )
+    return seeds, int(total)
+
+
+def _plan_learned(connection: sa.Connection, learned: Learned) -> _LearnedPlan:
+    """Resolve the file's votes and seeds to the versions this library has (before anything is written)."""
+    papers = {v.arxiv_id for v in learned.votes} | {s.arxiv_id for s in learned.library if s.arxiv_id}
+    versions = _version_ids(connection, papers)
+    newest: dict[str, tuple[int, int]] = {}  # arXiv id -> (number, id) of its newest version here
+    for (paper, number), found in versions.items():
+        if paper not in newest or number > newest[paper][0]:
+            newest[paper] = (number, found)
+    votes: dict[int, tuple[int, datetime]] = {}
+    for vote in learned.votes:
+        version_id = versions.get((vote.arxiv_id, vote.version))
+        if version_id is not None:
+            votes[version_id] = (vote.value, vote.voted_at)
+    seeds: list[SeedIn] = []
+    as_text = 0
+    for line in learned.library:
+        version_id = None
+        if line.arxiv_id is not None and line.version is not None:
+            # A seed stands for the paper (core.library_import keys it by arXiv id): another version will do.
+            version_id = versions.get((line.arxiv_id, line.version))
+            if version_id is None and line.arxiv_id in newest:
+                version_id = newest[line.arxiv_id][1]
+            if version_id is None:
+                as_text += 1
+        if version_id is None:
+            seeds.append(SeedIn(line.key, None, line.title, line.abstract))
+        else:
+            seeds.append(SeedIn(line.key, version_id))
+    return _LearnedPlan(learned.recommend, votes, len(learned.votes) - len(votes), seeds, as_text)
+
+
+def _votes_here(connection: sa.Connection, subscriber_id: int) -> dict[int, tuple[int, datetime, int]]:
+    """version id -> (value, voted at, row id) of the subscriber's votes."""
+    v = _VOTE.c
+    rows = connection.execute(
+        sa.select(v.version_id, v.value, v.created_at, v.id).where(v.subscriber_id == subscriber_id)
+    ).all()
+    return {int(version): (int(value), at, int(row)) for version, value, at, row in rows}
+
+
+def _seed_keys(connection: sa.Connection, subscriber_id: int) -> set[str]:
+    return set(
+        connection.execute(sa.select(_SEED.c.key).where(_SEED.c.subscriber_id == subscriber_id)).scalars()
+    )
+
+
+def _learned_differences(connection: sa.Connection, found: Subscriber, plan: _LearnedPlan) -> list[str]:
+    """What differs in the learned follows, worded as :func:`_differences` does. Votes the file has on
+    versions not stored here are not compared: no import can store them."""
+    assert found.id is not None
+    differences = []
+    if found.recommend != plan.recommend:
+        differences.append(f"recommend: {found.recommend!r} here, {plan.recommend!r} in the file")
+    here = {version: value for version, (value, _, _) in _votes_here(connection, found.id).items()}
+    there = {version: value for version, (value, _) in plan.votes.items()}
+    other = sum(1 for version, value in there.items() if version in here and here[version] != value)
+    if here != there:
+        differences.append(
+            f"votes: {len(set(here) - set(there))} here only, {len(set(there) - set(here))} in the file "
+            f"only, {other} with the other value"
+        )
+    keys, wanted = _seed_keys(connection, found.id), {seed.key for seed in plan.seeds}
+    if keys != wanted:
+        differences.append(f"library: {len(keys - wanted)} here only, {len(wanted - keys)} in the file only")
+    return differences
+
+
+def _write_votes(
+    connection: sa.Connection, subscriber_id: int, plan: _LearnedPlan, mode: Mode, restored: Restored
+) -> None:
+    """The file's votes on this library's versions. A version voted on both here and in the file keeps
+    the newer vote when merging, the file's when replacing; replacing also removes the votes not in it."""
+    restored.votes_missing = plan.votes_missing
+    here = _votes_here(connection, subscriber_id)
+    added: list[dict[str, Any]] = []
+    changed: list[dict[str, Any]] = []
+    for version_id, (value, voted_at) in plan.votes.items():
+        old = here.get(version_id)
+        if old is None:
+            added.append(
+                {
+                    "subscriber_id": subscriber_id,
+                    "version_id": version_id,
+                    "value": value,
+                    "created_at": voted_at,
+                }
+            )
+        elif old[0] == value:
+            continue  # the same vote: its time here stays (merging) or is near enough (replacing)
+        elif mode is Mode.REPLACE or voted_at > old[1]:
+            changed.append({"row": old[2], "new_value": value, "new_at": voted_at})
+        else:
+            restored.votes_kept += 1
+    for start in range(0, len(added), _CHUNK):
+        connection.execute(sa.insert(_VOTE), added[start : start + _CHUNK])
+    if changed:
+        connection.execute(
+            sa.update(_VOTE)
+            .where(_VOTE.c.id == sa.bindparam("row"))
+            .values(value=sa.bindparam("new_value"), created_at=sa.bindparam("new_at")),
+            changed,
+        )
+    restored.votes_added, restored.votes_changed = len(added), len(changed)
+    if mode is Mode.REPLACE:
+        gone = sorted(row for version, (_, _, row) in here.items() if version not in plan.votes)
+        for start in range(0, len(gone), _CHUNK):
+            connection.execute(sa.delete(_VOTE).where(_VOTE.c.id.in_(gone[start : start + _CHUNK])))
+        restored.votes_removed = len(gone)
+
+
+def _write_seeds(
+    connection: sa.Connection,
+    subscriber_id: int,
+    plan: _LearnedPlan,
+    mode: Mode,
+    now: datetime,
+    restored: Restored,
+) -> None:
+    """The file's seeds by key (a key kept here already stays as it is); replacing removes the others."""
+    restored.library_as_text = plan.seeds_as_text
+    if mode is Mode.REPLACE:
+        gone = sorted(_seed_keys(connection, subscriber_id) - {seed.key for seed in plan.seeds})
+        for start in range(0, len(gone), _CHUNK):
+            connection.execute(
+                sa.delete(_SEED).where(
+                    _SEED.c.subscriber_id == subscriber_id, _SEED.c.key.in_(gone[start : start + _CHUNK])
+                )
+            )
+        restored.library_removed = len(gone)
+    restored.library_added = insert_seeds(connection, subscriber_id, plan.seeds, now=now)

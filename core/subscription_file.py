@@ -1,21 +1,34 @@
 """The subscription file: one reader's whole subscription as one JSON document, written by ``export
 subscription`` (and the manage page's download) and read, strictly, by ``import subscription``.
 
-A document of format ``papertrail-subscription``, version 1::
+A document of format ``papertrail-subscription``, version 2::
 
-    {"format": "papertrail-subscription", "version": 1, "exported_at": "2026-12-01T08:00:00Z",
+    {"format": "papertrail-subscription", "version": 2, "exported_at": "2026-12-01T08:00:00Z",
      "address": "email:ada@example.org", "status": "active", "schedule": "daily 08:00",
-     "timezone": "Europe/Berlin", "language": "zh", "heartbeat": false, "newsletters": ["ml-weekly"],
+     "timezone": "Europe/Berlin", "language": "zh", "heartbeat": false, "recommend": 5,
+     "newsletters": ["ml-weekly"],
      "follows": [{"query": "cat:cs.DC", "new_only": false, "instant": false}],
      "received": [{"arxiv_id": "2611.08864", "version": 2, "title": "...",
-                   "sent_at": "2026-11-30T07:00:02Z", "digest": 17}]}
+                   "sent_at": "2026-11-30T07:00:02Z", "digest": 17}],
+     "votes": [{"arxiv_id": "2611.08864", "version": 2, "value": 1, "voted_at": "2026-11-30T09:12:00Z"}],
+     "library": [{"key": "2306.03564", "arxiv_id": "2306.03564", "version": 2, "title": "...",
+                  "abstract": "..."},
+                 {"key": "doi:10.1103/physrevb.108.125437", "arxiv_id": null, "version": null,
+                  "title": "...", "abstract": "..."}]}
 
 Every key is required and no other key is accepted: a document this version cannot read whole is refused
 with the key named, never read in part. A follow is a line of the follows file (core.follows_file) without
 the subscriber's keys, checked by the same code, so a query is refused or normalised exactly as ``import
 follows`` does. ``received`` is the ledger: the papers sent to the reader in delivered digests, with the
-digest's time and its number on the exporting server. Votes are not part of version 1 (PaperTrail has none
-yet); they will come as a new version with a ``votes`` key.
+digest's time and its number on the exporting server.
+
+Version 2 adds the learned follows (issue 17): ``recommend`` (null: off, else recommendations per digest,
+1 to :data:`MAX_RECOMMEND`), ``votes`` (👍 ``1`` / 👎 ``-1`` per paper version, oldest first, at most
+:data:`MAX_VOTES`) and ``library`` (the seeds of imported reference libraries, in the order they were
+added, at most :data:`MAX_LIBRARY`): a seed that named a stored paper has its arXiv id and version, and
+that version's title and abstract so that a server without the paper can still learn from its text; a
+seed known only by its text has null for both. Version 1 (no such keys) is still read: its
+:attr:`Subscription.learned` is None, and an import leaves the votes, seeds and ``recommend`` as they are.
 
 Pure: no store, no I/O beyond the bytes it is given.
 """
@@ -35,12 +48,23 @@ from core.models import SubscriberStatus
 from core.values import ARXIV_ID_PATTERN
 
 FORMAT = "papertrail-subscription"
-VERSION = 1
+VERSION = 2
+"""The version an export writes; every version from 1 up to it is read."""
 # A reader with ten years of daily digests of 50 papers has about 180,000 received papers, some 35 MB of
 # JSON: the limit leaves room for that and refuses a runaway file before it is parsed whole.
 MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
-# The keys of version 1, in the order an export writes them.
-KEYS = (
+# Recommendations per digest a reader can ask for (`recommend on N`), votes and library seeds per document.
+# The model trains on the newest 500 votes of each kind and 500 seeds (core.store_taste.MAX_SIGNALS), so
+# an export keeps everything a model uses, with room to spare; a library file holds at most 5,000 entries
+# (core.library_file.MAX_ENTRIES). An export of a subscriber with more writes the newest and says how many
+# it left out (:class:`core.subscription.Exported`).
+MAX_RECOMMEND = 20
+MAX_VOTES = 10_000
+MAX_LIBRARY = 5_000
+# The width of library_seed.key.
+SEED_KEY_CHARS = 300
+# The keys of each version, in the order an export writes them.
+KEYS_V1 = (
     "format",
     "version",
     "exported_at",
@@ -54,8 +78,12 @@ KEYS = (
     "follows",
     "received",
 )
+KEYS = (*KEYS_V1[:9], "recommend", *KEYS_V1[9:], "votes", "library")
+KEYS_OF = {1: KEYS_V1, 2: KEYS}
 FOLLOW_KEYS = ("query", "new_only", "instant")
 RECEIVED_KEYS = ("arxiv_id", "version", "title", "sent_at", "digest")
+VOTE_KEYS = ("arxiv_id", "version", "value", "voted_at")
+LIBRARY_KEYS = ("key", "arxiv_id", "version", "title", "abstract")
 STATUSES = tuple(status.value for status in SubscriberStatus)
 # Where a document's own problem is (not one key): its bytes, its JSON, its top level.
 WHOLE = "document"
@@ -88,6 +116,38 @@ class Received:
 
 
 @dataclass(frozen=True, slots=True)
+class VoteLine:
+    """One vote of the reader: 1 (👍) or -1 (👎) on one version, and when it was cast."""
+
+    arxiv_id: str
+    version: int
+    value: int
+    voted_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class LibraryLine:
+    """One library seed: its key (the arXiv id, ``doi:…`` or ``title:…``), the stored version it named
+    (both None for a seed known only by its text), and the text."""
+
+    key: str
+    arxiv_id: str | None
+    version: int | None
+    title: str
+    abstract: str
+
+
+@dataclass(frozen=True, slots=True)
+class Learned:
+    """The learned follows of a version-2 document: recommendations per digest (None: off), the votes
+    (oldest first) and the library seeds."""
+
+    recommend: int | None
+    votes: tuple[VoteLine, ...]
+    library: tuple[LibraryLine, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Subscription:
     """A checked document: every value in the spelling the store keeps (a schedule's normal form, a
     follow's canonical query), ready to be stored."""
@@ -102,6 +162,9 @@ class Subscription:
     newsletters: tuple[str, ...]
     follows: tuple[FollowLine, ...]
     received: tuple[Received, ...]
+    version: int
+    learned: Learned | None
+    """None for a version-1 document, which has no votes, library or ``recommend``: an import leaves them."""
 
 
 def iso(value: datetime) -> str:
@@ -121,9 +184,11 @@ def document(
     newsletters: Sequence[str],
     follows: Sequence[tuple[str, bool, bool]],
     received: Sequence[Received],
+    learned: Learned,
 ) -> dict[str, Any]:
     """The document of one subscription. ``follows`` are (query as written, revisions, instant), in the
-    reader's order; ``received`` in the order the papers were sent."""
+    reader's order; ``received`` in the order the papers were sent; ``learned`` its votes (oldest first),
+    library seeds and ``recommend``."""
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -134,6 +199,7 @@ def document(
         "timezone": timezone,
         "language": language,
         "heartbeat": heartbeat,
+        "recommend": learned.recommend,
         "newsletters": list(newsletters),
         "follows": [
             {"query": query, "new_only": not revisions, "instant": instant}
@@ -148,6 +214,20 @@ def document(
                 "digest": item.digest,
             }
             for item in received
+        ],
+        "votes": [
+            {"arxiv_id": v.arxiv_id, "version": v.version, "value": v.value, "voted_at": iso(v.voted_at)}
+            for v in learned.votes
+        ],
+        "library": [
+            {
+                "key": seed.key,
+                "arxiv_id": seed.arxiv_id,
+                "version": seed.version,
+                "title": seed.title,
+                "abstract": seed.abstract,
+            }
+            for seed in learned.library
         ],
     }
 
@@ -183,8 +263,9 @@ def read_document(data: bytes, refuse_address: Callable[[str], str | None] | Non
         raise DocumentError(WHOLE, f"key {exc.args[0]!r} given twice in one object") from None
     if not isinstance(record, dict):
         raise DocumentError(WHOLE, f"not a JSON object but {_kind(record)}")
-    _check_format(record)
-    _check_keys(record, KEYS, WHOLE, f"the keys of version {VERSION} are: {', '.join(KEYS)}")
+    version = _check_format(record)
+    keys = KEYS_OF[version]
+    _check_keys(record, keys, WHOLE, f"the keys of version {version} are: {', '.join(keys)}")
     address = _string(record, "address")
     try:
         address = check_value("address", address)
@@ -212,6 +293,8 @@ def read_document(data: bytes, refuse_address: Callable[[str], str | None] | Non
         newsletters=_newsletters(record["newsletters"]),
         follows=_follows(address, record["follows"]),
         received=_received(record["received"]),
+        version=version,
+        learned=_learned(record) if version >= 2 else None,
     )
 
 
@@ -247,8 +330,9 @@ def _shown(value: object) -> str:
     return json.dumps(value, ensure_ascii=False)[:40]
 
 
-def _check_format(record: dict[str, Any]) -> None:
-    """The format and version first: another kind of file is named as such, not by its first odd key."""
+def _check_format(record: dict[str, Any]) -> int:
+    """The format and version first: another kind of file is named as such, not by its first odd key.
+    Returns the version, one this PaperTrail reads."""
     if record.get("format") != FORMAT:
         given = f"is {_shown(record['format'])}" if "format" in record else "is missing"
         raise DocumentError(
@@ -259,11 +343,17 @@ def _check_format(record: dict[str, Any]) -> None:
     if type(version) is not int:
         given = _shown(version) if "version" in record else "missing"
         raise DocumentError("version", f"must be a whole number such as {VERSION}, not {given}")
-    if version != VERSION:
-        hint = "upgrade PaperTrail here to read it" if version > VERSION else "export it again"
+    if version > VERSION:
         raise DocumentError(
-            "version", f"{version} is not {VERSION}, the version this PaperTrail reads; {hint}"
+            "version",
+            f"{version} is newer than {VERSION}, the newest version this PaperTrail reads; upgrade "
+            "PaperTrail here to read it",
         )
+    if version not in KEYS_OF:
+        raise DocumentError(
+            "version", f"{version} is no version of this format (1 to {VERSION}); export it again"
+        )
+    return version
 
 
 def _check_keys(record: dict[str, Any], keys: Sequence[str], where: str, listing: str) -> None:
@@ -360,15 +450,7 @@ def _received(value: object) -> tuple[Received, ...]:
         if not isinstance(item, dict):
             raise DocumentError(where, f"must be an object, not {_kind(item)}")
         _check_keys(item, RECEIVED_KEYS, where, f"a received paper has {', '.join(RECEIVED_KEYS)}")
-        arxiv_id = _string(item, "arxiv_id", f"{where}.arxiv_id")
-        if not _ARXIV_ID.fullmatch(arxiv_id):
-            raise DocumentError(
-                f"{where}.arxiv_id",
-                f"{arxiv_id[:40]!r} is not an arXiv id without version, such as 2611.08864",
-            )
-        number = item["version"]
-        if type(number) is not int or number < 1:
-            raise DocumentError(f"{where}.version", f"must be a version number from 1, not {_shown(number)}")
+        arxiv_id, number = _arxiv_id(item, where), _version(item, where)
         digest = item["digest"]
         if type(digest) is not int or digest < 1:
             raise DocumentError(f"{where}.digest", f"must be a digest number from 1, not {_shown(digest)}")
@@ -379,4 +461,96 @@ def _received(value: object) -> tuple[Received, ...]:
             )
         seen[(arxiv_id, number)] = index
         items.append(Received(arxiv_id, number, title, _time(item["sent_at"], f"{where}.sent_at"), digest))
+    return tuple(items)
+
+
+def _arxiv_id(item: dict[str, Any], where: str) -> str:
+    arxiv_id = _string(item, "arxiv_id", f"{where}.arxiv_id")
+    if not _ARXIV_ID.fullmatch(arxiv_id):
+        raise DocumentError(
+            f"{where}.arxiv_id", f"{arxiv_id[:40]!r} is not an arXiv id without version, such as 2611.08864"
+        )
+    return arxiv_id
+
+
+def _version(item: dict[str, Any], where: str) -> int:
+    number = item["version"]
+    if type(number) is not int or number < 1:
+        raise DocumentError(f"{where}.version", f"must be a version number from 1, not {_shown(number)}")
+    return number
+
+
+def _learned(record: dict[str, Any]) -> Learned:
+    """Version 2's keys: ``recommend``, ``votes`` and ``library``."""
+    recommend = record["recommend"]
+    if recommend is not None and (type(recommend) is not int or not 1 <= recommend <= MAX_RECOMMEND):
+        raise DocumentError(
+            "recommend",
+            f"must be null (off) or the recommendations per digest, 1 to {MAX_RECOMMEND}, "
+            f"not {_shown(recommend)}",
+        )
+    return Learned(recommend, _votes(record["votes"]), _library(record["library"]))
+
+
+def _votes(value: object) -> tuple[VoteLine, ...]:
+    listed = _list(value, "votes")
+    if len(listed) > MAX_VOTES:
+        raise DocumentError(
+            "votes",
+            f"{len(listed):,} votes; a file holds at most {MAX_VOTES:,} (an export writes the newest)",
+        )
+    items: list[VoteLine] = []
+    seen: dict[tuple[str, int], int] = {}
+    for index, item in enumerate(listed):
+        where = f"votes[{index}]"
+        if not isinstance(item, dict):
+            raise DocumentError(where, f"must be an object, not {_kind(item)}")
+        _check_keys(item, VOTE_KEYS, where, f"a vote has {', '.join(VOTE_KEYS)}")
+        arxiv_id, number = _arxiv_id(item, where), _version(item, where)
+        vote = item["value"]
+        if type(vote) is not int or vote not in (1, -1):
+            raise DocumentError(f"{where}.value", f"must be 1 (liked) or -1 (disliked), not {_shown(vote)}")
+        if (arxiv_id, number) in seen:
+            raise DocumentError(
+                where, f"{arxiv_id}v{number} is voted on twice (also votes[{seen[(arxiv_id, number)]}])"
+            )
+        seen[(arxiv_id, number)] = index
+        items.append(VoteLine(arxiv_id, number, vote, _time(item["voted_at"], f"{where}.voted_at")))
+    return tuple(items)
+
+
+def _library(value: object) -> tuple[LibraryLine, ...]:
+    listed = _list(value, "library")
+    if len(listed) > MAX_LIBRARY:
+        raise DocumentError(
+            "library",
+            f"{len(listed):,} entries; a file holds at most {MAX_LIBRARY:,} (an export writes the newest)",
+        )
+    items: list[LibraryLine] = []
+    seen: dict[str, int] = {}
+    for index, item in enumerate(listed):
+        where = f"library[{index}]"
+        if not isinstance(item, dict):
+            raise DocumentError(where, f"must be an object, not {_kind(item)}")
+        _check_keys(item, LIBRARY_KEYS, where, f"a library entry has {', '.join(LIBRARY_KEYS)}")
+        key = _string(item, "key", f"{where}.key")
+        if not key.strip():
+            raise DocumentError(f"{where}.key", "must not be empty")
+        if len(key) > SEED_KEY_CHARS:
+            raise DocumentError(f"{where}.key", f"{len(key)} characters; a key has at most {SEED_KEY_CHARS}")
+        if key in seen:
+            raise DocumentError(f"{where}.key", f"{key[:70]!r} is listed twice (also library[{seen[key]}])")
+        seen[key] = index
+        title = _string(item, "title", f"{where}.title")
+        abstract = _string(item, "abstract", f"{where}.abstract")
+        if item["arxiv_id"] is None and item["version"] is None:
+            items.append(LibraryLine(key, None, None, title, abstract))
+            continue
+        for name, other in (("arxiv_id", "version"), ("version", "arxiv_id")):
+            if item[name] is None:
+                raise DocumentError(
+                    f"{where}.{name}",
+                    f"is null but {other} is not: a seed has both (a stored paper) or neither",
+                )
+        items.append(LibraryLine(key, _arxiv_id(item, where), _version(item, where), title, abstract))
     return tuple(items)

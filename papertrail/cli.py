@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from core.models import DeliveryAlarm, Follow, Newsletter, Subscriber
     from core.status import SourceStatus
     from core.store import Store
+    from core.store_subscription import Restored
     from papertrail.context import AppContext
     from papertrail.store_context import StoreContext
 
@@ -608,25 +609,39 @@ def export_subscription_command(
     ] = None,
 ) -> None:
     """Write one subscriber's whole subscription as one JSON document, the input of `import subscription`:
-    status, schedule, timezone, language, heartbeat, newsletters, follows and the papers it received."""
+    status, schedule, timezone, language, heartbeat, newsletters, follows, the papers it received, its
+    votes, library seeds and recommendations."""
     from core.masking import mask_address
-    from core.subscription import export_subscription
-    from core.subscription_file import dumps
+    from core.subscription import exported
+    from core.subscription_file import MAX_LIBRARY, MAX_VOTES, dumps
 
     with _store_context() as ctx:
         try:
-            doc = export_subscription(ctx.store, address)
+            export = exported(ctx.store, address)
         except (LookupError, ValueError) as exc:
             raise _fail(_explain(exc), _code(exc)) from exc
+    doc = export.document
     text = dumps(doc)
+    # On stderr, so that a file written to stdout is still data only.
+    if export.votes_left_out:
+        err.print(
+            f"note: the {_n(export.votes_left_out, 'oldest vote', grouped=True)} left out: a file holds the "
+            f"newest {MAX_VOTES:,}"
+        )
+    if export.library_left_out:
+        left = _n(export.library_left_out, "oldest library entry", "oldest library entries", grouped=True)
+        err.print(f"note: the {left} left out: a file holds the newest {MAX_LIBRARY:,}")
     if output is None:
         sys.stdout.write(text)  # data, byte for byte: not through the rich console
         return
     _write_output(output, text)
-    out.print(
-        f"{mask_address(doc['address'])}: {_n(len(doc['follows']), 'follow')}, "
-        f"{_n(len(doc['received']), 'received paper', grouped=True)} written to {output}"
+    counts = (
+        _n(len(doc["follows"]), "follow"),
+        _n(len(doc["received"]), "received paper", grouped=True),
+        _n(len(doc["votes"]), "vote", grouped=True),
+        _n(len(doc["library"]), "library entry", "library entries", grouped=True),
     )
+    out.print(f"{mask_address(doc['address'])}: {', '.join(counts)} written to {output}")
 
 
 @export_app.command("opml")
@@ -675,19 +690,23 @@ def import_subscription_command(
     merge: Annotated[
         bool,
         typer.Option(
-            "--merge", help="The address exists: take the file's settings, add its follows and newsletters."
+            "--merge",
+            help="The address exists: take the file's settings, add its follows, newsletters, votes and "
+            "library.",
         ),
     ] = False,
     replace: Annotated[
         bool,
         typer.Option(
-            "--replace", help="The address exists: make its settings, follows and newsletters the file's."
+            "--replace",
+            help="The address exists: make its settings, follows, newsletters, votes and library the file's.",
         ),
     ] = False,
 ) -> None:
     """Restore one subscription exported from another PaperTrail, in one transaction: the subscriber, its
-    settings, follows, newsletters (those that exist here) and the papers it received. The file is checked
-    whole first; an address that exists with other settings is refused unless --merge or --replace."""
+    settings, follows, newsletters (those that exist here), the papers it received, its votes and library
+    seeds. The file is checked whole first; an address that exists with other settings is refused unless
+    --merge or --replace."""
     from sqlalchemy.exc import IntegrityError
 
     from core.masking import mask_address
@@ -719,8 +738,8 @@ def import_subscription_command(
             raise _fail(
                 f"{mask_address(exc.address)} is a subscriber here already, with other settings "
                 f"({'; '.join(exc.differences)}); nothing imported. Run again with --merge to take the "
-                "file's settings and add its follows and newsletters, or with --replace to make them "
-                "exactly the file's",
+                "file's settings and add its follows, newsletters, votes and library, or with --replace to "
+                "make them exactly the file's",
                 FAILURE,
             ) from exc
         except IntegrityError as exc:
@@ -746,6 +765,7 @@ def import_subscription_command(
         + f"; history: {_n(done.papers_recorded, 'paper', grouped=True)} in "
         f"{_n(done.digests_recorded, 'digest', grouped=True)} recorded"
         + (f", {done.papers_known:,} recorded before" if done.papers_known else "")
+        + (_learned_summary(done) if done.learned_in_file else "")
     )
     if done.newsletters_missing:
         out.print(f"note: no such newsletter here, not joined: {', '.join(done.newsletters_missing)}")
@@ -754,8 +774,33 @@ def import_subscription_command(
             f"note: {_n(done.papers_missing, 'received paper', grouped=True)} not in this library: kept in "
             "the file only, not recorded here"
         )
+    if done.votes_missing:
+        out.print(
+            f"note: {_n(done.votes_missing, 'vote', grouped=True)} on papers this server has not stored "
+            f"{'was' if done.votes_missing == 1 else 'were'} skipped (a vote is kept per stored version)"
+        )
+    if done.votes_kept:
+        out.print(
+            f"note: {_n(done.votes_kept, 'vote', grouped=True)} cast here after the file's kept (the newer "
+            "vote wins)"
+        )
+    if done.library_as_text:
+        entries = _n(done.library_as_text, "library entry", "library entries", grouped=True)
+        out.print(f"note: {entries} on papers this server has not stored kept by title and abstract")
+    if not done.learned_in_file:
+        out.print("note: a version-1 file: votes, library and recommendations here left as they are")
     if done.status != done.status_in_file:
         out.print(f"note: status kept: {done.status} here, {done.status_in_file} in the file")
+
+
+def _learned_summary(done: Restored) -> str:
+    """The votes and library part of an import's summary line (a version-2 file)."""
+    return (
+        f"; votes: {done.votes_added:,} added, {done.votes_changed:,} changed"
+        + (f", {done.votes_removed:,} removed" if done.votes_removed else "")
+        + f"; library: {done.library_added:,} added"
+        + (f", {done.library_removed:,} removed" if done.library_removed else "")
+    )
 
 
 @app.command(name="unfollow")

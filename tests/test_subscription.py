@@ -143,8 +143,13 @@ def table_counts(store: Store) -> tuple[int, ...]:
 def test_export_then_import_on_a_fresh_store_gives_the_same_subscription(store: Store, target: Store) -> None:
     source_subscription(store)
     doc = export_subscription(store, ADDRESS, now=T0 + timedelta(days=2))
-    assert doc["format"] == "papertrail-subscription" and doc["version"] == 1
-    assert doc["exported_at"] == "2026-12-02T07:00:00Z" and "votes" not in doc
+    assert doc["format"] == "papertrail-subscription" and doc["version"] == 2
+    assert doc["exported_at"] == "2026-12-02T07:00:00Z"
+    assert (doc["recommend"], doc["votes"], doc["library"]) == (
+        None,
+        [],
+        [],
+    )  # tests/test_subscription_learned
     assert (doc["status"], doc["schedule"], doc["timezone"], doc["language"], doc["heartbeat"]) == (
         "active",
         "weekly mon 09:00",
@@ -312,9 +317,10 @@ def test_a_failure_while_storing_leaves_nothing_behind(
 
 
 def good_document() -> dict[str, Any]:
+    """A version-2 document (tests/test_subscription_learned.py reads version 1 too)."""
     return {
         "format": "papertrail-subscription",
-        "version": 1,
+        "version": 2,
         "exported_at": "2026-12-01T08:00:00Z",
         "address": ADDRESS,
         "status": "active",
@@ -322,6 +328,7 @@ def good_document() -> dict[str, Any]:
         "timezone": "Europe/Berlin",
         "language": None,
         "heartbeat": False,
+        "recommend": 5,
         "newsletters": ["ml-weekly"],
         "follows": [{"query": "cat:cs.DC", "new_only": False, "instant": False}],
         "received": [
@@ -332,6 +339,14 @@ def good_document() -> dict[str, Any]:
                 "sent_at": "2026-11-30T07:00:02+01:00",
                 "digest": 17,
             }
+        ],
+        "votes": [
+            {"arxiv_id": "2611.08864", "version": 2, "value": 1, "voted_at": "2026-11-30T09:00:00Z"},
+            {"arxiv_id": "2611.08865", "version": 1, "value": -1, "voted_at": "2026-11-30T09:01:00+08:00"},
+        ],
+        "library": [
+            {"key": "2306.03564", "arxiv_id": "2306.03564", "version": 2, "title": "T", "abstract": "A"},
+            {"key": "doi:10.1/x", "arxiv_id": None, "version": None, "title": "Text", "abstract": "Only"},
         ],
     }
 
@@ -360,6 +375,15 @@ def test_the_good_document_reads_in_the_stores_spelling() -> None:
         ("cat:cs.DC", "cat:cs.DC", True)
     ]
     assert checked.received[0].sent_at == datetime(2026, 11, 30, 6, 0, 2, tzinfo=UTC)
+    assert checked.version == 2 and checked.learned is not None and checked.learned.recommend == 5
+    assert [(v.arxiv_id, v.version, v.value, v.voted_at) for v in checked.learned.votes] == [
+        ("2611.08864", 2, 1, datetime(2026, 11, 30, 9, 0, tzinfo=UTC)),
+        ("2611.08865", 1, -1, datetime(2026, 11, 30, 1, 1, tzinfo=UTC)),
+    ]
+    assert [(e.key, e.arxiv_id, e.version) for e in checked.learned.library] == [
+        ("2306.03564", "2306.03564", 2),
+        ("doi:10.1/x", None, None),
+    ]
     spelled = edited("schedule", "Weekly Monday 9:00")
     assert read_document(spelled).schedule == "weekly mon 09:00"
 
@@ -380,13 +404,16 @@ def test_the_good_document_reads_in_the_stores_spelling() -> None:
         (edited("format", "papertrail-follows"), "format", "not a PaperTrail subscription file"),
         (edited("format", DROP), "format", "is missing"),
         (
-            edited("version", 2),
+            edited("version", 3),
             "version",
-            "2 is not 1, the version this PaperTrail reads; upgrade PaperTrail",
+            "3 is newer than 2, the newest version this PaperTrail reads; upgrade PaperTrail",
         ),
-        (edited("version", "1"), "version", 'must be a whole number such as 1, not "1"'),
+        (edited("version", 0), "version", "0 is no version of this format (1 to 2); export it again"),
+        (edited("version", "1"), "version", 'must be a whole number such as 2, not "1"'),
         (edited("version", True), "version", "must be a whole number"),
-        (edited("votes", []), "votes", "unknown key; the keys of version 1 are: format, version"),
+        (edited("colour", "red"), "colour", "unknown key; the keys of version 2 are: format, version"),
+        (edited("votes", DROP), "votes", "missing; the keys of version 2 are"),
+        (edited("recommend", DROP), "recommend", "missing"),
         (edited("received", DROP), "received", "missing"),
         (edited("exported_at", "yesterday"), "exported_at", "is not an ISO 8601 time with its offset"),
         (edited("exported_at", "2026-12-01T08:00:00"), "exported_at", "with its offset"),
@@ -427,6 +454,61 @@ def test_the_good_document_reads_in_the_stores_spelling() -> None:
         (edited("received.0.title", None), "received[0].title", "must be a string, not null"),
         (edited("received.0.sent_at", DROP), "received[0].sent_at", "missing; a received paper has arxiv_id"),
         (edited("received.0.colour", "red"), "received[0].colour", "unknown key"),
+        (
+            edited("recommend", 0),
+            "recommend",
+            "must be null (off) or the recommendations per digest, 1 to 20",
+        ),
+        (edited("recommend", 21), "recommend", "1 to 20, not 21"),
+        (edited("recommend", True), "recommend", "1 to 20, not true"),
+        (edited("recommend", "5"), "recommend", '1 to 20, not "5"'),
+        (edited("votes", {}), "votes", "must be an array, not an object"),
+        (edited("votes.0", 1), "votes[0]", "must be an object, not a number"),
+        (edited("votes.0.value", 2), "votes[0].value", "must be 1 (liked) or -1 (disliked), not 2"),
+        (edited("votes.0.value", True), "votes[0].value", "not true"),
+        (edited("votes.0.value", "1"), "votes[0].value", 'not "1"'),
+        (
+            edited("votes.1.voted_at", DROP),
+            "votes[1].voted_at",
+            "missing; a vote has arxiv_id, version, value",
+        ),
+        (edited("votes.0.liked", True), "votes[0].liked", "unknown key; a vote has arxiv_id, version"),
+        (edited("votes.0.arxiv_id", "2611.08864v2"), "votes[0].arxiv_id", "not an arXiv id without version"),
+        (edited("votes.0.version", None), "votes[0].version", "must be a version number from 1, not null"),
+        (edited("votes.1.voted_at", "today"), "votes[1].voted_at", "is not an ISO 8601 time"),
+        (
+            edited(
+                "votes.1",
+                {"arxiv_id": "2611.08864", "version": 2, "value": -1, "voted_at": "2026-12-01T08:00Z"},
+            ),
+            "votes[1]",
+            "2611.08864v2 is voted on twice (also votes[0])",
+        ),
+        (edited("library", None), "library", "must be an array, not null"),
+        (edited("library.1", "doi:10.1/x"), "library[1]", "must be an object, not a string"),
+        (
+            edited("library.0.doi", "10.1/x"),
+            "library[0].doi",
+            "unknown key; a library entry has key, arxiv_id",
+        ),
+        (edited("library.1.abstract", DROP), "library[1].abstract", "missing; a library entry has key"),
+        (edited("library.0.key", " "), "library[0].key", "must not be empty"),
+        (edited("library.0.key", "k" * 301), "library[0].key", "301 characters; a key has at most 300"),
+        (
+            edited("library.1.key", "2306.03564"),
+            "library[1].key",
+            "'2306.03564' is listed twice (also library[0])",
+        ),
+        (edited("library.0.title", None), "library[0].title", "must be a string, not null"),
+        (
+            edited("library.0.version", None),
+            "library[0].version",
+            "is null but arxiv_id is not: a seed has both",
+        ),
+        (edited("library.1.arxiv_id", "2306.03564"), "library[1].version", "is null but arxiv_id is not"),
+        (edited("library.1.version", 1), "library[1].arxiv_id", "is null but version is not"),
+        (edited("library.0.arxiv_id", "arXiv:2306.03564"), "library[0].arxiv_id", "not an arXiv id"),
+        (edited("library.0.version", 0), "library[0].version", "must be a version number from 1, not 0"),
     ],
 )
 def test_a_broken_document_is_refused_naming_the_key(data: bytes, key: str, problem: str) -> None:
@@ -568,7 +650,7 @@ def test_cli_round_trip_and_exit_codes(
     }
     path = tmp_path / "ada.json"
     code, stdout, _ = invoke("export", "subscription", ADDRESS, "--output", str(path))
-    assert code == 0 and "2 follows, 0 received papers written to" in stdout
+    assert code == 0 and "2 follows, 0 received papers, 0 votes, 0 library entries written to" in stdout
     assert not path.with_name("ada.json.partial").exists()
     assert invoke("export", "follows")[0] == 0  # the follows file's command is still there
 
