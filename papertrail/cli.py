@@ -1740,3 +1740,9 @@ def config() -> None:
         shown = str(value).lower() if isinstance(value, bool) else value
         out.print(f"PAPERTRAIL_{name.upper()}={'' if shown is None else shown}")
     out.print(f"# feed URL: {settings.arxiv_feed_url}")
+
+
+# `import library` (a reader's reference library seeds their recommendations) lives in its own module, which
+# registers it on import_app with the helpers above; imported last, when everything it uses is defined
+# (issue 17).
+from papertrail import cli_library  # noqa: E402, F401
