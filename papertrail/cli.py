@@ -1787,6 +1787,7 @@ def config() -> None:
     out.print(f"# feed URL: {settings.arxiv_feed_url}")
 
 
-# The vote commands (like, dislike, unvote, likes) live in their own module, which registers them on this
-# app with the helpers above; imported last, when everything it uses is defined (issue 17).
-from papertrail import cli_votes  # noqa: E402, F401
+# The vote commands (like, dislike, unvote, likes) and `import library` live in their own modules, which
+# register them on this app with the helpers above; imported last, when everything they use is defined
+# (issue 17).
+from papertrail import cli_library, cli_votes  # noqa: E402, F401

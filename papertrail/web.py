@@ -19,6 +19,8 @@
 ``/feeds?q=QUERY``                 Atom feed of a follow query (cached, conditional GET)
 ``/feeds/private/{token}``         Atom feed of what one subscriber's digests carried (signed, revocable)
 ``/manage/{token}/papers.bib``     every paper the subscriber's sent digests carried, as one BibTeX file
+``/manage/{token}/library``        POST: the reader's reference library (BibTeX, RIS, CSL-JSON, at most
+                                   5 MB) seeds their recommendations; a page says what was used and why not
 =================================  =========================================================================
 
 Every page is in English or Simplified Chinese (gettext catalog ``locale/zh/LC_MESSAGES/web.po``): a
@@ -75,6 +77,7 @@ from papertrail.context import SOURCE_NAMES, AppContext
 from papertrail.web_bibtex import BibtexRoutes
 from papertrail.web_dashboard import headline_times
 from papertrail.web_feeds import FeedPages
+from papertrail.web_library import LibraryRoutes
 from papertrail.web_metrics import StoreCollector, exposition, judged_sources, metrics_registry, readiness
 from papertrail.web_pages import SECURITY_HEADERS, Pages, bare_paper_id, language_headers, number
 from papertrail.web_signup import SignupPages
@@ -119,6 +122,7 @@ def build_app(ctx: AppContext, *, clock: Callable[[], datetime] = utcnow) -> Sta
         *icon_routes(),
         *subscribers.routes(),
         *VoteRoutes(ctx, web.pages, subscribers).routes(),
+        *LibraryRoutes(ctx, web.pages, subscribers).routes(),
         *SignupPages(ctx, web.pages).routes(),
         *FeedPages(ctx, web.pages, clock).routes(),
     ]

@@ -19,7 +19,8 @@
   core.taste) changes them and redirects back (303) to the page with a notice. Any other action is
   refused with 400. The page shows the private feed's link, drawing its nonce the first time it is shown,
   and the reader's votes (issue 17): the likes, dislikes and library seeds counted, the
-  :data:`MAX_VOTES_SHOWN` newest votes listed, each with an undo button.
+  :data:`MAX_VOTES_SHOWN` newest votes listed, each with an undo button, and a form that uploads the
+  reader's reference library to ``POST /manage/{token}/library`` (:mod:`papertrail.web_library`).
 
 The pages speak the subscriber's stored language (``Subscriber.language``) unless the request chooses
 one (``?lang=`` or the language cookie, :mod:`papertrail.web_pages`); choosing a language on the manage
@@ -49,6 +50,7 @@ from core.feed_links import opml
 from core.feeds import private_feed_url, renew_private_feed
 from core.follows import follow
 from core.i18n import LANGUAGES, N_, listing, normalize_language, said
+from core.library_file import MAX_FILE_BYTES
 from core.masking import mask_address
 from core.models import Follow, Newsletter, Subscriber, SubscriberStatus
 from core.query import QueryError
@@ -578,6 +580,8 @@ class SubscriberPages:
             # Learned follows (issue 17): the newest votes, and (likes, dislikes, library seeds).
             votes=votes(self.store, subscriber.id, limit=MAX_VOTES_SHOWN),
             vote_counts=TasteStore(self.store).vote_counts(subscriber.id),
+            # The library upload's form posts to {action}/library (papertrail.web_library); its limit.
+            library_mb=f"{MAX_FILE_BYTES / 1e6:,.0f}",
         )
 
 

@@ -104,11 +104,17 @@ def among(modules: set[str], names: frozenset[str]) -> list[str]:
     return sorted(n for n in names if any(m == n or m.startswith(n + ".") for m in modules))
 
 
-@pytest.mark.parametrize("args", [["--help"], ["follow", "--help"]], ids=["help", "follow-help"])
-def test_help_imports_no_heavy_module(tmp_path: Path, args: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("args", "shown"),
+    [(["--help"], "follow"), (["follow", "--help"], "follow"), (["import", "library", "--help"], "library")],
+    ids=["help", "follow-help", "import-library-help"],
+)
+def test_help_imports_no_heavy_module(tmp_path: Path, args: list[str], shown: str) -> None:
     modules, out = imported(tmp_path, *args)
-    assert "Usage:" in out and "follow" in out  # the help was printed, not an error
+    assert "Usage:" in out and shown in out  # the help was printed, not an error
     assert "typer" in modules and "papertrail.cli" in modules  # the probe saw the run
+    # The commands of papertrail/cli_library.py are registered by cli.py's last line, imports and all.
+    assert "papertrail.cli_library" in modules
     assert among(modules, HEAVY) == []
 
 
