@@ -10,11 +10,13 @@ without a word. Importing the same file twice adds nothing (each seed has a key)
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 
 import sqlalchemy as sa
 from sqlmodel import col
@@ -49,6 +51,8 @@ class LibraryReport:
     by_text: int = 0  # used by their title and abstract
     added: int = 0  # new seeds (the others were imported before)
     unused: tuple[EntryProblem, ...] = field(default=())
+    # The arXiv API could not be reached: ids not stored here were used by their text, or not at all.
+    lookup_failed: bool = False
 
     @property
     def used(self) -> int:
@@ -69,7 +73,9 @@ async def import_library(
     entries = list(read.entries)
     problems = list(read.problems)
     ids = sorted({e.arxiv_id for e in entries if e.arxiv_id})
-    known = _latest_versions(store, ids)
+    # The SQL runs in worker threads: an upload is imported by the web role, whose event loop also serves
+    # pages, the scheduler and the bots, and a DOI look-up reads many versions.
+    known = await asyncio.to_thread(_latest_versions, store, ids)
     missing = [i for i in ids if i not in known]
     fetched_ids: set[str] = set()
     lookup_failure: Phrase | None = None
@@ -81,11 +87,12 @@ async def import_library(
             lookup_failure = Phrase(N_("the arXiv API could not be reached; import the file again later"))
             log.warning("library import: arXiv look-up failed: %s", exc)
         else:
-            store.save_versions(papers, novelty=Novelty.HISTORY, now=now)
-            found = _latest_versions(store, asked)
+            await asyncio.to_thread(partial(store.save_versions, papers, novelty=Novelty.HISTORY, now=now))
+            found = await asyncio.to_thread(_latest_versions, store, asked)
             fetched_ids = set(found)
             known.update(found)
-    by_doi = _versions_by_doi(store, sorted({e.doi for e in entries if e.doi and not _resolved(e, known)}))
+    dois = sorted({e.doi for e in entries if e.doi and not _resolved(e, known)})
+    by_doi = await asyncio.to_thread(_versions_by_doi, store, dois)
 
     seeds: list[SeedIn] = []
     counts = {"stored": 0, "fetched": 0, "doi": 0, "text": 0}
@@ -102,7 +109,7 @@ async def import_library(
             counts["text"] += 1
         else:
             problems.append(_unused(entry, lookup_failure, asked_api=lookup is not None, missing=missing))
-    added = TasteStore(store).add_seeds(subscriber_id, seeds, now=now)
+    added = await asyncio.to_thread(partial(TasteStore(store).add_seeds, subscriber_id, seeds, now=now))
     return LibraryReport(
         read.format,
         len(entries) + len(read.problems),
@@ -112,6 +119,7 @@ async def import_library(
         by_text=counts["text"],
         added=added,
         unused=tuple(problems),
+        lookup_failed=lookup_failure is not None,
     )
 
 

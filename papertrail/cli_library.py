@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from papertrail.cli import _BAD_LINES_SHOWN, FAILURE, USAGE, _context, _fail, _n, _run, import_app, out
+from papertrail.cli import _BAD_LINES_SHOWN, FAILURE, USAGE, _context, _fail, _n, _run, err, import_app, out
 
 if TYPE_CHECKING:
     from core.library_file import EntryProblem, LibraryRead
@@ -85,6 +85,11 @@ def import_library_command(
             )
         report = _run(import_library(ctx.store, subscriber.id, read, lookup=ctx.api))
     out.print(summary(name, read, report))
+    if report.lookup_failed:
+        err.print(
+            "note: the arXiv API could not be reached: papers not stored here were used by their title and "
+            "abstract where the file has them; import the file again later to look them up"
+        )
     if report.unused:
         out.print("not used:")
     for problem in report.unused[:_BAD_LINES_SHOWN]:
