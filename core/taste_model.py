@@ -8,8 +8,8 @@ as word uni- and bi-grams. Each n-gram is hashed (scikit-learn's ``HashingVector
 2**20 buckets, no alternate sign), so no vocabulary is stored and a model stays valid however the library
 grows. Weights are sublinear term frequencies (1 + log tf), l2-normalised. There is no IDF: on the
 benchmark an IDF frozen from the other recorded papers (the only stable sample we could ship) left
-precision@10 within the noise and added 0.02 to recall@50, for a table of about a hundred thousand buckets
-in the package; the IDF of the day itself did better but was measured on the very day it ranks and would
+precision@10 within the noise and added 0.025 to recall@50, for a table of some 100,000 buckets in the
+package; the IDF of the day itself did better but was measured on the very day it ranks and would
 change under models trained on another day's (docs/recommendations.md; figures in docs/benchmarks.md).
 
 **Model.** L2-regularised logistic regression (liblinear, C = 1, classes balanced) over the liked papers
@@ -50,10 +50,16 @@ from core.values import ARXIV_ID_PATTERN
 
 __all__ = [
     "DEFAULT_THRESHOLD",
+    "IMPLICIT_SAMPLE",
+    "MAX_IMPLICIT",
+    "MAX_NEGATIVES",
+    "MAX_POSITIVES",
     "MAX_SIGNATURES",
     "MAX_WEIGHTS",
+    "MIN_IMPLICIT",
     "MIN_POSITIVES",
     "N_FEATURES",
+    "SIGNATURE_TERMS",
     "Example",
     "Explanation",
     "Signals",
@@ -141,7 +147,8 @@ class Signals:
     """What a model is trained from, each sequence oldest first (the most recent are kept past the caps).
 
     ``positives``: liked papers and library seeds; ``negatives``: explicit dislikes; ``implicit_negatives``:
-    a sample of the day's other papers (about 100; more did not help on the benchmark).
+    a random sample of recent versions the reader did not vote on, :data:`IMPLICIT_SAMPLE` of them (40 to
+    200 ranked alike on the benchmark; fewer than :data:`MIN_IMPLICIT` is refused).
     """
 
     positives: Sequence[Example]
@@ -177,7 +184,8 @@ def train(signals: Signals, *, max_weights: int = MAX_WEIGHTS) -> TasteModel | N
     """Train a subscriber's model; None with fewer than :data:`MIN_POSITIVES` liked papers.
 
     Only the most recent :data:`MAX_POSITIVES`, :data:`MAX_NEGATIVES` and :data:`MAX_IMPLICIT` of each kind
-    are read. Raises ``ValueError`` for a positive whose ``arxiv_id`` is not an arXiv id.
+    are read. Raises ``ValueError`` for a positive whose ``arxiv_id`` is not an arXiv id (without version)
+    and for fewer than :data:`MIN_IMPLICIT` implicit negatives.
     """
     positives = list(signals.positives)[-MAX_POSITIVES:]
     if len(positives) < MIN_POSITIVES:
