@@ -149,6 +149,12 @@ def cost(args: argparse.Namespace, day: list[PaperIn], pool: list[PaperIn]) -> l
             del scores
         passes.append((vec_s, score_s, pick_s, time.perf_counter() - wall))
     vec_s, score_s, pick_s, wall_s = (statistics.median(p[i] for p in passes) for i in range(4))
+    # The reasons of the first 1,000 readers' recommendations, as a digest pass would ask for them (the
+    # same versions recur across readers: each version's analysis is cached).
+    some = models[:1000]
+    tops = tm.top_n(tm.score_many(some, versions), 10)
+    picks = [(m, day[c]) for m, top in zip(some, tops, strict=True) for c in top]
+    explain_s, _ = cpu(lambda: [tm.explain(m, p.title, p.abstract) for m, p in picks])
     total = vec_s + score_s + pick_s
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
     train_med = statistics.median(train_times)
@@ -164,6 +170,8 @@ def cost(args: argparse.Namespace, day: list[PaperIn], pool: list[PaperIn]) -> l
         f"| the same pass, wall time (batches of {min(args.batch, n):,} models) | {wall_s:.2f} s | | |",
         f"| per subscriber | {total / n * 1e6:,.0f} µs | | |",
         f"| loading the {n:,} models (from_bytes), once per pass | {load_s:.2f} s | | |",
+        f"| explain() for the {len(picks):,} recommendations of {len(some):,} readers "
+        f"| {explain_s:.2f} s ({explain_s / max(len(picks), 1) * 1e6:,.0f} µs each) | | |",
         f"| retrain after a vote: train(Signals), 3–30 liked, 0–5 disliked, {IMPLICIT} implicit "
         "(median / p95) "
         f"| {train_med * 1e3:.0f} / {train_p95 * 1e3:.0f} ms | < 50 ms "

@@ -33,6 +33,7 @@ sparse product (:func:`score_many`); :func:`top_n` picks each subscriber's best 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Sequence
@@ -328,44 +329,75 @@ def explain(model: TasteModel, title: str, abstract: str) -> Explanation:
     Terms are the version's own n-grams (no stop words; a bigram only where its words stand side by side)
     ranked by the model's weight times the feature's value; a term inside a stronger one is left out.
     """
+    text = _analysed(title, abstract)
+    # Cosine with each signature (both sides l2-normalised): one lookup for all of them.
+    products = _values_at(text, model.signature_indices) * model.signature_values
+    owner = np.repeat(np.arange(len(model.signature_ids)), model.signature_sizes)
+    similarity = np.bincount(owner, weights=products, minlength=len(model.signature_ids))
+    best = int(np.argmax(similarity)) if len(similarity) else -1
+    nearest = model.signature_ids[best] if best >= 0 and similarity[best] > 0 else None
+    return Explanation(nearest, _terms(model, text))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Text:
+    """A version's features (sorted) and its readable n-grams with their buckets, for :func:`explain`."""
+
+    indices: np.ndarray
+    values: np.ndarray
+    grams: tuple[str, ...]
+    buckets: np.ndarray
+
+
+# A digest pass explains the same recommended versions for many readers: each is analysed once.
+@functools.lru_cache(maxsize=1024)
+def _analysed(title: str, abstract: str) -> _Text:
     x = vectorise([(title, abstract)])
-    values = np.zeros(N_FEATURES, dtype=np.float32)
-    values[x.indices] = x.data
-    nearest, best = None, 0.0
-    for sig in model.signatures:
-        similarity = float(values[sig.indices] @ sig.values)
-        if similarity > best:
-            nearest, best = sig.arxiv_id, similarity
-    return Explanation(nearest, _terms(model, title, abstract, values))
-
-
-def _terms(model: TasteModel, title: str, abstract: str, values: np.ndarray) -> tuple[str, ...]:
+    x.sort_indices()
     text = f"{title}\n{abstract}"
     words = _TOKEN_RE.findall(_preprocess(text))
     adjacent = {f"{a} {b}" for a, b in itertools.pairwise(words)}
-    grams = [
+    grams = tuple(
         g
         for g in dict.fromkeys(_ANALYSE(text))
         if (" " in g and g in adjacent) or (" " not in g and g not in _UNINFORMATIVE)
-    ]
-    if not grams or not len(model.indices):
+    )
+    buckets = _NGRAM_HASHER.transform([[g] for g in grams]).indices if grams else np.zeros(0, np.int32)
+    return _Text(x.indices.copy(), x.data.copy(), grams, buckets)
+
+
+def _values_at(text: _Text, indices: np.ndarray) -> np.ndarray:
+    """The version's feature values at ``indices`` (0 where it has none)."""
+    if not len(text.indices):
+        return np.zeros(len(indices), dtype=np.float32)
+    at = np.minimum(np.searchsorted(text.indices, indices), len(text.indices) - 1)
+    return np.where(text.indices[at] == indices, text.values[at], 0).astype(np.float32)
+
+
+def _terms(model: TasteModel, text: _Text) -> tuple[str, ...]:
+    if not text.grams or not len(model.indices):
         return ()
-    buckets = _NGRAM_HASHER.transform([[g] for g in grams]).indices
+    buckets = text.buckets
     at = np.minimum(np.searchsorted(model.indices, buckets), len(model.indices) - 1)
     weight = np.where(model.indices[at] == buckets, model.weights[at], 0)
     # Shared terms: n-grams that are also among the liked papers' signatures, when there are any.
-    liked = np.concatenate([sig.indices for sig in model.signatures] or [np.zeros(0, np.int32)])
-    if np.isin(buckets, liked).any():
-        weight = np.where(np.isin(buckets, liked), weight, 0)
-    push = weight * values[buckets]
+    shared = np.sort(model.signature_indices)
+    liked = (
+        shared[np.minimum(np.searchsorted(shared, buckets), len(shared) - 1)] == buckets
+        if len(shared)
+        else np.zeros(len(buckets), dtype=bool)
+    )
+    if liked.any():
+        weight = np.where(liked, weight, 0)
+    push = weight * _values_at(text, buckets)
     chosen: list[str] = []
     seen: set[int] = set()
     for i in np.argsort(-push, kind="stable"):
         if push[i] <= 0 or len(chosen) == 3:
             break
-        words_i = set(grams[i].split())
-        if buckets[i] in seen or any(words_i <= set(c.split()) or set(c.split()) <= words_i for c in chosen):
+        gram, words = text.grams[i], set(text.grams[i].split())
+        if buckets[i] in seen or any(words <= set(c.split()) or set(c.split()) <= words for c in chosen):
             continue
         seen.add(int(buckets[i]))
-        chosen.append(grams[i])
+        chosen.append(gram)
     return tuple(chosen)
