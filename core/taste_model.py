@@ -349,8 +349,10 @@ class _Text:
     buckets: np.ndarray
 
 
-# A digest pass explains the same recommended versions for many readers: each is analysed once.
-@functools.lru_cache(maxsize=1024)
+# A digest pass explains the same recommended versions for many readers: each is analysed once. 4,096 holds
+# a whole day's announcement (1,000 readers' recommendations drew on 1,475 of the recorded day's 1,504
+# versions; 1,024 thrashed), at about 11 KB each.
+@functools.lru_cache(maxsize=4096)
 def _analysed(title: str, abstract: str) -> _Text:
     x = vectorise([(title, abstract)])
     x.sort_indices()
