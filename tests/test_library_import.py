@@ -36,9 +36,7 @@ def _read(name: str):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("name", ["zotero.bib", "jabref.bib", "mendeley.bib", "zotero.ris", "zotero.json"])
-async def test_every_entry_is_used_or_reported_and_reimport_adds_nothing(
-    store: Store, name: str
-) -> None:
+async def test_every_entry_is_used_or_reported_and_reimport_adds_nothing(store: Store, name: str) -> None:
     sid = _reader(store)
     read = _read(name)
     report = await import_library(store, sid, read, lookup=None, now=NOW)
