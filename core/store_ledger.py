@@ -714,7 +714,7 @@ class LedgerQueries:
                 session.execute(
                     sa.select(sa.func.count())
                     .select_from(Match)
-                    .where(col(Match.subscriber_id) == subscriber_id, _unsent())
+                    .where(col(Match.subscriber_id) == subscriber_id, unsent_condition())
                 ).scalar_one()
             )
 
@@ -722,7 +722,7 @@ class LedgerQueries:
         """Unsent matches of one subscriber (in no digest, or in one not sent yet), in digest order."""
         self.expand_matches()
         with self.session() as session:
-            unsent = _unsent()
+            unsent = unsent_condition()
             rows = session.exec(
                 select(Match, Version)
                 .join(Version, col(Version.id) == col(Match.version_id))
@@ -782,7 +782,7 @@ def _nothing_to_send(not_since: datetime) -> tuple[sa.ColumnElement[bool], ...]:
     )
 
 
-def _unsent() -> sa.ColumnElement[bool]:
+def unsent_condition() -> sa.ColumnElement[bool]:
     """Matches in no digest, or in one that has not been sent."""
     return sa.or_(
         col(Match.digest_id).is_(None),
