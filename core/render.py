@@ -49,7 +49,7 @@ from core.i18n import (
     reader_language,
     translator,
 )
-from core.reasons import ABSTRACT, AUTHOR, CATEGORY, NEWSLETTER, PAPER, TITLE, Reason
+from core.reasons import ABSTRACT, AUTHOR, CATEGORY, LIKED, NEWSLETTER, PAPER, SHARED, TITLE, Reason
 from core.receipt_text import ReceiptText, word_receipt
 from core.resources import resource_dir
 from core.text_safety import strip_control
@@ -83,6 +83,8 @@ REASON_FORMS = {
     AUTHOR: N_("author {value}"),
     CATEGORY: N_("category {value}"),
     PAPER: N_("paper {value}"),
+    LIKED: N_("close to {value}, which you liked"),
+    SHARED: N_("shares: {value}"),
 }
 
 # What a revision changed, as core.store_ledger.changes stores it (English, also in the webhook JSON), and
