@@ -7,7 +7,7 @@ and the limits are described in docs/chat-commands.md::
 
     message := [ "/" ] [ "papertrail" ] COMMAND [ "@" BOTNAME ] [ ARGUMENTS ]     at most 2,000 characters
     COMMAND := start | help | follow | unfollow | follows | try | digest | timezone | pause | resume | status
-             | join | leave | language
+             | join | leave | language | recommend
 
 Command words are matched case-insensitively after Unicode NFKC folding (so a full-width ``／ｆｏｌｌｏｗ``
 works too); ``/follow@PaperTrailBot`` is Telegram's form in groups. Runs of whitespace in the arguments,
@@ -31,7 +31,13 @@ import unicodedata
 from collections.abc import Callable
 from datetime import datetime
 
-from bot import commands_follows, commands_language, commands_newsletters, commands_settings
+from bot import (
+    commands_follows,
+    commands_language,
+    commands_newsletters,
+    commands_recommend,
+    commands_settings,
+)
 from bot import commands_help as texts
 from bot.commands_base import (
     MAX_INPUT_CHARS,
@@ -137,8 +143,8 @@ def _dispatch(store: Store, settings: Settings, ctx: ChatContext, text: str, now
     if run is None:
         return _unknown(ctx, t, word, args, text)
     call = Call(store, settings, ctx, now, name, args, language)
-    # `digest`, `timezone` and `language` without arguments only show the setting, `join` lists the
-    # newsletters; `start` decides for itself.
+    # `digest`, `timezone`, `language` and `recommend` without arguments only show the setting, `join`
+    # lists the newsletters; `start` decides for itself.
     changes = texts.BY_NAME[name].changes and name != "start"
     if name in SHOW_WITHOUT_ARGUMENTS and not args:
         changes = False
@@ -155,7 +161,7 @@ def _dispatch(store: Store, settings: Settings, ctx: ChatContext, text: str, now
     return run(call)
 
 
-SHOW_WITHOUT_ARGUMENTS = frozenset({"digest", "timezone", "join", "language"})
+SHOW_WITHOUT_ARGUMENTS = frozenset({"digest", "timezone", "join", "language", "recommend"})
 """Commands that change the subscription with arguments and only show something without."""
 
 
@@ -366,6 +372,7 @@ _COMMANDS: dict[str, Callable[[Call], Reply]] = {
     "join": commands_newsletters.join,
     "leave": commands_newsletters.leave,
     "language": commands_language.language,
+    "recommend": commands_recommend.recommend,
 }
 
 __all__ = [

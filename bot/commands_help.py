@@ -39,7 +39,7 @@ COMMANDS: tuple[CommandInfo, ...] = (
     CommandInfo("follow", "QUERY [--new-only] [--instant]", N_("follow a topic, an author or a paper"), True),
     CommandInfo("unfollow", "NUMBER|QUERY", N_("stop following something"), True),
     CommandInfo("follows", "[PAGE]", N_("list this chat's follows, numbered"), False),
-    CommandInfo("try", "QUERY", N_("what a query would have matched lately"), False),
+    CommandInfo("try", "QUERY|recommended", N_("what a query would have matched lately"), False),
     CommandInfo(
         "digest",
         "daily HH:MM|weekly DAY HH:MM|instant|now|off|heartbeat on|off",
@@ -53,6 +53,7 @@ COMMANDS: tuple[CommandInfo, ...] = (
     CommandInfo("join", "[NAME]", N_("list the newsletters, or join one"), True),
     CommandInfo("leave", "NAME", N_("leave a newsletter"), True),
     CommandInfo("language", "[en|zh]", N_("the language of replies, digests and guides"), True),
+    CommandInfo("recommend", "[on [N]|off]", N_("papers like the ones you liked, in each digest"), True),
 )
 BY_NAME = {info.name: info for info in COMMANDS}
 
@@ -131,7 +132,9 @@ _PAGES = {
     ),
     "try": N_(
         "{p}try QUERY shows which papers of the last 7 days the query would have matched, and why, "
-        "without saving anything. Example: {p}try cat:cs.DC ti:scheduling"
+        "without saving anything. Example: {p}try cat:cs.DC ti:scheduling\n"
+        "{p}try recommended shows what your recommendations would have brought in the last 7 days "
+        "({p}help recommend)."
     ),
     "digest": N_(
         "{p}digest shows when digests go out. Change it with:\n"
@@ -167,6 +170,16 @@ _PAGES = {
     "status": N_(
         "{p}status shows this subscription (status, digest schedule, timezone, follows, matches waiting, "
         "the next digest) and whether PaperTrail's sources are up to date."
+    ),
+    "recommend": N_(
+        "{p}recommend shows whether learned recommendations are on, and what they are learned from.\n"
+        "  {p}recommend on — up to 5 papers per digest that your follows did not bring, chosen by the "
+        "papers you liked, each with its reason (the closest paper you liked, the terms they share)\n"
+        "  {p}recommend on 10 — up to 10 (1 to 20)\n"
+        "  {p}recommend off — no more recommendations; your likes are kept\n"
+        "They need at least 3 liked papers: the 👍 under a digest item, {p}like ARXIV_ID, or a reference "
+        "library imported from Zotero, Mendeley or JabRef. {p}try recommended shows what the last 7 days "
+        "would have brought."
     ),
     "language": N_(
         "{p}language shows the language PaperTrail uses in this chat; {p}language en or {p}language zh "
