@@ -31,7 +31,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from core.models import utcnow
 from core.reasons import LIKED, SHARED, Reason, reason, recommendation_hit
@@ -41,7 +41,7 @@ from core.store_recommend import ModelOf, NewPaper, PaperBatch, RecommendationRo
 if TYPE_CHECKING:
     import numpy as np
 
-    from core.taste_model import TasteModel
+    from core.taste_model import Explainable, TasteModel
 
 log = logging.getLogger(__name__)
 
@@ -141,13 +141,11 @@ def _score_batch(
         return [], 0
     # Loaded here, not with the module: scikit-learn takes a second or more to import, and a pass that
     # finds nothing new or nobody who wants recommendations (most minutes of most days) need not pay it.
-    from core.taste_model import DEFAULT_THRESHOLD, vectorise
+    from core.taste_model import DEFAULT_THRESHOLD
 
     lowest = DEFAULT_THRESHOLD if threshold is None else threshold
-    papers = batch.papers
-    vectors = vectorise([(paper.title, paper.abstract) for paper in papers])
-    column = {paper.version_id: index for index, paper in enumerate(papers)}
-    low, high = papers[0].version_id, papers[-1].version_id
+    texts = _Texts(batch.papers)
+    low, high = batch.papers[0].version_id, batch.papers[-1].version_id
     rows: list[RecommendationRow] = []
     scored = 0
     while page:
@@ -156,7 +154,7 @@ def _score_batch(
         loaded = _load([m for m in page if room[m.subscriber_id] > 0])
         if loaded:
             excluded = repository.excluded([m.subscriber_id for m, _ in loaded], low, high)
-            rows += _picks(loaded, vectors, papers, column, excluded, room, lowest)
+            rows += _picks(loaded, texts, excluded, room, lowest)
             scored += len(loaded)
         if len(page) < per_slice:
             break
@@ -180,11 +178,32 @@ def _load(wanting: Sequence[ModelOf]) -> list[tuple[ModelOf, TasteModel]]:
     return loaded
 
 
+class _Texts:
+    """One batch of papers: vectorised once for every model, and each picked paper prepared for
+    explaining once for every model that picked it (most of an explanation's cost is the paper's text)."""
+
+    def __init__(self, papers: Sequence[NewPaper]) -> None:
+        from core.taste_model import vectorise
+
+        self.papers = papers
+        self.vectors = vectorise([(paper.title, paper.abstract) for paper in papers])
+        self.column = {paper.version_id: index for index, paper in enumerate(papers)}
+        self._prepared: dict[int, Explainable] = {}
+
+    def explainable(self, index: int) -> Explainable:
+        """The paper in column ``index``, prepared (``core.taste_model.prepare``) on first use."""
+        from core.taste_model import prepare
+
+        found = self._prepared.get(index)
+        if found is None:
+            paper = self.papers[index]
+            found = self._prepared[index] = prepare(paper.title, paper.abstract, self.vectors[index])
+        return found
+
+
 def _picks(
     loaded: Sequence[tuple[ModelOf, TasteModel]],
-    vectors: Any,  # core.taste_model.vectorise's sparse rows
-    papers: Sequence[NewPaper],
-    column: dict[int, int],
+    texts: _Texts,
     excluded: dict[int, set[int]],
     room: dict[int, int],
     threshold: float,
@@ -192,15 +211,13 @@ def _picks(
     """Score one slice of models and choose each subscriber's picks, with their reasons."""
     from core.taste_model import score_many
 
-    scores = score_many([model for _, model in loaded], vectors)
+    scores = score_many([model for _, model in loaded], texts.vectors)
     rows: list[RecommendationRow] = []
     for (row, model), line in zip(loaded, scores, strict=True):
-        skip = {column[v] for v in excluded.get(row.subscriber_id, ()) if v in column}
-        chosen = _best(line, threshold, room[row.subscriber_id], skip)
-        for index in chosen:
-            paper = papers[index]
-            hit = recommendation_hit(float(line[index]), _reasons(model, paper.title, paper.abstract))
-            rows.append(RecommendationRow(row.subscriber_id, paper.version_id, hit))
+        skip = {texts.column[v] for v in excluded.get(row.subscriber_id, ()) if v in texts.column}
+        for index in _best(line, threshold, room[row.subscriber_id], skip):
+            hit = recommendation_hit(float(line[index]), _reasons(model, texts.explainable(index)))
+            rows.append(RecommendationRow(row.subscriber_id, texts.papers[index].version_id, hit))
     return rows
 
 
@@ -218,11 +235,11 @@ def _best(line: np.ndarray, threshold: float, room: int, skip: set[int]) -> list
     return [int(i) for i in above[order]]
 
 
-def _reasons(model: TasteModel, title: str, abstract: str) -> tuple[Reason, ...]:
+def _reasons(model: TasteModel, paper: Explainable) -> tuple[Reason, ...]:
     """Why ``model`` picked a paper: the closest liked paper, then the shared terms."""
-    from core.taste_model import explain
+    from core.taste_model import explain_prepared
 
-    explanation = explain(model, title, abstract)
+    explanation = explain_prepared(model, paper)
     found = [reason(LIKED, explanation.nearest)] if explanation.nearest else []
     return (*found, *(reason(SHARED, term) for term in explanation.terms))
 
@@ -241,7 +258,7 @@ def preview(
     None when the subscriber has no model. Nothing is written. ``threshold`` as for
     :func:`recommend_new`."""
     from core.store_taste import TasteStore
-    from core.taste_model import DEFAULT_THRESHOLD, TasteModel, score_many, vectorise
+    from core.taste_model import DEFAULT_THRESHOLD, TasteModel, prepare, score_many, vectorise
 
     row = TasteStore(store).model_of(subscriber_id)
     if row is None:
@@ -269,7 +286,11 @@ def preview(
             break
     return [
         Recommendation(
-            paper.arxiv_id, paper.version_id, paper.title, score, _reasons(model, paper.title, paper.abstract)
+            paper.arxiv_id,
+            paper.version_id,
+            paper.title,
+            score,
+            _reasons(model, prepare(paper.title, paper.abstract)),
         )
         for score, paper in best
     ]

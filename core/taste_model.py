@@ -55,11 +55,14 @@ __all__ = [
     "MIN_POSITIVES",
     "N_FEATURES",
     "Example",
+    "Explainable",
     "Explanation",
     "Signals",
     "Signature",
     "TasteModel",
     "explain",
+    "explain_prepared",
+    "prepare",
     "score_many",
     "term_counts",
     "top_n",
@@ -314,42 +317,84 @@ def top_n(scores: np.ndarray, n: int, threshold: float = DEFAULT_THRESHOLD) -> l
     return [p[b >= threshold] for p, b in zip(part, best, strict=True)]
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class Explainable:
+    """A version as :func:`explain_prepared` reads it, made once by :func:`prepare` for every model that
+    picked it: its features (sorted indices, values) and its candidate terms with their hashed buckets."""
+
+    indices: np.ndarray
+    values: np.ndarray
+    grams: tuple[str, ...]
+    buckets: np.ndarray
+
+
+def prepare(title: str, abstract: str, row: sp.csr_matrix | None = None) -> Explainable:
+    """What explaining a version needs, whichever model asks: ``row`` is its :func:`vectorise` row when the
+    caller has it (a scoring pass has every version's), else it is made here.
+
+    A scoring pass explains each of its picks; most of :func:`explain`'s work is the version's text (its
+    n-grams, their hashes), which this does once per version instead of once per pick.
+    """
+    x = vectorise([(title, abstract)]) if row is None else row
+    order = np.argsort(x.indices, kind="stable")
+    text = f"{title}\n{abstract}"
+    words = _TOKEN_RE.findall(_preprocess(text))
+    adjacent = {f"{a} {b}" for a, b in itertools.pairwise(words)}
+    grams = tuple(
+        g
+        for g in dict.fromkeys(_ANALYSE(text))
+        if (" " in g and g in adjacent) or (" " not in g and g not in _UNINFORMATIVE)
+    )
+    buckets = _NGRAM_HASHER.transform([[g] for g in grams]).indices if grams else np.zeros(0, np.int32)
+    return Explainable(
+        x.indices[order].astype(np.int32), x.data[order].astype(np.float32), grams, np.asarray(buckets)
+    )
+
+
 def explain(model: TasteModel, title: str, abstract: str) -> Explanation:
     """The liked paper closest to this version (cosine over the signatures) and its three strongest terms.
 
     Terms are the version's own n-grams (no stop words; a bigram only where its words stand side by side)
     ranked by the model's weight times the feature's value; a term inside a stronger one is left out.
     """
-    x = vectorise([(title, abstract)])
-    values = np.zeros(N_FEATURES, dtype=np.float32)
-    values[x.indices] = x.data
-    nearest, best = None, 0.0
-    for sig in model.signatures:
-        similarity = float(values[sig.indices] @ sig.values)
-        if similarity > best:
-            nearest, best = sig.arxiv_id, similarity
-    return Explanation(nearest, _terms(model, title, abstract, values))
+    return explain_prepared(model, prepare(title, abstract))
 
 
-def _terms(model: TasteModel, title: str, abstract: str, values: np.ndarray) -> tuple[str, ...]:
-    text = f"{title}\n{abstract}"
-    words = _TOKEN_RE.findall(_preprocess(text))
-    adjacent = {f"{a} {b}" for a, b in itertools.pairwise(words)}
-    grams = [
-        g
-        for g in dict.fromkeys(_ANALYSE(text))
-        if (" " in g and g in adjacent) or (" " not in g and g not in _UNINFORMATIVE)
-    ]
+def explain_prepared(model: TasteModel, version: Explainable) -> Explanation:
+    """:func:`explain` of a version made by :func:`prepare`."""
+    liked = model.signature_indices
+    nearest = None
+    if len(liked):
+        # Every signature's cosine at once: the products summed per signature (the first best wins a tie).
+        owner = np.repeat(np.arange(len(model.signature_ids)), model.signature_sizes)
+        products = _at(version, liked) * model.signature_values
+        similarity = np.bincount(owner, weights=products, minlength=len(model.signature_ids))
+        best = int(np.argmax(similarity))
+        nearest = model.signature_ids[best] if similarity[best] > 0 else None
+    return Explanation(nearest, _terms(model, version, np.sort(liked)))
+
+
+def _at(version: Explainable, keys: np.ndarray) -> np.ndarray:
+    """The version's feature values at ``keys`` (0 where it has none)."""
+    if not len(version.indices):
+        return np.zeros(len(keys), dtype=np.float32)
+    at = np.minimum(np.searchsorted(version.indices, keys), len(version.indices) - 1)
+    return np.where(version.indices[at] == keys, version.values[at], np.float32(0))
+
+
+def _terms(model: TasteModel, version: Explainable, liked: np.ndarray) -> tuple[str, ...]:
+    """The version's strongest shared terms; ``liked``: the signatures' features, sorted."""
+    grams, buckets = version.grams, version.buckets
     if not grams or not len(model.indices):
         return ()
-    buckets = _NGRAM_HASHER.transform([[g] for g in grams]).indices
     at = np.minimum(np.searchsorted(model.indices, buckets), len(model.indices) - 1)
     weight = np.where(model.indices[at] == buckets, model.weights[at], 0)
     # Shared terms: n-grams that are also among the liked papers' signatures, when there are any.
-    liked = np.concatenate([sig.indices for sig in model.signatures] or [np.zeros(0, np.int32)])
-    if np.isin(buckets, liked).any():
-        weight = np.where(np.isin(buckets, liked), weight, 0)
-    push = weight * values[buckets]
+    if len(liked):
+        shared = liked[np.minimum(np.searchsorted(liked, buckets), len(liked) - 1)] == buckets
+        if shared.any():
+            weight = np.where(shared, weight, 0)
+    push = weight * _at(version, buckets)
     chosen: list[str] = []
     seen: set[int] = set()
     for i in np.argsort(-push, kind="stable"):

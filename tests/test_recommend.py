@@ -29,7 +29,18 @@ from core.store import Store
 from core.store_recommend import RecommendStore
 from core.store_taste import DISLIKE, LIKE, TasteStore
 from core.taste import cast_vote, undo_vote
-from core.taste_model import DEFAULT_THRESHOLD, TasteModel, score_many, vectorise
+from core.taste_model import (
+    DEFAULT_THRESHOLD,
+    Example,
+    Signals,
+    TasteModel,
+    explain,
+    explain_prepared,
+    prepare,
+    score_many,
+    train,
+    vectorise,
+)
 from core.taste_training import retrain
 from core.values import PaperIn
 from tests.test_ledger import ScriptedNotifier
@@ -186,6 +197,26 @@ def test_no_model_without_anything_to_contrast_with(store: Store) -> None:
     for paper in liked_papers(3):
         cast_vote(store, subscriber.id, paper.arxiv_id, LIKE, now=now)
     assert TasteStore(store).model_of(subscriber.id) is None
+
+
+def test_a_paper_prepared_once_is_explained_as_explain_does() -> None:
+    # The pass prepares each picked paper once, from the row it scored, for every model that picked it.
+    model = train(
+        Signals(
+            [Example(p.title, p.abstract, p.arxiv_id) for p in liked_papers()],
+            (),
+            [Example(p.title, p.abstract, p.arxiv_id) for p in earlier()[:100]],
+        )
+    )
+    assert model is not None
+    papers = later()[:60]
+    rows = vectorise([(p.title, p.abstract) for p in papers])
+    named = 0
+    for index, paper in enumerate(papers):
+        prepared = explain_prepared(model, prepare(paper.title, paper.abstract, rows[index]))
+        assert prepared == explain(model, paper.title, paper.abstract)
+        named += prepared.nearest is not None
+    assert named
 
 
 # -- the pass ---------------------------------------------------------------------------------------
