@@ -28,6 +28,7 @@ where it was: the next pass scores the batch again.
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -41,7 +42,7 @@ from core.store_recommend import ModelOf, NewPaper, PaperBatch, RecommendationRo
 if TYPE_CHECKING:
     import numpy as np
 
-    from core.taste_model import Explainable, TasteModel
+    from core.taste_model import Explainable, Explanation, TasteModel
 
 log = logging.getLogger(__name__)
 
@@ -209,16 +210,30 @@ def _picks(
     threshold: float,
 ) -> list[RecommendationRow]:
     """Score one slice of models and choose each subscriber's picks, with their reasons."""
-    from core.taste_model import score_many
+    from core.taste_model import explain_version, score_many
 
     scores = score_many([model for _, model in loaded], texts.vectors)
-    rows: list[RecommendationRow] = []
-    for (row, model), line in zip(loaded, scores, strict=True):
+    picks: list[tuple[int, int]] = []  # (row in the slice, column), each subscriber's best first
+    for at, ((row, _), line) in enumerate(zip(loaded, scores, strict=True)):
         skip = {texts.column[v] for v in excluded.get(row.subscriber_id, ()) if v in texts.column}
-        for index in _best(line, threshold, room[row.subscriber_id], skip):
-            hit = recommendation_hit(float(line[index]), _reasons(model, texts.explainable(index)))
-            rows.append(RecommendationRow(row.subscriber_id, texts.papers[index].version_id, hit))
-    return rows
+        picks += [(at, index) for index in _best(line, threshold, room[row.subscriber_id], skip)]
+    # Explained a paper at a time, for all the models that picked it together (core.taste_model).
+    pickers: dict[int, list[int]] = defaultdict(list)
+    for at, index in picks:
+        pickers[index].append(at)
+    why: dict[tuple[int, int], tuple[Reason, ...]] = {}
+    for index, rows in pickers.items():
+        explained = explain_version([loaded[at][1] for at in rows], texts.explainable(index))
+        for at, explanation in zip(rows, explained, strict=True):
+            why[at, index] = _reasons(explanation)
+    return [
+        RecommendationRow(
+            loaded[at][0].subscriber_id,
+            texts.papers[index].version_id,
+            recommendation_hit(float(scores[at, index]), why[at, index]),
+        )
+        for at, index in picks
+    ]
 
 
 def _best(line: np.ndarray, threshold: float, room: int, skip: set[int]) -> list[int]:
@@ -235,11 +250,8 @@ def _best(line: np.ndarray, threshold: float, room: int, skip: set[int]) -> list
     return [int(i) for i in above[order]]
 
 
-def _reasons(model: TasteModel, paper: Explainable) -> tuple[Reason, ...]:
-    """Why ``model`` picked a paper: the closest liked paper, then the shared terms."""
-    from core.taste_model import explain_prepared
-
-    explanation = explain_prepared(model, paper)
+def _reasons(explanation: Explanation) -> tuple[Reason, ...]:
+    """Why a model picked a paper: the closest liked paper, then the shared terms."""
     found = [reason(LIKED, explanation.nearest)] if explanation.nearest else []
     return (*found, *(reason(SHARED, term) for term in explanation.terms))
 
@@ -258,7 +270,7 @@ def preview(
     None when the subscriber has no model. Nothing is written. ``threshold`` as for
     :func:`recommend_new`."""
     from core.store_taste import TasteStore
-    from core.taste_model import DEFAULT_THRESHOLD, TasteModel, prepare, score_many, vectorise
+    from core.taste_model import DEFAULT_THRESHOLD, TasteModel, explain, score_many, vectorise
 
     row = TasteStore(store).model_of(subscriber_id)
     if row is None:
@@ -290,7 +302,7 @@ def preview(
             paper.version_id,
             paper.title,
             score,
-            _reasons(model, prepare(paper.title, paper.abstract)),
+            _reasons(explain(model, paper.title, paper.abstract)),
         )
         for score, paper in best
     ]

@@ -62,6 +62,7 @@ __all__ = [
     "TasteModel",
     "explain",
     "explain_prepared",
+    "explain_version",
     "prepare",
     "score_many",
     "term_counts",
@@ -362,16 +363,68 @@ def explain(model: TasteModel, title: str, abstract: str) -> Explanation:
 
 def explain_prepared(model: TasteModel, version: Explainable) -> Explanation:
     """:func:`explain` of a version made by :func:`prepare`."""
-    liked = model.signature_indices
-    nearest = None
-    if len(liked):
-        # Every signature's cosine at once: the products summed per signature (the first best wins a tie).
-        owner = np.repeat(np.arange(len(model.signature_ids)), model.signature_sizes)
-        products = _at(version, liked) * model.signature_values
-        similarity = np.bincount(owner, weights=products, minlength=len(model.signature_ids))
-        best = int(np.argmax(similarity))
-        nearest = model.signature_ids[best] if similarity[best] > 0 else None
-    return Explanation(nearest, _terms(model, version, np.sort(liked)))
+    return explain_version((model,), version)[0]
+
+
+def explain_version(models: Sequence[TasteModel], version: Explainable) -> list[Explanation]:
+    """:func:`explain_prepared` of one version for each of ``models`` (those that picked it in a scoring
+    pass), in order: the look-ups of every model run together, as one array each.
+
+    Each model's features are offset by its position times :data:`N_FEATURES`, so that the models' sorted
+    indices (and their signatures') make one sorted array and one ``searchsorted`` answers them all.
+    """
+    if not models:
+        return []
+    grams, buckets = version.grams, np.asarray(version.buckets, dtype=np.int64)
+    offsets = np.arange(len(models), dtype=np.int64) * N_FEATURES
+    # The closest liked paper: every signature of every model against the version, summed per signature.
+    sizes = np.concatenate([np.zeros(0, np.int64), *(m.signature_sizes.astype(np.int64) for m in models)])
+    owner = np.repeat(np.arange(len(sizes)), sizes)
+    products = _at(version, np.concatenate([np.zeros(0, np.int32), *(m.signature_indices for m in models)]))
+    products = products * np.concatenate([np.zeros(0, np.float32), *(m.signature_values for m in models)])
+    similarity = np.bincount(owner, weights=products, minlength=len(sizes))
+    # Shared terms: each model's weight of each n-gram, kept to the n-grams of its signatures when any.
+    # Looked up in bucket order (sorted needles make searchsorted several times faster), then put back
+    # in the n-grams' own order, which breaks ties between terms.
+    order = np.argsort(buckets, kind="stable")
+    weight = np.empty((len(models), len(buckets)), dtype=np.float32)
+    weight[:, order] = _lookup(
+        [m.indices for m in models], [m.weights for m in models], offsets, buckets[order]
+    )
+    signed = [np.sort(m.signature_indices) for m in models]
+    keep = np.empty((len(models), len(buckets)), dtype=bool)
+    keep[:, order] = (
+        _lookup(signed, [np.ones(len(k), np.float32) for k in signed], offsets, buckets[order]) > 0
+    )
+    has_liked = keep.any(axis=1, keepdims=True)
+    weight = np.where(has_liked & ~keep, np.float32(0), weight)
+    push = weight * _at(version, buckets)[None, :]
+    found: list[Explanation] = []
+    first = 0
+    for row, model in enumerate(models):
+        count = len(model.signature_ids)
+        nearest = None
+        if count:
+            best = first + int(np.argmax(similarity[first : first + count]))
+            nearest = model.signature_ids[best - first] if similarity[best] > 0 else None
+        first += count
+        terms = _choose(grams, buckets, push[row]) if grams and len(model.indices) else ()
+        found.append(Explanation(nearest, terms))
+    return found
+
+
+def _lookup(
+    keys: Sequence[np.ndarray], values: Sequence[np.ndarray], offsets: np.ndarray, queries: np.ndarray
+) -> np.ndarray:
+    """(models × queries): ``values[m]`` where ``keys[m]`` (sorted) holds the query, else 0."""
+    shifted = (k.astype(np.int64) + o for k, o in zip(keys, offsets, strict=True))
+    joined = np.concatenate([np.zeros(0, np.int64), *shifted])
+    data = np.concatenate([np.zeros(0, np.float32), *values]).astype(np.float32)
+    asked = (offsets[:, None] + queries[None, :]).ravel()
+    if not len(joined):
+        return np.zeros((len(offsets), len(queries)), dtype=np.float32)
+    at = np.minimum(np.searchsorted(joined, asked), len(joined) - 1)
+    return np.where(joined[at] == asked, data[at], np.float32(0)).reshape(len(offsets), len(queries))
 
 
 def _at(version: Explainable, keys: np.ndarray) -> np.ndarray:
@@ -382,19 +435,8 @@ def _at(version: Explainable, keys: np.ndarray) -> np.ndarray:
     return np.where(version.indices[at] == keys, version.values[at], np.float32(0))
 
 
-def _terms(model: TasteModel, version: Explainable, liked: np.ndarray) -> tuple[str, ...]:
-    """The version's strongest shared terms; ``liked``: the signatures' features, sorted."""
-    grams, buckets = version.grams, version.buckets
-    if not grams or not len(model.indices):
-        return ()
-    at = np.minimum(np.searchsorted(model.indices, buckets), len(model.indices) - 1)
-    weight = np.where(model.indices[at] == buckets, model.weights[at], 0)
-    # Shared terms: n-grams that are also among the liked papers' signatures, when there are any.
-    if len(liked):
-        shared = liked[np.minimum(np.searchsorted(liked, buckets), len(liked) - 1)] == buckets
-        if shared.any():
-            weight = np.where(shared, weight, 0)
-    push = weight * _at(version, buckets)
+def _choose(grams: tuple[str, ...], buckets: np.ndarray, push: np.ndarray) -> tuple[str, ...]:
+    """The three n-grams that push most, a term inside a stronger one left out."""
     chosen: list[str] = []
     seen: set[int] = set()
     for i in np.argsort(-push, kind="stable"):
