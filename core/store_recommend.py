@@ -257,29 +257,22 @@ def _insert(connection: sa.Connection, rows: Sequence[RecommendationRow], now: d
     pass at 10,000 subscribers, docs/benchmarks.md)."""
     encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
     dialect = connection.dialect
-    at = _MATCH.c.created_at.type.dialect_impl(dialect).bind_processor(dialect)
-    stamp = at(now) if at is not None else now
     if dialect.name == "postgresql":
+        # One JSON document, taken apart by the server: a text[] parameter would be escaped by psycopg
+        # character by character (2 s of CPU for a day's rows, against 0.1 s for this).
         result = connection.execute(
             sa.text(
                 "INSERT INTO match (subscriber_id, version_id, follow_ids, reasons, created_at, instant) "
-                "SELECT s, v, '[]'::json, CAST(r AS json), :at, false FROM unnest(:s, :v, :r) AS t(s, v, r) "
+                "SELECT (e->>0)::int, (e->>1)::int, '[]'::json, e->2, :at, false "
+                "FROM json_array_elements(CAST(:rows AS json)) AS e "
                 "ON CONFLICT (subscriber_id, version_id) DO NOTHING"
-            ).bindparams(
-                sa.bindparam("s", type_=postgresql.ARRAY(sa.Integer())),
-                sa.bindparam("v", type_=postgresql.ARRAY(sa.Integer())),
-                sa.bindparam("r", type_=postgresql.ARRAY(sa.Text())),
-                sa.bindparam("at", type_=UTCDateTime()),
-            ),
-            {
-                "s": [r.subscriber_id for r in rows],
-                "v": [r.version_id for r in rows],
-                "r": [encode([r.hit]) for r in rows],
-                "at": now,
-            },
+            ).bindparams(sa.bindparam("at", type_=UTCDateTime())),
+            {"rows": encode([[r.subscriber_id, r.version_id, [r.hit]] for r in rows]), "at": now},
         )
         return int(result.rowcount)
     # SQLite: the DBAPI cursor's executemany, which reports the rows it changed (a skipped pair: none).
+    at = _MATCH.c.created_at.type.dialect_impl(dialect).bind_processor(dialect)
+    stamp = at(now) if at is not None else now
     cursor = connection.connection.cursor()
     try:
         cursor.executemany(
