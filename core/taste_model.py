@@ -8,8 +8,8 @@ as word uni- and bi-grams. Each n-gram is hashed (scikit-learn's ``HashingVector
 2**20 buckets, no alternate sign), so no vocabulary is stored and a model stays valid however the library
 grows. Weights are sublinear term frequencies (1 + log tf), l2-normalised. There is no IDF: on the
 benchmark an IDF frozen from the other recorded papers (the only stable sample we could ship) left
-precision@10 within the noise and added 0.02 to recall@50, for a table of about a hundred thousand buckets
-in the package; the IDF of the day itself did better but was measured on the very day it ranks and would
+precision@10 within the noise and added 0.025 to recall@50, for a table of some 100,000 buckets in the
+package; the IDF of the day itself did better but was measured on the very day it ranks and would
 change under models trained on another day's (docs/recommendations.md; figures in docs/benchmarks.md).
 
 **Model.** L2-regularised logistic regression (liblinear, C = 1, classes balanced) over the liked papers
@@ -33,6 +33,7 @@ sparse product (:func:`score_many`); :func:`top_n` picks each subscriber's best 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Sequence
@@ -50,10 +51,16 @@ from core.values import ARXIV_ID_PATTERN
 
 __all__ = [
     "DEFAULT_THRESHOLD",
+    "IMPLICIT_SAMPLE",
+    "MAX_IMPLICIT",
+    "MAX_NEGATIVES",
+    "MAX_POSITIVES",
     "MAX_SIGNATURES",
     "MAX_WEIGHTS",
+    "MIN_IMPLICIT",
     "MIN_POSITIVES",
     "N_FEATURES",
+    "SIGNATURE_TERMS",
     "Example",
     "Explainable",
     "Explanation",
@@ -145,7 +152,8 @@ class Signals:
     """What a model is trained from, each sequence oldest first (the most recent are kept past the caps).
 
     ``positives``: liked papers and library seeds; ``negatives``: explicit dislikes; ``implicit_negatives``:
-    a sample of the day's other papers (about 100; more did not help on the benchmark).
+    a random sample of recent versions the reader did not vote on, :data:`IMPLICIT_SAMPLE` of them (40 to
+    200 ranked alike on the benchmark; fewer than :data:`MIN_IMPLICIT` is refused).
     """
 
     positives: Sequence[Example]
@@ -181,7 +189,8 @@ def train(signals: Signals, *, max_weights: int = MAX_WEIGHTS) -> TasteModel | N
     """Train a subscriber's model; None with fewer than :data:`MIN_POSITIVES` liked papers.
 
     Only the most recent :data:`MAX_POSITIVES`, :data:`MAX_NEGATIVES` and :data:`MAX_IMPLICIT` of each kind
-    are read. Raises ``ValueError`` for a positive whose ``arxiv_id`` is not an arXiv id.
+    are read. Raises ``ValueError`` for a positive whose ``arxiv_id`` is not an arXiv id (without version)
+    and for fewer than :data:`MIN_IMPLICIT` implicit negatives.
     """
     positives = list(signals.positives)[-MAX_POSITIVES:]
     if len(positives) < MIN_POSITIVES:
@@ -331,12 +340,25 @@ class Explainable:
 
 def prepare(title: str, abstract: str, row: sp.csr_matrix | None = None) -> Explainable:
     """What explaining a version needs, whichever model asks: ``row`` is its :func:`vectorise` row when the
-    caller has it (a scoring pass has every version's), else it is made here.
+    caller has it (a scoring pass has every version's), else it is made here, and kept (below).
 
-    A scoring pass explains each of its picks; most of :func:`explain`'s work is the version's text (its
-    n-grams, their hashes), which this does once per version instead of once per pick.
+    Most of an explanation's work is the version's text (its n-grams, their hashes): a scoring pass does
+    it once per version (:func:`explain_version`) instead of once per pick.
     """
-    x = vectorise([(title, abstract)]) if row is None else row
+    if row is None:
+        return _analysed(title, abstract)
+    return _explainable(title, abstract, row)
+
+
+# A digest pass explains the same recommended versions for many readers: each is analysed once. 4,096 holds
+# a whole day's announcement (1,000 readers' recommendations drew on 1,475 of the recorded day's 1,504
+# versions; 1,024 thrashed), at about 11 KB each.
+@functools.lru_cache(maxsize=4096)
+def _analysed(title: str, abstract: str) -> Explainable:
+    return _explainable(title, abstract, vectorise([(title, abstract)]))
+
+
+def _explainable(title: str, abstract: str, x: sp.csr_matrix) -> Explainable:
     order = np.argsort(x.indices, kind="stable")
     text = f"{title}\n{abstract}"
     words = _TOKEN_RE.findall(_preprocess(text))
@@ -358,7 +380,7 @@ def explain(model: TasteModel, title: str, abstract: str) -> Explanation:
     Terms are the version's own n-grams (no stop words; a bigram only where its words stand side by side)
     ranked by the model's weight times the feature's value; a term inside a stronger one is left out.
     """
-    return explain_prepared(model, prepare(title, abstract))
+    return explain_version((model,), prepare(title, abstract))[0]
 
 
 def explain_prepared(model: TasteModel, version: Explainable) -> Explanation:
@@ -442,9 +464,9 @@ def _choose(grams: tuple[str, ...], buckets: np.ndarray, push: np.ndarray) -> tu
     for i in np.argsort(-push, kind="stable"):
         if push[i] <= 0 or len(chosen) == 3:
             break
-        words_i = set(grams[i].split())
-        if buckets[i] in seen or any(words_i <= set(c.split()) or set(c.split()) <= words_i for c in chosen):
+        gram, words = grams[i], set(grams[i].split())
+        if buckets[i] in seen or any(words <= set(c.split()) or set(c.split()) <= words for c in chosen):
             continue
         seen.add(int(buckets[i]))
-        chosen.append(grams[i])
+        chosen.append(gram)
     return tuple(chosen)

@@ -62,7 +62,7 @@ def test_held_out_papers_of_the_seeded_cross_listing_outrank_the_rest(
     rest = np.array([s for i, s in enumerate(scores) if i not in reader])
     # Rank-based: how often a held-out paper of the reader beats a paper outside it (0.5 = random order).
     auc = float(np.mean([(scores[i] > rest).mean() for i in held_out]))
-    assert auc > 0.85  # 0.91 measured
+    assert auc > 0.85  # 0.92 measured
     # The best ten, seeds left out, hold several of the reader's other papers (random: 0.1 expected) and
     # mostly speech and audio papers (the others are eess.AS papers not cross-listed to cs.SD).
     ranked = [i for i in np.argsort(-scores) if i not in reader[:5]][:10]
@@ -189,7 +189,7 @@ def _with(data: bytes, at: int, new: bytes) -> bytes:
 def test_malformed_bytes_raise_a_clear_value_error(model: tm.TasteModel) -> None:
     data = model.to_bytes()
     header = struct.calcsize("<4sHBBIIIf")
-    k = len(model.indices)
+    k, signatures = len(model.indices), len(model.signature_ids)
     cases = {
         b"": "not a PaperTrail taste model",
         b"\x80\x04\x95" + data[3:]: "not a PaperTrail taste model",  # a pickle's first bytes
@@ -204,7 +204,7 @@ def test_malformed_bytes_raise_a_clear_value_error(model: tm.TasteModel) -> None
         _with(data, header + 4, struct.pack("<i", -1)): "weights: feature indices out of range",
         _with(data, header + 4 * k, struct.pack("<f", float("inf"))): "weights: a value is not a finite",
         _with(data, header + 4, data[header : header + 4]): "weights: feature indices out of range or not",
-        _with(data, header + 8 * k + 2 * 5, b"?"): "signature 1: '\\?.*' is not an arXiv id",
+        _with(data, header + 8 * k + 2 * signatures, b"?"): "signature 1: '\\?.*' is not an arXiv id",
     }
     for bad, message in cases.items():
         with pytest.raises(ValueError, match=message):
