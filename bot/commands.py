@@ -7,7 +7,7 @@ and the limits are described in docs/chat-commands.md::
 
     message := [ "/" ] [ "papertrail" ] COMMAND [ "@" BOTNAME ] [ ARGUMENTS ]     at most 2,000 characters
     COMMAND := start | help | follow | unfollow | follows | try | digest | timezone | pause | resume | status
-             | join | leave | language | like | dislike | unvote | likes
+             | join | leave | language | like | dislike | unvote | likes | recommend
 
 Command words are matched case-insensitively after Unicode NFKC folding (so a full-width ``／ｆｏｌｌｏｗ``
 works too); ``/follow@PaperTrailBot`` is Telegram's form in groups. Runs of whitespace in the arguments,
@@ -31,7 +31,14 @@ import unicodedata
 from collections.abc import Callable
 from datetime import datetime
 
-from bot import commands_follows, commands_language, commands_newsletters, commands_settings, commands_votes
+from bot import (
+    commands_follows,
+    commands_language,
+    commands_newsletters,
+    commands_recommend,
+    commands_settings,
+    commands_votes,
+)
 from bot import commands_help as texts
 from bot.commands_base import (
     MAX_INPUT_CHARS,
@@ -137,8 +144,8 @@ def _dispatch(store: Store, settings: Settings, ctx: ChatContext, text: str, now
     if run is None:
         return _unknown(ctx, t, word, args, text)
     call = Call(store, settings, ctx, now, name, args, language)
-    # `digest`, `timezone` and `language` without arguments only show the setting, `join` lists the
-    # newsletters; `start` decides for itself.
+    # `digest`, `timezone`, `language` and `recommend` without arguments only show the setting, `join`
+    # lists the newsletters; `start` decides for itself.
     changes = texts.BY_NAME[name].changes and name != "start"
     if name in SHOW_WITHOUT_ARGUMENTS and not args:
         changes = False
@@ -156,7 +163,7 @@ def _dispatch(store: Store, settings: Settings, ctx: ChatContext, text: str, now
     return run(call)
 
 
-SHOW_WITHOUT_ARGUMENTS = frozenset({"digest", "timezone", "join", "language"})
+SHOW_WITHOUT_ARGUMENTS = frozenset({"digest", "timezone", "join", "language", "recommend"})
 """Commands that change the subscription with arguments and only show something without."""
 
 
@@ -371,6 +378,7 @@ _COMMANDS: dict[str, Callable[[Call], Reply]] = {
     "dislike": commands_votes.dislike,
     "unvote": commands_votes.unvote,
     "likes": commands_votes.likes,
+    "recommend": commands_recommend.recommend,
 }
 
 __all__ = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from bot import commands_recommend
 from bot.commands_base import Block, Call, FollowItem, Problem, Reply, cut
 from bot.commands_status import describe_schedule
 from core.delivery import normalise_address
@@ -11,11 +12,12 @@ from core.follows import follow as add_follow
 from core.follows import try_query
 from core.models import Follow, Subscriber
 from core.query import QueryError, parse
+from core.recommend import PREVIEW_DAYS
 from core.render import reasons_text
 from core.store import Store
 
 FOLLOWS_PER_PAGE = 20
-TRY_DAYS = 7
+TRY_DAYS = PREVIEW_DAYS
 TRY_SHOWN = 5
 
 # Phones turn "--" into a dash (– or —), so one or two of any dash introduce an option.
@@ -322,9 +324,12 @@ def follows(call: Call) -> Reply:
 
 
 def try_(call: Call) -> Reply:
-    """``try QUERY``: what the query would have matched in the last days, with reasons, nothing saved."""
+    """``try QUERY``: what the query would have matched in the last days, with reasons, nothing saved;
+    ``try recommended``: what the chat's model would have recommended (bot.commands_recommend)."""
     t, p = call.t, call.p
     query, _, _ = split_options(call.args)
+    if query.casefold() in commands_recommend.TRY_WORDS:
+        return commands_recommend.try_recommended(call)
     if not query:
         return call.reply(
             t.gettext("Say which query to try, e.g. {p}try cat:cs.DC ti:scheduling.", p=p),

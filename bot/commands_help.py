@@ -39,7 +39,7 @@ COMMANDS: tuple[CommandInfo, ...] = (
     CommandInfo("follow", "QUERY [--new-only] [--instant]", N_("follow a topic, an author or a paper"), True),
     CommandInfo("unfollow", "NUMBER|QUERY", N_("stop following something"), True),
     CommandInfo("follows", "[PAGE]", N_("list this chat's follows, numbered"), False),
-    CommandInfo("try", "QUERY", N_("what a query would have matched lately"), False),
+    CommandInfo("try", "QUERY|recommended", N_("what a query would have matched lately"), False),
     CommandInfo(
         "digest",
         "daily HH:MM|weekly DAY HH:MM|instant|now|off|heartbeat on|off",
@@ -57,6 +57,7 @@ COMMANDS: tuple[CommandInfo, ...] = (
     CommandInfo("dislike", "ID", N_("say a paper was not for you: fewer like it"), True),
     CommandInfo("unvote", "ID", N_("take back a vote on a paper"), True),
     CommandInfo("likes", "", N_("the papers this chat voted on"), False),
+    CommandInfo("recommend", "[on [N]|off]", N_("papers like the ones you liked, in each digest"), True),
 )
 BY_NAME = {info.name: info for info in COMMANDS}
 
@@ -141,7 +142,9 @@ _PAGES = {
     ),
     "try": N_(
         "{p}try QUERY shows which papers of the last 7 days the query would have matched, and why, "
-        "without saving anything. Example: {p}try cat:cs.DC ti:scheduling"
+        "without saving anything. Example: {p}try cat:cs.DC ti:scheduling\n"
+        "{p}try recommended shows what your recommendations would have brought in the last 7 days "
+        "({p}help recommend)."
     ),
     "digest": N_(
         "{p}digest shows when digests go out. Change it with:\n"
@@ -198,6 +201,16 @@ _PAGES = {
     "likes": N_(
         "{p}likes lists this chat's votes, newest first (the newest 20), and how many papers it liked and "
         "disliked. In a group anyone may list them; only admins may vote."
+    ),
+    "recommend": N_(
+        "{p}recommend shows whether learned recommendations are on, and what they are learned from.\n"
+        "  {p}recommend on — up to 5 papers per digest that your follows did not bring, chosen by the "
+        "papers you liked, each with its reason (the closest paper you liked, the terms they share)\n"
+        "  {p}recommend on 10 — up to 10 (1 to 20)\n"
+        "  {p}recommend off — no more recommendations; your likes are kept\n"
+        "They need at least 3 liked papers: the 👍 under a digest item, {p}like ARXIV_ID, or a reference "
+        "library imported from Zotero, Mendeley or JabRef. {p}try recommended shows what the last 7 days "
+        "would have brought."
     ),
     "language": N_(
         "{p}language shows the language PaperTrail uses in this chat; {p}language en or {p}language zh "

@@ -3,6 +3,8 @@
 One pass (:func:`send_due_digests`) is what ``papertrail digest``, the scheduler's minute tick and each
 ``papertrail worker`` loop run:
 
+0. **Recommend**: the new papers are scored against the models of the readers who asked for learned
+   recommendations, and the picks join the ledger as matches without a follow (core.recommend).
 1. **Plan**: due newsletters open their issues (copied to their members as instant matches; see
    core.newsletters); then every active subscriber with unassigned matches whose digest is due (by
    schedule, or any instant match) gets a pending digest that claims those matches.
@@ -43,6 +45,7 @@ from core.masking import mask_address, mask_text
 from core.models import Subscriber, SubscriberStatus, utcnow
 from core.newsletters import open_due_issues
 from core.receipts import LOOKBACK, RUN_OVERLAP, RunLog, receipt_window
+from core.recommend import recommend_new
 from core.render import (
     RankKey,
     RecommendationKey,
@@ -148,6 +151,10 @@ async def send_due_digests(
             raise LookupError(
                 f"no subscriber {address}; add a follow with: papertrail follow {address} QUERY"
             )
+    # Learned recommendations join the ledger before planning, as matches without a follow (issue 17). In a
+    # thread: a day's new papers scored for thousands of models is seconds of CPU the event loop (and the
+    # chat bots sharing it) should not wait for.
+    await asyncio.to_thread(_recommend, store, clock())
     plan_digests(store, notifiers, now=clock(), force=force, address=address, holidays=policy.holidays)
     receipts = PassReceipts(store, clock(), holidays=policy.holidays, grace=policy.stale_grace)
     reports: list[DigestReport] = []
@@ -192,6 +199,15 @@ async def send_due_digests(
         retrying.extend(r.digest_id for r in done if not (r.sent or r.paused or r.dead))
         reports.extend(done)
     return reports
+
+
+def _recommend(store: Store, now: datetime) -> None:
+    """The recommendation pass (core.recommend); a failure is logged and the digests go without the new
+    recommendations, which the next pass writes (its cursor did not move)."""
+    try:
+        recommend_new(store, now=now)
+    except Exception:  # the database away for a moment, a model that cannot be used: never hold digests back
+        log.exception("recommendation pass failed; digests are planned without new recommendations")
 
 
 def _settle_refusals(store: Store, done: list[DigestReport], policy: DeliveryPolicy) -> list[DigestReport]:

@@ -718,7 +718,7 @@ class LedgerQueries:
                 session.execute(
                     sa.select(sa.func.count())
                     .select_from(Match)
-                    .where(col(Match.subscriber_id) == subscriber_id, _unsent())
+                    .where(col(Match.subscriber_id) == subscriber_id, unsent_condition())
                 ).scalar_one()
             )
 
@@ -730,7 +730,7 @@ class LedgerQueries:
             waiting, recommended = session.execute(
                 sa.select(sa.func.count(), sa.func.count(recommended_expression()))
                 .select_from(Match)
-                .where(col(Match.subscriber_id) == subscriber_id, _unsent())
+                .where(col(Match.subscriber_id) == subscriber_id, unsent_condition())
             ).one()
         return int(waiting), int(recommended)
 
@@ -738,7 +738,7 @@ class LedgerQueries:
         """Unsent matches of one subscriber (in no digest, or in one not sent yet), in digest order."""
         self.expand_matches()
         with self.session() as session:
-            unsent = _unsent()
+            unsent = unsent_condition()
             rows = session.exec(
                 select(Match, Version)
                 .join(Version, col(Version.id) == col(Match.version_id))
@@ -818,7 +818,7 @@ def recommended_expression() -> sa.ColumnElement[Any]:
     return score
 
 
-def _unsent() -> sa.ColumnElement[bool]:
+def unsent_condition() -> sa.ColumnElement[bool]:
     """Matches in no digest, or in one that has not been sent."""
     return sa.or_(
         col(Match.digest_id).is_(None),

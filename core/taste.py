@@ -1,8 +1,9 @@
 """A reader's votes (👍 / 👎), the one step every channel calls: chat commands, the CLI, digest buttons and
 the signed links in mails (issue 17).
 
-The votes feed the subscriber's learned model (``core.taste_model``); this module records and undoes them
-and says what happened, so each channel only words the outcome in its reader's language.
+The votes feed the subscriber's learned model (``core.taste_model``); this module records and undoes them,
+retrains the model after each change (``core.taste_training.retrain``: a model is current after every
+vote) and says what happened, so each channel only words the outcome in its reader's language.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from enum import StrEnum
 
 from core.store import Store
 from core.store_taste import DISLIKE, LIKE, TasteStore, VoteView
+from core.taste_training import retrain
 
 __all__ = ["DISLIKE", "LIKE", "VoteOutcome", "VoteState", "cast_vote", "read_paper_ref", "undo_vote", "votes"]
 
@@ -67,7 +69,7 @@ def cast_vote(
     now: datetime | None = None,
 ) -> VoteOutcome:
     """Record ``value`` (:data:`LIKE` / :data:`DISLIKE`) on a stored paper (its latest version unless
-    ``version`` says which)."""
+    ``version`` says which), then retrain the subscriber's model when the vote changed anything."""
     voted = TasteStore(store).vote(subscriber_id, arxiv_id, value, version=version, now=now)
     if voted is None:
         return VoteOutcome(arxiv_id, version, value, VoteState.UNKNOWN_PAPER)
@@ -75,12 +77,17 @@ def cast_vote(
         state = VoteState.RECORDED
     else:
         state = VoteState.UNCHANGED if voted.previous == value else VoteState.CHANGED
+    if state is not VoteState.UNCHANGED:
+        retrain(store, subscriber_id, now=now)
     return VoteOutcome(arxiv_id, voted.version, value, state)
 
 
 def undo_vote(store: Store, subscriber_id: int, arxiv_id: str, *, version: int | None = None) -> VoteOutcome:
-    """Remove the subscriber's vote on ``arxiv_id`` (all its versions unless ``version`` says which)."""
+    """Remove the subscriber's vote on ``arxiv_id`` (all its versions unless ``version`` says which), then
+    retrain the subscriber's model without it."""
     removed = TasteStore(store).unvote(subscriber_id, arxiv_id, version=version)
+    if removed:
+        retrain(store, subscriber_id)
     return VoteOutcome(arxiv_id, version, 0, VoteState.UNDONE if removed else VoteState.NOT_VOTED)
 
 

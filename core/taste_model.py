@@ -62,11 +62,15 @@ __all__ = [
     "N_FEATURES",
     "SIGNATURE_TERMS",
     "Example",
+    "Explainable",
     "Explanation",
     "Signals",
     "Signature",
     "TasteModel",
     "explain",
+    "explain_prepared",
+    "explain_version",
+    "prepare",
     "score_many",
     "term_counts",
     "top_n",
@@ -323,25 +327,10 @@ def top_n(scores: np.ndarray, n: int, threshold: float = DEFAULT_THRESHOLD) -> l
     return [p[b >= threshold] for p, b in zip(part, best, strict=True)]
 
 
-def explain(model: TasteModel, title: str, abstract: str) -> Explanation:
-    """The liked paper closest to this version (cosine over the signatures) and its three strongest terms.
-
-    Terms are the version's own n-grams (no stop words; a bigram only where its words stand side by side)
-    ranked by the model's weight times the feature's value; a term inside a stronger one is left out.
-    """
-    text = _analysed(title, abstract)
-    # Cosine with each signature (both sides l2-normalised): one lookup for all of them.
-    products = _values_at(text, model.signature_indices) * model.signature_values
-    owner = np.repeat(np.arange(len(model.signature_ids)), model.signature_sizes)
-    similarity = np.bincount(owner, weights=products, minlength=len(model.signature_ids))
-    best = int(np.argmax(similarity)) if len(similarity) else -1
-    nearest = model.signature_ids[best] if best >= 0 and similarity[best] > 0 else None
-    return Explanation(nearest, _terms(model, text))
-
-
 @dataclass(frozen=True, slots=True, eq=False)
-class _Text:
-    """A version's features (sorted) and its readable n-grams with their buckets, for :func:`explain`."""
+class Explainable:
+    """A version as :func:`explain_prepared` reads it, made once by :func:`prepare` for every model that
+    picked it: its features (sorted indices, values) and its candidate terms with their hashed buckets."""
 
     indices: np.ndarray
     values: np.ndarray
@@ -349,13 +338,28 @@ class _Text:
     buckets: np.ndarray
 
 
+def prepare(title: str, abstract: str, row: sp.csr_matrix | None = None) -> Explainable:
+    """What explaining a version needs, whichever model asks: ``row`` is its :func:`vectorise` row when the
+    caller has it (a scoring pass has every version's), else it is made here, and kept (below).
+
+    Most of an explanation's work is the version's text (its n-grams, their hashes): a scoring pass does
+    it once per version (:func:`explain_version`) instead of once per pick.
+    """
+    if row is None:
+        return _analysed(title, abstract)
+    return _explainable(title, abstract, row)
+
+
 # A digest pass explains the same recommended versions for many readers: each is analysed once. 4,096 holds
 # a whole day's announcement (1,000 readers' recommendations drew on 1,475 of the recorded day's 1,504
 # versions; 1,024 thrashed), at about 11 KB each.
 @functools.lru_cache(maxsize=4096)
-def _analysed(title: str, abstract: str) -> _Text:
-    x = vectorise([(title, abstract)])
-    x.sort_indices()
+def _analysed(title: str, abstract: str) -> Explainable:
+    return _explainable(title, abstract, vectorise([(title, abstract)]))
+
+
+def _explainable(title: str, abstract: str, x: sp.csr_matrix) -> Explainable:
+    order = np.argsort(x.indices, kind="stable")
     text = f"{title}\n{abstract}"
     words = _TOKEN_RE.findall(_preprocess(text))
     adjacent = {f"{a} {b}" for a, b in itertools.pairwise(words)}
@@ -365,39 +369,102 @@ def _analysed(title: str, abstract: str) -> _Text:
         if (" " in g and g in adjacent) or (" " not in g and g not in _UNINFORMATIVE)
     )
     buckets = _NGRAM_HASHER.transform([[g] for g in grams]).indices if grams else np.zeros(0, np.int32)
-    return _Text(x.indices.copy(), x.data.copy(), grams, buckets)
-
-
-def _values_at(text: _Text, indices: np.ndarray) -> np.ndarray:
-    """The version's feature values at ``indices`` (0 where it has none)."""
-    if not len(text.indices):
-        return np.zeros(len(indices), dtype=np.float32)
-    at = np.minimum(np.searchsorted(text.indices, indices), len(text.indices) - 1)
-    return np.where(text.indices[at] == indices, text.values[at], 0).astype(np.float32)
-
-
-def _terms(model: TasteModel, text: _Text) -> tuple[str, ...]:
-    if not text.grams or not len(model.indices):
-        return ()
-    buckets = text.buckets
-    at = np.minimum(np.searchsorted(model.indices, buckets), len(model.indices) - 1)
-    weight = np.where(model.indices[at] == buckets, model.weights[at], 0)
-    # Shared terms: n-grams that are also among the liked papers' signatures, when there are any.
-    shared = np.sort(model.signature_indices)
-    liked = (
-        shared[np.minimum(np.searchsorted(shared, buckets), len(shared) - 1)] == buckets
-        if len(shared)
-        else np.zeros(len(buckets), dtype=bool)
+    return Explainable(
+        x.indices[order].astype(np.int32), x.data[order].astype(np.float32), grams, np.asarray(buckets)
     )
-    if liked.any():
-        weight = np.where(liked, weight, 0)
-    push = weight * _values_at(text, buckets)
+
+
+def explain(model: TasteModel, title: str, abstract: str) -> Explanation:
+    """The liked paper closest to this version (cosine over the signatures) and its three strongest terms.
+
+    Terms are the version's own n-grams (no stop words; a bigram only where its words stand side by side)
+    ranked by the model's weight times the feature's value; a term inside a stronger one is left out.
+    """
+    return explain_version((model,), prepare(title, abstract))[0]
+
+
+def explain_prepared(model: TasteModel, version: Explainable) -> Explanation:
+    """:func:`explain` of a version made by :func:`prepare`."""
+    return explain_version((model,), version)[0]
+
+
+def explain_version(models: Sequence[TasteModel], version: Explainable) -> list[Explanation]:
+    """:func:`explain_prepared` of one version for each of ``models`` (those that picked it in a scoring
+    pass), in order: the look-ups of every model run together, as one array each.
+
+    Each model's features are offset by its position times :data:`N_FEATURES`, so that the models' sorted
+    indices (and their signatures') make one sorted array and one ``searchsorted`` answers them all.
+    """
+    if not models:
+        return []
+    grams, buckets = version.grams, np.asarray(version.buckets, dtype=np.int64)
+    offsets = np.arange(len(models), dtype=np.int64) * N_FEATURES
+    # The closest liked paper: every signature of every model against the version, summed per signature.
+    sizes = np.concatenate([np.zeros(0, np.int64), *(m.signature_sizes.astype(np.int64) for m in models)])
+    owner = np.repeat(np.arange(len(sizes)), sizes)
+    products = _at(version, np.concatenate([np.zeros(0, np.int32), *(m.signature_indices for m in models)]))
+    products = products * np.concatenate([np.zeros(0, np.float32), *(m.signature_values for m in models)])
+    similarity = np.bincount(owner, weights=products, minlength=len(sizes))
+    # Shared terms: each model's weight of each n-gram, kept to the n-grams of its signatures when any.
+    # Looked up in bucket order (sorted needles make searchsorted several times faster), then put back
+    # in the n-grams' own order, which breaks ties between terms.
+    order = np.argsort(buckets, kind="stable")
+    weight = np.empty((len(models), len(buckets)), dtype=np.float32)
+    weight[:, order] = _lookup(
+        [m.indices for m in models], [m.weights for m in models], offsets, buckets[order]
+    )
+    signed = [np.sort(m.signature_indices) for m in models]
+    keep = np.empty((len(models), len(buckets)), dtype=bool)
+    keep[:, order] = (
+        _lookup(signed, [np.ones(len(k), np.float32) for k in signed], offsets, buckets[order]) > 0
+    )
+    has_liked = keep.any(axis=1, keepdims=True)
+    weight = np.where(has_liked & ~keep, np.float32(0), weight)
+    push = weight * _at(version, buckets)[None, :]
+    found: list[Explanation] = []
+    first = 0
+    for row, model in enumerate(models):
+        count = len(model.signature_ids)
+        nearest = None
+        if count:
+            best = first + int(np.argmax(similarity[first : first + count]))
+            nearest = model.signature_ids[best - first] if similarity[best] > 0 else None
+        first += count
+        terms = _choose(grams, buckets, push[row]) if grams and len(model.indices) else ()
+        found.append(Explanation(nearest, terms))
+    return found
+
+
+def _lookup(
+    keys: Sequence[np.ndarray], values: Sequence[np.ndarray], offsets: np.ndarray, queries: np.ndarray
+) -> np.ndarray:
+    """(models × queries): ``values[m]`` where ``keys[m]`` (sorted) holds the query, else 0."""
+    shifted = (k.astype(np.int64) + o for k, o in zip(keys, offsets, strict=True))
+    joined = np.concatenate([np.zeros(0, np.int64), *shifted])
+    data = np.concatenate([np.zeros(0, np.float32), *values]).astype(np.float32)
+    asked = (offsets[:, None] + queries[None, :]).ravel()
+    if not len(joined):
+        return np.zeros((len(offsets), len(queries)), dtype=np.float32)
+    at = np.minimum(np.searchsorted(joined, asked), len(joined) - 1)
+    return np.where(joined[at] == asked, data[at], np.float32(0)).reshape(len(offsets), len(queries))
+
+
+def _at(version: Explainable, keys: np.ndarray) -> np.ndarray:
+    """The version's feature values at ``keys`` (0 where it has none)."""
+    if not len(version.indices):
+        return np.zeros(len(keys), dtype=np.float32)
+    at = np.minimum(np.searchsorted(version.indices, keys), len(version.indices) - 1)
+    return np.where(version.indices[at] == keys, version.values[at], np.float32(0))
+
+
+def _choose(grams: tuple[str, ...], buckets: np.ndarray, push: np.ndarray) -> tuple[str, ...]:
+    """The three n-grams that push most, a term inside a stronger one left out."""
     chosen: list[str] = []
     seen: set[int] = set()
     for i in np.argsort(-push, kind="stable"):
         if push[i] <= 0 or len(chosen) == 3:
             break
-        gram, words = text.grams[i], set(text.grams[i].split())
+        gram, words = grams[i], set(grams[i].split())
         if buckets[i] in seen or any(words <= set(c.split()) or set(c.split()) <= words for c in chosen):
             continue
         seen.add(int(buckets[i]))

@@ -1,0 +1,127 @@
+"""``papertrail recommend ADDRESS [on|off] [--count N]`` and ``papertrail try-recommended ADDRESS`` on a
+SQLite file, over the recorded arXiv day; and the recommendations of a one-shot ``papertrail ingest``."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from core.models import utcnow
+from core.service import match_new
+from core.store import Store, make_engine
+from core.store_recommend import RecommendStore
+from core.store_taste import LIKE, TasteStore
+from core.taste_training import retrain
+from tests.cli_helpers import invoke
+from tests.conftest import BIG_FEED
+from tests.servers import Reply, feed_server
+from tests.test_recommend import LIKES, earlier, later, liked_papers
+
+ADDRESS = "email:ada@example.org"
+
+
+@pytest.fixture
+def cli_store(env: Path) -> Iterator[Store]:
+    """The command line's database with Ada (following ti:segmentation) and the recorded day in it."""
+    code, _, stderr = invoke("follow", ADDRESS, "ti:segmentation")
+    assert code == 0, stderr
+    engine = make_engine(f"sqlite:///{env}")
+    store = Store(engine)
+    now = utcnow()
+    store.save_versions(earlier(), now=now - timedelta(days=2))
+    store.save_versions(later(), now=now + timedelta(minutes=1))
+    match_new(store, now=now)
+    yield store
+    engine.dispose()
+
+
+def like(store: Store, count: int) -> None:
+    subscriber = store.get_subscriber(ADDRESS)
+    assert subscriber is not None and subscriber.id is not None
+    for paper in liked_papers(count):
+        TasteStore(store).vote(subscriber.id, paper.arxiv_id, LIKE)
+    retrain(store, subscriber.id)
+
+
+def test_recommend_shows_turns_on_and_off(cli_store: Store) -> None:
+    assert invoke("recommend", ADDRESS) == (
+        0,
+        "email:ada@example.org: recommendations off; 0 liked, 0 disliked, 0 from a library; no model: it "
+        "needs 3 liked papers (votes, or an imported library), and has 0\n",
+        "",
+    )
+    code, _, stderr = invoke("recommend", ADDRESS, "on")
+    assert code == 1
+    assert "recommendations need at least 3 liked papers; there are 0" in stderr
+    like(cli_store, 3)
+    assert invoke("recommend", ADDRESS, "on", "--count", "12") == (
+        0,
+        "email:ada@example.org: recommendations on, up to 12 papers per digest; 3 liked, 0 disliked, 0 "
+        "from a library; model trained\n",
+        "",
+    )
+    assert cli_store.get_subscriber(ADDRESS).recommend == 12  # type: ignore[union-attr]
+    code, stdout, _ = invoke("recommend", ADDRESS, "ON")
+    assert code == 0 and "up to 5 papers per digest" in stdout
+    code, stdout, _ = invoke("recommend", ADDRESS, "off")
+    assert code == 0 and "recommendations off; 3 liked" in stdout
+    assert cli_store.get_subscriber(ADDRESS).recommend is None  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("maybe",), "'maybe' is neither 'on' nor 'off'"),
+        (("on", "--count", "21"), "1 to 20, not 21"),
+        (("on", "--count", "0"), "1 to 20, not 0"),
+        (("off", "--count", "3"), "--count goes with 'on'"),
+    ],
+)
+def test_recommend_refuses_what_it_cannot_read(cli_store: Store, args: tuple[str, ...], said: str) -> None:
+    code, _, stderr = invoke("recommend", ADDRESS, *args)
+    assert code == 2 and said in stderr
+
+
+def test_recommend_for_an_unknown_subscriber(cli_store: Store) -> None:
+    code, _, stderr = invoke("recommend", "email:nobody@example.org")
+    assert code == 1 and "no subscriber email:nobody@example.org" in stderr
+
+
+def test_try_recommended_lists_the_picks_with_reasons(cli_store: Store) -> None:
+    code, _, stderr = invoke("try-recommended", ADDRESS)
+    assert code == 1 and "no model: it needs 3 liked papers" in stderr
+    like(cli_store, LIKES)
+    code, stdout, _ = invoke("try-recommended", ADDRESS, "--limit", "3")
+    assert code == 0
+    lines = stdout.splitlines()
+    picks = [line.split("v1 ", 1)[0] for line in lines if re.match(r"\d{4}\.\d{5}v1 ", line)]
+    assert 1 <= len(picks) <= 3
+    assert lines[-1] == f"{len(picks)} recommendation{'s' * (len(picks) != 1)} from the last 7 days"
+    assert stdout.count("    why: close to ") == len(picks)
+    assert not set(picks) & {p.arxiv_id for p in liked_papers()}
+
+
+def test_a_one_shot_ingest_writes_the_recommendations(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert invoke("follow", ADDRESS, "ti:segmentation")[0] == 0
+    engine = make_engine(f"sqlite:///{env}")
+    store = Store(engine)
+    store.save_versions(earlier(), now=utcnow() - timedelta(days=2))
+    match_new(store)
+    like(store, LIKES)
+    assert invoke("recommend", ADDRESS, "on")[0] == 0
+    with feed_server(Reply(200, BIG_FEED.read_bytes())) as server:
+        monkeypatch.setenv("PAPERTRAIL_ARXIV_RSS_URL", server.url)
+        code, stdout, stderr = invoke("ingest")
+    assert code == 0, stderr
+    recommended = RecommendStore(store).unsent([store.get_subscriber(ADDRESS).id or 0])  # type: ignore[union-attr]
+    assert recommended and f"for subscribers), {_n(recommended)}" in stdout
+    engine.dispose()
+
+
+def _n(counts: dict[int, int]) -> str:
+    (count,) = counts.values()
+    return f"{count} recommendation{'s' * (count != 1)}"
