@@ -28,6 +28,7 @@ from core.service import PaperLookup
 from core.sources import SourceError
 from core.store import Novelty, Store
 from core.store_taste import SeedIn, TasteStore
+from core.taste_training import retrain
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +111,9 @@ async def import_library(
         else:
             problems.append(_unused(entry, lookup_failure, asked_api=lookup is not None, missing=missing))
     added = await asyncio.to_thread(partial(TasteStore(store).add_seeds, subscriber_id, seeds, now=now))
+    if added:
+        # The new seeds are liked papers: the model learns them now, as after a vote.
+        await asyncio.to_thread(partial(retrain, store, subscriber_id, now=now))
     return LibraryReport(
         read.format,
         len(entries) + len(read.problems),

@@ -121,12 +121,13 @@ def after_import(store: Store, restored: Restored) -> None:
     """What follows an import once its transaction has committed: the one place for work on the imported
     subscriber that must not be part of, or hold up, that transaction.
 
-    The subscriber's model learns from its votes and seeds; when the import changed them
-    (:attr:`Restored.learned_changed`) the model is to be retrained here, with
-    ``core.taste_training.retrain(store, restored.subscriber_id)`` (issue 17; that module is not on this
-    branch yet). Until then the model of an existing subscriber is the one trained before, and a new one
-    has none: the next vote trains it.
+    The subscriber's model learns from its votes and seeds: when the import changed them
+    (:attr:`Restored.learned_changed`) it is retrained here (issue 17), so recommendations follow the
+    imported votes from the next pass on.
     """
     if not restored.learned_changed or restored.subscriber_id is None:
         return
-    # core.taste_training.retrain(store, restored.subscriber_id)
+    # Imported here: scikit-learn takes a second to load, and only an import that changed votes needs it.
+    from core.taste_training import retrain
+
+    retrain(store, restored.subscriber_id)

@@ -87,3 +87,12 @@ async def test_a_broken_file_keeps_its_good_entries_and_every_problem(store: Sto
     assert report.used == len(read.entries) - (len(report.unused) - len(read.problems))
     zh = [problem.said(translator("zh")) for problem in report.unused]
     assert all(text for text in zh)
+
+
+async def test_the_seeds_train_the_readers_model(store: Store) -> None:
+    sid = _reader(store)
+    assert TasteStore(store).model_of(sid) is None
+    report = await import_library(store, sid, _read("zotero.json"), lookup=None, now=NOW)
+    assert report.added >= 3
+    model = TasteStore(store).model_of(sid)
+    assert model is not None and model.positives == report.added
