@@ -172,6 +172,20 @@ def _context() -> Iterator[AppContext]:
                 _RUNNER.reset(token)
 
 
+def _known_subscriber(store: Store, address: str) -> Subscriber:
+    """The stored subscriber at ``address`` (its id set); exit 2 for a malformed address, 1 for an
+    unknown one."""
+    from core.delivery import normalise_address
+
+    try:
+        found = store.get_subscriber(normalise_address(address))
+    except ValueError as exc:
+        raise _fail(str(exc), USAGE) from exc
+    if found is None or found.id is None:
+        raise _fail(f"no subscriber {address}; add a follow with: papertrail follow {address} QUERY", FAILURE)
+    return found
+
+
 @contextmanager
 def _store_context() -> Iterator[StoreContext]:
     """The settings and the store of a command that needs nothing else (no network, no notifiers)."""
@@ -1732,7 +1746,6 @@ def recommend_command(
     ] = None,
 ) -> None:
     """Learned recommendations of a subscriber: papers like the ones it liked, in each digest (issue 17)."""
-    from core.delivery import normalise_address
     from core.masking import mask_address
     from core.recommend_settings import (
         DEFAULT_COUNT,
@@ -1753,12 +1766,7 @@ def recommend_command(
     except ValueError as exc:
         raise _fail(str(exc), USAGE) from exc
     with _store_context() as ctx:
-        try:
-            subscriber = ctx.store.get_subscriber(normalise_address(address))
-        except ValueError as exc:
-            raise _fail(str(exc), USAGE) from exc
-        if subscriber is None or subscriber.id is None:
-            raise _fail(f"no subscriber {address}; add a follow first", FAILURE)
+        subscriber = _known_subscriber(ctx.store, address)
         try:
             if wanted == "on":
                 shown = turn_on(ctx.store, subscriber, DEFAULT_COUNT if count is None else count)
@@ -1796,18 +1804,13 @@ def try_recommended_command(
     ] = None,
 ) -> None:
     """Show what a subscriber's learned recommendations would have brought lately, and why (nothing saved)."""
-    from core.delivery import normalise_address
     from core.recommend import PREVIEW_SHOWN, preview
     from core.recommend_settings import taste_state
     from core.render import reasons_text
 
     with _store_context() as ctx:
-        try:
-            subscriber = ctx.store.get_subscriber(normalise_address(address))
-        except ValueError as exc:
-            raise _fail(str(exc), USAGE) from exc
-        if subscriber is None or subscriber.id is None:
-            raise _fail(f"no subscriber {address}; add a follow first", FAILURE)
+        subscriber = _known_subscriber(ctx.store, address)
+        assert subscriber.id is not None  # a stored subscriber
         shown = limit or subscriber.recommend or PREVIEW_SHOWN
         picks = preview(ctx.store, subscriber.id, limit=shown, days=days)
         state = taste_state(ctx.store, subscriber) if picks is None else None

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from papertrail.cli import FAILURE, USAGE, _fail, _store_context, app, out
+from papertrail.cli import FAILURE, USAGE, _fail, _known_subscriber, _store_context, app, out
 
 if TYPE_CHECKING:
-    from core.models import Subscriber, Version
+    from core.models import Version
     from core.store import Store
 
 _ADDRESS = typer.Argument(help="The subscriber address, e.g. telegram:12345 or email:ada@example.org.")
@@ -24,19 +24,6 @@ _PAPER = typer.Argument(
     metavar="ARXIV_ID", help="2306.03564 (the newest stored version), 2306.03564v2, or an arxiv.org link."
 )
 _WORDS = {1: ("like", "likes"), -1: ("dislike", "dislikes")}
-
-
-def _subscriber(store: Store, address: str) -> Subscriber:
-    """The subscriber at ``address``; exit 2 for a malformed address, 1 for an unknown one."""
-    from core.delivery import normalise_address
-
-    try:
-        found = store.get_subscriber(normalise_address(address))
-    except ValueError as exc:
-        raise _fail(str(exc), USAGE) from exc
-    if found is None or found.id is None:
-        raise _fail(f"no subscriber {address}; add a follow with: papertrail follow {address} QUERY", FAILURE)
-    return found
 
 
 def _paper(text: str) -> tuple[str, int | None]:
@@ -74,7 +61,7 @@ def _vote(address: str, paper: str, value: int) -> None:
 
     arxiv_id, version = _paper(paper)
     with _store_context() as ctx:
-        subscriber = _subscriber(ctx.store, address)
+        subscriber = _known_subscriber(ctx.store, address)
         stored = _versions(ctx.store, address, arxiv_id, version)
         outcome = cast_vote(ctx.store, subscriber.id or 0, arxiv_id, value, version=version)
     if outcome.state is VoteState.UNKNOWN_PAPER:  # removed between the two reads
@@ -119,7 +106,7 @@ def unvote(
     arxiv_id, version = _paper(paper)
     name = f"{arxiv_id}v{version}" if version else arxiv_id
     with _store_context() as ctx:
-        subscriber = _subscriber(ctx.store, address)
+        subscriber = _known_subscriber(ctx.store, address)
         outcome = undo_vote(ctx.store, subscriber.id or 0, arxiv_id, version=version)
     who = mask_address(subscriber.address)
     if outcome.state is VoteState.NOT_VOTED:
@@ -139,7 +126,7 @@ def likes(
     from core.taste import votes
 
     with _store_context() as ctx:
-        subscriber = _subscriber(ctx.store, address)
+        subscriber = _known_subscriber(ctx.store, address)
         sid = subscriber.id or 0
         liked, disliked, seeds = TasteStore(ctx.store).vote_counts(sid)
         shown = votes(ctx.store, sid, limit=limit)

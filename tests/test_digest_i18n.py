@@ -389,10 +389,15 @@ def test_telegram_buttons_are_worded_in_the_digest_language() -> None:
     item = dataclasses.replace(guided_items("zh")[0], follows=((7, 'au:"Zeng Li"'),))
     markup = item_buttons([item], "zh")
     assert markup is not None
-    [[unfollow, watch]] = markup.inline_keyboard
+    [[unfollow, watch, like, dislike]] = markup.inline_keyboard
     assert (unfollow.text, unfollow.callback_data) == ('✕ 取消关注 au:"Zeng Li"', "unfollow:7")
     assert (watch.text, watch.callback_data) == ("关注论文 2611.08864", "watch:2611.08864")
-    [[english, _]] = (item_buttons([item]) or markup).inline_keyboard
+    # The vote buttons are words-free in every language: 👍 and 👎 on the version shown.
+    assert [(like.text, like.callback_data), (dislike.text, dislike.callback_data)] == [
+        ("👍", "vote:+:2611.08864v1"),
+        ("👎", "vote:-:2611.08864v1"),
+    ]
+    [[english, *_]] = (item_buttons([item]) or markup).inline_keyboard
     assert english.text == '✕ Unfollow au:"Zeng Li"'
     # The parts of a split digest carry the language to the buttons.
     assert {part.language for part in split_message(render("telegram", "zh"))} == {"zh"}
