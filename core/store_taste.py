@@ -175,6 +175,19 @@ class TasteStore:
             ).all()
         return {int(v): int(value) for v, value in rows}
 
+    def liked_versions(self, subscriber_id: int, *, limit: int) -> list[Version]:
+        """The versions the subscriber liked (👍), most recent vote first, at most ``limit``: the liked
+        papers' BibTeX download cites the version that was liked."""
+        with self._store.session() as session:
+            rows = session.exec(
+                select(Version)
+                .join(Vote, col(Vote.version_id) == col(Version.id))
+                .where(col(Vote.subscriber_id) == subscriber_id, col(Vote.value) == LIKE)
+                .order_by(col(Vote.created_at).desc(), col(Vote.id).desc())
+                .limit(limit)
+            )
+            return list(rows)
+
     def vote_counts(self, subscriber_id: int) -> tuple[int, int, int]:
         """(likes, dislikes, library seeds) of one subscriber."""
         with self._store.session() as session:

@@ -9,12 +9,15 @@
   digest of the subscriber carried (``core.store_history``), the most recently sent first, at most
   :data:`MAX_HISTORY_PAPERS`; streamed a page of the ledger at a time. Its ``@comment`` lines are in the
   reader's language; the entries are data and never translated. Not cached, not referred (like the manage
-  page). Only what digests carried: the papers a subscriber voted 👍 (issue 17) are not added to it.
+  page). Only what digests carried: the papers a subscriber liked are the next file.
+* ``GET /manage/{token}/likes.bib``: behind the same token, one entry per version the subscriber liked (👍,
+  issue 17), the most recent vote first, at most :data:`MAX_HISTORY_PAPERS`; the version that was liked
+  is cited, whichever is newest. Headers as for the history.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -23,11 +26,13 @@ from starlette.routing import Route
 from core.bibtex import MAX_HISTORY_PAPERS, MEDIA_TYPE, entry, file_name
 from core.i18n import Translator
 from core.models import Subscriber
+from core.store_taste import TasteStore
 from papertrail.context import AppContext
 from papertrail.web_pages import PRIVATE_HEADERS, Pages, bare_paper_id, language_headers, paper_path
 from papertrail.web_subscribers import SubscriberPages
 
 HISTORY_FILE = "papertrail.bib"
+LIKES_FILE = "papertrail-likes.bib"
 
 
 def _attachment(name: str) -> str:
@@ -40,7 +45,7 @@ def _comment(text: str) -> str:
 
 
 class BibtexRoutes:
-    """The two ``.bib`` routes of one app."""
+    """The three ``.bib`` routes of one app."""
 
     def __init__(self, ctx: AppContext, pages: Pages, subscribers: SubscriberPages) -> None:
         self.store = ctx.store
@@ -48,10 +53,12 @@ class BibtexRoutes:
         self.subscribers = subscribers
 
     def routes(self) -> list[Route]:
-        """``/papers/{arxiv_id}.bib`` (before the paper page's route) and ``/manage/{token}/papers.bib``."""
+        """``/papers/{arxiv_id}.bib`` (before the paper page's route), ``/manage/{token}/papers.bib`` and
+        ``/manage/{token}/likes.bib``."""
         return [
             Route("/papers/{arxiv_id:path}.bib", self.paper_bib, methods=["GET"]),
             Route("/manage/{token}/papers.bib", self.history_bib, methods=["GET"]),
+            Route("/manage/{token}/likes.bib", self.likes_bib, methods=["GET"]),
         ]
 
     def paper_bib(self, request: Request) -> Response:
@@ -86,17 +93,50 @@ class BibtexRoutes:
 
     def history_bib(self, request: Request) -> Response:
         """Every paper the subscriber's sent digests carried, as one streamed BibTeX file."""
+        return self._private_file(request, HISTORY_FILE, self._history)
+
+    def likes_bib(self, request: Request) -> Response:
+        """Every version the subscriber liked, as one BibTeX file."""
+        return self._private_file(request, LIKES_FILE, self._likes)
+
+    def _private_file(
+        self, request: Request, name: str, lines: Callable[[Subscriber, Translator], Iterator[str]]
+    ) -> Response:
+        """A download behind the manage link's token: ``lines`` of the subscriber, in its language."""
         reader = self.pages.reader(request)
         found = self.subscribers.managed(request.path_params["token"], reader)
         if not isinstance(found, Subscriber):
             return found
         reader = reader.with_stored(found.language)
         response = StreamingResponse(
-            self._history(found, reader.t),
+            lines(found, reader.t),
             media_type=MEDIA_TYPE,
-            headers={**PRIVATE_HEADERS, "Content-Disposition": _attachment(HISTORY_FILE)},
+            headers={**PRIVATE_HEADERS, "Content-Disposition": _attachment(name)},
         )
         return language_headers(response, reader)
+
+    def _likes(self, subscriber: Subscriber, t: Translator) -> Iterator[str]:
+        assert subscriber.id is not None
+        yield _comment(
+            t.gettext("PaperTrail: the papers you liked, most recent first; one entry per version.")
+        )
+        liked = TasteStore(self.store).liked_versions(subscriber.id, limit=MAX_HISTORY_PAPERS + 1)
+        for count, version in enumerate(liked):
+            if count == MAX_HISTORY_PAPERS:
+                yield _comment(
+                    t.gettext(
+                        "PaperTrail stopped at {n} papers, the most one download holds: older papers are "
+                        "not in this file.",
+                        n=MAX_HISTORY_PAPERS,
+                    )
+                )
+                return
+            try:
+                yield entry(version) + "\n"
+            except ValueError:  # an id that is not arXiv's (none is stored today): nothing to cite
+                continue
+        if not liked:
+            yield _comment(t.gettext("You have liked no paper yet."))
 
     def _history(self, subscriber: Subscriber, t: Translator) -> Iterator[str]:
         assert subscriber.id is not None

@@ -349,3 +349,41 @@ def test_every_channel_links_each_items_bibtex() -> None:
     assert {
         item["bibtex_url"] for item in digest_payload(bare.render("webhook", items, "x"), now)["items"]
     } == {None}
+
+
+def test_the_liked_papers_download_cites_each_liked_version_newest_vote_first(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from core.store_taste import DISLIKE, LIKE
+    from core.taste import cast_vote
+
+    papers = parse_feed(BIG_FEED.read_bytes()).items[:40]
+    store.save_versions(papers)
+    subscriber, _ = store.ensure_subscriber("console:ada", timezone="UTC", schedule="daily 08:00")
+    assert subscriber.id is not None
+    client = client_for(store)
+    url = _history_url("console:ada").replace("/papers.bib", "/likes.bib")
+    assert (
+        client.get(url).text.rstrip()
+        == "@comment{PaperTrail: the papers you liked, most recent first; one entry per version.}\n\n"
+        "@comment{You have liked no paper yet.}"
+    )
+    liked = [papers[0], papers[5], papers[9]]
+    for at, paper in enumerate(liked):
+        cast_vote(store, subscriber.id, paper.arxiv_id, LIKE, now=datetime(2026, 12, 1, 8, at, tzinfo=UTC))
+    cast_vote(store, subscriber.id, papers[2].arxiv_id, DISLIKE)
+    response = client.get(url)
+    assert response.status_code == 200
+    assert response.headers["content-disposition"] == 'attachment; filename="papertrail-likes.bib"'
+    assert response.headers["cache-control"] == "no-store"
+    assert _keys(response.text) == [f"arXiv:{p.arxiv_id}" for p in reversed(liked)]
+    for chunk in response.text.split("\n\n"):
+        if "@misc" in chunk:
+            parse_one(chunk)  # pybtex reads every entry
+    # The manage page links it once there is a like; a forged link gets nothing.
+    manage = client.get(url.removesuffix("/likes.bib")).text
+    assert 'likes.bib" download data-likes-bib' in manage
+    assert client.get("/manage/not-a-token/likes.bib").status_code == 400
+    monkeypatch.setattr(web_bibtex, "MAX_HISTORY_PAPERS", 2)
+    text = client.get(url).text
+    assert len(_keys(text)) == 2 and "PaperTrail stopped at 2 papers" in text
