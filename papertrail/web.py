@@ -19,6 +19,7 @@
 ``/feeds?q=QUERY``                 Atom feed of a follow query (cached, conditional GET)
 ``/feeds/private/{token}``         Atom feed of what one subscriber's digests carried (signed, revocable)
 ``/manage/{token}/papers.bib``     every paper the subscriber's sent digests carried, as one BibTeX file
+``/manage/{token}/likes.bib``      every version the subscriber liked, as one BibTeX file
 ``/manage/{token}/library``        POST: the reader's reference library (BibTeX, RIS, CSL-JSON, at most
                                    5 MB) seeds their recommendations; a page says what was used and why not
 =================================  =========================================================================
