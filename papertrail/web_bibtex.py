@@ -17,7 +17,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -25,7 +25,7 @@ from starlette.routing import Route
 
 from core.bibtex import MAX_HISTORY_PAPERS, MEDIA_TYPE, entry, file_name
 from core.i18n import Translator
-from core.models import Subscriber
+from core.models import Subscriber, Version
 from core.store_taste import TasteStore
 from papertrail.context import AppContext
 from papertrail.web_pages import PRIVATE_HEADERS, Pages, bare_paper_id, language_headers, paper_path
@@ -121,22 +121,7 @@ class BibtexRoutes:
             t.gettext("PaperTrail: the papers you liked, most recent first; one entry per version.")
         )
         liked = TasteStore(self.store).liked_versions(subscriber.id, limit=MAX_HISTORY_PAPERS + 1)
-        for count, version in enumerate(liked):
-            if count == MAX_HISTORY_PAPERS:
-                yield _comment(
-                    t.gettext(
-                        "PaperTrail stopped at {n} papers, the most one download holds: older papers are "
-                        "not in this file.",
-                        n=MAX_HISTORY_PAPERS,
-                    )
-                )
-                return
-            try:
-                yield entry(version) + "\n"
-            except ValueError:  # an id that is not arXiv's (none is stored today): nothing to cite
-                continue
-        if not liked:
-            yield _comment(t.gettext("You have liked no paper yet."))
+        yield from _entries(liked, t, none=t.gettext("You have liked no paper yet."))
 
     def _history(self, subscriber: Subscriber, t: Translator) -> Iterator[str]:
         assert subscriber.id is not None
@@ -146,23 +131,30 @@ class BibtexRoutes:
                 "paper, for its newest version."
             )
         )
-        count = 0
         # One more than the limit: the extra one only says that the file stops short.
-        for version in self.store.sent_papers(subscriber.id, limit=MAX_HISTORY_PAPERS + 1):
-            if count == MAX_HISTORY_PAPERS:
-                yield _comment(
-                    t.gettext(
-                        "PaperTrail stopped at {n} papers, the most one download holds: older papers are "
-                        "not in this file.",
-                        n=MAX_HISTORY_PAPERS,
-                    )
+        sent = self.store.sent_papers(subscriber.id, limit=MAX_HISTORY_PAPERS + 1)
+        yield from _entries(sent, t, none=t.gettext("PaperTrail has sent you no digest yet."))
+
+
+def _entries(versions: Iterable[Version], t: Translator, *, none: str) -> Iterator[str]:
+    """The BibTeX entries of ``versions``, at most :data:`MAX_HISTORY_PAPERS` (a comment says where the
+    file stops short), or the comment ``none`` when there are none."""
+    count = 0
+    for version in versions:
+        if count == MAX_HISTORY_PAPERS:
+            yield _comment(
+                t.gettext(
+                    "PaperTrail stopped at {n} papers, the most one download holds: older papers are "
+                    "not in this file.",
+                    n=MAX_HISTORY_PAPERS,
                 )
-                return
-            try:
-                text = entry(version)
-            except ValueError:  # an id that is not arXiv's (none is stored today): nothing to cite
-                continue
-            yield text + "\n"
-            count += 1
-        if not count:
-            yield _comment(t.gettext("PaperTrail has sent you no digest yet."))
+            )
+            return
+        try:
+            text = entry(version)
+        except ValueError:  # an id that is not arXiv's (none is stored today): nothing to cite
+            continue
+        yield text + "\n"
+        count += 1
+    if not count:
+        yield _comment(none)
