@@ -120,19 +120,27 @@ def dislike(call: Call) -> Reply:
     return _vote(call, DISLIKE)
 
 
-def _vote(call: Call, value: int) -> Reply:
-    t, p = call.t, call.p
+def _target(call: Call) -> tuple[int, str, int | None] | Reply:
+    """(subscriber id, arXiv id, version or None) of a vote command, or the reply that says why not."""
     subscriber = call.subscriber()
     if subscriber is None:
         return call.not_subscribed()
     ref = _paper(call)
     if isinstance(ref, Reply):
         return ref
-    arxiv_id, version = ref
+    return (subscriber.id or 0, *ref)
+
+
+def _vote(call: Call, value: int) -> Reply:
+    t, p = call.t, call.p
+    target = _target(call)
+    if isinstance(target, Reply):
+        return target
+    subscriber_id, arxiv_id, version = target
     stored = _stored(call, arxiv_id, version)
     if isinstance(stored, Reply):
         return stored
-    outcome = cast_vote(call.store, subscriber.id or 0, arxiv_id, value, version=version, now=call.now)
+    outcome = cast_vote(call.store, subscriber_id, arxiv_id, value, version=version, now=call.now)
     if outcome.state is VoteState.UNKNOWN_PAPER:  # removed between the two reads
         return call.reply(t.gettext("PaperTrail has not stored {id}.", id=arxiv_id), error=Problem.NOT_FOUND)
     name = paper_name(arxiv_id, outcome.version)
@@ -169,15 +177,12 @@ def _said(t: Translator, value: int, state: VoteState, name: str, title: str) ->
 def unvote(call: Call) -> Reply:
     """``unvote ID``: take back the chat's vote on a paper (every version, or the one ``vNN`` names)."""
     t, p = call.t, call.p
-    subscriber = call.subscriber()
-    if subscriber is None:
-        return call.not_subscribed()
-    ref = _paper(call)
-    if isinstance(ref, Reply):
-        return ref
-    arxiv_id, version = ref
+    target = _target(call)
+    if isinstance(target, Reply):
+        return target
+    subscriber_id, arxiv_id, version = target
     name = paper_name(arxiv_id, version)
-    outcome = undo_vote(call.store, subscriber.id or 0, arxiv_id, version=version)
+    outcome = undo_vote(call.store, subscriber_id, arxiv_id, version=version)
     if outcome.state is VoteState.NOT_VOTED:
         return call.reply(
             t.gettext(
