@@ -17,6 +17,7 @@ from bot.commands import FollowItem, Reply
 from bot.commands_base import Block, cut
 from bot.commands_follows import FOLLOWS_PER_PAGE
 from bot.commands_help import command_list
+from core.chat_buttons import SLACK_VOTE_ACTIONS
 from core.i18n import Translator, translator
 from core.render import escape_mrkdwn
 
@@ -32,7 +33,7 @@ RUN_ACTION = "papertrail_run"
 """Action ids ``papertrail_run_0`` … of the suggestion buttons under a reply; the value is a command line."""
 UNFOLLOW_ACTION = "papertrail_unfollow"
 """Action ids ``papertrail_unfollow_<number>`` of the App Home's buttons; the value is ``unfollow QUERY``."""
-VOTE_ACTIONS = {"papertrail_like": "like", "papertrail_dislike": "dislike"}
+VOTE_ACTIONS = SLACK_VOTE_ACTIONS
 """The 👍 / 👎 buttons under a paper in a digest (notifiers/slack.py writes them): action id -> the command
 it runs; the value is the paper's versioned id, ``2306.03564v2``."""
 

@@ -23,26 +23,31 @@ import html
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 
 from bot.chunking import pack_lines
 from bot.commands import Reply
 from bot.commands_base import cut
+from core.chat_buttons import (
+    DISLIKE_LABEL,
+    LIKE_LABEL,
+    MAX_CALLBACK_BYTES,
+    VOTE_SIGNS,
+    Action,
+    callback_data,
+)
 from core.values import ARXIV_ID_PATTERN
 
 MAX_MESSAGE_UTF16 = 4096
 """Telegram's limit on a message's text, in UTF-16 code units after the markup is parsed."""
-MAX_CALLBACK_BYTES = 64
-"""Telegram's limit on a button's callback data; a suggestion with longer data gets no button."""
 BUTTON_LABEL_CHARS = 40
 """Labels longer than this are cut with …: phones show about this much on one button."""
 
 _FOLLOW_ID = re.compile(r"[0-9]{1,18}")
 _ARXIV_ID = re.compile(ARXIV_ID_PATTERN)
 _VOTE = re.compile(rf"(?P<sign>[+-]):(?P<id>{ARXIV_ID_PATTERN})v(?P<version>[1-9][0-9]{{0,3}})")
-VOTE_LABELS = {"+": "👍", "-": "👎"}
+VOTE_LABELS = {VOTE_SIGNS[1]: LIKE_LABEL, VOTE_SIGNS[-1]: DISLIKE_LABEL}
 """The labels of a digest item's vote buttons (the same in every language), by the sign in their data."""
 CHOSEN = " ✓"
 """Added to the label of the vote button that is the chat's vote now."""
@@ -105,27 +110,12 @@ def _hard_split(line: str, limit: int) -> list[str]:
     return pieces
 
 
-class Action(StrEnum):
-    """What a button does when pressed."""
-
-    COMMAND = "cmd"
-    UNFOLLOW = "unfollow"
-    WATCH = "watch"
-    VOTE = "vote"
-
-
 @dataclass(frozen=True, slots=True)
 class Button:
     """A pressed button's callback data, read back: the action and its argument."""
 
     action: Action
     value: str
-
-
-def callback_data(action: Action, value: str) -> str | None:
-    """``action:value`` when it fits Telegram's 64 bytes, else None (no button then)."""
-    data = f"{action.value}:{value}"
-    return data if len(data.encode("utf-8")) <= MAX_CALLBACK_BYTES else None
 
 
 def read_callback(data: str | None) -> Button | None:

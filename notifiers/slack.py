@@ -25,6 +25,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from core.chat_buttons import DISLIKE_LABEL, LIKE_LABEL, SLACK_DISLIKE_ACTION, SLACK_LIKE_ACTION
 from core.config import Settings
 from core.delivery import DeliveryError, pack_blocks, part_delivered
 from core.i18n import translator
@@ -44,8 +45,7 @@ MAX_SECTION_CHARS = 3000
 DIVIDER = "---"
 # The vote buttons under a paper (bot form only): action ids the Slack app handles (bot/slack_format.py
 # names them too), the value is the versioned id, ``2306.03564v2``. Labels are the same in every language.
-LIKE_ACTION = "papertrail_like"
-DISLIKE_ACTION = "papertrail_dislike"
+LIKE_ACTION, DISLIKE_ACTION = SLACK_LIKE_ACTION, SLACK_DISLIKE_ACTION
 
 # Seconds to wait for one Web API call (connect, send, answer) before calling it a transient failure.
 REQUEST_TIMEOUT = 30.0
@@ -153,7 +153,7 @@ def _vote_block(paper: str) -> Block:
                 "action_id": action,
                 "value": paper,
             }
-            for label, action in (("👍", LIKE_ACTION), ("👎", DISLIKE_ACTION))
+            for label, action in ((LIKE_LABEL, LIKE_ACTION), (DISLIKE_LABEL, DISLIKE_ACTION))
         ],
     }
 

@@ -37,6 +37,7 @@ from telegram.error import (
 from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning
 
+from core.chat_buttons import DISLIKE_LABEL, LIKE_LABEL, Action, callback_data, vote_data
 from core.config import Settings
 from core.delivery import DeliveryError, pack_blocks, part_delivered
 from core.i18n import translator
@@ -123,16 +124,12 @@ class Part:
     language: str = "en"
 
 
-# Callback data the chat bot reads back (bot/telegram_render.py): at most 64 bytes each.
-MAX_CALLBACK_BYTES = 64
 # Telegram allows 100 buttons per message (more is refused: "reply markup is too long"). An item's row has
 # up to four: unfollow, watch, 👍, 👎; so a message holds at most 25 items (split_message), which only
 # items without an abstract ever reach: a real one takes a few hundred of the 4,096 characters.
 MAX_BUTTONS = 100
 BUTTONS_PER_ITEM = 4
 MAX_BUTTON_ROWS = MAX_BUTTONS // BUTTONS_PER_ITEM
-# The vote buttons' labels, the same in every language (the bot marks the chosen one "👍 ✓").
-LIKE_LABEL, DISLIKE_LABEL = "👍", "👎"
 
 
 def item_buttons(
@@ -152,18 +149,19 @@ def item_buttons(
         row = []
         if item.follows:
             follow_id, query = item.follows[0]
-            row.append(_button(t.gettext("✕ Unfollow {query}", query=query), f"unfollow:{follow_id}"))
-        row.append(_button(t.gettext("Watch {arxiv_id}", arxiv_id=item.arxiv_id), f"watch:{item.arxiv_id}"))
-        paper = f"{item.arxiv_id}v{item.version}"
-        row.append(_button(LIKE_LABEL, f"vote:+:{paper}"))
-        row.append(_button(DISLIKE_LABEL, f"vote:-:{paper}"))
+            unfollow = callback_data(Action.UNFOLLOW, str(follow_id))
+            row.append(_button(t.gettext("✕ Unfollow {query}", query=query), unfollow))
+        watch = callback_data(Action.WATCH, item.arxiv_id)
+        row.append(_button(t.gettext("Watch {arxiv_id}", arxiv_id=item.arxiv_id), watch))
+        row.append(_button(LIKE_LABEL, vote_data(item.arxiv_id, item.version, 1)))
+        row.append(_button(DISLIKE_LABEL, vote_data(item.arxiv_id, item.version, -1)))
         rows.append([button for button in row if button is not None])
     rows = [row for row in rows if row]
     return telegram.InlineKeyboardMarkup(rows) if rows else None
 
 
-def _button(label: str, data: str) -> telegram.InlineKeyboardButton | None:
-    if len(data.encode("utf-8")) > MAX_CALLBACK_BYTES:
+def _button(label: str, data: str | None) -> telegram.InlineKeyboardButton | None:
+    if data is None:  # over Telegram's 64 bytes (core.chat_buttons.callback_data)
         return None
     shown = label if len(label) <= 40 else label[:39].rstrip() + ELLIPSIS
     return telegram.InlineKeyboardButton(shown, callback_data=data)
