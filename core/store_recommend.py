@@ -40,7 +40,7 @@ from core.models import (
 )
 from core.store_fanout import receives_matches
 from core.store_ids import id_conditions
-from core.store_ledger import unsent_condition
+from core.store_ledger import recommended_expression, unsent_condition
 
 if TYPE_CHECKING:
     from core.store import Store
@@ -104,10 +104,7 @@ class RecommendStore:
     def cursor(self) -> int:
         """The id through which every version has been scored; 0 before the first pass."""
         with self._store.session() as session:
-            value = session.execute(
-                sa.select(_CURSOR.c.through_version_id).where(_CURSOR.c.id == _CURSOR_ID)
-            ).scalar()
-        return int(value or 0)
+            return _cursor(session)
 
     def next_papers(self, *, now: datetime, limit: int) -> PaperBatch:
         """Up to ``limit`` new papers after the cursor, oldest first, and where the cursor goes after them.
@@ -118,12 +115,7 @@ class RecommendStore:
         """
         v = _VERSION.c
         with self._store.session() as session:
-            after = int(
-                session.execute(
-                    sa.select(_CURSOR.c.through_version_id).where(_CURSOR.c.id == _CURSOR_ID)
-                ).scalar()
-                or 0
-            )
+            after = _cursor(session)
             unmatched = session.execute(sa.select(sa.func.min(v.id)).where(v.matched_at.is_(None))).scalar()
             newest = session.execute(sa.select(sa.func.max(v.id))).scalar()
             end = int(unmatched) - 1 if unmatched is not None else int(newest or 0)
@@ -215,7 +207,7 @@ class RecommendStore:
                         unsent_condition(),
                         # A recommendation has no follow: the cheap test first, the JSON read after it.
                         sa.cast(c.follow_ids, sa.Text) == "[]",
-                        recommended(connection, c.reasons).is_not(None),
+                        recommended_expression().is_not(None),
                     )
                     .group_by(c.subscriber_id)
                 )
@@ -248,6 +240,13 @@ class RecommendStore:
             if not rows:
                 return 0
             return _insert(connection, rows, now)
+
+
+def _cursor(session: Any) -> int:
+    """The stored cursor; 0 before the first pass wrote its row."""
+    query = sa.select(_CURSOR.c.through_version_id).where(_CURSOR.c.id == _CURSOR_ID)
+    value = session.execute(query).scalar()
+    return int(value or 0)
 
 
 def _insert(connection: sa.Connection, rows: Sequence[RecommendationRow], now: datetime) -> int:
@@ -283,11 +282,3 @@ def _insert(connection: sa.Connection, rows: Sequence[RecommendationRow], now: d
         return int(cursor.rowcount)
     finally:
         cursor.close()
-
-
-def recommended(connection: sa.Connection, reasons: Any) -> sa.ColumnElement[Any]:
-    """The SQL of a Match row's recommendation score (its first reasons entry's ``recommended``): NULL for
-    a follow's match or a newsletter copy."""
-    if connection.dialect.name == "postgresql":
-        return sa.func.json_extract_path_text(reasons, "0", "recommended")
-    return sa.func.json_extract(reasons, "$[0].recommended")
