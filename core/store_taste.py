@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlmodel import col, select
+from sqlmodel import Session, col, select
 
 from core.models import LibrarySeed, Paper, TasteModelRow, Version, Vote, utcnow
 
@@ -29,8 +29,8 @@ DISLIKE = -1
 # How far back the implicit negatives (the days' other papers) are drawn from, and how many.
 IMPLICIT_WINDOW = timedelta(days=7)
 IMPLICIT_NEGATIVES = 200
-# The newest signals of each kind a model is trained from: older ones still count until this many newer
-# ones push them out, which keeps a retrain after a vote within its time budget (docs/recommendations.md).
+# The newest signals of each kind read for a training when the caller names no bound; the retrain passes the
+# model's own (core.taste_model.MAX_POSITIVES, MAX_NEGATIVES), so nothing is read that the model drops.
 MAX_SIGNALS = 500
 
 
@@ -219,25 +219,17 @@ class TasteStore:
         subscriber_id: int,
         *,
         implicit: int = IMPLICIT_NEGATIVES,
+        positives: int = MAX_SIGNALS,
+        negatives: int = MAX_SIGNALS,
         now: datetime | None = None,
     ) -> TrainingTexts:
-        """The liked papers (votes and seeds), the disliked ones, and up to ``implicit`` of the last
-        week's other papers, drawn at random (the same draw for the same subscriber and day)."""
+        """The newest ``positives`` liked papers and as many library seeds, the newest ``negatives``
+        disliked papers, and up to ``implicit`` of the last week's other papers (none the reader voted
+        on), drawn at random (the same draw for the same subscriber and day)."""
         now = now or utcnow()
         with self._store.session() as session:
-            voted = session.execute(
-                sa.select(
-                    col(Vote.value),
-                    col(Version.paper_id),
-                    col(Version.title),
-                    col(Version.abstract),
-                    col(Vote.version_id),
-                )
-                .join(Version, col(Version.id) == Vote.version_id)
-                .where(col(Vote.subscriber_id) == subscriber_id)
-                .order_by(col(Vote.created_at).desc())
-                .limit(2 * MAX_SIGNALS)
-            ).all()
+            likes = _voted(session, subscriber_id, LIKE, positives)
+            dislikes = _voted(session, subscriber_id, DISLIKE, negatives)
             seeded = session.execute(
                 sa.select(
                     col(LibrarySeed.title),
@@ -249,15 +241,17 @@ class TasteStore:
                 .outerjoin(Version, col(Version.id) == LibrarySeed.version_id)
                 .where(col(LibrarySeed.subscriber_id) == subscriber_id)
                 .order_by(col(LibrarySeed.id).desc())
-                .limit(MAX_SIGNALS)
+                .limit(positives)
             ).all()
-            seen = {int(row[4]) for row in voted}
+            voted = sa.select(col(Vote.version_id)).where(col(Vote.subscriber_id) == subscriber_id)
             window = session.exec(
                 select(col(Version.id)).where(
-                    Version.news == sa.true(), col(Version.first_seen_at) >= now - IMPLICIT_WINDOW
+                    Version.news == sa.true(),
+                    col(Version.first_seen_at) >= now - IMPLICIT_WINDOW,
+                    col(Version.id).not_in(voted),
                 )
             ).all()
-            pool = [v for v in window if v is not None and v not in seen]
+            pool = [v for v in window if v is not None]
             drawn = random.Random(f"{subscriber_id}:{now.date()}").sample(pool, min(implicit, len(pool)))
             others = (
                 session.exec(
@@ -268,16 +262,15 @@ class TasteStore:
                 if drawn
                 else []
             )
-        positives = [TasteText(a, t, ab) for value, a, t, ab, _ in voted if value > 0][:MAX_SIGNALS]
+        liked = list(likes)
         for title, abstract, paper_id, stored_title, stored_abstract in seeded:
             if paper_id is not None:
-                positives.append(TasteText(paper_id, stored_title, stored_abstract))
+                liked.append(TasteText(paper_id, stored_title, stored_abstract))
             else:
-                positives.append(TasteText(None, title, abstract))
-        negatives = tuple(TasteText(a, t, ab) for value, a, t, ab, _ in voted if value < 0)[:MAX_SIGNALS]
-        liked = {text.arxiv_id for text in positives} | {text.arxiv_id for text in negatives}
-        implicit_texts = tuple(TasteText(a, t, ab) for a, t, ab in others if a not in liked)
-        return TrainingTexts(tuple(positives), negatives, implicit_texts)
+                liked.append(TasteText(None, title, abstract))
+        known = {text.arxiv_id for text in liked} | {text.arxiv_id for text in dislikes}
+        implicit_texts = tuple(TasteText(a, t, ab) for a, t, ab in others if a not in known)
+        return TrainingTexts(tuple(liked), dislikes, implicit_texts)
 
     def save_model(
         self, subscriber_id: int, data: bytes, *, positives: int, negatives: int, now: datetime | None = None
@@ -341,3 +334,15 @@ def _seed_total(connection: sa.Connection, subscriber_id: int) -> int:
     table = LibrarySeed.metadata.tables["library_seed"]
     query = sa.select(sa.func.count()).select_from(table).where(table.c.subscriber_id == subscriber_id)
     return int(connection.execute(query).scalar_one())
+
+
+def _voted(session: Session, subscriber_id: int, value: int, limit: int) -> tuple[TasteText, ...]:
+    """The subscriber's newest ``limit`` votes of ``value``, as the papers voted on."""
+    rows = session.execute(
+        sa.select(col(Version.paper_id), col(Version.title), col(Version.abstract))
+        .join(Vote, col(Vote.version_id) == col(Version.id))
+        .where(col(Vote.subscriber_id) == subscriber_id, col(Vote.value) == value)
+        .order_by(col(Vote.created_at).desc(), col(Vote.id).desc())
+        .limit(limit)
+    ).all()
+    return tuple(TasteText(a, t, ab) for a, t, ab in rows)

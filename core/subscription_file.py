@@ -54,10 +54,10 @@ VERSION = 2
 # JSON: the limit leaves room for that and refuses a runaway file before it is parsed whole.
 MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
 # Recommendations per digest a reader can ask for (`recommend on N`), votes and library seeds per document.
-# The model trains on the newest 500 votes of each kind and 500 seeds (core.store_taste.MAX_SIGNALS), so
-# an export keeps everything a model uses, with room to spare; a library file holds at most 5,000 entries
-# (core.library_file.MAX_ENTRIES). An export of a subscriber with more writes the newest and says how many
-# it left out (:class:`core.subscription.Exported`).
+# The model trains on the newest 100 likes, 100 dislikes and 100 seeds (core.taste_model.MAX_POSITIVES,
+# MAX_NEGATIVES), so an export keeps everything a model uses, with room to spare; a library file holds at
+# most 5,000 entries (core.library_file.MAX_ENTRIES). An export of a subscriber with more writes the
+# newest and says how many it left out (:class:`core.subscription.Exported`).
 MAX_RECOMMEND = 20
 MAX_VOTES = 10_000
 MAX_LIBRARY = 5_000

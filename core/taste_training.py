@@ -16,7 +16,16 @@ from datetime import datetime
 from core.models import utcnow
 from core.store import Store
 from core.store_taste import TasteStore, TasteText
-from core.taste_model import IMPLICIT_SAMPLE, MIN_IMPLICIT, Example, Signals, TasteModel, train
+from core.taste_model import (
+    IMPLICIT_SAMPLE,
+    MAX_NEGATIVES,
+    MAX_POSITIVES,
+    MIN_IMPLICIT,
+    Example,
+    Signals,
+    TasteModel,
+    train,
+)
 
 __all__ = ["retrain"]
 
@@ -26,7 +35,13 @@ def retrain(store: Store, subscriber_id: int, *, now: datetime | None = None) ->
     stored model) when the signals are not enough for one."""
     now = now or utcnow()
     taste = TasteStore(store)
-    texts = taste.training_texts(subscriber_id, implicit=IMPLICIT_SAMPLE, now=now)
+    texts = taste.training_texts(
+        subscriber_id,
+        implicit=IMPLICIT_SAMPLE,
+        positives=MAX_POSITIVES,
+        negatives=MAX_NEGATIVES,
+        now=now,
+    )
     model = None
     if len(texts.implicit) >= MIN_IMPLICIT:
         # Newest first from the store; the model reads each kind oldest first and keeps the most recent,
