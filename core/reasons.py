@@ -139,8 +139,16 @@ def recommendation_hit(score: float, reasons: Iterable[Reason]) -> dict[str, Any
 
 
 def recommended_score(stored: Iterable[Mapping[str, Any]] | None) -> float | None:
-    """The score of a stored ``match.reasons`` list that a recommendation made, None for a follow's match."""
-    for hit in stored or ():
+    """The score of a stored ``match.reasons`` list that a recommendation made, None for any other row.
+
+    A row is a recommendation only when no follow and no newsletter gave it a hit: should a follow's hit
+    ever share a row with a recommendation's, the follow wins and the item stays among the follows' matches
+    (a recommendation must never move a follow's match out of its section or past the digest's cap).
+    """
+    hits = list(stored or ())
+    if any(hit.get("follow") is not None or hit.get("newsletter") is not None for hit in hits):
+        return None
+    for hit in hits:
         score = hit.get("recommended")
         if score is not None:
             return float(score)

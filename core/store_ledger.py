@@ -15,7 +15,7 @@ safe with several worker processes at once. The rules:
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -530,7 +530,7 @@ class LedgerQueries:
                     version=int(number),
                     reasons=reasons_from_data(reasons),
                     upvotes=upvotes.get(paper_id, 0),
-                    recommended=recommendation_score(reasons),
+                    recommended=recommended_score(reasons),
                 )
             )
         return grouped
@@ -848,23 +848,10 @@ def _items(session: Session, rows: Sequence[tuple[Match, Version]]) -> list[Dige
             journal_ref=version.journal_ref,
             doi=version.doi,
             follows=tuple((fid, queries[fid]) for fid in sorted(match.follow_ids) if fid in queries),
-            recommended=recommendation_score(match.reasons),
+            recommended=recommended_score(match.reasons),
         )
         for match, version in rows
     ]
-
-
-def recommendation_score(stored: Sequence[Mapping[str, Any]] | None) -> float | None:
-    """The score of a stored ``match.reasons`` list when the row is a learned recommendation, else None.
-
-    A row is one only when no follow and no newsletter gave it a hit: should a follow's hit ever share a
-    row with a recommendation's, the follow wins and the item stays among the follows' matches (a
-    recommendation must never move a follow's match out of its section or past the cap).
-    """
-    hits = stored or ()
-    if any(hit.get("follow") is not None or hit.get("newsletter") is not None for hit in hits):
-        return None
-    return recommended_score(hits)
 
 
 def changes(before: Version | sa.Row[Any] | None, after: Version | sa.Row[Any]) -> tuple[str, ...]:
