@@ -22,7 +22,7 @@ from core.i18n import N_, Translator, listing, translator
 from core.models import Version, utcnow
 from core.store import Store
 from core.store_taste import TasteStore
-from core.taste import DISLIKE, LIKE, VoteState, cast_vote, read_paper_ref, undo_vote, votes
+from core.taste import DISLIKE, LIKE, VoteState, cast_vote, paper_name, read_paper_ref, undo_vote, votes
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +40,6 @@ NOT_ALLOWED = N_(
 )
 """The refusal of a vote to a group member (the grammar's and the buttons')."""
 SORRY = N_("Sorry, the vote was not recorded: something went wrong on PaperTrail's side. Try again later.")
-
-
-def paper_name(arxiv_id: str, version: int | None) -> str:
-    """``2306.03564v2``, or the bare id when no version is known."""
-    return f"{arxiv_id}v{version}" if version else arxiv_id
 
 
 def _paper(call: Call) -> tuple[str, int | None] | Reply:
@@ -346,7 +341,6 @@ __all__ = [
     "dislike",
     "like",
     "likes",
-    "paper_name",
     "press_vote",
     "unvote",
 ]

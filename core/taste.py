@@ -16,8 +16,19 @@ from enum import StrEnum
 from core.store import Store
 from core.store_taste import DISLIKE, LIKE, TasteStore, VoteView
 from core.taste_training import retrain
+from core.values import versioned_id
 
-__all__ = ["DISLIKE", "LIKE", "VoteOutcome", "VoteState", "cast_vote", "read_paper_ref", "undo_vote", "votes"]
+__all__ = [
+    "DISLIKE",
+    "LIKE",
+    "VoteOutcome",
+    "VoteState",
+    "cast_vote",
+    "paper_name",
+    "read_paper_ref",
+    "undo_vote",
+    "votes",
+]
 
 # An arXiv id as a reader types it, with an optional version: 2306.03564, 2306.03564v2, hep-th/9901001v1.
 _PAPER_REF = re.compile(
@@ -44,6 +55,11 @@ class VoteOutcome:
     version: int | None
     value: int
     state: VoteState
+
+
+def paper_name(arxiv_id: str, version: int | None) -> str:
+    """``2306.03564v2``, or the bare id when no version is named: :func:`read_paper_ref` read back."""
+    return versioned_id(arxiv_id, version) if version else arxiv_id
 
 
 def read_paper_ref(text: str) -> tuple[str, int | None] | None:

@@ -101,10 +101,10 @@ def unvote(
 ) -> None:
     """Take back a subscriber's vote on a paper (every version, or the one vN names)."""
     from core.masking import mask_address
-    from core.taste import VoteState, undo_vote
+    from core.taste import VoteState, paper_name, undo_vote
 
     arxiv_id, version = _paper(paper)
-    name = f"{arxiv_id}v{version}" if version else arxiv_id
+    name = paper_name(arxiv_id, version)
     with _store_context() as ctx:
         subscriber = _known_subscriber(ctx.store, address)
         outcome = undo_vote(ctx.store, subscriber.id or 0, arxiv_id, version=version)
