@@ -13,17 +13,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 
-import sqlalchemy as sa
-from sqlmodel import col
-
 from core.i18n import N_, Phrase
 from core.library_file import EntryProblem, LibraryEntry, LibraryRead
-from core.models import Paper, Version
 from core.service import PaperLookup
 from core.sources import SourceError
 from core.store import Novelty, Store
@@ -35,8 +31,6 @@ log = logging.getLogger(__name__)
 # arXiv ids looked up per import: the API is asked politely (one request per 100 ids, spaced by the shared
 # client), so a 5,000-entry library of unknown preprints costs minutes, not hours.
 MAX_LOOKUPS = 1_000
-# Ids and DOIs per IN (...) list.
-_SLICE = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +70,8 @@ async def import_library(
     ids = sorted({e.arxiv_id for e in entries if e.arxiv_id})
     # The SQL runs in worker threads: an upload is imported by the web role, whose event loop also serves
     # pages, the scheduler and the bots, and a DOI look-up reads many versions.
-    known = await asyncio.to_thread(_latest_versions, store, ids)
+    taste = TasteStore(store)
+    known = await asyncio.to_thread(taste.latest_versions, ids)
     missing = [i for i in ids if i not in known]
     fetched_ids: set[str] = set()
     lookup_failure: Phrase | None = None
@@ -89,11 +84,11 @@ async def import_library(
             log.warning("library import: arXiv look-up failed: %s", exc)
         else:
             await asyncio.to_thread(partial(store.save_versions, papers, novelty=Novelty.HISTORY, now=now))
-            found = await asyncio.to_thread(_latest_versions, store, asked)
+            found = await asyncio.to_thread(taste.latest_versions, asked)
             fetched_ids = set(found)
             known.update(found)
     dois = sorted({e.doi for e in entries if e.doi and not _resolved(e, known)})
-    by_doi = await asyncio.to_thread(_versions_by_doi, store, dois)
+    by_doi = await asyncio.to_thread(taste.versions_by_doi, dois)
 
     seeds: list[SeedIn] = []
     counts = {"stored": 0, "fetched": 0, "doi": 0, "text": 0}
@@ -110,7 +105,7 @@ async def import_library(
             counts["text"] += 1
         else:
             problems.append(_unused(entry, lookup_failure, asked_api=lookup is not None, missing=missing))
-    added = await asyncio.to_thread(partial(TasteStore(store).add_seeds, subscriber_id, seeds, now=now))
+    added = await asyncio.to_thread(partial(taste.add_seeds, subscriber_id, seeds, now=now))
     if added:
         # The new seeds are liked papers: the model learns them now, as after a vote.
         await asyncio.to_thread(partial(retrain, store, subscriber_id, now=now))
@@ -168,47 +163,3 @@ def _text_key(entry: LibraryEntry) -> str:
         return f"doi:{entry.doi}"[:300]
     words = re.sub(r"[^\w]+", " ", entry.title.casefold()).split()
     return ("title:" + " ".join(words))[:300]
-
-
-def _slices(values: Sequence[str]) -> Iterable[Sequence[str]]:
-    for start in range(0, len(values), _SLICE):
-        yield values[start : start + _SLICE]
-
-
-def _latest_versions(store: Store, ids: Sequence[str]) -> dict[str, int]:
-    """arXiv id → the id of its latest stored version, for the ids PaperTrail has a version of."""
-    found: dict[str, int] = {}
-    with store.session() as session:
-        for chunk in _slices(ids):
-            rows = session.execute(
-                sa.select(col(Version.paper_id), col(Version.id))
-                .join(
-                    Paper,
-                    sa.and_(
-                        col(Paper.id) == col(Version.paper_id),
-                        col(Paper.latest_version) == col(Version.number),
-                    ),
-                )
-                .where(col(Version.paper_id).in_(list(chunk)))
-            ).all()
-            found.update({str(paper): int(version) for paper, version in rows})
-    return found
-
-
-def _versions_by_doi(store: Store, dois: Sequence[str]) -> dict[str, tuple[str, int]]:
-    """DOI (lower case) → (arXiv id, version id) of the newest stored version that carries it.
-
-    ``version.doi`` has no index (a DOI arrives with few versions and every ingest would pay for one), so
-    this reads the versions that carry a DOI once per slice: an import is rare and runs in the background
-    of a CLI call or an upload (docs/recommendations.md, limits).
-    """
-    found: dict[str, tuple[str, int]] = {}
-    with store.session() as session:
-        for chunk in _slices(dois):
-            rows = session.execute(
-                sa.select(sa.func.lower(col(Version.doi)), col(Version.paper_id), col(Version.id))
-                .where(sa.func.lower(col(Version.doi)).in_(list(chunk)))
-                .order_by(col(Version.id))
-            ).all()
-            found.update({str(doi): (str(paper), int(version)) for doi, paper, version in rows})
-    return found

@@ -10,7 +10,7 @@ the same library twice adds nothing.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -20,10 +20,13 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, col, select
 
 from core.models import LibrarySeed, Paper, TasteModelRow, Version, Vote, utcnow
+from core.store_ids import id_conditions
 
 if TYPE_CHECKING:
     from core.store import Store
 
+_VERSION = Version.metadata.tables["version"]
+_PAPER = Paper.metadata.tables["paper"]
 LIKE = 1
 DISLIKE = -1
 # How far back the implicit negatives (the days' other papers) are drawn from, and how many.
@@ -211,6 +214,38 @@ class TasteStore:
             return 0
         with self._store.session() as session:
             return insert_seeds(session.connection(), subscriber_id, seeds, now=now or utcnow())
+
+    def latest_versions(self, arxiv_ids: Collection[str]) -> dict[str, int]:
+        """arXiv id -> the row id of its latest stored version, for the ids PaperTrail has a version of."""
+        v, p = _VERSION.c, _PAPER.c
+        found: dict[str, int] = {}
+        with self._store.session() as session:
+            connection = session.connection()
+            for condition in id_conditions(connection, v.paper_id, arxiv_ids):
+                rows = connection.execute(
+                    sa.select(v.paper_id, v.id)
+                    .join(_PAPER, sa.and_(p.id == v.paper_id, p.latest_version == v.number))
+                    .where(condition)
+                )
+                found.update({str(paper): int(version) for paper, version in rows})
+        return found
+
+    def versions_by_doi(self, dois: Collection[str]) -> dict[str, tuple[str, int]]:
+        """DOI (lower case) -> (arXiv id, version row id) of the newest stored version that carries it.
+
+        ``version.doi`` has no index (a DOI arrives with few versions and every ingest would pay for one),
+        so this reads the versions that carry a DOI once per slice of DOIs: an import is rare and runs in a
+        worker thread of a CLI call or an upload (docs/recommendations.md, limits).
+        """
+        v = _VERSION.c
+        doi = sa.func.lower(v.doi)
+        found: dict[str, tuple[str, int]] = {}
+        with self._store.session() as session:
+            connection = session.connection()
+            for condition in id_conditions(connection, doi, dois):
+                rows = connection.execute(sa.select(doi, v.paper_id, v.id).where(condition).order_by(v.id))
+                found.update({str(d): (str(paper), int(version)) for d, paper, version in rows})
+        return found
 
     # -- training texts and models -------------------------------------------------------------------
 
