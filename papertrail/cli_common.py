@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from core.config import Settings
     from core.models import Subscriber
-    from core.store import Store
+    from core.store.facade import Store
     from papertrail.context import AppContext
     from papertrail.store_context import StoreContext
 
@@ -56,7 +56,7 @@ def _n(count: int, singular: str, plural: str | None = None, *, grouped: bool = 
 
     The command line speaks English to the operator; readers' messages go through the catalogs' ngettext.
     """
-    from core.english import counted
+    from core.i18n.english import counted
 
     return counted(count, singular, plural, grouped=grouped)
 
@@ -86,7 +86,7 @@ def _masked(message: str) -> str:
 
 def _explain(exc: Exception) -> str:
     """The error text; for a query, followed by the query with a caret under the bad spot."""
-    from core.query import QueryError
+    from core.follows.query import QueryError
 
     if isinstance(exc, QueryError):
         return f"{exc}\n{exc.excerpt()}"
@@ -167,7 +167,7 @@ def _context() -> Iterator[AppContext]:
 def _known_subscriber(store: Store, address: str) -> Subscriber:
     """The stored subscriber at ``address`` (its id set); exit 2 for a malformed address, 1 for an
     unknown one."""
-    from core.delivery import normalise_address
+    from core.delivery.contract import normalise_address
 
     try:
         found = store.get_subscriber(normalise_address(address))
@@ -197,7 +197,7 @@ def _store_context() -> Iterator[StoreContext]:
 
 def _cannot_open(settings: Settings, exc: Exception) -> typer.Exit:
     from core.config import mask_url_password
-    from core.store import DatabaseFolderMissing
+    from core.store.facade import DatabaseFolderMissing
 
     # A mistyped path is configuration (exit 2); a server that cannot be reached, a failure (exit 1).
     code = USAGE if isinstance(exc, DatabaseFolderMissing) else FAILURE

@@ -32,8 +32,8 @@ from papertrail.cli_common import (
 from papertrail.cli_follows import _language_option
 
 if TYPE_CHECKING:
-    from core.digests import DigestReport
-    from core.guide_service import GuideReport
+    from core.delivery.digests import DigestReport
+    from core.guides.service import GuideReport
     from core.models import DeliveryAlarm
 
 
@@ -70,9 +70,9 @@ def resume_command(
     is resumed at once (a reader's own pause is left alone); their held matches go out with their next
     digest.
     """
-    from core.digests import resume
-    from core.masking import mask_address
+    from core.delivery.digests import resume
     from core.models import utcnow
+    from core.people.masking import mask_address
 
     if address is not None and (reason is not None or since is not None):
         raise _fail("give either an ADDRESS or --reason/--since, not both", 2)
@@ -149,8 +149,8 @@ def digest(
     ] = False,
 ) -> None:
     """Send the digests that are due (all pending ones with --now)."""
-    from core.digests import send_due_digests
-    from core.masking import mask_address, mask_text
+    from core.delivery.digests import send_due_digests
+    from core.people.masking import mask_address, mask_text
 
     with _context() as ctx:
 
@@ -243,7 +243,7 @@ def retry(
     address: Annotated[str | None, typer.Argument(help="Only this subscriber's digests.")] = None,
 ) -> None:
     """Re-queue dead-lettered digests (they gave up after PAPERTRAIL_DELIVERY_MAX_ATTEMPTS failures)."""
-    from core.delivery import normalise_address
+    from core.delivery.contract import normalise_address
 
     with _store_context() as ctx:
         try:
@@ -309,7 +309,7 @@ def guides(
     ] = None,
 ) -> None:
     """Make the AI guides readers are waiting for now, within the daily cap (the service does it itself)."""
-    from core.guide_service import make_guides, make_reader_guides
+    from core.guides.service import make_guides, make_reader_guides
     from core.models import utcnow
 
     language = _language_option(language)

@@ -48,10 +48,10 @@ def follow(
     ] = None,
 ) -> None:
     """Add a follow (or change its options); creates the subscriber when the address is new."""
-    from core.follows import follow as add_follow
-    from core.masking import mask_address
-    from core.query import QueryError
-    from core.schedule import parse_schedule
+    from core.delivery.schedule import parse_schedule
+    from core.follows.manage import follow as add_follow
+    from core.follows.query import QueryError
+    from core.people.masking import mask_address
 
     chosen = _language_option(language)
     with _store_context() as ctx:
@@ -97,7 +97,7 @@ def _check_webhook(address: str, settings: Settings) -> None:
     digest found out, and paused the subscriber)."""
     reason = _webhook_refusal(settings)(address)
     if reason is not None:
-        from core.masking import mask_address
+        from core.people.masking import mask_address
 
         raise _fail(f"{mask_address(address)} cannot receive digests: {reason}", USAGE)
 
@@ -123,7 +123,7 @@ def _language_option(value: str | None) -> str | None:
     """``--language``: en or zh (codes such as zh-CN accepted); exit 2 naming the choices otherwise."""
     if value is None:
         return None
-    from core.i18n import LANGUAGES, normalize_language
+    from core.i18n.languages import LANGUAGES, normalize_language
 
     chosen = normalize_language(value)
     if chosen is None:
@@ -142,8 +142,8 @@ def unfollow_command(
     which: Annotated[str, typer.Argument(metavar="QUERY-OR-NUMBER", help="The query text or its number.")],
 ) -> None:
     """Remove a follow by its number (see `papertrail follows`) or its query text."""
-    from core.follows import unfollow
-    from core.query import QueryError
+    from core.follows.manage import unfollow
+    from core.follows.query import QueryError
 
     with _store_context() as ctx:
         try:
@@ -156,8 +156,8 @@ def unfollow_command(
 @app.command()
 def follows(address: Annotated[str, typer.Argument(help="The subscriber address.")]) -> None:
     """List a subscriber's follows, numbered."""
-    from core.delivery import normalise_address
-    from core.masking import mask_address, mask_text
+    from core.delivery.contract import normalise_address
+    from core.people.masking import mask_address, mask_text
 
     with _store_context() as ctx:
         try:
@@ -194,9 +194,9 @@ def schedule(
     ] = None,
 ) -> None:
     """Change when a subscriber's digests go out (and optionally their timezone and heartbeat)."""
-    from core.delivery import normalise_address
-    from core.masking import mask_address
-    from core.schedule import parse_schedule, zone
+    from core.delivery.contract import normalise_address
+    from core.delivery.schedule import parse_schedule, zone
+    from core.people.masking import mask_address
 
     with _store_context() as ctx:
         try:
@@ -237,9 +237,9 @@ def subscribe(
 ) -> None:
     """Sign an email address up the self-service way: it gets a confirmation link, and nothing else until
     it confirms (unlike `follow`, whose addresses count as confirmed)."""
-    from core.delivery import DeliveryError
-    from core.query import QueryError
-    from core.signup import SignupState, sign_up
+    from core.delivery.contract import DeliveryError
+    from core.follows.query import QueryError
+    from core.people.signup import SignupState, sign_up
     from papertrail.signup import SignupUnavailable, check_available, mail_outcome
 
     with _context() as ctx:

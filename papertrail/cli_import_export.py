@@ -22,7 +22,7 @@ from papertrail.cli_common import FAILURE, USAGE, _code, _explain, _fail, _n, _s
 from papertrail.cli_follows import _webhook_refusal
 
 if TYPE_CHECKING:
-    from core.store_subscription import Restored
+    from core.store.subscription import Restored
 
 
 import_app = typer.Typer(
@@ -52,8 +52,8 @@ def import_follows_command(
     """Add follows in bulk, like `follow` for each line; every line is checked first, and importing the
     same file again changes nothing. Keys: address, query, schedule, timezone, language, new_only, instant.
     """
-    from core.follows import import_follows
-    from core.follows_file import read_lines
+    from core.follows.file import read_lines
+    from core.follows.manage import import_follows
     from papertrail import redact
 
     if str(path) != "-" and not path.is_file():
@@ -104,7 +104,7 @@ def export_follows_command(
     ] = None,
 ) -> None:
     """Write the follows of active and paused subscribers as JSON Lines, the input of `import follows`."""
-    from core.follows import export_follows
+    from core.follows.manage import export_follows
 
     with _store_context() as ctx:
         try:
@@ -155,9 +155,9 @@ def export_subscription_command(
     """Write one subscriber's whole subscription as one JSON document, the input of `import subscription`:
     status, schedule, timezone, language, heartbeat, newsletters, follows, the papers it received, its
     votes, library seeds and recommendations."""
-    from core.masking import mask_address
-    from core.subscription import exported
-    from core.subscription_file import MAX_LIBRARY, MAX_VOTES, dumps
+    from core.people.masking import mask_address
+    from core.people.subscription import exported
+    from core.people.subscription_file import MAX_LIBRARY, MAX_VOTES, dumps
 
     with _store_context() as ctx:
         try:
@@ -197,9 +197,9 @@ def export_opml_command(
 ) -> None:
     """Write the subscriber's Atom feeds as OPML 2.0 for a feed reader: its private feed (its link made if
     it has none) and one public feed per follow, at PAPERTRAIL_PUBLIC_URL."""
-    from core.delivery import NEWSLETTER_CHANNEL, normalise_address, split_address
-    from core.feed_links import opml
-    from core.feeds import private_feed_url
+    from core.delivery.contract import NEWSLETTER_CHANNEL, normalise_address, split_address
+    from core.delivery.feed_links import opml
+    from core.delivery.feeds import private_feed_url
     from core.models import utcnow
 
     with _store_context() as ctx:
@@ -253,9 +253,9 @@ def import_subscription_command(
     --merge or --replace."""
     from sqlalchemy.exc import IntegrityError
 
-    from core.masking import mask_address
-    from core.subscription import Mode, SubscriptionExists, import_subscription
-    from core.subscription_file import MAX_DOCUMENT_BYTES, DocumentError
+    from core.people.masking import mask_address
+    from core.people.subscription import Mode, SubscriptionExists, import_subscription
+    from core.people.subscription_file import MAX_DOCUMENT_BYTES, DocumentError
 
     if merge and replace:
         raise _fail("--merge and --replace exclude each other; choose one", USAGE)

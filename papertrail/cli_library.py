@@ -4,7 +4,8 @@ follows.
 Registered on :data:`papertrail.cli_import_export.import_app` when ``papertrail/cli.py`` imports this module,
 and built on :mod:`papertrail.cli_common`'s helpers. As there, the command imports what it needs when it runs
 (``papertrail --help`` loads no database library: tests/test_cli_imports.py). The file is read by
-:func:`core.library_file.read_library` and imported by :func:`core.library_import.import_library`, the step
+:func:`core.taste.library_file.read_library` and imported by
+:func:`core.taste.library_import.import_library`, the step
 the manage page's upload runs too (``papertrail/web_library.py``). It needs the arXiv API for ids PaperTrail
 has not stored, so it opens the whole application context, not the store alone.
 
@@ -26,8 +27,8 @@ from papertrail.cli_common import FAILURE, USAGE, _context, _fail, _n, _run, err
 from papertrail.cli_import_export import _BAD_LINES_SHOWN, import_app
 
 if TYPE_CHECKING:
-    from core.library_file import EntryProblem, LibraryRead
-    from core.library_import import LibraryReport
+    from core.taste.library_file import EntryProblem, LibraryRead
+    from core.taste.library_import import LibraryReport
 
 # How the summary names each format.
 FORMAT_NAMES = {"bibtex": "BibTeX", "ris": "RIS", "csl-json": "CSL-JSON"}
@@ -50,9 +51,9 @@ def import_library_command(
     JabRef): each entry is used by its arXiv id, its DOI, or its title and abstract, and counted as a
     paper the reader likes. Every entry not used is listed with its line and reason; importing the same
     file again adds nothing."""
-    from core.delivery import normalise_address
-    from core.library_file import MAX_FILE_BYTES, LibraryFileError, read_library
-    from core.library_import import import_library
+    from core.delivery.contract import normalise_address
+    from core.taste.library_file import MAX_FILE_BYTES, LibraryFileError, read_library
+    from core.taste.library_import import import_library
 
     stdin = str(path) == "-"
     name = _STDIN if stdin else str(path)
@@ -123,7 +124,7 @@ def summary(name: str, read: LibraryRead, report: LibraryReport) -> str:
 def problem_line(name: str, problem: EntryProblem) -> str:
     """``FILE:LINE: entry KEY: reason``, in English (the command line speaks to the operator); the key
     and reason come from the reader's file, so control characters are taken out before they print."""
-    from core.text_safety import strip_control
+    from core.delivery.escaping import strip_control
 
     where = name if problem.line is None else f"{name}:{problem.line}"
     key = f" entry {strip_control(problem.key)}:" if problem.key else ""

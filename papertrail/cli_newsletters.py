@@ -1,6 +1,6 @@
 """The ``newsletter`` command group: ``create``, ``list``, ``show``, ``add`` and ``remove``.
 
-A newsletter is one set of follows and a schedule sent to every member (:mod:`core.newsletters`). The
+A newsletter is one set of follows and a schedule sent to every member (:mod:`core.people.newsletters`). The
 group is added to :data:`papertrail.cli_common.app` here; a command imports what it needs when it runs
 (tests/test_cli_imports.py).
 """
@@ -15,7 +15,7 @@ from papertrail.cli_common import FAILURE, USAGE, _explain, _fail, _iso, _n, _st
 
 if TYPE_CHECKING:
     from core.models import Newsletter, Subscriber
-    from core.store import Store
+    from core.store.facade import Store
 
 
 newsletter_app = typer.Typer(
@@ -38,8 +38,8 @@ def newsletter_create(
 ) -> None:
     """Define a newsletter. People join it with `subscribe --newsletter`, the /subscribe form or `join`;
     the operator adds existing subscribers with `newsletter add`."""
-    from core import newsletters
-    from core.query import QueryError
+    from core.follows.query import QueryError
+    from core.people import newsletters
 
     with _store_context() as ctx:
         try:
@@ -86,7 +86,7 @@ def newsletter_list() -> None:
 @newsletter_app.command("show")
 def newsletter_show(name: Annotated[str, typer.Argument(help="The newsletter's name.")]) -> None:
     """One newsletter: follows, members and its last issue."""
-    from core import newsletters
+    from core.people import newsletters
 
     with _store_context() as ctx:
         try:
@@ -112,8 +112,8 @@ def newsletter_show(name: Annotated[str, typer.Argument(help="The newsletter's n
 def _membership(store: Store, name: str, address: str) -> tuple[Newsletter, Subscriber]:
     """The newsletter and the subscriber of ``newsletter add|remove NAME ADDRESS``, or exit saying which is
     missing: 2 for an address that is not one, 1 for a newsletter or a subscriber the store does not know."""
-    from core import newsletters
-    from core.delivery import normalise_address
+    from core.delivery.contract import normalise_address
+    from core.people import newsletters
 
     try:
         normalised = normalise_address(address)
@@ -152,9 +152,9 @@ def newsletter_add(
     ],
 ) -> None:
     """Make an existing, confirmed subscriber a member of a newsletter; a member already stays one."""
-    from core import newsletters
-    from core.masking import mask_address
     from core.models import SubscriberStatus
+    from core.people import newsletters
+    from core.people.masking import mask_address
 
     with _store_context() as ctx:
         newsletter, subscriber = _membership(ctx.store, name, address)
@@ -192,8 +192,8 @@ def newsletter_remove(
 ) -> None:
     """End a subscriber's membership of a newsletter, as its /leave link does: the subscriber stays
     subscribed, with its own follows and other newsletters."""
-    from core import newsletters
-    from core.masking import mask_address
+    from core.people import newsletters
+    from core.people.masking import mask_address
 
     with _store_context() as ctx:
         newsletter, subscriber = _membership(ctx.store, name, address)

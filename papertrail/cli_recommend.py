@@ -15,7 +15,7 @@ import typer
 from papertrail.cli_common import FAILURE, USAGE, _fail, _known_subscriber, _n, _store_context, app, out
 
 if TYPE_CHECKING:
-    from core.recommend_settings import TasteState
+    from core.taste.settings import TasteState
 
 
 @app.command(name="recommend")
@@ -33,8 +33,8 @@ def recommend_command(
     ] = None,
 ) -> None:
     """Learned recommendations of a subscriber: papers like the ones it liked, in each digest (issue 17)."""
-    from core.masking import mask_address
-    from core.recommend_settings import (
+    from core.people.masking import mask_address
+    from core.taste.settings import (
         DEFAULT_COUNT,
         NotEnoughLikes,
         check_count,
@@ -91,9 +91,9 @@ def try_recommended_command(
     ] = None,
 ) -> None:
     """Show what a subscriber's learned recommendations would have brought lately, and why (nothing saved)."""
-    from core.recommend import PREVIEW_SHOWN, preview
-    from core.recommend_settings import taste_state
-    from core.render import reasons_text
+    from core.delivery.render import reasons_text
+    from core.taste.recommend import PREVIEW_SHOWN, preview
+    from core.taste.settings import taste_state
 
     with _store_context() as ctx:
         subscriber = _known_subscriber(ctx.store, address)

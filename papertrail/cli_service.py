@@ -91,8 +91,8 @@ def ingest(
     ones are stored as history.
     """
     from core.models import utcnow
-    from core.service import complete_papers, ingest_community, ingest_once, ingest_paged
-    from core.store import Novelty
+    from core.papers.pipeline import complete_papers, ingest_community, ingest_once, ingest_paged
+    from core.store.facade import Novelty
 
     if source not in SOURCE_NAMES:
         raise _fail(f"unknown source {source!r}; choose one of: {', '.join(SOURCE_NAMES)}", 2)
@@ -119,8 +119,8 @@ def ingest(
         raise _fail(f"{source}: {report.error}")
     # A one-shot command leaves the ledger complete: what matched reaches each follower's Match rows now
     # rather than at the next digest planning (which would do it first anyway), and so do the learned
-    # recommendations of the new papers (core.recommend).
-    from core.recommend import recommend_new
+    # recommendations of the new papers (core.taste.recommend).
+    from core.taste.recommend import recommend_new
 
     fanned = ctx.store.expand_matches()
     recommended = recommend_new(ctx.store).written
@@ -173,7 +173,7 @@ def index(
     """Write the search index entries a backfill left (the running service does it in the background)."""
     import time
 
-    from core.store_search import INDEX_BATCH
+    from core.store.search import INDEX_BATCH
 
     with _store_context() as ctx:
         store = ctx.store

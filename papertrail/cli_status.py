@@ -22,14 +22,14 @@ from papertrail.cli_delivery import _alarm_line
 from papertrail.source_names import SOURCE_NAMES
 
 if TYPE_CHECKING:
-    from core.status import SourceStatus
+    from core.papers.status import SourceStatus
 
 
 @app.command()
 def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
     """Papers stored; new papers, revisions and AI-related papers in the last 24 h; health of each source."""
-    from core.masking import mask_address, mask_text
-    from core.status import source_statuses
+    from core.papers.status import source_statuses
+    from core.people.masking import mask_address, mask_text
     from notifiers.channels import unconfigured_channels
 
     with _store_context() as ctx:
@@ -201,7 +201,7 @@ def show(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """One paper with every known version, what each revision changed, and its sources."""
-    from core.status import show_paper
+    from core.papers.status import show_paper
 
     with _store_context() as ctx:
         try:
@@ -265,8 +265,8 @@ def try_command(
     limit: Annotated[int, typer.Option(min=1, help="Show at most this many.")] = 20,
 ) -> None:
     """Show which stored papers of the last N days a query would have matched, and why."""
-    from core.follows import try_query
-    from core.query import QueryError
+    from core.follows.manage import try_query
+    from core.follows.query import QueryError
 
     with _store_context() as ctx:
         try:

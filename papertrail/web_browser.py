@@ -1,9 +1,9 @@
 """The paper browser, ``/papers``: the stored papers sorted, filtered by arrival window, kind, category
-and AI relevance, searched in the follow language (``core.search_text``), 50 a page, walked by cursor.
+and AI relevance, searched in the follow language (``core.follows.search_text``), 50 a page, walked by cursor.
 
 Its query parameters are checked by :func:`parse_filter` and :func:`parse_cursor`, which answer what is
 wrong in the reader's language (a 400 page that keeps the form as typed); the SQL is
-``core/store_browser.py``'s. Every filter is kept in the links the page makes (:data:`FILTER_PARAMS`).
+``core/store/browser.py``'s. Every filter is kept in the links the page makes (:data:`FILTER_PARAMS`).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from core.i18n import Translator, listing, translator
-from core.search_text import SearchError, compile_search
-from core.store_browser import (
+from core.follows.search_text import SearchError, compile_search
+from core.i18n.languages import Translator, listing, translator
+from core.store.browser import (
     MAX_CATEGORY,
     MAX_RELEVANCE_PAGE,
     MAX_SEARCH,
