@@ -1,12 +1,13 @@
 """``papertrail import library ADDRESS FILE`` (issue 17): a reader's reference library seeds their learned
 follows.
 
-Registered on :data:`papertrail.cli.import_app`, which ``papertrail/cli.py`` imports at its end, and built
-on its helpers. As there, the command imports what it needs when it runs (``papertrail --help`` loads no
-database library: tests/test_cli_imports.py). The file is read by :func:`core.taste.library_file.read_library`
-and imported by :func:`core.taste.library_import.import_library`, the step the manage page's upload runs too
-(``papertrail/web_library.py``). It needs the arXiv API for ids PaperTrail has not stored, so it opens
-the whole application context, not the store alone.
+Registered on :data:`papertrail.cli_import_export.import_app` when ``papertrail/cli.py`` imports this module,
+and built on :mod:`papertrail.cli_common`'s helpers. As there, the command imports what it needs when it runs
+(``papertrail --help`` loads no database library: tests/test_cli_imports.py). The file is read by
+:func:`core.taste.library_file.read_library` and imported by
+:func:`core.taste.library_import.import_library`, the step
+the manage page's upload runs too (``papertrail/web_library.py``). It needs the arXiv API for ids PaperTrail
+has not stored, so it opens the whole application context, not the store alone.
 
 Exit codes as in the README: 2 for a malformed address, a file argument that is not a file, or a file that
 is not a library (its refusal printed, nothing imported); 1 for an unknown subscriber or a file that cannot
@@ -22,7 +23,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from papertrail.cli import _BAD_LINES_SHOWN, FAILURE, USAGE, _context, _fail, _n, _run, err, import_app, out
+from papertrail.cli_common import FAILURE, USAGE, _context, _fail, _n, _run, err, out
+from papertrail.cli_import_export import _BAD_LINES_SHOWN, import_app
 
 if TYPE_CHECKING:
     from core.taste.library_file import EntryProblem, LibraryRead

@@ -1,11 +1,12 @@
 """The vote commands of the command line (issue 17): ``like``, ``dislike``, ``unvote`` and ``likes``.
 
-They are registered on :data:`papertrail.cli.app`, which imports this module at its end, and use its
-helpers (the store alone through ``_store_context``, errors through ``_fail``). As there, a command imports
-what it needs when it runs: ``papertrail --help`` loads no database library (tests/test_cli_imports.py).
-Every vote goes through :mod:`core.taste.votes`, the step the chats and the digest buttons use too. Exit
-codes as
-in the README: 2 for a malformed address or paper id, 1 for an unknown subscriber, paper or vote.
+They are registered on :data:`papertrail.cli_common.app` when ``papertrail/cli.py`` imports this module, and
+use its helpers (the store alone through ``_store_context``, errors through ``_fail``). As there, a command
+imports what it needs when it runs: ``papertrail --help`` loads no database library
+(tests/test_cli_imports.py). Every vote goes through :mod:`core.taste.votes`, the step the chats and the
+digest
+buttons use too. Exit codes as in the README: 2 for a malformed address or paper id, 1 for an unknown
+subscriber, paper or vote.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from papertrail.cli import FAILURE, USAGE, _fail, _known_subscriber, _store_context, app, out
+from papertrail.cli_common import FAILURE, USAGE, _fail, _known_subscriber, _store_context, app, out
 
 if TYPE_CHECKING:
     from core.models import Version

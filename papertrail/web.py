@@ -5,7 +5,7 @@
 =================================  =========================================================================
 ``/``                              status: last 24 hours, sources (ok/quiet/stale/failing), library, queue,
                                    a 30-day chart; refreshes every minute; no JavaScript
-``/papers``                        the paper browser: sort, filters, text search, 50 per page
+``/papers``                        the paper browser: sort, filters, text search, 50 per page (web_browser.py)
 ``/papers/{arxiv_id}``             one paper: versions, what each revision changed, AI guides, community
                                    picks, citation ``<meta>`` tags for Zotero and Google Scholar
 ``/papers/{arxiv_id}.bib``         the paper's BibTeX entry (its newest version), a download
@@ -37,7 +37,6 @@ query never blocks the event loop the scheduler and the bots share in ``papertra
 from __future__ import annotations
 
 import hmac
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -55,28 +54,17 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from core.follows.search_text import SearchError, compile_search
 from core.i18n.languages import Translator, listing, translator
 from core.models import utcnow
 from core.papers.citations import highwire_tags
 from core.papers.health import Health
 from core.papers.status import SourceStatus
-from core.store.browser import (
-    MAX_CATEGORY,
-    MAX_RELEVANCE_PAGE,
-    MAX_SEARCH,
-    PAGE_SIZE,
-    CursorError,
-    Kind,
-    PaperFilter,
-    PaperPage,
-    Sort,
-)
 from core.store.ledger import changes
 from core.values import DayCounts
 from papertrail.chart import ChartWords, daily_chart
 from papertrail.context import SOURCE_NAMES, AppContext
 from papertrail.web_bibtex import BibtexRoutes
+from papertrail.web_browser import BrowserPages
 from papertrail.web_dashboard import headline_times
 from papertrail.web_feeds import FeedPages
 from papertrail.web_library import LibraryRoutes
@@ -89,8 +77,6 @@ from papertrail.web_votes import VoteRoutes
 # The status page reloads itself this often (seconds): a wall display stays current with no script.
 REFRESH_SECONDS = 60
 CHART_DAYS = 30
-# Arrival windows the browser accepts (the status page links use 24h).
-WINDOWS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
 # Forms are small, but a Slack App Home click carries the whole published view (up to 40 follows of up
 # to 1,000 characters, URL-encoded); anything larger is refused before it is parsed.
 MAX_BODY = 512 * 1024
@@ -100,11 +86,6 @@ STATIC = Path(__file__).with_name("static")
 ICONS = {"/favicon.ico": ("favicon.ico", "image/x-icon"), "/favicon.svg": ("favicon.svg", "image/svg+xml")}
 # A day: a changed icon shows up the next day, and a browser does not ask again on every page.
 ICON_CACHE = "public, max-age=86400"
-_CATEGORY = re.compile(r"^[A-Za-z][A-Za-z0-9.\-]*(\.\*)?$")
-_MAX_PAGE = 100_000
-# The browser's filters (kept in every link it makes) and its position in the list.
-FILTER_PARAMS = ("sort", "kind", "since", "ai", "cat", "q")
-CURSOR_PARAMS = ("after", "before", "page", "from")
 
 
 def build_app(ctx: AppContext, *, clock: Callable[[], datetime] = utcnow) -> Starlette:
@@ -113,7 +94,7 @@ def build_app(ctx: AppContext, *, clock: Callable[[], datetime] = utcnow) -> Sta
     subscribers = SubscriberPages(ctx, web.pages)
     routes = [
         Route("/", web.status_page, methods=["GET"]),
-        Route("/papers", web.papers_page, methods=["GET"]),
+        *BrowserPages(ctx, web.pages, clock).routes(),
         # Before the paper page, whose {arxiv_id:path} would also take "2411.17700.bib".
         *BibtexRoutes(ctx, web.pages, subscribers).routes(),
         Route("/papers/{arxiv_id:path}", web.paper_page, methods=["GET"]),
@@ -310,7 +291,7 @@ def chart_words(t: Translator, zone: str = "UTC") -> ChartWords:
 
 
 class _Web:
-    """The status, browser, source and health endpoints of one app."""
+    """The status, paper, source and health endpoints of one app (the browser is ``BrowserPages``)."""
 
     def __init__(self, ctx: AppContext, pages: Pages, clock: Callable[[], datetime]) -> None:
         self.ctx = ctx
@@ -355,61 +336,6 @@ class _Web:
             chart=chart,
             days=days,
             day_zone=day_zone,
-        )
-
-    def papers_page(self, request: Request) -> Response:
-        """The paper browser: filters, a search in the follow language, pages walked by cursor."""
-        reader = self.pages.reader(request)
-        now = self.clock()
-        params = {key: request.query_params.get(key, "") for key in FILTER_PARAMS}
-        cursor = {key: request.query_params.get(key, "") for key in CURSOR_PARAMS}
-        parsed = parse_filter(params, now, reader.t)
-        result: PaperPage | None = None
-        error = parsed if isinstance(parsed, str) else parse_cursor(parsed, cursor, reader.t)
-        if not error and isinstance(parsed, PaperFilter):
-            try:
-                result = self.store.browse_papers(
-                    parsed,
-                    after=cursor["after"] or None,
-                    before=cursor["before"] or None,
-                    page=int(cursor["page"] or 1),
-                    from_history=cursor["from"] == "history",
-                    per_page=PAGE_SIZE,
-                )
-            except CursorError:
-                error = reader.t.gettext(
-                    "PaperTrail holds no paper {id} to continue from; start again from the first page",
-                    id=cursor["after"] or cursor["before"],
-                )
-        if result is None:
-            return self.pages.render(
-                reader,
-                "papers.html.j2",
-                status=400,
-                error=error,
-                params=params,
-                result=None,
-                search=None,
-                guides={},
-                now=now,
-                windows=WINDOWS,
-                max_relevance_page=MAX_RELEVANCE_PAGE,
-            )
-        assert isinstance(parsed, PaperFilter)
-        guides = self.store.guides_for(
-            [row.version_id for row in result.rows if row.version_id is not None], reader.language
-        )
-        return self.pages.render(
-            reader,
-            "papers.html.j2",
-            error="",
-            params=params,
-            result=result,
-            search=parsed.search,
-            guides=guides,
-            now=now,
-            windows=WINDOWS,
-            max_relevance_page=MAX_RELEVANCE_PAGE,
         )
 
     def paper_page(self, request: Request) -> Response:
@@ -531,83 +457,3 @@ def metrics_authorized(request: Request, token: SecretStr | None) -> bool:
     scheme, _, given = request.headers.get("authorization", "").partition(" ")
     expected = token.get_secret_value().encode()
     return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), expected)
-
-
-def parse_filter(params: dict[str, str], now: datetime, t: Translator | None = None) -> PaperFilter | str:
-    """The browser's query parameters as a filter, or what is wrong with them (in ``t``'s language)."""
-    t = t or translator(None)
-    try:
-        sort = Sort(params["sort"] or Sort.UPDATED)
-    except ValueError:
-        return t.gettext(
-            "unknown sort {sort!r}; use one of {choices}",
-            sort=params["sort"],
-            choices=listing(t, (s.value for s in Sort)),
-        )
-    try:
-        kind = Kind(params["kind"])
-    except ValueError:
-        return t.gettext("unknown kind {kind!r}; use new, revised or community", kind=params["kind"])
-    window = params["since"]
-    if window and window not in WINDOWS:
-        return t.gettext(
-            "unknown window {window!r}; use one of {choices}", window=window, choices=listing(t, WINDOWS)
-        )
-    ai = params["ai"]
-    if ai not in ("", "0", "1", "on"):
-        return t.gettext("ai={ai!r}: use ai=1 for AI-related papers only", ai=ai)
-    category = params["cat"].strip()
-    if category and (len(category) > MAX_CATEGORY or not _CATEGORY.match(category)):
-        return t.gettext(
-            "{category!r} is not a category; write it like cs.LG, or cs for the archive",
-            category=category[:MAX_CATEGORY],
-        )
-    text = " ".join(params["q"].split())
-    if len(text) > MAX_SEARCH:
-        return t.gettext(
-            "the search text is {length} characters long; the limit is {limit}",
-            length=len(text),
-            limit=MAX_SEARCH,
-        )
-    search = None
-    if text:
-        try:
-            search = compile_search(text)
-        except SearchError as err:
-            return t.gettext("cannot search for {text!r}: {reason}", text=text, reason=str(err))
-    if sort is Sort.RELEVANCE and search is None:
-        return t.gettext("sorting by relevance needs a search text; type words to look for")
-    return PaperFilter(
-        sort=sort,
-        kind=kind,
-        since=now - WINDOWS[window] if window else None,
-        ai=ai in ("1", "on"),
-        category=category,
-        search=search,
-    )
-
-
-def parse_cursor(flt: PaperFilter, cursor: dict[str, str], t: Translator) -> str:
-    """What is wrong with the browser's position parameters (``after``, ``before``, ``page``, ``from``)."""
-    page = cursor["page"]
-    if page and (not page.isdigit() or not 1 <= int(page) <= _MAX_PAGE):
-        return t.gettext("page {page!r} is not a page number", page=page)
-    if page and int(page) > 1 and flt.sort is not Sort.RELEVANCE:
-        return t.gettext(
-            "page numbers apply to the relevance order only; follow the newer and older links instead"
-        )
-    if page and int(page) > MAX_RELEVANCE_PAGE:
-        return t.gettext(
-            "the relevance order shows the best {count} matches; sort by date to see every match",
-            count=number(MAX_RELEVANCE_PAGE * PAGE_SIZE),
-        )
-    if cursor["after"] and cursor["before"]:
-        return t.gettext("give after= or before=, not both")
-    for key in ("after", "before"):
-        if len(cursor[key]) > MAX_CATEGORY:
-            return t.gettext("{key}= takes a paper id such as 2411.17700", key=key)
-    if cursor["from"] not in ("", "history"):
-        return t.gettext(
-            "from={value!r}: use from=history to start at the papers from backfills", value=cursor["from"]
-        )
-    return ""

@@ -359,7 +359,7 @@ def test_counts_of_one_are_singular(env: Path) -> None:
 
 
 def test_plural_helper() -> None:
-    from papertrail.cli import _n
+    from papertrail.cli_common import _n
 
     assert [_n(0, "item"), _n(1, "item"), _n(2, "item")] == ["0 items", "1 item", "2 items"]
     assert _n(1, "match", "matches") == "1 match" and _n(3, "match", "matches") == "3 matches"

@@ -1,0 +1,197 @@
+"""The service commands of the command line: ``run`` (the long-running service), ``ingest`` (one source
+once), ``backfill snapshot`` (history in bulk) and ``index`` (the search index a backfill left).
+
+Registered on :data:`papertrail.cli_common.app` when ``papertrail/cli.py`` imports this module, and built
+on its helpers. As everywhere in the command line, a command imports what it needs when it runs
+(``papertrail --help`` loads no database library: tests/test_cli_imports.py).
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from papertrail.cli_common import (
+    _cannot_open,
+    _context,
+    _fail,
+    _n,
+    _run,
+    _settings,
+    _store_context,
+    app,
+    err,
+    out,
+)
+from papertrail.source_names import SOURCE_NAMES
+
+
+@app.command()
+def run(
+    role: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--role",
+            metavar="ROLES",
+            help="Roles to run: scheduler, bots, web, worker (comma-separated or repeated; default all).",
+        ),
+    ] = None,
+) -> None:
+    """Run the service until Ctrl-C or SIGTERM: ingest on schedule, deliver digests, serve the web page."""
+    import asyncio
+
+    from papertrail.context import build_context
+    from papertrail.runtime import WEB_PORT_HINT, RoleFailed, parse_roles, run_forever, web_port_problem
+
+    try:
+        roles = parse_roles(role or [])
+    except ValueError as exc:
+        raise _fail(str(exc), 2) from exc
+    settings = _settings()
+    # Before anything starts (migrations, the other roles): a taken port is said at once, on the last line.
+    if "web" in roles and (problem := web_port_problem(settings.web_host, settings.web_port)):
+        raise _fail(f"the web role {problem}; {WEB_PORT_HINT}")
+    try:
+        ctx = build_context(settings)
+    except Exception as exc:  # cannot reach or migrate the database: say which one, without the password
+        raise _cannot_open(settings, exc) from exc
+
+    async def main() -> None:
+        # Chat clients and the HTTP client belong to this loop: close them in it.
+        try:
+            await run_forever(ctx, roles=roles)
+        finally:
+            await ctx.aclose()
+
+    try:
+        asyncio.run(main())
+    except RoleFailed as exc:
+        raise _fail(str(exc), 1) from exc
+
+
+@app.command()
+def ingest(
+    source: Annotated[str, typer.Option(help=f"Source to run: {', '.join(SOURCE_NAMES)}.")] = "arxiv-rss",
+    day: Annotated[
+        str | None, typer.Option("--date", help="hf-daily: the day to fetch (YYYY-MM-DD, default today UTC).")
+    ] = None,
+    since: Annotated[
+        str | None, typer.Option(help="arxiv-oai: harvest records changed since this date (YYYY-MM-DD).")
+    ] = None,
+    history: Annotated[
+        bool, typer.Option("--history", help="arxiv-oai: store everything as history; notify nobody.")
+    ] = False,
+) -> None:
+    """Fetch one source once, store new versions and match them against the follows.
+
+    arxiv-oai fills gaps: versions announced after the newest announcement already seen are news, older
+    ones are stored as history.
+    """
+    from core.models import utcnow
+    from core.papers.pipeline import complete_papers, ingest_community, ingest_once, ingest_paged
+    from core.store.facade import Novelty
+
+    if source not in SOURCE_NAMES:
+        raise _fail(f"unknown source {source!r}; choose one of: {', '.join(SOURCE_NAMES)}", 2)
+    try:
+        wanted = date.fromisoformat(day) if day else utcnow().date()
+    except ValueError as exc:
+        raise _fail(f"--date {day!r} is not a date like 2026-11-30", 2) from exc
+    try:
+        from_date = date.fromisoformat(since).isoformat() if since else None
+    except ValueError as exc:
+        raise _fail(f"--since {since!r} is not a date like 2026-11-01", 2) from exc
+    with _context() as ctx:
+        if source == "arxiv-api":
+            assert ctx.api is not None
+            report = _run(complete_papers(ctx.store, ctx.api))
+        elif source in ctx.paged:
+            novelty = Novelty.HISTORY if history else Novelty.GAP
+            report = _run(ingest_paged(ctx.store, ctx.paged[source], since=from_date, novelty=novelty))
+        elif source in ctx.community:
+            report = _run(ingest_community(ctx.store, ctx.community[source], wanted))
+        else:
+            report = _run(ingest_once(ctx.store, ctx.sources[source]))
+    if report.error:
+        raise _fail(f"{source}: {report.error}")
+    # A one-shot command leaves the ledger complete: what matched reaches each follower's Match rows now
+    # rather than at the next digest planning (which would do it first anyway), and so do the learned
+    # recommendations of the new papers (core.taste.recommend).
+    from core.taste.recommend import recommend_new
+
+    fanned = ctx.store.expand_matches()
+    recommended = recommend_new(ctx.store).written
+    out.print(
+        f"{source}: {report.state}; {_n(report.fetched, 'item')}, {_n(report.new_papers, 'new paper')}, "
+        f"{_n(report.revisions, 'revision')}, {report.duplicates} already known, "
+        f"{_n(report.matches, 'query match', 'query matches')} ({fanned} for subscribers)"
+        + (f", {_n(recommended, 'recommendation')}" if recommended else "")
+        + (f"\nnote: {report.note}" if report.note else "")
+    )
+
+
+backfill_app = typer.Typer(help="Load history in bulk (stored, never sent as news).", no_args_is_help=True)
+app.add_typer(backfill_app, name="backfill")
+
+
+@backfill_app.command("snapshot")
+def backfill_snapshot(
+    path: Annotated[Path, typer.Argument(help="arxiv-metadata-oai-snapshot.json[.gz] (JSON Lines).")],
+) -> None:
+    """Stream the arXiv metadata snapshot into the store as history, with a progress bar."""
+    from papertrail.backfill import BackfillFailed, run_snapshot_backfill
+
+    if not path.is_file():
+        raise _fail(f"{path} is not a file; download arxiv-metadata-oai-snapshot.json (Kaggle) first", 2)
+    with _store_context() as ctx:
+        try:
+            report = run_snapshot_backfill(ctx.store, path, err)
+        except BackfillFailed as exc:  # a cut-short or corrupt gzip: click alone would print "Aborted."
+            raise _fail(str(exc), 1) from exc
+        backlog = ctx.store.search_backlog()
+    out.print(
+        f"snapshot: {report.state}; {_n(report.fetched, 'version')} read, {report.duplicates} already known"
+    )
+    if report.note:
+        out.print(f"note: {report.note}")
+    if backlog:
+        out.print(
+            f"search: {_n(backlog, 'paper')} to index; the service indexes them in the background, "
+            "or run `papertrail index` to do it now"
+        )
+
+
+@app.command()
+def index(
+    limit: Annotated[
+        int, typer.Option(min=0, help="Stop after about this many papers (0: until none is left).")
+    ] = 0,
+) -> None:
+    """Write the search index entries a backfill left (the running service does it in the background)."""
+    import time
+
+    from core.store.search import INDEX_BATCH
+
+    with _store_context() as ctx:
+        store = ctx.store
+        waiting = store.search_backlog()
+        if not waiting:
+            out.print("search index: up to date")
+            return
+        out.print(f"search index: {_n(waiting, 'paper')} to index")
+        started = time.monotonic()
+        done = 0
+        while not limit or done < limit:
+            written = store.index_search(INDEX_BATCH)
+            done += written
+            if written < INDEX_BATCH:
+                break
+            if done % (INDEX_BATCH * 25) == 0:
+                err.print(f"  {done:,} indexed, {done / (time.monotonic() - started):,.0f} papers/s")
+        store.tidy_search_index()
+        seconds = time.monotonic() - started
+        left = store.search_backlog()
+    out.print(f"search index: {_n(done, 'paper')} indexed in {seconds:,.0f} s; {left} left")
