@@ -14,7 +14,7 @@ from datetime import date, timedelta
 from typing import ClassVar
 
 from core.models import utcnow
-from core.sources import Page, SourceError
+from core.papers.sources import Page, SourceError
 from ingest.arxiv_oai_parse import parse_oai
 from ingest.arxiv_oai_parse_urls import build_list_records_url
 from ingest.arxiv_oai_parse_values import OaiError, OaiErrorCode, OaiFormatError
