@@ -296,3 +296,18 @@ class DayCounts:
     def total(self) -> int:
         """New papers plus revisions."""
         return self.new + self.revisions
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseValidator:
+    """What a response said for the next conditional GET of its URL: its ETag and Last-Modified.
+
+    The HTTP client makes one from a response and sends it back as If-None-Match / If-Modified-Since; a
+    source hands it on in its ``FetchResult``; only the store turns it into a row (``http_validator``)
+    and back. ``updated_at`` is when the response arrived (None: the store uses the time it saves).
+    """
+
+    url: str
+    etag: str | None = None
+    last_modified: str | None = None
+    updated_at: datetime | None = None

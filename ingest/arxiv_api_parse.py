@@ -33,7 +33,7 @@ from urllib.parse import quote_plus, urlencode
 
 from core.papers.tex_accents import decode_tex
 from core.values import ARXIV_ID_PATTERN, AnnounceType, PaperIn
-from ingest.arxiv_oai_parse import load_untrusted_xml
+from ingest.arxiv_oai_parse_xml import load_untrusted_xml
 from ingest.timestamps import iso_utc
 from ingest.xml_text import collapse, element_text
 

@@ -5,14 +5,11 @@ temporary file) in chunks of ``CHUNK`` bytes. The XML itself goes to an incremen
 does what used to be done on the whole ``bytes``:
 
 - ``opening``: refuse an empty, blank or obviously HTML body before parsing;
-- ``LayoutScan``: the byte-level conditions for reading the items from the tree rather than through
-  feedparser (the prolog and every ``xmlns``), checked as the chunks go by;
 - ``repair_utf8``: a copy of the body, spooled to a temporary file, with each invalid UTF-8 sequence
   replaced by U+FFFD, and the note naming the items that were hit (issue 14, defect 11).
 
-Each gives exactly the answer of its whole-body counterpart in ``arxiv_rss_parse`` (kept there for
-``parse_feed_feedparser``, the reference), whatever the chunk boundaries; the tests run them with tiny
-chunks to cross every boundary.
+Each gives the same answer whatever the chunk boundaries; the tests run them with tiny chunks to cross
+every boundary.
 """
 
 from __future__ import annotations
@@ -29,25 +26,6 @@ from typing import BinaryIO
 CHUNK = 256 * 1024
 
 UTF8_BOM = b"\xef\xbb\xbf"
-# The namespaces arXiv's feed declares, by the prefix it gives them (see LayoutScan).
-KNOWN_NAMESPACES = {
-    b"arxiv": b"http://arxiv.org/schemas/atom",
-    b"dc": b"http://purl.org/dc/elements/1.1/",
-    b"atom": b"http://www.w3.org/2005/Atom",
-    b"content": b"http://purl.org/rss/1.0/modules/content/",
-}
-KNOWN_NAMESPACE_DECL_RE = re.compile(
-    rb"xmlns:(?:"
-    + rb"|".join(
-        re.escape(prefix) + rb"\s*=\s*(?:\"" + re.escape(uri) + rb"\"|'" + re.escape(uri) + rb"')"
-        for prefix, uri in KNOWN_NAMESPACES.items()
-    )
-    + rb")"
-)
-# Every prefix of a text that KNOWN_NAMESPACE_DECL_RE could match (and more): a declaration cut by the end
-# of a chunk may still turn out known once the next chunk arrives.
-_UNFINISHED_DECL_RE = re.compile(rb"xmlns(?::[A-Za-z]*(?:\s*(?:=\s*(?:[\"'][^\"']*)?)?)?)?\Z")
-FIRST_ELEMENT_RE = re.compile(rb"<\w")
 XML_DECLARATION_RE = re.compile(rb"<\?xml\s[^>]*?(?:encoding\s*=\s*[\"'](?P<encoding>[^\"']*)[\"'][^>]*)?\?>")
 ITEM_START_RE = re.compile(rb"<item[\s>]")
 ITEM_GUID_RE = re.compile(rb"<guid[^>]*>([^<]{1,200})</guid>")
@@ -90,76 +68,6 @@ def opening(stream: BinaryIO) -> bytes | None:
         if not blank and not stripping and len(first) >= _OPENING_SHOWN:
             break
     return None if blank else first
-
-
-class LayoutScan:
-    """Byte-level conditions for reading the tree, fed the body chunk by chunk; ``readable`` at the end.
-
-    - UTF-8 (declared or by default) with at most a UTF-8 byte-order mark: feedparser re-encodes anything
-      else before parsing, and would fall back to its lenient parser if it could not;
-    - nothing but the XML declaration before the root element: feedparser rewrites a DOCTYPE and its
-      entity declarations before parsing (and ElementTree would have expanded them);
-    - every namespace declaration one of arXiv's four: feedparser names the keys of an unknown namespace
-      (``arxiv_announce_type``) after the prefix the document uses, which the tree does not record. Each
-      real declaration starts with the bytes ``xmlns`` (attribute names cannot be escaped), so every
-      occurrence of them is checked; one in text merely sends the document through feedparser.
-
-    Only the bytes before the root element and a declaration cut by a chunk boundary are kept between
-    chunks.
-    """
-
-    def __init__(self) -> None:
-        self.readable = True
-        self._prolog: bytearray | None = bytearray()
-        self._carry = b""
-
-    def feed(self, chunk: bytes) -> None:
-        """Check the next chunk of the body."""
-        if not self.readable:
-            return
-        if self._prolog is not None:
-            searched = len(self._prolog)
-            self._prolog += chunk
-            # A "<" at the end of the previous chunk may open the root element.
-            found = FIRST_ELEMENT_RE.search(self._prolog, max(0, searched - 1))
-            if found is not None:
-                self.readable = _prolog_is_plain(bytes(self._prolog[: found.start()]))
-                self._prolog = None
-        self._namespaces(chunk, final=False)
-
-    def close(self) -> bool:
-        """The verdict once the whole body went by: True when the tree may be read."""
-        if self._prolog is not None:
-            self.readable = False  # no element at all
-        self._namespaces(b"", final=True)
-        return self.readable
-
-    def _namespaces(self, chunk: bytes, *, final: bool) -> None:
-        if not self.readable:
-            return
-        buffer = self._carry + chunk
-        # The last four bytes may be the start of an "xmlns" that the next chunk completes.
-        keep = max(0, len(buffer) - 4)
-        position = buffer.find(b"xmlns")
-        while position != -1:
-            if KNOWN_NAMESPACE_DECL_RE.match(buffer, position) is None:
-                if not final and _UNFINISHED_DECL_RE.match(buffer, position):
-                    keep = position  # decided once more bytes are here
-                    break
-                self.readable = False
-                return
-            position = buffer.find(b"xmlns", position + 5)
-        self._carry = buffer[keep:]
-
-
-def _prolog_is_plain(prolog: bytes) -> bool:
-    """True when the bytes before the root element are at most a UTF-8 BOM and a UTF-8 XML declaration."""
-    prolog = prolog[len(UTF8_BOM) :] if prolog.startswith(UTF8_BOM) else prolog
-    declaration = XML_DECLARATION_RE.match(prolog)
-    rest = prolog[declaration.end() :] if declaration else prolog
-    if rest.strip():
-        return False
-    return not declaration or (declaration.group("encoding") or b"utf-8").lower() == b"utf-8"
 
 
 def repair_utf8(stream: BinaryIO) -> tuple[BinaryIO, str] | None:

@@ -19,18 +19,15 @@ Three outcomes a caller must tell apart: a page of items (maybe with some ``skip
 ``FeedFormatError`` when the bytes are not a usable RSS document, ``ArxivFeedError`` when arXiv answered with
 its error channel.
 
-``parse_feed`` reads the items from the tree of its well-formedness check, built chunk by chunk by an
-incremental parser that drops each item once read (issue 14: memory bounded by the versions, not the
-document); ``parse_feed_feedparser`` reads them with feedparser, as ``parse_feed`` did before, from the
-whole body. Both give the same result for the same bytes (``tests/test_arxiv_rss_parse.py`` compares them);
-the first falls back on the second for any document not laid out like arXiv's feed.
+There is one reading (issue 19): the items come from the tree of one strict, incremental ``xml.etree``
+parse, built chunk by chunk, each item dropped once read (issue 14: memory bounded by the versions, not
+the document). feedparser, which an earlier version used and then kept as a reference and fallback, is
+not used: it needed the whole body, about four times the heap, a second strict parse to turn a truncated
+download into an error, and five times the time (docs/benchmarks.md, "One RSS parser").
 """
 
 from __future__ import annotations
 
-import bisect
-import calendar
-import codecs
 import contextlib
 import io
 import re
@@ -42,23 +39,9 @@ from email.utils import parsedate_to_datetime
 from typing import Any, BinaryIO
 from xml.parsers.expat import errors as expat_errors
 
-import feedparser
-from feedparser.datetimes import _parse_date as _feedparser_parse_date
-
 from core.papers.tex_accents import decode_tex
 from core.values import ARXIV_ID_PATTERN, AnnounceType, PaperIn
-from ingest.arxiv_rss_bytes import (
-    ITEM_GUID_RE,
-    ITEM_START_RE,
-    REPAIRED_SHOWN,
-    UTF8_BOM,
-    XML_DECLARATION_RE,
-    LayoutScan,
-    format_repair_note,
-    opening,
-    read_chunks,
-    repair_utf8,
-)
+from ingest.arxiv_rss_bytes import opening, read_chunks, repair_utf8
 from ingest.paper_spool import PaperSpool
 from ingest.xml_text import collapse
 
@@ -67,7 +50,6 @@ __all__ = [
     "FeedFormatError",
     "FeedPage",
     "parse_feed",
-    "parse_feed_feedparser",
     "split_authors",
 ]
 
@@ -103,69 +85,29 @@ _TRUNCATION_CODES = frozenset(
 
 _DC = "{http://purl.org/dc/elements/1.1/}"
 _ARXIV = "{http://arxiv.org/schemas/atom}"
-_ATOM_LINK = "{http://www.w3.org/2005/Atom}link"
-# Channel children of arXiv's feed, each with a name of its own; title, description and pubDate are read.
-_CHANNEL_TAGS = {
-    "title": "title",
-    "description": "subtitle",
-    "pubDate": "published",
-    "link": "link",
-    _ATOM_LINK: "atom_link",
-    "docs": "docs",
-    "language": "language",
-    "lastBuildDate": "updated",
-    "managingEditor": "author",
-    "skipDays": "skipdays",
-}
-_CHANNEL_READ = frozenset({"title", "subtitle", "published"})
-# Item children of arXiv's feed (besides <category>), with the feedparser entry key each one fills.
+# The channel children read, by the key they fill.
+_CHANNEL_KEYS = {"title": "title", "description": "description", "pubDate": "published"}
+# The item children read (besides <category>), by the key of the entry they fill. Elements are told by
+# namespace URI, not by prefix, so another prefix for arXiv's namespace reads the same.
 _ITEM_KEYS = {
     "title": "title",
     "link": "link",
-    "description": "summary",
-    "guid": "id",
+    "description": "description",
+    "guid": "guid",
     "pubDate": "published",
-    f"{_DC}creator": "author",
+    f"{_DC}creator": "creator",
     f"{_DC}rights": "rights",
-    f"{_ARXIV}announce_type": "arxiv_announce_type",
-    f"{_ARXIV}DOI": "arxiv_doi",
-    f"{_ARXIV}journal_reference": "arxiv_journal_reference",
+    f"{_ARXIV}announce_type": "announce_type",
+    f"{_ARXIV}DOI": "doi",
+    f"{_ARXIV}journal_reference": "journal_ref",
 }
-# Tags of the elements the layout checks read once their parent ended (see _FeedReader): others are
-# emptied as soon as they end.
-_KEPT = frozenset({"rss", "channel", "category", "day", *_CHANNEL_TAGS, *_ITEM_KEYS})
-# feedparser.urls._urifixer: collapses extra slashes after "scheme://".
+# Collapses extra slashes after "scheme://" in a URL (a permalink guid, a link).
 _URL_SLASHES_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+-.]*://)(/*)(.*?)")
 _LINK_ENTITY_RE = re.compile(r"&([A-Za-z0-9_]+);")
-# feedparser.html._cp1252: C1 control characters read as the Windows-1252 characters at those bytes.
+# C1 control characters U+0080..U+009F read as the Windows-1252 characters at those bytes; the five bytes
+# Windows-1252 leaves undefined stay as they are.
 _CP1252 = {
-    128: "\u20ac",
-    130: "\u201a",
-    131: "\u0192",
-    132: "\u201e",
-    133: "\u2026",
-    134: "\u2020",
-    135: "\u2021",
-    136: "\u02c6",
-    137: "\u2030",
-    138: "\u0160",
-    139: "\u2039",
-    140: "\u0152",
-    142: "\u017d",
-    145: "\u2018",
-    146: "\u2019",
-    147: "\u201c",
-    148: "\u201d",
-    149: "\u2022",
-    150: "\u2013",
-    151: "\u2014",
-    152: "\u02dc",
-    153: "\u2122",
-    154: "\u0161",
-    155: "\u203a",
-    156: "\u0153",
-    158: "\u017e",
-    159: "\u0178",
+    code: char for code in range(0x80, 0xA0) for char in (bytes([code]).decode("cp1252", "ignore"),) if char
 }
 
 
@@ -216,22 +158,14 @@ def parse_feed(data: bytes | BinaryIO, *, spool_after: int | None = None) -> Fee
     ill-formed XML) and ``ArxivFeedError`` if it is arXiv's error channel. Items that cannot be used are not
     dropped silently: each one leaves a note in ``FeedPage.skipped``.
 
-    The result is exactly what ``parse_feed_feedparser`` returns for the same bytes, several times faster
-    (docs/benchmarks.md): the items are read from the tree that the well-formedness check builds anyway,
-    with feedparser's text rules (see ``_feedparser_text``). That shortcut is taken only for documents laid
-    out like arXiv's feed (``_FeedReader`` and ``LayoutScan`` list the conditions); anything else (a
-    DOCTYPE, an unknown element or namespace, an attribute feedparser would act on) goes through
-    feedparser, so the two never differ.
-
     Memory (issue 14): the document is read ``CHUNK`` bytes at a time by an incremental parser, and each
     ``<item>`` is dropped from the tree as soon as it is turned into a ``PaperIn``, so reading a file costs
     about what the ``PaperIn`` values themselves take. A document with invalid UTF-8 is repaired into a
-    temporary file, chunk by chunk as well. The one path that reads the whole body into memory is the
-    feedparser one, for documents not laid out like arXiv's feed.
+    temporary file, chunk by chunk as well.
 
     With ``spool_after``, ``FeedPage.items`` is a ``PaperSpool`` that keeps that many versions in memory
     and the rest in a temporary file (close it, or let it go, to delete the file): then the versions of
-    a large feed are not all in memory at once either. The feedparser path still returns a tuple.
+    a large feed are not all in memory at once either.
     """
     stream: BinaryIO = io.BytesIO(data) if isinstance(data, bytes) else data
     reader = _FeedReader(spool_after)
@@ -247,94 +181,40 @@ def parse_feed(data: bytes | BinaryIO, *, spool_after: int | None = None) -> Fee
         # Still not usable once the bytes are UTF-8: that error (e.g. a download cut short) is the one
         # that says what is wrong.
         with fixed:
-            page = _FeedReader(spool_after).read(fixed).page(fixed)
+            page = _FeedReader(spool_after).read(fixed).page()
         return replace(page, notes=(note,))
-    return reader.page(stream)
-
-
-def parse_feed_feedparser(data: bytes) -> FeedPage:
-    """``parse_feed`` as it was before it read the tree itself: every item through feedparser.
-
-    Kept as the reference that ``parse_feed`` is tested against, the fallback for documents not laid out
-    like arXiv's feed, and the baseline of ``bench/ingest.py``. Same contract as ``parse_feed``.
-    """
-    data, _, channel, notes = _check_repairing(data)
-    page = _feedparser_page(data, len(channel.findall("item")))
-    return replace(page, notes=notes) if notes else page
-
-
-def _feedparser_page(data: bytes, expected: int) -> FeedPage:
-    """The page feedparser reads from ``data``, whose ``<channel>`` has ``expected`` ``<item>`` children."""
-    # A BytesIO, not the bytes themselves: feedparser first tries to open() a bytes argument as a file name.
-    parsed = feedparser.parse(io.BytesIO(data), sanitize_html=False, resolve_relative_uris=False)
-    feed = parsed.get("feed", {})
-    channel_title = collapse(feed.get("title", ""))
-
-    if channel_title.startswith(_ERROR_TITLE_PREFIX):
-        message = collapse(feed.get("subtitle", "")) or "(no message in the error channel)"
-        raise ArxivFeedError(message, query=channel_title[len(_ERROR_TITLE_PREFIX) :].strip())
-
-    entries = parsed.get("entries", [])
-    if len(entries) != expected:
-        # Both parsers read the same well-formed bytes; a difference would mean items vanish unseen.
-        raise FeedFormatError(
-            f"rss.arxiv.org feed has {expected} <item> elements but feedparser read {len(entries)}; "
-            "the feed layout may have changed — compare a fresh response with shared/corpus/arxiv-rss"
-        )
-
-    published = _parse_date(feed.get("published"), feed.get("published_parsed"))
-    items: list[PaperIn] = []
-    skipped: list[str] = []
-    for position, entry in enumerate(entries, start=1):
-        result = _parse_entry(entry, position, published)
-        if isinstance(result, PaperIn):
-            items.append(result)
-        else:
-            skipped.append(result)
-    return FeedPage(
-        items=tuple(items), channel_title=channel_title, published=published, skipped=tuple(skipped)
-    )
+    return reader.page()
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Reading the tree the way feedparser reads the same bytes
+# Reading the tree
 #
-# Every value feedparser reports for an element is the element's text after these steps (feedparser
-# ``mixin.py``, ``_FeedParserMixin.pop``, with sanitizing and relative-URI resolution switched off as
-# ``_feedparser_page`` does): surrounding whitespace stripped; for <guid> (unless isPermaLink is not
-# "true") and <link> the URL clean-up of ``feedparser.urls._urljoin`` against an empty base; the
-# "UTF-8 read as Latin-1" repair; and the Windows-1252 mapping of U+0080..U+009F. The conditions below (and
-# the byte-level ones of ``arxiv_rss_bytes.LayoutScan``) make sure those are the only steps feedparser
-# takes, so that the tree gives the same entry it would.
+# Every value is the element's text after these steps, the text rules parse_feed has always applied (they
+# were feedparser's, with sanitizing and relative-URI resolution off, when it read the feed): surrounding
+# whitespace stripped; for <guid> (unless isPermaLink is not "true") and <link> extra slashes after
+# "scheme://" collapsed; the "UTF-8 read as Latin-1" repair; and the Windows-1252 mapping of
+# U+0080..U+009F.
 
 
 class _FeedReader:
-    """One pass over a document, chunk by chunk: ``_check_document``'s checks and, while the document may
-    be laid out like arXiv's feed, its items read from the tree as each one ends.
+    """One pass over a document, chunk by chunk: the checks that make it a usable RSS document, and its
+    items read from the tree as each one ends.
 
-    The layout, checked in full before a page is returned: an ``<rss>`` root with at most a ``version``
-    attribute and the ``<channel>`` as its only child; channel children among arXiv's (``_CHANNEL_TAGS``,
-    each at most once, no attributes but ``atom:link``'s href/rel/type, no children but
-    ``<skipDays><day>``); items as ``_tree_entry`` describes; and the bytes as ``LayoutScan`` describes.
-    Under those conditions feedparser sees the same channel title, description and date, and one entry
-    per ``<item>``, and every ``<item>`` element is one of the channel's. So each ``<item>`` is read when it
-    ends, wherever it is; when the layout turns out otherwise, the items read are dropped and ``page``
-    hands the document to feedparser.
+    The parse is strict on purpose: a lenient one (feedparser) returns the items before the cut of a
+    truncated download, or an empty page for an HTML error page, and the day would look complete. Within
+    a well-formed ``<rss><channel>`` document the reading is tolerant: elements other than those read
+    (``_CHANNEL_KEYS``, ``_ITEM_KEYS``, ``<category>``) and attributes other than ``<guid>``'s
+    ``isPermaLink`` are ignored, and of an element given twice the first counts.
 
-    Only "end" events are taken (start events cost a tenth of the parse). An element is emptied with
-    ``clear()`` once it ended, unless its tag is one the layout checks read (``_KEPT``): an ``<item>``
-    right after it is read. A cleared element keeps its tag and its place, so ``len()`` of its parent,
-    ``channel.findall("item")`` and every check by tag see the document as it was; memory holds the
-    channel's small children, one item at a time, and an empty shell per item read.
+    Only "end" events are taken (start events cost a tenth of the parse). Each ``<item>`` is read when it
+    ends and then emptied with ``clear()``; a cleared element keeps its tag and its place, so memory holds
+    the channel's small children, one item at a time, and an empty shell per item read.
     """
 
     def __init__(self, spool_after: int | None) -> None:
         self._spooled = spool_after is not None
         self.items = PaperSpool(spool_after)
         self.skipped: list[str] = []
-        # <item> children of the first <channel>: what channel.findall("item") counts.
-        self.item_count = 0
-        self.tree = True
         self._read = 0  # <item> elements read so far (the position of the next one, less one)
         self._dates = _DateCache()
         # Items without a date of their own: they fall back on the channel's, known at the end (and they
@@ -344,7 +224,7 @@ class _FeedReader:
         self._fields: dict[str, str] = {}
 
     def read(self, stream: BinaryIO) -> _FeedReader:
-        """Read the whole document from ``stream``; raises ``FeedFormatError`` as ``_check_document``."""
+        """Read the whole document from ``stream``; raises ``FeedFormatError`` for an unusable one."""
         first = opening(stream)
         if first is None:
             raise _blank_error(stream.seek(0, io.SEEK_END))
@@ -353,10 +233,8 @@ class _FeedReader:
         # expat neither fetches external entities nor expands entity bombs (expat >= 2.4), so this is safe
         # on untrusted bytes.
         parser: ET.XMLPullParser[ET.Element] = ET.XMLPullParser(events=("end",))
-        layout = LayoutScan()
         try:
             for chunk in read_chunks(stream):
-                layout.feed(chunk)
                 parser.feed(chunk)
                 self._ended(parser.read_events())
             parser.close()
@@ -373,30 +251,23 @@ class _FeedReader:
         channel = root.find("channel")
         if root.tag != "rss" or channel is None:
             raise _not_rss_error(root.tag, _head(stream))
-        self.item_count = len(channel.findall("item"))
-        if (
-            not layout.close()
-            or len(root) != 1
-            or not root.attrib.keys() <= {"version"}
-            or channel.attrib
-            or not self._channel_fields(channel)
-        ):
-            self._leave_tree()
+        for child in channel:
+            key = _CHANNEL_KEYS.get(child.tag)
+            if key is not None and key not in self._fields:
+                self._fields[key] = _element_text(child)
         return self
 
     def discard(self) -> None:
         """Drop everything read (after a failed pass)."""
-        self._leave_tree()
+        self.items.clear()
+        self.skipped = []
         self._last = None
 
-    def page(self, stream: BinaryIO) -> FeedPage:
-        """The page, from the items read or (for a document not laid out like arXiv's) from feedparser."""
-        if not self.tree:
-            stream.seek(0)
-            return _feedparser_page(stream.read(), self.item_count)
+    def page(self) -> FeedPage:
+        """The page of the items read; raises ``ArxivFeedError`` for arXiv's error channel."""
         channel_title = collapse(self._fields.get("title", ""))
         if channel_title.startswith(_ERROR_TITLE_PREFIX):
-            message = collapse(self._fields.get("subtitle", "")) or "(no message in the error channel)"
+            message = collapse(self._fields.get("description", "")) or "(no message in the error channel)"
             raise ArxivFeedError(message, query=channel_title[len(_ERROR_TITLE_PREFIX) :].strip())
         published = self._dates(self._fields.get("published"))
         items = self.items
@@ -410,32 +281,19 @@ class _FeedReader:
             skipped=tuple(self.skipped),
         )
 
-    def _leave_tree(self) -> None:
-        self.tree = False
-        self.items.clear()
-        self.skipped = []
-
     def _ended(self, events: Iterator[Any]) -> None:
         """Take the "end" events parsed so far (each a pair: "end", the element)."""
         element = None
         for _, element in events:
-            tag = element.tag
-            if tag == "item":
-                if self.tree:
-                    self._item(element)
-                element.clear()
-            elif tag not in _KEPT:
+            if element.tag == "item":
+                self._item(element)
                 element.clear()
         if element is not None:
             self._last = element
 
     def _item(self, item: ET.Element) -> None:
         self._read += 1
-        entry = _tree_entry(item)
-        if entry is None:
-            self._leave_tree()
-            return
-        result = _parse_entry(entry, self._read, None, self._dates)
+        result = _parse_entry(_item_entry(item), self._read, self._dates)
         if isinstance(result, PaperIn):
             if result.announced_at is None:
                 self.items.stop_spooling()
@@ -444,83 +302,42 @@ class _FeedReader:
         else:
             self.skipped.append(result)
 
-    def _channel_fields(self, channel: ET.Element) -> bool:
-        """Read the channel's children other than items into ``_fields``; False unless laid out as arXiv's."""
-        for child in channel:
-            tag = child.tag
-            if tag == "item":
-                continue  # read when it ended
-            key = _CHANNEL_TAGS.get(tag, "")
-            if not key or key in self._fields:
-                return False
-            self._fields[key] = _feedparser_text(child.text) if key in _CHANNEL_READ else ""
-            if tag == _ATOM_LINK:
-                if len(child) or not child.attrib.keys() <= {"href", "rel", "type"}:
-                    return False
-            elif child.attrib:
-                return False
-            elif tag == "skipDays":
-                if any(day.tag != "day" or day.attrib or len(day) for day in child):
-                    return False
-            elif len(child):
-                return False
-        return True
 
-
-def _tree_entry(item: ET.Element) -> dict[str, Any] | None:
-    """One ``<item>`` as the entry feedparser would build (the keys ``_parse_entry`` reads), or None.
-
-    None when the item is not like arXiv's: attributes on the item, an element other than those in
-    ``_ITEM_KEYS`` (or one of them twice; ``<category>`` may repeat), an element with children, or
-    attributes other than ``isPermaLink`` on ``<guid>``. Those are the cases where feedparser's many
-    special rules (first title wins, a second description becomes content, rdf:about, xml:base, ...)
-    could make its entry differ.
-    """
-    if item.attrib:
-        return None
-    entry: dict[str, Any] = {}
+def _item_entry(item: ET.Element) -> dict[str, str | tuple[str, ...]]:
+    """One ``<item>`` as the texts ``_parse_entry`` reads, by the keys of ``_ITEM_KEYS`` plus "categories"."""
+    entry: dict[str, str | tuple[str, ...]] = {}
     terms: dict[str, None] = {}
     guid_is_link = False
     for child in item:
-        if len(child):
-            return None
         tag = child.tag
-        attrib = child.attrib
         if tag == "category":
-            if attrib:
-                return None
-            term = _feedparser_text(child.text)
+            term = _element_text(child)
             if term:
-                # feedparser keeps each term once, in order of first appearance.
-                terms[term] = None
+                terms[term] = None  # each term once, in order of first appearance (primary first)
             continue
-        key = _ITEM_KEYS.get(tag, "")
-        if not key or key in entry:
-            return None
+        key = _ITEM_KEYS.get(tag)
+        if key is None or key in entry:
+            continue
         if tag == "guid":
-            if attrib.keys() - {"isPermaLink"}:
-                return None
-            # RSS 2.0: a guid is a permalink unless it says otherwise; feedparser then treats it as a URL.
-            guid_is_link = attrib.get("isPermaLink", "true") == "true"
-            entry[key] = _feedparser_text(child.text, url=guid_is_link)
-        elif attrib:
-            return None
+            # RSS 2.0: a guid is a permalink unless it says otherwise, and then it is a URL.
+            guid_is_link = child.get("isPermaLink", "true") == "true"
+            entry[key] = _element_text(child, url=guid_is_link)
         elif tag == "link":
-            # feedparser undoes what it takes for unhandled entity references in query strings.
-            link = _feedparser_text(child.text, url=True).replace("&amp;", "&")
+            # Entity references that were escaped once too often in query strings are undone.
+            link = _element_text(child, url=True).replace("&amp;", "&")
             entry[key] = _LINK_ENTITY_RE.sub(r"&\g<1>", link)
         else:
-            entry[key] = _feedparser_text(child.text)
+            entry[key] = _element_text(child)
     if guid_is_link and "link" not in entry:
         # A permalink guid stands in for a missing <link>; a real <link> wins wherever it comes.
-        entry["link"] = entry["id"]
-    if terms:
-        entry["tags"] = [{"term": term} for term in terms]
+        entry["link"] = entry["guid"]
+    entry["categories"] = tuple(terms)
     return entry
 
 
-def _feedparser_text(text: str | None, *, url: bool = False) -> str:
-    """An element's text as feedparser reports it (see the notes above ``_FeedReader``)."""
+def _element_text(element: ET.Element, *, url: bool = False) -> str:
+    """An element's text (markup inside it dropped) after the text rules above ``_FeedReader``."""
+    text = element.text if not len(element) else "".join(element.itertext())
     if not text:
         return ""
     text = text.strip()
@@ -535,10 +352,8 @@ def _feedparser_text(text: str | None, *, url: bool = False) -> str:
 
 
 class _DateCache:
-    """``_parse_date`` of a date string with the fallback feedparser would have computed, memoised.
-
-    Every item of a mailing carries the same ``<pubDate>``, so one page parses one or two distinct strings.
-    """
+    """``_parse_date``, memoised: every item of a mailing carries the same ``<pubDate>``, so one page
+    parses one or two distinct strings."""
 
     def __init__(self) -> None:
         self._seen: dict[str | None, datetime | None] = {}
@@ -548,108 +363,8 @@ class _DateCache:
             return self._seen[value]
         except KeyError:
             pass
-        # feedparser stores its own parse of every date element next to the text.
-        parsed = None if value is None else _feedparser_parse_date(value)
-        moment = self._seen[value] = _parse_date(value, parsed)
+        moment = self._seen[value] = _parse_date(value)
         return moment
-
-
-def _check_repairing(data: bytes) -> tuple[bytes, ET.Element, ET.Element, tuple[str, ...]]:
-    """``_check_document``, retried once on a UTF-8 document whose only fault is invalid UTF-8.
-
-    Returns the bytes to read (repaired or not), the root, the ``<channel>`` and the notes on what was
-    repaired. The repair is tried only after the strict parse failed, so a good feed pays nothing for it;
-    repaired bytes that still do not parse raise their own error (a truncated or HTML body stays an
-    error, never a page).
-    """
-    try:
-        root, channel = _check_document(data)
-    except FeedFormatError:
-        repaired = _repair_utf8(data)
-        if repaired is None:
-            raise
-        fixed, note = repaired
-        # Still not usable once the bytes are UTF-8: that error (e.g. a download cut short) is the one
-        # that says what is wrong.
-        root, channel = _check_document(fixed)
-        return fixed, root, channel, (note,)
-    return data, root, channel, ()
-
-
-def _repair_utf8(data: bytes) -> tuple[bytes, str] | None:
-    """``data`` with each invalid UTF-8 sequence replaced by U+FFFD, and a note naming the items hit.
-
-    None when there is nothing to repair this way: the document declares another encoding (or starts with
-    a UTF-16/32 byte-order mark) or is valid UTF-8. Decoding resumes after each bad sequence from a
-    memoryview, so a body full of bad bytes costs linear time, not a copy per error.
-    """
-    body = data[len(UTF8_BOM) :] if data.startswith(UTF8_BOM) else data
-    if body.startswith((b"\xff\xfe", b"\xfe\xff", b"\x00")):
-        return None
-    # The declaration opens the document: look at its first bytes only, never copy the whole body.
-    declaration = XML_DECLARATION_RE.match(body[:1024].lstrip())
-    encoding = (declaration.group("encoding") or b"utf-8") if declaration else b"utf-8"
-    if encoding.lower() not in (b"utf-8", b"utf8"):
-        return None
-    view = memoryview(body)
-    pieces: list[str] = []
-    bad: list[int] = []
-    position = 0
-    while True:
-        try:
-            pieces.append(codecs.utf_8_decode(view[position:], "strict", True)[0])
-            break
-        except UnicodeDecodeError as exc:
-            start = position + exc.start
-            pieces.append(codecs.utf_8_decode(view[position:start], "strict", True)[0])
-            pieces.append("\ufffd")
-            bad.append(start)
-            position += exc.end
-    if not bad:
-        return None
-    return "".join(pieces).encode("utf-8"), _repair_note(body, bad)
-
-
-def _repair_note(body: bytes, bad: list[int]) -> str:
-    """ "1 item had invalid UTF-8 ...": which items (by position and guid) held the offsets in ``bad``."""
-    starts = [match.start() for match in ITEM_START_RE.finditer(body)]
-    items: dict[int, None] = {}
-    outside = 0
-    for offset in bad:
-        index = bisect.bisect_right(starts, offset)
-        if index:
-            items[index] = None  # 1-based item position, as in the "skipped" notes
-        else:
-            outside += 1
-    named = []
-    for position in list(items)[:REPAIRED_SHOWN]:
-        end = starts[position] if position < len(starts) else len(body)
-        guid = ITEM_GUID_RE.search(body, starts[position - 1], end)
-        named.append((position, guid.group(1).decode("utf-8", "replace").strip() if guid else ""))
-    return format_repair_note(len(items), named, bool(outside), len(bad))
-
-
-def _check_document(data: bytes) -> tuple[ET.Element, ET.Element]:
-    """Reject anything but a complete, well-formed RSS document; return its root and ``<channel>``.
-
-    feedparser is lenient by design: on a truncated feed it returns the items before the cut with only a
-    ``bozo`` flag. A strict XML parse first makes a cut download an error instead of a short page.
-    (``_FeedReader.read`` makes the same checks chunk by chunk, with the same errors.)
-    """
-    if not data.strip():
-        raise _blank_error(len(data))
-    if data.lstrip(b"\xef\xbb\xbf \t\r\n")[:14].lower().startswith((b"<!doctype html", b"<html")):
-        raise _html_error(data)
-    try:
-        root = ET.fromstring(data)
-    except ET.ParseError as exc:
-        raise _parse_error(exc, data[:4096], len(data), data[-80:]) from exc
-    if root.tag.rpartition("}")[2].lower() == "html":
-        raise _html_error(data)
-    channel = root.find("channel")
-    if root.tag != "rss" or channel is None:
-        raise _not_rss_error(root.tag, data)
-    return root, channel
 
 
 def _head(stream: BinaryIO, size: int = 81) -> bytes:
@@ -700,16 +415,13 @@ def _preview(data: bytes, limit: int = 80) -> str:
     return repr(text + ("..." if len(data) > limit else ""))
 
 
-def _parse_entry(
-    entry: Any, position: int, channel_published: datetime | None, dates: _DateCache | None = None
-) -> PaperIn | str:
-    """Turn one entry into a ``PaperIn``, or return a note saying why it was skipped.
+def _parse_entry(entry: dict[str, str | tuple[str, ...]], position: int, dates: _DateCache) -> PaperIn | str:
+    """Turn one item's texts (``_item_entry``) into a ``PaperIn``, or return a note saying why it was skipped.
 
-    ``entry`` is a feedparser entry or the equivalent dict from ``_tree_entry``; ``dates`` (tree entries
-    only, which carry no ``published_parsed``) parses the item date.
+    An item without a date of its own gets ``announced_at`` None here; the reader gives it the channel's.
     """
-    guid = _text(entry.get("id"))
-    description = entry.get("summary") or ""
+    guid = _text(entry.get("guid"))
+    description = _text_or_empty(entry.get("description"))
     label = f"item {position} ({guid or _text(entry.get('link')) or 'no guid'})"
 
     desc_match = _DESCRIPTION_RE.match(description)
@@ -729,30 +441,26 @@ def _parse_entry(
     if version < 1:
         return f"{label}: version v{version} is not a valid arXiv version; skipped"
 
-    raw_type = _text(entry.get("arxiv_announce_type")) or (desc_match.group("type") if desc_match else "")
+    raw_type = _text(entry.get("announce_type")) or (desc_match.group("type") if desc_match else "")
     try:
         announce_type = AnnounceType(raw_type.lower())
     except ValueError:
         known = ", ".join(t.value for t in AnnounceType)
         return f"{label}: unknown announce type {raw_type!r} (known: {known}); skipped"
 
+    categories = entry.get("categories", ())
     return PaperIn(
         arxiv_id=arxiv_id,
         version=version,
-        title=decode_tex(collapse(entry.get("title", ""))),
+        title=decode_tex(collapse(_text_or_empty(entry.get("title")))),
         abstract=_abstract(description, desc_match),
-        authors=split_authors(entry.get("author", "")),
-        categories=_categories(entry.get("tags") or []),
+        authors=split_authors(_text_or_empty(entry.get("creator"))),
+        categories=categories if isinstance(categories, tuple) else (),
         announce_type=announce_type,
-        announced_at=(
-            dates(entry.get("published"))
-            if dates is not None
-            else _parse_date(entry.get("published"), entry.get("published_parsed"))
-        )
-        or channel_published,
+        announced_at=dates(_text_or_empty(entry.get("published")) or None),
         comment=None,
-        journal_ref=_optional(entry.get("arxiv_journal_reference")),
-        doi=_optional(entry.get("arxiv_doi")),
+        journal_ref=_optional(entry.get("journal_ref")),
+        doi=_optional(entry.get("doi")),
         license=_optional(entry.get("rights")),
         source=SOURCE,
     )
@@ -856,37 +564,31 @@ def _strip_unbalanced(piece: str) -> str:
     return piece.partition("(")[0]  # start of an affiliation closed in a later piece (or never)
 
 
-def _categories(tags: list[Any]) -> tuple[str, ...]:
-    """Category terms in feed order (primary first), without blanks or repeats."""
-    seen: dict[str, None] = {}
-    for tag in tags:
-        term = _text(tag.get("term"))
-        if term:
-            seen.setdefault(term, None)
-    return tuple(seen)
-
-
-def _parse_date(value: object, parsed: Any) -> datetime | None:
-    """An RFC 822 date as an aware datetime, keeping arXiv's own offset (-0500)."""
-    if isinstance(value, str) and value.strip():
-        try:
-            moment = parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            moment = None
-        if moment is not None:
-            # "-0000" means UTC with no local offset known; Python returns it naive.
-            return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-    if parsed is not None:
-        try:
-            # feedparser's own lenient parse, already converted to UTC.
-            return datetime.fromtimestamp(calendar.timegm(parsed), tz=UTC)
-        except (TypeError, ValueError, OverflowError):
-            return None
-    return None
+def _parse_date(value: str | None) -> datetime | None:
+    """An RFC 822 date as an aware datetime, keeping arXiv's own offset (-0500); else an ISO 8601 date
+    in UTC (naive ones taken as UTC); else None."""
+    if not value or not value.strip():
+        return None
+    try:
+        moment = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        moment = None
+    if moment is not None:
+        # "-0000" means UTC with no local offset known; Python returns it naive.
+        return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None
+    return moment.astimezone(UTC) if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def _text(value: object) -> str:
     return value.strip() if isinstance(value, str) else ""
+
+
+def _text_or_empty(value: object) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def _optional(value: object) -> str | None:

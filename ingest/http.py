@@ -33,9 +33,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from core.models import HttpValidator, utcnow
+from core.models import utcnow
 from core.papers.sources import SourceError
 from core.retry_after import retry_after_seconds
+from core.values import ResponseValidator
 from ingest.retrying import Retry, with_retries
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ class Fetched:
     url: str
     content: bytes
     not_modified: bool
-    validator: HttpValidator | None
+    validator: ResponseValidator | None
     status: int = 200
 
 
@@ -70,7 +71,7 @@ class Download:
     body: BinaryIO
     size: int
     not_modified: bool
-    validator: HttpValidator | None
+    validator: ResponseValidator | None
 
     def close(self) -> None:
         """Close and delete the temporary file."""
@@ -170,7 +171,7 @@ class HttpClient:
     async def get(
         self,
         url: str,
-        previous: HttpValidator | None = None,
+        previous: ResponseValidator | None = None,
         params: dict[str, str] | None = None,
         *,
         read_errors: frozenset[int] = frozenset(),
@@ -192,7 +193,7 @@ class HttpClient:
             attempt, attempts=self.politeness.retries + 1, sleep=self._sleep, log=log, stopping=self._stopping
         )
 
-    async def download(self, url: str, previous: HttpValidator | None = None) -> Download:
+    async def download(self, url: str, previous: ResponseValidator | None = None) -> Download:
         """``get``, with the body written to a temporary file as it streams in instead of held in memory.
 
         Same politeness, retries, deadline and cap (``max_bytes`` bounds the file). Each attempt writes a
@@ -295,7 +296,7 @@ class HttpClient:
         url: str,
         response: httpx.Response,
         content: bytes,
-        previous: HttpValidator | None,
+        previous: ResponseValidator | None,
         backoff: float,
         read_errors: frozenset[int],
     ) -> Fetched:
@@ -327,14 +328,14 @@ class HttpClient:
         etag = response.headers.get("ETag")
         last_modified = response.headers.get("Last-Modified")
         validator = (
-            HttpValidator(url=url, etag=etag, last_modified=last_modified, updated_at=utcnow())
+            ResponseValidator(url=url, etag=etag, last_modified=last_modified, updated_at=utcnow())
             if etag or last_modified
             else None
         )
         return Fetched(url, content, False, validator)
 
 
-def _conditional_headers(previous: HttpValidator | None) -> dict[str, str]:
+def _conditional_headers(previous: ResponseValidator | None) -> dict[str, str]:
     """If-None-Match / If-Modified-Since from the validators of the previous response."""
     headers: dict[str, str] = {}
     if previous is not None:

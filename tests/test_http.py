@@ -101,12 +101,12 @@ def test_retry_after_forms() -> None:
 
 
 async def test_user_agent_and_conditional_headers() -> None:
-    from core.models import HttpValidator
+    from core.values import ResponseValidator
 
     with feed_server(Reply(200, b"ok")) as server:
         async with HttpClient("PaperTrail/0.1 (mailto:ops@example.org)") as http:
             await http.get(
-                server.url, HttpValidator(url=server.url, etag='"e1"', last_modified="Thu, 28 Nov")
+                server.url, ResponseValidator(url=server.url, etag='"e1"', last_modified="Thu, 28 Nov")
             )
     headers = server.requests[0]
     assert headers["User-Agent"] == "PaperTrail/0.1 (mailto:ops@example.org)"

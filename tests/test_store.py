@@ -12,10 +12,10 @@ from sqlmodel import select
 
 import core.store.facade
 from core.follows.reasons import CATEGORY, Reason
-from core.models import Follow, HttpValidator, Paper, RunState, SourceRun, Version
+from core.models import Follow, Paper, RunState, SourceRun, Version
 from core.store.facade import Novelty, QueryHit, Store
 from core.store.migrate import alembic_config
-from core.values import AnnounceType, PaperIn
+from core.values import AnnounceType, PaperIn, ResponseValidator
 
 NOW = datetime(2024, 11, 28, 6, 0, tzinfo=UTC)
 
@@ -90,7 +90,7 @@ def test_failed_batch_stores_nothing(store: Store) -> None:
 
 def test_validator_saved_with_batch(store: Store) -> None:
     url = "http://127.0.0.1/rss/cs"
-    store.save_versions([paper("2411.00001")], now=NOW, validator=HttpValidator(url=url, etag='"abc"'))
+    store.save_versions([paper("2411.00001")], now=NOW, validator=ResponseValidator(url=url, etag='"abc"'))
     found = store.validator_for(url)
     assert found is not None and found.etag == '"abc"'
 
@@ -289,7 +289,7 @@ def test_input_failing_after_some_batches_stores_nothing(
         raise RuntimeError("the spool could not be read back")
 
     with pytest.raises(RuntimeError, match="spool"):
-        store.save_versions(papers(), now=NOW, validator=HttpValidator(url=url, etag='"abc"'))
+        store.save_versions(papers(), now=NOW, validator=ResponseValidator(url=url, etag='"abc"'))
     with store.session() as session:
         assert session.exec(select(Version)).all() == []
         assert session.exec(select(Paper)).all() == []

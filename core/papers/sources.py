@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from datetime import date
 from typing import ClassVar, Protocol
 
-from core.models import HttpValidator, RunState
-from core.values import CommunityPick, PaperIn
+from core.models import RunState
+from core.values import CommunityPick, PaperIn, ResponseValidator
 
 
 class SourceError(Exception):
@@ -36,10 +36,10 @@ class FetchResult:
     state: RunState
     note: str | None = None
     cursor: str | None = None
-    validator: HttpValidator | None = None
+    validator: ResponseValidator | None = None
 
 
-ValidatorLookup = Callable[[str], HttpValidator | None]
+ValidatorLookup = Callable[[str], ResponseValidator | None]
 
 
 class Source(Protocol):

@@ -62,7 +62,7 @@ from core.store.sort_keys import (
     refresh_browse_keys,
     set_published_keys,
 )
-from core.values import AnnounceType, CommunityPick
+from core.values import AnnounceType, CommunityPick, ResponseValidator
 
 # Versions whose rows save_versions builds and writes at a time (within its one transaction).
 SAVE_BATCH = 5000
@@ -238,7 +238,7 @@ class Store(
         papers: Iterable[PaperIn],
         *,
         now: datetime | None = None,
-        validator: HttpValidator | None = None,
+        validator: ResponseValidator | None = None,
         novelty: Novelty = Novelty.NEWS,
     ) -> SaveResult:
         """Store every version not seen before, in one transaction; return the ids of the news among them.
@@ -278,7 +278,7 @@ class Store(
             if batch:
                 _save_batch(connection, batch, now, novelty, threshold, result)
             if validator is not None:
-                session.merge(validator)
+                session.merge(_validator_row(validator, now))
         return result
 
     def save_picks(self, picks: Sequence[CommunityPick], *, now: datetime | None = None) -> tuple[int, int]:
@@ -389,15 +389,20 @@ class Store(
             )
             return list(rows)
 
-    def validator_for(self, url: str) -> HttpValidator | None:
+    def validator_for(self, url: str) -> ResponseValidator | None:
         """The stored ETag / Last-Modified for ``url``, if any."""
         with self.session() as session:
-            return session.get(HttpValidator, url)
+            row = session.get(HttpValidator, url)
+            if row is None:
+                return None
+            return ResponseValidator(
+                url=row.url, etag=row.etag, last_modified=row.last_modified, updated_at=row.updated_at
+            )
 
-    def save_validator(self, validator: HttpValidator) -> None:
+    def save_validator(self, validator: ResponseValidator) -> None:
         """Remember ETag / Last-Modified for a URL (used when a response carried nothing to store)."""
         with self.session() as session:
-            session.merge(validator)
+            session.merge(_validator_row(validator, utcnow()))
 
     # -- source runs ---------------------------------------------------------------------------------
 
@@ -1092,3 +1097,13 @@ def _news_threshold(session: Session) -> datetime | None:
     """The newest announcement already stored as news: later versions found by a gap fill are news."""
     value = session.execute(sa.select(sa.func.max(Version.announced_at)).where(col(Version.news).is_(True)))
     return value.scalar_one_or_none()
+
+
+def _validator_row(validator: ResponseValidator, now: datetime) -> HttpValidator:
+    """The ``http_validator`` row of ``validator`` (saved ``now`` when it carries no time of its own)."""
+    return HttpValidator(
+        url=validator.url,
+        etag=validator.etag,
+        last_modified=validator.last_modified,
+        updated_at=validator.updated_at or now,
+    )
