@@ -129,7 +129,7 @@ def versioned_id(arxiv_id: str, version: int) -> str:
 class DigestRest:
     """The items of a digest that it will not show (past ``PAPERTRAIL_DIGEST_MAX_ITEMS``), summarised.
 
-    A worker loads in full only the items a digest shows (core.digests_batch.batch_items); the rest still count
+    A worker loads in full only the items a digest shows (core.digests.batch_items); the rest still count
     in the subject ("31 new papers, 15 revisions"), in "…and N more" and in which newsletters the digest
     names, so the renderer gets what it needs of them here instead of as items.
     """
