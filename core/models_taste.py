@@ -54,7 +54,7 @@ class LibrarySeed(SQLModel, table=True):
 
 
 class TasteModelRow(SQLModel, table=True):
-    """A subscriber's trained recommendation model (``core.taste_model``), in its compact binary form."""
+    """A subscriber's trained recommendation model (``core.taste.model``), in its compact binary form."""
 
     __tablename__ = "taste_model"
 

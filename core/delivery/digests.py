@@ -1,0 +1,371 @@
+"""Sending digests: plan the due ones, claim them, render per channel, send, and record the outcome once.
+
+One pass (:func:`send_due_digests`) is what ``papertrail digest``, the scheduler's minute tick and each
+``papertrail worker`` loop run:
+
+0. **Recommend**: the new papers are scored against the models of the readers who asked for learned
+   recommendations, and the picks join the ledger as matches without a follow (core.taste.recommend).
+1. **Plan**: due newsletters open their issues (copied to their members as instant matches; see
+   core.people.newsletters); then every active subscriber with unassigned matches whose digest is due (by
+   schedule, or any instant match) gets a pending digest that claims those matches.
+2. **Claim**: take due digests (a lease per worker; ``SKIP LOCKED`` on PostgreSQL) in batches.
+3. **Send** each through its channel's notifier and record: sent (matches sent, same transaction);
+   retryable failure (exponential back-off, the platform's retry-after respected, dead-lettered after
+   ``max_attempts``); permanent failure, judged with the batch's other refusals once the batch is done
+   (core.delivery.alarm): the recipient's (subscriber paused with the reason, matches kept for later) or
+   the server's (digest held for a retry, a delivery alarm raised, nobody paused).
+
+This module runs the pass and plans; loading a claimed batch is ``core.delivery.digests_batch`` and delivering
+one digest (send, record, back off) is ``core.delivery.digests_deliver``. Import them from here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import socket
+from collections import Counter
+from collections.abc import Collection, Mapping
+from datetime import date, datetime, timedelta
+
+from core.delivery.alarm import settle
+from core.delivery.contract import Notifier, normalise_address, split_address
+from core.delivery.digests_batch import ClaimedBatch, batch_items
+from core.delivery.digests_deliver import (
+    BACKOFF_BASE,
+    BACKOFF_MAX,
+    DeliveryPolicy,
+    DigestReport,
+    SentRecorder,
+    backoff,
+    deliver,
+)
+from core.delivery.receipts import LOOKBACK, RUN_OVERLAP, RunLog, receipt_window
+from core.delivery.render import Renderer
+from core.delivery.schedule import is_due, parse_schedule
+from core.models import Subscriber, SubscriberStatus, utcnow
+from core.papers.health import recent_announcement
+from core.papers.status import CALENDAR_SOURCES
+from core.people.masking import mask_address
+from core.people.newsletters import open_due_issues
+from core.store.facade import Store
+from core.store.ledger import ClaimedDigest, DigestPlan
+from core.taste.recommend import recommend_new
+from core.values import Receipt
+
+__all__ = [
+    "BACKOFF_BASE",
+    "BACKOFF_MAX",
+    "MAX_RETRIES_PER_PASS",
+    "PLAN_BATCH",
+    "ClaimedBatch",
+    "DeliveryPolicy",
+    "DigestReport",
+    "PassReceipts",
+    "SentRecorder",
+    "backoff",
+    "batch_items",
+    "plan_digests",
+    "plan_heartbeats",
+    "resume",
+    "send_due_digests",
+    "worker_name",
+]
+
+log = logging.getLogger(__name__)
+# Subscribers read and digests opened per planning transaction: a page of candidates (keyset by id) and
+# one fixed set of statements for it, so planning costs statements per thousand subscribers, not per one;
+# small enough to keep the subscriber rows locked only briefly and the page's objects few.
+PLAN_BATCH = 1_000
+# Digests of one pass that failed and wait for their retry, excluded from the pass's later claims by id.
+# Past this many (a platform refusing everything) the pass ends early rather than bind ever more ids into
+# each claim (SQLite binds at most 32,766 values per statement); the next pass goes on where it stopped.
+MAX_RETRIES_PER_PASS = 10_000
+
+
+def worker_name() -> str:
+    """A name for this process in the ledger's claims: host and pid."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+async def send_due_digests(
+    store: Store,
+    notifiers: Mapping[str, Notifier],
+    renderer: Renderer,
+    *,
+    now: datetime | None = None,
+    force: bool = False,
+    address: str | None = None,
+    policy: DeliveryPolicy | None = None,
+    worker: str | None = None,
+    stop: asyncio.Event | None = None,
+) -> list[DigestReport]:
+    """Plan, claim and send every due digest (optionally for one address only); one pass.
+
+    With ``force`` every pending match goes out now, whatever the schedule and any back-off. Each digest
+    is attempted at most once per pass. Once ``stop`` is set nothing more is claimed: the pass ends after
+    the batch in flight.
+
+    Raises ``LookupError`` for an ``address`` no subscriber has ("nothing pending" hid a typo).
+    """
+    # A pass can outlast a lease (thousands of digests at a platform's rate): each batch is claimed at the
+    # clock's time, so that its lease really runs from the claim. A caller's fixed ``now`` (tests) wins.
+    fixed = now
+
+    def clock() -> datetime:
+        return fixed if fixed is not None else utcnow()
+
+    policy = policy or DeliveryPolicy()
+    worker = worker or worker_name()
+    if address is not None:
+        address = normalise_address(address)
+        if store.get_subscriber(address) is None:
+            raise LookupError(
+                f"no subscriber {address}; add a follow with: papertrail follow {address} QUERY"
+            )
+    # Learned recommendations join the ledger before planning, as matches without a follow (issue 17). In a
+    # thread: a day's new papers scored for thousands of models is seconds of CPU the event loop (and the
+    # chat bots sharing it) should not wait for.
+    await asyncio.to_thread(_recommend, store, clock())
+    plan_digests(store, notifiers, now=clock(), force=force, address=address, holidays=policy.holidays)
+    receipts = PassReceipts(store, clock(), holidays=policy.holidays, grace=policy.stale_grace)
+    reports: list[DigestReport] = []
+    # Digests attempted in this pass that are back in the queue (a retryable failure), kept out of the
+    # later claims so that each is attempted once per pass. Sent, refused and dead-lettered ones cannot be
+    # claimed again anyway: naming them too would grow every claim with the pass (100,000 ids is more
+    # than a statement can bind).
+    retrying: list[int] = []
+    gate = asyncio.Semaphore(policy.concurrency)
+
+    async def attempt(claimed: ClaimedDigest, batch: ClaimedBatch) -> DigestReport:
+        items, rest = batch.items[claimed.digest_id], batch.rest_of(claimed.digest_id)
+        titles = batch.titles_for(items, rest)
+        # "N matched your follows": learned recommendations did not match a follow, so they are not counted.
+        followed = sum(1 for item in items if item.recommended is None) + rest.new + rest.revisions
+        receipt = receipts.receipt(claimed, matched=followed)
+        async with gate:
+            return await deliver(
+                store, notifiers, renderer, claimed, items, policy, titles, worker, clock, rest, receipt
+            )
+
+    while (
+        not (stop and stop.is_set())
+        and len(retrying) <= MAX_RETRIES_PER_PASS
+        and (
+            claimed := store.claim_digests(
+                clock(),
+                worker,
+                limit=policy.batch,
+                lease=policy.lease,
+                address=address,
+                ignore_schedule=force,
+                exclude=retrying,
+            )
+        )
+    ):
+        # Only the items each digest shows are loaded in full; the rest are counted (DigestRest).
+        batch = batch_items(
+            store, claimed, max_items=renderer.max_items, default_language=renderer.default_language
+        )
+        done = _settle_refusals(store, await asyncio.gather(*(attempt(c, batch) for c in claimed)), policy)
+        retrying.extend(r.digest_id for r in done if not (r.sent or r.paused or r.dead))
+        reports.extend(done)
+    return reports
+
+
+def _recommend(store: Store, now: datetime) -> None:
+    """The recommendation pass (core.taste.recommend); a failure is logged and the digests go without the new
+    recommendations, which the next pass writes (its cursor did not move)."""
+    try:
+        recommend_new(store, now=now)
+    except Exception:  # the database away for a moment, a model that cannot be used: never hold digests back
+        log.exception("recommendation pass failed; digests are planned without new recommendations")
+
+
+def _settle_refusals(store: Store, done: list[DigestReport], policy: DeliveryPolicy) -> list[DigestReport]:
+    """Judge the batch's refusals together (core.delivery.alarm) and report what became of each: paused,
+    or held by a delivery alarm for a retry. Also clears the alarms the batch's deliveries disproved."""
+    refused = [report.refused for report in done if report.refused is not None]
+    accepted = Counter(split_address(report.address)[0] for report in done if report.sent)
+    paused = settle(store, refused, accepted, threshold=policy.alarm_recipients, now=utcnow())
+    return [
+        dataclasses.replace(report, refused=None, paused=paused.get(report.digest_id, False))
+        if report.refused is not None
+        else report
+        for report in done
+    ]
+
+
+def plan_digests(
+    store: Store,
+    notifiers: Mapping[str, Notifier],
+    *,
+    now: datetime,
+    force: bool = False,
+    address: str | None = None,
+    holidays: Collection[date] = (),
+) -> int:
+    """Open a digest for every subscriber that is due, then the heartbeats that are due; returns how many
+    were opened.
+
+    Subscribers on a channel this process has no notifier for are left alone: their matches stay pending
+    until a process that can deliver them plans them. Newsletters that are due open their issues first,
+    so that the members' copies go into the digests planned here. ``holidays`` are arXiv's (no heartbeat
+    for a mailing that does not exist); an operator's ``force`` sends what is pending, never a heartbeat.
+    """
+    # Fans what matching found out to the followers first: newsletters and subscribers plan from Match rows.
+    open_due_issues(store, now=now, due=_due, force=force, address=address)
+    opened = 0
+    after = 0
+    while True:
+        # A page of candidates at a time, by id: a busy minute's 100,000 subscribers are never all in
+        # memory, and each page costs the same few statements.
+        candidates = store.subscribers_to_plan(
+            now, address, channels=list(notifiers), ignore_backoff=force, after=after, limit=PLAN_BATCH
+        )
+        if not candidates:
+            break
+        after = candidates[-1].id or 0
+        plans = [
+            # Between scheduled digests only the matches of instant follows go out.
+            DigestPlan(
+                subscriber.id or 0, split_address(subscriber.address)[0], not (force or _due(subscriber, now))
+            )
+            for subscriber in candidates
+        ]
+        opened += len(store.open_digests(plans, now=now))
+        if len(candidates) < PLAN_BATCH:
+            break
+    # After the digests: a subscriber whose digest was just opened has one open, and gets no heartbeat.
+    if not force:
+        opened += plan_heartbeats(store, notifiers, now=now, address=address, holidays=holidays)
+    return opened
+
+
+def plan_heartbeats(
+    store: Store,
+    notifiers: Mapping[str, Notifier],
+    *,
+    now: datetime,
+    address: str | None = None,
+    holidays: Collection[date] = (),
+) -> int:
+    """Open a heartbeat for every subscriber who asked for one and whose scheduled digest time has come
+    with nothing matched, on an arXiv announcement day; returns how many were opened.
+
+    An announcement day: arXiv announced a mailing in the 24 hours before ``now``
+    (:func:`core.papers.health.recent_announcement`, which knows the calendar and ``holidays``). At most one
+    heartbeat per announcement, and none when any digest went to the subscriber since it; instant
+    schedules have no digest time and get none. A heartbeat is delivered like any digest (claimed, retried,
+    recorded once), so it is sent once even with several planners and workers.
+    """
+    try:
+        announced = recent_announcement(now, holidays)
+    except ValueError as exc:  # no mailing in 30 days: PAPERTRAIL_ARXIV_HOLIDAYS lists too many
+        log.error("no heartbeats: %s", exc)
+        return 0
+    if announced is None:
+        return 0
+    opened = 0
+    after = 0
+    while True:
+        candidates = store.heartbeat_candidates(
+            now, announced, address, channels=list(notifiers), after=after, limit=PLAN_BATCH
+        )
+        if not candidates:
+            return opened
+        after = candidates[-1].id or 0
+        plans = [
+            DigestPlan(subscriber.id or 0, split_address(subscriber.address)[0], instant_only=False)
+            for subscriber in candidates
+            if _heartbeat_due(subscriber, now)
+        ]
+        opened += len(store.open_heartbeats(plans, not_since=announced, now=now))
+        if len(candidates) < PLAN_BATCH:
+            return opened
+
+
+def _heartbeat_due(subscriber: Subscriber, now: datetime) -> bool:
+    """The subscriber's scheduled digest time has come (an instant schedule has none)."""
+    return subscriber.schedule.strip().casefold() != "instant" and _due(subscriber, now)
+
+
+class PassReceipts:
+    """The scan receipts of one delivery pass (core.delivery.receipts), from source runs read once when the
+    first
+    receipt is needed: the runs of the :data:`~core.delivery.receipts.LOOKBACK` before the pass (and an hour
+    more),
+    which covers the window of every digest planned within that hour. A digest planned earlier (a retry)
+    or later (by another worker, during this pass) reads the runs of its own window."""
+
+    # Digests planned this long before the pass still have their window in the pass's runs.
+    SLACK = timedelta(hours=1)
+
+    def __init__(self, store: Store, now: datetime, *, holidays: Collection[date], grace: timedelta) -> None:
+        self.store = store
+        self.now = now
+        self.holidays = holidays
+        self.grace = grace
+        self._log: tuple[datetime, datetime, RunLog] | None = None
+
+    def _load(self, since: datetime, until: datetime) -> RunLog:
+        runs = self.store.receipt_runs(since, until, overlap=RUN_OVERLAP, sources=CALENDAR_SOURCES)
+        return RunLog(runs, holidays=self.holidays, grace=self.grace)
+
+    def runs_for(self, since: datetime, until: datetime) -> RunLog:
+        """A run log that covers the window (since, until]."""
+        if self._log is None:
+            start, end = min(since, self.now - LOOKBACK - self.SLACK), max(until, self.now)
+            self._log = (start, end, self._load(start, end))
+        lo, hi, log = self._log
+        if lo <= since and until <= hi:
+            return log
+        return self._load(since, until)
+
+    def receipt(self, claimed: ClaimedDigest, *, matched: int) -> Receipt | None:
+        """The receipt of a claimed digest of ``matched`` items; None for one claimed without its times,
+        or when it cannot be made (logged): a receipt never holds a digest back."""
+        if claimed.created_at is None or claimed.subscriber_created_at is None:
+            return None
+        since, until = receipt_window(
+            claimed.last_digest_at, claimed.subscriber_created_at, claimed.created_at
+        )
+        try:
+            runs = self.runs_for(since, until)
+            return runs.receipt(since=since, until=until, matched=matched, timezone=claimed.timezone)
+        except Exception:  # the database away for a moment, a calendar the settings broke
+            log.exception(
+                "digest %s goes out without its scan receipt",
+                claimed.digest_id,
+                extra={"subscriber": mask_address(claimed.address), "digest": claimed.digest_id},
+            )
+            return None
+
+
+def _due(subscriber: Subscriber, now: datetime) -> bool:
+    try:
+        schedule = parse_schedule(subscriber.schedule)
+        since = subscriber.last_digest_at or subscriber.created_at
+        return is_due(schedule, subscriber.timezone, now, since)
+    except ValueError as exc:
+        log.error(
+            "subscriber %s has an unusable schedule: %s",
+            mask_address(subscriber.address),
+            exc,
+            extra={"subscriber": subscriber.address},
+        )
+        return False
+
+
+def resume(store: Store, address: str) -> Subscriber:
+    """Re-activate a paused subscriber and re-queue its dead digests; pending matches go out when due."""
+    address = normalise_address(address)
+    subscriber = store.get_subscriber(address)
+    if subscriber is None or subscriber.id is None:
+        raise LookupError(f"no subscriber {address}")
+    store.requeue_dead(address=address)
+    return store.update_subscriber(
+        subscriber.id, status=SubscriberStatus.ACTIVE, status_reason=None, retry_at=None, failures=0
+    )
