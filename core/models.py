@@ -1,19 +1,22 @@
 """SQLModel tables, plus re-exports of the frozen value objects in ``core.values``.
 
 Every timestamp is stored and returned as a timezone-aware UTC datetime on SQLite and PostgreSQL alike
-(see :class:`UTCDateTime`). Lists (authors, categories, reasons) are JSON columns.
+(see :class:`UTCDateTime`). Lists (authors, categories, reasons) are JSON columns. The column types are
+in ``core.models_columns``, and the tables of learned recommendations in ``core.models_taste``; import
+every table from here.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from enum import StrEnum
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Dialect
 from sqlmodel import Field, SQLModel
 
+from core.models_columns import UTCDateTime, json_field, utc_field, utcnow
+from core.models_taste import LibrarySeed, RecommendCursor, TasteModelRow, Vote
 from core.values import AnnounceType, DigestItem, Message, PaperIn, SendResult
 
 __all__ = [
@@ -49,44 +52,6 @@ __all__ = [
     "Vote",
     "utcnow",
 ]
-
-
-def utcnow() -> datetime:
-    """The current time, timezone-aware UTC."""
-    return datetime.now(UTC)
-
-
-class UTCDateTime(sa.types.TypeDecorator[datetime]):
-    """A DateTime that refuses naive values and always hands back aware UTC datetimes.
-
-    SQLite has no time zones and returns naive values; PostgreSQL returns the session's zone. Converting
-    at this one boundary means no other code has to care which database it runs on.
-    """
-
-    impl = sa.DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError(f"naive datetime {value!r} would be ambiguous; pass an aware UTC datetime")
-        value = value.astimezone(UTC)
-        # SQLite stores text; keep it naive-UTC so string comparison orders correctly.
-        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
-
-    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def _ts(**kwargs: Any) -> Any:
-    return Field(sa_type=UTCDateTime, **kwargs)
-
-
-def _json(**kwargs: Any) -> Any:
-    return Field(sa_type=sa.JSON, **kwargs)
 
 
 class SubscriberStatus(StrEnum):
@@ -150,7 +115,7 @@ class Paper(SQLModel, table=True):
 
     id: str = Field(primary_key=True, max_length=64)
     latest_version: int = 1
-    first_seen_at: datetime = _ts(default_factory=utcnow)
+    first_seen_at: datetime = utc_field(default_factory=utcnow)
     # What the library totals count, kept per paper so that a write knows when a paper starts to count
     # (core.store.counts): a stored version is AI-related, a stored version is v2 or later, a community
     # pick is stored. Each only ever turns true: versions and picks are never deleted.
@@ -207,8 +172,8 @@ class Version(SQLModel, table=True):
     number: int
     title: str
     abstract: str = Field(sa_type=sa.Text)
-    authors: list[str] = _json(default_factory=list)
-    categories: list[str] = _json(default_factory=list)
+    authors: list[str] = json_field(default_factory=list)
+    categories: list[str] = json_field(default_factory=list)
     comment: str | None = Field(default=None, sa_type=sa.Text)
     journal_ref: str | None = Field(default=None, sa_type=sa.Text)
     doi: str | None = Field(default=None, max_length=255)
@@ -216,10 +181,10 @@ class Version(SQLModel, table=True):
     announce_type: str = Field(max_length=16)
     source: str = Field(max_length=32)
     ai_related: bool = False
-    announced_at: datetime | None = _ts(default=None)
-    first_seen_at: datetime = _ts(default_factory=utcnow, index=True)
+    announced_at: datetime | None = utc_field(default=None)
+    first_seen_at: datetime = utc_field(default_factory=utcnow, index=True)
     # Set once the version has been run against the follows; NULL means "still to match".
-    matched_at: datetime | None = _ts(default=None, index=True)
+    matched_at: datetime | None = utc_field(default=None, index=True)
     # False for history: versions stored by a backfill or announced before what PaperTrail had already
     # seen. History is never matched, never sent, and not counted as news on the status page.
     news: bool = Field(default=True, sa_column_kwargs={"server_default": sa.true()})
@@ -262,11 +227,11 @@ class CommunityPickRow(SQLModel, table=True):
     summary: str = Field(sa_type=sa.Text)
     upvotes: int = 0
     comments: int = 0
-    keywords: list[str] = _json(default_factory=list)
+    keywords: list[str] = json_field(default_factory=list)
     ai_summary: str | None = Field(default=None, sa_type=sa.Text)
     github_repo: str | None = Field(default=None, max_length=512)
     project_page: str | None = Field(default=None, max_length=512)
-    first_seen_at: datetime = _ts(default_factory=utcnow, index=True)
+    first_seen_at: datetime = utc_field(default_factory=utcnow, index=True)
 
 
 class Subscriber(SQLModel, table=True):
@@ -280,14 +245,14 @@ class Subscriber(SQLModel, table=True):
     schedule: str = Field(default="daily 08:00", max_length=64)
     status: str = Field(default=SubscriberStatus.ACTIVE, max_length=16)
     status_reason: str | None = Field(default=None, sa_type=sa.Text)
-    created_at: datetime = _ts(default_factory=utcnow)
-    last_digest_at: datetime | None = _ts(default=None)
+    created_at: datetime = utc_field(default_factory=utcnow)
+    last_digest_at: datetime | None = utc_field(default=None)
     # Back-off after a retryable delivery failure: no attempt before this time.
-    retry_at: datetime | None = _ts(default=None)
+    retry_at: datetime | None = utc_field(default=None)
     failures: int = 0
     # When the last sign-up mail (a confirmation link, or the manage link of a subscribed address) went out;
     # no second one goes to the address within core.people.signup.RESEND_AFTER.
-    confirm_sent_at: datetime | None = _ts(default=None)
+    confirm_sent_at: datetime | None = utc_field(default=None)
     # The pending sign-up's nonce, signed into its confirmation link: a sign-up that replaces the pending
     # one draws a new nonce, so an older link can no longer confirm (core.people.signup).
     confirm_nonce: str | None = Field(default=None, max_length=64)
@@ -297,7 +262,7 @@ class Subscriber(SQLModel, table=True):
     # When the delivery ledger paused this subscriber because the platform refused a digest for good
     # (None: not paused by a refusal; a reader's own pause, or blocking the bot, leaves it None). Such a
     # subscriber is still matched for a while and its matches are held for its resume (core.store.fanout).
-    refused_at: datetime | None = _ts(default=None)
+    refused_at: datetime | None = utc_field(default=None)
     # A one-line message with the scan receipt on an announcement day when nothing matched, so that
     # silence is never ambiguous (issue 18; `digest heartbeat on|off`, the manage page). Off unless asked.
     heartbeat: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
@@ -321,7 +286,7 @@ class Follow(SQLModel, table=True):
     # Text, not a bounded string: the normal form of a 1,000-character query can be longer than it.
     # Indexed: a query's matches (query_match) reach its followers through it.
     canonical: str = Field(sa_type=sa.Text, index=True)
-    created_at: datetime = _ts(default_factory=utcnow)
+    created_at: datetime = utc_field(default_factory=utcnow)
     # Per-follow options: revisions (v2+) as well as new papers; and delivery as soon as it matches
     # instead of waiting for the subscriber's scheduled digest.
     revisions: bool = Field(default=True, sa_column_kwargs={"server_default": sa.true()})
@@ -343,7 +308,7 @@ class QueryMatch(SQLModel, table=True):
     version_id: int = Field(foreign_key="version.id")
     canonical: str = Field(sa_type=sa.Text)
     # core.follows.reasons.Reason.as_data of each reason of the query: field and term.
-    reasons: list[dict[str, Any]] = _json(default_factory=list)
+    reasons: list[dict[str, Any]] = json_field(default_factory=list)
 
 
 class Match(SQLModel, table=True):
@@ -357,12 +322,12 @@ class Match(SQLModel, table=True):
     # each index costs every one of a day's hundreds of thousands of inserted rows (migration 0013).
     subscriber_id: int = Field(foreign_key="subscriber.id")
     version_id: int = Field(foreign_key="version.id", index=True)
-    follow_ids: list[int] = _json(default_factory=list)
+    follow_ids: list[int] = json_field(default_factory=list)
     # Why, per follow: [{"follow": id, "reasons": [{"field": …, "term": …}, …]}, …]; a member's copy of a
     # newsletter item has {"newsletter": name, …} instead of a follow
     # (core.follows.reasons.reasons_from_data).
-    reasons: list[dict[str, Any]] = _json(default_factory=list)
-    created_at: datetime = _ts(default_factory=utcnow)
+    reasons: list[dict[str, Any]] = json_field(default_factory=list)
+    created_at: datetime = utc_field(default_factory=utcnow)
     # True when one of the matching follows asks for instant delivery.
     instant: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
     digest_id: int | None = Field(default=None, foreign_key="digest.id", index=True)
@@ -381,7 +346,7 @@ class Newsletter(SQLModel, table=True):
     name: str = Field(unique=True, max_length=64)
     title: str = Field(max_length=200)
     subscriber_id: int = Field(foreign_key="subscriber.id", unique=True)
-    created_at: datetime = _ts(default_factory=utcnow)
+    created_at: datetime = utc_field(default_factory=utcnow)
 
 
 class NewsletterMember(SQLModel, table=True):
@@ -395,7 +360,7 @@ class NewsletterMember(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     newsletter_id: int = Field(foreign_key="newsletter.id", index=True)
     subscriber_id: int = Field(foreign_key="subscriber.id", index=True)
-    joined_at: datetime = _ts(default_factory=utcnow)
+    joined_at: datetime = utc_field(default_factory=utcnow)
 
 
 class Digest(SQLModel, table=True):
@@ -410,17 +375,17 @@ class Digest(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     subscriber_id: int = Field(foreign_key="subscriber.id", index=True)
-    created_at: datetime = _ts(default_factory=utcnow)
-    sent_at: datetime | None = _ts(default=None)
+    created_at: datetime = utc_field(default_factory=utcnow)
+    sent_at: datetime | None = utc_field(default=None)
     state: str = Field(default=DigestState.PENDING, max_length=16)
     item_count: int = 0
     channel: str = Field(max_length=16)
     platform_id: str | None = Field(default=None, max_length=255)
     error: str | None = Field(default=None, sa_type=sa.Text)
     attempts: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
-    next_attempt_at: datetime | None = _ts(default=None)
+    next_attempt_at: datetime | None = utc_field(default=None)
     # The claim of one worker: nobody else takes the digest before lease_until.
-    lease_until: datetime | None = _ts(default=None)
+    lease_until: datetime | None = utc_field(default=None)
     worker: str | None = Field(default=None, max_length=128)
     # Parts of a split digest the platform already accepted: a retry resumes after them.
     parts_sent: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
@@ -436,11 +401,11 @@ class GuideRow(SQLModel, table=True):
     version_id: int = Field(foreign_key="version.id", index=True)
     language: str = Field(max_length=8)
     tldr: str = Field(sa_type=sa.Text)
-    contributions: list[str] = _json(default_factory=list)
+    contributions: list[str] = json_field(default_factory=list)
     changes: str | None = Field(default=None, sa_type=sa.Text)
     model: str = Field(max_length=255)
     # The daily cap counts the guides made since a time.
-    created_at: datetime = _ts(default_factory=utcnow, index=True)
+    created_at: datetime = utc_field(default_factory=utcnow, index=True)
 
 
 class GuideFailureRow(SQLModel, table=True):
@@ -455,7 +420,7 @@ class GuideFailureRow(SQLModel, table=True):
     reason: str = Field(sa_type=sa.Text)
     # False when asking again cannot help (a malformed answer, a refused key): these lead to giving up.
     retryable: bool = True
-    failed_at: datetime = _ts(default_factory=utcnow, index=True)
+    failed_at: datetime = utc_field(default_factory=utcnow, index=True)
 
 
 class SourceRun(SQLModel, table=True):
@@ -465,8 +430,8 @@ class SourceRun(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     source: str = Field(index=True, max_length=32)
-    started_at: datetime = _ts(default_factory=utcnow)
-    finished_at: datetime | None = _ts(default=None)
+    started_at: datetime = utc_field(default_factory=utcnow)
+    finished_at: datetime | None = utc_field(default=None)
     state: str = Field(default=RunState.RUNNING, max_length=16)
     fetched: int = 0
     new_papers: int = 0
@@ -485,7 +450,7 @@ class HttpValidator(SQLModel, table=True):
     url: str = Field(primary_key=True, max_length=1024)
     etag: str | None = Field(default=None, max_length=512)
     last_modified: str | None = Field(default=None, max_length=128)
-    updated_at: datetime = _ts(default_factory=utcnow)
+    updated_at: datetime = utc_field(default_factory=utcnow)
 
 
 class RateSlot(SQLModel, table=True):
@@ -499,7 +464,7 @@ class RateSlot(SQLModel, table=True):
     __tablename__ = "rate_slot"
 
     key: str = Field(primary_key=True, max_length=255)
-    next_at: datetime = _ts()
+    next_at: datetime = utc_field()
 
 
 class DeliveryAlarm(SQLModel, table=True):
@@ -517,8 +482,8 @@ class DeliveryAlarm(SQLModel, table=True):
     channel: str = Field(max_length=16)
     # How the platform said no (core.delivery.contract.DeliveryError.kind), e.g. "rcpt 550 5.7.1".
     kind: str = Field(max_length=64)
-    first_seen: datetime = _ts()
-    last_seen: datetime = _ts()
+    first_seen: datetime = utc_field()
+    last_seen: datetime = utc_field()
     # Distinct recipients refused this way in the batch that raised the alarm.
     recipients: int = 0
     # Deliveries held (retried later instead of pausing anyone) since the alarm was raised.
@@ -526,7 +491,7 @@ class DeliveryAlarm(SQLModel, table=True):
     # One refusal's error with the recipients' addresses and URL credentials masked (shown on the
     # status page).
     sample: str = Field(sa_type=sa.Text)
-    cleared_at: datetime | None = _ts(default=None)
+    cleared_at: datetime | None = utc_field(default=None)
 
 
 class SignupQuota(SQLModel, table=True):
@@ -541,65 +506,3 @@ class SignupQuota(SQLModel, table=True):
     key: str = Field(primary_key=True, max_length=80)
     hour: int = Field(primary_key=True, sa_type=sa.BigInteger)
     used: int = 0
-
-
-class Vote(SQLModel, table=True):
-    """A reader's 👍 (+1) or 👎 (-1) on one version of a paper: a signal of the learned follows (issue 17).
-
-    One vote per subscriber and version; voting again replaces it, and an undo deletes it.
-    """
-
-    __tablename__ = "vote"
-    __table_args__ = (sa.UniqueConstraint("subscriber_id", "version_id", name="uq_vote_subscriber_version"),)
-
-    id: int | None = Field(default=None, primary_key=True)
-    # No index of its own: the unique (subscriber_id, version_id) index serves look-ups by subscriber.
-    subscriber_id: int = Field(foreign_key="subscriber.id")
-    version_id: int = Field(foreign_key="version.id", index=True)
-    value: int
-    created_at: datetime = _ts(default_factory=utcnow)
-
-
-class LibrarySeed(SQLModel, table=True):
-    """One entry of a reader's imported reference library, used as a liked paper (issue 17).
-
-    An entry that resolved to a stored paper points at its version; the others keep the title and abstract
-    the file gave. ``key`` (the arXiv id, else ``doi:…``, else ``title:…`` normalised) keeps a re-import
-    from adding an entry twice.
-    """
-
-    __tablename__ = "library_seed"
-    __table_args__ = (sa.UniqueConstraint("subscriber_id", "key", name="uq_library_seed_subscriber_key"),)
-
-    id: int | None = Field(default=None, primary_key=True)
-    subscriber_id: int = Field(foreign_key="subscriber.id")
-    key: str = Field(max_length=300)
-    version_id: int | None = Field(default=None, foreign_key="version.id", index=True)
-    title: str = Field(default="", sa_type=sa.Text)
-    abstract: str = Field(default="", sa_type=sa.Text)
-    created_at: datetime = _ts(default_factory=utcnow)
-
-
-class TasteModelRow(SQLModel, table=True):
-    """A subscriber's trained recommendation model (``core.taste.model``), in its compact binary form."""
-
-    __tablename__ = "taste_model"
-
-    subscriber_id: int = Field(foreign_key="subscriber.id", primary_key=True)
-    data: bytes = Field(sa_type=sa.LargeBinary)
-    positives: int = 0
-    negatives: int = 0
-    trained_at: datetime = _ts(default_factory=utcnow)
-
-
-class RecommendCursor(SQLModel, table=True):
-    """How far the recommendation pass has scored: every version with a greater id is still to score.
-
-    One row (id 1): the pass vectorises each new version once for all subscribers' models.
-    """
-
-    __tablename__ = "recommend_cursor"
-
-    id: int = Field(default=1, primary_key=True)
-    through_version_id: int = 0
-    ran_at: datetime | None = _ts(default=None)

@@ -18,7 +18,8 @@ import pytest
 
 from bot.commands import ChatContext, handle
 from core.config import Settings
-from core.delivery.digests import _cap, send_due_digests
+from core.delivery.digests import send_due_digests
+from core.delivery.digests_batch import cap_rows
 from core.delivery.render import MAX_SHARED_TERMS, Renderer, reason_text, reasons_text
 from core.follows.manage import follow
 from core.follows.reasons import CATEGORY, LIKED, SHARED, Reason, recommendation_hit
@@ -196,11 +197,11 @@ def test_the_workers_cap_picks_what_the_renderer_shows() -> None:
         _row(4, "2611.00004", version=2),
         _row(5, "2611.00005", score=0.6),
     ]
-    shown, rest = _cap(rows, 4)
+    shown, rest = cap_rows(rows, 4)
     # Both follows' matches, then the two best recommendations; each list in match order.
     assert [row.match_id for row in shown] == [2, 3, 4, 5]
     assert [row.match_id for row in rest] == [1]
-    shown, rest = _cap(rows, 1)
+    shown, rest = cap_rows(rows, 1)
     assert [row.match_id for row in shown] == [2]
     assert [row.match_id for row in rest] == [1, 3, 4, 5]
 
