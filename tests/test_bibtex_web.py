@@ -31,7 +31,7 @@ from core.store import Store
 from core.values import AnnounceType, CommunityPick, DigestItem, PaperIn
 from ingest.arxiv_rss_parse import parse_feed
 from notifiers.console import ConsoleNotifier
-from notifiers.slack import build_payloads
+from notifiers.slack_blocks import build_payloads
 from notifiers.webhook import digest_payload
 from papertrail import web_bibtex
 from tests.conftest import BIG_FEED

@@ -36,7 +36,7 @@ from core.render import Renderer
 from core.store import Store
 from core.values import Message
 from ingest.llm import ChatClient
-from notifiers.slack import build_payloads
+from notifiers.slack_blocks import build_payloads
 from notifiers.webhook import digest_payload
 from papertrail.cli import app
 from papertrail.context import build_context

@@ -32,8 +32,8 @@ from core.render import (
 from core.values import DigestItem, Guide, Message, Receipt
 from notifiers.console import ConsoleNotifier
 from notifiers.email import EmailNotifier
-from notifiers.slack import build_payloads
-from notifiers.telegram import item_buttons, split_message
+from notifiers.slack_blocks import build_payloads
+from notifiers.telegram_format import item_buttons, split_message
 from notifiers.webhook import digest_payload, encode_payload
 from tests.fakes.telegram_api import parse_html
 from tests.goldens import check_golden, dump_slack

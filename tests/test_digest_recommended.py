@@ -27,8 +27,8 @@ from core.store import Store
 from core.store_ledger import RankedMatch
 from core.values import DigestItem, Message
 from notifiers.console import ConsoleNotifier
-from notifiers.slack import build_payloads
-from notifiers.telegram import split_message
+from notifiers.slack_blocks import build_payloads
+from notifiers.telegram_format import split_message
 from notifiers.webhook import digest_payload, encode_payload
 from tests.goldens import check_golden, dump_slack
 from tests.hostile import guided_items, hostile_recommendation, recommended_items
