@@ -31,7 +31,7 @@ from core.service import match_new
 from core.signup import confirm, confirm_token, sign_up
 from core.store import Store
 from core.values import DigestItem, Message, PaperIn, SendResult
-from notifiers.email import list_unsubscribe_headers
+from notifiers.email_message import list_unsubscribe_headers
 from papertrail.cli import app
 from tests.cli_helpers import invoke
 from tests.servers import SinkHandler
