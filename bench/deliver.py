@@ -86,7 +86,7 @@ def bench_render(digests: int) -> None:
     """Render ``digests`` digests per channel and build each adapter's wire form."""
     from notifiers.email import EmailNotifier
     from notifiers.slack_blocks import build_payloads
-    from notifiers.webhook import digest_payload, encode_payload
+    from notifiers.webhook_payload import digest_payload, encode_payload
 
     items = corpus_items()
     now = datetime.now(UTC)

@@ -468,8 +468,8 @@ def _check_webhook(address: str, settings: Settings) -> None:
 
 
 def _webhook_refusal(settings: Settings) -> Callable[[str], str | None]:
-    """Why delivery would refuse an address: for ``webhook:`` its URL's rules (notifiers.webhook.refusal),
-    for other channels nothing, and they load nothing here."""
+    """Why delivery would refuse an address: for ``webhook:`` its URL's rules
+    (notifiers.webhook_address.refusal), for other channels nothing, and they load nothing here."""
 
     def refuse(address: str) -> str | None:
         channel, _, target = address.partition(":")
@@ -477,7 +477,7 @@ def _webhook_refusal(settings: Settings) -> Callable[[str], str | None]:
             return None
         import asyncio
 
-        from notifiers.webhook import refusal
+        from notifiers.webhook_address import refusal
 
         return asyncio.run(refusal(target.strip(), settings.webhook_allowed_hosts))
 
@@ -1459,7 +1459,7 @@ def webhook_secret_command(
     url: Annotated[str, typer.Argument(help="The webhook URL as registered (after webhook:).")],
 ) -> None:
     """Print the signing secret to give the receiver at URL (derived from PAPERTRAIL_SECRET_KEY)."""
-    from notifiers.webhook import webhook_secret
+    from notifiers.webhook_payload import webhook_secret
 
     settings = _settings()
     if not settings.secret_key:

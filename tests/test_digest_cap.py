@@ -25,7 +25,7 @@ from core.reasons import ABSTRACT, AUTHOR, CATEGORY, TITLE, Reason, hit_data
 from core.render import Renderer
 from core.store import Store
 from core.values import Guide, Message, SendResult
-from notifiers.webhook import digest_payload
+from notifiers.webhook_payload import digest_payload
 
 MAX_ITEMS = 50
 MATCHES = 400

@@ -29,7 +29,7 @@ from core.values import DigestItem, Message
 from notifiers.console import ConsoleNotifier
 from notifiers.slack_blocks import build_payloads
 from notifiers.telegram_format import split_message
-from notifiers.webhook import digest_payload, encode_payload
+from notifiers.webhook_payload import digest_payload, encode_payload
 from tests.goldens import check_golden, dump_slack
 from tests.hostile import guided_items, hostile_recommendation, recommended_items
 from tests.ledger_rows import add_matches
