@@ -133,26 +133,18 @@ def _vote_block(paper: str) -> Block:
 
 
 def _with_votes(units: list[list[Block]], items: Sequence[DigestItem]) -> list[list[Block]]:
-    """Each paper's unit with its vote buttons after the context block; other units as they are.
+    """Each paper's unit with its vote buttons after the context block; the footer's unit as it is.
 
-    A paper's section holds its versioned link ``<https://arxiv.org/abs/IDvN|IDvN>`` once; a title cannot
-    forge it, since every printed value has its ``>`` escaped.
+    The template's layout says which unit shows which paper: one unit per item, in ``message.items``
+    order (a heading or divider rides with the item after it), then the footer's.
     """
-    markers = {f"/abs/{item.arxiv_id}v{item.version}|{item.arxiv_id}v{item.version}>": item for item in items}
-    voted: list[list[Block]] = []
-    for unit in units:
-        paper = next(
-            (
-                f"{item.arxiv_id}v{item.version}"
-                for block in unit
-                if block["type"] == "section"
-                for marker, item in markers.items()
-                if marker in block["text"]["text"]
-            ),
-            None,
+    if len(units) != len(items) + 1:
+        raise ValueError(
+            f"slack.mrkdwn.j2 rendered {len(units)} units for {len(items)} items; it must render one unit "
+            "per item and a footer"
         )
-        voted.append([*unit, _vote_block(paper)] if paper else unit)
-    return voted
+    papers = [f"{item.arxiv_id}v{item.version}" for item in items]
+    return [[*unit, _vote_block(paper)] for unit, paper in zip(units[:-1], papers, strict=True)] + units[-1:]
 
 
 def _fallback_units(message: Message) -> list[list[Block]]:
