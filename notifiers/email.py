@@ -27,8 +27,8 @@ from functools import partial
 from typing import ClassVar, TypeVar
 
 from core.config import Settings
-from core.delivery import DeliveryError, accepted_recorder
-from core.text_safety import one_line
+from core.delivery.contract import DeliveryError, accepted_recorder
+from core.delivery.escaping import one_line
 from core.values import Message, SendResult
 from notifiers.email_message import build_mail, wire_bytes
 from notifiers.email_session import open_session, translate

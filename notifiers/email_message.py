@@ -18,9 +18,9 @@ from urllib.parse import quote, urlsplit
 
 import css_inline
 
-from core.delivery import DeliveryError
-from core.i18n import DEFAULT_LANGUAGE, LANGUAGE_TAGS
-from core.text_safety import one_line
+from core.delivery.contract import DeliveryError
+from core.delivery.escaping import one_line
+from core.i18n.languages import DEFAULT_LANGUAGE, LANGUAGE_TAGS
 from core.values import Message
 
 # Bodies are encoded with the usual 78-character lines and 7-bit transfer encodings (quoted-printable
@@ -41,7 +41,8 @@ def list_unsubscribe_headers(unsubscribe_url: str, mailto: str) -> dict[str, str
 
     ``unsubscribe_url`` is the signed link the renderer made for this recipient; it is listed when it is
     https (one-click needs https), and its last path segment, the token, goes into the subject of the
-    mailto: variant so that whoever processes that mailbox can check it with :func:`core.tokens.verify`.
+    mailto: variant so that whoever processes that mailbox can check it with
+    :func:`core.people.tokens.verify`.
     ``mailto`` is the bare address (or ``mailto:`` URI) from ``PAPERTRAIL_UNSUBSCRIBE_MAILTO``. A value
     that could break out of the header or its angle brackets is left out.
     """

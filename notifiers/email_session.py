@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from core.config import Settings
-from core.delivery import DeliveryError
-from core.text_safety import one_line
+from core.delivery.contract import DeliveryError
+from core.delivery.escaping import one_line
 
 
 def open_session(factory: Callable[[], smtplib.SMTP], settings: Settings, where: str) -> smtplib.SMTP:
@@ -160,7 +160,7 @@ _ENHANCED = re.compile(r"^\s*([245]\.\d{1,3}\.\d{1,3})\b")
 
 def _kind(stage: str, code: int, reply: bytes | str) -> str:
     """How the server said no, without the recipient: the SMTP stage, reply code and enhanced status
-    code (``rcpt 550 5.7.1``). Digests refused the same way group into one alarm (core.delivery_alarm)."""
+    code (``rcpt 550 5.7.1``). Digests refused the same way group into one alarm (core.delivery.alarm)."""
     enhanced = _ENHANCED.match(_text(reply))
     return f"{stage} {code} {enhanced[1]}" if enhanced else f"{stage} {code}"
 

@@ -20,8 +20,8 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from core.config import Settings
-from core.delivery import DeliveryError, part_delivered
-from core.rate_limit import RateLimit
+from core.delivery.contract import DeliveryError, part_delivered
+from core.delivery.rate_limit import RateLimit
 from core.retry_after import retry_after_seconds as http_retry_after
 from core.values import Message, SendResult
 from notifiers.ratelimit import RateLimiter
@@ -106,7 +106,7 @@ _TOKEN = "install the Slack app again and set PAPERTRAIL_SLACK_BOT_TOKEN to its 
 _BUG = "this is a PaperTrail bug in the Slack layout; please report it with the digest's key"
 
 # Permanent errors of the bot's own token or of PaperTrail's layout, not of the channel: a delivery alarm
-# for the operator (core.delivery_alarm), never a reason to pause the channel's subscription.
+# for the operator (core.delivery.alarm), never a reason to pause the channel's subscription.
 SENDER_ERRORS = frozenset(
     {
         "account_inactive",

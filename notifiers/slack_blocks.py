@@ -16,10 +16,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.chat_buttons import DISLIKE_LABEL, LIKE_LABEL, SLACK_DISLIKE_ACTION, SLACK_LIKE_ACTION
-from core.delivery import pack_blocks
-from core.i18n import translator
-from core.render import PART, escape_mrkdwn
+from core.delivery.chat_buttons import DISLIKE_LABEL, LIKE_LABEL, SLACK_DISLIKE_ACTION, SLACK_LIKE_ACTION
+from core.delivery.contract import pack_blocks
+from core.delivery.render import PART, escape_mrkdwn
+from core.i18n.languages import translator
 from core.values import DigestItem, Message
 
 # Slack's Block Kit limits.
@@ -49,7 +49,7 @@ class SlackPayload:
 
 
 def _unescape(text: str) -> str:
-    """Undo :func:`core.render.escape_mrkdwn` for plain_text fields, which Slack shows verbatim."""
+    """Undo :func:`core.delivery.render.escape_mrkdwn` for plain_text fields, which Slack shows verbatim."""
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 

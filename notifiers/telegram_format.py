@@ -3,7 +3,8 @@
 Format: Telegram HTML (``parse_mode=HTML``, templates/telegram.html.j2). Limit: the adapter's declared
 ``max_length`` (:data:`MAX_LENGTH`, 4096 UTF-16 code units per message). Telegram counts the text *after*
 parsing the markup, so measuring the HTML (which is never shorter) keeps every part under the limit. A long
-digest is split between items with :func:`core.delivery.pack_blocks`; a block too long on its own loses its
+digest is split between items with :func:`core.delivery.contract.pack_blocks`; a block too long on its own
+loses its
 markup and is cut (:func:`shorten_html`). Each part records the items it shows as it is packed, so that
 their buttons (:func:`item_buttons`) go with it. Sending is notifiers/telegram.py's.
 """
@@ -17,9 +18,9 @@ from html.parser import HTMLParser
 
 import telegram
 
-from core.chat_buttons import DISLIKE_LABEL, LIKE_LABEL, Action, callback_data, vote_data
-from core.delivery import pack_blocks
-from core.i18n import translator
+from core.delivery.chat_buttons import DISLIKE_LABEL, LIKE_LABEL, Action, callback_data, vote_data
+from core.delivery.contract import pack_blocks
+from core.i18n.languages import translator
 from core.values import DigestItem, Message, versioned_id
 
 MAX_LENGTH = 4096
@@ -134,7 +135,7 @@ def item_buttons(
 
 
 def _button(label: str, data: str | None) -> telegram.InlineKeyboardButton | None:
-    if data is None:  # over Telegram's 64 bytes (core.chat_buttons.callback_data)
+    if data is None:  # over Telegram's 64 bytes (core.delivery.chat_buttons.callback_data)
         return None
     shown = label if len(label) <= 40 else label[:39].rstrip() + ELLIPSIS
     return telegram.InlineKeyboardButton(shown, callback_data=data)

@@ -25,9 +25,9 @@ from urllib.parse import urlsplit
 import httpx
 
 from core.config import Settings
-from core.delivery import DeliveryError
+from core.delivery.contract import DeliveryError
+from core.delivery.escaping import one_line
 from core.retry_after import retry_after_seconds
-from core.text_safety import one_line
 from core.values import Message, SendResult
 from notifiers.webhook_address import host_allowed, is_ip, parse_url, public_addresses
 from notifiers.webhook_payload import SCHEMA, digest_payload, encode_payload, sign_body, webhook_secret

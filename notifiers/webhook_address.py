@@ -18,8 +18,8 @@ from typing import Any
 
 import httpx
 
-from core.delivery import DeliveryError
-from core.text_safety import one_line
+from core.delivery.contract import DeliveryError
+from core.delivery.escaping import one_line
 
 # Well-known NAT64 prefix (RFC 6052): the last 32 bits are an IPv4 address a translator would reach.
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")

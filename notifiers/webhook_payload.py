@@ -21,9 +21,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from core.bibtex import bibtex_url
-from core.receipt_text import source_name
-from core.text_safety import one_line, strip_control
+from core.delivery.escaping import one_line, strip_control
+from core.delivery.receipt_text import source_name
+from core.papers.citations import bibtex_url
 from core.values import DigestItem, Message, Receipt, VoteLinks
 
 SCHEMA = "papertrail.digest/1"

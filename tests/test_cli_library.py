@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from core.store import Store
-from core.store_taste import TasteStore
+from core.store.facade import Store
+from core.store.taste import TasteStore
 from papertrail.cli import app
 from tests.cli_helpers import invoke
 from tests.servers import Reply, feed_server

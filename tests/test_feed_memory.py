@@ -16,10 +16,10 @@ from typing import TypeVar
 
 import pytest
 
-import core.store
+import core.store.facade
 import ingest.arxiv_rss
-from core.service import ingest_once, match_new
-from core.store import Store
+from core.papers.pipeline import ingest_once, match_new
+from core.store.facade import Store
 from ingest import paper_spool
 from ingest.arxiv_rss import ArxivRssSource
 from ingest.arxiv_rss_parse import parse_feed
@@ -50,7 +50,7 @@ def small_batches(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     # raising=False: the same test runs on the code before the fix, where it fails on the memory bound.
     monkeypatch.setattr(ingest.arxiv_rss, "SPOOL_AFTER", 300, raising=False)
     monkeypatch.setattr(paper_spool, "BATCH", 100, raising=False)
-    monkeypatch.setattr(core.store, "SAVE_BATCH", 500, raising=False)
+    monkeypatch.setattr(core.store.facade, "SAVE_BATCH", 500, raising=False)
     monkeypatch.setattr(
         Store, "unmatched_versions", functools.partialmethod(Store.unmatched_versions, limit=500)
     )

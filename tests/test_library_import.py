@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from core.i18n import translator
-from core.library_file import read_library
-from core.library_import import import_library
-from core.store import Store
-from core.store_taste import TasteStore
+from core.i18n.languages import translator
+from core.store.facade import Store
+from core.store.taste import TasteStore
+from core.taste.library_file import read_library
+from core.taste.library_import import import_library
 from ingest.arxiv_api import ArxivApiSource
 from ingest.arxiv_rss_parse import parse_feed
 from ingest.http import HttpClient, Politeness

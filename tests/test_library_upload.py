@@ -13,10 +13,10 @@ from typing import Any
 import markupsafe
 import pytest
 
-from core import tokens
-from core.library_file import MAX_FILE_BYTES
-from core.store import Store
-from core.store_taste import TasteStore
+from core.people import tokens
+from core.store.facade import Store
+from core.store.taste import TasteStore
+from core.taste.library_file import MAX_FILE_BYTES
 from papertrail.web import build_app
 from papertrail.web_library import MAX_UPLOAD_BYTES, LibraryRoutes
 from tests.test_library_import import LIBRARY, _reader
