@@ -86,8 +86,8 @@ def cpu() -> float:
 def bench_render(digests: int) -> None:
     """Render ``digests`` digests per channel and build each adapter's wire form."""
     from notifiers.email import EmailNotifier
-    from notifiers.slack import build_payloads
-    from notifiers.webhook import digest_payload, encode_payload
+    from notifiers.slack_blocks import build_payloads
+    from notifiers.webhook_payload import digest_payload, encode_payload
 
     items = corpus_items()
     now = datetime.now(UTC)
@@ -130,7 +130,7 @@ def bench_render(digests: int) -> None:
 
 
 def _telegram_parts(message: Message) -> object:
-    from notifiers.telegram import split_message
+    from notifiers.telegram_format import split_message
 
     return split_message(message)
 

@@ -34,8 +34,8 @@ RUN_ACTION = "papertrail_run"
 UNFOLLOW_ACTION = "papertrail_unfollow"
 """Action ids ``papertrail_unfollow_<number>`` of the App Home's buttons; the value is ``unfollow QUERY``."""
 VOTE_ACTIONS = SLACK_VOTE_ACTIONS
-"""The 👍 / 👎 buttons under a paper in a digest (notifiers/slack.py writes them): action id -> the command
-it runs; the value is the paper's versioned id, ``2306.03564v2``."""
+"""The 👍 / 👎 buttons under a paper in a digest (notifiers/slack_blocks.py writes them): action id -> the
+command it runs; the value is the paper's versioned id, ``2306.03564v2``."""
 
 Json = dict[str, Any]
 _FENCE = "```"

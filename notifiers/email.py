@@ -8,7 +8,7 @@ lock). A dedicated thread rather than ``asyncio.to_thread`` also keeps twenty qu
 occupying the event loop's shared default pool, which is only a handful of threads on a small machine.
 
 Every smtplib and socket failure is translated here into one DeliveryError that says whether trying
-again can help and which setting to check.
+again can help and which setting to check (notifiers/email_session.py, which also opens the session).
 """
 
 from __future__ import annotations
@@ -16,31 +16,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import smtplib
-import ssl
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
-from email import policy
-from email.headerregistry import Address
 from email.message import EmailMessage
-from email.utils import format_datetime, make_msgid, parseaddr
+from email.utils import parseaddr
 from functools import partial
 from typing import ClassVar, TypeVar
-from urllib.parse import quote, urlsplit
-
-import css_inline
 
 from core.config import Settings
 from core.delivery.contract import DeliveryError, accepted_recorder
 from core.delivery.escaping import one_line
-from core.i18n.languages import DEFAULT_LANGUAGE, LANGUAGE_TAGS
 from core.values import Message, SendResult
+from notifiers.email_message import build_mail, wire_bytes
+from notifiers.email_session import open_session, translate
 
-# Format: multipart/alternative. Limit: none in the protocol; PAPERTRAIL_DIGEST_MAX_ITEMS caps digests.
+# Format: multipart/alternative, built by notifiers/email_message.py. Limit: none in the protocol (so
+# ``max_length`` is None); PAPERTRAIL_DIGEST_MAX_ITEMS caps digests.
 
 log = logging.getLogger(__name__)
 
@@ -52,49 +46,7 @@ IDLE_CLOSE_SECONDS = 5.0
 # A session used less than this long ago is trusted without a NOOP round trip first.
 NOOP_AFTER_IDLE_SECONDS = 1.0
 
-# Bodies are encoded with the usual 78-character lines and 7-bit transfer encodings (quoted-printable
-# where the text is not ASCII), which every server accepts without the 8BITMIME extension.
-_BODY_POLICY = policy.SMTP.clone(cte_type="7bit")
-# Headers go on the wire with lines of up to RFC 5322's hard limit of 998 characters: the default 78
-# makes the email package fold a long List-Unsubscribe URL into RFC 2047 encoded words, which mail
-# clients do not decode in that header, so the unsubscribe button would silently break.
-_WIRE_POLICY = policy.SMTP.clone(max_line_length=998)
-
-# A URI inside List-Unsubscribe's angle brackets: RFC 3986 characters without the comma (RFC 2369 needs
-# commas escaped) — no space, CR, LF, '<' or '>' that could end the header or the bracket.
-_SAFE_URI = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+;=%]+")
-
 _T = TypeVar("_T")
-
-
-def list_unsubscribe_headers(unsubscribe_url: str, mailto: str) -> dict[str, str]:
-    """``List-Unsubscribe`` (RFC 2369) and, with an https link, ``List-Unsubscribe-Post`` (RFC 8058).
-
-    ``unsubscribe_url`` is the signed link the renderer made for this recipient; it is listed when it is
-    https (one-click needs https), and its last path segment, the token, goes into the subject of the
-    mailto: variant so that whoever processes that mailbox can check it with
-    :func:`core.people.tokens.verify`.
-    ``mailto`` is the bare address (or ``mailto:`` URI) from ``PAPERTRAIL_UNSUBSCRIBE_MAILTO``. A value
-    that could break out of the header or its angle brackets is left out.
-    """
-    url = unsubscribe_url.strip()
-    usable = url.startswith(("https://", "http://")) and bool(_SAFE_URI.fullmatch(url))
-    https = usable and url.startswith("https://")
-    token = urlsplit(url).path.rpartition("/")[2] if usable else ""
-    uris = [url] if https else []
-    target = mailto.strip().removeprefix("mailto:")
-    if target:
-        subject = f"unsubscribe {token}".strip()
-        uri = f"mailto:{target}?subject={quote(subject, safe='')}"
-        if "@" in target and _SAFE_URI.fullmatch(uri):
-            uris.append(uri)
-    headers: dict[str, str] = {}
-    if uris:
-        headers["List-Unsubscribe"] = ", ".join(f"<{uri}>" for uri in uris)
-    if https:
-        # One-click: the mailbox provider POSTs "List-Unsubscribe=One-Click" to the https URI itself.
-        headers["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"
-    return headers
 
 
 class EmailNotifier:
@@ -130,26 +82,15 @@ class EmailNotifier:
         self._idle_timer: threading.Timer | None = None
 
     def build(self, address: str, message: Message) -> EmailMessage:
-        """The MIME message for one recipient; raises DeliveryError (permanent) for an unusable address."""
-        mail = EmailMessage(policy=_BODY_POLICY)
-        mail["From"] = self._from_header
-        mail["To"] = _recipient(address)
-        mail["Subject"] = one_line(message.subject)
-        mail["Date"] = format_datetime(datetime.now(UTC))
-        mail["Message-ID"] = make_msgid(domain=self._msgid_domain)
-        # RFC 3834: vacation responders and the like must not answer automatic mail.
-        mail["Auto-Submitted"] = "auto-generated"
-        headers = list_unsubscribe_headers(message.unsubscribe_url, self.settings.unsubscribe_mailto)
-        for name, value in headers.items():
-            mail[name] = value
-        mail.set_content(message.text)
-        if message.html:
-            # Mail clients drop <style> blocks: inline the CSS into style attributes.
-            mail.add_alternative(css_inline.inline(message.html), subtype="html")
-        # RFC 3282: the language the mail is worded in (screen readers, translation offers). Set last:
-        # set_content and add_alternative move or drop the Content-* headers set before them.
-        mail["Content-Language"] = LANGUAGE_TAGS.get(message.language, LANGUAGE_TAGS[DEFAULT_LANGUAGE])
-        return mail
+        """The MIME message for one recipient (notifiers/email_message.py); raises DeliveryError
+        (permanent) for an unusable address."""
+        return build_mail(
+            address,
+            message,
+            sender=self._from_header,
+            msgid_domain=self._msgid_domain,
+            unsubscribe_mailto=self.settings.unsubscribe_mailto,
+        )
 
     async def send(self, address: str, message: Message) -> SendResult:
         """Deliver one digest; raises DeliveryError (retryable unless the server rejects the recipient)."""
@@ -201,7 +142,7 @@ class EmailNotifier:
         smtp = self._session()
         try:
             options = _mail_options(smtp, address)
-            data = mail.as_bytes(policy=_WIRE_POLICY.clone(utf8=True) if options else _WIRE_POLICY)
+            data = wire_bytes(mail, utf8=bool(options))
             smtp.sendmail(self._from_addr, [address], data, options)
         except smtplib.SMTPServerDisconnected as exc:
             self._drop()
@@ -213,7 +154,7 @@ class EmailNotifier:
             # smtplib has reset the transaction (RSET) or, after a 421, closed the connection itself.
             if smtp.sock is None:
                 self._smtp = None
-            raise self._translate(exc, address) from exc
+            raise translate(exc, self._where, address) from exc
         except OSError as exc:
             self._drop()
             raise DeliveryError(
@@ -245,121 +186,9 @@ class EmailNotifier:
                 "SMTP server %s closed the session (NOOP: %s); reconnecting", self._where, code or "none"
             )
             self._drop()
-        self._smtp = self._open()
-        return self._smtp
-
-    def _open(self) -> smtplib.SMTP:
-        s = self.settings
-        try:
-            smtp = self._factory()
-        except smtplib.SMTPConnectError as exc:
-            raise DeliveryError(
-                f"SMTP server {self._where} refused the connection: {exc.smtp_code} {_text(exc.smtp_error)}"
-                "; will retry",
-                retryable=True,
-            ) from exc
-        except (smtplib.SMTPException, OSError) as exc:
-            raise DeliveryError(
-                f"cannot reach SMTP server {self._where} ({exc}); "
-                "check PAPERTRAIL_SMTP_HOST and PAPERTRAIL_SMTP_PORT",
-                retryable=True,
-            ) from exc
-        try:
-            self._greet(smtp)
-            if s.smtp_starttls:
-                self._starttls(smtp)
-            if s.smtp_user:
-                self._login(smtp, s.smtp_user)
-        except BaseException:
-            smtp.close()
-            raise
+        self._smtp = open_session(self._factory, self.settings, self._where)
         log.debug("opened SMTP session with %s", self._where)
-        return smtp
-
-    def _greet(self, smtp: smtplib.SMTP) -> None:
-        try:
-            smtp.ehlo_or_helo_if_needed()
-        except (smtplib.SMTPException, OSError) as exc:
-            raise self._translate(exc, "") from exc
-
-    def _starttls(self, smtp: smtplib.SMTP) -> None:
-        try:
-            smtp.starttls(context=ssl.create_default_context())
-        except smtplib.SMTPNotSupportedError as exc:
-            raise DeliveryError(
-                f"SMTP server {self._where} does not offer STARTTLS; "
-                "set PAPERTRAIL_SMTP_STARTTLS=false or use a server that does",
-                retryable=True,
-            ) from exc
-        except ssl.SSLError as exc:
-            raise DeliveryError(
-                f"TLS with SMTP server {self._where} failed ({exc.reason or exc}); check its certificate "
-                "and PAPERTRAIL_SMTP_HOST (the name must match the certificate)",
-                retryable=True,
-            ) from exc
-        except (smtplib.SMTPException, OSError) as exc:
-            raise self._translate(exc, "") from exc
-
-    def _login(self, smtp: smtplib.SMTP, user: str) -> None:
-        secret = self.settings.smtp_password
-        password = secret.get_secret_value() if secret else ""
-        try:
-            smtp.login(user, password)
-        except smtplib.SMTPAuthenticationError as exc:
-            # The server's reply names the failure; scrub the password in case a server echoes it.
-            detail = (
-                _text(exc.smtp_error).replace(password, "********") if password else _text(exc.smtp_error)
-            )
-            raise DeliveryError(
-                f"SMTP login to {self._where} as {user!r} failed: {exc.smtp_code} {detail}; "
-                "check PAPERTRAIL_SMTP_USER and PAPERTRAIL_SMTP_PASSWORD",
-                retryable=True,
-                kind=_kind("login", exc.smtp_code, exc.smtp_error),
-                operator=exc.smtp_code >= 500,
-            ) from exc
-        except smtplib.SMTPNotSupportedError as exc:
-            raise DeliveryError(
-                f"SMTP server {self._where} does not offer AUTH on this connection (many offer it only "
-                "after STARTTLS: set PAPERTRAIL_SMTP_STARTTLS=true), or unset PAPERTRAIL_SMTP_USER",
-                retryable=True,
-            ) from exc
-        except (smtplib.SMTPException, OSError) as exc:
-            raise self._translate(exc, "") from exc
-
-    def _translate(self, exc: Exception, address: str) -> DeliveryError:
-        """One DeliveryError for an SMTP reply: 4xx may pass, 5xx about the recipient will not."""
-        where = self._where
-        if isinstance(exc, smtplib.SMTPRecipientsRefused):
-            code, reply = next(iter(exc.recipients.values()), (0, b""))
-            advice = "will retry" if code < 500 else "check the address; `papertrail resume` re-activates it"
-            return DeliveryError(
-                f"SMTP server {where} refused recipient {address}: {code} {_text(reply)}; {advice}",
-                retryable=code < 500,
-                kind=_kind("rcpt", code, reply),
-            )
-        if isinstance(exc, smtplib.SMTPSenderRefused):
-            # Our own From address: the operator's setting, not the subscriber's fault; never pause for it.
-            return DeliveryError(
-                f"SMTP server {where} refused the sender {exc.sender}: {exc.smtp_code} "
-                f"{_text(exc.smtp_error)}; check PAPERTRAIL_SMTP_FROM (and that PAPERTRAIL_SMTP_USER may "
-                "send as it)",
-                retryable=True,
-                kind=_kind("sender", exc.smtp_code, exc.smtp_error),
-                operator=exc.smtp_code >= 500,
-            )
-        if isinstance(exc, smtplib.SMTPResponseException):
-            code = exc.smtp_code
-            what = "rejected the message to " + address if address else "answered"
-            # Without an address the reply came before any recipient (greeting, EHLO, STARTTLS): the
-            # server refuses this sender's session, whoever the digest was for.
-            return DeliveryError(
-                f"SMTP server {where} {what}: {code} {_text(exc.smtp_error)}"
-                + ("; will retry" if code < 500 else ""),
-                retryable=code < 500,
-                kind=_kind("data" if address else "session", code, exc.smtp_error),
-                operator=not address and code >= 500,
-            )
-        return DeliveryError(f"SMTP with {where} failed ({exc}); will retry", retryable=True)
+        return self._smtp
 
     def _arm_idle_timer(self) -> None:
         if self._idle_timer is not None:
@@ -401,30 +230,6 @@ class EmailNotifier:
             smtp.close()
 
 
-def _recipient(address: str) -> Address:
-    """The To address, validated: no display name, no second address, nothing that could end the header."""
-    try:
-        if any(not ch.isprintable() or ch.isspace() for ch in address):
-            raise ValueError("contains spaces or control characters")
-        # The parser accepts only ASCII; check the shape of an internationalised address (RFC 6531) on an
-        # ASCII stand-in and build it from its parts.
-        checked = Address(addr_spec="".join(ch if ch.isascii() else "x" for ch in address))
-        if not checked.domain:
-            raise ValueError("has no domain")
-        if address.isascii():
-            return checked
-        local, _, domain = address.rpartition("@")
-        if local.startswith('"'):
-            raise ValueError("quoted non-ASCII local part")
-        return Address(username=local, domain=domain)
-    except (ValueError, IndexError) as exc:
-        raise DeliveryError(
-            f"{one_line(address)!r} is not a usable email address ({exc}); "
-            "subscribe the corrected address instead",
-            retryable=False,
-        ) from exc
-
-
 def _mail_options(smtp: smtplib.SMTP, address: str) -> list[str]:
     """SMTPUTF8 (RFC 6531) for a recipient whose address is not ASCII, when the server offers it."""
     if address.isascii():
@@ -435,20 +240,3 @@ def _mail_options(smtp: smtplib.SMTP, address: str) -> list[str]:
             retryable=False,
         )
     return ["SMTPUTF8", "BODY=8BITMIME"]
-
-
-# An enhanced status code (RFC 3463) at the start of a reply: class.subject.detail, e.g. 5.7.1.
-_ENHANCED = re.compile(r"^\s*([245]\.\d{1,3}\.\d{1,3})\b")
-
-
-def _kind(stage: str, code: int, reply: bytes | str) -> str:
-    """How the server said no, without the recipient: the SMTP stage, reply code and enhanced status
-    code (``rcpt 550 5.7.1``). Digests refused the same way group into one alarm (core.delivery.alarm)."""
-    enhanced = _ENHANCED.match(_text(reply))
-    return f"{stage} {code} {enhanced[1]}" if enhanced else f"{stage} {code}"
-
-
-def _text(reply: bytes | str) -> str:
-    """A server reply as one printable line."""
-    text = reply.decode("utf-8", "replace") if isinstance(reply, bytes) else str(reply)
-    return one_line(text)

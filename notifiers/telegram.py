@@ -1,25 +1,21 @@
 """Telegram notifier: digests as Telegram HTML messages through python-telegram-bot's ``Bot``.
 
-Format: Telegram HTML (``parse_mode=HTML``, templates/telegram.html.j2), link previews off. Limit: 4096
-UTF-16 code units per message. Telegram counts the text *after* parsing the markup, so measuring the HTML
-(which is never shorter) keeps every part under the limit. A long digest is split between items with
-:func:`core.delivery.contract.pack_blocks` and sent as several messages to the same chat.
+Format: Telegram HTML, link previews off; a long digest is split (notifiers/telegram_format.py) at the
+declared ``max_length`` (4096 UTF-16 code units) and sent as several messages to the same chat.
 
 Rate limits: ``PAPERTRAIL_TELEGRAM_MAX_PER_SECOND`` overall, one message per
 ``PAPERTRAIL_TELEGRAM_CHAT_INTERVAL`` seconds per chat, ``PAPERTRAIL_TELEGRAM_GROUP_PER_MINUTE`` per group;
 shared by every worker on a PostgreSQL database, per process on SQLite (notifiers/ratelimit.py).
-Every python-telegram-bot error is translated here into one :class:`core.delivery.contract.DeliveryError`.
+Every python-telegram-bot error is translated here into one :class:`core.delivery.contract.DeliveryError`, by
+the
+table :data:`ERRORS`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import html
 import warnings
-from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import timedelta
-from html.parser import HTMLParser
 from typing import ClassVar
 
 import telegram
@@ -38,174 +34,16 @@ from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning
 
 from core.config import Settings
-from core.delivery.chat_buttons import DISLIKE_LABEL, LIKE_LABEL, Action, callback_data, vote_data
-from core.delivery.contract import DeliveryError, pack_blocks, part_delivered
+from core.delivery.contract import DeliveryError, part_delivered
 from core.delivery.rate_limit import RateLimit
-from core.i18n.languages import translator
-from core.values import DigestItem, Message, SendResult
+from core.values import Message, SendResult
 from notifiers.ratelimit import RateLimiter, Window
+from notifiers.telegram_format import MAX_LENGTH, Part, html_to_text, item_buttons, split_message
 
-MAX_LENGTH = 4096
 # A flood-control wait up to this long is sat out inline; a longer one goes back to the ledger's back-off.
 MAX_INLINE_WAIT = 30.0
 # How often one part is re-sent after "retry after" or a chat migration before giving up for this attempt.
 MAX_PART_RETRIES = 3
-ELLIPSIS = "…"
-
-
-def utf16_len(text: str) -> int:
-    """Length in UTF-16 code units: how Telegram measures messages (an emoji outside the BMP counts 2)."""
-    return len(text.encode("utf-16-le")) // 2
-
-
-class _TextOnly(HTMLParser):
-    """Collects the text of an HTML fragment, character references decoded, tags dropped."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-
-    def handle_data(self, data: str) -> None:
-        self.parts.append(data)
-
-
-def html_to_text(fragment: str) -> str:
-    """The plain text a Telegram HTML fragment shows: tags removed, entities decoded."""
-    parser = _TextOnly()
-    parser.feed(fragment)
-    parser.close()
-    return "".join(parser.parts)
-
-
-def _cut(text: str, limit: int, *, encode: bool) -> str:
-    """The longest prefix of ``text`` (plus an ellipsis) within ``limit`` UTF-16 units once encoded.
-
-    ``encode`` HTML-escapes the prefix (escaping lengthens text, so the cut is searched, not computed).
-    """
-
-    def rendered(n: int) -> str:
-        head = text[:n].rstrip() + ELLIPSIS
-        return html.escape(head, quote=False) if encode else head
-
-    low, high = 0, len(text)
-    while low < high:
-        middle = (low + high + 1) // 2
-        if utf16_len(rendered(middle)) <= limit:
-            low = middle
-        else:
-            high = middle - 1
-    return rendered(low)
-
-
-def shorten_html(block: str, limit: int) -> str:
-    """A well-formed stand-in for one Telegram HTML block longer than ``limit``.
-
-    Cutting through markup could leave a tag open, so the block loses its tags: its text, escaped and cut
-    to fit. Only a block with a pathological title or author list ever gets here.
-    """
-    text = html_to_text(block).strip()
-    whole = html.escape(text, quote=False) + "\n\n"
-    return whole if utf16_len(whole) <= limit else _cut(text, limit - 2, encode=True) + "\n\n"
-
-
-def shorten_text(block: str, limit: int) -> str:
-    """One plain-text block cut to ``limit`` UTF-16 units."""
-    return _cut(block.strip(), limit - 2, encode=False) + "\n\n"
-
-
-@dataclass(frozen=True, slots=True)
-class Part:
-    """One Telegram message of a digest: its text, whether that text is Telegram HTML, the items it shows,
-    and the digest's language (its buttons are worded in it)."""
-
-    text: str
-    is_html: bool
-    items: tuple[DigestItem, ...] = ()
-    language: str = "en"
-
-
-# Telegram allows 100 buttons per message (more is refused: "reply markup is too long"). An item's row has
-# up to four: unfollow, watch, 👍, 👎; so a message holds at most 25 items (split_message), which only
-# items without an abstract ever reach: a real one takes a few hundred of the 4,096 characters.
-MAX_BUTTONS = 100
-BUTTONS_PER_ITEM = 4
-MAX_BUTTON_ROWS = MAX_BUTTONS // BUTTONS_PER_ITEM
-
-
-def item_buttons(
-    items: Sequence[DigestItem], language: str | None = None
-) -> telegram.InlineKeyboardMarkup | None:
-    """One row per item: unfollow the follow that matched it (the first by id), watch the paper, 👍, 👎.
-
-    ``unfollow:<follow id>`` and ``watch:<arXiv id>`` are answered by the Telegram bot (bots role), which
-    runs ``unfollow N`` / ``follow id:ARXIV_ID`` for whoever presses, with the group-admin check;
-    ``vote:+:<arXiv id>v<N>`` and ``vote:-:…`` record (or, pressed again, take back) the chat's vote on that
-    version, with the same check. The labels are worded in ``language`` (English for None); the query and
-    the id in them are shown as they are. At most :data:`MAX_BUTTON_ROWS` items get a row.
-    """
-    t = translator(language)
-    rows: list[list[telegram.InlineKeyboardButton]] = []
-    for item in items[:MAX_BUTTON_ROWS]:
-        row = []
-        if item.follows:
-            follow_id, query = item.follows[0]
-            unfollow = callback_data(Action.UNFOLLOW, str(follow_id))
-            row.append(_button(t.gettext("✕ Unfollow {query}", query=query), unfollow))
-        watch = callback_data(Action.WATCH, item.arxiv_id)
-        row.append(_button(t.gettext("Watch {arxiv_id}", arxiv_id=item.arxiv_id), watch))
-        row.append(_button(LIKE_LABEL, vote_data(item.arxiv_id, item.version, 1)))
-        row.append(_button(DISLIKE_LABEL, vote_data(item.arxiv_id, item.version, -1)))
-        rows.append([button for button in row if button is not None])
-    rows = [row for row in rows if row]
-    return telegram.InlineKeyboardMarkup(rows) if rows else None
-
-
-def _button(label: str, data: str | None) -> telegram.InlineKeyboardButton | None:
-    if data is None:  # over Telegram's 64 bytes (core.delivery.chat_buttons.callback_data)
-        return None
-    shown = label if len(label) <= 40 else label[:39].rstrip() + ELLIPSIS
-    return telegram.InlineKeyboardButton(shown, callback_data=data)
-
-
-def _items_in(text: str, items: Sequence[DigestItem]) -> tuple[DigestItem, ...]:
-    """The items whose block landed in one packed part (each block shows <code>ID vN</code> once)."""
-    return tuple(item for item in items if f"{item.arxiv_id}v{item.version}</code>" in text)
-
-
-def split_message(message: Message, limit: int = MAX_LENGTH) -> list[Part]:
-    """The messages a digest takes: HTML blocks packed to ``limit`` (text blocks when there is no HTML).
-
-    Deterministic, so a retry that skips ``message.skip_parts`` skips exactly what was delivered.
-    """
-    if message.html_blocks:
-        # At most MAX_BUTTON_ROWS items a message, so that every item gets its row of buttons.
-        packed = pack_blocks(
-            message.html_blocks,
-            limit,
-            shorten=shorten_html,
-            measure=utf16_len,
-            count=lambda block: len(_items_in(block, message.items)),
-            max_count=MAX_BUTTON_ROWS,
-        )
-        is_html = True
-    else:
-        # The shared plain-text template has no cuts: split its blocks at blank lines (between items).
-        blocks = message.text_blocks or (message.text,)
-        paragraphs = [piece for block in blocks for piece in _paragraphs(block)]
-        packed = pack_blocks(paragraphs, limit, shorten=shorten_text, measure=utf16_len)
-        is_html = False
-    # Blank lines at the seams of blocks lie outside every tag: stripping them keeps the markup whole.
-    return [
-        Part(part.strip(), is_html, _items_in(part, message.items) if is_html else (), message.language)
-        for part in packed
-        if part.strip()
-    ]
-
-
-def _paragraphs(block: str) -> list[str]:
-    """``block`` cut after each blank line; the pieces joined give ``block`` back."""
-    pieces = block.split("\n\n")
-    return [piece + "\n\n" for piece in pieces[:-1]] + [pieces[-1]]
 
 
 def _retry_seconds(exc: RetryAfter) -> float:
@@ -214,6 +52,57 @@ def _retry_seconds(exc: RetryAfter) -> float:
         warnings.simplefilter("ignore", PTBDeprecationWarning)
         value = exc.retry_after
     return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+# How each python-telegram-bot error is classified: the first entry whose type the error is an instance of
+# wins (subclasses first: TimedOut and BadRequest are NetworkErrors). Each gives whether a later attempt may
+# succeed and the message, a format string over ``where`` (the chat, or "the bot"), ``reason`` (PTB's
+# message, token redacted), ``api`` (the Bot API URL), ``wait`` (RetryAfter's seconds) and ``new_chat``
+# (ChatMigrated's new id).
+ERRORS: tuple[tuple[type[TelegramError], bool, str], ...] = (
+    (
+        RetryAfter,
+        True,
+        "Telegram flood control for {where}: retry after {wait:g} s; the digest stays pending",
+    ),
+    (
+        Forbidden,
+        False,
+        "Telegram refuses messages to {where}: {reason}; the subscriber must unblock or re-add the bot "
+        "(send /start) before digests can resume",
+    ),
+    # PTB puts the token itself into this message: never repeat its reason.
+    (
+        InvalidToken,
+        True,
+        "the Telegram Bot API at {api} rejected the bot token; check PAPERTRAIL_TELEGRAM_TOKEN (from "
+        "@BotFather); digests stay pending",
+    ),
+    (
+        ChatMigrated,
+        True,
+        "Telegram {where} keeps moving (last to {new_chat}); the digest stays pending",
+    ),
+    (
+        BadRequest,
+        False,
+        "Telegram rejected the message to {where}: {reason}; check the chat id (the bot must have been "
+        "started in that chat or added to the group)",
+    ),
+    (
+        TimedOut,
+        True,
+        "the Telegram Bot API at {api} timed out sending to {where} ({reason}); the digest stays pending "
+        "and will be retried",
+    ),
+    (
+        NetworkError,
+        True,
+        "cannot deliver through the Telegram Bot API at {api} ({reason}); check PAPERTRAIL_TELEGRAM_API_URL "
+        "and the network; the digest stays pending",
+    ),
+    (TelegramError, True, "Telegram error sending to {where}: {reason}; the digest stays pending"),
+)
 
 
 class TelegramNotifier:
@@ -254,7 +143,7 @@ class TelegramNotifier:
     async def send(self, address: str, message: Message) -> SendResult:
         """Deliver a digest as one or more messages; raises DeliveryError with the parts delivered so far."""
         chat = _chat_id(address, message.skip_parts)
-        parts = split_message(message)
+        parts = split_message(message, self.max_length)
         if message.skip_parts >= len(parts):
             # Everything was delivered by an earlier attempt (or the digest is empty): nothing to call.
             return SendResult(platform_id=None, parts=len(parts))
@@ -358,64 +247,18 @@ class TelegramNotifier:
             retries += 1
 
     def _translate(self, exc: TelegramError, chat: int | str, index: int) -> DeliveryError:
-        """One DeliveryError for a python-telegram-bot error: retryable unless the chat itself refuses."""
-        where = f"chat {chat}" if chat != "" else "the bot"
-        reason = self._redact(exc.message)
-        api = self.settings.telegram_api_url
-        if isinstance(exc, RetryAfter):
-            wait = _retry_seconds(exc)
-            return DeliveryError(
-                f"Telegram flood control for {where}: retry after {wait:g} s; the digest stays pending",
-                retryable=True,
-                retry_after=wait,
-                delivered_parts=index,
-            )
-        if isinstance(exc, Forbidden):
-            return DeliveryError(
-                f"Telegram refuses messages to {where}: {reason}; the subscriber must unblock or re-add the "
-                "bot (send /start) before digests can resume",
-                retryable=False,
-                delivered_parts=index,
-            )
-        if isinstance(exc, InvalidToken):
-            # PTB puts the token itself into this message: never repeat it.
-            return DeliveryError(
-                f"the Telegram Bot API at {api} rejected the bot token; check PAPERTRAIL_TELEGRAM_TOKEN "
-                "(from @BotFather); digests stay pending",
-                retryable=True,
-                delivered_parts=index,
-            )
-        if isinstance(exc, ChatMigrated):
-            return DeliveryError(
-                f"Telegram {where} keeps moving (last to {exc.new_chat_id}); the digest stays pending",
-                retryable=True,
-                delivered_parts=index,
-            )
-        if isinstance(exc, BadRequest):
-            return DeliveryError(
-                f"Telegram rejected the message to {where}: {reason}; check the chat id (the bot must have "
-                "been started in that chat or added to the group)",
-                retryable=False,
-                delivered_parts=index,
-            )
-        if isinstance(exc, TimedOut):
-            return DeliveryError(
-                f"the Telegram Bot API at {api} timed out sending to {where} ({reason}); the digest stays "
-                "pending and will be retried",
-                retryable=True,
-                delivered_parts=index,
-            )
-        if isinstance(exc, NetworkError):
-            return DeliveryError(
-                f"cannot deliver through the Telegram Bot API at {api} ({reason}); check "
-                "PAPERTRAIL_TELEGRAM_API_URL and the network; the digest stays pending",
-                retryable=True,
-                delivered_parts=index,
-            )
+        """One DeliveryError for a python-telegram-bot error, classified by :data:`ERRORS`."""
+        wait = _retry_seconds(exc) if isinstance(exc, RetryAfter) else None
+        retryable, text = next((ok, text) for kind, ok, text in ERRORS if isinstance(exc, kind))
+        fields = {
+            "where": f"chat {chat}" if chat != "" else "the bot",
+            "reason": self._redact(exc.message),
+            "api": self.settings.telegram_api_url,
+            "wait": wait,
+            "new_chat": getattr(exc, "new_chat_id", None),
+        }
         return DeliveryError(
-            f"Telegram error sending to {where}: {reason}; the digest stays pending",
-            retryable=True,
-            delivered_parts=index,
+            text.format(**fields), retryable=retryable, retry_after=wait, delivered_parts=index
         )
 
     def _redact(self, text: str) -> str:

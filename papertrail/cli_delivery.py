@@ -343,7 +343,7 @@ def webhook_secret_command(
     url: Annotated[str, typer.Argument(help="The webhook URL as registered (after webhook:).")],
 ) -> None:
     """Print the signing secret to give the receiver at URL (derived from PAPERTRAIL_SECRET_KEY)."""
-    from notifiers.webhook import webhook_secret
+    from notifiers.webhook_payload import webhook_secret
 
     settings = _settings()
     if not settings.secret_key:

@@ -31,8 +31,8 @@ from core.store.facade import Store
 from core.values import AnnounceType, CommunityPick, DigestItem, PaperIn
 from ingest.arxiv_rss_parse import parse_feed
 from notifiers.console import ConsoleNotifier
-from notifiers.slack import build_payloads
-from notifiers.webhook import digest_payload
+from notifiers.slack_blocks import build_payloads
+from notifiers.webhook_payload import digest_payload
 from papertrail import web_bibtex
 from tests.conftest import BIG_FEED
 from tests.hostile import hostile_items

@@ -36,8 +36,8 @@ from core.people import tokens
 from core.store.facade import Store
 from core.values import Message
 from ingest.llm import ChatClient
-from notifiers.slack import build_payloads
-from notifiers.webhook import digest_payload
+from notifiers.slack_blocks import build_payloads
+from notifiers.webhook_payload import digest_payload
 from papertrail.cli import app
 from papertrail.context import build_context
 from papertrail.runtime import Jobs

@@ -32,9 +32,9 @@ from core.follows.reasons import ABSTRACT, AUTHOR, CATEGORY, NEWSLETTER, PAPER, 
 from core.values import DigestItem, Guide, Message, Receipt
 from notifiers.console import ConsoleNotifier
 from notifiers.email import EmailNotifier
-from notifiers.slack import build_payloads
-from notifiers.telegram import item_buttons, split_message
-from notifiers.webhook import digest_payload, encode_payload
+from notifiers.slack_blocks import build_payloads
+from notifiers.telegram_format import item_buttons, split_message
+from notifiers.webhook_payload import digest_payload, encode_payload
 from tests.fakes.telegram_api import parse_html
 from tests.goldens import check_golden, dump_slack
 from tests.hostile import HOSTILE_GUIDE, guided_items, hostile_guided_items, sample_receipt

@@ -24,7 +24,8 @@ from core.delivery.contract import DeliveryError
 from core.delivery.render import Renderer
 from core.people import tokens
 from core.values import Message
-from notifiers.email import EmailNotifier, list_unsubscribe_headers
+from notifiers.email import EmailNotifier
+from notifiers.email_message import list_unsubscribe_headers
 from tests.hostile import hostile_items
 from tests.servers import LoopbackController, closed_port
 

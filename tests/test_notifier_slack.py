@@ -22,7 +22,8 @@ from core.delivery.contract import DeliveryError
 from core.delivery.render import Renderer
 from core.follows.reasons import AUTHOR, PAPER, TITLE, Reason
 from core.values import DigestItem, Message, Receipt
-from notifiers.slack import SlackNotifier, SlackPayload, build_payloads
+from notifiers.slack import SlackNotifier
+from notifiers.slack_blocks import SlackPayload, build_payloads
 from notifiers.slack_webhook import SlackWebhookNotifier
 from tests.fakes.slack_api import (
     NORMAL,

@@ -21,14 +21,8 @@ from core.delivery.render import Renderer
 from core.follows.reasons import AUTHOR, TITLE, Reason
 from core.values import DigestItem, Guide, Message, Receipt
 from notifiers.ratelimit import RateLimiter, Window
-from notifiers.telegram import (
-    MAX_LENGTH,
-    TelegramNotifier,
-    html_to_text,
-    shorten_html,
-    split_message,
-    utf16_len,
-)
+from notifiers.telegram import TelegramNotifier
+from notifiers.telegram_format import MAX_LENGTH, html_to_text, shorten_html, split_message, utf16_len
 from tests.fakes.telegram_api import (
     PASS,
     FakeTelegram,

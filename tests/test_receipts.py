@@ -47,8 +47,8 @@ from core.store.facade import SaveResult, Store
 from core.store.ledger import DigestPlan
 from core.values import Outage, PaperIn, Receipt, SourceScan
 from notifiers.console import ConsoleNotifier
-from notifiers.slack import build_payloads
-from notifiers.webhook import digest_payload
+from notifiers.slack_blocks import build_payloads
+from notifiers.webhook_payload import digest_payload
 from tests.cli_helpers import invoke
 from tests.hostile import sample_receipt
 from tests.test_ledger import ScriptedNotifier

@@ -6,6 +6,7 @@ import re
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
 from core.i18n.languages import N_, Phrase, Refusal
@@ -117,8 +118,9 @@ def on_accepted(hook: Callable[[SendResult], None]) -> Iterator[None]:
 class Notifier(Protocol):
     """One channel adapter. ``address`` is the part of the subscriber address after ``channel:``.
 
-    ``max_length`` is the platform's limit per message in characters (None: no limit); adapters split
-    longer digests between blocks with :func:`pack_blocks`.
+    ``max_length`` is the platform's limit per message in the units the platform counts (None: no limit).
+    It is the limit the adapter's split uses: an adapter that splits passes its own ``max_length`` to
+    :func:`pack_blocks`, so the declared limit and the enforced one cannot drift apart.
     """
 
     channel: ClassVar[str]
@@ -133,45 +135,57 @@ class Notifier(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class Packed:
+    """One message of a split digest: its text and the versioned ids (``2306.03564v2``) of the items its
+    blocks show, recorded as the message is packed (never read back out of the text)."""
+
+    text: str
+    items: tuple[str, ...] = ()
+
+
 def pack_blocks(
     blocks: Sequence[str],
-    limit: int,
+    limit: int | None,
     *,
     shorten: Callable[[str, int], str],
     measure: Callable[[str], int] = len,
-    count: Callable[[str], int] | None = None,
-    max_count: int | None = None,
-) -> list[str]:
+    items: Sequence[tuple[str, ...]] | None = None,
+    max_items: int | None = None,
+) -> list[Packed]:
     """Join blocks into as few messages of at most ``limit`` units as possible, in order.
 
-    Messages break only between blocks, never inside one. A single block longer than ``limit`` on its own
-    is passed to ``shorten(block, limit)``, which must return a well-formed block within the limit (e.g. the
-    block with its text cut and its markup closed); the adapter knows its format. ``measure`` counts units
-    the way the platform does (Telegram counts UTF-16 code units, for instance). With ``count`` and
-    ``max_count``, a message also holds at most ``max_count`` of what ``count(block)`` counts (Telegram:
-    the items whose buttons one message can carry).
+    ``limit`` is the adapter's declared :attr:`Notifier.max_length` (None: no length limit). Messages break
+    only between blocks, never inside one. A single block longer than ``limit`` on its own is passed to
+    ``shorten(block, limit)``, which must return a well-formed block within the limit (e.g. the block with
+    its text cut and its markup closed); the adapter knows its format. ``measure`` counts units the way the
+    platform does (Telegram counts UTF-16 code units, for instance). ``items`` gives, per block, the ids of
+    the items it shows; each message carries those of its blocks, and with ``max_items`` holds at most that
+    many (Telegram: the items whose buttons one message can carry).
     """
-    messages: list[str] = []
+    if items is not None and len(items) != len(blocks):
+        raise ValueError(f"{len(items)} item records for {len(blocks)} blocks")
+    messages: list[Packed] = []
     current = ""
     size = 0
-    counted = 0
-    for block in blocks:
+    held: tuple[str, ...] = ()
+    for index, block in enumerate(blocks):
         length = measure(block)
-        if length > limit:
+        if limit is not None and length > limit:
             block = shorten(block, limit)
             length = measure(block)
             if length > limit:
                 raise ValueError(f"shorten() returned {length} units for a limit of {limit}")
-        weight = count(block) if count is not None else 0
-        full = max_count is not None and counted + weight > max_count
-        if current and (size + length > limit or full):
-            messages.append(current)
-            current, size, counted = "", 0, 0
+        shows = items[index] if items is not None else ()
+        full = max_items is not None and len(held) + len(shows) > max_items
+        if current and ((limit is not None and size + length > limit) or full):
+            messages.append(Packed(current, held))
+            current, size, held = "", 0, ()
         current += block
         size += length
-        counted += weight
+        held += shows
     if current.strip():
-        messages.append(current)
+        messages.append(Packed(current, held))
     return messages
 
 
