@@ -103,7 +103,8 @@ def _check_webhook(address: str, settings: Settings) -> None:
 
 
 def _webhook_refusal(settings: Settings) -> Callable[[str], str | None]:
-    """Why delivery would refuse an address: for ``webhook:`` its URL's rules (notifiers.webhook_address.refusal),
+    """Why delivery would refuse an address: for ``webhook:`` its URL's rules
+    (notifiers.webhook_address.refusal),
     for other channels nothing, and they load nothing here."""
 
     def refuse(address: str) -> str | None:
