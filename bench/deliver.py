@@ -92,7 +92,7 @@ def bench_render(digests: int) -> None:
     items = corpus_items()
     now = datetime.now(UTC)
     renderer = Renderer(public_url="https://papertrail.example", secret_key="bench-key", max_items=50)
-    email = EmailNotifier(Settings(smtp_host="127.0.0.1", secret_key="bench-key"))
+    email = EmailNotifier(Settings(smtp_host="127.0.0.1", secret_key="bench-key").smtp())
 
     def batch(n: int) -> list[DigestItem]:
         start = (n * ITEMS_PER_DIGEST) % (len(items) - ITEMS_PER_DIGEST)
@@ -146,7 +146,7 @@ def bench_telegram(messages: int, chats: int = 200) -> None:
         settings = Settings(telegram_token="123456:TEST-token", telegram_api_url=api.base_url)
 
         async def run() -> float:
-            notifier = TelegramNotifier(settings)
+            notifier = TelegramNotifier(settings.telegram())
             try:
                 await notifier.send("1", renderer.render("telegram", items[:1], "1"))  # getMe, warm-up
                 api.calls.clear()
@@ -195,7 +195,7 @@ def bench_email(emails: int) -> None:
         fresh_count = min(200, emails)
 
         async def reused() -> float:
-            notifier = EmailNotifier(settings)
+            notifier = EmailNotifier(settings.smtp())
             try:
                 start = time.perf_counter()
                 await asyncio.gather(*(notifier.send(f"u{n}@example.org", m) for n, m in enumerate(messages)))
@@ -206,7 +206,7 @@ def bench_email(emails: int) -> None:
         async def fresh() -> float:
             start = time.perf_counter()
             for n in range(fresh_count):
-                notifier = EmailNotifier(settings)
+                notifier = EmailNotifier(settings.smtp())
                 await notifier.send(f"u{n}@example.org", messages[n])
                 await notifier.aclose()
             return time.perf_counter() - start

@@ -191,7 +191,7 @@ async def _adapter_child(api_url: str, database_url: str, mode: str, first_chat:
 
     engine = make_engine(database_url)
     settings = Settings(telegram_token=TOKEN, telegram_api_url=api_url)
-    notifier = TelegramNotifier(settings, slots=rate_limit_for(engine, shared=mode == "shared"))
+    notifier = TelegramNotifier(settings.telegram(), slots=rate_limit_for(engine, shared=mode == "shared"))
     why = (Reason(CATEGORY, "cs.DC"),)
     item = DigestItem("2611.00001", 1, "Asynchronous rollouts", ("Ada",), ("cs.DC",), why)
     message = Renderer().render("telegram", [item], "x")

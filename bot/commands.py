@@ -57,7 +57,7 @@ from bot.commands_base import (
 )
 from bot.commands_follows import follow_items
 from bot.commands_status import describe_schedule
-from core.config import Settings
+from core.config_edges import ChatSettings
 from core.delivery.digests import resume as resume_subscriber
 from core.delivery.escaping import strip_control
 from core.follows.query import QueryError, parse
@@ -72,7 +72,7 @@ COMMANDS = texts.COMMANDS
 
 
 def handle(
-    store: Store, settings: Settings, ctx: ChatContext, text: str, *, now: datetime | None = None
+    store: Store, settings: ChatSettings, ctx: ChatContext, text: str, *, now: datetime | None = None
 ) -> Reply:
     """Run one chat message as a command and return the reply to send; never raises.
 
@@ -112,7 +112,7 @@ def split_command(text: str) -> tuple[str, str]:
     return word, " ".join(words[1:])
 
 
-def _dispatch(store: Store, settings: Settings, ctx: ChatContext, text: str, now: datetime) -> Reply:
+def _dispatch(store: Store, settings: ChatSettings, ctx: ChatContext, text: str, now: datetime) -> Reply:
     p = ctx.prefix
     language = reply_language(store, ctx, default=settings.default_language)
     t = translator(language)

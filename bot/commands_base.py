@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from core.config import Settings
+from core.config_edges import ChatSettings
 from core.delivery.contract import normalise_address
 from core.i18n.languages import (
     DEFAULT_LANGUAGE,
@@ -176,7 +176,7 @@ class Call:
     """
 
     store: Store
-    settings: Settings
+    settings: ChatSettings
     ctx: ChatContext
     now: datetime
     name: str

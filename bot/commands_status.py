@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from core.config import Settings
+from core.config_edges import ChatSettings
 from core.delivery.schedule import next_due, parse_schedule, zone
 from core.i18n.languages import N_, Translator
 from core.models import Subscriber
@@ -110,7 +110,9 @@ def duration(delta: timedelta, t: Translator) -> str:
     return t.ngettext("{n} day", "{n} days", int(seconds // 86400))
 
 
-def source_line(store: Store, settings: Settings, now: datetime, names: Sequence[str], t: Translator) -> str:
+def source_line(
+    store: Store, settings: ChatSettings, now: datetime, names: Sequence[str], t: Translator
+) -> str:
     """One line on source health: ``arXiv: ok, checked 12 min ago; Hugging Face: quiet, checked 3 h ago``."""
     summary = store.status(now=now, sources=names)
     judged = source_statuses(

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from bot.commands_base import Call, ChatContext, Problem, Reply, cut, reply_language, stored_language
-from core.config import Settings
+from core.config_edges import ChatSettings
 from core.i18n.languages import N_, Translator, listing, translator
 from core.models import Version, utcnow
 from core.store.facade import Store
@@ -267,7 +267,7 @@ class Pressed:
 
 def press_vote(
     store: Store,
-    settings: Settings,
+    settings: ChatSettings,
     ctx: ChatContext,
     arxiv_id: str,
     version: int,
@@ -295,7 +295,7 @@ def press_vote(
 
 def _press(
     store: Store,
-    settings: Settings,
+    settings: ChatSettings,
     ctx: ChatContext,
     arxiv_id: str,
     version: int,

@@ -60,7 +60,7 @@ from bot.commands_status import describe_schedule
 from bot.commands_votes import VOTE_COMMANDS
 from bot.slack_format import RUN_ACTION, UNFOLLOW_ACTION, VOTE_ACTIONS, home_view, reply_message
 from bot.slack_workspace import Conversation, SlackChannel, SlackUser, Workspace, chat_context, why
-from core.config import Settings
+from core.config_edges import SlackBotSettings
 from core.i18n.languages import LANGUAGES, N_, Translator, reader_language, translator
 from core.models import SubscriberStatus, utcnow
 from core.store.facade import Store
@@ -86,16 +86,14 @@ class SlackSetupError(RuntimeError):
     """The Slack app cannot run with these settings; the message says which to set and how."""
 
 
-def serves_http(settings: Settings) -> bool:
+def serves_http(settings: SlackBotSettings) -> bool:
     """Whether the web app should mount :meth:`SlackBot.routes` (signing secret and bot token set)."""
-    return (
-        _secret(settings.slack_signing_secret) is not None and _secret(settings.slack_bot_token) is not None
-    )
+    return _secret(settings.signing_secret) is not None and _secret(settings.bot_token) is not None
 
 
-def uses_socket_mode(settings: Settings) -> bool:
+def uses_socket_mode(settings: SlackBotSettings) -> bool:
     """Whether the bots role should run :meth:`SlackBot.run_socket_mode` (app token and bot token set)."""
-    return _secret(settings.slack_app_token) is not None and _secret(settings.slack_bot_token) is not None
+    return _secret(settings.app_token) is not None and _secret(settings.bot_token) is not None
 
 
 def _secret(value: SecretStr | None) -> str | None:
@@ -138,7 +136,7 @@ class SlackBot:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: SlackBotSettings,
         store: Store,
         *,
         client: AsyncWebClient | None = None,
@@ -157,7 +155,7 @@ class SlackBot:
             name="papertrail-slack-app",
             client=self.client,
             # Empty when unset: routes() refuses to serve HTTP then, and Socket Mode needs no signature.
-            signing_secret=_secret(settings.slack_signing_secret) or "",
+            signing_secret=_secret(settings.signing_secret) or "",
             # Unhandled events (a manifest subscribing to more) are answered 404 and logged by Bolt.
             raise_error_for_unhandled_request=False,
         )
@@ -166,8 +164,8 @@ class SlackBot:
         self.app.action(_ACTIONS)(self._on_action)
 
     @staticmethod
-    def _build_client(settings: Settings) -> AsyncWebClient:
-        token = _secret(settings.slack_bot_token)
+    def _build_client(settings: SlackBotSettings) -> AsyncWebClient:
+        token = _secret(settings.bot_token)
         if token is None:
             raise SlackSetupError(
                 "the Slack app needs PAPERTRAIL_SLACK_BOT_TOKEN: the app's bot token (xoxb-…) from "
@@ -176,9 +174,7 @@ class SlackBot:
         # No session: each call opens its own, so the client works from any event loop (uvicorn's, the
         # bots role's). retry_handlers=[]: slack_sdk's default retries a dropped connection, which can
         # post the same message twice.
-        return AsyncWebClient(
-            token=token, base_url=settings.slack_api_url, timeout=API_TIMEOUT, retry_handlers=[]
-        )
+        return AsyncWebClient(token=token, base_url=settings.api_url, timeout=API_TIMEOUT, retry_handlers=[])
 
     # -- serving -------------------------------------------------------------------------------------------
 
@@ -188,7 +184,7 @@ class SlackBot:
         Raises :class:`SlackSetupError` without ``PAPERTRAIL_SLACK_SIGNING_SECRET``: unsigned requests
         must never reach the commands.
         """
-        if _secret(self.settings.slack_signing_secret) is None:
+        if _secret(self.settings.signing_secret) is None:
             raise SlackSetupError(
                 "serving Slack over HTTP needs PAPERTRAIL_SLACK_SIGNING_SECRET (Basic Information → "
                 "App Credentials → Signing Secret); or use Socket Mode with PAPERTRAIL_SLACK_APP_TOKEN"
@@ -216,7 +212,7 @@ class SlackBot:
         Raises :class:`SlackSetupError` when Slack refuses the app-level token (that does not get better
         by retrying). A network failure at start is logged and left to the SDK, which keeps reconnecting.
         """
-        token = _secret(self.settings.slack_app_token)
+        token = _secret(self.settings.app_token)
         if token is None:
             raise SlackSetupError(
                 "Socket Mode needs PAPERTRAIL_SLACK_APP_TOKEN (xapp-…, scope connections:write)"
@@ -349,7 +345,10 @@ class SlackBot:
         except Exception:
             log.exception("slack: answering a command from %s failed: %r", conversation.address, text[:200])
             language = await asyncio.to_thread(
-                stored_language, self.store, conversation.address, default=self.settings.default_language
+                stored_language,
+                self.store,
+                conversation.address,
+                default=self.settings.commands.default_language,
             )
             return _plain_answer(SORRY, Problem.INTERNAL, prefix, translator(language))
 
@@ -361,9 +360,11 @@ class SlackBot:
         try:
             ctx = chat_context(conversation, prefix, user, channel)
         except ValueError:  # ids that are no Slack ids: not a payload Slack sends
-            t = translator(reader_language(user.locale, default=self.settings.default_language))
+            t = translator(reader_language(user.locale, default=self.settings.commands.default_language))
             return _plain_answer(NO_CONVERSATION, Problem.BAD_ARGUMENT, prefix, t)
-        reply = await asyncio.to_thread(handle, self.store, self.settings, ctx, text, now=self.clock())
+        reply = await asyncio.to_thread(
+            handle, self.store, self.settings.commands, ctx, text, now=self.clock()
+        )
         changed = ctx.is_group and changes_subscription(reply, text)
         invite = changed and channel is not None and channel.is_member is False
         message = reply_message(
@@ -403,7 +404,7 @@ class SlackBot:
             t = translator(subscriber.language)
         else:  # not chosen yet: the person's Slack locale, as a command of theirs would be answered
             locale = (await self.workspace.user(user_id)).locale
-            t = translator(reader_language(locale, default=self.settings.default_language))
+            t = translator(reader_language(locale, default=self.settings.commands.default_language))
         p = f"{DEFAULT_COMMAND} "
         if subscriber is None:
             summary = t.gettext("Digests arrive in this app's Messages tab.")

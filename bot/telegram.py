@@ -50,7 +50,7 @@ from telegram.ext import (
 
 from bot.commands import COMMANDS
 from bot.telegram_chat import ChatHandlers, Context
-from core.config import Settings
+from core.config_edges import TelegramBotSettings
 from core.i18n.languages import LANGUAGES, translator
 from core.models import utcnow
 from core.store.facade import Store
@@ -84,7 +84,7 @@ class TelegramBot:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: TelegramBotSettings,
         store: Store,
         *,
         bot: telegram.Bot | None = None,
@@ -100,7 +100,7 @@ class TelegramBot:
         self.settings = settings
         self.store = store
         self._app = self._build(bot)
-        self.handlers = ChatHandlers(settings, store, lambda: self._app.bot, clock)
+        self.handlers = ChatHandlers(settings.commands, store, lambda: self._app.bot, clock)
         self._register(self._app, self.handlers)
         self._lock = asyncio.Lock()
         self._started = False
@@ -119,7 +119,7 @@ class TelegramBot:
     def _build(self, bot: telegram.Bot | None) -> AnyApplication:
         if bot is not None:
             return ApplicationBuilder().bot(bot).job_queue(None).build()
-        token = self.settings.telegram_token.get_secret_value() if self.settings.telegram_token else ""
+        token = self.settings.token.get_secret_value() if self.settings.token else ""
         if not token:
             raise TelegramBotError(
                 "the Telegram bot needs PAPERTRAIL_TELEGRAM_TOKEN: create a bot with @BotFather and set "
@@ -129,7 +129,7 @@ class TelegramBot:
         return (
             ApplicationBuilder()
             .token(token)
-            .base_url(f"{self.settings.telegram_api_url.rstrip('/')}/bot")
+            .base_url(f"{self.settings.api_url.rstrip('/')}/bot")
             .job_queue(None)
             .build()
         )
@@ -158,13 +158,13 @@ class TelegramBot:
             except InvalidToken:
                 # PTB's message quotes the token: never repeat it.
                 raise TelegramBotError(
-                    f"the Telegram Bot API at {self.settings.telegram_api_url} rejected the bot token; check "
+                    f"the Telegram Bot API at {self.settings.api_url} rejected the bot token; check "
                     "PAPERTRAIL_TELEGRAM_TOKEN (from @BotFather)",
                     permanent=True,
                 ) from None
             except TelegramError as exc:
                 raise TelegramBotError(
-                    f"cannot reach the Telegram Bot API at {self.settings.telegram_api_url} "
+                    f"cannot reach the Telegram Bot API at {self.settings.api_url} "
                     f"({self._redact(exc.message)}); check PAPERTRAIL_TELEGRAM_API_URL and the network",
                     permanent=False,
                 ) from None
@@ -190,7 +190,7 @@ class TelegramBot:
     async def _set_commands(self) -> None:
         # The menu without a language_code is everyone's whose app language has no menu of its own: the
         # operator's default language; each other language gets its own.
-        default = self.settings.default_language
+        default = self.settings.commands.default_language
         for language in (default, *(code for code in LANGUAGES if code != default)):
             t = translator(language)
             commands = [BotCommand(info.name, info.summary_in(t)) for info in COMMANDS]
@@ -210,7 +210,7 @@ class TelegramBot:
         In webhook mode the updates arrive through :meth:`webhook_route` (served by the web role). Raises
         :class:`TelegramBotError` for a configuration that cannot work (a rejected token, webhook settings).
         """
-        if self.settings.telegram_mode != "webhook":
+        if self.settings.mode != "webhook":
             await self.run_polling(stop)
             return
         try:
@@ -298,7 +298,7 @@ class TelegramBot:
         ``PAPERTRAIL_SECRET_KEY`` (hex, so within Telegram's alphabet). Raises :class:`TelegramBotError`
         when neither is set or the configured secret has characters Telegram does not allow.
         """
-        configured = self.settings.telegram_webhook_secret
+        configured = self.settings.webhook_secret
         if configured is not None and configured.get_secret_value():
             secret = configured.get_secret_value()
             if not _SECRET_CHARS.fullmatch(secret):
@@ -400,7 +400,7 @@ class TelegramBot:
         await self._app.process_update(update)
 
     def _redact(self, text: str) -> str:
-        token = self.settings.telegram_token.get_secret_value() if self.settings.telegram_token else ""
+        token = self.settings.token.get_secret_value() if self.settings.token else ""
         return text.replace(token, "********") if token else text
 
 

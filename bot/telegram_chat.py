@@ -54,7 +54,7 @@ from bot.telegram_render import (
     voted_markup,
     without_button,
 )
-from core.config import Settings
+from core.config_edges import ChatSettings
 from core.i18n.languages import DEFAULT_LANGUAGE, N_, Translator, translator
 from core.models import SubscriberStatus
 from core.store.facade import Store
@@ -97,7 +97,11 @@ class ChatHandlers:
     """The update callbacks the Application runs; one instance per bot."""
 
     def __init__(
-        self, settings: Settings, store: Store, bot: Callable[[], telegram.Bot], clock: Callable[[], datetime]
+        self,
+        settings: ChatSettings,
+        store: Store,
+        bot: Callable[[], telegram.Bot],
+        clock: Callable[[], datetime],
     ) -> None:
         """``bot`` returns the initialised Bot (the Application's); ``clock`` is "now" for the grammar."""
         self.settings = settings

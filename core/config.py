@@ -1,6 +1,7 @@
 """Settings: read once from the environment (``PAPERTRAIL_*``) and an optional ``papertrail.toml``.
 
-Build a :class:`Settings` in the shell and pass it down; nothing reads the environment elsewhere.
+Build a :class:`Settings` in the shell; nothing reads the environment elsewhere. The shell passes each
+adapter only its own slice (``settings.telegram()``, ``settings.smtp()`` …, core/config_edges.py).
 Environment variables win over the TOML file, which wins over the defaults.
 """
 
@@ -20,6 +21,19 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from core.config_edges import (
+    AppriseSettings,
+    ChatSettings,
+    HttpSettings,
+    LlmSettings,
+    SlackBotSettings,
+    SlackSettings,
+    SlackWebhookSettings,
+    SmtpSettings,
+    TelegramBotSettings,
+    TelegramSettings,
+    WebhookSettings,
+)
 from core.i18n.languages import LANGUAGES
 from core.papers.health import parse_holidays
 from core.people.timezones import zone_named
@@ -387,6 +401,118 @@ class Settings(BaseSettings):
     def user_agent(self) -> str:
         """A descriptive User-Agent with a contact address, as arXiv asks of robots."""
         return f"PaperTrail/0.1 (paper alerts; mailto:{self.contact_email})"
+
+    # The per-edge settings (core/config_edges.py): the shell passes each adapter only its own.
+
+    def chat(self) -> ChatSettings:
+        """What the chat commands read."""
+        return ChatSettings(
+            default_language=self.default_language,
+            default_timezone=self.default_timezone,
+            default_schedule=self.default_schedule,
+            digest_check_seconds=self.digest_check_seconds,
+            holiday_dates=self.holiday_dates,
+            arxiv_stale_grace_hours=self.arxiv_stale_grace_hours,
+        )
+
+    def telegram(self) -> TelegramSettings:
+        """The Telegram notifier's settings."""
+        return TelegramSettings(
+            token=self.telegram_token,
+            api_url=self.telegram_api_url,
+            max_per_second=self.telegram_max_per_second,
+            chat_interval=self.telegram_chat_interval,
+            group_per_minute=self.telegram_group_per_minute,
+        )
+
+    def telegram_bot(self) -> TelegramBotSettings:
+        """The Telegram bot's settings (with the commands')."""
+        return TelegramBotSettings(
+            token=self.telegram_token,
+            api_url=self.telegram_api_url,
+            mode=self.telegram_mode,
+            public_url=self.public_url,
+            webhook_secret=self.telegram_webhook_secret,
+            secret_key=self.secret_key,
+            commands=self.chat(),
+        )
+
+    def slack(self) -> SlackSettings:
+        """The Slack notifier's settings."""
+        return SlackSettings(
+            bot_token=self.slack_bot_token,
+            api_url=self.slack_api_url,
+            channel_interval=self.slack_channel_interval,
+        )
+
+    def slack_bot(self) -> SlackBotSettings:
+        """The Slack app's settings (with the commands')."""
+        return SlackBotSettings(
+            bot_token=self.slack_bot_token,
+            api_url=self.slack_api_url,
+            app_token=self.slack_app_token,
+            signing_secret=self.slack_signing_secret,
+            commands=self.chat(),
+        )
+
+    def slack_webhook(self) -> SlackWebhookSettings:
+        """The Slack incoming-webhook notifier's settings."""
+        return SlackWebhookSettings(
+            channel_interval=self.slack_channel_interval,
+            timeout=self.webhook_timeout,
+            allowed_hosts=self.webhook_allowed_hosts,
+        )
+
+    def smtp(self) -> SmtpSettings:
+        """The email notifier's settings."""
+        return SmtpSettings(
+            host=self.smtp_host,
+            port=self.smtp_port,
+            user=self.smtp_user,
+            password=self.smtp_password,
+            sender=self.smtp_from,
+            starttls=self.smtp_starttls,
+            timeout=self.smtp_timeout,
+            unsubscribe_mailto=self.unsubscribe_mailto,
+        )
+
+    def webhook(self) -> WebhookSettings:
+        """The signed-webhook notifier's settings."""
+        return WebhookSettings(
+            user_agent=self.user_agent,
+            secret_key=self.secret_key,
+            allowed_hosts=self.webhook_allowed_hosts,
+            timeout=self.webhook_timeout,
+        )
+
+    def apprise(self) -> AppriseSettings:
+        """The Apprise notifier's settings."""
+        return AppriseSettings(
+            timeout=self.webhook_timeout, allowed_hosts=self.webhook_allowed_hosts, public_url=self.public_url
+        )
+
+    def llm(self) -> LlmSettings:
+        """The AI guides' client settings."""
+        return LlmSettings(
+            url=self.llm_url,
+            model=self.llm_model,
+            api_key=self.llm_api_key,
+            timeout=self.llm_timeout,
+            user_agent=self.user_agent,
+        )
+
+    def http(self) -> HttpSettings:
+        """The sources' HTTP client settings."""
+        return HttpSettings(
+            user_agent=self.user_agent,
+            timeout=self.http_timeout,
+            deadline=self.http_deadline,
+            max_bytes=self.http_max_bytes,
+            arxiv_min_interval=self.arxiv_min_interval,
+            retries=self.http_retries,
+            backoff=self.http_backoff,
+            max_retry_wait=self.http_max_retry_wait,
+        )
 
     def masked(self) -> dict[str, Any]:
         """The effective settings with every secret replaced by ``********``."""

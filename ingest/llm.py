@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from core.config import Settings
+from core.config_edges import LlmSettings
 from core.guides.prompt import ChatMessage, GuideError
 from core.retry_after import retry_after_seconds
 from ingest.retrying import Retry, with_retries
@@ -34,7 +34,7 @@ class ChatClient:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: LlmSettings,
         *,
         retries: int = 3,
         backoff: float = 2.0,
@@ -42,20 +42,20 @@ class ChatClient:
         sleep: Sleep = asyncio.sleep,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        if not settings.llm_url:
+        if not settings.url:
             raise ValueError("PAPERTRAIL_LLM_URL is not set; AI guides are off")
-        if not settings.llm_model:
+        if not settings.model:
             raise ValueError("PAPERTRAIL_LLM_MODEL is not set; name the model the endpoint serves")
-        self._url = settings.llm_url.rstrip("/") + "/chat/completions"
+        self._url = settings.url.rstrip("/") + "/chat/completions"
         # Error messages name the host only: a URL can carry credentials or a key in its query.
-        self._where = urlsplit(settings.llm_url).netloc.rpartition("@")[2] or "the LLM endpoint"
-        self._model = settings.llm_model
+        self._where = urlsplit(settings.url).netloc.rpartition("@")[2] or "the LLM endpoint"
+        self._model = settings.model
         headers = {"User-Agent": settings.user_agent}
-        if settings.llm_api_key is not None:
-            headers["Authorization"] = f"Bearer {settings.llm_api_key.get_secret_value()}"
+        if settings.api_key is not None:
+            headers["Authorization"] = f"Bearer {settings.api_key.get_secret_value()}"
         self._client = httpx.AsyncClient(
             headers=headers,
-            timeout=httpx.Timeout(settings.llm_timeout, connect=min(settings.llm_timeout, 10.0)),
+            timeout=httpx.Timeout(settings.timeout, connect=min(settings.timeout, 10.0)),
             transport=transport,
         )
         self._retries = retries

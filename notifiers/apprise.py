@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import Any, ClassVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from core.config import Settings
+from core.config_edges import AppriseSettings
 from core.delivery.contract import DeliveryError
 from core.delivery.escaping import one_line
 from core.values import Message, SendResult
@@ -88,7 +88,7 @@ class AppriseNotifier:
     channel: ClassVar[str] = "apprise"
     max_length: ClassVar[int | None] = None
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: AppriseSettings) -> None:
         self.settings = settings
 
     async def send(self, address: str, message: Message) -> SendResult:
@@ -114,7 +114,7 @@ class AppriseNotifier:
                 body=message.text,
                 title=one_line(message.subject),
                 body_format=apprise.NotifyFormat.TEXT,
-                timeout=self.settings.webhook_timeout,
+                timeout=self.settings.timeout,
             )
         except Exception as exc:
             # Apprise turns a plugin's failures into a False result; anything escaping is a bug in it or
@@ -157,18 +157,18 @@ class AppriseNotifier:
         if hasattr(plugin, "redirects"):
             plugin.redirects = False  # even if the URL asked for ?redirect=yes
         host = str(getattr(plugin, "host", "") or "").strip("[]").lower()
-        if host in self.settings.webhook_allowed_hosts:
+        if host in self.settings.allowed_hosts:
             return
         port = getattr(plugin, "port", None)
         secure = scheme.endswith("s")
         await public_addresses(host, port if isinstance(port, int) else (443 if secure else 80),
-                               self.settings.webhook_allowed_hosts)  # fmt: skip
+                               self.settings.allowed_hosts)  # fmt: skip
 
     def _failure(self, result: object, address: str, where: str) -> DeliveryError:
         status = getattr(getattr(result, "status", None), "name", "FAILURE")
         if status == "TIMEOUT":
             return DeliveryError(
-                f"Apprise could not reach {where} within {self.settings.webhook_timeout:g} s "
+                f"Apprise could not reach {where} within {self.settings.timeout:g} s "
                 "(PAPERTRAIL_WEBHOOK_TIMEOUT); will retry later",
                 retryable=True,
             )

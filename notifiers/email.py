@@ -26,7 +26,7 @@ from email.utils import parseaddr
 from functools import partial
 from typing import ClassVar, TypeVar
 
-from core.config import Settings
+from core.config_edges import SmtpSettings
 from core.delivery.contract import DeliveryError, accepted_recorder
 from core.delivery.escaping import one_line
 from core.values import Message, SendResult
@@ -62,7 +62,7 @@ class EmailNotifier:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: SmtpSettings,
         *,
         smtp_factory: Callable[[], smtplib.SMTP] | None = None,
         idle_close: float = IDLE_CLOSE_SECONDS,
@@ -70,8 +70,8 @@ class EmailNotifier:
         self.settings = settings
         self.idle_close = idle_close
         self._factory = smtp_factory or self._default_smtp
-        self._where = f"{settings.smtp_host}:{settings.smtp_port}"
-        self._from_header = one_line(settings.smtp_from)
+        self._where = f"{settings.host}:{settings.port}"
+        self._from_header = one_line(settings.sender)
         self._from_addr = parseaddr(self._from_header)[1]
         self._msgid_domain = self._from_addr.rpartition("@")[2] or "papertrail.invalid"
         # Everything below is touched only in the worker thread (the idle timer hands its work over).
@@ -97,7 +97,7 @@ class EmailNotifier:
         if message.skip_parts >= 1:
             # An email is one part: an earlier attempt already delivered it.
             return SendResult(platform_id=None, parts=1)
-        if not self.settings.smtp_host:
+        if not self.settings.host:
             raise DeliveryError(
                 "email is not configured: set PAPERTRAIL_SMTP_HOST (and _PORT, _FROM); digests stay pending",
                 retryable=True,
@@ -125,7 +125,7 @@ class EmailNotifier:
 
     def _default_smtp(self) -> smtplib.SMTP:
         s = self.settings
-        return smtplib.SMTP(s.smtp_host or "", s.smtp_port, timeout=s.smtp_timeout)
+        return smtplib.SMTP(s.host or "", s.port, timeout=s.timeout)
 
     def _deliver(self, address: str, mail: EmailMessage, accepted: Callable[[], None] | None = None) -> None:
         """Send one mail in the session; ``accepted`` runs in this thread once the server took it.

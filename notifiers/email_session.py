@@ -12,12 +12,12 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
-from core.config import Settings
+from core.config_edges import SmtpSettings
 from core.delivery.contract import DeliveryError
 from core.delivery.escaping import one_line
 
 
-def open_session(factory: Callable[[], smtplib.SMTP], settings: Settings, where: str) -> smtplib.SMTP:
+def open_session(factory: Callable[[], smtplib.SMTP], settings: SmtpSettings, where: str) -> smtplib.SMTP:
     """A new session with the server ``where`` (``host:port``): connected by ``factory``, greeted, with
     STARTTLS and login as the settings ask; every failure a DeliveryError naming the setting to check."""
     s = settings
@@ -36,9 +36,9 @@ def open_session(factory: Callable[[], smtplib.SMTP], settings: Settings, where:
         ) from exc
     try:
         _greet(smtp, where)
-        if s.smtp_starttls:
+        if s.starttls:
             _starttls(smtp, where)
-        if s.smtp_user:
+        if s.user:
             _login(smtp, s, where)
     except BaseException:
         smtp.close()
@@ -72,9 +72,9 @@ def _starttls(smtp: smtplib.SMTP, where: str) -> None:
         raise translate(exc, where, "") from exc
 
 
-def _login(smtp: smtplib.SMTP, settings: Settings, where: str) -> None:
-    user = settings.smtp_user or ""
-    secret = settings.smtp_password
+def _login(smtp: smtplib.SMTP, settings: SmtpSettings, where: str) -> None:
+    user = settings.user or ""
+    secret = settings.password
     password = secret.get_secret_value() if secret else ""
     try:
         smtp.login(user, password)

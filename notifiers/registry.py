@@ -25,20 +25,23 @@ from notifiers.webhook import WebhookNotifier
 def build_notifiers(
     settings: Settings, *, console: TextIO | None = None, slots: RateLimit | None = None
 ) -> dict[str, Notifier]:
-    """Every configured notifier, keyed by channel.
+    """Every configured notifier, keyed by channel, each built from its own slice of ``settings``.
 
     ``slots``: the send slots the rate-limited adapters (Telegram, Slack) share, built by the shell from
     the database (``core.delivery.rate_limit.rate_limit_for``); None gives each adapter its own, in memory.
     """
-    notifiers: list[Notifier] = [ConsoleNotifier(console), SlackWebhookNotifier(settings, slots=slots)]
+    notifiers: list[Notifier] = [
+        ConsoleNotifier(console),
+        SlackWebhookNotifier(settings.slack_webhook(), slots=slots),
+    ]
     if settings.smtp_host:
-        notifiers.append(EmailNotifier(settings))
+        notifiers.append(EmailNotifier(settings.smtp()))
     if settings.telegram_token:
-        notifiers.append(TelegramNotifier(settings, slots=slots))
+        notifiers.append(TelegramNotifier(settings.telegram(), slots=slots))
     if settings.slack_bot_token:
-        notifiers.append(SlackNotifier(settings, slots=slots))
+        notifiers.append(SlackNotifier(settings.slack(), slots=slots))
     if settings.secret_key:
-        notifiers.append(WebhookNotifier(settings))
+        notifiers.append(WebhookNotifier(settings.webhook()))
     if importlib.util.find_spec("apprise") is not None:
-        notifiers.append(AppriseNotifier(settings))
+        notifiers.append(AppriseNotifier(settings.apprise()))
     return {notifier.channel: notifier for notifier in notifiers}

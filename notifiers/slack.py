@@ -19,7 +19,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from core.config import Settings
+from core.config_edges import SlackSettings
 from core.delivery.contract import DeliveryError, part_delivered
 from core.delivery.rate_limit import RateLimit
 from core.retry_after import retry_after_seconds as http_retry_after
@@ -214,7 +214,7 @@ class SlackNotifier:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: SlackSettings,
         *,
         client: AsyncWebClient | None = None,
         limiter: RateLimiter | None = None,
@@ -224,9 +224,7 @@ class SlackNotifier:
         self._client = client
         self._session: aiohttp.ClientSession | None = None
         # ``slots``: the shell's shared slots (every worker keeps Slack's 1/s per channel together).
-        self.limiter = limiter or RateLimiter(
-            interval=settings.slack_channel_interval, slots=slots, scope="slack"
-        )
+        self.limiter = limiter or RateLimiter(interval=settings.channel_interval, slots=slots, scope="slack")
 
     async def send(self, address: str, message: Message) -> SendResult:
         """Post the digest to the conversation ``address`` (a C…/G…/D… id, or U… for a DM)."""
@@ -262,7 +260,7 @@ class SlackNotifier:
     def _ensure_client(self) -> AsyncWebClient:
         if self._client is not None:
             return self._client
-        token = self.settings.slack_bot_token
+        token = self.settings.bot_token
         if token is None or not token.get_secret_value().strip():
             raise DeliveryError(
                 "Slack is not configured: set PAPERTRAIL_SLACK_BOT_TOKEN to the app's bot token (xoxb-…); "
@@ -273,7 +271,7 @@ class SlackNotifier:
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT))
         self._client = AsyncWebClient(
             token=token.get_secret_value(),
-            base_url=self.settings.slack_api_url,
+            base_url=self.settings.api_url,
             session=self._session,
             retry_handlers=[],
         )

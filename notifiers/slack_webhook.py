@@ -21,7 +21,7 @@ from slack_sdk.errors import SlackClientError
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 from slack_sdk.webhook.webhook_response import WebhookResponse
 
-from core.config import Settings
+from core.config_edges import SlackWebhookSettings
 from core.delivery.contract import DeliveryError
 from core.delivery.escaping import one_line
 from core.delivery.rate_limit import RateLimit
@@ -62,7 +62,7 @@ class SlackWebhookNotifier:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: SlackWebhookSettings,
         *,
         session: aiohttp.ClientSession | None = None,
         limiter: RateLimiter | None = None,
@@ -73,7 +73,7 @@ class SlackWebhookNotifier:
         self._owns_session = session is None
         # ``slots``: the shell's shared slots (every worker keeps Slack's 1/s per channel together).
         self.limiter = limiter or RateLimiter(
-            interval=settings.slack_channel_interval, slots=slots, scope="slack-webhook"
+            interval=settings.channel_interval, slots=slots, scope="slack-webhook"
         )
 
     async def send(self, address: str, message: Message) -> SendResult:
@@ -106,7 +106,7 @@ class SlackWebhookNotifier:
 
     def _ensure_session(self) -> aiohttp.ClientSession:
         if self._session is None or (self._owns_session and self._session.closed):
-            timeout = aiohttp.ClientTimeout(total=self.settings.webhook_timeout)
+            timeout = aiohttp.ClientTimeout(total=self.settings.timeout)
             self._session = aiohttp.ClientSession(timeout=timeout)
         return self._session
 
@@ -114,7 +114,7 @@ class SlackWebhookNotifier:
         """The webhook's host, after refusing URLs that are not Slack's (unless allowed by settings)."""
         parts = urlsplit(address)
         host = (parts.hostname or "").lower()
-        allowed = host in self.settings.webhook_allowed_hosts
+        allowed = host in self.settings.allowed_hosts
         if not (allowed and parts.scheme in ("http", "https")) and not (
             parts.scheme == "https" and host in SLACK_HOOK_HOSTS
         ):

@@ -33,7 +33,7 @@ from telegram.error import (
 from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning
 
-from core.config import Settings
+from core.config_edges import TelegramSettings
 from core.delivery.contract import DeliveryError, part_delivered
 from core.delivery.rate_limit import RateLimit
 from core.values import Message, SendResult
@@ -113,7 +113,7 @@ class TelegramNotifier:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: TelegramSettings,
         *,
         bot: telegram.Bot | None = None,
         limiter: RateLimiter | None = None,
@@ -128,8 +128,8 @@ class TelegramNotifier:
         self._bot_ready = bot is not None
         self._init_lock = asyncio.Lock()
         self.limiter = limiter or RateLimiter(
-            per_second=settings.telegram_max_per_second,
-            interval=settings.telegram_chat_interval,
+            per_second=settings.max_per_second,
+            interval=settings.chat_interval,
             window_for=self.window_for,
             slots=slots,
             scope="telegram",
@@ -137,7 +137,7 @@ class TelegramNotifier:
 
     def window_for(self, chat: str) -> Window | None:
         """Telegram's per-group limit: groups, supergroups and channels (negative ids, @channelname)."""
-        per_minute = self.settings.telegram_group_per_minute
+        per_minute = self.settings.group_per_minute
         return Window(per_minute, 60.0) if chat.startswith(("-", "@")) and per_minute > 0 else None
 
     async def send(self, address: str, message: Message) -> SendResult:
@@ -184,7 +184,7 @@ class TelegramNotifier:
             return self._bot
 
     def _build_bot(self, delivered: int) -> telegram.Bot:
-        token = self.settings.telegram_token.get_secret_value() if self.settings.telegram_token else ""
+        token = self.settings.token.get_secret_value() if self.settings.token else ""
         if not token:
             raise DeliveryError(
                 "Telegram is not configured: set PAPERTRAIL_TELEGRAM_TOKEN to the bot token from @BotFather; "
@@ -196,7 +196,7 @@ class TelegramNotifier:
         request = HTTPXRequest()
         return telegram.Bot(
             token,
-            base_url=f"{self.settings.telegram_api_url.rstrip('/')}/bot",
+            base_url=f"{self.settings.api_url.rstrip('/')}/bot",
             request=request,
             get_updates_request=request,
         )
@@ -239,7 +239,7 @@ class TelegramNotifier:
             except (KeyError, ValueError, TypeError) as exc:
                 # PTB reads answer["result"] blindly: an HTTP 200 with ok=false (a broken proxy) lands here.
                 raise DeliveryError(
-                    f"the Telegram Bot API at {self.settings.telegram_api_url} sent an unexpected answer "
+                    f"the Telegram Bot API at {self.settings.api_url} sent an unexpected answer "
                     f"({type(exc).__name__}); the digest stays pending and will be retried",
                     retryable=True,
                     delivered_parts=index,
@@ -253,7 +253,7 @@ class TelegramNotifier:
         fields = {
             "where": f"chat {chat}" if chat != "" else "the bot",
             "reason": self._redact(exc.message),
-            "api": self.settings.telegram_api_url,
+            "api": self.settings.api_url,
             "wait": wait,
             "new_chat": getattr(exc, "new_chat_id", None),
         }
@@ -262,7 +262,7 @@ class TelegramNotifier:
         )
 
     def _redact(self, text: str) -> str:
-        token = self.settings.telegram_token.get_secret_value() if self.settings.telegram_token else ""
+        token = self.settings.token.get_secret_value() if self.settings.token else ""
         return text.replace(token, "********") if token else text
 
 

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from core.config import Settings
+from core.config_edges import WebhookSettings
 from core.delivery.contract import DeliveryError
 from core.delivery.escaping import one_line
 from core.retry_after import retry_after_seconds
@@ -88,7 +88,7 @@ class WebhookNotifier:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: WebhookSettings,
         *,
         client: httpx.AsyncClient | None = None,
         clock: Callable[[], datetime] | None = None,
@@ -145,7 +145,7 @@ class WebhookNotifier:
         return webhook_secret(key, address)
 
     async def _targets(self, url: httpx.URL) -> list[_Target]:
-        allowed = self.settings.webhook_allowed_hosts
+        allowed = self.settings.allowed_hosts
         if host_allowed(url.host, allowed):
             return [_Target(url)]
         port = url.port or (443 if url.scheme == "https" else 80)
@@ -163,7 +163,7 @@ class WebhookNotifier:
             # trust_env=False: an HTTP(S)_PROXY from the environment would resolve the name itself and
             # undo the pinning above.
             self._client = httpx.AsyncClient(
-                follow_redirects=False, trust_env=False, timeout=self.settings.webhook_timeout
+                follow_redirects=False, trust_env=False, timeout=self.settings.timeout
             )
         return self._client
 
@@ -181,7 +181,7 @@ class WebhookNotifier:
         self, url: httpx.URL, targets: list[_Target], body: bytes, headers: dict[str, str], secret: str
     ) -> None:
         where = describe(url)
-        timeout = self.settings.webhook_timeout
+        timeout = self.settings.timeout
         for index, target in enumerate(targets):
             # Signed per attempt so that the timestamp is fresh when a retry goes out.
             signed = {**headers, **target.headers, SIGNATURE_HEADER: sign_body(secret, body)}

@@ -60,7 +60,7 @@ class AppContext:
         if self._telegram_bot is None and self.settings.telegram_token is not None:
             from bot.telegram import TelegramBot  # python-telegram-bot's ext only where a bot runs
 
-            self._telegram_bot = TelegramBot(self.settings, self.store)
+            self._telegram_bot = TelegramBot(self.settings.telegram_bot(), self.store)
         return self._telegram_bot
 
     async def close_notifiers(self) -> None:
@@ -99,18 +99,19 @@ def build_context(settings: Settings, *, console: TextIO | None = None) -> AppCo
     """Connect to the database, apply migrations and wire every adapter this build has."""
     store = open_store(settings)
     engine = store.engine
+    polite = settings.http()
     politeness = Politeness(
-        intervals={"arxiv.org": settings.arxiv_min_interval},
-        retries=settings.http_retries,
-        backoff=settings.http_backoff,
-        max_retry_wait=settings.http_max_retry_wait,
+        intervals={"arxiv.org": polite.arxiv_min_interval},
+        retries=polite.retries,
+        backoff=polite.backoff,
+        max_retry_wait=polite.max_retry_wait,
     )
     http = HttpClient(
-        settings.user_agent,
-        settings.http_timeout,
+        polite.user_agent,
+        polite.timeout,
         politeness=politeness,
-        deadline=settings.http_deadline,
-        max_bytes=settings.http_max_bytes,
+        deadline=polite.deadline,
+        max_bytes=polite.max_bytes,
     )
     sources: dict[str, Source] = {"arxiv-rss": ArxivRssSource(http, settings.arxiv_feed_url)}
     community: dict[str, CommunitySource] = {"hf-daily": HfDailySource(http, settings.hf_api_url)}
@@ -136,5 +137,5 @@ def build_context(settings: Settings, *, console: TextIO | None = None) -> AppCo
         paged=paged,
         api=ArxivApiSource(http, settings.arxiv_api_url),
         policy=delivery_policy(settings),
-        guide_model=ChatClient(settings) if settings.llm_url else None,
+        guide_model=ChatClient(settings.llm()) if settings.llm_url else None,
     )

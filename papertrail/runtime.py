@@ -433,7 +433,7 @@ async def bots_role(ctx: AppContext, stop: asyncio.Event) -> None:
 
     async def slack() -> None:
         try:
-            await SlackBot(ctx.settings, ctx.store).run_socket_mode(stop)
+            await SlackBot(ctx.settings.slack_bot(), ctx.store).run_socket_mode(stop)
         except SlackSetupError as exc:
             raise RoleError(f"the Slack app cannot run: {exc}") from None
 
@@ -441,7 +441,7 @@ async def bots_role(ctx: AppContext, stop: asyncio.Event) -> None:
     telegram_bot = ctx.telegram_bot()
     if telegram_bot is not None:
         running.append(telegram(telegram_bot))
-    if uses_socket_mode(ctx.settings):
+    if uses_socket_mode(ctx.settings.slack_bot()):
         running.append(slack())
     if not running:
         log.info(

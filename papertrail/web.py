@@ -111,10 +111,10 @@ def build_app(ctx: AppContext, *, clock: Callable[[], datetime] = utcnow) -> Sta
     ]
     from bot.slack import serves_http  # slack_bolt is imported only when Slack is configured
 
-    if serves_http(ctx.settings):
+    if serves_http(ctx.settings.slack_bot()):
         from bot.slack import SlackBot
 
-        routes += SlackBot(ctx.settings, ctx.store).routes()
+        routes += SlackBot(ctx.settings.slack_bot(), ctx.store).routes()
     telegram = ctx.telegram_bot() if ctx.settings.telegram_mode == "webhook" else None
     if telegram is not None:
         routes.append(telegram.webhook_route())  # POST /telegram/webhook, secret-checked

@@ -87,7 +87,7 @@ def slack() -> Iterator[FakeSlack]:
 def make_bot(slack: FakeSlack, store: Store, **options: Any) -> SlackBot:
     settings = Settings(slack_bot_token=TOKEN, slack_signing_secret=SECRET, slack_api_url=slack.base_url)
     options.setdefault("clock", lambda: NOW)
-    return SlackBot(settings, store, **options)
+    return SlackBot(settings.slack_bot(), store, **options)
 
 
 @contextmanager
@@ -757,8 +757,8 @@ async def test_socket_mode_answers_commands_and_events_then_stops_cleanly(
     slack: FakeSlack, sqlite_store: Store
 ) -> None:
     settings = Settings(slack_bot_token=TOKEN, slack_app_token=APP_TOKEN, slack_api_url=slack.base_url)
-    assert uses_socket_mode(settings) and not serves_http(settings)
-    bot = SlackBot(settings, sqlite_store, clock=lambda: NOW)
+    assert uses_socket_mode(settings.slack_bot()) and not serves_http(settings.slack_bot())
+    bot = SlackBot(settings.slack_bot(), sqlite_store, clock=lambda: NOW)
     async with fake_socket_mode() as socket:
         slack.socket_url = socket.url
         stop = asyncio.Event()
@@ -788,18 +788,18 @@ async def test_socket_mode_with_a_refused_app_token_says_what_to_fix(
 ) -> None:
     settings = Settings(slack_bot_token=TOKEN, slack_app_token="xapp-wrong", slack_api_url=slack.base_url)
     with pytest.raises(SlackSetupError, match=r"invalid_auth.*PAPERTRAIL_SLACK_APP_TOKEN") as caught:
-        await SlackBot(settings, sqlite_store).run_socket_mode(asyncio.Event())
+        await SlackBot(settings.slack_bot(), sqlite_store).run_socket_mode(asyncio.Event())
     assert "xapp-wrong" not in str(caught.value)
 
 
 def test_missing_settings_are_named(sqlite_store: Store) -> None:
     with pytest.raises(SlackSetupError, match="PAPERTRAIL_SLACK_BOT_TOKEN"):
-        SlackBot(Settings(), sqlite_store)
+        SlackBot(Settings().slack_bot(), sqlite_store)
     client = AsyncWebClient(token=TOKEN, base_url="http://127.0.0.1:9/api/")
     with pytest.raises(SlackSetupError, match="PAPERTRAIL_SLACK_SIGNING_SECRET"):
-        SlackBot(Settings(slack_bot_token=TOKEN), sqlite_store, client=client).routes()
-    assert not serves_http(Settings(slack_bot_token=TOKEN, slack_signing_secret=" "))
-    assert serves_http(Settings(slack_bot_token=TOKEN, slack_signing_secret=SECRET))
+        SlackBot(Settings(slack_bot_token=TOKEN).slack_bot(), sqlite_store, client=client).routes()
+    assert not serves_http(Settings(slack_bot_token=TOKEN, slack_signing_secret=" ").slack_bot())
+    assert serves_http(Settings(slack_bot_token=TOKEN, slack_signing_secret=SECRET).slack_bot())
 
 
 def test_building_the_app_leaves_papertrails_own_log_levels_alone(

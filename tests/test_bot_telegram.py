@@ -93,7 +93,7 @@ def bot_settings(api: FakeTelegram, **extra: Any) -> Settings:
 
 @pytest.fixture
 async def tbot(api: FakeTelegram, store: Store) -> AsyncIterator[TelegramBot]:
-    bot = TelegramBot(bot_settings(api), store, clock=lambda: NOW)
+    bot = TelegramBot(bot_settings(api).telegram_bot(), store, clock=lambda: NOW)
     await bot.start()
     yield bot
     await bot.stop()
@@ -447,7 +447,7 @@ async def test_stickers_get_a_hint_in_private_and_silence_in_groups(
 ) -> None:
     # This bot gets its Bot injected (the constructor's test hook) instead of building one from settings.
     injected = telegram.Bot(TOKEN, base_url=f"{api.base_url}/bot")
-    tbot = TelegramBot(Settings(), store, bot=injected, clock=lambda: NOW)
+    tbot = TelegramBot(Settings().telegram_bot(), store, bot=injected, clock=lambda: NOW)
     await tbot.start()
     await feed(tbot, updates.sticker(ADA_CHAT, ADA))
     (hint,) = api.sent(ADA.id)
@@ -642,7 +642,7 @@ def test_buttons_carry_at_most_64_bytes() -> None:
 async def test_long_polling_answers_and_stops_promptly(
     api: FakeTelegram, updates: Updates, store: Store
 ) -> None:
-    bot = TelegramBot(bot_settings(api), store, clock=lambda: NOW)
+    bot = TelegramBot(bot_settings(api).telegram_bot(), store, clock=lambda: NOW)
     stop = asyncio.Event()
     polling = asyncio.create_task(bot.run_polling(stop))
     api.push_update(updates.message(ADA_CHAT, ADA, "/start"))
@@ -673,7 +673,7 @@ async def test_webhook_route_checks_the_secret_and_processes_updates(
     settings = bot_settings(
         api, telegram_mode="webhook", public_url="https://papertrail.example.org/", secret_key="k" * 32
     )
-    bot = TelegramBot(settings, store, clock=lambda: NOW)
+    bot = TelegramBot(settings.telegram_bot(), store, clock=lambda: NOW)
     await bot.register_webhook()
     secret = bot.webhook_secret()
     assert len(secret) == 64 and secret != "k" * 32
@@ -706,18 +706,18 @@ async def test_webhook_route_checks_the_secret_and_processes_updates(
     await bot.stop()
 
     configured = Settings(**(settings.model_dump() | {"telegram_webhook_secret": "my_secret-1"}))
-    assert TelegramBot(configured, store).webhook_secret() == "my_secret-1"
+    assert TelegramBot(configured.telegram_bot(), store).webhook_secret() == "my_secret-1"
 
 
 async def test_webhook_settings_that_cannot_work_are_refused(api: FakeTelegram, store: Store) -> None:
-    plain_http = TelegramBot(bot_settings(api, secret_key="k" * 32), store)
+    plain_http = TelegramBot(bot_settings(api, secret_key="k" * 32).telegram_bot(), store)
     with pytest.raises(TelegramBotError, match="only to https:// addresses") as raised:
         await plain_http.register_webhook()
     assert raised.value.permanent
-    no_secret = TelegramBot(bot_settings(api, public_url="https://example.org"), store)
+    no_secret = TelegramBot(bot_settings(api, public_url="https://example.org").telegram_bot(), store)
     with pytest.raises(TelegramBotError, match="needs a secret"):
         no_secret.webhook_route()
-    bad = TelegramBot(bot_settings(api, telegram_webhook_secret="has space"), store)
+    bad = TelegramBot(bot_settings(api, telegram_webhook_secret="has space").telegram_bot(), store)
     with pytest.raises(TelegramBotError, match="may hold only"):
         bad.webhook_secret()
     assert api.calls_of("setWebhook") == []
@@ -730,7 +730,7 @@ async def test_run_in_webhook_mode_registers_and_waits_for_stop(api: FakeTelegra
         public_url="https://papertrail.example.org",
         telegram_webhook_secret="s3",
     )
-    bot = TelegramBot(settings, store)
+    bot = TelegramBot(settings.telegram_bot(), store)
     stop = asyncio.Event()
     running = asyncio.create_task(bot.run(stop))
     for _ in range(500):
@@ -746,7 +746,7 @@ async def test_run_in_webhook_mode_registers_and_waits_for_stop(api: FakeTelegra
 
 async def test_an_unreachable_bot_api_is_retried_until_stop(store: Store) -> None:
     settings = Settings(telegram_token=TOKEN, telegram_api_url=f"http://127.0.0.1:{closed_port()}")
-    bot = TelegramBot(settings, store)
+    bot = TelegramBot(settings.telegram_bot(), store)
     stop = asyncio.Event()
     running = asyncio.create_task(bot.run_polling(stop))
     await asyncio.sleep(0.2)  # let it fail at least once (or not: stopping must work either way)
@@ -759,14 +759,14 @@ async def test_a_rejected_token_stops_the_bot_without_showing_the_token(
     api: FakeTelegram, store: Store
 ) -> None:
     settings = Settings(telegram_token="999:WRONG-token-value", telegram_api_url=api.base_url)
-    bot = TelegramBot(settings, store)
+    bot = TelegramBot(settings.telegram_bot(), store)
     with pytest.raises(TelegramBotError) as raised:
         await bot.run_polling(asyncio.Event())
     assert raised.value.permanent
     assert "WRONG-token-value" not in str(raised.value)
     assert "rejected the bot token; check PAPERTRAIL_TELEGRAM_TOKEN" in str(raised.value)
     with pytest.raises(TelegramBotError, match="needs PAPERTRAIL_TELEGRAM_TOKEN"):
-        TelegramBot(Settings(), store)
+        TelegramBot(Settings().telegram_bot(), store)
 
 
 # ---------------------------------------------------------------------------------------------------------

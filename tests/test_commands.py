@@ -86,7 +86,7 @@ def subscribed_store(subscribed_template: Path, tmp_path: Path) -> Iterator[Stor
 
 
 def say(store: Store, text: str, ctx: ChatContext = PRIVATE, settings: Settings | None = None) -> Reply:
-    reply = handle(store, settings or Settings(), ctx, text, now=NOW)
+    reply = handle(store, (settings or Settings()).chat(), ctx, text, now=NOW)
     assert reply.text.strip(), f"empty reply to {text!r}"
     return reply
 

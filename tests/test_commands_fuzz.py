@@ -105,7 +105,7 @@ def snapshot(store: Store, address: str) -> tuple[object, ...]:
 
 def check(store: Store, ctx: ChatContext, text: str) -> None:
     before = snapshot(store, MEMBER.address) if ctx is MEMBER else ()
-    reply = handle(store, Settings(), ctx, text, now=NOW)
+    reply = handle(store, Settings().chat(), ctx, text, now=NOW)
     event(f"{reply.command or '-'}: {reply.error or 'ok'}")  # --hypothesis-show-statistics shows the mix
     assert reply.error is not Problem.INTERNAL, (text, reply.text)
     assert reply.text.strip(), text
@@ -153,7 +153,7 @@ def test_command_shaped_text_gets_a_reply(store: Store, text: str, which: ChatCo
 def test_the_fuzzed_store_is_not_trivially_empty(store: Store) -> None:
     """The properties above mean something only if commands do change the store: they do."""
     for text in ("/follow cat:cs.DC --instant", "/digest weekly mon 9", "/timezone berlin", "/pause"):
-        assert handle(store, Settings(), CONTEXTS[0], text, now=NOW).ok, text
+        assert handle(store, Settings().chat(), CONTEXTS[0], text, now=NOW).ok, text
     assert snapshot(store, CONTEXTS[0].address) == (
         "weekly mon 09:00",
         "Europe/Berlin",

@@ -61,7 +61,7 @@ def store(migrated_template: Path, tmp_path: Path) -> Iterator[Store]:
 
 
 def say(store: Store, text: str, ctx: ChatContext = ZH_PRIVATE) -> Reply:
-    reply = handle(store, Settings(), ctx, text, now=NOW)
+    reply = handle(store, Settings().chat(), ctx, text, now=NOW)
     assert reply.text.strip(), text
     return reply
 
@@ -492,14 +492,14 @@ def test_an_apology_is_in_the_chats_language_even_when_the_database_is_gone(stor
     with store.engine.begin() as conn:
         conn.execute(sa.text("DROP TABLE follow"))
     # The subscriber's language can still be read: the apology is in it.
-    broken = handle(store, Settings(), PRIVATE, "/follow cat:cs.DC", now=NOW)
+    broken = handle(store, Settings().chat(), PRIVATE, "/follow cat:cs.DC", now=NOW)
     assert broken.error is Problem.INTERNAL
     assert broken.text == "抱歉，PaperTrail 这边出了点问题。请过几分钟再试。"
     with store.engine.begin() as conn:
         conn.execute(sa.text("DROP TABLE subscriber"))
     # Nothing can be read: the platform's language, else English.
-    assert handle(store, Settings(), ZH_PRIVATE, "/status", now=NOW).text.startswith("抱歉")
-    assert handle(store, Settings(), PRIVATE, "/status", now=NOW).text.startswith("Sorry")
+    assert handle(store, Settings().chat(), ZH_PRIVATE, "/status", now=NOW).text.startswith("抱歉")
+    assert handle(store, Settings().chat(), PRIVATE, "/status", now=NOW).text.startswith("Sorry")
 
 
 def test_try_words_its_reasons_in_the_chats_language(twin_stores: tuple[Store, Store]) -> None:

@@ -21,7 +21,7 @@ GROUP_ADMIN = ChatContext("telegram:-100200300", is_group=True, can_change=True,
 
 
 def say(store: Store, text: str, ctx: ChatContext = PRIVATE, *, now: datetime | None = None) -> Reply:
-    reply = handle(store, Settings(), ctx, text, now=now or utcnow())
+    reply = handle(store, Settings().chat(), ctx, text, now=now or utcnow())
     assert reply.text.strip(), f"empty reply to {text!r}"
     return reply
 

@@ -209,7 +209,7 @@ def test_a_digest_button_does_what_the_keyboard_shows(store: Store) -> None:
     def press(
         value: int, ctx: ChatContext = PRIVATE, version: int = 1, *, chosen: bool = False
     ) -> tuple[str, int | None]:
-        pressed = press_vote(store, settings, ctx, PAPER, version, value, chosen=chosen, now=NOW)
+        pressed = press_vote(store, settings.chat(), ctx, PAPER, version, value, chosen=chosen, now=NOW)
         return pressed.text, pressed.vote
 
     assert press(LIKE) == (f"👍 Liked {PAPER}v1. Press again to take it back.", LIKE)
@@ -226,21 +226,21 @@ def test_a_digest_button_does_what_the_keyboard_shows(store: Store) -> None:
     # Refused, with the reason: a version not stored, a group member, a chat without a subscription.
     assert press(LIKE, version=4) == (f"PaperTrail has not stored {PAPER}v4.", None)
     say(store, "/start", GROUP_ADMIN)
-    member = press_vote(store, settings, GROUP_MEMBER, PAPER, 1, LIKE, now=NOW)
+    member = press_vote(store, settings.chat(), GROUP_MEMBER, PAPER, 1, LIKE, now=NOW)
     assert (member.vote, member.error) == (None, Problem.NOT_ALLOWED)
     assert member.text.startswith("Only admins of this group can vote for it")
-    gone = press_vote(store, settings, ChatContext("telegram:31337"), PAPER, 1, LIKE, now=NOW)
+    gone = press_vote(store, settings.chat(), ChatContext("telegram:31337"), PAPER, 1, LIKE, now=NOW)
     assert (gone.text, gone.error) == (
         "This chat has no subscription any more: /start sets it up again.",
         Problem.NOT_SUBSCRIBED,
     )
-    chinese = press_vote(store, settings, ZH_PRIVATE, PAPER, 1, LIKE, now=NOW)
+    chinese = press_vote(store, settings.chat(), ZH_PRIVATE, PAPER, 1, LIKE, now=NOW)
     assert (chinese.text, chinese.language) == ("本会话已没有订阅：/start 可重新设置。", "zh")
 
 
 def test_a_failing_store_gets_an_apology_not_an_exception(store: Store) -> None:
     broken = Store(store.engine)
     broken.versions_of = None  # type: ignore[method-assign, assignment]  # any failure inside
-    pressed = press_vote(broken, Settings(), PRIVATE, PAPER, 1, LIKE, now=NOW)
+    pressed = press_vote(broken, Settings().chat(), PRIVATE, PAPER, 1, LIKE, now=NOW)
     assert (pressed.vote, pressed.error) == (None, Problem.INTERNAL)
     assert pressed.text.startswith("Sorry, the vote was not recorded")

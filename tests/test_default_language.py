@@ -250,7 +250,7 @@ def test_guides_are_selected_in_the_default_for_readers_without_a_language(store
 async def test_the_guide_step_asks_for_the_default_language_first(store: Store, llm: FakeOpenAI) -> None:
     _seed(store, _paper("2611.00051"), readers=(None, "en"))
     settings = _settings(llm, default_language="zh", llm_daily_limit=1)
-    client = ChatClient(settings)
+    client = ChatClient(settings.llm())
     try:
         reports = await make_reader_guides(store, client, settings, now=GUIDES_NOW)
     finally:
@@ -271,7 +271,7 @@ def chat_store(migrated_template: Path, tmp_path: Path) -> Iterator[Store]:
 def test_chat_replies_follow_choice_then_platform_then_the_default(chat_store: Store) -> None:
     def say(text: str, platform: str | None, settings: Settings = CHINESE) -> Any:
         ctx = ChatContext("telegram:4242", chat_name="Ada", language=platform)
-        return handle(chat_store, settings, ctx, text, now=NOW)
+        return handle(chat_store, settings.chat(), ctx, text, now=NOW)
 
     # No choice, no platform language (or one PaperTrail does not speak): the operator's default.
     for platform in (None, "de-DE"):
@@ -308,7 +308,7 @@ async def test_telegram_speaks_the_default_to_a_user_whose_app_names_no_language
     settings = Settings(
         telegram_token=TELEGRAM_TOKEN, telegram_api_url=telegram_api.base_url, default_language="zh"
     )
-    tbot = TelegramBot(settings, chat_store, clock=lambda: NOW)
+    tbot = TelegramBot(settings.telegram_bot(), chat_store, clock=lambda: NOW)
     await tbot.start()
     try:
         updates = Updates(bot_id=telegram_api.bot_id)
@@ -349,7 +349,7 @@ def test_slack_speaks_the_default_when_the_locale_names_no_language_papertrail_s
         default_language="zh",
     )
     opened = {"type": "app_home_opened", "user": ROOT, "channel": "D0ROOT", "tab": "home", "event_ts": "1.0"}
-    with serve(SlackBot(settings, sqlite_store, clock=lambda: NOW)) as client:
+    with serve(SlackBot(settings.slack_bot(), sqlite_store, clock=lambda: NOW)) as client:
         german = slash(client, slack, "follows", EVE, LAB)  # Eve's Slack is in German
         english = slash(client, slack, "follows", ADA, DM)  # Ada's in British English
         assert post(client, event_body(opened), "application/json").status_code == 200  # Root has none

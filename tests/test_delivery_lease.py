@@ -70,7 +70,7 @@ async def test_a_long_telegram_digest_renews_its_lease_part_by_part(
     with fake_telegram(TOKEN) as api:
         # 0.3 s between parts, so that the second worker below looks between any two of them.
         settings = Settings(telegram_token=TOKEN, telegram_api_url=api.base_url, telegram_chat_interval=0.3)
-        notifier = TelegramNotifier(settings)
+        notifier = TelegramNotifier(settings.telegram())
         sending = asyncio.create_task(
             send_due_digests(
                 store, {"telegram": notifier}, Renderer(), policy=DeliveryPolicy(lease=LEASE), worker="one"

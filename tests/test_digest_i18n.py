@@ -417,10 +417,10 @@ async def test_console_header_and_email_content_language() -> None:
     printed = await console_output(render("console", "zh"))
     # The console's separator line stays English (output is split on it); the digest under it is Chinese.
     assert printed.startswith("--- digest for console:12345 ---\nPaperTrail：")
-    mail = EmailNotifier(Settings()).build("ada@example.org", render("email", "zh"))
+    mail = EmailNotifier(Settings().smtp()).build("ada@example.org", render("email", "zh"))
     assert mail["Content-Language"] == "zh-Hans"
     assert mail["Subject"].startswith("PaperTrail：")
-    english = EmailNotifier(Settings()).build("ada@example.org", render("email", "en"))
+    english = EmailNotifier(Settings().smtp()).build("ada@example.org", render("email", "en"))
     assert english["Content-Language"] == "en"
 
 

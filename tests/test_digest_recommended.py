@@ -344,7 +344,7 @@ async def test_a_stored_recommendation_reaches_the_digest_and_the_counts(store: 
     assert store.count_pending_split(sid) == (4, 2)
     summary = store.status(now=NOW)
     assert (summary.pending_matches, summary.pending_recommended) == (4, 2)
-    reply = handle(store, Settings(), ChatContext("console:ada"), "/status", now=NOW)
+    reply = handle(store, Settings().chat(), ChatContext("console:ada"), "/status", now=NOW)
     assert "Follows: 1 · matches waiting: 4, 2 of them recommended" in reply.text
     with client_for(store) as client:
         assert '<div class="sub">2 of them recommended</div>' in client.get("/").text
@@ -368,5 +368,5 @@ async def test_a_stored_recommendation_reaches_the_digest_and_the_counts(store: 
     assert "; 2 matched your follows." in text
     assert store.count_pending_split(sid) == (0, 0)
     assert store.status(now=NOW).pending_recommended == 0
-    reply = handle(store, Settings(), ChatContext("console:ada"), "/status", now=NOW)
+    reply = handle(store, Settings().chat(), ChatContext("console:ada"), "/status", now=NOW)
     assert "Follows: 1 · matches waiting: 0\n" in reply.text and "recommended" not in reply.text

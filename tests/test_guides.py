@@ -92,7 +92,7 @@ def fake() -> Iterator[FakeOpenAI]:
 
 @pytest.fixture
 async def client(fake: FakeOpenAI) -> AsyncIterator[ChatClient]:
-    chat = ChatClient(_settings(fake), retries=3, backoff=0.5, sleep=Waits())
+    chat = ChatClient(_settings(fake).llm(), retries=3, backoff=0.5, sleep=Waits())
     yield chat
     await chat.aclose()
 
@@ -227,7 +227,7 @@ async def test_429_then_success_honours_retry_after(sqlite_store: Store, fake: F
     [vid] = _seed(sqlite_store, _paper("2611.00050"))
     fake.script(rate_limited("7"), guide_answer())
     waits = Waits()
-    chat = ChatClient(_settings(fake), retries=3, backoff=0.5, sleep=waits)
+    chat = ChatClient(_settings(fake).llm(), retries=3, backoff=0.5, sleep=waits)
     try:
         report = await _run(sqlite_store, chat, _settings(fake))
     finally:
@@ -241,7 +241,7 @@ async def test_500_repeatedly_is_a_recorded_failure(sqlite_store: Store, fake: F
     [vid] = _seed(sqlite_store, _paper("2611.00060"))
     fake.script(*[server_error()] * 3)
     waits = Waits()
-    chat = ChatClient(_settings(fake), retries=2, backoff=0.5, sleep=waits)
+    chat = ChatClient(_settings(fake).llm(), retries=2, backoff=0.5, sleep=waits)
     try:
         report = await _run(sqlite_store, chat, _settings(fake))
     finally:
@@ -256,7 +256,7 @@ async def test_500_repeatedly_is_a_recorded_failure(sqlite_store: Store, fake: F
 async def test_slow_answer_times_out(sqlite_store: Store, fake: FakeOpenAI) -> None:
     [vid] = _seed(sqlite_store, _paper("2611.00070"))
     fake.script(slow(2.0))
-    chat = ChatClient(_settings(fake, llm_timeout=0.3), retries=0, sleep=Waits())
+    chat = ChatClient(_settings(fake, llm_timeout=0.3).llm(), retries=0, sleep=Waits())
     try:
         report = await _run(sqlite_store, chat, _settings(fake))
     finally:
@@ -269,7 +269,7 @@ async def test_slow_answer_times_out(sqlite_store: Store, fake: FakeOpenAI) -> N
 async def test_malformed_answer_is_a_failure_without_retry(sqlite_store: Store, fake: FakeOpenAI) -> None:
     [vid] = _seed(sqlite_store, _paper("2611.00080"))
     fake.script(malformed())
-    chat = ChatClient(_settings(fake), retries=3, sleep=Waits())
+    chat = ChatClient(_settings(fake).llm(), retries=3, sleep=Waits())
     try:
         report = await _run(sqlite_store, chat, _settings(fake))
     finally:
@@ -283,7 +283,7 @@ async def test_garbage_answers_are_given_up_and_failures_count_against_the_cap(
     sqlite_store: Store, fake: FakeOpenAI
 ) -> None:
     [garbage, _fine] = _seed(sqlite_store, _paper("2611.00081"), _paper("2611.00082"), readers=("en",))
-    chat = ChatClient(_settings(fake), retries=0, sleep=Waits())
+    chat = ChatClient(_settings(fake).llm(), retries=0, sleep=Waits())
     settings = _settings(fake, llm_daily_limit=10, llm_concurrency=1)  # one at a time: a known order
     try:
         # Newest first: the garbage version (the lower id) is asked second each time.
@@ -308,7 +308,7 @@ async def test_the_key_is_sent_as_bearer_and_never_shown(fake: FakeOpenAI) -> No
     from tests.servers import Answer
 
     fake.script(guide_answer(), Answer(401, body=b"{}"))
-    chat = ChatClient(_settings(fake, llm_api_key="sk-very-secret"), sleep=Waits())
+    chat = ChatClient(_settings(fake, llm_api_key="sk-very-secret").llm(), sleep=Waits())
     try:
         await chat.complete(build_prompt(GuideSubject(1, "2611.1", 1, "T", "A"), "en"), max_tokens=10)
         with pytest.raises(GuideError) as refused:

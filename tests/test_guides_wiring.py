@@ -113,7 +113,7 @@ async def test_a_failing_endpoint_does_not_hold_up_the_digest(tmp_path: Path, fa
         ctx = _context(tmp_path, feed.url, fake.url, out)
         assert ctx.guide_model is not None
         await ctx.guide_model.aclose()
-        ctx.guide_model = ChatClient(ctx.settings, backoff=0.01)  # the production back-off is seconds
+        ctx.guide_model = ChatClient(ctx.settings.llm(), backoff=0.01)  # the production back-off is seconds
         try:
             await Jobs(ctx).ingest("arxiv-rss")
             reports = await send_due_digests(ctx.store, ctx.notifiers, ctx.renderer, force=True)

@@ -298,35 +298,35 @@ def test_cli_adds_and_removes_members(db_url: str, store: Store, monkeypatch: py
 def test_join_and_leave_from_a_chat(sqlite_store: Store) -> None:
     settings = Settings()
     chat = ChatContext("telegram:42")
-    assert "no newsletters yet" in handle(sqlite_store, settings, chat, "/join").text
+    assert "no newsletters yet" in handle(sqlite_store, settings.chat(), chat, "/join").text
     newsletters.create(
         sqlite_store, NAME, "Distributed weekly", ["cat:cs.DC"], schedule="daily 08:00", timezone="UTC"
     )
-    listing = handle(sqlite_store, settings, chat, "/join")
+    listing = handle(sqlite_store, settings.chat(), chat, "/join")
     assert (
         listing.ok
         and "dc-weekly — Distributed weekly" in listing.text
         and "join dc-weekly" in listing.suggestions
     )
 
-    joined = handle(sqlite_store, settings, chat, "/join dc-weekly")
+    joined = handle(sqlite_store, settings.chat(), chat, "/join dc-weekly")
     assert joined.ok and joined.text.startswith("This chat joined Distributed weekly (dc-weekly)")
     subscriber = sqlite_store.get_subscriber("telegram:42")
     assert subscriber is not None
     assert [n.name for n in sqlite_store.newsletters_of(subscriber.id or 0)] == [NAME]
-    assert "already" in handle(sqlite_store, settings, chat, "/join DC-Weekly").text
+    assert "already" in handle(sqlite_store, settings.chat(), chat, "/join DC-Weekly").text
 
-    typo = handle(sqlite_store, settings, chat, "/join dc-weekli")
+    typo = handle(sqlite_store, settings.chat(), chat, "/join dc-weekli")
     assert typo.error == Problem.NOT_FOUND and "Did you mean /join dc-weekly?" in typo.text
     group = ChatContext("telegram:-100200", is_group=True, can_change=False)
-    assert handle(sqlite_store, settings, group, "/join dc-weekly").error == Problem.NOT_ALLOWED
-    assert handle(sqlite_store, settings, group, "/join").ok  # listing is for anyone
+    assert handle(sqlite_store, settings.chat(), group, "/join dc-weekly").error == Problem.NOT_ALLOWED
+    assert handle(sqlite_store, settings.chat(), group, "/join").ok  # listing is for anyone
 
-    left = handle(sqlite_store, settings, chat, "/leave dc-weekly")
+    left = handle(sqlite_store, settings.chat(), chat, "/leave dc-weekly")
     assert left.ok and "left Distributed weekly" in left.text
     assert sqlite_store.newsletters_of(subscriber.id or 0) == []
-    assert handle(sqlite_store, settings, chat, "/leave dc-weekly").error == Problem.NOT_FOUND
-    assert "/join" in handle(sqlite_store, settings, chat, "/help").text
+    assert handle(sqlite_store, settings.chat(), chat, "/leave dc-weekly").error == Problem.NOT_FOUND
+    assert "/join" in handle(sqlite_store, settings.chat(), chat, "/help").text
 
 
 def test_the_form_offers_the_newsletters(sqlite_store: Store, smtp: tuple[SinkHandler, int]) -> None:  # noqa: F811

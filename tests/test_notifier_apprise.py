@@ -35,7 +35,7 @@ def apprise_url(receiver: WebhookReceiver, path: str = "/hook") -> str:
 
 async def test_json_service_delivers_title_and_body(receiver: WebhookReceiver) -> None:
     message = digest()
-    result = await AppriseNotifier(ALLOW_LOOPBACK).send(apprise_url(receiver), message)
+    result = await AppriseNotifier(ALLOW_LOOPBACK.apprise()).send(apprise_url(receiver), message)
 
     assert result.parts == 1
     [got] = receiver.deliveries
@@ -52,7 +52,7 @@ async def test_failing_service_is_retryable_and_keeps_tokens_out(receiver: Webho
         "json://", "json://alice:PASSWORDSECRET@"
     )
     with pytest.raises(DeliveryError) as caught:
-        await AppriseNotifier(ALLOW_LOOPBACK).send(url, digest())
+        await AppriseNotifier(ALLOW_LOOPBACK.apprise()).send(url, digest())
 
     text = str(caught.value)
     assert caught.value.retryable
@@ -65,7 +65,9 @@ async def test_failing_service_is_retryable_and_keeps_tokens_out(receiver: Webho
 async def test_redirects_are_not_followed_even_when_the_url_asks(receiver: WebhookReceiver) -> None:
     receiver.script(Answer(307, headers={"Location": receiver.base_url + "/elsewhere"}))
     with pytest.raises(DeliveryError) as caught:
-        await AppriseNotifier(ALLOW_LOOPBACK).send(apprise_url(receiver, "/hook?redirect=yes"), digest())
+        await AppriseNotifier(ALLOW_LOOPBACK.apprise()).send(
+            apprise_url(receiver, "/hook?redirect=yes"), digest()
+        )
     assert caught.value.retryable
     assert [d.path.split("?")[0] for d in receiver.deliveries] == ["/hook"]
 
@@ -73,7 +75,7 @@ async def test_redirects_are_not_followed_even_when_the_url_asks(receiver: Webho
 @pytest.mark.parametrize("address", ["notaservice://x", "json://", "garbage", "tgram://"])
 async def test_unusable_url_is_permanent(address: str) -> None:
     with pytest.raises(DeliveryError) as caught:
-        await AppriseNotifier(ALLOW_LOOPBACK).send(address, digest())
+        await AppriseNotifier(ALLOW_LOOPBACK.apprise()).send(address, digest())
     assert not caught.value.retryable and "Apprise URL" in str(caught.value)
 
 
@@ -81,7 +83,7 @@ async def test_unusable_url_is_permanent(address: str) -> None:
 async def test_generic_http_services_get_the_address_check(receiver: WebhookReceiver, host: str) -> None:
     port = receiver.base_url.rsplit(":", 1)[1]
     with pytest.raises(DeliveryError) as caught:
-        await AppriseNotifier(Settings()).send(f"json://{host}:{port}/hook", digest())
+        await AppriseNotifier(Settings().apprise()).send(f"json://{host}:{port}/hook", digest())
     assert not caught.value.retryable and "PAPERTRAIL_WEBHOOK_ALLOW_HOSTS" in str(caught.value)
     assert receiver.deliveries == []
 
@@ -89,5 +91,5 @@ async def test_generic_http_services_get_the_address_check(receiver: WebhookRece
 async def test_missing_library_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "apprise", None)  # what `import apprise` sees when it is absent
     with pytest.raises(DeliveryError) as caught:
-        await AppriseNotifier(ALLOW_LOOPBACK).send("ntfy://topic", digest())
+        await AppriseNotifier(ALLOW_LOOPBACK.apprise()).send("ntfy://topic", digest())
     assert not caught.value.retryable and INSTALL_HINT in str(caught.value)

@@ -150,7 +150,7 @@ def settings_for(port: int, **more: Any) -> Settings:
 
 @asynccontextmanager
 async def notifier_for(settings: Settings, **options: Any) -> AsyncIterator[EmailNotifier]:
-    notifier = EmailNotifier(settings, **options)
+    notifier = EmailNotifier(settings.smtp(), **options)
     try:
         yield notifier
     finally:
@@ -331,7 +331,7 @@ async def test_unreachable_server_is_retryable() -> None:
 
 async def test_unconfigured_email_is_retryable() -> None:
     with pytest.raises(DeliveryError) as failed:
-        await EmailNotifier(Settings()).send("ada@example.org", digest("ada@example.org"))
+        await EmailNotifier(Settings().smtp()).send("ada@example.org", digest("ada@example.org"))
     assert failed.value.retryable and "PAPERTRAIL_SMTP_HOST" in str(failed.value)
 
 
@@ -378,7 +378,7 @@ async def test_idle_session_is_closed_and_reopened() -> None:
 
 async def test_aclose_says_quit() -> None:
     with smtp_server() as (server, controller):
-        notifier = EmailNotifier(settings_for(controller.port))
+        notifier = EmailNotifier(settings_for(controller.port).smtp())
         await notifier.send("ada@example.org", digest("ada@example.org"))
         assert server.quits == 0
         await notifier.aclose()

@@ -76,7 +76,7 @@ def slack() -> Iterator[FakeSlack]:
 def bot(slack: FakeSlack, interval: float = 0.0) -> SlackNotifier:
     """The notifier as the shell builds it: its own client from the settings."""
     return SlackNotifier(
-        Settings(slack_bot_token=TOKEN, slack_api_url=slack.base_url, slack_channel_interval=interval)
+        Settings(slack_bot_token=TOKEN, slack_api_url=slack.base_url, slack_channel_interval=interval).slack()
     )
 
 
@@ -311,7 +311,7 @@ async def test_permanent_errors(slack: FakeSlack, error: str, hint: str) -> None
 
 
 async def test_a_wrong_token_is_reported_by_the_fake_as_slack_does(slack: FakeSlack) -> None:
-    notifier = SlackNotifier(Settings(slack_bot_token="xoxb-wrong", slack_api_url=slack.base_url))
+    notifier = SlackNotifier(Settings(slack_bot_token="xoxb-wrong", slack_api_url=slack.base_url).slack())
     with pytest.raises(DeliveryError) as caught:
         await notifier.send(CHANNEL, digest(ITEMS))
     await notifier.aclose()
@@ -339,7 +339,7 @@ async def test_transient_errors_are_retryable(slack: FakeSlack, reply: Reply) ->
 
 async def test_network_errors_are_retryable() -> None:
     closed = f"http://127.0.0.1:{closed_port()}/api/"
-    notifier = SlackNotifier(Settings(slack_bot_token=TOKEN, slack_api_url=closed))
+    notifier = SlackNotifier(Settings(slack_bot_token=TOKEN, slack_api_url=closed).slack())
     with pytest.raises(DeliveryError) as caught:
         await notifier.send(CHANNEL, digest(ITEMS))
     await notifier.aclose()
@@ -351,14 +351,14 @@ async def test_a_timeout_is_retryable(slack: FakeSlack) -> None:
     slack.script(Reply(200, {"ok": True, "ts": "1.1"}, delay=0.6))
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=0.2)) as session:
         client = AsyncWebClient(token=TOKEN, base_url=slack.base_url, session=session, retry_handlers=[])
-        notifier = SlackNotifier(Settings(slack_channel_interval=0), client=client)
+        notifier = SlackNotifier(Settings(slack_channel_interval=0).slack(), client=client)
         with pytest.raises(DeliveryError) as caught:
             await notifier.send(CHANNEL, digest(ITEMS))
     assert caught.value.retryable and "TimeoutError" in str(caught.value)
 
 
 async def test_missing_token_is_retryable_and_names_the_setting(slack: FakeSlack) -> None:
-    notifier = SlackNotifier(Settings(slack_api_url=slack.base_url))
+    notifier = SlackNotifier(Settings(slack_api_url=slack.base_url).slack())
     with pytest.raises(DeliveryError) as caught:
         await notifier.send(CHANNEL, digest(ITEMS))
     assert caught.value.retryable and "PAPERTRAIL_SLACK_BOT_TOKEN" in str(caught.value)
@@ -387,7 +387,7 @@ async def test_skip_parts_and_delivered_parts_count_the_skipped(slack: FakeSlack
 
 async def test_injected_client_is_used_and_left_open(slack: FakeSlack) -> None:
     client = AsyncWebClient(token=TOKEN, base_url=slack.base_url)
-    notifier = SlackNotifier(Settings(slack_channel_interval=0), client=client)
+    notifier = SlackNotifier(Settings(slack_channel_interval=0).slack(), client=client)
     result = await notifier.send("U0123ABC", digest(ITEMS))
     await notifier.aclose()
     assert result.platform_id and slack.messages()[0].params["channel"] == "U0123ABC"
@@ -426,7 +426,7 @@ async def test_one_message_per_second_per_channel_provokes_no_429() -> None:
 
 def hook(**settings: Any) -> SlackWebhookNotifier:
     return SlackWebhookNotifier(
-        Settings(webhook_allow_hosts="127.0.0.1", slack_channel_interval=0, **settings)
+        Settings(webhook_allow_hosts="127.0.0.1", slack_channel_interval=0, **settings).slack_webhook()
     )
 
 
@@ -496,7 +496,7 @@ async def test_webhook_url_never_logged_nor_in_errors(caplog: pytest.LogCaptureF
 
 
 async def test_webhook_refuses_hosts_that_are_not_slack() -> None:
-    notifier = SlackWebhookNotifier(Settings())
+    notifier = SlackWebhookNotifier(Settings().slack_webhook())
     for url in ("https://evil.example/services/x", "http://hooks.slack.com/services/x", "http://127.0.0.1/x"):
         with pytest.raises(DeliveryError) as caught:
             await notifier.send(url, digest(ITEMS))

@@ -78,7 +78,7 @@ def api() -> Iterator[FakeTelegram]:
 
 @pytest.fixture
 async def notifier(api: FakeTelegram) -> AsyncIterator[TelegramNotifier]:
-    adapter = TelegramNotifier(settings_for(api.base_url))
+    adapter = TelegramNotifier(settings_for(api.base_url).telegram())
     yield adapter
     await adapter.aclose()
 
@@ -240,7 +240,7 @@ async def test_hostile_digest_golden_and_escaped(api: FakeTelegram, notifier: Te
 
 async def send_split(api: FakeTelegram, message: Message) -> list[str]:
     """Send ``message`` and check its parts: each within the limit, well-formed, whole blocks only."""
-    adapter = TelegramNotifier(settings_for(api.base_url), limiter=RateLimiter())
+    adapter = TelegramNotifier(settings_for(api.base_url).telegram(), limiter=RateLimiter())
     try:
         result = await adapter.send("12345", message)
     finally:
@@ -472,7 +472,7 @@ def test_long_plain_text_splits_at_blank_lines() -> None:
 
 
 async def test_missing_token_is_a_configuration_error(api: FakeTelegram) -> None:
-    adapter = TelegramNotifier(settings_for(api.base_url, token=None))
+    adapter = TelegramNotifier(settings_for(api.base_url, token=None).telegram())
     with pytest.raises(DeliveryError) as caught:
         await adapter.send("777", dataclasses.replace(long_digest(), skip_parts=1))
     assert caught.value.retryable is True and caught.value.delivered_parts == 1
@@ -481,7 +481,7 @@ async def test_missing_token_is_a_configuration_error(api: FakeTelegram) -> None
 
 
 async def test_rejected_token_never_appears_in_the_error(api: FakeTelegram) -> None:
-    adapter = TelegramNotifier(settings_for(api.base_url, token="999:wrong-secret"))
+    adapter = TelegramNotifier(settings_for(api.base_url, token="999:wrong-secret").telegram())
     with pytest.raises(DeliveryError) as caught:
         await adapter.send("777", digest(two_items()))
     await adapter.aclose()
@@ -492,7 +492,7 @@ async def test_rejected_token_never_appears_in_the_error(api: FakeTelegram) -> N
 
 async def test_unreachable_api_is_retryable() -> None:
     url = f"http://127.0.0.1:{closed_port()}"
-    adapter = TelegramNotifier(settings_for(url))
+    adapter = TelegramNotifier(settings_for(url).telegram())
     with pytest.raises(DeliveryError) as caught:
         await adapter.send("777", digest(two_items()))
     await adapter.aclose()
@@ -508,7 +508,7 @@ async def test_bad_address_is_permanent(notifier: TelegramNotifier) -> None:
 
 async def test_shared_bot_is_used_as_is_and_left_open(api: FakeTelegram) -> None:
     bot = telegram.Bot(TOKEN, base_url=f"{api.base_url}/bot")
-    adapter = TelegramNotifier(settings_for(api.base_url, token=None), bot=bot)
+    adapter = TelegramNotifier(settings_for(api.base_url, token=None).telegram(), bot=bot)
     await adapter.send("777", digest(two_items()))
     await adapter.aclose()
     await bot.send_message(chat_id=777, text="still open")  # the shell's Bot survives the notifier
@@ -517,7 +517,7 @@ async def test_shared_bot_is_used_as_is_and_left_open(api: FakeTelegram) -> None
 
 
 def test_group_chats_get_the_per_minute_window() -> None:
-    adapter = TelegramNotifier(settings_for("http://127.0.0.1:1"))
+    adapter = TelegramNotifier(settings_for("http://127.0.0.1:1").telegram())
     assert adapter.window_for("-1004001") == Window(20, 60.0)
     assert adapter.window_for("777") is None
 
@@ -527,7 +527,7 @@ async def test_rate_limiter_provokes_no_429() -> None:
     message = digest(two_items())
     chats = [str(1000 + n) for n in range(5)]
     with fake_telegram(TOKEN, max_per_second=4, chat_interval=1.0) as api:
-        adapter = TelegramNotifier(settings_for(api.base_url, per_second=4, chat_interval=1.0))
+        adapter = TelegramNotifier(settings_for(api.base_url, per_second=4, chat_interval=1.0).telegram())
 
         async def twice(chat: str) -> None:
             for _ in range(2):

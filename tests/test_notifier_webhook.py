@@ -51,7 +51,7 @@ def receiver() -> Iterator[WebhookReceiver]:
 
 @pytest.fixture
 async def notifier() -> AsyncIterator[WebhookNotifier]:
-    hook = WebhookNotifier(settings(), clock=lambda: FIXED, quick_retry_delay=0)
+    hook = WebhookNotifier(settings().webhook(), clock=lambda: FIXED, quick_retry_delay=0)
     yield hook
     await hook.aclose()
 
@@ -201,7 +201,7 @@ async def test_gateway_error_gets_one_quick_retry(
 
 async def test_timeout_is_retryable(receiver: WebhookReceiver) -> None:
     receiver.script(Answer(200, delay=2.0))
-    hook = WebhookNotifier(settings(webhook_timeout=0.3), quick_retry_delay=0)
+    hook = WebhookNotifier(settings(webhook_timeout=0.3).webhook(), quick_retry_delay=0)
     try:
         with pytest.raises(DeliveryError) as caught:
             await hook.send(receiver.url, digest(receiver.url))
@@ -266,7 +266,7 @@ async def test_redirect_is_not_followed(receiver: WebhookReceiver, notifier: Web
 
 
 async def test_missing_secret_keeps_the_digest_pending(receiver: WebhookReceiver) -> None:
-    hook = WebhookNotifier(Settings(webhook_allow_hosts="127.0.0.1"))
+    hook = WebhookNotifier(Settings(webhook_allow_hosts="127.0.0.1").webhook())
     with pytest.raises(DeliveryError) as caught:
         await hook.send(receiver.url, digest(receiver.url))
     await hook.aclose()
@@ -307,7 +307,7 @@ async def test_malformed_address_is_permanent(notifier: WebhookNotifier, address
     ],
 )
 async def test_private_targets_are_refused(receiver: WebhookReceiver, host: str) -> None:
-    hook = WebhookNotifier(Settings(secret_key=MASTER_KEY), quick_retry_delay=0)  # nothing allowed
+    hook = WebhookNotifier(Settings(secret_key=MASTER_KEY).webhook(), quick_retry_delay=0)  # nothing allowed
     port = receiver.base_url.rsplit(":", 1)[1]
     url = f"http://{host}:{port}/hook"
     try:
@@ -344,7 +344,7 @@ def test_blocked_reason(address: str, reason: str | None) -> None:
 
 async def test_pinned_to_the_checked_address_keeps_the_host_name(receiver: WebhookReceiver) -> None:
     # Allowing the address (not the name) makes "localhost" go through the check and the pinning.
-    hook = WebhookNotifier(settings(webhook_allow_hosts="127.0.0.1"), quick_retry_delay=0)
+    hook = WebhookNotifier(settings(webhook_allow_hosts="127.0.0.1").webhook(), quick_retry_delay=0)
     port = receiver.base_url.rsplit(":", 1)[1]
     url = f"http://localhost:{port}/hook"
     receiver.secret = webhook_secret(MASTER_KEY, url)
@@ -381,7 +381,7 @@ async def test_pinned_https_verifies_the_certificate_for_the_name(localhost_cert
         url = f"https://localhost:{port}/hook"
         rx.secret = webhook_secret(MASTER_KEY, url)
         async with httpx.AsyncClient(verify=trust, trust_env=False) as client:
-            hook = WebhookNotifier(settings(webhook_allow_hosts="127.0.0.1"), client=client)
+            hook = WebhookNotifier(settings(webhook_allow_hosts="127.0.0.1").webhook(), client=client)
             await hook.send(url, digest(url))
             await hook.aclose()
             assert not client.is_closed  # an injected client belongs to the caller

@@ -192,7 +192,7 @@ def _settings(api_url: str) -> Settings:
 
 async def _two_workers_send(api_url: str, slots: list[RateLimit]) -> list[object]:
     """Two adapters (two 'workers'), each sending a digest to 5 chats of its own, twice; the outcomes."""
-    adapters = [TelegramNotifier(_settings(api_url), slots=s) for s in slots]
+    adapters = [TelegramNotifier(_settings(api_url).telegram(), slots=s) for s in slots]
     message = digest(two_items())
 
     async def twice(adapter: TelegramNotifier, chat: str) -> None:

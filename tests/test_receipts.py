@@ -545,7 +545,7 @@ GROUP_MEMBER = ChatContext("telegram:-100200300", is_group=True, can_change=Fals
 
 
 def say(store: Store, text: str, ctx: ChatContext = PRIVATE) -> str:
-    reply = handle(store, Settings(), ctx, text, now=at("2026-11-16T12:00"))
+    reply = handle(store, Settings().chat(), ctx, text, now=at("2026-11-16T12:00"))
     return reply.text
 
 
@@ -568,7 +568,7 @@ def test_the_chat_command_turns_the_heartbeat_on_and_off(sqlite_store: Store) ->
     )
     assert beats(store, "telegram:4242") is False
     assert say(store, "/digest heartbeat").startswith("The heartbeat is off.")
-    bad = handle(store, Settings(), PRIVATE, "/digest heartbeat sometimes")
+    bad = handle(store, Settings().chat(), PRIVATE, "/digest heartbeat sometimes")
     assert bad.error == Problem.BAD_ARGUMENT and bad.suggestions == (
         "digest heartbeat on",
         "digest heartbeat off",
@@ -579,7 +579,7 @@ def test_the_chat_command_turns_the_heartbeat_on_and_off(sqlite_store: Store) ->
         store, "/digest heartbeat on"
     )
     # In a group only admins change it.
-    refused = handle(store, Settings(), GROUP_MEMBER, "/digest heartbeat on")
+    refused = handle(store, Settings().chat(), GROUP_MEMBER, "/digest heartbeat on")
     assert refused.error == Problem.NOT_ALLOWED and store.get_subscriber("telegram:-100200300") is None
     # The help page documents it.
     assert "/digest heartbeat on — on arXiv announcement days when nothing matched" in say(

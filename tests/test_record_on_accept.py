@@ -71,7 +71,7 @@ async def test_each_mail_is_recorded_before_the_next_is_sent(store: Store, concu
     port = controller.port
     done = asyncio.Event()
     notifier = EmailNotifier(
-        Settings(smtp_host="127.0.0.1", smtp_port=port, smtp_from="papertrail@example.org")
+        Settings(smtp_host="127.0.0.1", smtp_port=port, smtp_from="papertrail@example.org").smtp()
     )
     try:
         busy = asyncio.create_task(busy_loop(done))

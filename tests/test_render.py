@@ -91,7 +91,7 @@ async def test_console_strips_terminal_escapes() -> None:
 
 def test_email_subject_cannot_inject_headers() -> None:
     message = Message(subject="Hello\r\nBcc: victim@example.org", text="x")
-    mail = EmailNotifier(Settings()).build("ada@example.org", message)
+    mail = EmailNotifier(Settings().smtp()).build("ada@example.org", message)
     assert mail["Subject"] == "Hello Bcc: victim@example.org"
     assert mail["Bcc"] is None
 
@@ -141,7 +141,7 @@ def test_hostile_email_is_inert() -> None:
 def test_hostile_email_headers_are_single_lines() -> None:
     message = signed_renderer().render("email", hostile_items(), "ada@example.org")
     settings = Settings(unsubscribe_mailto="unsubscribe@papertrail.example")
-    mail = EmailNotifier(settings).build("ada@example.org", message)
+    mail = EmailNotifier(settings.smtp()).build("ada@example.org", message)
     assert mail["List-Unsubscribe"] and mail["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
     for name, value in mail.items():
         assert "\r" not in str(value) and "\n" not in str(value), name

@@ -53,7 +53,7 @@ def context(store: Store, port: int, **extra: Any) -> AppContext:
         **extra,
     }
     settings = Settings(**values)
-    notifiers = {"email": EmailNotifier(settings)} if settings.smtp_host else {}
+    notifiers = {"email": EmailNotifier(settings.smtp())} if settings.smtp_host else {}
     return AppContext(
         settings=settings,
         store=store,

@@ -49,7 +49,7 @@ def deliver(slack: FakeSlack, store: Store, address: str) -> list[dict[str, Any]
     settings = Settings(slack_bot_token=TOKEN, slack_api_url=slack.base_url, slack_channel_interval=0)
 
     async def send() -> None:
-        notifier = SlackNotifier(settings)
+        notifier = SlackNotifier(settings.slack())
         try:
             reports = await send_due_digests(
                 store, {"slack": notifier}, Renderer(), now=NOW, force=True, address=address

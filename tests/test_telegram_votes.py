@@ -48,7 +48,7 @@ async def digest_to(chat: Chat, store: Store, api: FakeTelegram) -> Call:
     address = f"telegram:{chat.place.id}"
     backdate(store, address)
     await ingest_recorded_feed(store)
-    notifier = TelegramNotifier(bot_settings(api), limiter=RateLimiter())
+    notifier = TelegramNotifier(bot_settings(api).telegram(), limiter=RateLimiter())
     try:
         reports = await send_due_digests(
             store, {"telegram": notifier}, Renderer(), now=NOW, force=True, address=address

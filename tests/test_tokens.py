@@ -93,7 +93,7 @@ def client_for(store: Store) -> TestClient:
         settings=settings,
         store=store,
         renderer=Renderer(secret_key=KEY),
-        notifiers={"email": EmailNotifier(settings)},
+        notifiers={"email": EmailNotifier(settings.smtp())},
         http=HttpClient("papertrail-tests"),
     )
     return TestClient(build_app(ctx), follow_redirects=False)
