@@ -11,8 +11,8 @@ The production path, stage by stage, each stage one call of the entry point the 
 2. **match**: ``core.service.match_new(store)``: every new version against every active follow, one query
    match written per (version, distinct matching query).
 3. **plan**: ``core.digests.plan_digests`` at a time when every daily schedule is due: first the fan-out
-   of the query matches to the followers' Match rows (``Store.expand_matches``), then one pending digest
-   per due subscriber holding its matches (instant-only digests for subscribers not due).
+   of the query matches to the followers' Match rows (``store.matches.expand_matches``), then one pending
+   digest per due subscriber holding its matches (instant-only digests for subscribers not due).
 4. **deliver**: ``core.digests.send_due_digests`` — what ``papertrail worker`` runs: claim in batches of
    50, load the items (``digests_ranked``, then ``match_items`` for the shown ones) and guides, render
    each digest for its subscriber's channel with ``core.render.Renderer`` and record it sent
@@ -532,9 +532,12 @@ class TimedRenderer(Renderer):
 
 
 def timed_methods(store: Store, names: Sequence[str], spent: dict[str, float]) -> None:
-    """Wrap ``store``'s methods ``names`` so that their wall time adds up in ``spent`` (per name)."""
-    for name in names:
-        method = getattr(store, name)
+    """Wrap ``store``'s repository methods ``names`` (``repository.method``) so that their wall time adds
+    up in ``spent`` (per method name)."""
+    for path in names:
+        repository_name, _, name = path.partition(".")
+        repository = getattr(store, repository_name)
+        method = getattr(repository, name)
 
         def wrapper(*args: Any, _method: Any = method, _name: str = name, **kwargs: Any) -> Any:
             start = time.perf_counter()
@@ -543,7 +546,7 @@ def timed_methods(store: Store, names: Sequence[str], spent: dict[str, float]) -
             finally:
                 spent[_name] = spent.get(_name, 0.0) + time.perf_counter() - start
 
-        setattr(store, name, wrapper)
+        setattr(repository, name, wrapper)
 
 
 def stage_plan(store: Store, now: datetime) -> Callable[[StageResult], None]:
@@ -563,7 +566,15 @@ def stage_deliver(store: Store, now: datetime, renderer: TimedRenderer) -> Calla
         spent: dict[str, float] = {}
         # The items step is two reads now: ranking rows of every match, full items of the shown ones.
         timed_methods(
-            store, ("claim_digests", "digests_ranked", "match_items", "guides_for", "finish_sent"), spent
+            store,
+            (
+                "claims.claim_digests",
+                "claims.digests_ranked",
+                "claims.match_items",
+                "guides.guides_for",
+                "outcomes.finish_sent",
+            ),
+            spent,
         )
         reports = asyncio.run(send_due_digests(store, null_notifiers(), renderer, now=now, worker="bench"))
         failed = [r for r in reports if not r.sent]

@@ -147,7 +147,7 @@ async def send_due_digests(
     worker = worker or worker_name()
     if address is not None:
         address = normalise_address(address)
-        if store.get_subscriber(address) is None:
+        if store.subscribers.get_subscriber(address) is None:
             raise LookupError(
                 f"no subscriber {address}; add a follow with: papertrail follow {address} QUERY"
             )
@@ -180,7 +180,7 @@ async def send_due_digests(
         not (stop and stop.is_set())
         and len(retrying) <= MAX_RETRIES_PER_PASS
         and (
-            claimed := store.claim_digests(
+            claimed := store.claims.claim_digests(
                 clock(),
                 worker,
                 limit=policy.batch,
@@ -267,7 +267,7 @@ def batch_items(
     Guides are read in each reader's language, ``default_language`` (the renderer's) for a reader who
     chose none: the language the digest will be worded in.
     """
-    ranked = store.digests_ranked([c.digest_id for c in claimed])
+    ranked = store.claims.digests_ranked([c.digest_id for c in claimed])
     keep: dict[int, list[RankedMatch]] = {}
     rest: dict[int, DigestRest] = {}
     for digest_id, rows in ranked.items():
@@ -281,7 +281,7 @@ def batch_items(
                 newsletters=frozenset(newsletter_names(left)),
                 own=any(newsletter_of(row) is None for row in left),
             )
-    full = store.match_items([row for rows in keep.values() for row in rows])
+    full = store.claims.match_items([row for rows in keep.values() for row in rows])
     items = _with_guides(
         store,
         claimed,
@@ -290,7 +290,7 @@ def batch_items(
     )
     names = {name for found in items.values() for name in newsletter_names(found)}
     names.update(name for summary in rest.values() for name in summary.newsletters)
-    return ClaimedBatch(items, store.newsletter_titles(sorted(names)) if names else {}, rest)
+    return ClaimedBatch(items, store.newsletters.newsletter_titles(sorted(names)) if names else {}, rest)
 
 
 def _ranked_key(row: RankedMatch) -> RankKey:
@@ -348,7 +348,7 @@ def plan_digests(
     while True:
         # A page of candidates at a time, by id: a busy minute's 100,000 subscribers are never all in
         # memory, and each page costs the same few statements.
-        candidates = store.subscribers_to_plan(
+        candidates = store.ledger.subscribers_to_plan(
             now, address, channels=list(notifiers), ignore_backoff=force, after=after, limit=PLAN_BATCH
         )
         if not candidates:
@@ -361,7 +361,7 @@ def plan_digests(
             )
             for subscriber in candidates
         ]
-        opened += len(store.open_digests(plans, now=now))
+        opened += len(store.ledger.open_digests(plans, now=now))
         if len(candidates) < PLAN_BATCH:
             break
     # After the digests: a subscriber whose digest was just opened has one open, and gets no heartbeat.
@@ -397,7 +397,7 @@ def plan_heartbeats(
     opened = 0
     after = 0
     while True:
-        candidates = store.heartbeat_candidates(
+        candidates = store.ledger.heartbeat_candidates(
             now, announced, address, channels=list(notifiers), after=after, limit=PLAN_BATCH
         )
         if not candidates:
@@ -408,7 +408,7 @@ def plan_heartbeats(
             for subscriber in candidates
             if _heartbeat_due(subscriber, now)
         ]
-        opened += len(store.open_heartbeats(plans, not_since=announced, now=now))
+        opened += len(store.ledger.open_heartbeats(plans, not_since=announced, now=now))
         if len(candidates) < PLAN_BATCH:
             return opened
 
@@ -435,7 +435,7 @@ class PassReceipts:
         self._log: tuple[datetime, datetime, RunLog] | None = None
 
     def _load(self, since: datetime, until: datetime) -> RunLog:
-        runs = self.store.receipt_runs(since, until, overlap=RUN_OVERLAP, sources=CALENDAR_SOURCES)
+        runs = self.store.runs.receipt_runs(since, until, overlap=RUN_OVERLAP, sources=CALENDAR_SOURCES)
         return RunLog(runs, holidays=self.holidays, grace=self.grace)
 
     def runs_for(self, since: datetime, until: datetime) -> RunLog:
@@ -511,7 +511,7 @@ class SentRecorder:
             if self.recorded:
                 return
             try:
-                self.store.finish_sent(
+                self.store.outcomes.finish_sent(
                     self.claimed.digest_id,
                     platform_id=result.platform_id,
                     parts=self.claimed.parts_sent + result.parts,
@@ -554,7 +554,7 @@ async def _deliver(
     async def renew(parts: int) -> None:
         # A split digest goes out at a chat's pace (a 500-item Telegram digest is ~40 messages at 1/s):
         # each accepted part renews the lease, so it never runs out mid-send and no other worker repeats it.
-        if not store.renew_lease(
+        if not store.claims.renew_lease(
             claimed.digest_id,
             worker=worker,
             attempts=claimed.attempts,
@@ -640,7 +640,7 @@ def _with_guides(
             for item in items.get(digest_id, [])
             if item.version_id is not None
         }
-        guides = store.guides_for(sorted(ids), language)
+        guides = store.guides.guides_for(sorted(ids), language)
         if not guides:
             continue
         for digest_id, wanted in languages.items():
@@ -676,7 +676,7 @@ def _record_failure(
         )
     dead = claimed.attempts >= policy.max_attempts
     wait = max(backoff(claimed.attempts), timedelta(seconds=exc.retry_after or 0))
-    store.finish_retry(
+    store.outcomes.finish_retry(
         claimed.digest_id,
         error=error,
         retry_at=now + wait,
@@ -714,10 +714,10 @@ def backoff(attempts: int) -> timedelta:
 def resume(store: Store, address: str) -> Subscriber:
     """Re-activate a paused subscriber and re-queue its dead digests; pending matches go out when due."""
     address = normalise_address(address)
-    subscriber = store.get_subscriber(address)
+    subscriber = store.subscribers.get_subscriber(address)
     if subscriber is None or subscriber.id is None:
         raise LookupError(f"no subscriber {address}")
-    store.requeue_dead(address=address)
-    return store.update_subscriber(
+    store.outcomes.requeue_dead(address=address)
+    return store.subscribers.update_subscriber(
         subscriber.id, status=SubscriberStatus.ACTIVE, status_reason=None, retry_at=None, failures=0
     )

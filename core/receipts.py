@@ -6,7 +6,7 @@ arXiv: 3 announcements, 4512 new versions scanned; 12 matched your follows.", an
 failing or behind arXiv's calendar at any time in that window, with the gap in the reader's timezone.
 
 Computed here, worded by core.receipt_text (which the renderer uses). Pure over the source runs the store
-returns (``Store.receipt_runs``): no I/O here. The counts are what the runs recorded (``new_papers +
+returns (``store.runs.receipt_runs``): no I/O here. The counts are what the runs recorded (``new_papers +
 revisions``: the versions stored as news, which are what matching reads; the distinct mailing dates of the
 calendar source's runs that stored something), never estimates. The health of a source at any moment is
 the status page's own verdict (``core.status.judge``) replayed over the runs, so a receipt never calls
@@ -163,7 +163,7 @@ class _Timeline:
 
 
 class RunLog:
-    """Source runs read once (``Store.receipt_runs``), indexed so that each digest's receipt costs the
+    """Source runs read once (``store.runs.receipt_runs``), indexed so that each digest's receipt costs the
     runs of its own window, however many digests share the log."""
 
     def __init__(

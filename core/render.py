@@ -102,8 +102,8 @@ REASON_FORMS = {
 MAX_SHARED_TERMS = 5
 SHARED_TERM_CHARS = 60
 
-# What a revision changed, as core.store_ledger.changes stores it (English, also in the webhook JSON), and
-# how a digest words it.
+# What a revision changed, as core.store_ledger_items.changes stores it (English, also in the webhook JSON),
+# and how a digest words it.
 CHANGE_LABELS = {
     "title": N_("title"),
     "authors": N_("authors"),

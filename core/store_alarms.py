@@ -9,16 +9,19 @@ one), so exactly one of them learns it raised the alarm and logs it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlmodel import Session, col, select
+from sqlmodel import col, select
 
 from core.models import DeliveryAlarm, Digest, DigestState, Subscriber, SubscriberStatus
+
+if TYPE_CHECKING:
+    from core.store import Store
+
 
 _ALARM = DeliveryAlarm.metadata.tables["delivery_alarm"]
 
@@ -35,18 +38,17 @@ class HeldDigest:
     parts_sent: int = 0
 
 
-class AlarmQueries:
-    """Delivery alarms, held digests, resuming refused subscribers; mixed into :class:`core.store.Store`."""
+class AlarmStore:
+    """Delivery alarms, held digests, resuming refused subscribers."""
 
-    def session(self) -> AbstractContextManager[Session]:
-        """Provided by the store: one transaction."""
-        raise NotImplementedError
+    def __init__(self, store: Store) -> None:
+        self._store = store
 
     # -- alarms -----------------------------------------------------------------------------------------
 
     def delivery_alarms(self, *, raised_only: bool = True) -> list[DeliveryAlarm]:
         """The alarms (only the raised ones by default), by channel and kind."""
-        with self.session() as session:
+        with self._store.session() as session:
             query = select(DeliveryAlarm).order_by(col(DeliveryAlarm.channel), col(DeliveryAlarm.kind))
             if raised_only:
                 query = query.where(col(DeliveryAlarm.cleared_at).is_(None))
@@ -61,7 +63,7 @@ class AlarmQueries:
         when it was first seen.
         """
         a = _ALARM.c
-        with self.session() as session:
+        with self._store.session() as session:
             connection = session.connection()
             counted = _count_held(connection, channel, kind, held, now)
             if counted is not None:
@@ -103,7 +105,7 @@ class AlarmQueries:
             query = query.where(a.channel == channel)
         if kinds is not None:
             query = query.where(a.kind.in_(list(kinds)))
-        with self.session() as session:
+        with self._store.session() as session:
             rows = session.execute(query.values(cleared_at=now).returning(a.channel, a.kind)).all()
         return sorted((str(c), str(k)) for c, k in rows)
 
@@ -145,12 +147,12 @@ class AlarmQueries:
             }
             for h in held
         ]
-        with self.session() as session:
+        with self._store.session() as session:
             session.connection().execute(statement, rows)
 
     def count_active_on_channel(self, channel: str) -> int:
         """Active subscribers whose address is on ``channel``."""
-        with self.session() as session:
+        with self._store.session() as session:
             return int(
                 session.execute(
                     sa.select(sa.func.count())
@@ -170,7 +172,7 @@ class AlarmQueries:
         """Subscribers a delivery refusal paused (pause reason containing ``reason``, case-insensitive;
         paused at or after ``since``): how many, and the first ``limit`` addresses by id."""
         where = _refused(reason, since)
-        with self.session() as session:
+        with self._store.session() as session:
             count = int(
                 session.execute(sa.select(sa.func.count()).select_from(Subscriber).where(*where)).scalar_one()
             )
@@ -187,7 +189,7 @@ class AlarmQueries:
         digests, in one transaction; returns how many subscribers were resumed."""
         where = _refused(reason, since)
         chosen = sa.select(col(Subscriber.id)).where(*where)
-        with self.session() as session:
+        with self._store.session() as session:
             session.execute(
                 sa.update(Digest)
                 .where(col(Digest.state) == DigestState.DEAD, col(Digest.subscriber_id).in_(chosen))

@@ -29,11 +29,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
@@ -42,7 +41,6 @@ from core.models import CommunityPickRow, Paper, Version
 from core.query import And, Node, Not, Or, PaperText, Words
 from core.search_text import SearchQuery
 from core.store_browse import IS_NEWS
-from core.store_counts import CountQueries
 from core.store_search import BM25_WEIGHTS, TABLE, TS_RANK_WEIGHTS, newest_versions
 from core.store_sort_keys import NEWS_BIT
 
@@ -70,6 +68,10 @@ MAX_EXAMINED = 2_000
 _SEARCH = sa.table(
     TABLE, sa.column("rowid", sa.BigInteger), sa.column("paper_id", sa.String), sa.column("doc", sa.Text)
 )
+
+if TYPE_CHECKING:
+    from core.store import Store
+    from core.store_counts import CountStore
 
 
 class Sort(StrEnum):
@@ -219,12 +221,12 @@ def _order_keys(session: Session, flt: PaperFilter) -> tuple[tuple[Any, ...], tu
     return keys, keys
 
 
-class BrowserQueries(CountQueries):
-    """The paper browser's queries; mixed into :class:`core.store.Store`."""
+class BrowserStore:
+    """The paper browser's queries, over the maintained totals (``store.counts``)."""
 
-    def session(self) -> AbstractContextManager[Session]:
-        """Provided by the store: one transaction."""
-        raise NotImplementedError
+    def __init__(self, store: Store, counts: CountStore) -> None:
+        self._store = store
+        self._counts = counts
 
     def browse_papers(
         self,
@@ -246,7 +248,7 @@ class BrowserQueries(CountQueries):
             raise ValueError("the relevance order needs a search")
         if flt.sort is Sort.RELEVANCE and not 1 <= page <= MAX_RELEVANCE_PAGE:
             raise ValueError(f"relevance pages stop at {MAX_RELEVANCE_PAGE}")
-        with self.session() as session:
+        with self._store.session() as session:
             candidates = self._candidates(session, flt)
             base = candidates.query
             backwards = before is not None
@@ -299,7 +301,7 @@ class BrowserQueries(CountQueries):
         at most :data:`MAX_EXAMINED` candidates, as a page of the browser does, and may return fewer.
         """
         flt = replace(flt, sort=Sort.UPDATED)
-        with self.session() as session:
+        with self._store.session() as session:
             keys, _ = _order_keys(session, flt)
             # News papers only: their keys carry NEWS_BIT, so this is a range of the order's own index.
             query = (
@@ -331,7 +333,7 @@ class BrowserQueries(CountQueries):
         """The filter's total and how exact it is (``estimate``: see :class:`_Candidates`)."""
         if flt.search is None:
             if not filter_conditions(flt):
-                return self.library_totals().papers, TotalKind.EXACT
+                return self._counts.library_totals().papers, TotalKind.EXACT
             counted = _bounded_count(session, base, COUNT_LIMIT)
             return (counted, TotalKind.EXACT) if counted <= COUNT_LIMIT else (COUNT_LIMIT, TotalKind.AT_LEAST)
         if estimate is not None:

@@ -27,12 +27,10 @@ tests' oracle, and what :func:`rebuild_library_totals` (migration 0017, and any 
 from __future__ import annotations
 
 from collections.abc import Collection
-from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from sqlmodel import Session
 
 from core.store_ids import id_conditions
 
@@ -63,6 +61,10 @@ _TOTAL = sa.table(
     sa.column("news_new", sa.BigInteger),
     sa.column("news_revisions", sa.BigInteger),
 )
+
+if TYPE_CHECKING:
+    from core.store import Store
+
 FLAGS = ("ai_related", "revised", "picked")
 _MISSING = (
     "the library_total row is missing: start PaperTrail once (every command applies the migrations) or "
@@ -172,16 +174,15 @@ def rebuild_library_totals(connection: sa.Connection) -> LibraryTotals:
     return totals
 
 
-class CountQueries:
-    """The maintained totals and their recount; mixed into :class:`core.store.Store`."""
+class CountStore:
+    """The maintained totals and their recount."""
 
-    def session(self) -> AbstractContextManager[Session]:
-        """Provided by the store: one transaction."""
-        raise NotImplementedError
+    def __init__(self, store: Store) -> None:
+        self._store = store
 
     def library_totals(self) -> LibraryTotals:
         """The maintained totals: one row read, whatever the size of the library."""
-        with self.session() as session:
+        with self._store.session() as session:
             query = sa.select(*[_TOTAL.c[name] for name in _FIELDS]).where(_TOTAL.c.id == 1)
             row = session.execute(query).first()
         if row is None:
@@ -190,7 +191,7 @@ class CountQueries:
 
     def recount_library(self) -> LibraryTotals:
         """The same totals counted from the rows (the tests' oracle; scans the whole library)."""
-        with self.session() as session:
+        with self._store.session() as session:
             return recount(session.connection())
 
 

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import pairwise
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlmodel import Session, col
@@ -36,8 +36,8 @@ from core.models import Digest, DigestState, GuideRow, Match, Subscriber, Versio
 from core.query import PaperText
 from core.reasons import Reason, reasons_from_data
 from core.search_text import SearchQuery
-from core.store_browser import BrowserQueries, PaperFilter, Sort
-from core.store_ledger import changes
+from core.store_browser import PaperFilter, Sort
+from core.store_ledger_items import changes
 from core.values import AnnounceType, Guide, PaperIn
 
 # The version columns an entry shows, and those a revision's changes are computed from.
@@ -56,6 +56,10 @@ _ENTRY_COLUMNS: tuple[Any, ...] = (
     col(Version.first_seen_at),
     col(Version.news),
 )
+
+if TYPE_CHECKING:
+    from core.store import Store
+    from core.store_browser import BrowserStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,18 +103,22 @@ class FeedVersion:
         return max(times)
 
 
-class FeedQueries(BrowserQueries):
-    """The feeds' reads and the feed nonce; mixed into :class:`core.store.Store`."""
+class FeedStore:
+    """The feeds' reads and the feed nonce; a query's papers are found by the browser's index walk."""
+
+    def __init__(self, store: Store, browser: BrowserStore) -> None:
+        self._store = store
+        self._browser = browser
 
     # -- a query's feed ----------------------------------------------------------------------------------
 
     def query_feed(self, search: SearchQuery, *, limit: int, language: str) -> list[FeedVersion]:
         """The newest ``limit`` news versions that ``search`` matches, newest arrival first, each with what
         it changed and its guide in ``language`` (see the module docstring for how they are found)."""
-        papers = self.newest_news_ids(PaperFilter(sort=Sort.UPDATED, search=search), limit)
+        papers = self._browser.newest_news_ids(PaperFilter(sort=Sort.UPDATED, search=search), limit)
         if not papers or limit <= 0:
             return []
-        with self.session() as session:
+        with self._store.session() as session:
             rows = session.execute(
                 sa.select(*_ENTRY_COLUMNS)
                 .where(col(Version.paper_id).in_(papers))
@@ -134,7 +142,7 @@ class FeedQueries(BrowserQueries):
         guide in ``language``."""
         if limit <= 0:
             return []
-        with self.session() as session:
+        with self._store.session() as session:
             digests = dict(
                 session.execute(
                     # A sent digest always has sent_at (finish_sent); created_at only guards the sort.
@@ -185,7 +193,7 @@ class FeedQueries(BrowserQueries):
         One guarded UPDATE (``WHERE feed_nonce IS NULL``): two first uses at once agree on one nonce.
         Raises LookupError for a subscriber that does not exist.
         """
-        with self.session() as session:
+        with self._store.session() as session:
             session.execute(
                 sa.update(Subscriber)
                 .where(col(Subscriber.id) == subscriber_id, col(Subscriber.feed_nonce).is_(None))
@@ -200,7 +208,7 @@ class FeedQueries(BrowserQueries):
 
     def replace_feed_nonce(self, subscriber_id: int, nonce: str) -> None:
         """Store a new feed nonce: every link signed with the old one stops working."""
-        with self.session() as session:
+        with self._store.session() as session:
             session.execute(
                 sa.update(Subscriber).where(col(Subscriber.id) == subscriber_id).values(feed_nonce=nonce)
             )

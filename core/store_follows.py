@@ -1,6 +1,6 @@
 """The bulk follows SQL: importing a checked follows file in one transaction, and reading follows for export.
 
-Part of the store (``core.store.Store`` inherits it). Like ``Store.save_versions`` it writes with Core
+Part of the store (``core.store.Store`` inherits it). Like ``store.papers.save_versions`` it writes with Core
 statements in batches (executemany, ``INSERT ... ON CONFLICT DO NOTHING``), never one ORM object per
 line: 100,000 follows are a few statements, not 100,000 round trips.
 """
@@ -8,18 +8,20 @@ line: 100,000 follows are a few statements, not 100,000 round trips.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlmodel import Session
 
 from core.delivery import NEWSLETTER_CHANNEL
 from core.follows_file import ExportedFollow, FollowLine, SubscriberOptions
 from core.models import Follow, Subscriber, SubscriberStatus
+
+if TYPE_CHECKING:
+    from core.store import Store
+
 
 _SUBSCRIBERS: sa.Table = Subscriber.__table__  # type: ignore[attr-defined]
 _FOLLOWS: sa.Table = Follow.__table__  # type: ignore[attr-defined]
@@ -41,12 +43,11 @@ class ImportCounts:
     inactive: int = 0
 
 
-class FollowBulkQueries:
-    """Bulk import and export of follows; mixed into :class:`core.store.Store`."""
+class FollowFileStore:
+    """Bulk import and export of follows (a follows file)."""
 
-    def session(self) -> AbstractContextManager[Session]:
-        """Provided by the store: one transaction."""
-        raise NotImplementedError
+    def __init__(self, store: Store) -> None:
+        self._store = store
 
     def import_follows(
         self,
@@ -64,7 +65,7 @@ class FollowBulkQueries:
         keeps its status and gets the options the file gives. A follow is (subscriber, canonical query):
         a new one is added with the query as written, an existing one gets the file's new_only/instant.
         """
-        with self.session() as session:
+        with self._store.session() as session:
             return write_follows(
                 session.connection(), subscribers, follows, timezone=timezone, schedule=schedule, now=now
             )
@@ -82,7 +83,7 @@ class FollowBulkQueries:
         )
         if address is not None:
             query = query.where(s.address == address)
-        with self.session() as session:
+        with self._store.session() as session:
             result = session.connection().execution_options(yield_per=_EXPORT_BATCH).execute(query)
             for row in result:
                 yield ExportedFollow(*row)

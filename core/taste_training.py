@@ -15,7 +15,7 @@ from datetime import datetime
 
 from core.models import utcnow
 from core.store import Store
-from core.store_taste import TasteStore, TasteText
+from core.store_taste import TasteText
 from core.taste_model import (
     IMPLICIT_SAMPLE,
     MAX_NEGATIVES,
@@ -34,7 +34,7 @@ def retrain(store: Store, subscriber_id: int, *, now: datetime | None = None) ->
     """Train the subscriber's model from its stored signals and store it; returns it, or None (and no
     stored model) when the signals are not enough for one."""
     now = now or utcnow()
-    taste = TasteStore(store)
+    taste = store.taste
     texts = taste.training_texts(
         subscriber_id,
         implicit=IMPLICIT_SAMPLE,

@@ -178,7 +178,7 @@ def _known_subscriber(store: Store, address: str) -> Subscriber:
     from core.delivery import normalise_address
 
     try:
-        found = store.get_subscriber(normalise_address(address))
+        found = store.subscribers.get_subscriber(normalise_address(address))
     except ValueError as exc:
         raise _fail(str(exc), USAGE) from exc
     if found is None or found.id is None:
@@ -312,7 +312,7 @@ def ingest(
     # recommendations of the new papers (core.recommend).
     from core.recommend import recommend_new
 
-    fanned = ctx.store.expand_matches()
+    fanned = ctx.store.matches.expand_matches()
     recommended = recommend_new(ctx.store).written
     out.print(
         f"{source}: {report.state}; {_n(report.fetched, 'item')}, {_n(report.new_papers, 'new paper')}, "
@@ -341,7 +341,7 @@ def backfill_snapshot(
             report = run_snapshot_backfill(ctx.store, path, err)
         except BackfillFailed as exc:  # a cut-short or corrupt gzip: click alone would print "Aborted."
             raise _fail(str(exc), 1) from exc
-        backlog = ctx.store.search_backlog()
+        backlog = ctx.store.papers.search_backlog()
     out.print(
         f"snapshot: {report.state}; {_n(report.fetched, 'version')} read, {report.duplicates} already known"
     )
@@ -367,7 +367,7 @@ def index(
 
     with _store_context() as ctx:
         store = ctx.store
-        waiting = store.search_backlog()
+        waiting = store.papers.search_backlog()
         if not waiting:
             out.print("search index: up to date")
             return
@@ -375,15 +375,15 @@ def index(
         started = time.monotonic()
         done = 0
         while not limit or done < limit:
-            written = store.index_search(INDEX_BATCH)
+            written = store.papers.index_search(INDEX_BATCH)
             done += written
             if written < INDEX_BATCH:
                 break
             if done % (INDEX_BATCH * 25) == 0:
                 err.print(f"  {done:,} indexed, {done / (time.monotonic() - started):,.0f} papers/s")
-        store.tidy_search_index()
+        store.papers.tidy_search_index()
         seconds = time.monotonic() - started
-        left = store.search_backlog()
+        left = store.papers.search_backlog()
     out.print(f"search index: {_n(done, 'paper')} indexed in {seconds:,.0f} s; {left} left")
 
 
@@ -446,7 +446,7 @@ def follow(
             if timezone is not None and timezone != who.timezone:
                 fields["timezone"] = timezone
         if fields:
-            who = ctx.store.update_subscriber(who.id or 0, **fields)
+            who = ctx.store.subscribers.update_subscriber(who.id or 0, **fields)
     if result.subscriber_created:
         out.print(
             f"new subscriber {mask_address(who.address)} (schedule {who.schedule}, timezone {who.timezone})"
@@ -685,10 +685,10 @@ def export_opml_command(
                 raise ValueError(f"{normal} is a newsletter, not a reader's subscription")
         except ValueError as exc:
             raise _fail(_explain(exc), USAGE) from exc
-        subscriber = ctx.store.get_subscriber(normal)
+        subscriber = ctx.store.subscribers.get_subscriber(normal)
         if subscriber is None or subscriber.id is None:
             raise _fail(f"no subscriber {address}", FAILURE)
-        queries = [f.query for f in ctx.store.follows_of(subscriber.id)]
+        queries = [f.query for f in ctx.store.subscribers.follows_of(subscriber.id)]
         # The private feed's link is made here if the reader never opened it (as the manage page does).
         private = private_feed_url(ctx.store, ctx.settings, subscriber)
         text = opml(ctx.settings, subscriber, queries, private=private, now=utcnow())
@@ -848,12 +848,12 @@ def follows(address: Annotated[str, typer.Argument(help="The subscriber address.
 
     with _store_context() as ctx:
         try:
-            subscriber = ctx.store.get_subscriber(normalise_address(address))
+            subscriber = ctx.store.subscribers.get_subscriber(normalise_address(address))
         except ValueError as exc:
             raise _fail(str(exc), 2) from exc
         if subscriber is None or subscriber.id is None:
             raise _fail(f"no subscriber {address}; add a follow with: papertrail follow {address} QUERY", 1)
-        rows = ctx.store.follows_of(subscriber.id)
+        rows = ctx.store.subscribers.follows_of(subscriber.id)
     out.print(
         f"{mask_address(subscriber.address)} · {subscriber.status} · "
         f"schedule {subscriber.schedule} ({subscriber.timezone})"
@@ -890,7 +890,7 @@ def schedule(
             parsed = parse_schedule(when)
             if timezone:
                 zone(timezone)
-            subscriber = ctx.store.get_subscriber(normalise_address(address))
+            subscriber = ctx.store.subscribers.get_subscriber(normalise_address(address))
         except ValueError as exc:
             raise _fail(str(exc), 2) from exc
         if subscriber is None or subscriber.id is None:
@@ -900,7 +900,7 @@ def schedule(
             fields["timezone"] = timezone
         if heartbeat is not None:
             fields["heartbeat"] = heartbeat
-        updated = ctx.store.update_subscriber(subscriber.id, **fields)
+        updated = ctx.store.subscribers.update_subscriber(subscriber.id, **fields)
     beat = ", heartbeat on" if updated.heartbeat else ""
     out.print(f"{mask_address(updated.address)}: schedule {updated.schedule} ({updated.timezone}){beat}")
 
@@ -998,7 +998,7 @@ def newsletter_create(
             )
         except (QueryError, ValueError) as exc:
             raise _fail(_explain(exc), 2) from exc
-        shown = ctx.store.newsletter_info(created.id or 0)
+        shown = ctx.store.newsletters.newsletter_info(created.id or 0)
     out.print(
         f"newsletter {created.name} ({created.title}): {_n(len(shown.follows), 'follow')}, "
         f"schedule {shown.subscriber.schedule} ({shown.subscriber.timezone}); "
@@ -1012,7 +1012,7 @@ def newsletter_list() -> None:
     from rich.table import Table
 
     with _store_context() as ctx:
-        infos = [ctx.store.newsletter_info(n.id or 0) for n in ctx.store.newsletters()]
+        infos = [ctx.store.newsletters.newsletter_info(n.id or 0) for n in ctx.store.newsletters.all()]
     if not infos:
         out.print("no newsletters; create one with: papertrail newsletter create NAME --title T --follow Q")
         return
@@ -1069,11 +1069,11 @@ def _membership(store: Store, name: str, address: str) -> tuple[Newsletter, Subs
     except LookupError as exc:
         how = (
             "`papertrail newsletter list` shows them"
-            if store.newsletters()
+            if store.newsletters.all()
             else "create one with: papertrail newsletter create NAME --title T --follow Q"
         )
         raise _fail(f"{_explain(exc)}; {how}", FAILURE) from exc
-    subscriber = store.get_subscriber(normalised)
+    subscriber = store.subscribers.get_subscriber(normalised)
     if subscriber is None or subscriber.id is None:
         # An email address may rather be signed up, double opt-in, as a member from the start.
         signup = (
@@ -1211,7 +1211,9 @@ def resume_command(
                 raise _fail(_explain(exc), _code(exc)) from exc
             out.print(f"{mask_address(subscriber.address)} is active again")
             return
-        count, addresses = ctx.store.refused_subscribers(reason=reason, since=after, limit=RESUME_LISTED)
+        count, addresses = ctx.store.alarms.refused_subscribers(
+            reason=reason, since=after, limit=RESUME_LISTED
+        )
         cause = " and ".join(
             part
             for part in (
@@ -1233,7 +1235,7 @@ def resume_command(
             if count > len(addresses):
                 out.print(f"  …and {count - len(addresses)} more")
             return
-        resumed = ctx.store.resume_refused(reason=reason, since=after, now=utcnow())
+        resumed = ctx.store.alarms.resume_refused(reason=reason, since=after, now=utcnow())
     out.print(
         f"resumed {_n(resumed, 'subscriber')} paused by a delivery refusal ({cause}); their held matches "
         "go out with their next digest"
@@ -1366,7 +1368,7 @@ def retry(
             target = normalise_address(address) if address else None
         except ValueError as exc:
             raise _fail(str(exc), 2) from exc
-        count = ctx.store.requeue_dead(address=target)
+        count = ctx.store.outcomes.requeue_dead(address=target)
     out.print(f"re-queued {_n(count, 'dead-lettered digest')}; they go out with the next digest pass")
 
 
@@ -1383,7 +1385,7 @@ def alarms_list(ctx: typer.Context) -> None:
     if ctx.invoked_subcommand is not None:
         return
     with _store_context() as app_ctx:
-        alarms = app_ctx.store.delivery_alarms()
+        alarms = app_ctx.store.alarms.delivery_alarms()
     if not alarms:
         out.print("no delivery alarm is raised")
         return
@@ -1403,7 +1405,7 @@ def alarms_clear(
     from core.models import utcnow
 
     with _store_context() as ctx:
-        cleared = ctx.store.clear_alarms(channel.strip().lower() if channel else None, now=utcnow())
+        cleared = ctx.store.alarms.clear_alarms(channel.strip().lower() if channel else None, now=utcnow())
     if not cleared:
         raise _fail(f"no delivery alarm is raised{f' on {channel}' if channel else ''}", 1)
     for name, kind in cleared:
@@ -1482,13 +1484,13 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
     from notifiers.channels import unconfigured_channels
 
     with _store_context() as ctx:
-        summary = ctx.store.status(sources=SOURCE_NAMES)
-        dead = ctx.store.dead_digests()
-        backlog = ctx.store.search_backlog()
+        summary = ctx.store.dashboard.status(sources=SOURCE_NAMES)
+        dead = ctx.store.ledger.dead_digests()
+        backlog = ctx.store.papers.search_backlog()
         settings = ctx.settings
         waiting = {
             channel: (count, unconfigured_channels(settings)[channel])
-            for channel, count in ctx.store.pending_by_channel().items()
+            for channel, count in ctx.store.ledger.pending_by_channel().items()
             if channel in unconfigured_channels(settings)
         }
     judged = source_statuses(

@@ -73,7 +73,7 @@ from core.store_browser import (
     PaperPage,
     Sort,
 )
-from core.store_ledger import changes
+from core.store_ledger_items import changes
 from papertrail.context import SOURCE_NAMES, AppContext
 from papertrail.web_bibtex import BibtexRoutes
 from papertrail.web_dashboard import headline_times
@@ -326,11 +326,11 @@ class _Web:
         t = reader.t
         now = self.clock()
         judged, summary = judged_sources(self.store, self.ctx.settings, SOURCE_NAMES, now)
-        counts = self.store.dashboard_counts(now)
-        guides_24h = self.store.count_guided_versions_since(now - timedelta(hours=24))
-        facts = self.store.source_facts([item.facts.source for item in judged])
+        counts = self.store.dashboard.dashboard_counts(now)
+        guides_24h = self.store.guides.count_guided_versions_since(now - timedelta(hours=24))
+        facts = self.store.dashboard.source_facts([item.facts.source for item in judged])
         shown = self.pages.display(reader)
-        days = self.store.daily_counts(now, CHART_DAYS, shown.zone)
+        days = self.store.dashboard.daily_counts(now, CHART_DAYS, shown.zone)
         day_zone = shown.day_name(now)
         chart = Markup(
             daily_chart(
@@ -367,7 +367,7 @@ class _Web:
         error = parsed if isinstance(parsed, str) else parse_cursor(parsed, cursor, reader.t)
         if not error and isinstance(parsed, PaperFilter):
             try:
-                result = self.store.browse_papers(
+                result = self.store.browser.browse_papers(
                     parsed,
                     after=cursor["after"] or None,
                     before=cursor["before"] or None,
@@ -395,7 +395,7 @@ class _Web:
                 max_relevance_page=MAX_RELEVANCE_PAGE,
             )
         assert isinstance(parsed, PaperFilter)
-        guides = self.store.guides_for(
+        guides = self.store.guides.guides_for(
             [row.version_id for row in result.rows if row.version_id is not None], reader.language
         )
         return self.pages.render(
@@ -419,8 +419,8 @@ class _Web:
         bare = bare_paper_id(raw)
         if not bare:
             return language_headers(RedirectResponse("/papers", status_code=307), reader)
-        versions = self.store.versions_of(bare)
-        picks = self.store.picks_of(bare)
+        versions = self.store.papers.versions_of(bare)
+        picks = self.store.papers.picks_of(bare)
         if not versions and not picks:
             return self.pages.message(
                 reader,
@@ -433,7 +433,7 @@ class _Web:
             (version, changes(versions[index - 1] if index else None, version))
             for index, version in enumerate(versions)
         ]
-        guides = self.store.guides_for([v.id for v in versions if v.id is not None], reader.language)
+        guides = self.store.guides.guides_for([v.id for v in versions if v.id is not None], reader.language)
         return self.pages.render(
             reader,
             "paper.html.j2",
@@ -472,7 +472,7 @@ class _Web:
             "source.html.j2",
             now=now,
             source=verdict,
-            runs=self.store.source_runs(name, limit=50),
+            runs=self.store.dashboard.source_runs(name, limit=50),
         )
 
     # -- operations (machine-readable: English) --------------------------------------------------------
