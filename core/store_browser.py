@@ -1,6 +1,7 @@
 """The paper browser's SQL: filters, the three orders walked by index from a cursor, and search.
 
-Part of the store (``core.store.Store`` inherits :class:`BrowserQueries`). Read-only.
+``store.browser`` (:class:`BrowserStore`). Read-only: Core ``select`` statements run through the store's
+session (``store.session()``), on its connection where a helper takes one (core.store_search).
 
 A page costs what one page costs, however large the library (issue 15):
 
@@ -38,13 +39,11 @@ import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from core.models import CommunityPickRow, Paper, Version
-from core.query import And, Node, Not, Or, PaperText, Words
 from core.search_text import SearchQuery
 from core.store_browse import IS_NEWS
-from core.store_search import BM25_WEIGHTS, TABLE, TS_RANK_WEIGHTS, newest_versions
+from core.store_browser_rows import PaperRow, page_rows, paper_texts
+from core.store_search import BM25_WEIGHTS, TABLE, TS_RANK_WEIGHTS
 from core.store_sort_keys import NEWS_BIT
-
-_VERSION = Version.metadata.tables["version"]
 
 # Rows per page of the paper browser, and the longest text search and category accepted.
 PAGE_SIZE = 50
@@ -105,29 +104,6 @@ class PaperFilter:
     ai: bool = False
     category: str = ""
     search: SearchQuery | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PaperRow:
-    """One paper in the browser, with its newest stored metadata (or its newest pick's, for a stub)."""
-
-    id: str
-    title: str
-    authors: tuple[str, ...]
-    categories: tuple[str, ...]
-    latest_version: int
-    ai_related: bool
-    updated_at: datetime
-    ingested_at: datetime
-    published_at: datetime | None
-    upvotes: int = 0
-    picked: bool = False
-    # The stored id of the newest version (None for a stub known only from a community pick): its AI guide
-    # is the one a list shows.
-    version_id: int | None = None
-    news: bool = True
-    # The newest version's abstract as arXiv wrote it (the original page's 原文摘要; empty for a stub).
-    abstract: str = ""
 
 
 class TotalKind(StrEnum):
@@ -268,7 +244,7 @@ class BrowserStore:
                 ids, more, last = _read_ids(session, query, flt.search, per_page)
             if backwards:
                 ids.reverse()
-            rows = _rows(session, ids)
+            rows = page_rows(session, ids)
             total, total_kind = self._total(session, flt, base, candidates.estimate)
             has_history = (
                 flt.sort in (Sort.UPDATED, Sort.INGESTED)
@@ -462,7 +438,9 @@ def _ranked_ids(
         return ids[:per_page], len(ids) > per_page, None
     candidates = list(session.execute(query.limit(MAX_EXAMINED)).scalars())
     kept = [
-        pid for pid, text in _texts(session, candidates, search) if search.query.evaluate(text) is not None
+        pid
+        for pid, text in paper_texts(session, candidates, search)
+        if search.query.evaluate(text) is not None
     ]
     start = (page - 1) * per_page
     return kept[start : start + per_page], len(kept) > start + per_page, None
@@ -487,7 +465,7 @@ def _read_ids(
     slice_size = per_page * 2
     while len(examined) < MAX_EXAMINED:
         candidates = list(session.execute(query.limit(slice_size).offset(len(examined))).scalars())
-        for pid, text in _texts(session, candidates, search):
+        for pid, text in paper_texts(session, candidates, search):
             examined.append(pid)
             if search.query.evaluate(text) is None:
                 continue
@@ -497,84 +475,6 @@ def _read_ids(
         if len(candidates) < slice_size:
             return kept, False, kept[-1] if kept else None
     return kept, True, examined[-1]
-
-
-def _texts(session: Session, ids: Sequence[str], search: SearchQuery) -> list[tuple[str, PaperText]]:
-    """The follow matcher's view of each paper's newest version, in the order of ``ids``.
-
-    A search with no word terms (``au:`` alone, or with ``cat:`` / ``id:``) never reads the title or the
-    abstract, so they are left out: splitting them into terms is most of the cost of a check.
-    """
-    found = {
-        paper.arxiv_id: PaperText.of(paper)
-        for paper in newest_versions(session.connection(), ids, text=_has_words(search.query.root))
-    }
-    return [(pid, found[pid]) for pid in ids if pid in found]
-
-
-def _has_words(node: Node) -> bool:
-    """Whether a query tree holds a title or abstract term anywhere."""
-    if isinstance(node, Words):
-        return True
-    if isinstance(node, And | Or):
-        return any(_has_words(child) for child in node.children)
-    if isinstance(node, Not):
-        return _has_words(node.child)
-    return False
-
-
-def _rows(session: Session, ids: Sequence[str]) -> list[PaperRow]:
-    """The display rows of ``ids``, in that order: each paper's newest version, v1's date and its picks."""
-    if not ids:
-        return []
-    latest_version, first_version = _VERSION.alias("latest"), _VERSION.alias("first")
-    latest, first = latest_version.c, first_version.c
-    rows = session.execute(
-        sa.select(
-            col(Paper.id),
-            col(Paper.latest_version),
-            col(Paper.first_seen_at),
-            sa.func.coalesce(latest.first_seen_at, col(Paper.first_seen_at)),
-            first.announced_at,
-            latest.title,
-            latest.authors,
-            latest.categories,
-            latest.ai_related,
-            latest.id,
-            col(Paper.news),
-            latest.abstract,
-        )
-        .select_from(Paper)
-        .outerjoin(
-            latest_version,
-            sa.and_(latest.paper_id == col(Paper.id), latest.number == col(Paper.latest_version)),
-        )
-        .outerjoin(first_version, sa.and_(first.paper_id == col(Paper.id), first.number == 1))
-        .where(col(Paper.id).in_(list(ids)))
-    ).all()
-    picks = _pick_summary(session, ids)
-    by_id = {}
-    for row in rows:
-        pid, number, ingested, updated_at, published, title, authors, categories, ai, vid, news = row[:11]
-        abstract = row[11]
-        upvotes, pick_title = picks.get(pid, (0, None))
-        by_id[pid] = PaperRow(
-            id=pid,
-            title=title if title is not None else (pick_title or ""),
-            authors=tuple(authors or ()),
-            categories=tuple(categories or ()),
-            latest_version=number,
-            ai_related=bool(ai),
-            updated_at=updated_at,
-            ingested_at=ingested,
-            published_at=published,
-            upvotes=upvotes,
-            picked=pid in picks,
-            version_id=vid,
-            news=bool(news),
-            abstract=abstract or "",
-        )
-    return [by_id[pid] for pid in ids if pid in by_id]
 
 
 def _bounded_count(session: Session, query: Any, limit: int) -> int:
@@ -606,23 +506,3 @@ def _estimate(session: Session, search: SearchQuery) -> int:
 
 def _exists(session: Session, query: Any) -> bool:
     return session.execute(query.limit(1)).first() is not None
-
-
-def _pick_summary(session: Session, papers: Sequence[str]) -> dict[str, tuple[int, str | None]]:
-    """For papers with community picks: the most upvotes any pick recorded and the newest pick's title."""
-    if not papers:
-        return {}
-    rows = session.execute(
-        sa.select(
-            col(CommunityPickRow.paper_id),
-            col(CommunityPickRow.upvotes),
-            col(CommunityPickRow.title),
-        )
-        .where(col(CommunityPickRow.paper_id).in_(list(papers)))
-        .order_by(col(CommunityPickRow.paper_id), col(CommunityPickRow.day))
-    ).all()
-    summary: dict[str, tuple[int, str | None]] = {}
-    for pid, upvotes, title in rows:
-        best, _ = summary.get(pid, (0, None))
-        summary[pid] = (max(best, int(upvotes or 0)), title)
-    return summary

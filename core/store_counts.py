@@ -1,6 +1,7 @@
 """The library totals as maintained counters: written with each write, read without counting.
 
-Part of the store (``core.store.Store`` inherits :class:`CountQueries`). The status page, ``/metrics`` and
+``store.counts`` (:class:`CountStore`): Core statements on the connection of the store's session, inside
+the writer's own transaction for the additions. The status page, ``/metrics`` and
 ``papertrail status`` show how many papers the library holds, how many of them are AI-related, revised or
 community picks, and how many versions were stored as news. Counting those on every load scans the whole
 version table (seconds at a million versions); instead one row, ``library_total``, holds them, and every
@@ -19,7 +20,7 @@ The totals' row is updated last in each transaction (``UPDATE ... SET n = n + :d
 database), so a writer holds its lock only for its commit and never waits for another lock while holding
 it. Versions and picks are never deleted and the flags only turn true, so no write ever subtracts.
 
-:meth:`CountQueries.recount_library` counts the same numbers the old way, from the rows themselves: the
+:meth:`CountStore.recount_library` counts the same numbers the old way, from the rows themselves: the
 tests' oracle, and what :func:`rebuild_library_totals` (migration 0017, and any later migration that changes
 ``Version.ai_related``) stores.
 """

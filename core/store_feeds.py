@@ -1,11 +1,12 @@
 """The Atom feeds' SQL: the versions a follow query finds, what a subscriber's sent digests carried, and
 the private feed link's nonce.
 
-Part of the store (``core.store.Store`` inherits :class:`FeedQueries`). What a feed costs is what its
+``store.feeds`` (:class:`FeedStore`), handed ``store.browser`` for the index walk; Core ``select``
+statements through the store's session (``store.session()``). What a feed costs is what its
 entries cost, never the library's size or a subscriber's whole history:
 
 * **A query's feed** finds its papers the way the paper browser's first page does
-  (:meth:`core.store_browser.BrowserQueries.newest_news_ids`: the search index, walked in the order of the
+  (:meth:`core.store_browser.BrowserStore.newest_news_ids`: the search index, walked in the order of the
   newest version's arrival, news only), then reads the stored versions of those papers. A paper's entries
   are its news versions, each checked against the query on its own text (the index holds each paper's
   newest version; an older version that no longer matches is left out). Of those, the newest ``limit``

@@ -1,6 +1,7 @@
 """The bulk follows SQL: importing a checked follows file in one transaction, and reading follows for export.
 
-Part of the store (``core.store.Store`` inherits it). Like ``store.papers.save_versions`` it writes with Core
+``store.follow_files`` (:class:`FollowFileStore`): Core statements on the connection of the store's session.
+Like ``store.papers.save_versions`` it writes with Core
 statements in batches (executemany, ``INSERT ... ON CONFLICT DO NOTHING``), never one ORM object per
 line: 100,000 follows are a few statements, not 100,000 round trips.
 """
@@ -98,7 +99,7 @@ def write_follows(
     schedule: str,
     now: datetime,
 ) -> ImportCounts:
-    """The writes of :meth:`FollowBulkQueries.import_follows` on ``connection``, in the caller's transaction.
+    """The writes of :meth:`FollowFileStore.import_follows` on ``connection``, in the caller's transaction.
 
     ``import subscription`` (core.store_subscription) stores a subscription's follows with it, inside the
     transaction that also writes the subscriber, its newsletters and its history.

@@ -1,6 +1,7 @@
 """The SQL of AI guides: which versions still need one, storing one, and counting for the daily cap.
 
-Part of the store (``core.store.Store`` inherits it). One guide per version and language, enforced by a
+``store.guides`` (:class:`GuideStore`): the store's ORM session (``store.session()``), one transaction per
+method. One guide per version and language, enforced by a
 unique constraint: two processes making the same guide at once store it once.
 """
 

@@ -1,9 +1,9 @@
 """The SQL of a subscriber's history: the papers their sent digests carried (the manage page's .bib).
 
-Part of the store (``core.store.Store`` inherits it). The walk goes down the ledger's unique
-``(subscriber_id, version_id)`` index from the newest match, a page at a time, each page in its own short
-transaction: a download of thousands of entries never holds a transaction open while the client reads,
-and costs what the subscriber's own ledger costs, not the library's size.
+``store.history`` (:class:`HistoryStore`): the store's ORM session (``store.session()``). The walk goes down
+the ledger's unique ``(subscriber_id, version_id)`` index from the newest match, a page at a time, each page
+in its own short transaction: a download of thousands of entries never holds a transaction open while the
+client reads, and costs what the subscriber's own ledger costs, not the library's size.
 """
 
 from __future__ import annotations

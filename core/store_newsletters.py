@@ -1,7 +1,9 @@
 """The newsletters' SQL: defining them, membership, and opening an issue with its fan-out to the members.
 
-Part of the store (``core.store.Store`` inherits it). A newsletter's follows and schedule live on its own
-hidden subscriber (``newsletter:NAME``), so matching costs the same whatever the number of members. An
+``store.newsletters.all`` (:class:`NewsletterStore`): the store's ORM session (``store.session()``), one
+transaction per method, with Core ``insert ... select`` for an issue's fan-out. A newsletter's follows and
+schedule live on its own hidden subscriber (``newsletter:NAME``), so matching costs the same whatever the
+number of members. An
 *issue* takes that subscriber's unassigned matches into one digest recorded as ``sent`` on the channel
 ``newsletter`` (the record of the issue), and in the same transaction copies them, as instant matches,
 to every active member that has no match for the version yet. From there the members' ordinary digests
@@ -283,7 +285,7 @@ class NewsletterStore:
             session.execute(
                 sa.update(Match)
                 # "+ 0": through the (subscriber, version) index, not every unassigned match (see
-                # LedgerQueries.open_digests).
+                # LedgerStore.open_digests).
                 .where(
                     col(Match.subscriber_id) == newsletter.subscriber_id, (col(Match.digest_id) + 0).is_(None)
                 )

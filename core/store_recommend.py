@@ -1,7 +1,7 @@
 """The SQL of the recommendation pass (issue 17): the cursor, the new papers to score, the models of the
 subscribers who asked for recommendations, what each of them must not be recommended, and the write.
 
-A repository over the store's transactions (composed, not mixed into :class:`core.store.Store`); the pass
+A repository over the store's transactions (``store.recommend``); the pass
 itself is :mod:`core.recommend`. The rules kept here:
 
 * **Which versions.** News versions that are v1 (new papers), with an id above the cursor, and below the
