@@ -29,7 +29,10 @@ attribute            module                      what it stores
 ``subscriptions``    core.store_subscription     a whole subscription's export and import
 ===================  ==========================  ===================================================
 
-Each public repository method is one transaction, so a failure never leaves anything stored half-way.
+Each public repository method is one transaction, so a failure never leaves anything stored half-way. A
+repository talks to the database one way, said in its docstring: through an ORM session
+(:meth:`Store.session`: model objects, ``session.exec``/``get``/``add``, and Core statements run by that
+session), or through a Core connection only (:meth:`Store.connection`).
 The store's record types stay importable from here (``from core.store import Novelty``).
 """
 
@@ -153,3 +156,10 @@ class Store:
         """A session whose transaction commits on success and rolls back on any exception."""
         with Session(self.engine, expire_on_commit=False) as session, session.begin():
             yield session
+
+    @contextmanager
+    def connection(self) -> Iterator[sa.Connection]:
+        """The Core connection of such a transaction, for the repositories that speak Core only (no ORM
+        objects): the same transaction :meth:`session` opens, committed or rolled back the same way."""
+        with self.session() as session:
+            yield session.connection()

@@ -1,7 +1,7 @@
 """The paper browser's rows: the display row of each listed paper (its newest version, v1's date, its
 community picks) and the matcher's text of each paper a search checks; for ``store.browser``.
 
-Functions over the caller's session (Core ``select`` statements), called inside its transaction.
+Core ``select`` statements on the caller's connection, inside its transaction.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import sqlalchemy as sa
-from sqlmodel import Session, col
+from sqlmodel import col
 
 from core.models import CommunityPickRow, Paper, Version
 from core.query import And, Node, Not, Or, PaperText, Words
@@ -44,13 +44,13 @@ class PaperRow:
     abstract: str = ""
 
 
-def page_rows(session: Session, ids: Sequence[str]) -> list[PaperRow]:
+def page_rows(connection: sa.Connection, ids: Sequence[str]) -> list[PaperRow]:
     """The display rows of ``ids``, in that order: each paper's newest version, v1's date and its picks."""
     if not ids:
         return []
     latest_version, first_version = _VERSION.alias("latest"), _VERSION.alias("first")
     latest, first = latest_version.c, first_version.c
-    rows = session.execute(
+    rows = connection.execute(
         sa.select(
             col(Paper.id),
             col(Paper.latest_version),
@@ -73,7 +73,7 @@ def page_rows(session: Session, ids: Sequence[str]) -> list[PaperRow]:
         .outerjoin(first_version, sa.and_(first.paper_id == col(Paper.id), first.number == 1))
         .where(col(Paper.id).in_(list(ids)))
     ).all()
-    picks = _pick_summary(session, ids)
+    picks = _pick_summary(connection, ids)
     by_id = {}
     for row in rows:
         pid, number, ingested, updated_at, published, title, authors, categories, ai, vid, news = row[:11]
@@ -98,11 +98,11 @@ def page_rows(session: Session, ids: Sequence[str]) -> list[PaperRow]:
     return [by_id[pid] for pid in ids if pid in by_id]
 
 
-def _pick_summary(session: Session, papers: Sequence[str]) -> dict[str, tuple[int, str | None]]:
+def _pick_summary(connection: sa.Connection, papers: Sequence[str]) -> dict[str, tuple[int, str | None]]:
     """For papers with community picks: the most upvotes any pick recorded and the newest pick's title."""
     if not papers:
         return {}
-    rows = session.execute(
+    rows = connection.execute(
         sa.select(
             col(CommunityPickRow.paper_id),
             col(CommunityPickRow.upvotes),
@@ -118,7 +118,9 @@ def _pick_summary(session: Session, papers: Sequence[str]) -> dict[str, tuple[in
     return summary
 
 
-def paper_texts(session: Session, ids: Sequence[str], search: SearchQuery) -> list[tuple[str, PaperText]]:
+def paper_texts(
+    connection: sa.Connection, ids: Sequence[str], search: SearchQuery
+) -> list[tuple[str, PaperText]]:
     """The follow matcher's view of each paper's newest version, in the order of ``ids``.
 
     A search with no word terms (``au:`` alone, or with ``cat:`` / ``id:``) never reads the title or the
@@ -126,7 +128,7 @@ def paper_texts(session: Session, ids: Sequence[str], search: SearchQuery) -> li
     """
     found = {
         paper.arxiv_id: PaperText.of(paper)
-        for paper in newest_versions(session.connection(), ids, text=_has_words(search.query.root))
+        for paper in newest_versions(connection, ids, text=_has_words(search.query.root))
     }
     return [(pid, found[pid]) for pid in ids if pid in found]
 

@@ -1,11 +1,11 @@
 """The library totals as maintained counters: written with each write, read without counting.
 
-``store.counts`` (:class:`CountStore`): Core statements on the connection of the store's session, inside
-the writer's own transaction for the additions. The status page, ``/metrics`` and
-``papertrail status`` show how many papers the library holds, how many of them are AI-related, revised or
-community picks, and how many versions were stored as news. Counting those on every load scans the whole
-version table (seconds at a million versions); instead one row, ``library_total``, holds them, and every
-write that stores papers, versions or picks adds to it in its own transaction:
+``store.counts`` (:class:`CountStore`): Core only, on a connection of the store (``store.connection()``);
+the writers add to the totals on their own transaction's connection (:func:`add_to_totals`). The status page,
+``/metrics`` and ``papertrail status`` show how many papers the library holds, how many of them are
+AI-related, revised or community picks, and how many versions were stored as news. Counting those on every
+load scans the whole version table (seconds at a million versions); instead one row, ``library_total``, holds
+them, and every write that stores papers, versions or picks adds to it in its own transaction:
 
 * ``papers``, ``versions``, ``news_new``, ``news_revisions``: the rows the write inserted;
 * ``ai_papers``, ``revised_papers``, ``community_papers`` count *papers* (``count(DISTINCT paper_id)`` in the
@@ -183,17 +183,17 @@ class CountStore:
 
     def library_totals(self) -> LibraryTotals:
         """The maintained totals: one row read, whatever the size of the library."""
-        with self._store.session() as session:
+        with self._store.connection() as connection:
             query = sa.select(*[_TOTAL.c[name] for name in _FIELDS]).where(_TOTAL.c.id == 1)
-            row = session.execute(query).first()
+            row = connection.execute(query).first()
         if row is None:
             raise RuntimeError(_MISSING)
         return LibraryTotals(*(int(value) for value in row))
 
     def recount_library(self) -> LibraryTotals:
         """The same totals counted from the rows (the tests' oracle; scans the whole library)."""
-        with self._store.session() as session:
-            return recount(session.connection())
+        with self._store.connection() as connection:
+            return recount(connection)
 
 
 _FIELDS = tuple(LibraryTotals.__dataclass_fields__)

@@ -1,9 +1,9 @@
 """The bulk follows SQL: importing a checked follows file in one transaction, and reading follows for export.
 
-``store.follow_files`` (:class:`FollowFileStore`): Core statements on the connection of the store's session.
-Like ``store.papers.save_versions`` it writes with Core
-statements in batches (executemany, ``INSERT ... ON CONFLICT DO NOTHING``), never one ORM object per
-line: 100,000 follows are a few statements, not 100,000 round trips.
+``store.follow_files`` (:class:`FollowFileStore`): Core only, on a connection of the store
+(``store.connection()``). Like ``store.papers.save_versions`` it writes with Core statements in batches
+(executemany, ``INSERT ... ON CONFLICT DO NOTHING``), never one ORM object per line: 100,000 follows are a few
+statements, not 100,000 round trips.
 """
 
 from __future__ import annotations
@@ -66,9 +66,9 @@ class FollowFileStore:
         keeps its status and gets the options the file gives. A follow is (subscriber, canonical query):
         a new one is added with the query as written, an existing one gets the file's new_only/instant.
         """
-        with self._store.session() as session:
+        with self._store.connection() as connection:
             return write_follows(
-                session.connection(), subscribers, follows, timezone=timezone, schedule=schedule, now=now
+                connection, subscribers, follows, timezone=timezone, schedule=schedule, now=now
             )
 
     def export_rows(self, statuses: Sequence[str], address: str | None = None) -> Iterator[ExportedFollow]:
@@ -84,8 +84,8 @@ class FollowFileStore:
         )
         if address is not None:
             query = query.where(s.address == address)
-        with self._store.session() as session:
-            result = session.connection().execution_options(yield_per=_EXPORT_BATCH).execute(query)
+        with self._store.connection() as connection:
+            result = connection.execution_options(yield_per=_EXPORT_BATCH).execute(query)
             for row in result:
                 yield ExportedFollow(*row)
 

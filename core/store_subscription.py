@@ -1,10 +1,11 @@
 """The SQL of moving one subscription between servers: reading it whole for ``export subscription``, and
 restoring a checked subscription file in one transaction for ``import subscription``.
 
-A repository over the store's transactions (``store.subscriptions``). The rules
-live in :mod:`core.subscription`; here the restore is one transaction: the subscriber, its follows (written
-by :func:`core.store_follows.write_follows`, the code of ``import follows``), its newsletter memberships and
-its history are all stored, or, on any refusal or error, none of them.
+A repository over the store's transactions (``store.subscriptions``), through its ORM session
+(``store.session()``; the bulk writes as Core statements on that session's connection). The rules live in
+:mod:`core.subscription`; here the restore is one transaction: the subscriber, its follows (written by
+:func:`core.store_follows.write_follows`, the code of ``import follows``), its newsletter memberships and its
+history are all stored, or, on any refusal or error, none of them.
 
 History is written to the ledger as it happened: one sent digest per digest of the file, at the time it was
 sent, holding a match per received paper, for the papers this library has (a match needs its version). The
