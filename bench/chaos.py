@@ -63,7 +63,7 @@ from bench.chaos_smtp import RecordingSmtp, recording_smtp  # noqa: E402
 from bench.day import create_database, drop_database  # noqa: E402
 from bench.ingest import POSTGRES, postgres_reachable  # noqa: E402
 from core.models import DigestState, SubscriberStatus  # noqa: E402
-from core.store import make_engine  # noqa: E402
+from core.store.facade import make_engine  # noqa: E402
 from tests.servers import Reply, feed_server, free_port  # noqa: E402
 
 FAULTS = ("kill", "race", "smtp-drop", "smtp-451", "smtp-550-one", "smtp-550-all", "leader")

@@ -20,11 +20,11 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlmodel import SQLModel
 
-from core.follows import import_follows
-from core.migrate import migrate
+from core.follows.manage import import_follows
 from core.models import DigestState, SubscriberStatus, utcnow
-from core.service import ingest_once
-from core.store import Store, make_engine
+from core.papers.pipeline import ingest_once
+from core.store.facade import Store, make_engine
+from core.store.migrate import migrate
 from ingest.arxiv_rss import ArxivRssSource
 from ingest.arxiv_rss_parse import parse_feed
 from ingest.http import HttpClient

@@ -89,7 +89,7 @@ class Service:
 
     @property
     def worker(self) -> str:
-        """The name its claims carry in the ledger (``core.digests.worker_name``: host and pid)."""
+        """The name its claims carry in the ledger (``core.delivery.digests.worker_name``: host and pid)."""
         return f"{socket.gethostname()}:{self.pid}"
 
     @property

@@ -2,20 +2,24 @@
 
 The production path, stage by stage, each stage one call of the entry point the service itself uses:
 
-1. **ingest**: ``core.service.ingest_once`` with the real ``ArxivRssSource`` fetching the recorded
+1. **ingest**: ``core.papers.pipeline.ingest_once`` with the real ``ArxivRssSource`` fetching the recorded
    rss.arxiv.org feed of 28 Nov 2024 (``tests/corpus/arxiv-rss/aioarxiv_rss_mock_feed.xml``, 2,797,604
    bytes, 1,504 items, all 20 archives; the feed ``papertrail demo`` ships) over loopback HTTP, as
    ``bench/ingest.py`` does: conditional GET, parse, ``save_versions``, the source run. Its last step,
-   ``match_new``, is deferred to the next stage (``core.service.match_new`` is patched out for this call
+   ``match_new``, is deferred to the next stage (``core.papers.pipeline.match_new`` is patched out for this
+   call
    only) so that the two can be timed apart; together they are exactly one ``ingest_once``.
-2. **match**: ``core.service.match_new(store)``: every new version against every active follow, one query
+2. **match**: ``core.papers.pipeline.match_new(store)``: every new version against every active follow, one
+query
    match written per (version, distinct matching query).
-3. **plan**: ``core.digests.plan_digests`` at a time when every daily schedule is due: first the fan-out
+3. **plan**: ``core.delivery.digests.plan_digests`` at a time when every daily schedule is due: first the
+fan-out
    of the query matches to the followers' Match rows (``store.matches.expand_matches``), then one pending
    digest per due subscriber holding its matches (instant-only digests for subscribers not due).
-4. **deliver**: ``core.digests.send_due_digests`` — what ``papertrail worker`` runs: claim in batches of
+4. **deliver**: ``core.delivery.digests.send_due_digests`` — what ``papertrail worker`` runs: claim in
+batches of
    50, load the items (``digests_ranked``, then ``match_items`` for the shown ones) and guides, render
-   each digest for its subscriber's channel with ``core.render.Renderer`` and record it sent
+   each digest for its subscriber's channel with ``core.delivery.render.Renderer`` and record it sent
    (``finish_sent``). The notifiers send nothing: each one accepts the rendered message and returns at
    once, so this stage is database work plus rendering. The
    time spent inside ``Renderer.render`` is measured on its own: that is "pure rendering" for exactly
@@ -99,15 +103,15 @@ from sqlmodel import SQLModel  # noqa: E402
 
 from bench.ingest import OAI_LIST, POSTGRES, RSS_FEED, SNAPSHOT, postgres_reachable  # noqa: E402
 from bench.match import STOPWORDS, Weighted, generate  # noqa: E402
-from core.delivery import Notifier  # noqa: E402
-from core.digests import plan_digests, send_due_digests  # noqa: E402
-from core.migrate import migrate  # noqa: E402
+from core.delivery.contract import Notifier  # noqa: E402
+from core.delivery.digests import plan_digests, send_due_digests  # noqa: E402
+from core.delivery.render import Renderer  # noqa: E402
+from core.follows.normalise import words  # noqa: E402
+from core.follows.query import QueryError, parse  # noqa: E402
 from core.models import utcnow  # noqa: E402
-from core.query import QueryError, parse  # noqa: E402
-from core.render import Renderer  # noqa: E402
-from core.service import ingest_once, match_new  # noqa: E402
-from core.store import Store, make_engine  # noqa: E402
-from core.text import words  # noqa: E402
+from core.papers.pipeline import ingest_once, match_new  # noqa: E402
+from core.store.facade import Store, make_engine  # noqa: E402
+from core.store.migrate import migrate  # noqa: E402
 from core.values import DigestItem, DigestRest, Message, PaperIn, Receipt, SendResult  # noqa: E402
 from ingest.arxiv_oai_parse import parse_oai  # noqa: E402
 from ingest.arxiv_rss import ArxivRssSource  # noqa: E402
@@ -448,7 +452,7 @@ def stage_ingest(store: Store, feed_url: str, *, with_match: bool) -> Callable[[
             asyncio.run(_ingest(store, feed_url))
         else:
             # ingest_once ends with match_new(store, now=..., index=...): the next stage makes that call.
-            with mock.patch("core.service.match_new", return_value=0):
+            with mock.patch("core.papers.pipeline.match_new", return_value=0):
                 asyncio.run(_ingest(store, feed_url))
         result.rows = {"versions": count(store, TABLES["version"]), "matches": count(store, TABLES["match"])}
 

@@ -3,7 +3,8 @@
 Sections (all by default; pick with ``--only render,telegram,email,workers``):
 
 * **render**: 10,000 digests per channel (five items each, drawn from the recorded arXiv day), rendered by
-  ``core.render.Renderer`` and turned into what the adapter puts on the wire (email: the MIME message with
+  ``core.delivery.render.Renderer`` and turned into what the adapter puts on the wire (email: the MIME
+  message with
   CSS inlined; Slack: the Block Kit payloads; Telegram: the split HTML parts; webhook: the signed JSON).
   CPU seconds of this process, digests per second.
 * **telegram**: 2,000 messages (one-item digests to 200 chats) through the real python-telegram-bot ``Bot``
@@ -39,10 +40,10 @@ sys.path.insert(0, str(ROOT))
 import sqlalchemy as sa  # noqa: E402
 
 from core.config import Settings  # noqa: E402
-from core.migrate import migrate  # noqa: E402
-from core.reasons import CATEGORY, Reason  # noqa: E402
-from core.render import Renderer  # noqa: E402
-from core.store import Store, make_engine  # noqa: E402
+from core.delivery.render import Renderer  # noqa: E402
+from core.follows.reasons import CATEGORY, Reason  # noqa: E402
+from core.store.facade import Store, make_engine  # noqa: E402
+from core.store.migrate import migrate  # noqa: E402
 from core.values import (  # noqa: E402
     DigestItem,
     Guide,
@@ -54,7 +55,7 @@ from tests.conftest import BIG_FEED, POSTGRES_URL  # noqa: E402
 ITEMS_PER_DIGEST = 5
 
 
-# A guide of typical length (what core.guides keeps: one TL;DR, up to three contributions).
+# A guide of typical length (what core.guides.prompt keeps: one TL;DR, up to three contributions).
 GUIDE = Guide(
     "The paper bounds the effect of policy lag on asynchronous rollouts and shows training keeps its speed.",
     ("A lag-aware importance weight", "A bound on the bias of stale policies", "An open-source trainer"),

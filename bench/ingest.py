@@ -69,9 +69,9 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core.migrate import migrate  # noqa: E402
-from core.service import ingest_once, match_new  # noqa: E402
-from core.store import Novelty, Store, make_engine  # noqa: E402
+from core.papers.pipeline import ingest_once, match_new  # noqa: E402
+from core.store.facade import Novelty, Store, make_engine  # noqa: E402
+from core.store.migrate import migrate  # noqa: E402
 from core.values import PaperIn  # noqa: E402
 from ingest.arxiv_oai_parse import parse_oai  # noqa: E402
 from ingest.arxiv_rss import ArxivRssSource  # noqa: E402

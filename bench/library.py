@@ -20,8 +20,8 @@ Issue 15. What it does, per database (SQLite, PostgreSQL) and per size (stored v
    - 1..8 authors from a pool of 600 first and 2,400 last names, with ``authors_parsed``; 1..3
      categories, primary first, drawn by weight from 40 categories of every archive (a third AI-related).
 
-2. **A store per (database, size)**, built through the production path: ``core.migrate.migrate``, then
-   ``core.service.backfill`` over ``papertrail.backfill.snapshot_batches`` (exactly what ``papertrail
+2. **A store per (database, size)**, built through the production path: ``core.store.migrate.migrate``, then
+   ``core.papers.pipeline.backfill`` over ``papertrail.backfill.snapshot_batches`` (exactly what ``papertrail
    backfill snapshot`` runs, minus its progress bar), then 30 days of news through
    ``store.papers.save_versions`` (``Novelty.NEWS``, what the daily ingest calls) at ``--news-per-day``
    versions a day (two thirds new papers, one third revisions of backfilled ones), 5 Hugging Face picks a day
@@ -89,10 +89,10 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
 
-from core.migrate import migrate  # noqa: E402
 from core.models import RunState  # noqa: E402
-from core.service import backfill  # noqa: E402
-from core.store import Novelty, Store, make_engine  # noqa: E402
+from core.papers.pipeline import backfill  # noqa: E402
+from core.store.facade import Novelty, Store, make_engine  # noqa: E402
+from core.store.migrate import migrate  # noqa: E402
 from core.values import AnnounceType, CommunityPick, PaperIn  # noqa: E402
 from papertrail.backfill import snapshot_batches  # noqa: E402
 
@@ -167,7 +167,7 @@ PAGES: tuple[tuple[str, str, Target], ...] = (
 )
 
 
-# Categories and their weights (primary or cross-list); the first block is AI-related (core.classify).
+# Categories and their weights (primary or cross-list); the first block is AI-related (core.papers.classify).
 CATEGORIES: tuple[tuple[str, int], ...] = (
     ("cs.LG", 30),
     ("cs.CV", 22),

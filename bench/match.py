@@ -1,4 +1,4 @@
-"""Benchmark: the follow index (``core.match.Matcher``) at 10 thousand to 1 million follows.
+"""Benchmark: the follow index (``core.follows.match.Matcher``) at 10 thousand to 1 million follows.
 
 The papers are the 1,504 versions of the recorded rss.arxiv.org day (``tests/corpus/arxiv-rss``, 28 Nov 2024,
 all 20 archives). The follows are generated (seeded, so every run sees the same ones) from that day's real
@@ -17,7 +17,7 @@ Every word and name comes from the same day's titles and authors, so the follows
 match each version than real follows would (most real keywords and authors are absent on a given day).
 Queries without any positive term (``NOT cat:cs.CV``) are left out: each distinct one is evaluated for every
 paper, they are rare, and ``tests/test_match*.py`` cover them. Each size is a prefix of the next, follow ids
-are 1..N, and every distinct query text is parsed once with ``core.query.parse``.
+are 1..N, and every distinct query text is parsed once with ``core.follows.query.parse``.
 
 Reported per size, all in one run; times are CPU seconds of this process, as the machine is shared:
 
@@ -65,9 +65,9 @@ from typing import TypeVar
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core.match import Matcher  # noqa: E402
-from core.query import PaperText, Query, QueryError, parse  # noqa: E402
-from core.text import words  # noqa: E402
+from core.follows.match import Matcher  # noqa: E402
+from core.follows.normalise import words  # noqa: E402
+from core.follows.query import PaperText, Query, QueryError, parse  # noqa: E402
 from core.values import PaperIn  # noqa: E402
 from ingest.arxiv_rss_parse import parse_feed  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Benchmark: ``core.service.match_new`` on the recorded day with N hot follows, then the fan-out.
+"""Benchmark: ``core.papers.pipeline.match_new`` on the recorded day with N hot follows, then the fan-out.
 
 The recorded rss.arxiv.org day (1,504 versions) is stored with ``store.papers.save_versions``; N follows of
 the hot mix of bench/match.py (one subscriber each, made a day before the versions) are bulk-inserted; then
@@ -36,11 +36,11 @@ def main() -> None:
     import sqlalchemy as sa
 
     from bench.match import FEED, generate
-    from core.migrate import migrate
+    from core.follows.query import parse
     from core.models import Follow, utcnow
-    from core.query import parse
-    from core.service import match_new
-    from core.store import Store, make_engine
+    from core.papers.pipeline import match_new
+    from core.store.facade import Store, make_engine
+    from core.store.migrate import migrate
     from ingest.arxiv_rss_parse import parse_feed
 
     with tempfile.TemporaryDirectory(prefix="bench-match-new-") as tmp:

@@ -2,7 +2,7 @@
 
 Each peer indexes the day's papers (a tantivy index in RAM; an in-memory SQLite FTS5 table) and runs one
 query per distinct follow over it, the way one would match follows with a search engine. Follows are
-translated from their parsed :class:`core.query.Query`, term by term:
+translated from their parsed :class:`core.follows.query.Query`, term by term:
 
 * ``cat:cs.LG`` / ``cat:cs.*`` / ``id:...``: one exact token in a ``cats`` field that holds the paper's
   canonical categories, their archives and its id;
@@ -29,9 +29,9 @@ from collections.abc import Sequence
 
 import tantivy
 
-from core.query import And, Author, Category, Node, Not, Or, PaperId, Query, Words
-from core.taxonomy import archive_of, canonical_category
-from core.text import words
+from core.follows.normalise import words
+from core.follows.query import And, Author, Category, Node, Not, Or, PaperId, Query, Words
+from core.follows.taxonomy import archive_of, canonical_category
 from core.values import PaperIn
 
 _EVERY = "zzevery"

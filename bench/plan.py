@@ -6,9 +6,11 @@ every fifth item is a revision, so the items path reads earlier versions, follow
 newsletter titles). The population is inserted in bulk in a child process (not measured). Then, in this
 process, the production entry points are timed, with the SQL statements each one sends:
 
-* **plan**: ``core.digests.plan_digests`` — every subscriber gets a pending digest holding its matches.
+* **plan**: ``core.delivery.digests.plan_digests`` — every subscriber gets a pending digest holding its
+matches.
 * **claim + items**: what ``send_due_digests`` does per batch before sending: ``store.claims.claim_digests``
-  (``policy.batch`` at a time), then ``core.digests.batch_items`` with the renderer's cap: the matches'
+  (``policy.batch`` at a time), then ``core.delivery.digests.batch_items`` with the renderer's cap: the
+  matches'
   ranking rows, full items for the shown ones only, their guides and the batch's newsletter titles.
 * **render**: ``Renderer.render`` of every claimed digest for Telegram, with what the batch step read.
 * **pure render**: the same digests (the same items, already in memory) rendered again: the cost
@@ -43,13 +45,13 @@ sys.path.insert(0, str(ROOT))
 import sqlalchemy as sa  # noqa: E402
 from sqlmodel import SQLModel  # noqa: E402
 
-from core import digests  # noqa: E402
-from core.delivery import Notifier, split_address  # noqa: E402
-from core.migrate import migrate  # noqa: E402
+from core.delivery import digests  # noqa: E402
+from core.delivery.contract import Notifier, split_address  # noqa: E402
+from core.delivery.render import Renderer  # noqa: E402
+from core.follows.reasons import CATEGORY, Reason, hit_data  # noqa: E402
 from core.models import utcnow  # noqa: E402
-from core.reasons import CATEGORY, Reason, hit_data  # noqa: E402
-from core.render import Renderer  # noqa: E402
-from core.store import Store, make_engine  # noqa: E402
+from core.store.facade import Store, make_engine  # noqa: E402
+from core.store.migrate import migrate  # noqa: E402
 from core.values import DigestItem, DigestRest  # noqa: E402
 from tests.conftest import POSTGRES_URL  # noqa: E402
 

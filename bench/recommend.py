@@ -1,4 +1,4 @@
-"""Benchmark: learned follows (issue 17, ``core.taste_model``): the cost at 10,000 subscribers, the quality.
+"""Benchmark: learned follows (issue 17, ``core.taste.model``): the cost at 10,000 subscribers, the quality.
 
 The day is the recorded rss.arxiv.org mailing of 28 Nov 2024 (``tests/corpus/arxiv-rss``, 1,504 versions, all
 20 archives). Everything runs through the functions production calls: ``train`` (or ``train_vectors``),
@@ -63,7 +63,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.recommend_quality import quality  # noqa: E402
-from core import taste_model as tm  # noqa: E402
+from core.taste import model as tm  # noqa: E402
 from core.values import PaperIn  # noqa: E402
 from ingest.arxiv_oai_parse import parse_oai  # noqa: E402
 from ingest.arxiv_rss_parse import parse_feed  # noqa: E402

@@ -1,5 +1,6 @@
-"""Benchmark: the production recommendation pass (issue 17, ``core.recommend.recommend_new``) and the retrain
-after a vote (``core.taste.cast_vote``), on SQLite and on PostgreSQL.
+"""Benchmark: the production recommendation pass (issue 17, ``core.taste.recommend.recommend_new``) and the
+retrain
+after a vote (``core.taste.votes.cast_vote``), on SQLite and on PostgreSQL.
 
 The day is the recorded rss.arxiv.org mailing of 28 Nov 2024 (``tests/corpus/arxiv-rss``, 1,504 versions,
 933 of them new papers: the pass scores v1 only), stored as news first seen an hour before the pass and
@@ -8,7 +9,7 @@ already matched. The other recorded papers (OAI-PMH samples of 2014 and 2016, th
 
 **Population** (bulk-inserted, not measured): ``--subscribers`` (default 10,000) active subscribers with
 ``recommend`` 5, each with a stored model: ``--distinct`` (default 300) models trained with
-``core.taste_model.train`` from 3..30 real liked papers, 0..5 disliked ones and 100 of the day's other
+``core.taste.model.train`` from 3..30 real liked papers, 0..5 disliked ones and 100 of the day's other
 papers, their bytes cycled over the subscribers. Each subscriber also holds ``--matches`` (default 20) Match
 rows of the day (what its follows brought) and ``--votes`` (default 3) votes on the day's papers: the pass
 reads both to leave those papers out.
@@ -19,7 +20,8 @@ reading the models, scoring, explaining the picks, SQL) measured by wrapping the
 Target: under 10 s on one core for 10,000 subscribers with models.
 
 **A vote**: ``--vote-readers`` readers with 3, 10, 30 or 100 likes stored as votes each cast one more like
-through ``core.taste.cast_vote`` (which records it and retrains: ``core.taste_training.retrain`` reads the
+through ``core.taste.votes.cast_vote`` (which records it and retrains: ``core.taste.training.retrain`` reads
+the
 signals, trains, stores the model). Target: under 50 ms. Stored model sizes: target under 100 KB.
 
 numpy and scipy are held to one thread. The machine is shared: CPU seconds are the comparable figure.
@@ -59,16 +61,16 @@ sys.path.insert(0, str(ROOT))
 import sqlalchemy as sa  # noqa: E402
 from sqlmodel import SQLModel  # noqa: E402
 
-import core.recommend  # noqa: E402
-import core.store_recommend  # noqa: E402
+import core.store.recommend  # noqa: E402
+import core.taste.recommend  # noqa: E402
 from bench.recommend import example, other_papers  # noqa: E402
-from core import taste_model as tm  # noqa: E402
-from core.migrate import migrate  # noqa: E402
+from core.follows.reasons import CATEGORY, Reason, hit_data  # noqa: E402
 from core.models import utcnow  # noqa: E402
-from core.reasons import CATEGORY, Reason, hit_data  # noqa: E402
-from core.store import Novelty, Store, make_engine  # noqa: E402
-from core.store_taste import LIKE  # noqa: E402
-from core.taste import cast_vote  # noqa: E402
+from core.store.facade import Novelty, Store, make_engine  # noqa: E402
+from core.store.migrate import migrate  # noqa: E402
+from core.store.taste import LIKE  # noqa: E402
+from core.taste import model as tm  # noqa: E402
+from core.taste.votes import cast_vote  # noqa: E402
 from core.values import PaperIn  # noqa: E402
 from ingest.arxiv_rss_parse import parse_feed  # noqa: E402
 from tests.conftest import BIG_FEED, POSTGRES_URL  # noqa: E402
@@ -209,7 +211,7 @@ def populate(
             conn.execute(sa.insert(t["vote"]), rows)
 
 
-def run_pass(store: Store) -> tuple[float, float, core.recommend.PassReport, dict[str, float]]:
+def run_pass(store: Store) -> tuple[float, float, core.taste.recommend.PassReport, dict[str, float]]:
     """One production pass: wall and CPU seconds, its report, and the CPU seconds of its parts."""
     timers = Timers()
     timers.wrap(tm, "vectorise", "vectorise (once)")
@@ -217,13 +219,13 @@ def run_pass(store: Store) -> tuple[float, float, core.recommend.PassReport, dic
     timers.wrap(tm, "score_many", "score_many")
     timers.wrap(tm, "prepare", "prepare the picked papers' texts (once each)")
     timers.wrap(tm, "explain_version", "explain the picks (per paper, for all its models)")
-    repository = core.store_recommend.RecommendStore
+    repository = core.store.recommend.RecommendStore
     for name in ("next_papers", "models", "unsent", "excluded", "write"):
         timers.wrap(repository, name, f"SQL: {name}")
     timers.wrap(Store, "expand_matches", "SQL: expand_matches")
     try:
         wall, cpu = time.perf_counter(), time.process_time()
-        report = core.recommend.recommend_new(store)
+        report = core.taste.recommend.recommend_new(store)
         return time.perf_counter() - wall, time.process_time() - cpu, report, dict(timers.spent)
     finally:
         timers.undo()
@@ -322,7 +324,7 @@ def yes(value: float, target: float) -> str:
 def table(
     args: argparse.Namespace,
     day: list[PaperIn],
-    runs: list[tuple[float, float, core.recommend.PassReport, dict[str, float]]],
+    runs: list[tuple[float, float, core.taste.recommend.PassReport, dict[str, float]]],
     vote: tuple[list[float], list[float]],
     sizes: list[int],
 ) -> list[str]:

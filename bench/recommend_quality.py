@@ -18,7 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.preprocessing import normalize
 
-from core import taste_model as tm
+from core.taste import model as tm
 from core.values import PaperIn
 
 SEEDS = 5

@@ -38,10 +38,10 @@ sys.path.insert(0, str(ROOT))
 import sqlalchemy as sa  # noqa: E402
 from sqlmodel import SQLModel  # noqa: E402
 
-from core.migrate import migrate  # noqa: E402
+from core.follows.reasons import CATEGORY, Reason, hit_data  # noqa: E402
 from core.models import utcnow  # noqa: E402  (also registers the tables)
-from core.reasons import CATEGORY, Reason, hit_data  # noqa: E402
-from core.store import make_engine  # noqa: E402
+from core.store.facade import make_engine  # noqa: E402
+from core.store.migrate import migrate  # noqa: E402
 from tests.conftest import POSTGRES_URL  # noqa: E402
 from tests.fakes.telegram_api import Call, fake_telegram  # noqa: E402
 
@@ -184,8 +184,8 @@ async def _adapter_child(api_url: str, database_url: str, mode: str, first_chat:
     import asyncio
 
     from core.config import Settings
-    from core.rate_limit import rate_limit_for
-    from core.render import Renderer
+    from core.delivery.rate_limit import rate_limit_for
+    from core.delivery.render import Renderer
     from core.values import DigestItem
     from notifiers.telegram import TelegramNotifier
 

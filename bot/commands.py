@@ -58,12 +58,12 @@ from bot.commands_base import (
 from bot.commands_follows import follow_items
 from bot.commands_status import describe_schedule
 from core.config import Settings
-from core.digests import resume as resume_subscriber
-from core.i18n import N_, Translator, translator
+from core.delivery.digests import resume as resume_subscriber
+from core.delivery.escaping import strip_control
+from core.follows.query import QueryError, parse
+from core.i18n.languages import N_, Translator, translator
 from core.models import Subscriber, SubscriberStatus, utcnow
-from core.query import QueryError, parse
-from core.store import Store
-from core.text_safety import strip_control
+from core.store.facade import Store
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from datetime import datetime
 from enum import StrEnum
 
 from core.config import Settings
-from core.delivery import normalise_address
-from core.i18n import (
+from core.delivery.contract import normalise_address
+from core.i18n.languages import (
     DEFAULT_LANGUAGE,
     LANGUAGES,
     N_,
@@ -27,10 +27,10 @@ from core.i18n import (
     translator,
 )
 from core.models import Subscriber, SubscriberStatus
-from core.store import Store
+from core.store.facade import Store
 
 MAX_INPUT_CHARS = 2000
-"""Longer messages are refused politely: a follow query is at most 1,000 characters (core.query)."""
+"""Longer messages are refused politely: a follow query is at most 1,000 characters (core.follows.query)."""
 MAX_REPLY_CHARS = 3500
 """Every reply fits one Telegram message (4,096 characters) even after escaping typical text."""
 SHOWN_QUERY_CHARS = 120
@@ -190,7 +190,8 @@ class Call:
 
     @property
     def t(self) -> Translator:
-        """The translator of the reply's language (cached per language by :func:`core.i18n.translator`)."""
+        """The translator of the reply's language (cached per language by
+        :func:`core.i18n.languages.translator`)."""
         return translator(self.language)
 
     @property

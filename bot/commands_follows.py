@@ -7,14 +7,14 @@ import re
 from bot import commands_recommend
 from bot.commands_base import Block, Call, FollowItem, Problem, Reply, cut
 from bot.commands_status import describe_schedule
-from core.delivery import normalise_address
-from core.follows import follow as add_follow
-from core.follows import try_query
+from core.delivery.contract import normalise_address
+from core.delivery.render import reasons_text
+from core.follows.manage import follow as add_follow
+from core.follows.manage import try_query
+from core.follows.query import QueryError, parse
 from core.models import Follow, Subscriber
-from core.query import QueryError, parse
-from core.recommend import PREVIEW_DAYS
-from core.render import reasons_text
-from core.store import Store
+from core.store.facade import Store
+from core.taste.recommend import PREVIEW_DAYS
 
 FOLLOWS_PER_PAGE = 20
 TRY_DAYS = PREVIEW_DAYS
@@ -45,7 +45,7 @@ def split_options(args: str) -> tuple[str, frozenset[str], str | None]:
 def _query_error(call: Call, exc: QueryError, again: str) -> Reply:
     """What was expected where, the query with a caret under that spot (monospace), and what to do.
 
-    The parser's words are said in the reply's language (:meth:`core.query.QueryError.said`).
+    The parser's words are said in the reply's language (:meth:`core.follows.query.QueryError.said`).
     """
     t = call.t
     return Reply(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import unicodedata
 
 from bot.commands_base import Call, Problem, Reply, cut
-from core.i18n import LANGUAGE_NAMES, LANGUAGES, N_, Translator, normalize_language, translator
+from core.i18n.languages import LANGUAGE_NAMES, LANGUAGES, N_, Translator, normalize_language, translator
 
 # Names people write for a language, folded (NFKC, casefold); codes go through normalize_language.
 _NAMES = {

@@ -10,9 +10,9 @@ import difflib
 
 from bot.commands_base import Call, Problem, Reply, cut
 from bot.commands_status import describe_schedule
-from core import newsletters
-from core.i18n import listing
+from core.i18n.languages import listing
 from core.models import Newsletter
+from core.people import newsletters
 
 _SHOWN = 10
 """Newsletters named in one reply."""

@@ -5,9 +5,10 @@ over here)."""
 from __future__ import annotations
 
 from bot.commands_base import Call, Problem, Reply, cut
-from core.i18n import N_
-from core.recommend import PREVIEW_DAYS, preview
-from core.recommend_settings import (
+from core.delivery.render import reasons_text
+from core.i18n.languages import N_
+from core.taste.recommend import PREVIEW_DAYS, preview
+from core.taste.settings import (
     DEFAULT_COUNT,
     MAX_COUNT,
     NotEnoughLikes,
@@ -16,11 +17,10 @@ from core.recommend_settings import (
     turn_off,
     turn_on,
 )
-from core.render import reasons_text
 
 _ON = frozenset({"on", "start", "yes"})
 _OFF = frozenset({"off", "stop", "no", "none"})
-# Enough liked papers but no model: nothing else stored this week to contrast them with (core.taste_training).
+# Enough liked papers but no model: nothing else stored this week to contrast them with (core.taste.training).
 _NO_MODEL_YET = N_("No model yet: it is trained with your next like.")
 TRY_WORDS = frozenset({"recommended", "recommendations", "recommend"})
 """``try`` followed by one of these words shows the model's picks instead of trying a query (a query for

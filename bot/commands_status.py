@@ -2,7 +2,7 @@
 
 Times are shown in the subscriber's timezone with day and month names of the reply's language, whatever
 the process locale, e.g. ``Fri 29 Nov 08:00 CET`` or ``11月29日 周五 08:00 CET``. Every function takes the
-reply's :class:`~core.i18n.Translator`.
+reply's :class:`~core.i18n.languages.Translator`.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from core.config import Settings
-from core.i18n import N_, Translator
+from core.delivery.schedule import next_due, parse_schedule, zone
+from core.i18n.languages import N_, Translator
 from core.models import Subscriber
-from core.schedule import next_due, parse_schedule, zone
-from core.status import source_statuses
-from core.store import Store
+from core.papers.status import source_statuses
+from core.store.facade import Store
 
 HEALTH_SOURCES = ("arxiv-rss", "hf-daily")
 """Sources always named in ``status``; any other source is named only while it fails."""
@@ -30,7 +30,7 @@ _MONTHS = (
     N_("Jan"), N_("Feb"), N_("Mar"), N_("Apr"), N_("May"), N_("Jun"),
     N_("Jul"), N_("Aug"), N_("Sep"), N_("Oct"), N_("Nov"), N_("Dec"),
 )  # fmt: skip
-# A stored schedule (core.schedule's normal form) as the reader's language says it; {time} is HH:MM.
+# A stored schedule (core.delivery.schedule's normal form) as the reader's language says it; {time} is HH:MM.
 _SCHEDULES = {
     "daily": N_("daily {time}"),
     "weekdays": N_("weekdays {time}"),

@@ -4,8 +4,9 @@ A vote is the chat's: in a group or channel it teaches PaperTrail what the whole
 ``follow`` it takes an administrator there (the grammar checks ``ChatContext.can_change`` before these run;
 :func:`press_vote` checks it for a digest's 👍 / 👎 button). ``likes`` only lists, so anyone may use it.
 
-Every step goes through :mod:`core.taste` (the one vote step every channel calls); this module only reads
-what the reader typed and words the outcome. Papers are named as :func:`core.taste.read_paper_ref` reads
+Every step goes through :mod:`core.taste.votes` (the one vote step every channel calls); this module only
+reads
+what the reader typed and words the outcome. Papers are named as :func:`core.taste.votes.read_paper_ref` reads
 them: ``2306.03564`` (the newest stored version), ``2306.03564v2`` (that version), ``arXiv:…`` or an
 arxiv.org link.
 """
@@ -18,10 +19,10 @@ from datetime import datetime
 
 from bot.commands_base import Call, ChatContext, Problem, Reply, cut, reply_language, stored_language
 from core.config import Settings
-from core.i18n import N_, Translator, listing, translator
+from core.i18n.languages import N_, Translator, listing, translator
 from core.models import Version, utcnow
-from core.store import Store
-from core.taste import DISLIKE, LIKE, VoteState, cast_vote, paper_name, read_paper_ref, undo_vote, votes
+from core.store.facade import Store
+from core.taste.votes import DISLIKE, LIKE, VoteState, cast_vote, paper_name, read_paper_ref, undo_vote, votes
 
 log = logging.getLogger(__name__)
 

@@ -61,9 +61,9 @@ from bot.commands_votes import VOTE_COMMANDS
 from bot.slack_format import RUN_ACTION, UNFOLLOW_ACTION, VOTE_ACTIONS, home_view, reply_message
 from bot.slack_workspace import Conversation, SlackChannel, SlackUser, Workspace, chat_context, why
 from core.config import Settings
-from core.i18n import LANGUAGES, N_, Translator, reader_language, translator
+from core.i18n.languages import LANGUAGES, N_, Translator, reader_language, translator
 from core.models import SubscriberStatus, utcnow
-from core.store import Store
+from core.store.facade import Store
 
 log = logging.getLogger(__name__)
 

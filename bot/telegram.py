@@ -51,9 +51,9 @@ from telegram.ext import (
 from bot.commands import COMMANDS
 from bot.telegram_chat import ChatHandlers, Context
 from core.config import Settings
-from core.i18n import LANGUAGES, translator
+from core.i18n.languages import LANGUAGES, translator
 from core.models import utcnow
-from core.store import Store
+from core.store.facade import Store
 
 log = logging.getLogger(__name__)
 

@@ -55,9 +55,9 @@ from bot.telegram_render import (
     without_button,
 )
 from core.config import Settings
-from core.i18n import DEFAULT_LANGUAGE, N_, Translator, translator
+from core.i18n.languages import DEFAULT_LANGUAGE, N_, Translator, translator
 from core.models import SubscriberStatus
-from core.store import Store
+from core.store.facade import Store
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 from bot.chunking import pack_lines
 from bot.commands import Reply
 from bot.commands_base import cut
-from core.chat_buttons import (
+from core.delivery.chat_buttons import (
     DISLIKE_LABEL,
     LIKE_LABEL,
     MAX_CALLBACK_BYTES,

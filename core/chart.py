@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import date
 from html import escape
 
-from core.english import counted
+from core.i18n.english import counted
 
 # Colours with enough contrast on white and on the page's dark background; text says what each is too.
 NEW_COLOUR = "#2f6fb3"

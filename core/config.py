@@ -20,9 +20,9 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from core.health import parse_holidays
-from core.i18n import LANGUAGES
-from core.timezones import zone_named
+from core.i18n.languages import LANGUAGES
+from core.papers.health import parse_holidays
+from core.people.timezones import zone_named
 
 DEFAULT_DATABASE_URL = "sqlite:///./data/papertrail.db"
 
@@ -114,7 +114,7 @@ class Settings(BaseSettings):
     worker_concurrency: int = 20
     # Distinct recipients refused the same way in one claimed batch (and at least half of the channel's
     # outcomes in it) that make the refusal the server's: digests held, a delivery alarm raised, nobody
-    # paused (core.delivery_alarm). A channel with fewer active subscribers needs all of them refused.
+    # paused (core.delivery.alarm). A channel with fewer active subscribers needs all of them refused.
     delivery_alarm_recipients: int = 5
     # "shared": on PostgreSQL the platforms' rate limits are kept for all workers together (table
     # rate_slot); "local": each process keeps them on its own. SQLite is always local (one sender).

@@ -134,11 +134,11 @@ class Paper(SQLModel, table=True):
     __tablename__ = "paper"
     __table_args__ = (
         # The paper browser's three orders, each served by one index walked backwards from a cursor
-        # (core.store_browse): no sort, and no OFFSET, over the whole library (migration 0018).
+        # (core.store.browse): no sort, and no OFFSET, over the whole library (migration 0018).
         sa.Index("ix_paper_browse_updated", "browse_key", "id"),
         sa.Index("ix_paper_browse_ingested", "news", "first_seen_at", "id"),
         sa.Index("ix_paper_browse_published", "published_key", "id"),
-        # The papers whose search index entry is still to be written (core.store_search): a backfill and
+        # The papers whose search index entry is still to be written (core.store.search): a backfill and
         # migration 0018 leave that to the indexer, which reads this index.
         sa.Index(
             "ix_paper_search_stale",
@@ -152,12 +152,12 @@ class Paper(SQLModel, table=True):
     latest_version: int = 1
     first_seen_at: datetime = _ts(default_factory=utcnow)
     # What the library totals count, kept per paper so that a write knows when a paper starts to count
-    # (core.store_counts): a stored version is AI-related, a stored version is v2 or later, a community
+    # (core.store.counts): a stored version is AI-related, a stored version is v2 or later, a community
     # pick is stored. Each only ever turns true: versions and picks are never deleted.
     ai_related: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
     revised: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
     picked: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
-    # The browser's sort keys (core.store_sort_keys), kept by every write like the flags above. ``news``: a
+    # The browser's sort keys (core.store.sort_keys), kept by every write like the flags above. ``news``: a
     # version of the paper was stored as news, or a community source picked it (it arrived as news, not
     # from a backfill). ``browse_key``: news first, then the newest version's arrival: the id of the
     # newest version (ids grow with arrival) plus NEWS_BIT for news; it is also the row id of the
@@ -166,7 +166,7 @@ class Paper(SQLModel, table=True):
     news: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
     browse_key: int = Field(default=0, sa_type=sa.BigInteger, sa_column_kwargs={"server_default": "0"})
     published_key: int = Field(default=0, sa_type=sa.BigInteger, sa_column_kwargs={"server_default": "0"})
-    # Its search index entry is missing or out of date: the indexer will write it (core.store_search).
+    # Its search index entry is missing or out of date: the indexer will write it (core.store.search).
     search_stale: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
 
 
@@ -180,7 +180,7 @@ class Version(SQLModel, table=True):
         sa.Index("ix_version_news_announced_at", "news", "announced_at"),
         # The 24-hour numbers and the chart read the news of a window: a range of this index, which holds
         # news only, so it skips the history a backfill stored in the same hours and a backfill does not
-        # write to it (migration 0017). Queries say ``news = true`` (core.store_browse.IS_NEWS) to use it.
+        # write to it (migration 0017). Queries say ``news = true`` (core.store.browse.IS_NEWS) to use it.
         sa.Index(
             "ix_version_news_first_seen_at",
             # news leads though every entry has it true: an equality and a range on one index is what
@@ -226,7 +226,7 @@ class Version(SQLModel, table=True):
 
 
 class LibraryTotal(SQLModel, table=True):
-    """The library totals, kept up to date by every write in its own transaction (core.store_counts).
+    """The library totals, kept up to date by every write in its own transaction (core.store.counts).
 
     One row (``id`` 1), created by migration 0017 from the rows stored then. The status page, ``/metrics``
     and ``papertrail status`` read it instead of counting millions of rows on every load.
@@ -286,21 +286,23 @@ class Subscriber(SQLModel, table=True):
     retry_at: datetime | None = _ts(default=None)
     failures: int = 0
     # When the last sign-up mail (a confirmation link, or the manage link of a subscribed address) went out;
-    # no second one goes to the address within core.signup.RESEND_AFTER.
+    # no second one goes to the address within core.people.signup.RESEND_AFTER.
     confirm_sent_at: datetime | None = _ts(default=None)
     # The pending sign-up's nonce, signed into its confirmation link: a sign-up that replaces the pending
-    # one draws a new nonce, so an older link can no longer confirm (core.signup).
+    # one draws a new nonce, so an older link can no longer confirm (core.people.signup).
     confirm_nonce: str | None = Field(default=None, max_length=64)
-    # en or zh (core.i18n.LANGUAGES); None until chosen, when the platform's language or the default applies.
+    # en or zh (core.i18n.languages.LANGUAGES); None until chosen, when the platform's language or the
+    # default applies.
     language: str | None = Field(default=None, max_length=8)
     # When the delivery ledger paused this subscriber because the platform refused a digest for good
     # (None: not paused by a refusal; a reader's own pause, or blocking the bot, leaves it None). Such a
-    # subscriber is still matched for a while and its matches are held for its resume (core.store_fanout).
+    # subscriber is still matched for a while and its matches are held for its resume (core.store.fanout).
     refused_at: datetime | None = _ts(default=None)
     # A one-line message with the scan receipt on an announcement day when nothing matched, so that
     # silence is never ambiguous (issue 18; `digest heartbeat on|off`, the manage page). Off unless asked.
     heartbeat: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
-    # The nonce signed into the reader's private Atom feed link (core.tokens); None: no link made yet. A new
+    # The nonce signed into the reader's private Atom feed link (core.people.tokens); None: no link made yet.
+    # A new
     # nonce revokes the old link (migration 0019).
     feed_nonce: str | None = Field(default=None, max_length=64)
     # Learned recommendations per digest (issue 17; `recommend on [N]`): None is off, the default.
@@ -340,7 +342,7 @@ class QueryMatch(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     version_id: int = Field(foreign_key="version.id")
     canonical: str = Field(sa_type=sa.Text)
-    # core.reasons.Reason.as_data of each reason of the query: field and term.
+    # core.follows.reasons.Reason.as_data of each reason of the query: field and term.
     reasons: list[dict[str, Any]] = _json(default_factory=list)
 
 
@@ -357,7 +359,8 @@ class Match(SQLModel, table=True):
     version_id: int = Field(foreign_key="version.id", index=True)
     follow_ids: list[int] = _json(default_factory=list)
     # Why, per follow: [{"follow": id, "reasons": [{"field": …, "term": …}, …]}, …]; a member's copy of a
-    # newsletter item has {"newsletter": name, …} instead of a follow (core.reasons.reasons_from_data).
+    # newsletter item has {"newsletter": name, …} instead of a follow
+    # (core.follows.reasons.reasons_from_data).
     reasons: list[dict[str, Any]] = _json(default_factory=list)
     created_at: datetime = _ts(default_factory=utcnow)
     # True when one of the matching follows asks for instant delivery.
@@ -369,7 +372,7 @@ class Newsletter(SQLModel, table=True):
     """A named newsletter an operator defines; its follows and schedule live on its own hidden subscriber.
 
     The subscriber (address ``newsletter:NAME``) is matched like any other, once per version whatever the
-    number of members; each issue is fanned out to the active members (see core.newsletters).
+    number of members; each issue is fanned out to the active members (see core.people.newsletters).
     """
 
     __tablename__ = "newsletter"
@@ -442,7 +445,7 @@ class GuideRow(SQLModel, table=True):
 
 class GuideFailureRow(SQLModel, table=True):
     """One failed attempt at a guide. Failures count against the daily cap (they cost requests too), and a
-    version the model keeps answering garbage for is given up (core.guide_service.GIVE_UP_AFTER)."""
+    version the model keeps answering garbage for is given up (core.guides.service.GIVE_UP_AFTER)."""
 
     __tablename__ = "guide_failure"
 
@@ -488,7 +491,8 @@ class HttpValidator(SQLModel, table=True):
 class RateSlot(SQLModel, table=True):
     """The next free send slot of one rate-limited key, shared by every process on the database.
 
-    Written only by ``core.rate_limit.PostgresRateLimit`` (one atomic upsert per reservation); unused on
+    Written only by ``core.delivery.rate_limit.PostgresRateLimit`` (one atomic upsert per reservation);
+    unused on
     SQLite, where one process sends and the limit is kept in memory.
     """
 
@@ -501,7 +505,7 @@ class RateSlot(SQLModel, table=True):
 class DeliveryAlarm(SQLModel, table=True):
     """A channel's platform refusing many recipients the same way: the operator's problem, not theirs.
 
-    One row per (channel, kind), raised by core.delivery_alarm when a batch's refusals look server-wide
+    One row per (channel, kind), raised by core.delivery.alarm when a batch's refusals look server-wide
     (or the sender's setup failed) and cleared by a batch the channel delivered without that refusal.
     While raised (``cleared_at`` NULL) refusals of that kind on that channel are retried, never paused.
     """
@@ -511,7 +515,7 @@ class DeliveryAlarm(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     channel: str = Field(max_length=16)
-    # How the platform said no (core.delivery.DeliveryError.kind), e.g. "rcpt 550 5.7.1".
+    # How the platform said no (core.delivery.contract.DeliveryError.kind), e.g. "rcpt 550 5.7.1".
     kind: str = Field(max_length=64)
     first_seen: datetime = _ts()
     last_seen: datetime = _ts()
@@ -526,7 +530,7 @@ class DeliveryAlarm(SQLModel, table=True):
 
 
 class SignupQuota(SQLModel, table=True):
-    """How many sign-ups one limit's key took in one clock hour (core.signup_limits).
+    """How many sign-ups one limit's key took in one clock hour (core.people.signup_limits).
 
     ``key`` is ``all`` (everyone) or a keyed hash of a client's IP address or network, never the address
     itself; ``hour`` counts hours since the epoch (UTC). Rows of past hours are deleted as new ones come.
@@ -577,7 +581,7 @@ class LibrarySeed(SQLModel, table=True):
 
 
 class TasteModelRow(SQLModel, table=True):
-    """A subscriber's trained recommendation model (``core.taste_model``), in its compact binary form."""
+    """A subscriber's trained recommendation model (``core.taste.model``), in its compact binary form."""
 
     __tablename__ = "taste_model"
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from enum import StrEnum
 
-from core.reasons import Reason
+from core.follows.reasons import Reason
 
 # An arXiv id without version: new style (0704.0001, 2411.17700) or old style (hep-th/9901001,
 # math.GT/0309136). A regular-expression fragment without groups, for the parsers to embed.
@@ -62,7 +62,7 @@ class PaperIn:
 
 @dataclass(frozen=True, slots=True)
 class Guide:
-    """An AI guide to one version (core.guides): plain one-line texts, cleaned and length-capped."""
+    """An AI guide to one version (core.guides.prompt): plain one-line texts, cleaned and length-capped."""
 
     tldr: str
     contributions: tuple[str, ...] = ()
@@ -78,7 +78,7 @@ class DigestItem:
     title: str
     authors: tuple[str, ...]
     categories: tuple[str, ...]
-    # Why it matched, as data (``core.reasons``); worded when the digest is rendered.
+    # Why it matched, as data (``core.follows.reasons``); worded when the digest is rendered.
     reasons: tuple[Reason, ...]
     abstract: str = ""
     comment: str | None = None
@@ -96,9 +96,10 @@ class DigestItem:
     version_id: int | None = None
     # The machine-generated guide in the reader's language, when one was made in time.
     guide: Guide | None = None
-    # A learned recommendation's score (issue 17: ``core.reasons.recommended_score`` of the stored hit),
+    # A learned recommendation's score (issue 17: ``core.follows.reasons.recommended_score`` of the stored
+    # hit),
     # None for a match of the reader's follows. A digest shows recommendations in a section of their own,
-    # after the follows' matches, best score first (core.render).
+    # after the follows' matches, best score first (core.delivery.render).
     recommended: float | None = None
 
     @property
@@ -114,7 +115,8 @@ class DigestItem:
 
 @dataclass(frozen=True, slots=True)
 class VoteLinks:
-    """The signed 👍 and 👎 links of one digest item for its recipient (``core.render``, ``/vote/TOKEN``)."""
+    """The signed 👍 and 👎 links of one digest item for its recipient (``core.delivery.render``,
+    ``/vote/TOKEN``)."""
 
     like: str
     dislike: str
@@ -129,7 +131,8 @@ def versioned_id(arxiv_id: str, version: int) -> str:
 class DigestRest:
     """The items of a digest that it will not show (past ``PAPERTRAIL_DIGEST_MAX_ITEMS``), summarised.
 
-    A worker loads in full only the items a digest shows (core.digests.batch_items); the rest still count
+    A worker loads in full only the items a digest shows (core.delivery.digests.batch_items); the rest still
+    count
     in the subject ("31 new papers, 15 revisions"), in "…and N more" and in which newsletters the digest
     names, so the renderer gets what it needs of them here instead of as items.
     """
@@ -151,7 +154,7 @@ class DigestRest:
 
 @dataclass(frozen=True, slots=True)
 class SourceScan:
-    """What one source's runs stored in a receipt's window (core.receipts)."""
+    """What one source's runs stored in a receipt's window (core.delivery.receipts)."""
 
     # The stored source name, e.g. ``arxiv-rss``.
     source: str
@@ -169,7 +172,7 @@ class Outage:
     """A stretch of a receipt's window in which a source was failing or behind arXiv's calendar."""
 
     source: str
-    # core.health.Health: ``failing`` (runs ended in error) or ``stale`` (served an older mailing).
+    # core.papers.health.Health: ``failing`` (runs ended in error) or ``stale`` (served an older mailing).
     state: str
     # From the first failed run of the streak (or when the calendar made the source stale), which may be
     # before the window; to the next run judged healthy, or None when none had come by the window's end.
@@ -182,7 +185,8 @@ class Receipt:
     """The scan receipt of one digest: what PaperTrail scanned for its reader between ``since`` (their
     previous digest, capped) and ``until`` (this digest's planning), and how many items matched.
 
-    Computed from the stored source runs by core.receipts; worded by the renderer in the reader's language
+    Computed from the stored source runs by core.delivery.receipts; worded by the renderer in the reader's
+    language
     and ``timezone``, and sent as data in the webhook payload.
     """
 
@@ -202,11 +206,12 @@ class Message:
     fallbacks). ``html`` (Telegram HTML or the email's HTML part) and ``mrkdwn`` (Slack) are present when
     the channel has a template in that format. Each of the three also comes as *blocks*: the same text cut
     between items (header, one block per item, footer), so that an adapter with a length limit can split
-    a digest without ever cutting through a tag or an entity; see :func:`core.delivery.pack_blocks`.
+    a digest without ever cutting through a tag or an entity; see :func:`core.delivery.contract.pack_blocks`.
 
     ``key`` identifies the digest across retries (webhook receivers deduplicate on it); ``skip_parts``
     tells the adapter how many parts of a split digest an earlier attempt already delivered. ``language``
-    is the one the message is worded in (``en`` or ``zh``, core.i18n.LANGUAGES): adapters word what they add
+    is the one the message is worded in (``en`` or ``zh``, core.i18n.languages.LANGUAGES): adapters word what
+    they add
     themselves (buttons, fallback texts) in it.
     """
 
@@ -226,7 +231,7 @@ class Message:
     manage_url: str = ""
     language: str = "en"
     # PAPERTRAIL_PUBLIC_URL as the renderer had it (empty without one): adapters that build links of their
-    # own from it (the webhook's bibtex_url, core.bibtex.bibtex_url).
+    # own from it (the webhook's bibtex_url, core.papers.citations.bibtex_url).
     public_url: str = ""
     # What PaperTrail scanned for the reader since their previous digest (None: not known, e.g. a digest
     # rendered outside the ledger); every channel shows it, the webhook payload as data.

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import ClassVar
 
-from core.sources import Page, SourceError
+from core.papers.sources import Page, SourceError
 from core.values import PaperIn
 from ingest.arxiv_api_parse import ApiFormatError, ApiPage, ArxivApiError, build_query_url, parse_api
 from ingest.http import HttpClient

@@ -14,7 +14,7 @@ from datetime import date, timedelta
 from typing import ClassVar
 
 from core.models import utcnow
-from core.sources import Page, SourceError
+from core.papers.sources import Page, SourceError
 from ingest.arxiv_oai_parse import OaiError, OaiErrorCode, OaiFormatError, build_list_records_url, parse_oai
 from ingest.http import HttpClient
 

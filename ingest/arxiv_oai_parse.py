@@ -36,7 +36,7 @@ from urllib.parse import quote, urlencode
 
 from lxml import etree
 
-from core.tex import decode_tex
+from core.papers.tex_accents import decode_tex
 from core.values import ARXIV_ID_PATTERN, AnnounceType, PaperIn
 from ingest.arxiv_rss_parse import split_authors
 from ingest.timestamps import iso_utc, rfc822_utc

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from core.models import RunState
-from core.sources import FetchResult, SourceError, ValidatorLookup
+from core.papers.sources import FetchResult, SourceError, ValidatorLookup
 from ingest.arxiv_rss_parse import ArxivFeedError, FeedFormatError, parse_feed
 from ingest.http import HttpClient
 from ingest.paper_spool import SPOOL_AFTER

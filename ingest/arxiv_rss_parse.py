@@ -45,7 +45,7 @@ from xml.parsers.expat import errors as expat_errors
 import feedparser
 from feedparser.datetimes import _parse_date as _feedparser_parse_date
 
-from core.tex import decode_tex
+from core.papers.tex_accents import decode_tex
 from core.values import ARXIV_ID_PATTERN, AnnounceType, PaperIn
 from ingest.arxiv_rss_bytes import (
     ITEM_GUID_RE,

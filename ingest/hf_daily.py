@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import date
 from typing import ClassVar
 
-from core.sources import SourceError
+from core.papers.sources import SourceError
 from ingest.hf_daily_parse import DailyPage, HfFormatError, parse_daily
 from ingest.http import HttpClient
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
-from core.tex import decode_tex
+from core.papers.tex_accents import decode_tex
 from core.values import CommunityPick
 
 __all__ = ["SOURCE", "DailyPage", "HfFormatError", "parse_daily"]

@@ -11,7 +11,8 @@ server that trickles one byte a second go on for ever) and a cap on the body, en
 (``PAPERTRAIL_HTTP_MAX_BYTES``). Either one fails the attempt at once, without retrying in this run: a
 server that was that slow or that large a moment ago would be again.
 
-Every failure that is left after the retries becomes a :class:`core.sources.SourceError` whose message names
+Every failure that is left after the retries becomes a :class:`core.papers.sources.SourceError` whose message
+names
 the URL, what happened and what to do.
 
 ``get`` returns the body in memory; ``download`` writes it to a temporary file as it streams in, for a
@@ -33,8 +34,8 @@ from urllib.parse import urlsplit
 import httpx
 
 from core.models import HttpValidator, utcnow
+from core.papers.sources import SourceError
 from core.retry_after import retry_after_seconds
-from core.sources import SourceError
 from ingest.retrying import Retry, with_retries
 
 log = logging.getLogger(__name__)

@@ -3,7 +3,8 @@
 ``POST {PAPERTRAIL_LLM_URL}/chat/completions`` with the model, the messages, a low temperature and a token
 cap; a bearer token when ``PAPERTRAIL_LLM_API_KEY`` is set. Time-outs, network errors, 429 (honouring
 Retry-After up to a cap) and 5xx are retried with back-off a few times. Whatever fails after that becomes a
-:class:`core.guides.GuideError` whose message names the endpoint's host, what happened and what to do, and
+:class:`core.guides.prompt.GuideError` whose message names the endpoint's host, what happened and what to do,
+and
 never the key.
 """
 
@@ -18,7 +19,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from core.config import Settings
-from core.guides import ChatMessage, GuideError
+from core.guides.prompt import ChatMessage, GuideError
 from core.retry_after import retry_after_seconds
 from ingest.retrying import Retry, with_retries
 
@@ -29,7 +30,7 @@ TEMPERATURE = 0.2
 
 
 class ChatClient:
-    """One chat-completions client per process; fulfils :class:`core.guides.GuideModel`."""
+    """One chat-completions client per process; fulfils :class:`core.guides.prompt.GuideModel`."""
 
     def __init__(
         self,

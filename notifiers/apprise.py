@@ -19,8 +19,8 @@ from typing import Any, ClassVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from core.config import Settings
-from core.delivery import DeliveryError
-from core.text_safety import one_line
+from core.delivery.contract import DeliveryError
+from core.delivery.escaping import one_line
 from core.values import Message, SendResult
 from notifiers.webhook import public_addresses
 

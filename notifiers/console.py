@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from typing import ClassVar, TextIO
 
-from core.delivery import DeliveryError
-from core.text_safety import strip_control
+from core.delivery.contract import DeliveryError
+from core.delivery.escaping import strip_control
 from core.values import Message, SendResult
 
 

@@ -35,9 +35,9 @@ from urllib.parse import quote, urlsplit
 import css_inline
 
 from core.config import Settings
-from core.delivery import DeliveryError, accepted_recorder
-from core.i18n import DEFAULT_LANGUAGE, LANGUAGE_TAGS
-from core.text_safety import one_line
+from core.delivery.contract import DeliveryError, accepted_recorder
+from core.delivery.escaping import one_line
+from core.i18n.languages import DEFAULT_LANGUAGE, LANGUAGE_TAGS
 from core.values import Message, SendResult
 
 # Format: multipart/alternative. Limit: none in the protocol; PAPERTRAIL_DIGEST_MAX_ITEMS caps digests.
@@ -72,7 +72,8 @@ def list_unsubscribe_headers(unsubscribe_url: str, mailto: str) -> dict[str, str
 
     ``unsubscribe_url`` is the signed link the renderer made for this recipient; it is listed when it is
     https (one-click needs https), and its last path segment, the token, goes into the subject of the
-    mailto: variant so that whoever processes that mailbox can check it with :func:`core.tokens.verify`.
+    mailto: variant so that whoever processes that mailbox can check it with
+    :func:`core.people.tokens.verify`.
     ``mailto`` is the bare address (or ``mailto:`` URI) from ``PAPERTRAIL_UNSUBSCRIBE_MAILTO``. A value
     that could break out of the header or its angle brackets is left out.
     """
@@ -442,7 +443,7 @@ _ENHANCED = re.compile(r"^\s*([245]\.\d{1,3}\.\d{1,3})\b")
 
 def _kind(stage: str, code: int, reply: bytes | str) -> str:
     """How the server said no, without the recipient: the SMTP stage, reply code and enhanced status
-    code (``rcpt 550 5.7.1``). Digests refused the same way group into one alarm (core.delivery_alarm)."""
+    code (``rcpt 550 5.7.1``). Digests refused the same way group into one alarm (core.delivery.alarm)."""
     enhanced = _ENHANCED.match(_text(reply))
     return f"{stage} {code} {enhanced[1]}" if enhanced else f"{stage} {code}"
 

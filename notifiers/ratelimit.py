@@ -6,9 +6,11 @@ A :class:`RateLimiter` combines three rules, each optional:
 * ``interval``: the least time between two messages to one destination (Telegram and Slack: 1 s per chat);
 * ``window``: at most N messages per destination in a window (Telegram groups: 20/minute).
 
-Each rule is a key of a :class:`core.rate_limit.RateLimit`, which hands out evenly spaced slots: in memory
+Each rule is a key of a :class:`core.delivery.rate_limit.RateLimit`, which hands out evenly spaced slots: in
+memory
 for one process, or in PostgreSQL so that every worker on the database shares the same slots (the shell
-chooses, ``core.rate_limit.rate_limit_for``). Keys are ``SCOPE`` for the overall rate, ``SCOPE:DEST`` per
+chooses, ``core.delivery.rate_limit.rate_limit_for``). Keys are ``SCOPE`` for the overall rate,
+``SCOPE:DEST`` per
 destination and ``SCOPE:DEST#window`` for the window, so adapters of different platforms never share one.
 The overall rate is even spacing (30/s: a message every 35 ms, see HEADROOM), never a burst: a burst
 leaves the event loop one request at a time and reaches the platform late enough to collide with the next
@@ -23,7 +25,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from core.rate_limit import LocalRateLimit, RateLimit
+from core.delivery.rate_limit import LocalRateLimit, RateLimit
 
 # The overall rate is paced at this share of the platform's: a request leaves on its slot but reaches the
 # platform a little late now and then (event loop, database round trip, a new connection), and a late one

@@ -11,8 +11,8 @@ import importlib.util
 from typing import TextIO
 
 from core.config import Settings
-from core.delivery import Notifier
-from core.rate_limit import RateLimit
+from core.delivery.contract import Notifier
+from core.delivery.rate_limit import RateLimit
 from notifiers.apprise import AppriseNotifier
 from notifiers.console import ConsoleNotifier
 from notifiers.email import EmailNotifier
@@ -28,7 +28,7 @@ def build_notifiers(
     """Every configured notifier, keyed by channel.
 
     ``slots``: the send slots the rate-limited adapters (Telegram, Slack) share, built by the shell from
-    the database (``core.rate_limit.rate_limit_for``); None gives each adapter its own, in memory.
+    the database (``core.delivery.rate_limit.rate_limit_for``); None gives each adapter its own, in memory.
     """
     notifiers: list[Notifier] = [ConsoleNotifier(console), SlackWebhookNotifier(settings, slots=slots)]
     if settings.smtp_host:

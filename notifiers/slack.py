@@ -25,12 +25,12 @@ import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from core.chat_buttons import DISLIKE_LABEL, LIKE_LABEL, SLACK_DISLIKE_ACTION, SLACK_LIKE_ACTION
 from core.config import Settings
-from core.delivery import DeliveryError, pack_blocks, part_delivered
-from core.i18n import translator
-from core.rate_limit import RateLimit
-from core.render import PART, escape_mrkdwn
+from core.delivery.chat_buttons import DISLIKE_LABEL, LIKE_LABEL, SLACK_DISLIKE_ACTION, SLACK_LIKE_ACTION
+from core.delivery.contract import DeliveryError, pack_blocks, part_delivered
+from core.delivery.rate_limit import RateLimit
+from core.delivery.render import PART, escape_mrkdwn
+from core.i18n.languages import translator
 from core.retry_after import retry_after_seconds as http_retry_after
 from core.values import DigestItem, Message, SendResult
 from notifiers.ratelimit import RateLimiter
@@ -75,7 +75,7 @@ class SlackPayload:
 
 
 def _unescape(text: str) -> str:
-    """Undo :func:`core.render.escape_mrkdwn` for plain_text fields, which Slack shows verbatim."""
+    """Undo :func:`core.delivery.render.escape_mrkdwn` for plain_text fields, which Slack shows verbatim."""
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
@@ -297,7 +297,7 @@ _TOKEN = "install the Slack app again and set PAPERTRAIL_SLACK_BOT_TOKEN to its 
 _BUG = "this is a PaperTrail bug in the Slack layout; please report it with the digest's key"
 
 # Permanent errors of the bot's own token or of PaperTrail's layout, not of the channel: a delivery alarm
-# for the operator (core.delivery_alarm), never a reason to pause the channel's subscription.
+# for the operator (core.delivery.alarm), never a reason to pause the channel's subscription.
 SENDER_ERRORS = frozenset(
     {
         "account_inactive",

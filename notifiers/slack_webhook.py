@@ -22,9 +22,9 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 from slack_sdk.webhook.webhook_response import WebhookResponse
 
 from core.config import Settings
-from core.delivery import DeliveryError
-from core.rate_limit import RateLimit
-from core.text_safety import one_line
+from core.delivery.contract import DeliveryError
+from core.delivery.escaping import one_line
+from core.delivery.rate_limit import RateLimit
 from core.values import Message, SendResult
 from notifiers.ratelimit import RateLimiter
 from notifiers.slack import SlackPayload, build_payloads, retry_after_seconds, send_parts

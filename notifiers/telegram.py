@@ -3,12 +3,12 @@
 Format: Telegram HTML (``parse_mode=HTML``, templates/telegram.html.j2), link previews off. Limit: 4096
 UTF-16 code units per message. Telegram counts the text *after* parsing the markup, so measuring the HTML
 (which is never shorter) keeps every part under the limit. A long digest is split between items with
-:func:`core.delivery.pack_blocks` and sent as several messages to the same chat.
+:func:`core.delivery.contract.pack_blocks` and sent as several messages to the same chat.
 
 Rate limits: ``PAPERTRAIL_TELEGRAM_MAX_PER_SECOND`` overall, one message per
 ``PAPERTRAIL_TELEGRAM_CHAT_INTERVAL`` seconds per chat, ``PAPERTRAIL_TELEGRAM_GROUP_PER_MINUTE`` per group;
 shared by every worker on a PostgreSQL database, per process on SQLite (notifiers/ratelimit.py).
-Every python-telegram-bot error is translated here into one :class:`core.delivery.DeliveryError`.
+Every python-telegram-bot error is translated here into one :class:`core.delivery.contract.DeliveryError`.
 """
 
 from __future__ import annotations
@@ -37,11 +37,11 @@ from telegram.error import (
 from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning
 
-from core.chat_buttons import DISLIKE_LABEL, LIKE_LABEL, Action, callback_data, vote_data
 from core.config import Settings
-from core.delivery import DeliveryError, pack_blocks, part_delivered
-from core.i18n import translator
-from core.rate_limit import RateLimit
+from core.delivery.chat_buttons import DISLIKE_LABEL, LIKE_LABEL, Action, callback_data, vote_data
+from core.delivery.contract import DeliveryError, pack_blocks, part_delivered
+from core.delivery.rate_limit import RateLimit
+from core.i18n.languages import translator
 from core.values import DigestItem, Message, SendResult
 from notifiers.ratelimit import RateLimiter, Window
 
@@ -161,7 +161,7 @@ def item_buttons(
 
 
 def _button(label: str, data: str | None) -> telegram.InlineKeyboardButton | None:
-    if data is None:  # over Telegram's 64 bytes (core.chat_buttons.callback_data)
+    if data is None:  # over Telegram's 64 bytes (core.delivery.chat_buttons.callback_data)
         return None
     shown = label if len(label) <= 40 else label[:39].rstrip() + ELLIPSIS
     return telegram.InlineKeyboardButton(shown, callback_data=data)

@@ -34,12 +34,12 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from core.bibtex import bibtex_url
 from core.config import Settings
-from core.delivery import DeliveryError
-from core.receipt_text import source_name
+from core.delivery.contract import DeliveryError
+from core.delivery.escaping import one_line, strip_control
+from core.delivery.receipt_text import source_name
+from core.papers.citations import bibtex_url
 from core.retry_after import retry_after_seconds
-from core.text_safety import one_line, strip_control
 from core.values import DigestItem, Message, Receipt, SendResult, VoteLinks
 
 # Format: JSON (schema below). Limit: none; PAPERTRAIL_DIGEST_MAX_ITEMS caps digests.

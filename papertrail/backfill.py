@@ -11,8 +11,8 @@ from typing import IO, cast
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
-from core.service import Batch, IngestReport, backfill
-from core.store import SaveResult, Store
+from core.papers.pipeline import Batch, IngestReport, backfill
+from core.store.facade import SaveResult, Store
 from core.values import PaperIn
 from ingest.snapshot_parse import SnapshotRecord, SnapshotSkip, iter_snapshot
 

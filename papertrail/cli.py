@@ -29,13 +29,13 @@ if TYPE_CHECKING:
     import asyncio
 
     from core.config import Settings
-    from core.digests import DigestReport
-    from core.guide_service import GuideReport
+    from core.delivery.digests import DigestReport
+    from core.guides.service import GuideReport
     from core.models import DeliveryAlarm, Follow, Newsletter, Subscriber
-    from core.recommend_settings import TasteState
-    from core.status import SourceStatus
-    from core.store import Store
-    from core.store_subscription import Restored
+    from core.papers.status import SourceStatus
+    from core.store.facade import Store
+    from core.store.subscription import Restored
+    from core.taste.settings import TasteState
     from papertrail.context import AppContext
     from papertrail.store_context import StoreContext
 
@@ -64,7 +64,7 @@ def _n(count: int, singular: str, plural: str | None = None, *, grouped: bool = 
 
     The command line speaks English to the operator; readers' messages go through the catalogs' ngettext.
     """
-    from core.english import counted
+    from core.i18n.english import counted
 
     return counted(count, singular, plural, grouped=grouped)
 
@@ -94,7 +94,7 @@ def _masked(message: str) -> str:
 
 def _explain(exc: Exception) -> str:
     """The error text; for a query, followed by the query with a caret under the bad spot."""
-    from core.query import QueryError
+    from core.follows.query import QueryError
 
     if isinstance(exc, QueryError):
         return f"{exc}\n{exc.excerpt()}"
@@ -175,7 +175,7 @@ def _context() -> Iterator[AppContext]:
 def _known_subscriber(store: Store, address: str) -> Subscriber:
     """The stored subscriber at ``address`` (its id set); exit 2 for a malformed address, 1 for an
     unknown one."""
-    from core.delivery import normalise_address
+    from core.delivery.contract import normalise_address
 
     try:
         found = store.subscribers.get_subscriber(normalise_address(address))
@@ -205,7 +205,7 @@ def _store_context() -> Iterator[StoreContext]:
 
 def _cannot_open(settings: Settings, exc: Exception) -> typer.Exit:
     from core.config import mask_url_password
-    from core.store import DatabaseFolderMissing
+    from core.store.facade import DatabaseFolderMissing
 
     # A mistyped path is configuration (exit 2); a server that cannot be reached, a failure (exit 1).
     code = USAGE if isinstance(exc, DatabaseFolderMissing) else FAILURE
@@ -281,8 +281,8 @@ def ingest(
     ones are stored as history.
     """
     from core.models import utcnow
-    from core.service import complete_papers, ingest_community, ingest_once, ingest_paged
-    from core.store import Novelty
+    from core.papers.pipeline import complete_papers, ingest_community, ingest_once, ingest_paged
+    from core.store.facade import Novelty
 
     if source not in SOURCE_NAMES:
         raise _fail(f"unknown source {source!r}; choose one of: {', '.join(SOURCE_NAMES)}", 2)
@@ -309,8 +309,8 @@ def ingest(
         raise _fail(f"{source}: {report.error}")
     # A one-shot command leaves the ledger complete: what matched reaches each follower's Match rows now
     # rather than at the next digest planning (which would do it first anyway), and so do the learned
-    # recommendations of the new papers (core.recommend).
-    from core.recommend import recommend_new
+    # recommendations of the new papers (core.taste.recommend).
+    from core.taste.recommend import recommend_new
 
     fanned = ctx.store.matches.expand_matches()
     recommended = recommend_new(ctx.store).written
@@ -363,7 +363,7 @@ def index(
     """Write the search index entries a backfill left (the running service does it in the background)."""
     import time
 
-    from core.store_search import INDEX_BATCH
+    from core.store.search import INDEX_BATCH
 
     with _store_context() as ctx:
         store = ctx.store
@@ -413,10 +413,10 @@ def follow(
     ] = None,
 ) -> None:
     """Add a follow (or change its options); creates the subscriber when the address is new."""
-    from core.follows import follow as add_follow
-    from core.masking import mask_address
-    from core.query import QueryError
-    from core.schedule import parse_schedule
+    from core.delivery.schedule import parse_schedule
+    from core.follows.manage import follow as add_follow
+    from core.follows.query import QueryError
+    from core.people.masking import mask_address
 
     chosen = _language_option(language)
     with _store_context() as ctx:
@@ -462,7 +462,7 @@ def _check_webhook(address: str, settings: Settings) -> None:
     digest found out, and paused the subscriber)."""
     reason = _webhook_refusal(settings)(address)
     if reason is not None:
-        from core.masking import mask_address
+        from core.people.masking import mask_address
 
         raise _fail(f"{mask_address(address)} cannot receive digests: {reason}", USAGE)
 
@@ -488,7 +488,7 @@ def _language_option(value: str | None) -> str | None:
     """``--language``: en or zh (codes such as zh-CN accepted); exit 2 naming the choices otherwise."""
     if value is None:
         return None
-    from core.i18n import LANGUAGES, normalize_language
+    from core.i18n.languages import LANGUAGES, normalize_language
 
     chosen = normalize_language(value)
     if chosen is None:
@@ -528,8 +528,8 @@ def import_follows_command(
     """Add follows in bulk, like `follow` for each line; every line is checked first, and importing the
     same file again changes nothing. Keys: address, query, schedule, timezone, language, new_only, instant.
     """
-    from core.follows import import_follows
-    from core.follows_file import read_lines
+    from core.follows.file import read_lines
+    from core.follows.manage import import_follows
     from papertrail import redact
 
     if str(path) != "-" and not path.is_file():
@@ -580,7 +580,7 @@ def export_follows_command(
     ] = None,
 ) -> None:
     """Write the follows of active and paused subscribers as JSON Lines, the input of `import follows`."""
-    from core.follows import export_follows
+    from core.follows.manage import export_follows
 
     with _store_context() as ctx:
         try:
@@ -631,9 +631,9 @@ def export_subscription_command(
     """Write one subscriber's whole subscription as one JSON document, the input of `import subscription`:
     status, schedule, timezone, language, heartbeat, newsletters, follows, the papers it received, its
     votes, library seeds and recommendations."""
-    from core.masking import mask_address
-    from core.subscription import exported
-    from core.subscription_file import MAX_LIBRARY, MAX_VOTES, dumps
+    from core.people.masking import mask_address
+    from core.people.subscription import exported
+    from core.people.subscription_file import MAX_LIBRARY, MAX_VOTES, dumps
 
     with _store_context() as ctx:
         try:
@@ -673,9 +673,9 @@ def export_opml_command(
 ) -> None:
     """Write the subscriber's Atom feeds as OPML 2.0 for a feed reader: its private feed (its link made if
     it has none) and one public feed per follow, at PAPERTRAIL_PUBLIC_URL."""
-    from core.delivery import NEWSLETTER_CHANNEL, normalise_address, split_address
-    from core.feed_links import opml
-    from core.feeds import private_feed_url
+    from core.delivery.contract import NEWSLETTER_CHANNEL, normalise_address, split_address
+    from core.delivery.feed_links import opml
+    from core.delivery.feeds import private_feed_url
     from core.models import utcnow
 
     with _store_context() as ctx:
@@ -729,9 +729,9 @@ def import_subscription_command(
     --merge or --replace."""
     from sqlalchemy.exc import IntegrityError
 
-    from core.masking import mask_address
-    from core.subscription import Mode, SubscriptionExists, import_subscription
-    from core.subscription_file import MAX_DOCUMENT_BYTES, DocumentError
+    from core.people.masking import mask_address
+    from core.people.subscription import Mode, SubscriptionExists, import_subscription
+    from core.people.subscription_file import MAX_DOCUMENT_BYTES, DocumentError
 
     if merge and replace:
         raise _fail("--merge and --replace exclude each other; choose one", USAGE)
@@ -829,8 +829,8 @@ def unfollow_command(
     which: Annotated[str, typer.Argument(metavar="QUERY-OR-NUMBER", help="The query text or its number.")],
 ) -> None:
     """Remove a follow by its number (see `papertrail follows`) or its query text."""
-    from core.follows import unfollow
-    from core.query import QueryError
+    from core.follows.manage import unfollow
+    from core.follows.query import QueryError
 
     with _store_context() as ctx:
         try:
@@ -843,8 +843,8 @@ def unfollow_command(
 @app.command()
 def follows(address: Annotated[str, typer.Argument(help="The subscriber address.")]) -> None:
     """List a subscriber's follows, numbered."""
-    from core.delivery import normalise_address
-    from core.masking import mask_address, mask_text
+    from core.delivery.contract import normalise_address
+    from core.people.masking import mask_address, mask_text
 
     with _store_context() as ctx:
         try:
@@ -881,9 +881,9 @@ def schedule(
     ] = None,
 ) -> None:
     """Change when a subscriber's digests go out (and optionally their timezone and heartbeat)."""
-    from core.delivery import normalise_address
-    from core.masking import mask_address
-    from core.schedule import parse_schedule, zone
+    from core.delivery.contract import normalise_address
+    from core.delivery.schedule import parse_schedule, zone
+    from core.people.masking import mask_address
 
     with _store_context() as ctx:
         try:
@@ -924,9 +924,9 @@ def subscribe(
 ) -> None:
     """Sign an email address up the self-service way: it gets a confirmation link, and nothing else until
     it confirms (unlike `follow`, whose addresses count as confirmed)."""
-    from core.delivery import DeliveryError
-    from core.query import QueryError
-    from core.signup import SignupState, sign_up
+    from core.delivery.contract import DeliveryError
+    from core.follows.query import QueryError
+    from core.people.signup import SignupState, sign_up
     from papertrail.signup import SignupUnavailable, check_available, mail_outcome
 
     with _context() as ctx:
@@ -983,8 +983,8 @@ def newsletter_create(
 ) -> None:
     """Define a newsletter. People join it with `subscribe --newsletter`, the /subscribe form or `join`;
     the operator adds existing subscribers with `newsletter add`."""
-    from core import newsletters
-    from core.query import QueryError
+    from core.follows.query import QueryError
+    from core.people import newsletters
 
     with _store_context() as ctx:
         try:
@@ -1031,7 +1031,7 @@ def newsletter_list() -> None:
 @newsletter_app.command("show")
 def newsletter_show(name: Annotated[str, typer.Argument(help="The newsletter's name.")]) -> None:
     """One newsletter: follows, members and its last issue."""
-    from core import newsletters
+    from core.people import newsletters
 
     with _store_context() as ctx:
         try:
@@ -1057,8 +1057,8 @@ def newsletter_show(name: Annotated[str, typer.Argument(help="The newsletter's n
 def _membership(store: Store, name: str, address: str) -> tuple[Newsletter, Subscriber]:
     """The newsletter and the subscriber of ``newsletter add|remove NAME ADDRESS``, or exit saying which is
     missing: 2 for an address that is not one, 1 for a newsletter or a subscriber the store does not know."""
-    from core import newsletters
-    from core.delivery import normalise_address
+    from core.delivery.contract import normalise_address
+    from core.people import newsletters
 
     try:
         normalised = normalise_address(address)
@@ -1097,9 +1097,9 @@ def newsletter_add(
     ],
 ) -> None:
     """Make an existing, confirmed subscriber a member of a newsletter; a member already stays one."""
-    from core import newsletters
-    from core.masking import mask_address
     from core.models import SubscriberStatus
+    from core.people import newsletters
+    from core.people.masking import mask_address
 
     with _store_context() as ctx:
         newsletter, subscriber = _membership(ctx.store, name, address)
@@ -1137,8 +1137,8 @@ def newsletter_remove(
 ) -> None:
     """End a subscriber's membership of a newsletter, as its /leave link does: the subscriber stays
     subscribed, with its own follows and other newsletters."""
-    from core import newsletters
-    from core.masking import mask_address
+    from core.people import newsletters
+    from core.people.masking import mask_address
 
     with _store_context() as ctx:
         newsletter, subscriber = _membership(ctx.store, name, address)
@@ -1186,9 +1186,9 @@ def resume_command(
     is resumed at once (a reader's own pause is left alone); their held matches go out with their next
     digest.
     """
-    from core.digests import resume
-    from core.masking import mask_address
+    from core.delivery.digests import resume
     from core.models import utcnow
+    from core.people.masking import mask_address
 
     if address is not None and (reason is not None or since is not None):
         raise _fail("give either an ADDRESS or --reason/--since, not both", 2)
@@ -1267,8 +1267,8 @@ def digest(
     ] = False,
 ) -> None:
     """Send the digests that are due (all pending ones with --now)."""
-    from core.digests import send_due_digests
-    from core.masking import mask_address, mask_text
+    from core.delivery.digests import send_due_digests
+    from core.people.masking import mask_address, mask_text
 
     with _context() as ctx:
 
@@ -1361,7 +1361,7 @@ def retry(
     address: Annotated[str | None, typer.Argument(help="Only this subscriber's digests.")] = None,
 ) -> None:
     """Re-queue dead-lettered digests (they gave up after PAPERTRAIL_DELIVERY_MAX_ATTEMPTS failures)."""
-    from core.delivery import normalise_address
+    from core.delivery.contract import normalise_address
 
     with _store_context() as ctx:
         try:
@@ -1427,7 +1427,7 @@ def guides(
     ] = None,
 ) -> None:
     """Make the AI guides readers are waiting for now, within the daily cap (the service does it itself)."""
-    from core.guide_service import make_guides, make_reader_guides
+    from core.guides.service import make_guides, make_reader_guides
     from core.models import utcnow
 
     language = _language_option(language)
@@ -1479,8 +1479,8 @@ def _iso(value: datetime | None) -> str | None:
 @app.command()
 def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
     """Papers stored; new papers, revisions and AI-related papers in the last 24 h; health of each source."""
-    from core.masking import mask_address, mask_text
-    from core.status import source_statuses
+    from core.papers.status import source_statuses
+    from core.people.masking import mask_address, mask_text
     from notifiers.channels import unconfigured_channels
 
     with _store_context() as ctx:
@@ -1652,7 +1652,7 @@ def show(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """One paper with every known version, what each revision changed, and its sources."""
-    from core.status import show_paper
+    from core.papers.status import show_paper
 
     with _store_context() as ctx:
         try:
@@ -1716,8 +1716,8 @@ def try_command(
     limit: Annotated[int, typer.Option(min=1, help="Show at most this many.")] = 20,
 ) -> None:
     """Show which stored papers of the last N days a query would have matched, and why."""
-    from core.follows import try_query
-    from core.query import QueryError
+    from core.follows.manage import try_query
+    from core.follows.query import QueryError
 
     with _store_context() as ctx:
         try:
@@ -1748,8 +1748,8 @@ def recommend_command(
     ] = None,
 ) -> None:
     """Learned recommendations of a subscriber: papers like the ones it liked, in each digest (issue 17)."""
-    from core.masking import mask_address
-    from core.recommend_settings import (
+    from core.people.masking import mask_address
+    from core.taste.settings import (
         DEFAULT_COUNT,
         NotEnoughLikes,
         check_count,
@@ -1806,9 +1806,9 @@ def try_recommended_command(
     ] = None,
 ) -> None:
     """Show what a subscriber's learned recommendations would have brought lately, and why (nothing saved)."""
-    from core.recommend import PREVIEW_SHOWN, preview
-    from core.recommend_settings import taste_state
-    from core.render import reasons_text
+    from core.delivery.render import reasons_text
+    from core.taste.recommend import PREVIEW_SHOWN, preview
+    from core.taste.settings import taste_state
 
     with _store_context() as ctx:
         subscriber = _known_subscriber(ctx.store, address)

@@ -3,8 +3,8 @@ follows.
 
 Registered on :data:`papertrail.cli.import_app`, which ``papertrail/cli.py`` imports at its end, and built
 on its helpers. As there, the command imports what it needs when it runs (``papertrail --help`` loads no
-database library: tests/test_cli_imports.py). The file is read by :func:`core.library_file.read_library`
-and imported by :func:`core.library_import.import_library`, the step the manage page's upload runs too
+database library: tests/test_cli_imports.py). The file is read by :func:`core.taste.library_file.read_library`
+and imported by :func:`core.taste.library_import.import_library`, the step the manage page's upload runs too
 (``papertrail/web_library.py``). It needs the arXiv API for ids PaperTrail has not stored, so it opens
 the whole application context, not the store alone.
 
@@ -25,8 +25,8 @@ import typer
 from papertrail.cli import _BAD_LINES_SHOWN, FAILURE, USAGE, _context, _fail, _n, _run, err, import_app, out
 
 if TYPE_CHECKING:
-    from core.library_file import EntryProblem, LibraryRead
-    from core.library_import import LibraryReport
+    from core.taste.library_file import EntryProblem, LibraryRead
+    from core.taste.library_import import LibraryReport
 
 # How the summary names each format.
 FORMAT_NAMES = {"bibtex": "BibTeX", "ris": "RIS", "csl-json": "CSL-JSON"}
@@ -49,9 +49,9 @@ def import_library_command(
     JabRef): each entry is used by its arXiv id, its DOI, or its title and abstract, and counted as a
     paper the reader likes. Every entry not used is listed with its line and reason; importing the same
     file again adds nothing."""
-    from core.delivery import normalise_address
-    from core.library_file import MAX_FILE_BYTES, LibraryFileError, read_library
-    from core.library_import import import_library
+    from core.delivery.contract import normalise_address
+    from core.taste.library_file import MAX_FILE_BYTES, LibraryFileError, read_library
+    from core.taste.library_import import import_library
 
     stdin = str(path) == "-"
     name = _STDIN if stdin else str(path)
@@ -122,7 +122,7 @@ def summary(name: str, read: LibraryRead, report: LibraryReport) -> str:
 def problem_line(name: str, problem: EntryProblem) -> str:
     """``FILE:LINE: entry KEY: reason``, in English (the command line speaks to the operator); the key
     and reason come from the reader's file, so control characters are taken out before they print."""
-    from core.text_safety import strip_control
+    from core.delivery.escaping import strip_control
 
     where = name if problem.line is None else f"{name}:{problem.line}"
     key = f" entry {strip_control(problem.key)}:" if problem.key else ""

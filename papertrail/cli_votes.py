@@ -3,7 +3,8 @@
 They are registered on :data:`papertrail.cli.app`, which imports this module at its end, and use its
 helpers (the store alone through ``_store_context``, errors through ``_fail``). As there, a command imports
 what it needs when it runs: ``papertrail --help`` loads no database library (tests/test_cli_imports.py).
-Every vote goes through :mod:`core.taste`, the step the chats and the digest buttons use too. Exit codes as
+Every vote goes through :mod:`core.taste.votes`, the step the chats and the digest buttons use too. Exit
+codes as
 in the README: 2 for a malformed address or paper id, 1 for an unknown subscriber, paper or vote.
 """
 
@@ -17,7 +18,7 @@ from papertrail.cli import FAILURE, USAGE, _fail, _known_subscriber, _store_cont
 
 if TYPE_CHECKING:
     from core.models import Version
-    from core.store import Store
+    from core.store.facade import Store
 
 _ADDRESS = typer.Argument(help="The subscriber address, e.g. telegram:12345 or email:ada@example.org.")
 _PAPER = typer.Argument(
@@ -28,7 +29,7 @@ _WORDS = {1: ("like", "likes"), -1: ("dislike", "dislikes")}
 
 def _paper(text: str) -> tuple[str, int | None]:
     """(arXiv id, version or None) of what was typed; exit 2 when it is not an arXiv id."""
-    from core.taste import read_paper_ref
+    from core.taste.votes import read_paper_ref
 
     ref = read_paper_ref(text)
     if ref is None:
@@ -56,8 +57,8 @@ def _versions(store: Store, address: str, arxiv_id: str, version: int | None) ->
 
 
 def _vote(address: str, paper: str, value: int) -> None:
-    from core.masking import mask_address
-    from core.taste import VoteState, cast_vote
+    from core.people.masking import mask_address
+    from core.taste.votes import VoteState, cast_vote
 
     arxiv_id, version = _paper(paper)
     with _store_context() as ctx:
@@ -100,8 +101,8 @@ def unvote(
     paper: Annotated[str, _PAPER],
 ) -> None:
     """Take back a subscriber's vote on a paper (every version, or the one vN names)."""
-    from core.masking import mask_address
-    from core.taste import VoteState, paper_name, undo_vote
+    from core.people.masking import mask_address
+    from core.taste.votes import VoteState, paper_name, undo_vote
 
     arxiv_id, version = _paper(paper)
     name = paper_name(arxiv_id, version)
@@ -120,9 +121,9 @@ def likes(
     limit: Annotated[int, typer.Option(min=1, help="Show at most this many, newest first.")] = 50,
 ) -> None:
     """List a subscriber's votes, newest first, with how many papers it liked and disliked."""
-    from core.english import counted
-    from core.masking import mask_address
-    from core.taste import votes
+    from core.i18n.english import counted
+    from core.people.masking import mask_address
+    from core.taste.votes import votes
 
     with _store_context() as ctx:
         subscriber = _known_subscriber(ctx.store, address)

@@ -7,13 +7,13 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, TextIO
 
 from core.config import Settings
-from core.delivery import Notifier
-from core.digests import DeliveryPolicy
-from core.follow_index import FollowIndex
-from core.rate_limit import rate_limit_for
-from core.render import Renderer
-from core.sources import CommunitySource, PagedSource, Source
-from core.store import Store
+from core.delivery.contract import Notifier
+from core.delivery.digests import DeliveryPolicy
+from core.delivery.rate_limit import rate_limit_for
+from core.delivery.render import Renderer
+from core.follows.index import FollowIndex
+from core.papers.sources import CommunitySource, PagedSource, Source
+from core.store.facade import Store
 from ingest.arxiv_api import ArxivApiSource
 from ingest.arxiv_oai import ArxivOaiSource
 from ingest.arxiv_rss import ArxivRssSource

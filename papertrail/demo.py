@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import TextIO
 
 from core.config import Settings
-from core.digests import send_due_digests
-from core.follows import follow
-from core.service import IngestReport, ingest_once
+from core.delivery.digests import send_due_digests
+from core.follows.manage import follow
+from core.papers.pipeline import IngestReport, ingest_once
 from papertrail.context import build_context
 
 DEMO_FEED = Path(__file__).with_name("demo_data") / "arxiv-rss-2024-11-28.xml.gz"

@@ -3,7 +3,7 @@
 Libraries log request URLs (httpx: ``POST https://api.telegram.org/bot<TOKEN>/sendMessage``) at INFO or
 DEBUG. A filter on the root handlers replaces every configured secret, anything shaped like a Telegram
 bot token in a URL, and the credentials inside any URL (a subscriber's ``webhook:https://h/x?token=X`` or
-``apprise:mailto://user:pass@host``, see :mod:`core.masking`), before a record is written.
+``apprise:mailto://user:pass@host``, see :mod:`core.people.masking`), before a record is written.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 
 from core.config import SECRET_FIELDS, Settings
-from core.masking import mask_text
+from core.people.masking import mask_text
 
 MASK = "********"
 # Attributes every LogRecord has; any other string attribute came through ``extra=`` (the ``subscriber``

@@ -33,10 +33,10 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from core.guide_service import make_reader_guides
+from core.guides.service import make_reader_guides
 from core.models import utcnow
-from core.service import complete_papers, ingest_community, ingest_once
-from core.store_search import INDEX_BATCH
+from core.papers.pipeline import complete_papers, ingest_community, ingest_once
+from core.store.search import INDEX_BATCH
 from papertrail.context import AppContext
 from papertrail.leader import POLL_SECONDS, Leader, lock_for
 
@@ -60,7 +60,7 @@ CANCEL_GRACE = 3.0
 # Hugging Face's daily list grows and its upvotes move during the day; hourly is plenty.
 COMMUNITY_INTERVAL_MINUTES = 60
 # The search indexer (Jobs.index_search): a run every minute writes entries for up to 40 s, a batch
-# (core.store_search.INDEX_BATCH) per transaction, so a backfill's million papers are searchable within
+# (core.store.search.INDEX_BATCH) per transaction, so a backfill's million papers are searchable within
 # the hour or so.
 INDEX_INTERVAL_SECONDS = 60
 INDEX_RUN_SECONDS = 40
@@ -133,7 +133,7 @@ class Jobs:
             report = await ingest_once(ctx.store, ctx.sources[name], index=ctx.follows)
             if report.retry_after:
                 ctx.not_before[name] = utcnow() + timedelta(seconds=report.retry_after)
-            if not report.error:  # failures are logged where they are recorded, in core.service
+            if not report.error:  # failures are logged where they are recorded, in core.papers.pipeline
                 log.info(
                     "%s: %s, %d fetched, %d new papers, %d revisions, %d query matches",
                     report.source,
@@ -165,7 +165,7 @@ class Jobs:
         await self.guides()
 
     async def index_search(self) -> None:
-        """Write the search index entries a backfill or migration 0018 left (core.store_search), in
+        """Write the search index entries a backfill or migration 0018 left (core.store.search), in
         batches of INDEX_BATCH, for at most INDEX_RUN_SECONDS a run: the rest waits for the next run.
         Then merge the index's pending entries (PostgreSQL), the day's news among them."""
         store = self.ctx.store
@@ -184,7 +184,7 @@ class Jobs:
             await asyncio.to_thread(store.papers.tidy_search_index)
 
     async def guides(self) -> None:
-        """Make the AI guides readers are waiting for (core.guide_service); nothing without an endpoint.
+        """Make the AI guides readers are waiting for (core.guides.service); nothing without an endpoint.
 
         Runs after the matching it depends on, never before a digest: a digest due meanwhile goes out
         without the guides rather than late.

@@ -1,6 +1,7 @@
 """Sending the mails of a self-service sign-up: the confirmation link, or the manage link of a known address.
 
-Shared by ``papertrail subscribe`` and the web form; the rules live in :mod:`core.signup`. The mails are
+Shared by ``papertrail subscribe`` and the web form; the rules live in :mod:`core.people.signup`. The mails
+are
 worded in the subscriber's language: the one stored with the subscriber (a sign-up stores the page's
 language on a new address), else the ``language`` the caller passes (the page's), else the operator's
 default language (``PAPERTRAIL_DEFAULT_LANGUAGE``; ``papertrail subscribe`` without ``--language``). A known
@@ -17,10 +18,10 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
-from core import tokens
-from core.delivery import DeliveryError, split_address
-from core.i18n import reader_language, translator
-from core.signup import SignupOutcome, SignupState, confirm_token, mail_not_sent
+from core.delivery.contract import DeliveryError, split_address
+from core.i18n.languages import reader_language, translator
+from core.people import tokens
+from core.people.signup import SignupOutcome, SignupState, confirm_token, mail_not_sent
 from papertrail.context import AppContext
 
 

@@ -10,15 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.config import DEFAULT_DATABASE_URL, Settings
-from core.migrate import migrate
-from core.store import Store, make_engine
+from core.store.facade import Store, make_engine
+from core.store.migrate import migrate
 
 
 def open_store(settings: Settings) -> Store:
     """The store at ``settings.database_url``, its schema brought up to date.
 
     Only the default SQLite file's folder (``./data/``) is created; any other database URL names a
-    folder that must exist (``core.store.DatabaseFolderMissing`` otherwise).
+    folder that must exist (``core.store.facade.DatabaseFolderMissing`` otherwise).
     """
     url = settings.database_url
     engine = make_engine(url, create_folder=url == DEFAULT_DATABASE_URL)

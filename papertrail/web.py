@@ -55,14 +55,14 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from core.bibtex import highwire_tags
 from core.chart import ChartWords, DayCounts, daily_chart
-from core.health import Health
-from core.i18n import Translator, listing, translator
+from core.follows.search_text import SearchError, compile_search
+from core.i18n.languages import Translator, listing, translator
 from core.models import utcnow
-from core.search_text import SearchError, compile_search
-from core.status import SourceStatus
-from core.store_browser import (
+from core.papers.citations import highwire_tags
+from core.papers.health import Health
+from core.papers.status import SourceStatus
+from core.store.browser import (
     MAX_CATEGORY,
     MAX_RELEVANCE_PAGE,
     MAX_SEARCH,
@@ -73,7 +73,7 @@ from core.store_browser import (
     PaperPage,
     Sort,
 )
-from core.store_ledger_items import changes
+from core.store.ledger_items import changes
 from papertrail.context import SOURCE_NAMES, AppContext
 from papertrail.web_bibtex import BibtexRoutes
 from papertrail.web_dashboard import headline_times
@@ -444,7 +444,8 @@ class _Web:
             guides=[(v, guides[v.id]) for v in reversed(versions) if v.id in guides],
             picks=list(reversed(picks)),
             upvotes=max((pick.upvotes for pick in picks), default=0),
-            # Highwire Press <meta> tags for Zotero and Google Scholar (core.bibtex); none without a version.
+            # Highwire Press <meta> tags for Zotero and Google Scholar (core.papers.citations); none without
+            # a version.
             citation=highwire_tags(versions),
         )
 

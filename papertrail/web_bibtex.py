@@ -1,4 +1,5 @@
-"""BibTeX downloads: one paper's entry, and a subscriber's whole history (the entries are ``core.bibtex``'s).
+"""BibTeX downloads: one paper's entry, and a subscriber's whole history (the entries are
+``core.papers.citations``'s).
 
 * ``GET /papers/{arxiv_id}.bib``: the entry of the paper's newest stored version, as a download
   (``Content-Type: application/x-bibtex; charset=utf-8``, ``Content-Disposition: attachment;
@@ -6,7 +7,7 @@
   suffix dropped, old-style ids keep their slash (``/papers/hep-th/9901001.bib``). A paper PaperTrail has
   not seen, or knows only from a community pick (no arXiv metadata yet), is a 404 page.
 * ``GET /manage/{token}/papers.bib``: behind the manage link's token, one entry per paper that a sent
-  digest of the subscriber carried (``core.store_history``), the most recently sent first, at most
+  digest of the subscriber carried (``core.store.history``), the most recently sent first, at most
   :data:`MAX_HISTORY_PAPERS`; streamed a page of the ledger at a time. Its ``@comment`` lines are in the
   reader's language; the entries are data and never translated. Not cached, not referred (like the manage
   page). Only what digests carried: the papers a subscriber liked are the next file.
@@ -23,9 +24,9 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from core.bibtex import MAX_HISTORY_PAPERS, MEDIA_TYPE, entry, file_name
-from core.i18n import Translator
+from core.i18n.languages import Translator
 from core.models import Subscriber, Version
+from core.papers.citations import MAX_HISTORY_PAPERS, MEDIA_TYPE, entry, file_name
 from papertrail.context import AppContext
 from papertrail.web_pages import PRIVATE_HEADERS, Pages, bare_paper_id, language_headers, paper_path
 from papertrail.web_subscribers import SubscriberPages

@@ -1,15 +1,18 @@
 """Atom feeds (RFC 4287): a public feed of any follow query, and each subscriber's private feed of what
 their digests carried (docs/feeds.md).
 
-* ``GET /feeds?q=QUERY[&lang=en|zh]``: the newest :data:`core.feeds.QUERY_FEED_ENTRIES` news versions a
-  follow of ``QUERY`` finds (core.store_feeds), new papers and revisions each as their own entry. Kept in
+* ``GET /feeds?q=QUERY[&lang=en|zh]``: the newest :data:`core.delivery.feeds.QUERY_FEED_ENTRIES` news
+versions a
+  follow of ``QUERY`` finds (core.store.feeds), new papers and revisions each as their own entry. Kept in
   an in-process cache per normalised query and language for :data:`FEED_CACHE_SECONDS` (at most
   :data:`FEED_CACHE_ENTRIES` feeds), answered with ``ETag`` and ``Last-Modified`` and ``304`` to a
   matching ``If-None-Match`` or ``If-Modified-Since``. A query that does not parse gets ``400`` with the
   parser's message and a caret under the position, in plain text.
 * ``GET /feeds/private/{token}``: one subscriber's sent digests' items, newest first, at most
-  :data:`core.feeds.PRIVATE_FEED_ENTRIES`, with each version's AI guide in the subscriber's language. The
-  token is signed (core.tokens.FEED) over the address and the subscriber's feed nonce; a link replaced on
+  :data:`core.delivery.feeds.PRIVATE_FEED_ENTRIES`, with each version's AI guide in the subscriber's
+  language. The
+  token is signed (core.people.tokens.FEED) over the address and the subscriber's feed nonce; a link replaced
+  on
   the manage page answers ``410``, any link that was never genuine ``404``, both with the same short text.
   Never cached by anyone (``Cache-Control: private, no-store``) and never sent on as a Referer.
 
@@ -36,16 +39,16 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from core import tokens
-from core.feed_links import PRIVATE_FEED_PREFIX, query_feed_url
-from core.feeds import PRIVATE_FEED_ENTRIES, QUERY_FEED_ENTRIES, FeedRevoked, feed_subscriber
-from core.i18n import LANGUAGE_TAGS, Translator, normalize_language, translator
+from core.delivery.escaping import strip_control
+from core.delivery.feed_links import PRIVATE_FEED_PREFIX, query_feed_url
+from core.delivery.feeds import PRIVATE_FEED_ENTRIES, QUERY_FEED_ENTRIES, FeedRevoked, feed_subscriber
+from core.delivery.render import changes_text, reasons_text, short_authors
+from core.follows.query import QueryError, parse
+from core.follows.search_text import SearchError, compile_search
+from core.i18n.languages import LANGUAGE_TAGS, Translator, normalize_language, translator
 from core.models import Subscriber
-from core.query import QueryError, parse
-from core.render import changes_text, reasons_text, short_authors
-from core.search_text import SearchError, compile_search
-from core.store_feeds import FeedVersion
-from core.text_safety import strip_control
+from core.people import tokens
+from core.store.feeds import FeedVersion
 from papertrail.context import AppContext
 from papertrail.web_atom import MEDIA_TYPE, Entry, Feed, Link, Paragraph, serialize
 from papertrail.web_pages import PRIVATE_HEADERS, SECURITY_HEADERS, Pages, arxiv_url, paper_path

@@ -3,8 +3,8 @@
 A reader seeds their recommendations with the papers they keep: the manage page's form sends their
 reference library (a BibTeX, RIS or CSL-JSON export of Zotero, Mendeley or JabRef) as
 ``multipart/form-data``, in the field ``library``. The file is read by
-:func:`core.library_file.read_library` (in a worker thread: a file built to be slow takes up to some
-10 s) and imported by :func:`core.library_import.import_library`, the step ``papertrail import library``
+:func:`core.taste.library_file.read_library` (in a worker thread: a file built to be slow takes up to some
+10 s) and imported by :func:`core.taste.library_import.import_library`, the step ``papertrail import library``
 runs too. The answer is a page in the reader's language: how many entries were used and how, how many
 papers are new, and each entry not used with its line and reason, with a link back to the manage page.
 
@@ -12,7 +12,7 @@ Bounds, in the order they apply (docs/recommendations.md, "Importing a library")
 
 * the manage token is checked first; a forged or altered one is refused before a byte of the body is read;
 * a body that does not declare its length, or declares more than :data:`MAX_UPLOAD_BYTES` (the file's
-  :data:`core.library_file.MAX_FILE_BYTES` and :data:`MULTIPART_OVERHEAD` for the form's boundaries and
+  :data:`core.taste.library_file.MAX_FILE_BYTES` and :data:`MULTIPART_OVERHEAD` for the form's boundaries and
   headers), is refused with a page before it is read;
 * the form may hold one file and :data:`MAX_FIELDS` fields; of the file at most ``MAX_FILE_BYTES + 1``
   bytes are read, and a larger one is refused with the same page;
@@ -40,9 +40,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from core.library_file import MAX_FILE_BYTES, LibraryFileError, LibraryRead, read_library
-from core.library_import import LibraryReport, import_library
 from core.models import Subscriber
+from core.taste.library_file import MAX_FILE_BYTES, LibraryFileError, LibraryRead, read_library
+from core.taste.library_import import LibraryReport, import_library
 from papertrail.context import AppContext
 from papertrail.web_pages import Pages, Reader
 from papertrail.web_subscribers import MAX_FIELD, SubscriberPages
@@ -217,7 +217,7 @@ class LibraryRoutes:
             report=report,
             filename=name,
             format_name=FORMAT_NAMES.get(report.format, report.format),
-            # A legacy BibTeX or RIS export: its accented letters may read wrong (core.library_file).
+            # A legacy BibTeX or RIS export: its accented letters may read wrong (core.taste.library_file).
             encoding=read.encoding if read.encoding not in ("utf-8", "utf-16") else "",
             problems=[p.said(t, limit=KEY_LIMIT) for p in report.unused[:MAX_PROBLEMS_SHOWN]],
             more=max(len(report.unused) - MAX_PROBLEMS_SHOWN, 0),

@@ -18,10 +18,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from core.config import Settings
-from core.delivery import KNOWN_CHANNELS, NEWSLETTER_CHANNEL
-from core.health import Health
-from core.status import SourceStatus, source_statuses
-from core.store import StatusSummary, Store
+from core.delivery.contract import KNOWN_CHANNELS, NEWSLETTER_CHANNEL
+from core.papers.health import Health
+from core.papers.status import SourceStatus, source_statuses
+from core.store.facade import StatusSummary, Store
 from papertrail.redact import SecretRedactor, secrets_of
 
 log = logging.getLogger(__name__)

@@ -2,9 +2,9 @@
 language, and the response headers.
 
 Every value a template prints is escaped (autoescape for ``.html.j2``) after control and bidi-override
-characters are stripped, as in :mod:`core.render`: titles, abstracts, author names, source errors, AI
+characters are stripped, as in :mod:`core.delivery.render`: titles, abstracts, author names, source errors, AI
 guides and search terms come from outside and can never add markup to a page. Values filled into a
-translated sentence pass the same finalize and escaping (:func:`core.i18n.install_jinja`).
+translated sentence pass the same finalize and escaping (:func:`core.i18n.languages.install_jinja`).
 
 The language of a page (:class:`Reader`): a ``lang`` query parameter wins and is remembered in the
 ``papertrail_lang`` cookie; else that cookie; else, on the pages of a subscriber's signed link, the
@@ -27,8 +27,9 @@ import markupsafe
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from core.bibtex import bibtex_path
-from core.i18n import (
+from core.delivery.escaping import strip_control
+from core.delivery.render import CHANGE_LABELS, short_authors, shorten
+from core.i18n.languages import (
     DEFAULT_LANGUAGE,
     LANGUAGE_NAMES,
     LANGUAGE_TAGS,
@@ -42,10 +43,9 @@ from core.i18n import (
     reader_language,
     translator,
 )
-from core.masking import mask_address
-from core.render import CHANGE_LABELS, short_authors, shorten
+from core.papers.citations import bibtex_path
+from core.people.masking import mask_address
 from core.resources import resource_dir
-from core.text_safety import strip_control
 from papertrail.web_times import DisplayZone, display_zone
 
 # No script may run on these pages (they need none), nothing may frame them, and forms post only here.
@@ -220,7 +220,7 @@ def query_url(path: str, params: Mapping[str, object], **changes: object) -> str
 # Words the pages show for fixed values stored in English (states, field names): translated where shown.
 # A value not listed here (a source's error, a note) is shown as it is.
 WORDS = {
-    # source health (core.health.Health)
+    # source health (core.papers.health.Health)
     "ok": N_("ok"),
     "quiet": N_("quiet"),
     "stale": N_("stale"),
@@ -231,7 +231,7 @@ WORDS = {
     "empty": N_("empty"),
     "not_modified": N_("not modified"),
     "error": N_("error"),
-    # what a revision changed (core.store_ledger_items.changes), worded as digests word it
+    # what a revision changed (core.store.ledger_items.changes), worded as digests word it
     **CHANGE_LABELS,
     # how arXiv announced a version (core.values.AnnounceType)
     "new": N_("new"),
@@ -253,7 +253,8 @@ def word(value: object, t: Translator | None = None) -> str:
     return (t or translator(DEFAULT_LANGUAGE)).gettext(known) if known else text
 
 
-# A source's verdict in words, where core.health and core.status word it the same way every time; errors
+# A source's verdict in words, where core.papers.health and core.papers.status word it the same way every
+# time; errors
 # and notes of a run (and anything new) are shown as they are.
 _FIXED_REASONS = frozenset(
     (
@@ -273,8 +274,8 @@ _STALE = re.compile(
 )
 
 
-# The run notes of core.service, one pattern and message per kind; a note joins its parts with "; ".
-# Notes say "1 version" / "3 versions" (core.english.counted); runs stored before that say "version(s)",
+# The run notes of core.papers.pipeline, one pattern and message per kind; a note joins its parts with "; ".
+# Notes say "1 version" / "3 versions" (core.i18n.english.counted); runs stored before that say "version(s)",
 # so a noun's ending matches all three. The msgids keep "(s)": they are the catalogs' keys, and English
 # readers see the stored note as it is.
 _S = r"(?:s|\(s\))?"
@@ -335,13 +336,15 @@ def _note(part: str, t: Translator) -> str | None:
             if t.language == DEFAULT_LANGUAGE:
                 return part  # stored in English, with its plurals
             values = dict(zip(names, found.groups(), strict=True))
-            if "ids" in values:  # core.service lists the ids with ", ": a list, in the reader's language
+            if (
+                "ids" in values
+            ):  # core.papers.pipeline lists the ids with ", ": a list, in the reader's language
                 values["ids"] = listing(t, values["ids"].split(", "))
             return t.gettext(message, **values)
     return None
 
 
-# What core.tokens says about a link that does not verify, as a sentence for the page.
+# What core.people.tokens says about a link that does not verify, as a sentence for the page.
 _TOKEN_PROBLEMS = {
     "this link is incomplete; open the whole link from the mail": N_(
         "This link is incomplete; open the whole link from the mail."
@@ -359,7 +362,7 @@ _TOKEN_PROBLEMS = {
 
 
 def token_problem(exc: Exception, t: Translator) -> str:
-    """Why a signed link was refused (core.tokens.InvalidToken), as a sentence in ``t``'s language."""
+    """Why a signed link was refused (core.people.tokens.InvalidToken), as a sentence in ``t``'s language."""
     text = str(exc)
     known = _TOKEN_PROBLEMS.get(text)
     return t.gettext(known) if known else f"{text[:1].upper()}{text[1:]}."

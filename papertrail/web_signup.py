@@ -1,9 +1,10 @@
-"""The sign-up form and the confirmation link (double opt-in; the rules are in core.signup).
+"""The sign-up form and the confirmation link (double opt-in; the rules are in core.people.signup).
 
 * ``GET /subscribe`` shows the form (address, follows one per line, schedule, timezone, and a newsletter
   to join when the operator defined any; with one chosen the follows may stay empty).
 * ``POST /subscribe`` checks the input, counts the sign-up against the per-client, per-network and hourly
-  limits (core.signup_limits; the client is the connection's peer, or with PAPERTRAIL_TRUSTED_PROXIES the
+  limits (core.people.signup_limits; the client is the connection's peer, or with PAPERTRAIL_TRUSTED_PROXIES
+  the
   address its proxy names), records it and mails the confirmation link (or, for an address that is
   subscribed already, its manage link). The answer is the same "check your mail" page either way, so the
   form does not tell strangers who is subscribed. Bad input is shown on the form with what to fix; a
@@ -29,11 +30,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from core import tokens
-from core.delivery import DeliveryError
-from core.i18n import normalize_language, said
-from core.query import QueryError
-from core.signup import (
+from core.delivery.contract import DeliveryError
+from core.follows.query import QueryError
+from core.i18n.languages import normalize_language, said
+from core.people import tokens
+from core.people.signup import (
     RESEND_AFTER,
     SignupChanged,
     SignupOutcome,
@@ -44,7 +45,7 @@ from core.signup import (
     prepare,
     record,
 )
-from core.signup_limits import Refusal, Scope, quotas_for, take
+from core.people.signup_limits import Refusal, Scope, quotas_for, take
 from papertrail.client_address import request_client_ip
 from papertrail.context import AppContext
 from papertrail.signup import SignupUnavailable, check_available, mail_outcome

@@ -1,4 +1,4 @@
-"""Unsubscribe and manage pages: no account, a signed link per subscriber (core.tokens).
+"""Unsubscribe and manage pages: no account, a signed link per subscriber (core.people.tokens).
 
 * ``GET /unsubscribe/{token}`` only asks: mail scanners and link previews follow every link in a mail, so
   a GET must never change anything. Its button posts the same body a mail client's one-click does.
@@ -7,16 +7,17 @@
   URL is the authority). The subscriber keeps its follows, so the manage page can re-subscribe.
 * ``GET /leave/{token}`` asks and ``POST /leave/{token}`` (one-click compatible, like unsubscribe) ends the
   membership of one newsletter only; the token binds the address and the newsletter's name. A digest that
-  is one newsletter's issue only carries it as its unsubscribe link (core.render).
+  is one newsletter's issue only carries it as its unsubscribe link (core.delivery.render).
 * ``GET /manage/{token}/export.json`` downloads the whole subscription as one JSON document
-  (core.subscription: the file ``papertrail import subscription`` reads), and ``GET
-  /manage/{token}/feeds.opml`` the reader's Atom feeds as OPML 2.0 (core.feed_links); both as
+  (core.people.subscription: the file ``papertrail import subscription`` reads), and ``GET
+  /manage/{token}/feeds.opml`` the reader's Atom feeds as OPML 2.0 (core.delivery.feed_links); both as
   attachments, never cached.
 * ``GET /manage/{token}`` shows the follows, schedule, timezone, heartbeat, language and status; ``POST
   /manage/{token}`` with ``action`` = ``add``, ``remove``, ``schedule``, ``heartbeat`` (``heartbeat`` =
   ``on`` or ``off``), ``language``, ``unsubscribe``, ``resubscribe``, ``feed`` (revoke the private Atom
-  feed's link and make a new one, core.feeds) or ``unvote`` (``paper`` and ``version``: undo one vote,
-  core.taste) changes them and redirects back (303) to the page with a notice. Any other action is
+  feed's link and make a new one, core.delivery.feeds) or ``unvote`` (``paper`` and ``version``: undo one
+  vote,
+  core.taste.votes) changes them and redirects back (303) to the page with a notice. Any other action is
   refused with 400. The page shows the private feed's link, drawing its nonce the first time it is shown,
   and the reader's votes (issue 17): the likes, dislikes and library seeds counted, the
   :data:`MAX_VOTES_SHOWN` newest votes listed, each with an undo button, and a form that uploads the
@@ -42,22 +43,22 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from core import tokens
-from core.bibtex import MAX_HISTORY_PAPERS
-from core.delivery import normalise_address
-from core.digests import resume
-from core.feed_links import opml
-from core.feeds import private_feed_url, renew_private_feed
-from core.follows import follow
-from core.i18n import LANGUAGES, N_, listing, normalize_language, said
-from core.library_file import MAX_FILE_BYTES
-from core.masking import mask_address
+from core.delivery.contract import normalise_address
+from core.delivery.digests import resume
+from core.delivery.feed_links import opml
+from core.delivery.feeds import private_feed_url, renew_private_feed
+from core.delivery.schedule import parse_schedule, zone
+from core.follows.manage import follow
+from core.follows.query import QueryError
+from core.i18n.languages import LANGUAGES, N_, listing, normalize_language, said
 from core.models import Follow, Newsletter, Subscriber, SubscriberStatus
-from core.query import QueryError
-from core.schedule import parse_schedule, zone
-from core.subscription import export_subscription
-from core.subscription_file import dumps
-from core.taste import VoteState, undo_vote, votes
+from core.papers.citations import MAX_HISTORY_PAPERS
+from core.people import tokens
+from core.people.masking import mask_address
+from core.people.subscription import export_subscription
+from core.people.subscription_file import dumps
+from core.taste.library_file import MAX_FILE_BYTES
+from core.taste.votes import VoteState, undo_vote, votes
 from papertrail.context import AppContext
 from papertrail.web_pages import PRIVATE_HEADERS, Pages, Reader, remember_language, token_problem
 

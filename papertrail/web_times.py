@@ -4,7 +4,7 @@ Every instant a page shows is converted to the display zone and followed by the 
 language: a friendly name for a few common zones (``Beijing time`` / ``北京时间`` for Asia/Shanghai), else
 what the tz database calls the zone at that instant (``CET`` in winter, ``CEST`` in summer, ``UTC``), or
 ``UTC+08:00`` where it has no letters for it. The default zone, UTC, shows ``2026-11-09 10:53 UTC`` as the
-pages always did. Subscribers' digests keep their own zones (core.render); this is the pages' only.
+pages always did. Subscribers' digests keep their own zones (core.delivery.render); this is the pages' only.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
-from core.i18n import N_, Translator
-from core.timezones import abbreviation
+from core.i18n.languages import N_, Translator
+from core.people.timezones import abbreviation
 
 # Zones whose letters are ambiguous or missing (Asia/Shanghai and Asia/Taipei both say CST, Singapore
 # says +08), named as their readers name them. Keyed by the name the operator wrote, so the tz

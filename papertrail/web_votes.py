@@ -1,15 +1,17 @@
 """Votes from the signed links of email digests (issue 17): 👍 and 👎 on one version of a paper.
 
 Each item of an email digest links ``/vote/{token}`` twice, once per value; the token (purpose ``vote``,
-``core.tokens.vote_subject``) binds the recipient's address, the version and the value, so the link casts
+``core.people.tokens.vote_subject``) binds the recipient's address, the version and the value, so the link
+casts
 exactly the vote it was made for and nothing else.
 
 * ``GET /vote/{token}`` only asks: mail scanners and link previews follow every link in a mail, and a
   vote they cast would teach the reader's model what the reader never said. The page shows the paper (its
   title, escaped, and versioned id), the reader's current vote on it, and one button that posts.
-* ``POST /vote/{token}`` records the vote (``core.taste.cast_vote``: new, changed or unchanged) and shows
+* ``POST /vote/{token}`` records the vote (``core.taste.votes.cast_vote``: new, changed or unchanged) and
+shows
   it with an Undo button.
-* ``POST /vote/{token}/undo`` removes the reader's vote on that version (``core.taste.undo_vote``) and
+* ``POST /vote/{token}/undo`` removes the reader's vote on that version (``core.taste.votes.undo_vote``) and
   offers to vote again.
 
 Like the unsubscribe link, the signed token in the URL is the only authority: the POSTs need no cookie
@@ -29,9 +31,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from core import tokens
 from core.models import Subscriber
-from core.taste import VoteState, cast_vote, undo_vote
+from core.people import tokens
+from core.taste.votes import VoteState, cast_vote, undo_vote
 from papertrail.context import AppContext
 from papertrail.web_pages import Pages, Reader
 from papertrail.web_subscribers import SubscriberPages

@@ -16,7 +16,7 @@ import logging
 import signal
 from dataclasses import dataclass
 
-from core.digests import DigestReport, send_due_digests, worker_name
+from core.delivery.digests import DigestReport, send_due_digests, worker_name
 from papertrail.context import AppContext
 
 log = logging.getLogger(__name__)

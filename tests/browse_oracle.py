@@ -13,10 +13,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from core.query import PaperText
-from core.search_text import paper_doc, tsvector_literal
-from core.store import Store
-from core.store_sort_keys import NEWS_BIT, published_key
+from core.follows.query import PaperText
+from core.follows.search_text import paper_doc, tsvector_literal
+from core.store.facade import Store
+from core.store.sort_keys import NEWS_BIT, published_key
 from core.values import AnnounceType, PaperIn
 
 

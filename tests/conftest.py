@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from core.store import Store, make_engine
+from core.store.facade import Store, make_engine
 from tests.schema_template import apply_template
 
 # Recorded responses: the copies in tests/corpus (see its README), or another corpus folder.

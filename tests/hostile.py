@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime
 
-from core.reasons import ABSTRACT, AUTHOR, CATEGORY, LIKED, PAPER, SHARED, TITLE, Reason
+from core.follows.reasons import ABSTRACT, AUTHOR, CATEGORY, LIKED, PAPER, SHARED, TITLE, Reason
 from core.values import DigestItem, Guide, Outage, Receipt, SourceScan
 
 LONG_ABSTRACT = ("We study asynchronous rollouts under policy lag. " * 205)[:10_000]
@@ -94,7 +94,7 @@ def many_items(count: int = 500) -> list[DigestItem]:
     ]
 
 
-# Guides in the reader's language, as core.digests attaches them: plain one-line texts.
+# Guides in the reader's language, as core.delivery.digests attaches them: plain one-line texts.
 _GUIDES = {
     "en": (
         Guide(

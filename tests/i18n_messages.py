@@ -31,7 +31,7 @@ def area_of(path: Path) -> str | None:
     """Which catalog a source file's messages belong to; None for files nobody reads (the CLI, tests)."""
     rel = path.relative_to(ROOT).as_posix()
     # The follow language's errors (and the choices they offer) are said in chats and on the manage page.
-    if rel.startswith("bot/") or rel in ("core/query.py", "core/i18n.py"):
+    if rel.startswith("bot/") or rel in ("core/follows/query.py", "core/i18n/languages.py"):
         return "bot"
     if rel.startswith("templates/web/") or re.match(r"papertrail/web\w*\.py$", rel):
         return "web"

@@ -1,6 +1,7 @@
 """Test set-up: Match rows written straight into the ledger, for tests of what comes after matching.
 
-Matching itself (query matches, fan-out, follow options) is tested through ``core.service.match_new`` in
+Matching itself (query matches, fan-out, follow options) is tested through ``core.papers.pipeline.match_new``
+in
 tests/test_match_pipeline.py; tests of planning, guides and rendering only need rows to exist.
 """
 
@@ -9,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
+from core.follows.reasons import Reason, hit_data
 from core.models import Match
-from core.reasons import Reason, hit_data
-from core.store import Store
+from core.store.facade import Store
 
 
 def add_matches(

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from core.store import Store
+from core.store.facade import Store
 from papertrail.backfill import snapshot_batches
 from papertrail.cli import app
 from tests.conftest import CORPUS

@@ -1,9 +1,11 @@
-"""BibTeX entries and citation tags (core.bibtex), read back with pybtex, a BibTeX-compatible parser.
+"""BibTeX entries and citation tags (core.papers.citations), read back with pybtex, a BibTeX-compatible
+parser.
 
 Every version of the recorded corpus (arXiv RSS, OAI-PMH arXivRaw, the API's old-style ids, the snapshot:
 titles with TeX, accents, up to 434 authors) goes through an entry and back, and the fields pybtex reads
 equal the stored values once the escapes are undone by :func:`detex`, written here independently of
-core.bibtex. Hostile text cannot leave its field, and TeX that could reach outside a LaTeX document is
+core.papers.citations. Hostile text cannot leave its field, and TeX that could reach outside a LaTeX document
+is
 never kept. The web routes are tested in tests/test_bibtex_web.py.
 """
 
@@ -21,7 +23,9 @@ from pybtex.bibtex.utils import split_name_list
 from pybtex.database import BibliographyData
 from pybtex.database.input.bibtex import Parser
 
-from core.bibtex import (
+from core.delivery.escaping import strip_control
+from core.models import Version
+from core.papers.citations import (
     MONTHS,
     UNSAFE_PREFIXES,
     UNSAFE_WORDS,
@@ -35,8 +39,6 @@ from core.bibtex import (
     first_doi,
     highwire_tags,
 )
-from core.models import Version
-from core.text_safety import strip_control
 from core.values import PaperIn
 from ingest.arxiv_api_parse import parse_api
 from ingest.arxiv_oai_parse import parse_oai
@@ -45,9 +47,11 @@ from ingest.snapshot_parse import SnapshotRecord, iter_snapshot, open_snapshot
 from tests.conftest import BIG_FEED, CORPUS
 from tests.hostile import hostile_items
 
-# -- reading an entry back, independently of core.bibtex --------------------------------------------------
+# -- reading an entry back, independently of core.papers.citations
+# --------------------------------------------------
 
-# Math as core.tex leaves it in stored text; the escapes core.bibtex documents for everything else.
+# Math as core.papers.tex_accents leaves it in stored text; the escapes core.papers.citations documents for
+# everything else.
 _MATH = r"\$\$.+?\$\$|\$[^$]+?\$|\\\(.*?\\\)|\\\[.*?\\\]"
 _ESCAPES = {
     r"\&": "&",
@@ -93,7 +97,7 @@ def parse_one(text: str) -> tuple[str, dict[str, str], list[str]]:
 
 
 def as_version(paper: PaperIn) -> Version:
-    """``paper`` as the store's row for it (not saved: core.bibtex needs no database)."""
+    """``paper`` as the store's row for it (not saved: core.papers.citations needs no database)."""
     return Version(
         paper_id=paper.arxiv_id,
         number=paper.version,

@@ -20,14 +20,14 @@ import pytest
 import sqlalchemy as sa
 from pybtex.database.input.bibtex import Parser
 
-from core import tokens
-from core.delivery import Notifier
-from core.digests import send_due_digests
-from core.follows import follow
+from core.delivery.contract import Notifier
+from core.delivery.digests import send_due_digests
+from core.delivery.render import Renderer
+from core.follows.manage import follow
 from core.models import utcnow
-from core.render import Renderer
-from core.service import match_new
-from core.store import Store
+from core.papers.pipeline import match_new
+from core.people import tokens
+from core.store.facade import Store
 from core.values import AnnounceType, CommunityPick, DigestItem, PaperIn
 from ingest.arxiv_rss_parse import parse_feed
 from notifiers.console import ConsoleNotifier
@@ -354,8 +354,8 @@ def test_every_channel_links_each_items_bibtex() -> None:
 def test_the_liked_papers_download_cites_each_liked_version_newest_vote_first(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from core.store_taste import DISLIKE, LIKE
-    from core.taste import cast_vote
+    from core.store.taste import DISLIKE, LIKE
+    from core.taste.votes import cast_vote
 
     papers = parse_feed(BIG_FEED.read_bytes()).items[:40]
     store.papers.save_versions(papers)

@@ -45,7 +45,7 @@ from bot.slack import (
 )
 from bot.slack_format import MAX_SECTION_CHARS, block_sections
 from core.config import Settings
-from core.store import Store
+from core.store.facade import Store
 from tests.fakes.slack_api import FakeSlack, api_error, fake_slack, fake_socket_mode
 from tests.test_commands import NOW, backdate, ingest_recorded_feed, record_runs
 from tests.test_commands_fuzz import command_text

@@ -39,7 +39,7 @@ from bot.telegram_render import (
 )
 from core.config import Settings
 from core.models import SubscriberStatus
-from core.store import Store
+from core.store.facade import Store
 from tests.fakes.telegram_api import (
     ADA,
     ADA_CHAT,

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from core.store import Store
+from core.store.facade import Store
 from tests.chromium import ensure_chromium
 from tests.servers import free_port
 from tests.test_sigterm import ServiceProcess, service_env, wait_until

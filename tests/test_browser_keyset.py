@@ -20,10 +20,10 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from core.search_text import compile_search
-from core.service import backfill
-from core.store import Store
-from core.store_browser import PaperFilter, Sort, TotalKind
+from core.follows.search_text import compile_search
+from core.papers.pipeline import backfill
+from core.store.browser import PaperFilter, Sort, TotalKind
+from core.store.facade import Store
 from core.values import CommunityPick
 from ingest.arxiv_rss_parse import parse_feed
 from ingest.hf_daily_parse import parse_daily
@@ -187,7 +187,7 @@ def test_every_search_plan_lists_the_same_papers(
 ) -> None:
     """PostgreSQL picks a plan by how many entries match (store_browser._postgresql_candidates): each of
     the three must list what the follow matches. On SQLite the plan is one, and the test checks it too."""
-    import core.store_browser as browser
+    import core.store.browser as browser
 
     if plan == "walk":  # as if every word were common: the planner walks the order's index
         monkeypatch.setattr(browser, "WALK_ABOVE", -1)

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlmodel import col
 
 from core.models import Digest, DigestState, utcnow
-from core.store import Store
+from core.store.facade import Store
 from tests.conftest import migrated_store
 
 DIGESTS = 40

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core import classify
-from core.classify import AI_CATEGORIES, CUES, ai_category, ai_cue, ai_reason, is_ai_related
+from core.papers import classify
+from core.papers.classify import AI_CATEGORIES, CUES, ai_category, ai_cue, ai_reason, is_ai_related
 from core.values import PaperIn
 from ingest.arxiv_rss_parse import parse_feed
 from ingest.hf_daily_parse import parse_daily

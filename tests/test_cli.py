@@ -122,8 +122,8 @@ def test_demo_prints_a_digest(env: Path) -> None:
 def test_show_paper_versions_and_changes(env: Path) -> None:
     from dataclasses import replace
 
-    from core.migrate import migrate
-    from core.store import Store, make_engine
+    from core.store.facade import Store, make_engine
+    from core.store.migrate import migrate
     from ingest.arxiv_rss_parse import parse_feed
 
     papers = parse_feed(BIG_FEED.read_bytes()).items

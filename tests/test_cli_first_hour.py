@@ -368,7 +368,7 @@ def test_plural_helper() -> None:
 
 def test_status_counts_one_paused_subscriber_in_the_singular(env: Path) -> None:
     from core.models import SubscriberStatus
-    from core.store import Store, make_engine
+    from core.store.facade import Store, make_engine
 
     invoke("follow", "console:me", "cat:cs.DC")
     store = Store(make_engine(f"sqlite:///{env}"))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from core.store import Store
+from core.store.facade import Store
 from papertrail.cli import app
 from tests.cli_helpers import invoke
 from tests.servers import Reply, feed_server

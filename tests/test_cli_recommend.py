@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from core.models import utcnow
-from core.service import match_new
-from core.store import Store, make_engine
-from core.store_taste import LIKE
-from core.taste_training import retrain
+from core.papers.pipeline import match_new
+from core.store.facade import Store, make_engine
+from core.store.taste import LIKE
+from core.taste.training import retrain
 from tests.cli_helpers import invoke
 from tests.conftest import BIG_FEED
 from tests.servers import Reply, feed_server

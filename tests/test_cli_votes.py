@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from core.store import Store, make_engine
+from core.store.facade import Store, make_engine
 from tests.cli_helpers import invoke
 from tests.test_store_taste import day
 

@@ -19,13 +19,13 @@ from sqlmodel import col
 
 from bot.commands import MAX_INPUT_CHARS, ChatContext, Problem, Reply, follow_items, handle, split_command
 from core.config import Settings
-from core.digests import send_due_digests
+from core.delivery.digests import send_due_digests
+from core.delivery.render import Renderer
+from core.delivery.schedule import next_due, next_slot, parse_schedule
 from core.models import Follow, RunState, SubscriberStatus
-from core.render import Renderer
-from core.schedule import next_due, next_slot, parse_schedule
-from core.service import ingest_once
-from core.store import Store, make_engine
-from core.timezones import lookup
+from core.papers.pipeline import ingest_once
+from core.people.timezones import lookup
+from core.store.facade import Store, make_engine
 from ingest.arxiv_rss import ArxivRssSource
 from ingest.http import HttpClient
 from notifiers.console import ConsoleNotifier

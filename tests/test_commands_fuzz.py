@@ -25,11 +25,11 @@ from sqlmodel import select
 from bot.commands import COMMANDS, MAX_INPUT_CHARS, MAX_REPLY_CHARS, ChatContext, Problem, handle
 from bot.commands_help import ALIASES, HINTS
 from core.config import Settings
-from core.i18n import LANGUAGES
+from core.delivery.schedule import parse_schedule, zone
+from core.follows.query import parse
+from core.i18n.languages import LANGUAGES
 from core.models import Follow, Subscriber, SubscriberStatus
-from core.query import parse
-from core.schedule import parse_schedule, zone
-from core.store import Store
+from core.store.facade import Store
 from tests.test_commands import migrated_template, store
 
 __all__ = ["migrated_template", "store"]  # fixtures shared with test_commands

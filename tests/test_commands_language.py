@@ -17,12 +17,12 @@ import sqlalchemy as sa
 
 from bot.commands import COMMANDS, ChatContext, Problem, Reply, handle
 from bot.commands_help import BY_NAME, command_list, overview, page
-from core import newsletters
 from core.config import Settings
-from core.i18n import translator
+from core.follows.query import QueryError, parse
+from core.i18n.languages import translator
 from core.models import SubscriberStatus
-from core.query import QueryError, parse
-from core.store import Store
+from core.people import newsletters
+from core.store.facade import Store
 from tests.test_commands import (
     GROUP_ADMIN,
     GROUP_MEMBER,
@@ -410,7 +410,7 @@ def test_slack_and_group_replies_name_the_place_in_chinese(store: Store) -> None
     assert refused.text.startswith("只有本频道的管理员可以更改关注和设置。")
 
 
-# Every form of core.query's errors (message and hint), one query each.
+# Every form of core.follows.query's errors (message and hint), one query each.
 BAD_QUERIES = (
     '"open', 'ti:""', "foo:bar", "tit:bar", "all:x", "https://arxiv.org/abs/2411.17710", "http://example.com",
     "ti:", "ti:foo*", "-x", r"$\alpha$", "!!!", "au:--", "cat:c", "cat:xx.YY", "cat:cs.ZZ", "cat:cs.DCC",

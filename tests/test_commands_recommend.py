@@ -8,11 +8,11 @@ from datetime import datetime, timedelta
 from bot.commands import ChatContext, Problem, Reply, handle
 from core.config import Settings
 from core.models import utcnow
-from core.service import match_new
-from core.store import Store
-from core.store_taste import LIKE
-from core.taste import cast_vote
-from core.taste_training import retrain
+from core.papers.pipeline import match_new
+from core.store.facade import Store
+from core.store.taste import LIKE
+from core.taste.training import retrain
+from core.taste.votes import cast_vote
 from tests.test_recommend import LIKES, earlier, later, liked_papers
 
 PRIVATE = ChatContext("telegram:4242", chat_name="Ada Lovelace")

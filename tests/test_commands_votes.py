@@ -16,9 +16,9 @@ import pytest
 from bot.commands import ChatContext, Problem
 from bot.commands_votes import LIKES_SHOWN, press_vote
 from core.config import Settings
-from core.store import Store
-from core.store_taste import DISLIKE, LIKE, SeedIn
-from core.taste import votes
+from core.store.facade import Store
+from core.store.taste import DISLIKE, LIKE, SeedIn
+from core.taste.votes import votes
 from tests.test_commands import (
     GROUP_ADMIN,
     GROUP_MEMBER,

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from core.config import Settings, mask_url_password
-from core.delivery import normalise_address
+from core.delivery.contract import normalise_address
 
 
 def test_defaults() -> None:

@@ -25,15 +25,15 @@ from typer.testing import CliRunner
 from bot.commands import COMMANDS, ChatContext, handle
 from bot.slack import SlackBot
 from bot.telegram import TelegramBot
-from core import tokens
 from core.config import Settings
-from core.digests import send_due_digests
-from core.follows import follow
-from core.guide_service import make_reader_guides
-from core.i18n import reader_language
+from core.delivery.digests import send_due_digests
+from core.delivery.render import Renderer
+from core.follows.manage import follow
+from core.guides.service import make_reader_guides
+from core.i18n.languages import reader_language
 from core.models import Match
-from core.render import Renderer
-from core.store import Store
+from core.people import tokens
+from core.store.facade import Store
 from core.values import Message
 from ingest.llm import ChatClient
 from notifiers.slack import build_payloads

@@ -27,16 +27,16 @@ from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
 from core.config import Settings
-from core.delivery import DeliveryError, Notifier
-from core.delivery_alarm import HOLD_WAIT_MIN, Refused, judge
-from core.digests import DeliveryPolicy, DigestReport, resume, send_due_digests
-from core.follows import follow
-from core.migrate import alembic_config
+from core.delivery.alarm import HOLD_WAIT_MIN, Refused, judge
+from core.delivery.contract import DeliveryError, Notifier
+from core.delivery.digests import DeliveryPolicy, DigestReport, resume, send_due_digests
+from core.delivery.render import Renderer
+from core.follows.manage import follow
 from core.models import DigestState, SubscriberStatus, utcnow
-from core.render import Renderer
-from core.service import match_new
-from core.store import Store, make_engine
-from core.store_fanout import HOLD_MATCHES_FOR
+from core.papers.pipeline import match_new
+from core.store.facade import Store, make_engine
+from core.store.fanout import HOLD_MATCHES_FOR
+from core.store.migrate import alembic_config
 from notifiers.registry import build_notifiers
 from papertrail.cli import app
 from tests.servers import LoopbackController

@@ -18,13 +18,13 @@ from typing import ClassVar
 import pytest
 
 from core.config import Settings
-from core.delivery import DeliveryError, Notifier, part_delivered
-from core.digests import DeliveryPolicy, send_due_digests
-from core.follows import follow
+from core.delivery.contract import DeliveryError, Notifier, part_delivered
+from core.delivery.digests import DeliveryPolicy, send_due_digests
+from core.delivery.render import Renderer
+from core.follows.manage import follow
 from core.models import DigestState, SubscriberStatus, utcnow
-from core.render import Renderer
-from core.service import match_new
-from core.store import Store
+from core.papers.pipeline import match_new
+from core.store.facade import Store
 from core.values import Message, PaperIn, SendResult
 from notifiers.telegram import TelegramNotifier
 from tests.fakes.telegram_api import fake_telegram
@@ -37,7 +37,8 @@ LEASE = timedelta(seconds=1)
 
 
 class StepClock:
-    """Stands in for ``utcnow`` in core.digests: each reading (the claim, each renewal, the finish) moves
+    """Stands in for ``utcnow`` in core.delivery.digests: each reading (the claim, each renewal, the finish)
+    moves
     it on by ``step``, so time in the ledger passes with the send's steps, not with the machine's speed."""
 
     def __init__(self, start: datetime, step: timedelta) -> None:
@@ -65,7 +66,7 @@ async def test_a_long_telegram_digest_renews_its_lease_part_by_part(
     # Each renewal is 0.4 leases after the one before: three parts outlast the claim's lease.
     start = utcnow()
     clock = StepClock(start, LEASE * 0.4)
-    monkeypatch.setattr("core.digests.utcnow", clock)
+    monkeypatch.setattr("core.delivery.digests.utcnow", clock)
     with fake_telegram(TOKEN) as api:
         # 0.3 s between parts, so that the second worker below looks between any two of them.
         settings = Settings(telegram_token=TOKEN, telegram_api_url=api.base_url, telegram_chat_interval=0.3)

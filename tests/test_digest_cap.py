@@ -1,7 +1,8 @@
 """A capped digest loads only the items it shows, and renders exactly as if every item had been loaded.
 
 A day of category follows gives a subscriber ~400 matches; a digest shows ``max_items`` (50) of them and
-counts the rest. ``core.digests.batch_items`` ranks light rows with the renderer's rule and builds full
+counts the rest. ``core.delivery.digests.batch_items`` ranks light rows with the renderer's rule and builds
+full
 items for the shown ones only. Here 400-match digests (mixed reasons, upvotes, revisions with what they
 changed, newsletter copies, guides, two languages) are rendered for every channel both ways: from the
 capped batch, and from every item built by the ORM path (``store.claims.digests_items``), the reference.
@@ -17,13 +18,13 @@ import pytest
 import sqlalchemy as sa
 from sqlmodel import SQLModel
 
-from core import digests
-from core.delivery import Notifier, split_address
-from core.digests import DeliveryPolicy, batch_items, plan_digests, send_due_digests
+from core.delivery import digests
+from core.delivery.contract import Notifier, split_address
+from core.delivery.digests import DeliveryPolicy, batch_items, plan_digests, send_due_digests
+from core.delivery.render import Renderer
+from core.follows.reasons import ABSTRACT, AUTHOR, CATEGORY, TITLE, Reason, hit_data
 from core.models import Version, utcnow
-from core.reasons import ABSTRACT, AUTHOR, CATEGORY, TITLE, Reason, hit_data
-from core.render import Renderer
-from core.store import Store
+from core.store.facade import Store
 from core.values import Guide, Message, SendResult
 from notifiers.webhook import digest_payload
 

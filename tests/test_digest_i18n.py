@@ -19,8 +19,7 @@ import markupsafe
 import pytest
 
 from core.config import Settings
-from core.reasons import ABSTRACT, AUTHOR, CATEGORY, NEWSLETTER, PAPER, TITLE, Reason
-from core.render import (
+from core.delivery.render import (
     CHANGE_LABELS,
     Renderer,
     changes_text,
@@ -29,6 +28,7 @@ from core.render import (
     reasons_text,
     short_authors,
 )
+from core.follows.reasons import ABSTRACT, AUTHOR, CATEGORY, NEWSLETTER, PAPER, TITLE, Reason
 from core.values import DigestItem, Guide, Message, Receipt
 from notifiers.console import ConsoleNotifier
 from notifiers.email import EmailNotifier

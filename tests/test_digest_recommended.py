@@ -18,13 +18,13 @@ import pytest
 
 from bot.commands import ChatContext, handle
 from core.config import Settings
-from core.digests import _cap, send_due_digests
-from core.follows import follow
+from core.delivery.digests import _cap, send_due_digests
+from core.delivery.render import MAX_SHARED_TERMS, Renderer, reason_text, reasons_text
+from core.follows.manage import follow
+from core.follows.reasons import CATEGORY, LIKED, SHARED, Reason, recommendation_hit
 from core.models import Match
-from core.reasons import CATEGORY, LIKED, SHARED, Reason, recommendation_hit
-from core.render import MAX_SHARED_TERMS, Renderer, reason_text, reasons_text
-from core.store import Store
-from core.store_ledger import RankedMatch
+from core.store.facade import Store
+from core.store.ledger import RankedMatch
 from core.values import DigestItem, Message
 from notifiers.console import ConsoleNotifier
 from notifiers.slack import build_payloads

@@ -13,12 +13,12 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import SQLModel
 
-from core import digests
-from core.delivery import Notifier
-from core.digests import PLAN_BATCH, batch_items, plan_digests
+from core.delivery import digests
+from core.delivery.contract import Notifier
+from core.delivery.digests import PLAN_BATCH, batch_items, plan_digests
+from core.follows.reasons import CATEGORY, Reason, hit_data
 from core.models import utcnow
-from core.reasons import CATEGORY, Reason, hit_data
-from core.store import Store
+from core.store.facade import Store
 
 PAPER, VERSION, SUBSCRIBER, FOLLOW, MATCH, NEWSLETTER, DIGEST = (
     SQLModel.metadata.tables[name]

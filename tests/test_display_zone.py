@@ -21,10 +21,10 @@ import sqlalchemy as sa
 from pydantic import ValidationError
 
 from core.config import Settings
-from core.i18n import translator
+from core.i18n.languages import translator
 from core.models import RunState
-from core.store import Novelty, Store
-from core.timezones import abbreviation, day_starts
+from core.people.timezones import abbreviation, day_starts
+from core.store.facade import Novelty, Store
 from core.values import AnnounceType, PaperIn
 from papertrail.web import build_app
 from papertrail.web_pages import source_reason

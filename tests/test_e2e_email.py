@@ -6,14 +6,14 @@ import re
 from datetime import timedelta
 from email.message import EmailMessage
 
-from core import tokens
 from core.config import Settings
-from core.digests import send_due_digests
-from core.follows import follow
+from core.delivery.digests import send_due_digests
+from core.delivery.render import Renderer
+from core.follows.manage import follow
 from core.models import SubscriberStatus, utcnow
-from core.render import Renderer
-from core.service import ingest_once
-from core.store import Store
+from core.papers.pipeline import ingest_once
+from core.people import tokens
+from core.store.facade import Store
 from ingest.arxiv_rss import ArxivRssSource
 from ingest.http import HttpClient
 from notifiers.registry import build_notifiers
@@ -140,7 +140,7 @@ async def test_follow_added_later_does_not_flood(sqlite_store: Store) -> None:
         async with HttpClient("t", timeout=10) as http:
             await ingest_once(sqlite_store, ArxivRssSource(http, feed.url))
     follow(sqlite_store, "console:late", "cat:cs.DC")
-    from core.service import match_new
+    from core.papers.pipeline import match_new
 
     assert match_new(sqlite_store) == 0
     assert sqlite_store.ledger.subscribers_to_plan(utcnow() + timedelta(days=1)) == []

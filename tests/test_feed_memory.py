@@ -16,11 +16,11 @@ from typing import TypeVar
 
 import pytest
 
-import core.store_papers
+import core.store.papers
 import ingest.arxiv_rss
-from core.service import ingest_once, match_new
-from core.store import Store
-from core.store_matches import MatchStore
+from core.papers.pipeline import ingest_once, match_new
+from core.store.facade import Store
+from core.store.matches import MatchStore
 from ingest import paper_spool
 from ingest.arxiv_rss import ArxivRssSource
 from ingest.arxiv_rss_parse import parse_feed
@@ -51,7 +51,7 @@ def small_batches(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     # raising=False: the same test runs on the code before the fix, where it fails on the memory bound.
     monkeypatch.setattr(ingest.arxiv_rss, "SPOOL_AFTER", 300, raising=False)
     monkeypatch.setattr(paper_spool, "BATCH", 100, raising=False)
-    monkeypatch.setattr(core.store_papers, "SAVE_BATCH", 500, raising=False)
+    monkeypatch.setattr(core.store.papers, "SAVE_BATCH", 500, raising=False)
     monkeypatch.setattr(
         MatchStore, "unmatched_versions", functools.partialmethod(MatchStore.unmatched_versions, limit=500)
     )

@@ -1,4 +1,5 @@
-"""Atom feeds (papertrail/web_feeds.py, core/feeds.py, core/store_feeds.py) through the web app, on SQLite
+"""Atom feeds (papertrail/web_feeds.py, core/delivery/feeds.py, core/store/feeds.py) through the web app, on
+SQLite
 and PostgreSQL.
 
 Every feed is checked three ways: feedparser reads it without complaint (``bozo`` false), it validates
@@ -28,16 +29,16 @@ import sqlalchemy as sa
 from lxml import etree
 from sqlmodel import col
 
-from core import tokens
 from core.config import Settings
-from core.feed_links import query_feed_path
-from core.feeds import PRIVATE_FEED_ENTRIES, QUERY_FEED_ENTRIES, private_feed_url
-from core.follows import follow
-from core.i18n import translator
+from core.delivery.feed_links import query_feed_path
+from core.delivery.feeds import PRIVATE_FEED_ENTRIES, QUERY_FEED_ENTRIES, private_feed_url
+from core.follows.manage import follow
+from core.follows.query import PaperText, QueryError, parse
+from core.i18n.languages import translator
 from core.models import Follow, Match, Subscriber, Version
-from core.query import PaperText, QueryError, parse
-from core.service import match_new
-from core.store import Store
+from core.papers.pipeline import match_new
+from core.people import tokens
+from core.store.facade import Store
 from core.values import AnnounceType, Guide, PaperIn
 from ingest.arxiv_rss_parse import parse_feed
 from papertrail.web import build_app

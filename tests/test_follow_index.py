@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from core import follow_index
-from core.follow_index import FollowIndex
-from core.query import Query, parse
-from core.store import StoredFollow
+from core.follows import index as follow_index
+from core.follows.index import FollowIndex
+from core.follows.query import Query, parse
+from core.store.facade import StoredFollow
 from core.values import PaperIn
 
 T0 = datetime(2024, 11, 28, tzinfo=UTC)

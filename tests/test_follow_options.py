@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from core.digests import send_due_digests
-from core.follows import follow, try_query
-from core.query import QueryError
-from core.render import Renderer
-from core.service import ingest_once
-from core.store import Store
+from core.delivery.digests import send_due_digests
+from core.delivery.render import Renderer
+from core.follows.manage import follow, try_query
+from core.follows.query import QueryError
+from core.papers.pipeline import ingest_once
+from core.store.facade import Store
 from ingest.arxiv_rss import ArxivRssSource
 from ingest.http import HttpClient
 from notifiers.console import ConsoleNotifier

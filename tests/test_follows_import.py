@@ -12,11 +12,11 @@ import pytest
 from sqlmodel import col, select
 from typer.testing import CliRunner
 
-from core import newsletters
-from core.follows import export_follows, follow, import_follows
-from core.follows_file import MAX_LINE_BYTES, check_lines, read_lines
+from core.follows.file import MAX_LINE_BYTES, check_lines, read_lines
+from core.follows.manage import export_follows, follow, import_follows
 from core.models import Follow, Subscriber, SubscriberStatus
-from core.store import Store
+from core.people import newsletters
+from core.store.facade import Store
 from papertrail.cli import app
 from tests.conftest import migrated_store
 

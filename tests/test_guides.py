@@ -9,8 +9,8 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 
 from core.config import Settings
-from core.guide_service import GuideReport, make_guides
-from core.guides import (
+from core.follows.reasons import TITLE, Reason
+from core.guides.prompt import (
     CONTRIBUTION_MAX,
     DATA_BEGIN,
     DATA_END,
@@ -22,8 +22,8 @@ from core.guides import (
     build_prompt,
     parse_guide,
 )
-from core.reasons import TITLE, Reason
-from core.store import Store
+from core.guides.service import GuideReport, make_guides
+from core.store.facade import Store
 from core.values import CommunityPick, PaperIn
 from ingest.llm import ChatClient
 from tests.fakes.openai_api import (

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from core.config import Settings
-from core.digests import send_due_digests
-from core.follows import follow
+from core.delivery.digests import send_due_digests
+from core.follows.manage import follow
 from notifiers.webhook import webhook_secret
 from papertrail.context import build_context
 from papertrail.runtime import Jobs

@@ -17,8 +17,8 @@ from sqlmodel import select
 from typer.testing import CliRunner
 
 from core.config import Settings
-from core.digests import send_due_digests
-from core.follows import follow
+from core.delivery.digests import send_due_digests
+from core.follows.manage import follow
 from core.models import Match, utcnow
 from ingest.llm import ChatClient
 from papertrail.cli import app

@@ -6,10 +6,16 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from core.health import Health, announcement_expected_today, arxiv_feed_health, latest_mailing, parse_holidays
 from core.models import RunState
-from core.status import source_statuses
-from core.store import Store
+from core.papers.health import (
+    Health,
+    announcement_expected_today,
+    arxiv_feed_health,
+    latest_mailing,
+    parse_holidays,
+)
+from core.papers.status import source_statuses
+from core.store.facade import Store
 
 THU_MAILING = date(2024, 11, 28)  # the recorded feed: announced Wed 27 Nov 2024, 20:00 New York
 

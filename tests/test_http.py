@@ -10,8 +10,8 @@ from typing import BinaryIO
 
 import pytest
 
+from core.papers.sources import SourceError
 from core.retry_after import retry_after_seconds
-from core.sources import SourceError
 from ingest.http import HttpClient, Politeness
 from tests.servers import Reply, closed_port, feed_server, stream_server
 

@@ -7,7 +7,7 @@ import re
 import jinja2
 import pytest
 
-from core import i18n
+from core.i18n import languages as i18n
 from tests import i18n_messages
 
 FIELDS = re.compile(r"\{(\w*)[^{}]*\}|%\((\w+)\)[sd]")
@@ -151,7 +151,7 @@ def test_jinja_values_in_translated_sentences_are_escaped_for_the_format() -> No
 def test_a_refusal_says_itself_in_each_language_and_survives_pickling() -> None:
     import pickle
 
-    from core.schedule import parse_schedule
+    from core.delivery.schedule import parse_schedule
 
     with pytest.raises(i18n.Refusal) as caught:
         parse_schedule("hourly " + "x" * 300)
@@ -175,7 +175,7 @@ def test_choices_are_joined_as_each_language_joins_them() -> None:
 
 
 def test_english_counts_say_one_or_many_never_s_in_brackets() -> None:
-    from core.english import counted
+    from core.i18n.english import counted
 
     assert counted(1, "version") == "1 version"
     assert counted(0, "version") == "0 versions"

@@ -1,7 +1,8 @@
 """Chinese enumerations: the items of a list are separated by "、", clauses by "，" (issue 20).
 
 Two halves: the catalogs (a translation must not list with "，" what its English lists with commas), and
-the one list-joining helper (core.i18n.listing, with Listed and Alternatives on top) that every list built
+the one list-joining helper (core.i18n.languages.listing, with Listed and Alternatives on top) that every
+list built
 in code for a reader goes through.
 """
 
@@ -11,9 +12,9 @@ import re
 
 import pytest
 
-from core import i18n
-from core.render import changes_text, digest_subject
-from core.schedule import parse_schedule
+from core.delivery.render import changes_text, digest_subject
+from core.delivery.schedule import parse_schedule
+from core.i18n import languages as i18n
 from tests import i18n_messages
 
 EN, ZH = i18n.translator("en"), i18n.translator("zh")

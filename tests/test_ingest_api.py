@@ -6,9 +6,9 @@ import re
 from datetime import date
 
 from core.models import RunState
-from core.service import complete_papers
-from core.status import show_paper
-from core.store import Store
+from core.papers.pipeline import complete_papers
+from core.papers.status import show_paper
+from core.store.facade import Store
 from core.values import CommunityPick
 from ingest.arxiv_api import ArxivApiSource
 from ingest.http import HttpClient, Politeness

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from core.service import ingest_community
-from core.status import show_paper
-from core.store import Store
+from core.papers.pipeline import ingest_community
+from core.papers.status import show_paper
+from core.store.facade import Store
 from ingest.arxiv_rss_parse import parse_feed
 from ingest.hf_daily import HfDailySource
 from ingest.http import HttpClient, Politeness

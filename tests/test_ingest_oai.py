@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from core.models import RunState
-from core.service import IngestReport, ingest_paged
-from core.store import Novelty, Store
+from core.papers.pipeline import IngestReport, ingest_paged
+from core.store.facade import Novelty, Store
 from core.values import PaperIn
 from ingest.arxiv_oai import ArxivOaiSource
 from ingest.http import HttpClient, Politeness

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-import core.store_papers
+import core.store.papers
 from core.models import RunState, SourceRun, Version
-from core.service import ingest_once
-from core.store import Store
+from core.papers.pipeline import ingest_once
+from core.store.facade import Store
 from ingest import arxiv_rss, paper_spool
 from ingest.arxiv_rss import ArxivRssSource
 from ingest.http import HttpClient, Politeness
@@ -130,7 +130,7 @@ async def test_refused_connection(sqlite_store: Store) -> None:
 def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(arxiv_rss, "SPOOL_AFTER", 300)
     monkeypatch.setattr(paper_spool, "BATCH", 100)
-    monkeypatch.setattr(core.store_papers, "SAVE_BATCH", 700)
+    monkeypatch.setattr(core.store.papers, "SAVE_BATCH", 700)
 
 
 def _break_last(data: bytes, old: bytes, new: bytes) -> bytes:

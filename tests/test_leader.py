@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from core.config import Settings
 from core.models import RunState
-from core.store import Store
+from core.store.facade import Store
 from papertrail.context import build_context
 from papertrail.leader import FileLock, PostgresLock, PrivateLock, lock_for, lock_key
 from papertrail.runtime import scheduler_role

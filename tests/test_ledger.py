@@ -13,13 +13,13 @@ from typing import ClassVar
 
 import pytest
 
-from core.delivery import DeliveryError, Notifier
-from core.digests import DeliveryPolicy, backoff, resume, send_due_digests
-from core.follows import follow
+from core.delivery.contract import DeliveryError, Notifier
+from core.delivery.digests import DeliveryPolicy, backoff, resume, send_due_digests
+from core.delivery.render import Renderer
+from core.follows.manage import follow
 from core.models import DigestState, SubscriberStatus, utcnow
-from core.render import Renderer
-from core.service import match_new
-from core.store import Store
+from core.papers.pipeline import match_new
+from core.store.facade import Store
 from core.values import Message, PaperIn, SendResult
 
 Script = Callable[[str, Message], SendResult]
@@ -210,7 +210,7 @@ async def test_each_batch_is_claimed_at_the_clocks_time(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A pass can outlast a lease: a batch claimed late must get a lease that runs from its own claim.
-    import core.digests
+    import core.delivery.digests
 
     seed(store, "console:a")
     follow(store, "console:b", "cat:cs.DC", schedule="instant")
@@ -218,7 +218,7 @@ async def test_each_batch_is_claimed_at_the_clocks_time(
     match_new(store)
     start = utcnow()
     ticks = iter(range(1000))
-    monkeypatch.setattr(core.digests, "utcnow", lambda: start + timedelta(minutes=10 * next(ticks)))
+    monkeypatch.setattr(core.delivery.digests, "utcnow", lambda: start + timedelta(minutes=10 * next(ticks)))
     leases: list[timedelta] = []
 
     class LeaseProbe(ScriptedNotifier):

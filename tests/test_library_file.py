@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from core.i18n import translator
-from core.library_file import (
+from core.follows.normalise import strip_tex, words
+from core.i18n.languages import translator
+from core.taste.library_file import (
     MAX_ENTRIES,
     MAX_FILE_BYTES,
     EntryProblem,
@@ -22,8 +23,7 @@ from core.library_file import (
     LibraryRead,
     read_library,
 )
-from core.library_ids import bare_arxiv_id
-from core.text import strip_tex, words
+from core.taste.library_ids import bare_arxiv_id
 from core.values import PaperIn
 from ingest.arxiv_api_parse import parse_api
 from ingest.arxiv_rss_parse import parse_feed
@@ -641,7 +641,8 @@ def test_entry_limit(library_format: str) -> None:
     assert said == "the file has 5,001 entries; at most 5,000 are read; export one collection at a time"
 
 
-# --- the id forms (core.library_ids) ----------------------------------------------------------------------
+# --- the id forms (core.taste.library_ids)
+# ----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

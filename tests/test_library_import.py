@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from core.i18n import translator
-from core.library_file import read_library
-from core.library_import import import_library
-from core.store import Store
+from core.i18n.languages import translator
+from core.store.facade import Store
+from core.taste.library_file import read_library
+from core.taste.library_import import import_library
 from ingest.arxiv_api import ArxivApiSource
 from ingest.arxiv_rss_parse import parse_feed
 from ingest.http import HttpClient, Politeness

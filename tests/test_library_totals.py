@@ -2,7 +2,7 @@
 
 The oracle is ``store.counts.recount_library``: the counting queries the status page ran on every load before
 the totals were maintained. Each write below goes through the call production uses (``save_versions`` for
-ingest, backfill and gap fill, ``core.service.backfill`` over the snapshot reader, ``save_picks``,
+ingest, backfill and gap fill, ``core.papers.pipeline.backfill`` over the snapshot reader, ``save_picks``,
 ``save_guide``), on the recorded corpus where there is one.
 """
 
@@ -19,9 +19,9 @@ import sqlalchemy as sa
 from sqlmodel import col
 
 from core.models import GuideRow, PaperIn
-from core.service import backfill
-from core.store import Novelty, Store
-from core.store_counts import LibraryTotals, add_to_totals, rebuild_library_totals
+from core.papers.pipeline import backfill
+from core.store.counts import LibraryTotals, add_to_totals, rebuild_library_totals
+from core.store.facade import Novelty, Store
 from core.values import AnnounceType, CommunityPick, Guide
 from ingest.arxiv_oai_parse import parse_oai
 from ingest.arxiv_rss_parse import parse_feed

@@ -13,9 +13,9 @@ from typing import Any
 import markupsafe
 import pytest
 
-from core import tokens
-from core.library_file import MAX_FILE_BYTES
-from core.store import Store
+from core.people import tokens
+from core.store.facade import Store
+from core.taste.library_file import MAX_FILE_BYTES
 from papertrail.web import build_app
 from papertrail.web_library import MAX_UPLOAD_BYTES, LibraryRoutes
 from tests.test_library_import import LIBRARY, _reader

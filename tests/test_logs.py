@@ -113,7 +113,9 @@ def test_the_service_writes_only_json_lines_and_never_the_token(tmp_path: Path) 
     finally:
         service.kill()
     entries = [json.loads(line) for line in service.lines]  # every line is one JSON object
-    failure = next(e for e in entries if e["logger"] == "core.service" and e.get("source") == "arxiv-rss")
+    failure = next(
+        e for e in entries if e["logger"] == "core.papers.pipeline" and e.get("source") == "arxiv-rss"
+    )
     assert failure["level"] == "WARNING" and "/********/rss/" in failure["message"]
     assert any(e.get("role") == "bots" for e in entries)
     assert TOKEN not in service.output and "AAsecret" not in service.output

@@ -18,14 +18,14 @@ import pytest
 from typer.testing import CliRunner
 
 from core.config import Settings
-from core.delivery import DeliveryError, Notifier
-from core.digests import DeliveryPolicy, send_due_digests
-from core.follows import follow
-from core.masking import mask_address, mask_text
+from core.delivery.contract import DeliveryError, Notifier
+from core.delivery.digests import DeliveryPolicy, send_due_digests
+from core.delivery.render import Renderer
+from core.follows.manage import follow
 from core.models import Digest
-from core.render import Renderer
-from core.service import match_new
-from core.store import Store
+from core.papers.pipeline import match_new
+from core.people.masking import mask_address, mask_text
+from core.store.facade import Store
 from core.values import Message, PaperIn, SendResult
 from papertrail.cli import app
 from papertrail.logs import NOISY_LOGGERS, configure_logging
@@ -181,7 +181,7 @@ def test_cli_output_masks_addresses(
 
 
 def test_pages_show_the_address_masked(sqlite_store: Store) -> None:
-    from core import tokens
+    from core.people import tokens
     from tests.test_tokens import KEY, client_for
 
     seed(sqlite_store)

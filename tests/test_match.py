@@ -11,10 +11,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from core.match import Matcher
-from core.query import PaperText, Query, parse
-from core.tex import decode_tex
-from core.text import given_compatible, given_letters, name_key
+from core.follows.match import Matcher
+from core.follows.normalise import given_compatible, given_letters, name_key
+from core.follows.query import PaperText, Query, parse
+from core.papers.tex_accents import decode_tex
 from core.values import PaperIn
 from ingest.arxiv_rss_parse import parse_feed
 from tests.conftest import BIG_FEED as FEED
@@ -433,7 +433,8 @@ def test_the_index_agrees_with_the_name_rules_on_every_pair(query: str, stored: 
 
 
 def test_given_letters_meet_whenever_the_name_rules_pair_given_names() -> None:
-    """The filing of author queries by letter (``core.text.given_letters``) on every given-name pairing of
+    """The filing of author queries by letter (``core.follows.normalise.given_letters``) on every given-name
+    pairing of
     the names table and of the recorded day's authors with one another's initials and names."""
     day = [name_key(author)[1] for p in parse_feed(FEED.read_bytes()).items for author in p.authors]
     table = [(name_key(q)[1], name_key(decode_tex(s))[1]) for q, s, _, _ in NAME_PAIRS]

@@ -25,11 +25,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlmodel import col, select
 
+from core.follows.query import Query, parse
+from core.follows.reasons import reasons_from_data
 from core.models import Follow, Match, Version
-from core.query import Query, parse
-from core.reasons import reasons_from_data
-from core.service import match_new
-from core.store import Store
+from core.papers.pipeline import match_new
+from core.store.facade import Store
 from tests.conftest import migrated_store
 from tests.test_match_property import corpus, queries
 

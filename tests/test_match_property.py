@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from core.match import Matcher
-from core.query import PaperText, Query, QueryError, parse
-from core.text import words
+from core.follows.match import Matcher
+from core.follows.normalise import words
+from core.follows.query import PaperText, Query, QueryError, parse
 from core.values import PaperIn
 from ingest.arxiv_rss_parse import parse_feed
 from tests.conftest import BIG_FEED

@@ -7,9 +7,9 @@ import json
 import sqlalchemy as sa
 from alembic import command
 
-from core.migrate import alembic_config
-from core.query import parse
-from core.store import make_engine
+from core.follows.query import parse
+from core.store.facade import make_engine
+from core.store.migrate import alembic_config
 
 
 def test_0004_recomputes_canonical_forms(db_url: str) -> None:
@@ -113,14 +113,14 @@ def test_the_migrations_build_the_schema_the_models_describe(db_url: str) -> Non
     from sqlmodel import SQLModel
 
     import core.models  # noqa: F401 - registers every table on SQLModel.metadata
-    from core.migrate import migrate
+    from core.store.migrate import migrate
 
     engine = make_engine(db_url)
     try:
         migrate(engine)
         with engine.connect() as connection:
             context = MigrationContext.configure(connection, opts={"compare_type": False})
-            # The search index is no model: its table differs by database (core.store_search); the
+            # The search index is no model: its table differs by database (core.store.search); the
             # migrations' environment leaves it out the same way.
             diffs = [
                 d

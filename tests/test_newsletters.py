@@ -19,17 +19,17 @@ from sqlmodel import col
 from typer.testing import CliRunner
 
 from bot.commands import ChatContext, Problem, handle
-from core import newsletters, tokens
 from core.config import Settings
-from core.delivery import Notifier
-from core.digests import send_due_digests
-from core.follows import follow
+from core.delivery.contract import Notifier
+from core.delivery.digests import send_due_digests
+from core.delivery.render import Renderer
+from core.follows.manage import follow
+from core.follows.reasons import CATEGORY, NEWSLETTER, TITLE, Reason
 from core.models import Digest, DigestState, Match, SubscriberStatus, utcnow
-from core.reasons import CATEGORY, NEWSLETTER, TITLE, Reason
-from core.render import Renderer
-from core.service import match_new
-from core.signup import confirm, confirm_token, sign_up
-from core.store import Store
+from core.papers.pipeline import match_new
+from core.people import newsletters, tokens
+from core.people.signup import confirm, confirm_token, sign_up
+from core.store.facade import Store
 from core.values import DigestItem, Message, PaperIn, SendResult
 from notifiers.email import list_unsubscribe_headers
 from papertrail.cli import app

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from core.config import Settings
-from core.delivery import DeliveryError
-from core.render import Renderer
+from core.delivery.contract import DeliveryError
+from core.delivery.render import Renderer
 from core.values import Message
 from notifiers.apprise import INSTALL_HINT, AppriseNotifier
 from tests.fakes.webhook_receiver import WebhookReceiver, webhook_receiver

@@ -19,10 +19,10 @@ import pytest
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
 
-from core import tokens
 from core.config import Settings
-from core.delivery import DeliveryError
-from core.render import Renderer
+from core.delivery.contract import DeliveryError
+from core.delivery.render import Renderer
+from core.people import tokens
 from core.values import Message
 from notifiers.email import EmailNotifier, list_unsubscribe_headers
 from tests.hostile import hostile_items

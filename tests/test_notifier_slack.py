@@ -18,9 +18,9 @@ import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from core.config import Settings
-from core.delivery import DeliveryError
-from core.reasons import AUTHOR, PAPER, TITLE, Reason
-from core.render import Renderer
+from core.delivery.contract import DeliveryError
+from core.delivery.render import Renderer
+from core.follows.reasons import AUTHOR, PAPER, TITLE, Reason
 from core.values import DigestItem, Message, Receipt
 from notifiers.slack import SlackNotifier, SlackPayload, build_payloads
 from notifiers.slack_webhook import SlackWebhookNotifier

@@ -16,9 +16,9 @@ import pytest
 import telegram
 
 from core.config import Settings
-from core.delivery import DeliveryError
-from core.reasons import AUTHOR, TITLE, Reason
-from core.render import Renderer
+from core.delivery.contract import DeliveryError
+from core.delivery.render import Renderer
+from core.follows.reasons import AUTHOR, TITLE, Reason
 from core.values import DigestItem, Guide, Message, Receipt
 from notifiers.ratelimit import RateLimiter, Window
 from notifiers.telegram import (

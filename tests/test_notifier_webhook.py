@@ -14,10 +14,10 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 
-from core import tokens
 from core.config import Settings
-from core.delivery import DeliveryError
-from core.render import Renderer
+from core.delivery.contract import DeliveryError
+from core.delivery.render import Renderer
+from core.people import tokens
 from core.retry_after import retry_after_seconds
 from core.values import Message
 from notifiers.webhook import (

@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-from core.query import (
+from core.follows.normalise import fold, given_compatible, name_key, name_matches, query_name_keys, words
+from core.follows.query import (
     MAX_DEPTH,
     MAX_QUERY_CHARS,
     MAX_TERMS,
@@ -25,8 +26,7 @@ from core.query import (
     Words,
     parse,
 )
-from core.taxonomy import ALIASES, ARCHIVES, CATEGORIES, DIVIDED_ARCHIVES, SUBSUMED, archive_of
-from core.text import fold, given_compatible, name_key, name_matches, query_name_keys, words
+from core.follows.taxonomy import ALIASES, ARCHIVES, CATEGORIES, DIVIDED_ARCHIVES, SUBSUMED, archive_of
 from core.values import PaperIn
 from tests.conftest import BIG_FEED
 
@@ -59,7 +59,7 @@ def error(query: str) -> QueryError:
     return info.value
 
 
-# --- core.text ----------
+# --- core.follows.normalise ----------
 
 
 def test_fold_casefolds_and_strips_accents() -> None:

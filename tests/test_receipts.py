@@ -1,6 +1,7 @@
 """Scan receipts and heartbeats (issue 18: "users cannot tell a quiet day from a broken pipeline").
 
-The receipt's arithmetic over source runs (pure, core.receipts), the store's read of the runs on SQLite
+The receipt's arithmetic over source runs (pure, core.delivery.receipts), the store's read of the runs on
+SQLite
 and PostgreSQL, whole delivery passes whose receipts must equal what the stored runs recorded (with a
 source failing then recovering, and one still failing), the heartbeat's rules (announcement days, nothing
 matched, opted in, once per announcement, under retries and several planners), and the switches: the
@@ -26,19 +27,25 @@ from sqlmodel import col
 
 from bot.commands import ChatContext, Problem, handle
 from core.config import Settings
-from core.delivery import DeliveryError, Notifier
-from core.digests import DeliveryPolicy, DigestReport, plan_digests, plan_heartbeats, send_due_digests
-from core.follows import follow
-from core.health import recent_announcement
-from core.i18n import translator
+from core.delivery.contract import DeliveryError, Notifier
+from core.delivery.digests import (
+    DeliveryPolicy,
+    DigestReport,
+    plan_digests,
+    plan_heartbeats,
+    send_due_digests,
+)
+from core.delivery.receipt_text import word_receipt
+from core.delivery.receipts import LOOKBACK, RunLog, receipt_window
+from core.delivery.render import Renderer
+from core.follows.manage import follow
+from core.i18n.languages import translator
 from core.models import DigestState, Follow, RunState, SourceRun, Subscriber
-from core.receipt_text import word_receipt
-from core.receipts import LOOKBACK, RunLog, receipt_window
-from core.render import Renderer
-from core.service import match_new
-from core.store import SaveResult, Store
-from core.store_ledger import DigestPlan
-from core.store_runs import RunStore
+from core.papers.health import recent_announcement
+from core.papers.pipeline import match_new
+from core.store.facade import SaveResult, Store
+from core.store.ledger import DigestPlan
+from core.store.runs import RunStore
 from core.values import Outage, PaperIn, Receipt, SourceScan
 from notifiers.console import ConsoleNotifier
 from notifiers.slack import build_payloads
@@ -218,7 +225,7 @@ def record(
     papers: Sequence[PaperIn] = (),
     cursor: str | None = None,
 ) -> SaveResult:
-    """One source run at a fixed time: what core.service.ingest_once records (start, store the fetched
+    """One source run at a fixed time: what core.papers.pipeline.ingest_once records (start, store the fetched
     versions, finish with their counts, match), with the test's clock for the run's end as well (ingest_once
     finishes a run at the real time)."""
     now = at(when)
@@ -597,7 +604,7 @@ def test_the_chat_command_in_chinese(sqlite_store: Store) -> None:
 
 
 def test_the_manage_page_toggles_the_heartbeat(sqlite_store: Store) -> None:
-    from core import tokens
+    from core.people import tokens
 
     address = "email:ada@example.org"
     follow(sqlite_store, address, "cat:cs.DC")
@@ -636,7 +643,7 @@ def test_digests_rendered_outside_the_ledger_have_no_receipt() -> None:
 
 
 async def test_the_delivery_pass_reads_the_runs_once(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Many digests in one pass share one read of the runs (core.digests.PassReceipts)."""
+    """Many digests in one pass share one read of the runs (core.delivery.digests.PassReceipts)."""
     for n in range(5):
         follow(store, f"console:reader{n}", "cat:cs.DC", schedule="instant")
     with store.session() as session:

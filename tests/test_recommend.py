@@ -18,17 +18,15 @@ import pytest
 import sqlalchemy as sa
 from sqlmodel import col, select
 
-from core.digests import send_due_digests
-from core.follows import follow
+from core.delivery.digests import send_due_digests
+from core.delivery.render import Renderer
+from core.follows.manage import follow
+from core.follows.reasons import LIKED, SHARED, recommended_score
 from core.models import Match, Version, utcnow
-from core.reasons import LIKED, SHARED, recommended_score
-from core.recommend import preview, recommend_new
-from core.render import Renderer
-from core.service import match_new
-from core.store import Store
-from core.store_taste import DISLIKE, LIKE
-from core.taste import cast_vote, undo_vote
-from core.taste_model import (
+from core.papers.pipeline import match_new
+from core.store.facade import Store
+from core.store.taste import DISLIKE, LIKE
+from core.taste.model import (
     DEFAULT_THRESHOLD,
     Example,
     Signals,
@@ -41,7 +39,9 @@ from core.taste_model import (
     train,
     vectorise,
 )
-from core.taste_training import retrain
+from core.taste.recommend import preview, recommend_new
+from core.taste.training import retrain
+from core.taste.votes import cast_vote, undo_vote
 from core.values import PaperIn
 from tests.test_ledger import ScriptedNotifier
 from tests.test_store_taste import day
@@ -378,7 +378,7 @@ def test_two_passes_over_the_same_papers_write_once(store: Store) -> None:
     one = repository.next_papers(now=d.now, limit=10_000)
     two = repository.next_papers(now=d.now, limit=10_000)
     assert one == two
-    from core.recommend import _score_batch
+    from core.taste.recommend import _score_batch
 
     threshold = nth_best(store, ada, later(), 10)
     rows, _ = _score_batch(repository, one, now=d.now, per_slice=100, threshold=threshold)

@@ -20,12 +20,12 @@ import sqlalchemy as sa
 from sqlmodel import col
 
 from core.config import Settings
-from core.digests import DeliveryPolicy, send_due_digests
-from core.follows import follow
+from core.delivery.digests import DeliveryPolicy, send_due_digests
+from core.delivery.render import Renderer
+from core.follows.manage import follow
 from core.models import Digest, DigestState
-from core.render import Renderer
-from core.service import match_new
-from core.store import Store
+from core.papers.pipeline import match_new
+from core.store.facade import Store
 from core.values import PaperIn
 from notifiers.email import EmailNotifier
 from tests.servers import LoopbackController, SinkHandler

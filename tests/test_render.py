@@ -8,10 +8,10 @@ import re
 import css_inline
 import pytest
 
-from core import tokens
 from core.config import Settings
-from core.reasons import ABSTRACT, AUTHOR, CATEGORY, PAPER, TITLE, Reason
-from core.render import CUT, Renderer, digest_subject
+from core.delivery.render import CUT, Renderer, digest_subject
+from core.follows.reasons import ABSTRACT, AUTHOR, CATEGORY, PAPER, TITLE, Reason
+from core.people import tokens
 from core.values import DigestItem, Message, Receipt
 from ingest.arxiv_rss_parse import parse_feed
 from notifiers.console import ConsoleNotifier

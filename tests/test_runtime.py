@@ -20,9 +20,9 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from typer.testing import CliRunner
 
 from core.config import Settings
-from core.follows import follow
+from core.follows.manage import follow
 from core.models import RunState
-from core.store import Store, make_engine
+from core.store.facade import Store, make_engine
 from papertrail.cli import app
 from papertrail.context import AppContext, build_context
 from papertrail.runtime import (

@@ -11,8 +11,8 @@ from alembic import command
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from core.migrate import alembic_config, migrate
-from core.store import make_engine
+from core.store.facade import make_engine
+from core.store.migrate import alembic_config, migrate
 from tests.conftest import migrated_store
 from tests.schema_template import apply_template
 

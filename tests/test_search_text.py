@@ -1,4 +1,4 @@
-"""core.search_text: the index tokens, documents and compiled searches, and the key property: on the
+"""core.follows.search_text: the index tokens, documents and compiled searches, and the key property: on the
 recorded rss.arxiv.org day, a real SQLite FTS5 table and a real PostgreSQL tsvector column return exactly
 the papers the follow rules accept (``Query.evaluate``), and a superset for ``au:`` searches."""
 
@@ -12,8 +12,8 @@ from functools import cache
 import pytest
 import sqlalchemy as sa
 
-from core.query import And, PaperText, Query, QueryError, Words, parse
-from core.search_text import (
+from core.follows.query import And, PaperText, Query, QueryError, Words, parse
+from core.follows.search_text import (
     FTS5_COLUMNS,
     MAX_TOKEN_CHARS,
     TSVECTOR_MAX_POSITION,
@@ -58,7 +58,7 @@ def paper(arxiv_id: str) -> PaperIn:
 
 
 # The FTS5 table the module docstring suggests; options as there (tokens are already [a-z0-9], so the
-# tokenizer only splits at spaces). Production's table is contentless (core.store_search), which changes
+# tokenizer only splits at spaces). Production's table is contentless (core.store.search), which changes
 # nothing for MATCH; here a normal table lets the test read the entries back.
 FTS5_TABLE = (
     "CREATE VIRTUAL TABLE s USING fts5(title, abstract, meta, tokenize='unicode61 remove_diacritics 0')"

@@ -13,13 +13,13 @@ from urllib.parse import unquote
 import pytest
 from typer.testing import CliRunner
 
-from core import tokens
 from core.config import Settings
+from core.delivery.render import Renderer
 from core.models import SubscriberStatus, utcnow
-from core.render import Renderer
-from core.service import match_new
-from core.signup import RESEND_AFTER
-from core.store import Store
+from core.papers.pipeline import match_new
+from core.people import tokens
+from core.people.signup import RESEND_AFTER
+from core.store.facade import Store
 from core.values import PaperIn
 from ingest.http import HttpClient
 from notifiers.email import EmailNotifier
@@ -143,7 +143,7 @@ def test_a_subscribed_address_gets_its_manage_link_and_the_form_says_the_same(
 ) -> None:
     sink, port = smtp
     client = TestClient(build_app(context(sqlite_store, port)), follow_redirects=False)
-    from core.follows import follow
+    from core.follows.manage import follow
 
     follow(sqlite_store, "email:bob@example.org", "cat:cs.LG")  # operator-added: confirmed
     page = client.post("/subscribe", data={"address": "bob@example.org", "follows": "cat:cs.AI"})
@@ -208,8 +208,8 @@ def bodies(sink: SinkHandler, index: int = -1) -> tuple[str, str]:
 async def test_the_page_language_words_the_confirmation_and_is_stored(
     sqlite_store: Store, smtp: tuple[SinkHandler, int]
 ) -> None:
-    from core import newsletters
-    from core.signup import sign_up
+    from core.people import newsletters
+    from core.people.signup import sign_up
     from papertrail.signup import mail_outcome
 
     sink, port = smtp
@@ -267,8 +267,8 @@ async def test_the_page_language_words_the_confirmation_and_is_stored(
 async def test_a_known_address_gets_the_manage_mail_in_its_own_language(
     sqlite_store: Store, smtp: tuple[SinkHandler, int]
 ) -> None:
-    from core.follows import follow
-    from core.signup import sign_up
+    from core.follows.manage import follow
+    from core.people.signup import sign_up
     from papertrail.signup import mail_outcome
 
     sink, port = smtp
@@ -309,7 +309,7 @@ async def test_a_known_address_gets_the_manage_mail_in_its_own_language(
 
 
 def test_an_unknown_sign_up_language_is_refused(sqlite_store: Store) -> None:
-    from core.signup import sign_up
+    from core.people.signup import sign_up
 
     with pytest.raises(ValueError, match="en, zh"):
         sign_up(

@@ -21,10 +21,10 @@ from typing import Any
 import httpx
 import pytest
 
-from core import tokens
 from core.models import SubscriberStatus, utcnow
-from core.signup import RESEND_AFTER, confirm, sign_up
-from core.store import Store, make_engine
+from core.people import tokens
+from core.people.signup import RESEND_AFTER, confirm, sign_up
+from core.store.facade import Store, make_engine
 from papertrail.web import build_app
 from tests.servers import SinkHandler, free_port, smtp_sink
 from tests.test_signup import KEY, context, token_in
@@ -135,7 +135,7 @@ def test_the_hourly_cap_holds_for_everyone_together(
 
 def test_the_counts_live_in_the_database(store: Store) -> None:
     """Two processes (two engines on one database) share one count, and the next hour starts afresh."""
-    from core.signup_limits import Scope, quotas_for, take
+    from core.people.signup_limits import Scope, quotas_for, take
 
     other = Store(make_engine(store.engine.url.render_as_string(hide_password=False)))
     quotas = quotas_for(ip_address(CLIENT), per_client=3, per_network=10, per_hour=10, secret=KEY)
@@ -150,7 +150,7 @@ def test_the_counts_live_in_the_database(store: Store) -> None:
 
 def test_concurrent_sign_ups_never_take_more_than_the_limit(pg_store: Store) -> None:
     """Sixteen threads, each its own connection, take 40 sign-ups at once against a limit of 25."""
-    from core.signup_limits import quotas_for, take
+    from core.people.signup_limits import quotas_for, take
 
     quotas = quotas_for(ip_address(CLIENT), per_client=25, per_network=100, per_hour=100, secret=KEY)
     now = utcnow()
@@ -388,7 +388,7 @@ def test_a_subscribed_address_is_throttled_in_the_same_words(
     sqlite_store: Store, smtp: tuple[SinkHandler, int]
 ) -> None:
     """Manage-link mails are paced like confirmation mails, and the pages cannot tell the two apart."""
-    from core.follows import follow
+    from core.follows.manage import follow
 
     sink, port = smtp
     browser = client_at(app_for(sqlite_store, port), CLIENT)
@@ -417,7 +417,7 @@ def test_a_mail_that_failed_does_not_hold_up_the_next_try(
 
 def race_confirm_and_replace(store: Store, address: str) -> None:
     """Sign ``address`` up, then confirm its link and replace its sign-up in two threads at once."""
-    from core.signup import SignupChanged, confirm_token
+    from core.people.signup import SignupChanged, confirm_token
 
     first = sign_up(store, address, ["cat:cs.DC"], timezone="UTC", schedule="daily 08:00")
     token = confirm_token(KEY, first.subscriber)
@@ -466,8 +466,8 @@ def test_confirming_and_replacing_at_once_never_mixes_the_two(pg_store: Store) -
 
 
 def test_the_cli_is_the_operator_and_is_not_counted(sqlite_store: Store) -> None:
-    """Limits guard the public form; ``papertrail subscribe`` (core.signup.sign_up) takes no quota."""
-    from core.signup import SignupState
+    """Limits guard the public form; ``papertrail subscribe`` (core.people.signup.sign_up) takes no quota."""
+    from core.people.signup import SignupState
 
     outcomes = [
         sign_up(sqlite_store, f"email:op{n}@example.org", [], timezone="UTC", schedule="instant")

@@ -20,7 +20,7 @@ from typing import TypeVar
 import sqlalchemy as sa
 
 from core.models import DigestState
-from core.store import Store
+from core.store.facade import Store
 from tests.fakes.webhook_receiver import webhook_receiver
 from tests.servers import Answer
 from tests.test_workers_pg import DIGEST, MATCH, SUBSCRIBER, seed_due_digests

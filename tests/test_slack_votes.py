@@ -13,11 +13,11 @@ import asyncio
 from typing import Any
 
 from core.config import Settings
-from core.digests import send_due_digests
-from core.render import Renderer
-from core.store import Store
-from core.store_taste import DISLIKE, LIKE
-from core.taste import votes
+from core.delivery.digests import send_due_digests
+from core.delivery.render import Renderer
+from core.store.facade import Store
+from core.store.taste import DISLIKE, LIKE
+from core.taste.votes import votes
 from notifiers.slack import SlackNotifier
 from tests.fakes.slack_api import FakeSlack
 from tests.test_bot_slack import (

@@ -10,11 +10,11 @@ import sqlalchemy as sa
 from alembic import command
 from sqlmodel import select
 
-import core.store_papers
-from core.migrate import alembic_config
+import core.store.papers
+from core.follows.reasons import CATEGORY, Reason
 from core.models import Follow, HttpValidator, Paper, RunState, SourceRun, Version
-from core.reasons import CATEGORY, Reason
-from core.store import Novelty, QueryHit, Store
+from core.store.facade import Novelty, QueryHit, Store
+from core.store.migrate import alembic_config
 from core.values import AnnounceType, PaperIn
 
 NOW = datetime(2024, 11, 28, 6, 0, tzinfo=UTC)
@@ -248,7 +248,7 @@ def test_batches_store_what_one_batch_stores(
     store: Store, batch: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store.papers.save_versions([paper("2411.00001")], now=NOW)
-    monkeypatch.setattr(core.store_papers, "SAVE_BATCH", batch)
+    monkeypatch.setattr(core.store.papers, "SAVE_BATCH", batch)
     papers = [
         paper("2411.00002"),
         paper("2411.00003", 3),
@@ -279,7 +279,7 @@ def test_batches_store_what_one_batch_stores(
 
 def test_a_gap_is_the_one_before_the_call(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     """One version per batch: the news an earlier batch writes must not move the gap for later ones."""
-    monkeypatch.setattr(core.store_papers, "SAVE_BATCH", 1)
+    monkeypatch.setattr(core.store.papers, "SAVE_BATCH", 1)
     store.papers.save_versions([paper("2411.00001")], now=NOW)  # news announced NOW - 1 h
     later = PaperIn("2411.00002", 1, "t", "a", (), ("cs.DC",), announced_at=NOW + timedelta(hours=5))
     between = PaperIn("2411.00003", 1, "t", "a", (), ("cs.DC",), announced_at=NOW + timedelta(hours=1))
@@ -290,7 +290,7 @@ def test_a_gap_is_the_one_before_the_call(store: Store, monkeypatch: pytest.Monk
 def test_input_failing_after_some_batches_stores_nothing(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(core.store_papers, "SAVE_BATCH", 2)
+    monkeypatch.setattr(core.store.papers, "SAVE_BATCH", 2)
     url = "http://127.0.0.1/rss/cs"
 
     def papers() -> Iterator[PaperIn]:

@@ -7,9 +7,9 @@ from functools import cache
 
 import pytest
 
-from core.store import Store
-from core.store_taste import DISLIKE, LIKE, SeedIn, TasteStore
-from core.taste import VoteState, cast_vote, read_paper_ref, undo_vote, votes
+from core.store.facade import Store
+from core.store.taste import DISLIKE, LIKE, SeedIn, TasteStore
+from core.taste.votes import VoteState, cast_vote, read_paper_ref, undo_vote, votes
 from core.values import PaperIn
 from ingest.arxiv_rss_parse import parse_feed
 from tests.conftest import BIG_FEED

@@ -18,16 +18,16 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from core import newsletters, tokens
 from core.config import Settings
-from core.feed_links import opml, query_feed_url
-from core.feeds import private_feed_url
-from core.follows import follow
+from core.delivery.feed_links import opml, query_feed_url
+from core.delivery.feeds import private_feed_url
+from core.follows.manage import follow
 from core.models import Digest, DigestState, Follow, Match, Subscriber
-from core.service import match_new
-from core.store import Novelty, Store
-from core.subscription import Mode, SubscriptionExists, export_subscription, import_subscription
-from core.subscription_file import DocumentError, dumps, read_document
+from core.papers.pipeline import match_new
+from core.people import newsletters, tokens
+from core.people.subscription import Mode, SubscriptionExists, export_subscription, import_subscription
+from core.people.subscription_file import DocumentError, dumps, read_document
+from core.store.facade import Novelty, Store
 from core.values import PaperIn
 from ingest.arxiv_rss_parse import parse_feed
 from papertrail.cli import app
@@ -296,7 +296,7 @@ def test_a_failure_while_storing_leaves_nothing_behind(
     sqlite_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One transaction: a failure after the subscriber, follows and memberships were written undoes them."""
-    import core.store_subscription
+    import core.store.subscription
 
     source_subscription(sqlite_store)
     data = dumps(export_subscription(sqlite_store, ADDRESS)).encode()
@@ -304,7 +304,7 @@ def test_a_failure_while_storing_leaves_nothing_behind(
     def broken(*args: object) -> None:
         raise RuntimeError("the disk is full")
 
-    monkeypatch.setattr(core.store_subscription, "_record_history", broken)
+    monkeypatch.setattr(core.store.subscription, "_record_history", broken)
     for target in migrated_store(f"sqlite:///{tmp_path}/target.db"):
         newsletters.create(
             target, "systems", "Systems", ["cat:cs.OS"], schedule="daily 08:00", timezone="UTC"
@@ -563,7 +563,8 @@ def test_opml_lists_the_private_feed_and_one_public_feed_per_follow(sqlite_store
     ]
     assert listed[1]["text"] == 'PaperTrail: au:"Zeng Li" ti:"a & <b>"' and listed[1]["type"] == "rss"
 
-    # The private feed's URL is the one core.feeds makes (drawing the nonce), first, titled in Chinese.
+    # The private feed's URL is the one core.delivery.feeds makes (drawing the nonce), first, titled in
+    # Chinese.
     private = private_feed_url(sqlite_store, settings, subscriber)
     assert private is not None and private.startswith("https://papers.example.org/feeds/private/")
     subscriber = sqlite_store.subscribers.update_subscriber(subscriber.id, language="zh")

@@ -15,12 +15,12 @@ import pytest
 import sqlalchemy as sa
 from sqlmodel import col
 
-from core.follows import follow
+from core.follows.manage import follow
 from core.models import LibrarySeed, Subscriber, Version, Vote
-from core.store import Novelty, Store
-from core.store_taste import DISLIKE, LIKE, SeedIn
-from core.subscription import Mode, SubscriptionExists, exported, import_subscription
-from core.subscription_file import MAX_LIBRARY, MAX_VOTES, DocumentError, dumps, read_document
+from core.people.subscription import Mode, SubscriptionExists, exported, import_subscription
+from core.people.subscription_file import MAX_LIBRARY, MAX_VOTES, DocumentError, dumps, read_document
+from core.store.facade import Novelty, Store
+from core.store.taste import DISLIKE, LIKE, SeedIn
 from core.values import PaperIn
 from tests.conftest import migrated_store
 from tests.test_store_taste import day
@@ -303,11 +303,11 @@ def test_documents_over_the_limits_are_refused_and_an_export_keeps_the_newest(
     at_limit = learned_document(votes=too_many["votes"][:MAX_VOTES], library=entries[:MAX_LIBRARY])
     assert len(read_document(json.dumps(at_limit).encode()).learned.votes) == MAX_VOTES  # type: ignore[union-attr]
 
-    import core.store_subscription
+    import core.store.subscription
 
     learned_source(sqlite_store)
-    monkeypatch.setattr(core.store_subscription, "MAX_VOTES", 2)
-    monkeypatch.setattr(core.store_subscription, "MAX_LIBRARY", 3)
+    monkeypatch.setattr(core.store.subscription, "MAX_VOTES", 2)
+    monkeypatch.setattr(core.store.subscription, "MAX_LIBRARY", 3)
     export = exported(sqlite_store, ADDRESS)
     assert (export.votes_left_out, export.library_left_out) == (1, 1)
     assert [v["arxiv_id"] for v in export.document["votes"]] == [day()[1].arxiv_id, day()[2].arxiv_id]
@@ -321,7 +321,7 @@ def test_documents_over_the_limits_are_refused_and_an_export_keeps_the_newest(
 def test_a_failure_while_storing_seeds_leaves_no_vote_behind(
     sqlite_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import core.store_subscription
+    import core.store.subscription
 
     learned_source(sqlite_store)
     data = dumps(exported(sqlite_store, ADDRESS).document).encode()
@@ -329,7 +329,7 @@ def test_a_failure_while_storing_seeds_leaves_no_vote_behind(
     def broken(*args: object) -> None:
         raise RuntimeError("the disk is full")
 
-    monkeypatch.setattr(core.store_subscription, "_write_seeds", broken)
+    monkeypatch.setattr(core.store.subscription, "_write_seeds", broken)
     for target_store in migrated_store(f"sqlite:///{tmp_path}/target.db"):
         target_store.papers.save_versions(day()[:6], novelty=Novelty.HISTORY)
         with pytest.raises(RuntimeError):
@@ -362,11 +362,11 @@ def test_cli_moves_votes_and_seeds_and_says_what_it_skipped(
     path = tmp_path / "ada.json"
     code, stdout, stderr = invoke("export", "subscription", ADDRESS, "--output", str(path))
     assert code == 0 and "1 follow, 0 received papers, 2 votes, 1 library entry written to" in stdout, stderr
-    import core.store_subscription
-    import core.subscription_file
+    import core.people.subscription_file
+    import core.store.subscription
 
-    monkeypatch.setattr(core.store_subscription, "MAX_VOTES", 1)
-    monkeypatch.setattr(core.subscription_file, "MAX_VOTES", 1)
+    monkeypatch.setattr(core.store.subscription, "MAX_VOTES", 1)
+    monkeypatch.setattr(core.people.subscription_file, "MAX_VOTES", 1)
     code, stdout, stderr = invoke("export", "subscription", ADDRESS)
     assert code == 0 and len(json.loads(stdout)["votes"]) == 1
     assert "note: the 1 oldest vote left out: a file holds the newest 1" in stderr

@@ -1,4 +1,4 @@
-"""Learned follows' model (issue 17, core.taste_model): trained on the recorded day's real papers."""
+"""Learned follows' model (issue 17, core.taste.model): trained on the recorded day's real papers."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from core import taste_model as tm
+from core.taste import model as tm
 from core.values import PaperIn
 from ingest.arxiv_rss_parse import parse_feed
 from tests.conftest import CORPUS

@@ -12,11 +12,11 @@ from typing import Any
 
 from bot.telegram import TelegramBot
 from bot.telegram_render import Action, Button, VotePress, read_callback, read_vote, voted_markup
-from core.digests import send_due_digests
-from core.render import Renderer
-from core.store import Store
-from core.store_taste import DISLIKE, LIKE
-from core.taste import votes
+from core.delivery.digests import send_due_digests
+from core.delivery.render import Renderer
+from core.store.facade import Store
+from core.store.taste import DISLIKE, LIKE
+from core.taste.votes import votes
 from notifiers.ratelimit import RateLimiter
 from notifiers.telegram import TelegramNotifier
 from tests.fakes.telegram_api import ADA, ADA_CHAT, Call, FakeTelegram, Place, Updates

@@ -1,4 +1,5 @@
-"""core.text: plural folding (term) and TeX stripping, rule by rule and over the recorded feed."""
+"""core.follows.normalise: plural folding (term) and TeX stripping, rule by rule and over the recorded
+feed."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import re
 
 import pytest
 
-from core.text import NOT_PLURALS, strip_tex, term, terms, words
+from core.follows.normalise import NOT_PLURALS, strip_tex, term, terms, words
 from ingest.arxiv_rss_parse import parse_feed
 from tests.conftest import BIG_FEED
 

@@ -1,5 +1,5 @@
 """Signed tokens have one spelling: a token with junk, padding, whitespace or altered spare bits is refused,
-by :func:`core.tokens.verify` and by every web route that takes one (issue 14, defect 10)."""
+by :func:`core.people.tokens.verify` and by every web route that takes one (issue 14, defect 10)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import warnings
 
 import pytest
 
-from core import tokens
 from core.config import Settings
-from core.follows import follow
+from core.delivery.render import Renderer
+from core.follows.manage import follow
 from core.models import SubscriberStatus
-from core.render import Renderer
-from core.store import Store
+from core.people import tokens
+from core.store.facade import Store
 from ingest.http import HttpClient
 from notifiers.email import EmailNotifier
 from papertrail.context import AppContext

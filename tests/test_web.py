@@ -24,14 +24,14 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client.parser import text_string_to_metric_families
 
-from core import tokens
 from core.config import Settings
-from core.follows import follow
+from core.delivery.render import Renderer
+from core.follows.manage import follow
 from core.models import Digest, DigestState, Follow, RunState, SubscriberStatus, UTCDateTime, utcnow
-from core.render import Renderer
-from core.service import match_new
-from core.status import source_statuses
-from core.store import Store, make_engine
+from core.papers.pipeline import match_new
+from core.papers.status import source_statuses
+from core.people import tokens
+from core.store.facade import Store, make_engine
 from core.values import PaperIn
 from ingest.arxiv_rss_parse import parse_feed
 from ingest.http import HttpClient
@@ -234,7 +234,7 @@ def test_quiet_ok_and_failing_read_differently(sqlite_store: Store) -> None:
 # -- the paper browser -----------------------------------------------------------------------------------
 
 
-# A paper arrived as news: a version stored as news, or a community pick (core.store_sort_keys).
+# A paper arrived as news: a version stored as news, or a community pick (core.store.sort_keys).
 _IS_NEWS = (
     "(EXISTS (SELECT 1 FROM version n WHERE n.paper_id = p.id AND n.news = true) "
     "OR EXISTS (SELECT 1 FROM community_pick c WHERE c.paper_id = p.id))"

@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from core.store import Store
+from core.store.facade import Store
 from papertrail import runtime
 from papertrail.web import build_app
 from papertrail.web_pages import SECURITY_HEADERS

@@ -14,11 +14,11 @@ from urllib.parse import unquote
 
 import pytest
 
-from core import newsletters, tokens
-from core.follows import follow
-from core.i18n import translator
+from core.follows.manage import follow
+from core.i18n.languages import translator
 from core.models import RunState, utcnow
-from core.store import Store
+from core.people import newsletters, tokens
+from core.store.facade import Store
 from core.values import Guide, PaperIn
 from papertrail.web import build_app
 from papertrail.web_pages import source_reason

@@ -17,16 +17,16 @@ import markupsafe
 import pytest
 import sqlalchemy as sa
 
-from core import tokens
 from core.config import Settings
-from core.digests import send_due_digests
-from core.follows import follow
+from core.delivery.digests import send_due_digests
+from core.delivery.render import Renderer
+from core.follows.manage import follow
 from core.models import Follow, utcnow
-from core.render import Renderer
-from core.service import match_new
-from core.store import Store
-from core.store_taste import DISLIKE, LIKE, SeedIn
-from core.taste import cast_vote
+from core.papers.pipeline import match_new
+from core.people import tokens
+from core.store.facade import Store
+from core.store.taste import DISLIKE, LIKE, SeedIn
+from core.taste.votes import cast_vote
 from core.values import PaperIn
 from notifiers.registry import build_notifiers
 from papertrail.web_subscribers import MAX_VOTES_SHOWN

@@ -17,9 +17,9 @@ import pytest
 import sqlalchemy as sa
 from sqlmodel import SQLModel
 
+from core.follows.reasons import CATEGORY, Reason, hit_data
 from core.models import DigestState, utcnow
-from core.reasons import CATEGORY, Reason, hit_data
-from core.store import Store
+from core.store.facade import Store
 
 # SQLModel tables as SQLAlchemy Core tables, for bulk inserts.
 PAPER, VERSION, SUBSCRIBER, MATCH, DIGEST = (

@@ -16,7 +16,7 @@ started afterwards with the real clock shows the same numbers for the next 20 ho
   hour ago (its first guide is outside the 24 hours), and one two days ago.
 
 ``expected_numbers(store, now)`` counts what each number on the status page must be, with plain SQL
-written independently of ``core.store_browse``. The browser test uses both.
+written independently of ``core.store.browse``. The browser test uses both.
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from core.digests import DeliveryPolicy
-from core.follows import follow
+from core.delivery.digests import DeliveryPolicy
+from core.follows.manage import follow
 from core.models import Follow, RunState, Subscriber, SubscriberStatus, UTCDateTime, utcnow
-from core.service import ingest_community, ingest_once, match_new
-from core.store import Novelty, Store
-from core.store_ledger import DigestPlan
+from core.papers.pipeline import ingest_community, ingest_once, match_new
+from core.store.facade import Novelty, Store
+from core.store.ledger import DigestPlan
 from core.values import AnnounceType, CommunityPick, Guide, PaperIn
 from ingest.arxiv_oai_parse import parse_oai
 from ingest.arxiv_rss import ArxivRssSource

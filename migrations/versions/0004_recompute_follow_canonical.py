@@ -22,7 +22,7 @@ depends_on = None
 
 
 def upgrade() -> None:
-    from core.query import QueryError, parse
+    from core.follows.query import QueryError, parse
 
     bind = op.get_bind()
     follow = sa.table(

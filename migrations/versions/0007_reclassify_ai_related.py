@@ -1,4 +1,4 @@
-"""recompute version.ai_related with the rule of core.classify (categories, then title and abstract cues)
+"""recompute version.ai_related with the rule of core.papers.classify (categories, then title and abstract cues)
 
 Revision ID: 0007
 Revises: 0006
@@ -9,7 +9,7 @@ count too, and so does a title that names the field or a method, or an abstract 
 (docs/ai-related.md). Every stored version is re-read in id order, BATCH rows at a time (keyset pages, so
 memory stays flat however large a backfilled store is), and only the rows whose value changes are written.
 
-The rule is imported, not copied, like 0004 imports the follow grammar: whenever core.classify changes what
+The rule is imported, not copied, like 0004 imports the follow grammar: whenever core.papers.classify changes what
 counts, add a migration like this one, or stored versions keep the old answer.
 """
 
@@ -34,7 +34,7 @@ log = logging.getLogger("alembic.runtime.migration")
 
 
 def upgrade() -> None:
-    from core.classify import is_ai_related
+    from core.papers.classify import is_ai_related
 
     bind = op.get_bind()
     version = sa.table(

@@ -5,7 +5,7 @@ Revision ID: 0017
 Revises: 0016
 Create Date: 2026-12-03
 
-The flags and the totals are computed from the rows stored now (core.store_counts.rebuild_library_totals,
+The flags and the totals are computed from the rows stored now (core.store.counts.rebuild_library_totals,
 imported like 0007 imports the classifier): one pass over the version table, about as long as one load of
 the old status page per table at a million versions. From here on every write keeps them up to date.
 """
@@ -26,7 +26,7 @@ log = logging.getLogger("alembic.runtime.migration")
 
 
 def upgrade() -> None:
-    from core.store_counts import rebuild_library_totals
+    from core.store.counts import rebuild_library_totals
 
     # Plain ADD COLUMN (with a constant default, SQLite and PostgreSQL alike change no row): a batch
     # operation would copy the whole table on SQLite.

@@ -4,9 +4,9 @@ Revision ID: 0018
 Revises: 0017
 Create Date: 2026-12-02
 
-Each paper gets the keys of the browser's three orders (core.store_sort_keys) and an index per order,
+Each paper gets the keys of the browser's three orders (core.store.sort_keys) and an index per order,
 computed from the stored versions (seconds at a million versions), and the full-text index is created
-(core.store_search: SQLite FTS5, PostgreSQL tsvector with GIN) with every paper marked for the indexer:
+(core.store.search: SQLite FTS5, PostgreSQL tsvector with GIN) with every paper marked for the indexer:
 its entries are built in Python with the follow matcher's word rules, minutes per million papers, so the
 service builds them in the background (or `papertrail index` does, at once). From here on every write
 keeps the keys up to date, and the index too, except a backfill, which leaves its papers to the indexer.
@@ -29,8 +29,8 @@ log = logging.getLogger("alembic.runtime.migration")
 
 
 def upgrade() -> None:
-    from core.store_search import create_search_index, reset_search_index
-    from core.store_sort_keys import rebuild_sort_keys
+    from core.store.search import create_search_index, reset_search_index
+    from core.store.sort_keys import rebuild_sort_keys
 
     # Plain ADD COLUMN with a constant default: no table copy on SQLite, no rewrite on PostgreSQL.
     op.add_column("paper", sa.Column("news", sa.Boolean(), server_default=sa.false(), nullable=False))
@@ -66,7 +66,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    from core.store_search import drop_search_index
+    from core.store.search import drop_search_index
 
     drop_search_index(op.get_bind())
     op.drop_index("ix_paper_search_stale", table_name="paper")

@@ -1,0 +1,246 @@
+"""The notifier contract shared by every channel adapter, and the one error they raise."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import ClassVar, Protocol
+
+from core.i18n.languages import N_, Phrase, Refusal
+from core.values import Message, SendResult
+
+
+class DeliveryError(Exception):
+    """A message could not be delivered.
+
+    ``retryable`` says whether trying again later may work (a timeout, a 429, an unreachable server)
+    or not (a blocked bot, an address that does not exist). ``retry_after`` is the platform's own hint in
+    seconds, when it gave one.
+
+    ``delivered_parts`` counts the parts of a split digest the platform accepted before the failure
+    (counting any the message asked to skip), so that a retry resumes after them instead of repeating them.
+
+    ``kind`` names the way the platform said no, the same for every recipient it says it to (``rcpt 550
+    5.7.1`` for an SMTP server refusing a recipient with that reply): refusals of one kind by many
+    recipients at once are the server's problem, not theirs (core.delivery.alarm). None: unclassified.
+    ``operator`` marks a failure of the sender's own setup (SMTP login or sender address refused): an
+    alarm for the operator whatever the count, never a reason to pause a subscriber.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool,
+        retry_after: float | None = None,
+        delivered_parts: int = 0,
+        kind: str | None = None,
+        operator: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.retry_after = retry_after
+        self.delivered_parts = delivered_parts
+        self.kind = kind
+        self.operator = operator
+
+
+class LeaseLost(Exception):
+    """The digest being sent is no longer this worker's: its lease ran out and another worker took it.
+
+    Raised by :func:`part_delivered` between two parts of a split digest. Adapters let it pass (it is not a
+    :class:`DeliveryError`): the parts already sent stay sent, and the digest is the other worker's to finish
+    and record.
+    """
+
+
+# What the ledger runs after each part a platform accepted (core.delivery.digests sets it per delivery). A
+# context
+# variable, not a parameter of Notifier.send, so that adapters that never split need not know about it.
+_part_hook: ContextVar[Callable[[int], Awaitable[None]] | None] = ContextVar("part_hook", default=None)
+
+
+async def part_delivered(parts: int) -> None:
+    """Adapters call this after the platform accepted a part of a split digest, before sending the next.
+
+    ``parts`` counts the parts delivered so far, including any the message asked to skip. The ledger renews
+    the digest's lease, so that a long digest sent at a chat's pace is never taken over mid-send, and
+    raises :class:`LeaseLost` when the digest is no longer this worker's: the adapter must then stop.
+    Outside a delivery (tests, the console) it does nothing.
+    """
+    hook = _part_hook.get()
+    if hook is not None:
+        await hook(parts)
+
+
+@contextmanager
+def on_part_delivered(hook: Callable[[int], Awaitable[None]]) -> Iterator[None]:
+    """Run ``hook(parts)`` for every :func:`part_delivered` in this task while the block runs."""
+    token = _part_hook.set(hook)
+    try:
+        yield
+    finally:
+        _part_hook.reset(token)
+
+
+# What the ledger runs the moment a platform accepted a whole digest (core.delivery.digests sets it per
+# delivery).
+# Adapters whose send completes on the event loop need not call it: the ledger records the send as soon as
+# ``Notifier.send`` returns. An adapter that sends from its own thread (email) takes the recorder on the
+# loop with :func:`accepted_recorder` and calls it in that thread right after the platform's acceptance,
+# before it takes the next send: a crash can then repeat at most the one send that thread had in flight,
+# however busy the event loop is.
+_accepted_hook: ContextVar[Callable[[SendResult], None] | None] = ContextVar("accepted_hook", default=None)
+
+
+def accepted_recorder() -> Callable[[SendResult], None] | None:
+    """The ledger's recorder for the delivery running in this task, or None outside a delivery.
+
+    Call it on the event loop (context variables do not follow a job into a thread) and hand the result to
+    the thread that talks to the platform. The recorder is thread-safe, never raises, and records once.
+    """
+    return _accepted_hook.get()
+
+
+@contextmanager
+def on_accepted(hook: Callable[[SendResult], None]) -> Iterator[None]:
+    """Make ``hook`` this task's :func:`accepted_recorder` while the block runs."""
+    token = _accepted_hook.set(hook)
+    try:
+        yield
+    finally:
+        _accepted_hook.reset(token)
+
+
+class Notifier(Protocol):
+    """One channel adapter. ``address`` is the part of the subscriber address after ``channel:``.
+
+    ``max_length`` is the platform's limit per message in characters (None: no limit); adapters split
+    longer digests between blocks with :func:`pack_blocks`.
+    """
+
+    channel: ClassVar[str]
+    max_length: ClassVar[int | None]
+
+    async def send(self, address: str, message: Message) -> SendResult:
+        """Deliver one rendered digest, or raise :class:`DeliveryError`."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections and sessions; the notifier may not be used afterwards."""
+        ...
+
+
+def pack_blocks(
+    blocks: Sequence[str],
+    limit: int,
+    *,
+    shorten: Callable[[str, int], str],
+    measure: Callable[[str], int] = len,
+    count: Callable[[str], int] | None = None,
+    max_count: int | None = None,
+) -> list[str]:
+    """Join blocks into as few messages of at most ``limit`` units as possible, in order.
+
+    Messages break only between blocks, never inside one. A single block longer than ``limit`` on its own
+    is passed to ``shorten(block, limit)``, which must return a well-formed block within the limit (e.g. the
+    block with its text cut and its markup closed); the adapter knows its format. ``measure`` counts units
+    the way the platform does (Telegram counts UTF-16 code units, for instance). With ``count`` and
+    ``max_count``, a message also holds at most ``max_count`` of what ``count(block)`` counts (Telegram:
+    the items whose buttons one message can carry).
+    """
+    messages: list[str] = []
+    current = ""
+    size = 0
+    counted = 0
+    for block in blocks:
+        length = measure(block)
+        if length > limit:
+            block = shorten(block, limit)
+            length = measure(block)
+            if length > limit:
+                raise ValueError(f"shorten() returned {length} units for a limit of {limit}")
+        weight = count(block) if count is not None else 0
+        full = max_count is not None and counted + weight > max_count
+        if current and (size + length > limit or full):
+            messages.append(current)
+            current, size, counted = "", 0, 0
+        current += block
+        size += length
+        counted += weight
+    if current.strip():
+        messages.append(current)
+    return messages
+
+
+def split_address(address: str) -> tuple[str, str]:
+    """Split ``email:ada@example.org`` into ``("email", "ada@example.org")``.
+
+    Raises ValueError with a hint when the address has no known shape.
+    """
+    channel, sep, target = address.partition(":")
+    if not sep or not channel or not target.strip():
+        raise ValueError(
+            f"address {address!r} is not of the form CHANNEL:TARGET; "
+            "use e.g. email:ada@example.org, telegram:12345, slack:C0123 or console:NAME"
+        )
+    return channel.strip().lower(), target.strip()
+
+
+KNOWN_CHANNELS = (
+    "console",
+    "email",
+    "telegram",
+    "slack",
+    "slack-webhook",
+    "webhook",
+    "apprise",
+    "newsletter",
+)
+# ``newsletter:NAME`` is the hidden subscriber holding a newsletter's follows and schedule. No notifier
+# serves this channel: its matches become issues fanned out to the members (core.people.newsletters).
+NEWSLETTER_CHANNEL = "newsletter"
+NEWSLETTER_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
+
+# Slack conversation ids: C (channel), G (private channel or group DM), D (DM), U/W (a user: DM opened).
+_SLACK_ID = re.compile(r"^[CGDUW][A-Z0-9]{2,}$")
+
+
+def normalise_address(address: str) -> str:
+    """Validate an address and return its canonical spelling.
+
+    The channel is lower-cased, and an email address's domain; its local part is kept as typed, since
+    RFC 5321 lets a server tell ``Ada`` from ``ada`` (docs/delivery.md, "Email addresses").
+    """
+    channel, target = split_address(address)
+    if channel not in KNOWN_CHANNELS:
+        raise ValueError(
+            f"unknown channel {channel!r} in {address!r}; known channels: {', '.join(KNOWN_CHANNELS)}"
+        )
+    if channel == "email":
+        local, at, domain = target.rpartition("@")
+        if not at or not local or "." not in domain or any(c.isspace() for c in target):
+            raise Refusal(
+                Phrase(N_("'{address}' is not an email address"), address=target),
+                Phrase(N_("write it as email:ada@example.org")),
+            )
+        target = f"{local}@{domain.lower()}"
+    if channel == "telegram" and not target.lstrip("-").isdigit():
+        raise ValueError(f"telegram chat id {target!r} must be a number, e.g. telegram:12345")
+    if channel in ("webhook", "slack-webhook") and not target.startswith(("https://", "http://")):
+        raise ValueError(f"{channel} target {target!r} must be an http(s) URL, e.g. {channel}:https://…")
+    if channel == "slack" and not _SLACK_ID.match(target):
+        raise ValueError(
+            f"slack conversation id {target!r} should look like C0123ABC (channel) or U0123ABC (user); "
+            "copy it from the channel's details in Slack"
+        )
+    if channel == NEWSLETTER_CHANNEL and not NEWSLETTER_NAME.match(target):
+        raise ValueError(
+            f"newsletter name {target!r} must be lowercase letters, digits and dashes (at most 64), "
+            "e.g. newsletter:ml-weekly"
+        )
+    if channel == "apprise" and "://" not in target:
+        raise ValueError(f"apprise target {target!r} must be an Apprise URL, e.g. apprise:ntfy://topic")
+    return f"{channel}:{target}"

@@ -1,0 +1,184 @@
+"""Managing follows: add (with options), remove by number or text, try a query before saving it, and
+import or export them in bulk (the follows file of core.follows.file)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from core.delivery.contract import normalise_address
+from core.delivery.schedule import parse_schedule, zone
+from core.follows.file import BadLine, FollowsFile, check_lines, export_line
+from core.follows.query import parse
+from core.follows.reasons import Reason
+from core.models import Follow, Subscriber, SubscriberStatus, utcnow
+from core.store.facade import Store, version_to_paper
+from core.store.follows import ImportCounts
+
+# Who `export follows` writes out: those whose follows are in use (matched, or matched again after
+# `papertrail resume`). Unsubscribed readers and unconfirmed sign-ups are not the operator's to move.
+EXPORTED_STATUSES = (SubscriberStatus.ACTIVE, SubscriberStatus.PAUSED)
+
+
+@dataclass(frozen=True, slots=True)
+class FollowResult:
+    """The outcome of ``follow``: the stored follow and whether it (and its subscriber) were new."""
+
+    subscriber: Subscriber
+    follow: Follow
+    outcome: str
+    """``added``, ``updated`` (same query, new options) or ``unchanged``."""
+    subscriber_created: bool
+
+
+def follow(
+    store: Store,
+    address: str,
+    text: str,
+    *,
+    timezone: str = "UTC",
+    schedule: str = "daily 08:00",
+    revisions: bool = True,
+    instant: bool = False,
+) -> FollowResult:
+    """Validate and store a follow, creating the subscriber when the address is new.
+
+    ``revisions=False`` follows new papers only; ``instant=True`` sends its matches as soon as they are
+    found instead of with the scheduled digest. Following the same query again updates these options.
+
+    Raises ValueError (bad address, timezone or schedule) or QueryError (bad query) with a hint.
+    """
+    address = normalise_address(address)
+    query = parse(text)
+    zone(timezone)
+    parse_schedule(schedule)
+    subscriber, created = store.subscribers.ensure_subscriber(address, timezone=timezone, schedule=schedule)
+    assert subscriber.id is not None
+    stored, outcome = store.subscribers.add_follow(
+        subscriber.id, text.strip(), query.canonical(), revisions=revisions, instant=instant
+    )
+    return FollowResult(subscriber, stored, outcome, created)
+
+
+def unfollow(store: Store, address: str, which: str) -> Follow:
+    """Remove a follow by its number in ``follows`` (1-based) or by its query text.
+
+    Raises LookupError naming the subscriber's follows when nothing fits.
+    """
+    address = normalise_address(address)
+    subscriber = store.subscribers.get_subscriber(address)
+    if subscriber is None or subscriber.id is None:
+        raise LookupError(f"{address} has no follows; add one with: papertrail follow {address} QUERY")
+    follows = store.subscribers.follows_of(subscriber.id)
+    target: Follow | None = None
+    if which.strip().isdigit():
+        number = int(which)
+        if not 1 <= number <= len(follows):
+            raise LookupError(
+                f"{address} has 1 follow; pick number 1"
+                if len(follows) == 1
+                else f"{address} has {len(follows)} follows; pick a number from 1 to {len(follows)}"
+            )
+        target = follows[number - 1]
+    else:
+        canonical = parse(which).canonical()
+        target = next((f for f in follows if f.canonical == canonical), None)
+        if target is None:
+            listing = "; ".join(f"{i}. {f.query}" for i, f in enumerate(follows, 1)) or "none"
+            raise LookupError(f"{address} does not follow {which!r}; its follows are: {listing}")
+    assert target.id is not None
+    store.subscribers.remove_follow(target.id)
+    return target
+
+
+@dataclass(frozen=True, slots=True)
+class TryHit:
+    """A stored version a query would have matched, with why."""
+
+    arxiv_id: str
+    version: int
+    title: str
+    first_seen_at: datetime
+    reasons: tuple[Reason, ...]
+
+
+def try_query(store: Store, text: str, *, days: int = 7, now: datetime | None = None) -> list[TryHit]:
+    """Which versions first seen in the last ``days`` days ``text`` would have matched, newest first.
+
+    Raises QueryError for a query that does not parse, so people can tune a follow before saving it.
+    """
+    query = parse(text)
+    since = (now or utcnow()) - timedelta(days=days)
+    hits: list[TryHit] = []
+    for version in store.papers.versions_since(since):
+        reasons = query.evaluate(version_to_paper(version))
+        if reasons is not None:
+            hits.append(
+                TryHit(version.paper_id, version.number, version.title, version.first_seen_at, reasons)
+            )
+    return hits
+
+
+@dataclass(frozen=True, slots=True)
+class ImportReport:
+    """The outcome of ``import_follows``: the checked file, and what was stored (None: nothing)."""
+
+    checked: FollowsFile
+    counts: ImportCounts | None
+
+    @property
+    def bad(self) -> list[BadLine]:
+        """The refused lines, in file order."""
+        return self.checked.bad
+
+
+def import_follows(
+    store: Store,
+    lines: Iterable[bytes],
+    *,
+    skip_invalid: bool,
+    timezone: str,
+    schedule: str,
+    now: datetime | None = None,
+    refuse_address: Callable[[str], str | None] | None = None,
+) -> ImportReport:
+    """Check every line of a follows file, then store the follows in one transaction.
+
+    With a bad line nothing is stored unless ``skip_invalid``, when the good lines are. ``timezone`` and
+    ``schedule`` are for subscribers created without them (the settings' defaults, as for ``follow``).
+    ``refuse_address``: the delivery's own refusal of an address (core.follows.file.check_lines).
+    Importing the same file again changes nothing.
+    """
+    checked = check_lines(lines, refuse_address)
+    if (checked.bad and not skip_invalid) or not checked.follows:
+        return ImportReport(checked, None)
+    counts = store.follow_files.import_follows(
+        checked.subscribers.values(),
+        checked.follows,
+        timezone=timezone,
+        schedule=schedule,
+        now=now or utcnow(),
+    )
+    return ImportReport(checked, counts)
+
+
+def export_follows(store: Store, address: str | None, *, timezone: str, schedule: str) -> Iterator[str]:
+    """The follows file (lines without newlines) of every active and paused subscriber, or of ``address``.
+
+    Ordered by address, then by follow number; options equal to the defaults ``timezone`` and
+    ``schedule`` are left out, so importing the lines into an empty store gives the same follows.
+    Raises ValueError for a malformed address and LookupError for one that has nothing to export.
+    """
+    if address is not None:
+        address = normalise_address(address)
+        subscriber = store.subscribers.get_subscriber(address)
+        if subscriber is None:
+            raise LookupError(f"no subscriber {address}")
+        if subscriber.status not in EXPORTED_STATUSES:
+            raise LookupError(
+                f"{address} is {subscriber.status}: only active and paused subscribers are exported"
+            )
+    # Checked above, read lazily below: a generator body would raise the LookupError only when iterated.
+    rows = store.follow_files.export_rows(EXPORTED_STATUSES, address)
+    return (export_line(row, default_schedule=schedule, default_timezone=timezone) for row in rows)

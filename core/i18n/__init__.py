@@ -1,0 +1,1 @@
+"""Languages: the translations and the wording of counts."""

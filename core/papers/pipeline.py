@@ -1,0 +1,313 @@
+"""The ingest pipeline: run a source (feed, paged, community, backfill, look-up), store, then match.
+
+With core.delivery.digests, core.follows.manage and core.papers.status, the only modules that mix I/O and
+logic. Sources and
+notifiers come in as arguments, so core never imports the edges.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any, ClassVar, Protocol
+
+from core.follows.index import FollowIndex
+from core.i18n.english import counted
+from core.models import PaperIn, RunState
+from core.papers.sources import CommunitySource, PagedSource, Source, SourceError
+from core.store.facade import Novelty, SaveResult, Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class IngestReport:
+    """What one source run did."""
+
+    source: str
+    state: RunState
+    fetched: int = 0
+    new_papers: int = 0
+    revisions: int = 0
+    duplicates: int = 0
+    # (version, distinct follow query) pairs matched: followers get theirs when these are fanned out.
+    matches: int = 0
+    note: str | None = None
+    error: str | None = None
+    retry_after: float | None = None
+
+
+async def ingest_once(
+    store: Store, source: Source, *, now: datetime | None = None, index: FollowIndex | None = None
+) -> IngestReport:
+    """Run one source once: fetch, store new versions, record the run, then match what is new.
+
+    A failed fetch is recorded as a run in state ``error`` with the message; nothing is stored.
+    """
+    run_id = store.runs.start_run(source.name, now=now)
+    try:
+        result = await source.fetch(store.runs.validator_for)
+    except SourceError as exc:
+        store.runs.finish_run(run_id, RunState.ERROR, error=str(exc))
+        log.warning("source %s failed: %s", source.name, exc, extra={"source": source.name})
+        return IngestReport(source.name, RunState.ERROR, error=str(exc), retry_after=exc.retry_after)
+    except Exception as exc:  # a bug in a parser must not stop the loop, but it must be visible
+        log.exception("source %s crashed", source.name, extra={"source": source.name})
+        message = f"unexpected {type(exc).__name__}: {exc}"
+        store.runs.finish_run(run_id, RunState.ERROR, error=message)
+        return IngestReport(source.name, RunState.ERROR, error=message)
+    saved = store.papers.save_versions(result.papers, now=now, validator=result.validator)
+    state, fetched, note = result.state, len(result.papers), result.note
+    store.runs.finish_run(
+        run_id,
+        state,
+        fetched=fetched,
+        new_papers=saved.new_papers,
+        revisions=saved.revisions,
+        duplicates=saved.duplicates,
+        cursor=result.cursor,
+        note=note,
+    )
+    # Stored: the fetched versions can go before matching reads them back in batches. Holding both had
+    # set the peak memory of a large feed's ingest (issue 14; docs/benchmarks.md, "Feed memory").
+    del result
+    matches = match_new(store, now=now, index=index)
+    return IngestReport(
+        source.name,
+        state,
+        fetched=fetched,
+        new_papers=saved.new_papers,
+        revisions=saved.revisions,
+        duplicates=saved.duplicates,
+        matches=matches,
+        note=note,
+    )
+
+
+async def ingest_paged(
+    store: Store,
+    source: PagedSource,
+    *,
+    since: str | None = None,
+    novelty: Novelty = Novelty.GAP,
+    now: datetime | None = None,
+    index: FollowIndex | None = None,
+    on_page: Callable[[SaveResult], None] | None = None,
+) -> IngestReport:
+    """Run a paged source: store each page before fetching the next, then match what is news.
+
+    ``since`` overrides the stored cursor (``--since 2026-11-01``). ``novelty`` decides what is news:
+    ``GAP`` (versions announced after the newest announcement already seen) or ``HISTORY`` (nothing).
+    A failure part-way keeps the pages already stored and leaves the cursor where it was.
+    """
+    run_id = store.runs.start_run(source.name, now=now)
+    cursor = since or store.runs.last_cursor(source.name)
+    totals = SaveResult()
+    fetched = 0
+    skipped: list[str] = []
+    final_cursor: str | None = None
+    notes: list[str] = []
+
+    def progress() -> dict[str, Any]:
+        parts = list(notes)
+        if skipped:
+            parts.append(f"skipped {len(skipped)} record(s): " + "; ".join(skipped[:5]))
+        return {
+            "fetched": fetched,
+            "new_papers": totals.new_papers,
+            "revisions": totals.revisions,
+            "duplicates": totals.duplicates,
+            "note": "; ".join(parts) or None,
+        }
+
+    try:
+        async for page in source.pages(cursor):
+            saved = store.papers.save_versions(page.papers, now=now, novelty=novelty)
+            fetched += len(page.papers)
+            totals.new_papers += saved.new_papers
+            totals.revisions += saved.revisions
+            totals.duplicates += saved.duplicates
+            totals.history += saved.history
+            skipped.extend(page.skipped)
+            if page.note:
+                notes.append(page.note)
+            if page.cursor is not None:
+                final_cursor = page.cursor
+            if on_page is not None:
+                on_page(saved)
+    except SourceError as exc:
+        store.runs.finish_run(run_id, RunState.ERROR, error=str(exc), **progress())
+        log.warning(
+            "source %s failed after %d versions: %s", source.name, fetched, exc, extra={"source": source.name}
+        )
+        return IngestReport(
+            source.name,
+            RunState.ERROR,
+            fetched,
+            totals.new_papers,
+            totals.revisions,
+            totals.duplicates,
+            error=str(exc),
+            retry_after=exc.retry_after,
+        )
+    state = RunState.OK if fetched else RunState.EMPTY
+    if totals.history:
+        notes.append(f"{counted(totals.history, 'version')} stored as history")
+    store.runs.finish_run(run_id, state, cursor=final_cursor, **progress())
+    matches = match_new(store, now=now, index=index)
+    return IngestReport(
+        source.name,
+        state,
+        fetched,
+        totals.new_papers,
+        totals.revisions,
+        totals.duplicates,
+        matches,
+        note=progress()["note"],
+    )
+
+
+async def ingest_community(
+    store: Store, source: CommunitySource, day: date, *, now: datetime | None = None
+) -> IngestReport:
+    """Fetch one day of community picks and attach them to their arXiv papers."""
+    run_id = store.runs.start_run(source.name, now=now)
+    try:
+        page = await source.fetch_day(day)
+    except SourceError as exc:
+        store.runs.finish_run(run_id, RunState.ERROR, error=str(exc), cursor=None)
+        log.warning("source %s failed: %s", source.name, exc, extra={"source": source.name})
+        return IngestReport(source.name, RunState.ERROR, error=str(exc), retry_after=exc.retry_after)
+    added, unseen = store.papers.save_picks(page.picks, now=now)
+    parts = [
+        f"{counted(len(page.picks), 'pick')} on {day.isoformat()}, {added} new, "
+        f"{counted(unseen, 'paper')} new to PaperTrail"
+    ]
+    if page.skipped:
+        parts.append(f"skipped {len(page.skipped)}: " + "; ".join(page.skipped[:5]))
+    note = "; ".join(parts)
+    state = RunState.OK if page.picks else RunState.EMPTY
+    store.runs.finish_run(
+        run_id,
+        state,
+        fetched=len(page.picks),
+        duplicates=len(page.picks) - added,
+        cursor=day.isoformat(),
+        note=note,
+    )
+    return IngestReport(
+        source.name, state, fetched=len(page.picks), duplicates=len(page.picks) - added, note=note
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """A slice of a backfill: versions to store and notes on input lines that were skipped."""
+
+    papers: Sequence[PaperIn]
+    skipped: Sequence[str] = ()
+
+
+def backfill(
+    store: Store,
+    source: str,
+    batches: Iterable[Batch],
+    *,
+    now: datetime | None = None,
+    on_batch: Callable[[SaveResult], None] | None = None,
+) -> IngestReport:
+    """Store a backfill as history, batch by batch (each batch one transaction); never news, never sent.
+
+    Interrupting it keeps every batch already stored; running it again skips them as duplicates.
+    """
+    run_id = store.runs.start_run(source, now=now)
+    totals = SaveResult()
+    fetched = 0
+    skipped: list[str] = []
+    try:
+        for batch in batches:
+            saved = store.papers.save_versions(batch.papers, now=now, novelty=Novelty.HISTORY)
+            fetched += len(batch.papers)
+            totals.history += saved.history
+            totals.duplicates += saved.duplicates
+            skipped.extend(batch.skipped)
+            if on_batch is not None:
+                on_batch(saved)
+    except BaseException as exc:  # Ctrl-C included: the run must not stay "running" forever
+        store.runs.finish_run(
+            run_id,
+            RunState.ERROR,
+            fetched=fetched,
+            duplicates=totals.duplicates,
+            error=f"interrupted: {exc!r}",
+        )
+        raise
+    note = f"{counted(totals.history, 'version')} stored as history"
+    if skipped:
+        note += f"; skipped {counted(len(skipped), 'line')}: " + "; ".join(skipped[:5])
+    state = RunState.OK if fetched else RunState.EMPTY
+    store.runs.finish_run(run_id, state, fetched=fetched, duplicates=totals.duplicates, note=note)
+    return IngestReport(source, state, fetched=fetched, duplicates=totals.duplicates, note=note)
+
+
+class PaperLookup(Protocol):
+    """Fetches arXiv's metadata for papers by id (the arXiv API)."""
+
+    name: ClassVar[str]
+
+    async def lookup(self, ids: Sequence[str]) -> tuple[PaperIn, ...]:
+        """The latest version of each id the service knows."""
+        ...
+
+
+async def complete_papers(store: Store, api: PaperLookup, *, limit: int = 500) -> IngestReport:
+    """Fetch arXiv metadata for papers known only from a community source; stored as history.
+
+    Such papers were picked by the community, not announced to PaperTrail's feed: storing them as
+    history completes their page without notifying anyone twice.
+    """
+    ids = store.papers.papers_without_versions(limit)
+    run_id = store.runs.start_run(api.name)
+    if not ids:
+        store.runs.finish_run(run_id, RunState.EMPTY, note="no papers waiting for arXiv metadata")
+        return IngestReport(api.name, RunState.EMPTY, note="no papers waiting for arXiv metadata")
+    try:
+        papers = await api.lookup(ids)
+    except SourceError as exc:
+        store.runs.finish_run(run_id, RunState.ERROR, error=str(exc))
+        return IngestReport(api.name, RunState.ERROR, error=str(exc), retry_after=exc.retry_after)
+    saved = store.papers.save_versions(papers, novelty=Novelty.HISTORY)
+    missing = sorted(set(ids) - {p.arxiv_id for p in papers})
+    note = f"completed {len(papers)} of {counted(len(ids), 'paper')}" + (
+        f"; arXiv does not know {', '.join(missing[:10])}" if missing else ""
+    )
+    store.runs.finish_run(run_id, RunState.OK, fetched=len(papers), duplicates=saved.duplicates, note=note)
+    return IngestReport(api.name, RunState.OK, fetched=len(papers), duplicates=saved.duplicates, note=note)
+
+
+def match_new(store: Store, *, now: datetime | None = None, index: FollowIndex | None = None) -> int:
+    """Match every not-yet-matched version once against all active follows; returns query matches written.
+
+    ``index`` is the process's long-lived follow index (brought up to date here); without one a fresh
+    index is built. Each version is matched once per distinct query (:meth:`FollowIndex.query_hits`) and
+    the hits of a batch of versions are written in one bulk load, in the transaction that marks the
+    versions matched. They reach each follower's Match rows, with each follow's options applied, when
+    they are fanned out (``store.matches.expand_matches``), which planning, guides and a chat's pending count
+    do first.
+    """
+    index = index or FollowIndex()
+    total = 0
+    while True:
+        versions = store.matches.unmatched_versions()
+        if not versions:
+            return total
+        index.sync(store.subscribers.active_follows())
+        hits = index.query_hits(versions)
+        total += store.matches.record_query_matches(
+            [v.id for v in versions if v.id is not None], hits, now=now
+        )
+        # Let this batch go before the next one loads: otherwise two batches (2 x 5,000 versions) are
+        # held at once, the peak memory of matching a large feed (issue 14).
+        del versions, hits

@@ -1,0 +1,148 @@
+"""What the status page and ``papertrail show`` tell: calendar-aware source health, one paper's history."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+
+from core.models import CommunityPickRow, RunState, utcnow
+from core.papers.health import ARXIV_TZ, Health, Verdict, arxiv_feed_health
+from core.store.facade import SourceHealth, StatusSummary, Store
+
+# Sources that follow arXiv's announcement calendar (their cursor is the mailing's date).
+CALENDAR_SOURCES = frozenset({"arxiv-rss"})
+
+
+@dataclass(frozen=True, slots=True)
+class SourceStatus:
+    """One source on the status page: the stored facts and the calendar-aware verdict."""
+
+    facts: SourceHealth
+    verdict: Verdict
+
+
+def source_statuses(
+    summary: StatusSummary,
+    *,
+    now: datetime | None = None,
+    holidays: Collection[date] = (),
+    grace: timedelta = timedelta(hours=4),
+) -> list[SourceStatus]:
+    """Judge every source of a status summary: ok, quiet, stale, failing or unknown."""
+    now = now or utcnow()
+    return [
+        SourceStatus(facts, judge(facts, now=now, holidays=holidays, grace=grace))
+        for facts in summary.sources
+    ]
+
+
+def judge(
+    facts: SourceHealth,
+    *,
+    now: datetime,
+    holidays: Collection[date] = (),
+    grace: timedelta = timedelta(hours=4),
+) -> Verdict:
+    """One source's verdict at ``now`` from its latest facts: the status page's rule, also replayed over
+    past runs by the scan receipts of digests (core.delivery.receipts)."""
+    failed = facts.last_state == RunState.ERROR
+    if facts.source in CALENDAR_SOURCES:
+        return arxiv_feed_health(
+            now=now,
+            last_check_failed=failed,
+            last_error=facts.last_error,
+            served_mailing=mailing_of(facts.served_cursor),
+            holidays=holidays,
+            grace=grace,
+        )
+    if facts.last_check is None:
+        return Verdict(Health.UNKNOWN, "never checked")
+    if failed:
+        return Verdict(Health.FAILING, facts.last_error or "the last check failed")
+    return Verdict(Health.OK, facts.last_note or "last check succeeded")
+
+
+def mailing_of(cursor: str | None) -> date | None:
+    """The arXiv mailing date a calendar source's cursor (the RSS channel's pubDate) names; None without
+    one or for a cursor that is not a date."""
+    if not cursor:
+        return None
+    try:
+        return datetime.fromisoformat(cursor).astimezone(ARXIV_TZ).date()
+    except ValueError:
+        return None
+
+
+# Fields compared between consecutive versions to say what a revision changed.
+_TRACKED = ("title", "abstract", "authors", "categories", "comment", "journal_ref", "doi", "license")
+
+
+@dataclass(frozen=True, slots=True)
+class VersionView:
+    """One stored version of a paper and what changed against the previous stored one."""
+
+    version: int
+    date: datetime
+    announce_type: str
+    source: str
+    changed: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PaperView:
+    """A paper with every version PaperTrail knows, newest metadata first."""
+
+    id: str
+    title: str
+    authors: tuple[str, ...]
+    categories: tuple[str, ...]
+    abstract: str
+    versions: tuple[VersionView, ...]
+    sources: tuple[str, ...]
+    picks: tuple[CommunityPickRow, ...] = ()
+
+    @property
+    def upvotes(self) -> int:
+        """The highest upvote count any community pick recorded (0 without picks)."""
+        return max((pick.upvotes for pick in self.picks), default=0)
+
+
+def show_paper(store: Store, arxiv_id: str) -> PaperView:
+    """Everything known about one paper; raises LookupError for an id PaperTrail has not seen."""
+    # Accept "arXiv:2411.17700v2" as well as "2411.17700": a paper is keyed without its version.
+    bare = re.sub(r"v\d+$", "", arxiv_id.strip().removeprefix("arXiv:").removeprefix("arxiv:"))
+    rows = store.papers.versions_of(bare)
+    picks = tuple(store.papers.picks_of(bare))
+    if not rows and not picks:
+        raise LookupError(f"PaperTrail has not seen {arxiv_id!r}; ingest it first or check the id")
+    if not rows:
+        # Known from a community source only: show what it said until arXiv's metadata arrives.
+        last = picks[-1]
+        return PaperView(
+            bare, last.title, (), (), last.summary, (), tuple(dict.fromkeys(p.source for p in picks)), picks
+        )
+    views: list[VersionView] = []
+    previous = None
+    for row in rows:
+        changed: tuple[str, ...] = ()
+        if previous is not None:
+            changed = tuple(f for f in _TRACKED if getattr(row, f) != getattr(previous, f))
+        views.append(
+            VersionView(
+                row.number, row.announced_at or row.first_seen_at, row.announce_type, row.source, changed
+            )
+        )
+        previous = row
+    latest = rows[-1]
+    return PaperView(
+        id=bare,
+        title=latest.title,
+        authors=tuple(latest.authors),
+        categories=tuple(latest.categories),
+        abstract=latest.abstract,
+        versions=tuple(views),
+        sources=tuple(dict.fromkeys([*(row.source for row in rows), *(pick.source for pick in picks)])),
+        picks=picks,
+    )

@@ -1,0 +1,150 @@
+"""Newsletters: an operator's named set of follows on a schedule, sent to every member.
+
+A newsletter is a hidden active subscriber (``newsletter:NAME``) holding the follows and the schedule,
+plus a list of members. New versions are matched once for it, like any subscriber. When its schedule is
+due, :func:`open_due_issues` opens an *issue*: its matches are recorded as one sent digest on the channel
+``newsletter`` and copied to each active member (skipping papers the member already has), as instant
+matches, so the members' ordinary digests deliver them through their own channels with their own
+unsubscribe links. An unconfirmed, paused or unsubscribed member gets no copies.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+from core.delivery.contract import NEWSLETTER_CHANNEL, NEWSLETTER_NAME, normalise_address
+from core.delivery.schedule import parse_schedule, zone
+from core.follows.query import parse
+from core.i18n.languages import N_, Listed, Phrase, Worded
+from core.models import Newsletter, Subscriber, utcnow
+from core.store.facade import Store
+from core.store.newsletters import Issue, NewsletterInfo
+
+log = logging.getLogger(__name__)
+
+MAX_TITLE = 200
+
+
+def address_of(name: str) -> str:
+    """The hidden subscriber's address of the newsletter ``name``: ``newsletter:NAME``."""
+    return f"{NEWSLETTER_CHANNEL}:{name}"
+
+
+def check_name(name: str) -> str:
+    """The name if it is a slug (lowercase letters, digits, dashes); ValueError with a hint otherwise."""
+    if not NEWSLETTER_NAME.match(name):
+        raise ValueError(
+            f"newsletter name {name!r} must be lowercase letters, digits and dashes (at most 64 characters, "
+            "not starting or ending with a dash), e.g. ml-weekly"
+        )
+    return name
+
+
+def create(
+    store: Store,
+    name: str,
+    title: str,
+    queries: Sequence[str],
+    *,
+    schedule: str,
+    timezone: str,
+    now: datetime | None = None,
+) -> Newsletter:
+    """Define a newsletter; raises ValueError (name, title, schedule, timezone) or QueryError (a follow)."""
+    check_name(name)
+    title = " ".join(title.split())
+    if not title or len(title) > MAX_TITLE:
+        raise ValueError(f"a newsletter needs a title of 1 to {MAX_TITLE} characters")
+    cleaned = [q.strip() for q in queries if q.strip()]
+    if not cleaned:
+        raise ValueError("a newsletter needs at least one follow: --follow 'cat:cs.LG'")
+    parsed = [(text, parse(text).canonical()) for text in cleaned]
+    zone(timezone)
+    schedule = parse_schedule(schedule).text
+    return store.newsletters.create_newsletter(
+        name,
+        title,
+        address=normalise_address(address_of(name)),
+        follows=parsed,
+        timezone=timezone,
+        schedule=schedule,
+        now=now or utcnow(),
+    )
+
+
+class UnknownNewsletter(Worded, LookupError):
+    """No newsletter has that name (a LookupError worded for readers)."""
+
+
+def find(store: Store, name: str) -> Newsletter:
+    """The newsletter called ``name``; LookupError naming the existing ones otherwise."""
+    found = store.newsletters.get_newsletter(name.strip().casefold())
+    if found is None:
+        names: Listed | Phrase = Listed(n.name for n in store.newsletters.all()) or Phrase(N_("none yet"))
+        raise UnknownNewsletter(
+            Phrase(N_("no newsletter named '{name}'"), name=name),
+            Phrase(N_("newsletters: {names}"), names=names),
+        )
+    return found
+
+
+def info(store: Store, name: str) -> NewsletterInfo:
+    """What ``newsletter show`` prints about one newsletter."""
+    newsletter = find(store, name)
+    return store.newsletters.newsletter_info(newsletter.id or 0)
+
+
+def join(store: Store, name: str, subscriber: Subscriber, *, now: datetime | None = None) -> bool:
+    """Make ``subscriber`` a member of the newsletter ``name``; False when it was one already.
+
+    Membership alone sends nothing: only active members get copies of an issue, so an address still
+    waiting for its confirmation gets the newsletter once it confirms.
+    """
+    newsletter = find(store, name)
+    if subscriber.address.startswith(f"{NEWSLETTER_CHANNEL}:"):
+        raise ValueError("a newsletter cannot be a member of a newsletter")
+    return store.newsletters.join_newsletter(newsletter.id or 0, subscriber.id or 0, now=now or utcnow())
+
+
+def leave(store: Store, name: str, subscriber: Subscriber) -> bool:
+    """End the membership; False when there was none."""
+    newsletter = find(store, name)
+    return store.newsletters.leave_newsletter(newsletter.id or 0, subscriber.id or 0)
+
+
+def open_due_issues(
+    store: Store,
+    *,
+    now: datetime,
+    due: Callable[[Subscriber, datetime], bool],
+    force: bool = False,
+    address: str | None = None,
+) -> list[Issue]:
+    """Open an issue for every newsletter that is due (``due``) and has matches; returns them.
+
+    Runs before the ordinary planning, which then puts the members' copies into their digests. With
+    ``address`` only that newsletter is considered (a member's address opens none).
+    """
+    issues: list[Issue] = []
+    # Fan out what matching found first: a newsletter's matches are its hidden subscriber's Match rows, and
+    # plan_digests, which calls this before it plans anyone, relies on it for everyone else's.
+    store.matches.expand_matches(now=now)
+    for newsletter, subscriber in store.newsletters.newsletters_to_issue(address):
+        if not (force or due(subscriber, now)):
+            continue
+        issue = store.newsletters.open_issue(newsletter.id or 0, now=now)
+        if issue is not None:
+            log.info(
+                "newsletter %s: issue of %d item(s), %d copies for its members",
+                issue.newsletter,
+                issue.items,
+                issue.copies,
+                extra={"subscriber": subscriber.address, "digest": issue.digest_id},
+            )
+            issues.append(issue)
+    return issues
+
+
+__all__ = ["Issue", "NewsletterInfo", "address_of", "check_name", "create", "find", "info", "join", "leave"]

@@ -1,0 +1,295 @@
+"""The Atom feeds' SQL: the versions a follow query finds, what a subscriber's sent digests carried, and
+the private feed link's nonce.
+
+``store.feeds`` (:class:`FeedStore`), handed ``store.browser`` for the index walk; Core only, on a
+connection of the store (``store.connection()``). What a feed costs is what its
+entries cost, never the library's size or a subscriber's whole history:
+
+* **A query's feed** finds its papers the way the paper browser's first page does
+  (:meth:`core.store.browser.BrowserStore.newest_news_ids`: the search index, walked in the order of the
+  newest version's arrival, news only), then reads the stored versions of those papers. A paper's entries
+  are its news versions, each checked against the query on its own text (the index holds each paper's
+  newest version; an older version that no longer matches is left out). Of those, the newest ``limit``
+  by arrival: they all belong to the first ``limit`` papers, since each paper ahead of another in that
+  order has a version newer than any of the other's.
+* **A subscriber's feed** reads their newest ``limit`` sent digests (the index on ``digest.subscriber_id``;
+  every digest holds at least one match) and the matches those digests hold (the index on
+  ``match.digest_id``): every match a sent digest held, those a capped digest counted as "and N more"
+  included.
+
+Both attach what a revision changed (against the newest earlier stored version, as digests say it) and the
+version's AI guide in one language, when there is one.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from itertools import pairwise
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from sqlmodel import col
+
+from core.follows.query import PaperText
+from core.follows.reasons import Reason, reasons_from_data
+from core.follows.search_text import SearchQuery
+from core.models import Digest, DigestState, GuideRow, Match, Subscriber, Version
+from core.store.browser import PaperFilter, Sort
+from core.store.ledger_items import changes
+from core.values import AnnounceType, Guide, PaperIn
+
+# The version columns an entry shows, and those a revision's changes are computed from.
+_ENTRY_COLUMNS: tuple[Any, ...] = (
+    col(Version.id).label("version_id"),
+    col(Version.paper_id),
+    col(Version.number),
+    col(Version.title),
+    col(Version.abstract),
+    col(Version.authors),
+    col(Version.categories),
+    col(Version.comment),
+    col(Version.journal_ref),
+    col(Version.doi),
+    col(Version.announced_at),
+    col(Version.first_seen_at),
+    col(Version.news),
+)
+
+if TYPE_CHECKING:
+    from core.store.browser import BrowserStore
+    from core.store.facade import Store
+
+
+@dataclass(frozen=True, slots=True)
+class FeedVersion:
+    """One version as a feed entry shows it.
+
+    ``arrived_at`` is when PaperTrail first saw the version; ``sent_at`` (a subscriber's feed only) when
+    the digest that carried it was sent, with ``reasons`` the follows' reasons it matched for.
+    ``guide_made_at`` is when ``guide`` was made (None without a guide).
+    """
+
+    version_id: int
+    arxiv_id: str
+    number: int
+    title: str
+    abstract: str
+    authors: tuple[str, ...]
+    categories: tuple[str, ...]
+    announced_at: datetime | None
+    arrived_at: datetime
+    comment: str | None = None
+    journal_ref: str | None = None
+    doi: str | None = None
+    changes: tuple[str, ...] = ()
+    guide: Guide | None = None
+    guide_made_at: datetime | None = None
+    reasons: tuple[Reason, ...] = ()
+    sent_at: datetime | None = None
+
+    @property
+    def is_revision(self) -> bool:
+        """True for v2 and later."""
+        return self.number > 1
+
+    @property
+    def updated_at(self) -> datetime:
+        """When the entry last changed: its arrival (or its digest's sending), or its guide if later."""
+        times = [self.sent_at or self.arrived_at]
+        if self.guide_made_at is not None:
+            times.append(self.guide_made_at)
+        return max(times)
+
+
+class FeedStore:
+    """The feeds' reads and the feed nonce; a query's papers are found by the browser's index walk."""
+
+    def __init__(self, store: Store, browser: BrowserStore) -> None:
+        self._store = store
+        self._browser = browser
+
+    # -- a query's feed ----------------------------------------------------------------------------------
+
+    def query_feed(self, search: SearchQuery, *, limit: int, language: str) -> list[FeedVersion]:
+        """The newest ``limit`` news versions that ``search`` matches, newest arrival first, each with what
+        it changed and its guide in ``language`` (see the module docstring for how they are found)."""
+        papers = self._browser.newest_news_ids(PaperFilter(sort=Sort.UPDATED, search=search), limit)
+        if not papers or limit <= 0:
+            return []
+        with self._store.connection() as connection:
+            rows = connection.execute(
+                sa.select(*_ENTRY_COLUMNS)
+                .where(col(Version.paper_id).in_(papers))
+                .order_by(col(Version.id).desc())
+            ).all()
+            earlier = _earlier(rows)
+            chosen: list[Any] = []
+            for row in rows:
+                if len(chosen) == limit:
+                    break
+                if row.news and search.query.evaluate(PaperText.of(_paper_in(row))) is not None:
+                    chosen.append(row)
+            guides = _guides(connection, [int(row.version_id) for row in chosen], language)
+        return [_entry(row, earlier, guides) for row in chosen]
+
+    # -- a subscriber's feed ---------------------------------------------------------------------------
+
+    def sent_feed(self, subscriber_id: int, *, limit: int, language: str) -> list[FeedVersion]:
+        """The versions the newest sent digests of a subscriber held, newest digest first (within one
+        digest, the newest match first), at most ``limit``, each with its reasons, what it changed and its
+        guide in ``language``."""
+        if limit <= 0:
+            return []
+        with self._store.connection() as connection:
+            digests = dict(
+                connection.execute(
+                    # A sent digest always has sent_at (finish_sent); created_at only guards the sort.
+                    sa.select(col(Digest.id), sa.func.coalesce(col(Digest.sent_at), col(Digest.created_at)))
+                    .where(col(Digest.subscriber_id) == subscriber_id, col(Digest.state) == DigestState.SENT)
+                    .order_by(col(Digest.sent_at).desc(), col(Digest.id).desc())
+                    .limit(limit)
+                ).all()
+            )
+            if not digests:
+                return []
+            matched = connection.execute(
+                sa.select(
+                    col(Match.id).label("match_id"), col(Match.digest_id), col(Match.reasons), *_ENTRY_COLUMNS
+                )
+                .join(Version, col(Version.id) == col(Match.version_id))
+                .where(col(Match.digest_id).in_(list(digests)), col(Match.subscriber_id) == subscriber_id)
+            ).all()
+            # Newest digest first, newest match first within it; sorted here (at most ``limit`` digests).
+            ordered = sorted(
+                matched, key=lambda row: (digests[row.digest_id], row.digest_id, row.match_id), reverse=True
+            )[:limit]
+            # Every stored version of the papers with a revision here: what each revision changed.
+            revised = sorted({row.paper_id for row in ordered if row.number > 1})
+            stored = (
+                connection.execute(sa.select(*_ENTRY_COLUMNS).where(col(Version.paper_id).in_(revised))).all()
+                if revised
+                else []
+            )
+            earlier = _earlier([*ordered, *stored])
+            guides = _guides(connection, [int(row.version_id) for row in ordered], language)
+        return [
+            _entry(
+                row,
+                earlier,
+                guides,
+                reasons=reasons_from_data(row.reasons),
+                sent_at=digests[row.digest_id],
+            )
+            for row in ordered
+        ]
+
+    # -- the private link's nonce ------------------------------------------------------------------------
+
+    def feed_nonce(self, subscriber_id: int, candidate: str) -> str:
+        """The subscriber's feed nonce; ``candidate`` becomes it when there is none yet.
+
+        One guarded UPDATE (``WHERE feed_nonce IS NULL``): two first uses at once agree on one nonce.
+        Raises LookupError for a subscriber that does not exist.
+        """
+        with self._store.connection() as connection:
+            connection.execute(
+                sa.update(Subscriber)
+                .where(col(Subscriber.id) == subscriber_id, col(Subscriber.feed_nonce).is_(None))
+                .values(feed_nonce=candidate)
+            )
+            nonce = connection.execute(
+                sa.select(col(Subscriber.feed_nonce)).where(col(Subscriber.id) == subscriber_id)
+            ).scalar_one_or_none()
+        if nonce is None:
+            raise LookupError(f"subscriber {subscriber_id} does not exist")
+        return str(nonce)
+
+    def replace_feed_nonce(self, subscriber_id: int, nonce: str) -> None:
+        """Store a new feed nonce: every link signed with the old one stops working."""
+        with self._store.connection() as connection:
+            connection.execute(
+                sa.update(Subscriber).where(col(Subscriber.id) == subscriber_id).values(feed_nonce=nonce)
+            )
+
+
+def _paper_in(row: Any) -> PaperIn:
+    """The follow matcher's view of a version row."""
+    return PaperIn(
+        arxiv_id=row.paper_id,
+        version=row.number,
+        title=row.title,
+        abstract=row.abstract,
+        authors=tuple(row.authors or ()),
+        categories=tuple(row.categories or ()),
+        announce_type=AnnounceType.NEW,
+    )
+
+
+def _earlier(rows: Sequence[Any]) -> dict[tuple[str, int], Any]:
+    """For each revision among ``rows``, the newest row of the same paper with a lower number (when
+    ``rows`` hold it: the callers read every stored version of the papers that have revisions)."""
+    by_paper: defaultdict[str, dict[int, Any]] = defaultdict(dict)
+    for row in rows:
+        by_paper[row.paper_id][row.number] = row
+    found: dict[tuple[str, int], Any] = {}
+    for paper, versions in by_paper.items():
+        numbers = sorted(versions)
+        for before, after in pairwise(numbers):
+            found[(paper, after)] = versions[before]
+    return found
+
+
+def _guides(
+    connection: sa.Connection, version_ids: Sequence[int], language: str
+) -> dict[int, tuple[Guide, datetime]]:
+    """The guides of these versions in ``language`` with when each was made (at most a feed's worth)."""
+    if not version_ids:
+        return {}
+    rows = connection.execute(
+        sa.select(
+            col(GuideRow.version_id),
+            col(GuideRow.tldr),
+            col(GuideRow.contributions),
+            col(GuideRow.changes),
+            col(GuideRow.created_at),
+        ).where(col(GuideRow.version_id).in_(list(version_ids)), col(GuideRow.language) == language)
+    ).all()
+    return {
+        int(vid): (Guide(tldr, tuple(contributions or ()), changed), made)
+        for vid, tldr, contributions, changed, made in rows
+    }
+
+
+def _entry(
+    row: Any,
+    earlier: dict[tuple[str, int], Any],
+    guides: dict[int, tuple[Guide, datetime]],
+    *,
+    reasons: tuple[Reason, ...] = (),
+    sent_at: datetime | None = None,
+) -> FeedVersion:
+    """A version row (with ``_ENTRY_COLUMNS``) as an entry."""
+    vid = int(row.version_id)
+    guide, made = guides.get(vid, (None, None))
+    return FeedVersion(
+        version_id=vid,
+        arxiv_id=row.paper_id,
+        number=row.number,
+        title=row.title,
+        abstract=row.abstract,
+        authors=tuple(row.authors or ()),
+        categories=tuple(row.categories or ()),
+        announced_at=row.announced_at,
+        arrived_at=row.first_seen_at,
+        comment=row.comment,
+        journal_ref=row.journal_ref,
+        doi=row.doi,
+        changes=changes(earlier.get((row.paper_id, row.number)), row) if row.number > 1 else (),
+        guide=guide,
+        guide_made_at=made,
+        reasons=reasons,
+        sent_at=sent_at,
+    )

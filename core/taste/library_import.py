@@ -1,0 +1,167 @@
+"""Seeds a reader's learned follows from a reference library (issue 17): the entries of a BibTeX, RIS or
+CSL-JSON file (read by :mod:`core.taste.library_file`) become liked papers.
+
+Each entry is used the first way that works: its arXiv id names a stored paper; an arXiv id PaperTrail
+has not stored is looked up through the arXiv API and stored as history (never announced to anyone); a DOI
+names a stored version that carries it; otherwise its title and abstract are kept as text. An entry none
+of these fit is reported with the reason, as are the file's own broken entries: nothing is dropped
+without a word. Importing the same file twice adds nothing (each seed has a key).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
+
+from core.i18n.languages import N_, Phrase
+from core.papers.pipeline import PaperLookup
+from core.papers.sources import SourceError
+from core.store.facade import Novelty, Store
+from core.store.taste import SeedIn
+from core.taste.library_file import EntryProblem, LibraryEntry, LibraryRead
+from core.taste.training import retrain
+
+log = logging.getLogger(__name__)
+
+# arXiv ids looked up per import: the API is asked politely (one request per 100 ids, spaced by the shared
+# client), so a 5,000-entry library of unknown preprints costs minutes, not hours.
+MAX_LOOKUPS = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class LibraryReport:
+    """What importing one library did, for the reader: how many entries were used and how, and why the
+    others were not."""
+
+    format: str
+    entries: int
+    stored: int = 0  # named a paper PaperTrail had stored
+    fetched: int = 0  # looked up through the arXiv API, then stored
+    by_doi: int = 0  # named by a DOI a stored version carries
+    by_text: int = 0  # used by their title and abstract
+    added: int = 0  # new seeds (the others were imported before)
+    unused: tuple[EntryProblem, ...] = field(default=())
+    # The arXiv API could not be reached: ids not stored here were used by their text, or not at all.
+    lookup_failed: bool = False
+
+    @property
+    def used(self) -> int:
+        """Entries that became seeds (new or kept from an earlier import)."""
+        return self.stored + self.fetched + self.by_doi + self.by_text
+
+
+async def import_library(
+    store: Store,
+    subscriber_id: int,
+    read: LibraryRead,
+    *,
+    lookup: PaperLookup | None,
+    now: datetime | None = None,
+) -> LibraryReport:
+    """Keep the usable entries of ``read`` as the subscriber's seeds; ``lookup`` (the arXiv API, None
+    when not configured) completes arXiv ids PaperTrail has not stored."""
+    entries = list(read.entries)
+    problems = list(read.problems)
+    ids = sorted({e.arxiv_id for e in entries if e.arxiv_id})
+    # The SQL runs in worker threads: an upload is imported by the web role, whose event loop also serves
+    # pages, the scheduler and the bots, and a DOI look-up reads many versions.
+    taste = store.taste
+    known = await asyncio.to_thread(taste.latest_versions, ids)
+    missing = [i for i in ids if i not in known]
+    fetched_ids: set[str] = set()
+    lookup_failure: Phrase | None = None
+    if missing and lookup is not None:
+        asked = missing[:MAX_LOOKUPS]
+        try:
+            papers = await lookup.lookup(asked)
+        except SourceError as exc:
+            lookup_failure = Phrase(N_("the arXiv API could not be reached; import the file again later"))
+            log.warning("library import: arXiv look-up failed: %s", exc)
+        else:
+            await asyncio.to_thread(
+                partial(store.papers.save_versions, papers, novelty=Novelty.HISTORY, now=now)
+            )
+            found = await asyncio.to_thread(taste.latest_versions, asked)
+            fetched_ids = set(found)
+            known.update(found)
+    dois = sorted({e.doi for e in entries if e.doi and not _resolved(e, known)})
+    by_doi = await asyncio.to_thread(taste.versions_by_doi, dois)
+
+    seeds: list[SeedIn] = []
+    counts = {"stored": 0, "fetched": 0, "doi": 0, "text": 0}
+    for entry in entries:
+        if entry.arxiv_id and entry.arxiv_id in known:
+            seeds.append(SeedIn(entry.arxiv_id, known[entry.arxiv_id]))
+            counts["fetched" if entry.arxiv_id in fetched_ids else "stored"] += 1
+        elif entry.doi and entry.doi in by_doi:
+            paper_id, version_id = by_doi[entry.doi]
+            seeds.append(SeedIn(paper_id, version_id))
+            counts["doi"] += 1
+        elif entry.title.strip() and entry.abstract.strip():
+            seeds.append(SeedIn(_text_key(entry), None, entry.title.strip(), entry.abstract.strip()))
+            counts["text"] += 1
+        else:
+            problems.append(_unused(entry, lookup_failure, asked_api=lookup is not None, missing=missing))
+    added = await asyncio.to_thread(partial(taste.add_seeds, subscriber_id, seeds, now=now))
+    if added:
+        # The new seeds are liked papers: the model learns them now, as after a vote.
+        await asyncio.to_thread(partial(retrain, store, subscriber_id, now=now))
+    return LibraryReport(
+        read.format,
+        len(entries) + len(read.problems),
+        stored=counts["stored"],
+        fetched=counts["fetched"],
+        by_doi=counts["doi"],
+        by_text=counts["text"],
+        added=added,
+        unused=tuple(problems),
+        lookup_failed=lookup_failure is not None,
+    )
+
+
+def _resolved(entry: LibraryEntry, known: dict[str, int]) -> bool:
+    return bool(entry.arxiv_id) and entry.arxiv_id in known
+
+
+def _unused(
+    entry: LibraryEntry, failure: Phrase | None, *, asked_api: bool, missing: Sequence[str]
+) -> EntryProblem:
+    """Why ``entry`` could not be used, in the reader's terms."""
+    if entry.arxiv_id and failure is not None:
+        reason = failure
+    elif entry.arxiv_id and not asked_api:
+        reason = Phrase(
+            N_("arXiv {arxiv_id} is not stored here and the entry has no abstract to learn from"),
+            arxiv_id=entry.arxiv_id,
+        )
+    elif entry.arxiv_id and entry.arxiv_id in missing[:MAX_LOOKUPS]:
+        reason = Phrase(
+            N_("arXiv does not know {arxiv_id}, and the entry has no abstract to learn from"),
+            arxiv_id=entry.arxiv_id,
+        )
+    elif entry.arxiv_id:
+        reason = Phrase(
+            N_("arXiv {arxiv_id} was not looked up (at most {limit} per import): import the file again"),
+            arxiv_id=entry.arxiv_id,
+            limit=f"{MAX_LOOKUPS:,}",
+        )
+    elif entry.doi:
+        reason = Phrase(
+            N_("no paper stored here carries DOI {doi}, and the entry has no abstract to learn from"),
+            doi=entry.doi,
+        )
+    else:
+        reason = Phrase(N_("no arXiv id, no DOI, and no abstract to learn from"))
+    return EntryProblem(key=entry.key, line=entry.line, reason=reason, title=entry.title)
+
+
+def _text_key(entry: LibraryEntry) -> str:
+    if entry.doi:
+        return f"doi:{entry.doi}"[:300]
+    words = re.sub(r"[^\w]+", " ", entry.title.casefold()).split()
+    return ("title:" + " ".join(words))[:300]
