@@ -105,7 +105,7 @@ def expected_pairs(url: str, feed: bytes, lines: Sequence[bytes]) -> set[Pair]:
                     raise RuntimeError(f"the reference ingest failed: {report.error}")
 
             asyncio.run(ingest())
-        store.expand_matches()
+        store.matches.expand_matches()
         return {(recipient, version) for recipient, version, _, _, _ in pair_rows(engine)}
     finally:
         engine.dispose()

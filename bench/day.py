@@ -14,8 +14,8 @@ query
    match written per (version, distinct matching query).
 3. **plan**: ``core.delivery.digests.plan_digests`` at a time when every daily schedule is due: first the
 fan-out
-   of the query matches to the followers' Match rows (``Store.expand_matches``), then one pending digest
-   per due subscriber holding its matches (instant-only digests for subscribers not due).
+   of the query matches to the followers' Match rows (``store.matches.expand_matches``), then one pending
+   digest per due subscriber holding its matches (instant-only digests for subscribers not due).
 4. **deliver**: ``core.delivery.digests.send_due_digests`` — what ``papertrail worker`` runs: claim in
 batches of
    50, load the items (``digests_ranked``, then ``match_items`` for the shown ones) and guides, render

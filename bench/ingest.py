@@ -36,7 +36,7 @@ parse and built the values, so it was slower than this baseline). Each figure is
    Pages are generated just before they are parsed; generating them is not timed.
 
    Each run parses the whole stream (timing the parse calls only), then stores the parsed pages or batches
-   into a fresh database of each kind with one ``Store.save_versions`` call each: "parse" is the parse
+   into a fresh database of each kind with one ``store.papers.save_versions`` call each: "parse" is the parse
    time, "parse + store" the parse time plus that database's store time. Reported: records/s, versions/s,
    the ratio of records/s to the baseline's items/s on the RSS day, and the peak Python heap while one
    page or batch is parsed and stored on SQLite (tracemalloc, in a separate untimed pass over the first
@@ -308,7 +308,7 @@ def store_all(parsed: Parsed, novelty: Novelty, store: Store) -> float:
     stored = 0
     start = time.perf_counter()
     for papers in parsed.units:
-        saved = store.save_versions(papers, novelty=novelty)
+        saved = store.papers.save_versions(papers, novelty=novelty)
         stored += saved.history + saved.new_papers + saved.revisions
     seconds = time.perf_counter() - start
     assert stored == parsed.versions, (stored, parsed.versions)
@@ -327,7 +327,7 @@ def peak_per_unit(units: Iterator[Unit], novelty: Novelty, store: Store | None, 
             except StopIteration:
                 break
             if store is not None:
-                store.save_versions(papers, novelty=novelty)
+                store.papers.save_versions(papers, novelty=novelty)
             peak = max(peak, tracemalloc.get_traced_memory()[1])
             records += _records(count, papers)
             del papers  # before the next unit is parsed, as in a real run
@@ -375,7 +375,7 @@ def day_steps(day: bytes, store: Store) -> tuple[float, float, float]:
     start = time.perf_counter()
     items = parse_feed(day).items
     parsed = time.perf_counter()
-    store.save_versions(items)
+    store.papers.save_versions(items)
     stored = time.perf_counter()
     match_new(store)
     return parsed - start, stored - parsed, time.perf_counter() - stored

@@ -22,16 +22,16 @@ Issue 15. What it does, per database (SQLite, PostgreSQL) and per size (stored v
 
 2. **A store per (database, size)**, built through the production path: ``core.store.migrate.migrate``, then
    ``core.papers.pipeline.backfill`` over ``papertrail.backfill.snapshot_batches`` (exactly what ``papertrail
-   backfill snapshot`` runs, minus its progress bar), then 30 days of news through ``Store.save_versions``
-   (``Novelty.NEWS``, what the daily ingest calls) at ``--news-per-day`` versions a day (two thirds new
-   papers, one third revisions of backfilled ones), 5 Hugging Face picks a day (``Store.save_picks``, one
-   of them a stub paper) and one ``arxiv-rss`` source run a day. The news is the same at every size: the
-   day's news does not grow with the library. The size is the backfill's versions; the news comes on top.
-   A PostgreSQL store is then ``ANALYZE``d: the planner needs the statistics of the new tables and of the
-   search index's tsvector column (``search_doc.doc``) to pick the indexes, and production's autovacuum
-   would have gathered them by the time anyone reads the pages; a store built in one go has none yet.
-   Built stores are kept (SQLite: ``library-N.db`` in ``--cache``; PostgreSQL: schema ``library_N`` in the
-   database ``--pg-database``, created with ``createdb`` when missing) with their build figures in
+   backfill snapshot`` runs, minus its progress bar), then 30 days of news through
+   ``store.papers.save_versions`` (``Novelty.NEWS``, what the daily ingest calls) at ``--news-per-day``
+   versions a day (two thirds new papers, one third revisions of backfilled ones), 5 Hugging Face picks a day
+   (``store.papers.save_picks``, one of them a stub paper) and one ``arxiv-rss`` source run a day. The news is
+   the same at every size: the day's news does not grow with the library. The size is the backfill's versions;
+   the news comes on top. A PostgreSQL store is then ``ANALYZE``d: the planner needs the statistics of the new
+   tables and of the search index's tsvector column (``search_doc.doc``) to pick the indexes, and production's
+   autovacuum would have gathered them by the time anyone reads the pages; a store built in one go has none
+   yet. Built stores are kept (SQLite: ``library-N.db`` in ``--cache``; PostgreSQL: schema ``library_N`` in
+   the database ``--pg-database``, created with ``createdb`` when missing) with their build figures in
    ``built.json``, so a re-run measures at once; ``--rebuild`` builds again.
 
 3. **The backfill rate**: ``--rate-versions`` versions of the snapshot backfilled into a fresh, empty store
@@ -462,7 +462,7 @@ def add_news(store: Store, path: Path, per_day: int, end: datetime) -> int:
         for _ in range(per_day // 3):
             arxiv_id = known.pop()
             papers.append(_news_paper(gen, arxiv_id, 9, now))
-        stored += len(store.save_versions(papers, now=now, novelty=Novelty.NEWS).new_version_ids)
+        stored += len(store.papers.save_versions(papers, now=now, novelty=Novelty.NEWS).new_version_ids)
         picks = [
             CommunityPick(
                 arxiv_id=p.arxiv_id,
@@ -479,9 +479,9 @@ def add_news(store: Store, path: Path, per_day: int, end: datetime) -> int:
                 f"2612.{90000 + day:05d}", now.date(), "A stub", "Not on arXiv yet", ("A. Person",), 3
             )
         )
-        store.save_picks(picks, now=now)
-        run = store.start_run("arxiv-rss", now=now)
-        store.finish_run(run, RunState.OK, now=now, fetched=len(papers), new_papers=len(papers))
+        store.papers.save_picks(picks, now=now)
+        run = store.runs.start_run("arxiv-rss", now=now)
+        store.runs.finish_run(run, RunState.OK, now=now, fetched=len(papers), new_papers=len(papers))
     return stored
 
 
@@ -572,9 +572,9 @@ def build(database: str, size: int, args: argparse.Namespace) -> Built:
     # background: run it to the end here (what `papertrail index` does), timed on its own.
     indexing = time.perf_counter()
     indexed = 0
-    while written := store.index_search():
+    while written := store.papers.index_search():
         indexed += written
-    store.tidy_search_index()
+    store.papers.tidy_search_index()
     index_seconds = time.perf_counter() - indexing
     if database == "postgresql":
         with store.engine.begin() as connection:

@@ -8,7 +8,7 @@ process, the production entry points are timed, with the SQL statements each one
 
 * **plan**: ``core.delivery.digests.plan_digests`` — every subscriber gets a pending digest holding its
 matches.
-* **claim + items**: what ``send_due_digests`` does per batch before sending: ``Store.claim_digests``
+* **claim + items**: what ``send_due_digests`` does per batch before sending: ``store.claims.claim_digests``
   (``policy.batch`` at a time), then ``core.delivery.digests_batch.batch_items`` with the renderer's cap: the
   matches'
   ranking rows, full items for the shown ones only, their guides and the batch's newsletter titles.
@@ -293,7 +293,7 @@ def run(url: str, label: str, subscribers: int, matches: int) -> None:
     items_total = 0
     while True:
         with measure(claim, counter):
-            claimed = store.claim_digests(now, "bench", limit=policy.batch, lease=policy.lease)
+            claimed = store.claims.claim_digests(now, "bench", limit=policy.batch, lease=policy.lease)
             if not claimed:
                 break
             batch = digests.batch_items(

@@ -150,8 +150,8 @@ def populate(
 ) -> None:
     """The library, the subscribers, their models, matches and votes (not measured)."""
     now = utcnow()
-    store.save_versions(pool, now=now - timedelta(days=30), novelty=Novelty.HISTORY)
-    store.save_versions(day, now=now - timedelta(hours=1))
+    store.papers.save_versions(pool, now=now - timedelta(days=30), novelty=Novelty.HISTORY)
+    store.papers.save_versions(day, now=now - timedelta(hours=1))
     engine, t = store.engine, TABLES
     with engine.begin() as conn:
         conn.execute(sa.text("UPDATE version SET matched_at = first_seen_at WHERE matched_at IS NULL"))
@@ -249,7 +249,7 @@ def votes(
     sizes: list[int] = []
     for n in range(args.vote_readers):
         liked = (3, 10, 30, 100)[n % 4]
-        subscriber, _ = store.ensure_subscriber(
+        subscriber, _ = store.subscribers.ensure_subscriber(
             f"email:voter{n}@example.org", timezone="UTC", schedule="daily 08:00"
         )
         sid = subscriber.id or 0

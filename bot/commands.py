@@ -267,7 +267,7 @@ def _start(call: Call) -> Reply:
     t, p = call.t, call.p
     existing = call.subscriber()
     if existing is not None:
-        count = len(call.store.follows_of(existing.id or 0))
+        count = len(call.store.subscribers.follows_of(existing.id or 0))
         note = call.inactive_note(existing)
         if _failed_delivery(existing) and call.ctx.can_change:
             # Telegram sends /start when someone unblocks the bot: the chat works again, so resume.

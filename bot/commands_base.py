@@ -218,7 +218,7 @@ class Call:
 
     def subscriber(self) -> Subscriber | None:
         """The chat's subscriber, None when it has none yet."""
-        found = self.store.get_subscriber(self.ctx.address)
+        found = self.store.subscribers.get_subscriber(self.ctx.address)
         return found if found is not None and found.id is not None else None
 
     def ensure_subscriber(self) -> Subscriber:
@@ -227,7 +227,7 @@ class Call:
         A new subscriber gets the platform's language of the sender (None when unknown): see
         :meth:`adopt_language`.
         """
-        subscriber, _ = self.store.ensure_subscriber(
+        subscriber, _ = self.store.subscribers.ensure_subscriber(
             self.ctx.address, timezone=self.settings.default_timezone, schedule=self.settings.default_schedule
         )
         return self.adopt_language(subscriber)
@@ -243,7 +243,7 @@ class Call:
             return subscriber
         if not self.ctx.can_change:
             return subscriber
-        return self.store.update_subscriber(subscriber.id, language=platform)
+        return self.store.subscribers.update_subscriber(subscriber.id, language=platform)
 
     def not_subscribed(self) -> Reply:
         """The answer to a command that needs a subscription this chat does not have."""
@@ -280,12 +280,12 @@ def reply_language(store: Store, ctx: ChatContext, *, default: str) -> str:
     ``language_code`` or Slack's locale once, and an explicit ``language`` choice is never overwritten.
     """
     platform = normalize_language(ctx.language)
-    subscriber = store.get_subscriber(ctx.address)
+    subscriber = store.subscribers.get_subscriber(ctx.address)
     if subscriber is not None and subscriber.id is not None:
         if subscriber.language in LANGUAGES:
             return str(subscriber.language)
         if subscriber.language is None and platform is not None and ctx.can_change:
-            store.update_subscriber(subscriber.id, language=platform)
+            store.subscribers.update_subscriber(subscriber.id, language=platform)
     return reader_language(platform, default=default)
 
 
@@ -297,7 +297,7 @@ def stored_language(store: Store, address: str, platform: str | None = None, *, 
     """
     fallback = reader_language(platform, default=default)
     try:
-        subscriber = store.get_subscriber(normalise_address(address))
+        subscriber = store.subscribers.get_subscriber(normalise_address(address))
     except Exception:  # the database is down: the apology still goes out
         return fallback
     if subscriber is not None and subscriber.language in LANGUAGES:

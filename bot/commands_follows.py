@@ -105,7 +105,7 @@ def follow(call: Call) -> Reply:
     subscriber, stored = result.subscriber, result.follow
     if result.subscriber_created:
         subscriber = call.adopt_language(subscriber)
-    listing = _lists_all(call, len(call.store.follows_of(subscriber.id or 0)))
+    listing = _lists_all(call, len(call.store.subscribers.follows_of(subscriber.id or 0)))
     shown = cut(stored.query)
     lines = (
         [t.gettext("{Place} is now subscribed.", Place=call.capital_place)]
@@ -193,7 +193,7 @@ def unfollow(call: Call) -> Reply:
             suggestions=("follows",),
         )
     subscriber = call.subscriber()
-    follows = call.store.follows_of(subscriber.id or 0) if subscriber else []
+    follows = call.store.subscribers.follows_of(subscriber.id or 0) if subscriber else []
     if not follows:
         return call.reply(
             t.gettext(
@@ -243,7 +243,7 @@ def unfollow(call: Call) -> Reply:
                 suggestions=("follows",),
             )
         target = found
-    call.store.remove_follow(target.id or 0)
+    call.store.subscribers.remove_follow(target.id or 0)
     left = len(follows) - 1
     return call.reply(
         t.gettext("Stopped following: {query}", query=cut(target.query)),
@@ -273,12 +273,12 @@ def follow_items(store: Store, address: str) -> tuple[FollowItem, ...]:
 
     For views that list follows outside a reply (Slack's App Home). Empty for an unknown address.
     """
-    subscriber = store.get_subscriber(normalise_address(address))
+    subscriber = store.subscribers.get_subscriber(normalise_address(address))
     if subscriber is None or subscriber.id is None:
         return ()
     return tuple(
         FollowItem(number, row.query, not row.revisions, row.instant)
-        for number, row in enumerate(store.follows_of(subscriber.id), 1)
+        for number, row in enumerate(store.subscribers.follows_of(subscriber.id), 1)
     )
 
 

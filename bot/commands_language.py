@@ -88,7 +88,7 @@ def language(call: Call) -> Reply:
     subscriber = call.ensure_subscriber()
     already = subscriber.language == chosen_language
     if not already:
-        call.store.update_subscriber(subscriber.id or 0, language=chosen_language)
+        call.store.subscribers.update_subscriber(subscriber.id or 0, language=chosen_language)
     # The answer is in the language just chosen: it is the first reply the chat gets in it.
     new = translator(chosen_language)
     name, place = LANGUAGE_NAMES[chosen_language], call.ctx.place(new, capital=True)

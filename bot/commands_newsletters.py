@@ -28,7 +28,7 @@ def join(call: Call) -> Reply:
         return newsletter
     subscriber = call.ensure_subscriber()
     added = newsletters.join(call.store, newsletter.name, subscriber, now=call.now)
-    info = call.store.newsletter_info(newsletter.id or 0)
+    info = call.store.newsletters.newsletter_info(newsletter.id or 0)
     title, name = cut(newsletter.title, 80), newsletter.name
     said = (
         t.gettext(
@@ -58,7 +58,7 @@ def leave(call: Call) -> Reply:
     if subscriber is None:
         return call.not_subscribed()
     if not call.args:
-        joined = call.store.newsletters_of(subscriber.id or 0)
+        joined = call.store.newsletters.newsletters_of(subscriber.id or 0)
         names = listing(t, (n.name for n in joined[:_SHOWN])) or t.gettext("none")
         return call.reply(
             t.gettext(
@@ -95,7 +95,7 @@ def leave(call: Call) -> Reply:
 
 def _listing(call: Call) -> Reply:
     t, p = call.t, call.p
-    every = call.store.newsletters()
+    every = call.store.newsletters.all()
     if not every:
         return call.reply(
             t.gettext("This PaperTrail server has no newsletters yet; its operator can create them.")
@@ -115,10 +115,10 @@ def _find(call: Call) -> Newsletter | Reply:
     """The newsletter named by the first argument, or the reply saying there is none (with a guess)."""
     t, p = call.t, call.p
     name = call.args.split(" ", 1)[0].casefold()
-    found = call.store.get_newsletter(name)
+    found = call.store.newsletters.get_newsletter(name)
     if found is not None:
         return found
-    names = [n.name for n in call.store.newsletters()]
+    names = [n.name for n in call.store.newsletters.all()]
     guess = difflib.get_close_matches(name[:64], names, n=1, cutoff=0.6)
     said = (
         t.gettext(

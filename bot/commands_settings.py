@@ -105,7 +105,7 @@ def digest(call: Call) -> Reply:
     if subscriber.status == SubscriberStatus.PAUSED and subscriber.status_reason == PAUSED_BY_CHAT:
         # Choosing a time after `digest off` means "on again, at this time".
         fields.update(status=SubscriberStatus.ACTIVE, status_reason=None)
-    updated = call.store.update_subscriber(subscriber.id or 0, **fields)
+    updated = call.store.subscribers.update_subscriber(subscriber.id or 0, **fields)
     return call.reply(
         t.gettext(
             "Digests now go out {schedule}; {next}.",
@@ -148,7 +148,7 @@ def heartbeat(call: Call, choice: str) -> Reply:
         )
     wanted = choice in _ON
     subscriber = call.ensure_subscriber()
-    updated = call.store.update_subscriber(subscriber.id or 0, heartbeat=wanted)
+    updated = call.store.subscribers.update_subscriber(subscriber.id or 0, heartbeat=wanted)
     if not wanted:
         return call.reply(
             t.gettext("Heartbeat off: on a day when nothing matched, nothing is sent."),
@@ -199,7 +199,7 @@ def digest_now(call: Call) -> Reply:
         return call.reply(
             t.gettext("Digests are paused; send {p}resume first.", p=p), error=Problem.BAD_ARGUMENT
         )
-    waiting = call.store.count_pending(subscriber.id or 0)
+    waiting = call.store.ledger.count_pending(subscriber.id or 0)
     if not waiting:
         return call.reply(
             t.gettext(
@@ -210,8 +210,8 @@ def digest_now(call: Call) -> Reply:
     # An open digest is due at once (next_attempt_at = now), whatever the schedule; dead-lettered ones
     # are put back in the queue, as `papertrail retry` does.
     channel = split_address(subscriber.address)[0]
-    opened = call.store.open_digest(subscriber.id or 0, channel, instant_only=False, now=call.now)
-    requeued = call.store.requeue_dead(address=subscriber.address, now=call.now)
+    opened = call.store.ledger.open_digest(subscriber.id or 0, channel, instant_only=False, now=call.now)
+    requeued = call.store.outcomes.requeue_dead(address=subscriber.address, now=call.now)
     if opened is None and not requeued:
         return call.reply(
             t.ngettext(
@@ -279,7 +279,7 @@ def timezone(call: Call) -> Reply:
             error=Problem.BAD_ARGUMENT,
         )
     subscriber = call.ensure_subscriber()
-    updated = call.store.update_subscriber(subscriber.id or 0, timezone=found.zone)
+    updated = call.store.subscribers.update_subscriber(subscriber.id or 0, timezone=found.zone)
     return call.reply(
         t.gettext(
             "Timezone set to {zone} (now {time} there). Digests go out {schedule}; {next}.",
@@ -300,10 +300,10 @@ def pause(call: Call) -> Reply:
         return call.not_subscribed()
     if subscriber.status != SubscriberStatus.ACTIVE:
         return call.reply(t.gettext("Digests are already paused. {p}resume restarts them.", p=p))
-    call.store.update_subscriber(
+    call.store.subscribers.update_subscriber(
         subscriber.id or 0, status=SubscriberStatus.PAUSED, status_reason=PAUSED_BY_CHAT
     )
-    if call.store.follows_of(subscriber.id or 0):
+    if call.store.subscribers.follows_of(subscriber.id or 0):
         return call.reply(
             t.gettext(
                 "Paused: no digests, and no new papers collected, until {p}resume. The follows are kept.", p=p
@@ -356,10 +356,10 @@ def status(call: Call) -> Reply:
             t.gettext("Sources — {sources}", sources=sources),
             error=Problem.NOT_SUBSCRIBED,
         )
-    follows = len(call.store.follows_of(subscriber.id or 0))
+    follows = len(call.store.subscribers.follows_of(subscriber.id or 0))
     # Learned recommendations wait in the ledger like any match (issue 17); the line says how many of the
     # waiting ones they are, and only when there are some.
-    waiting, recommended = call.store.count_pending_split(subscriber.id or 0)
+    waiting, recommended = call.store.ledger.count_pending_split(subscriber.id or 0)
     active = subscriber.status == SubscriberStatus.ACTIVE
     state = state_text(t, subscriber.status)
     if subscriber.status == SubscriberStatus.PAUSED and subscriber.status_reason == PAUSED_BY_CHAT:

@@ -114,7 +114,7 @@ def source_line(
     store: Store, settings: ChatSettings, now: datetime, names: Sequence[str], t: Translator
 ) -> str:
     """One line on source health: ``arXiv: ok, checked 12 min ago; Hugging Face: quiet, checked 3 h ago``."""
-    summary = store.status(now=now, sources=names)
+    summary = store.dashboard.status(now=now, sources=names)
     judged = source_statuses(
         summary,
         now=now,

@@ -22,7 +22,6 @@ from core.config_edges import ChatSettings
 from core.i18n.languages import N_, Translator, listing, translator
 from core.models import Version, utcnow
 from core.store.facade import Store
-from core.store.taste import TasteStore
 from core.taste.votes import DISLIKE, LIKE, VoteState, cast_vote, paper_name, read_paper_ref, undo_vote, votes
 
 log = logging.getLogger(__name__)
@@ -76,7 +75,7 @@ def _paper(call: Call) -> tuple[str, int | None] | Reply:
 def _stored(call: Call, arxiv_id: str, version: int | None) -> list[Version] | Reply:
     """The stored versions of the paper, or the reply saying PaperTrail does not have it (or that version)."""
     t, p = call.t, call.p
-    stored = call.store.versions_of(arxiv_id)
+    stored = call.store.papers.versions_of(arxiv_id)
     if not stored:
         return call.reply(
             t.gettext(
@@ -205,7 +204,7 @@ def likes(call: Call) -> Reply:
     if subscriber is None:
         return call.not_subscribed()
     sid = subscriber.id or 0
-    liked, disliked, seeds = TasteStore(call.store).vote_counts(sid)
+    liked, disliked, seeds = call.store.taste.vote_counts(sid)
     imported = (
         t.ngettext(
             "{n} paper imported from a library counts as liked too.",
@@ -309,7 +308,7 @@ def _press(
     if not ctx.can_change:
         text = t.gettext(NOT_ALLOWED, place=ctx.place(t), p=ctx.prefix)
         return Pressed(text, None, Problem.NOT_ALLOWED, language)
-    subscriber = store.get_subscriber(ctx.address)
+    subscriber = store.subscribers.get_subscriber(ctx.address)
     if subscriber is None or subscriber.id is None:
         text = t.gettext(
             "{Place} has no subscription any more: {p}start sets it up again.",
@@ -317,7 +316,7 @@ def _press(
             p=ctx.prefix,
         )
         return Pressed(text, None, Problem.NOT_SUBSCRIBED, language)
-    row = next((row for row in store.versions_of(arxiv_id) if row.number == version), None)
+    row = next((row for row in store.papers.versions_of(arxiv_id) if row.number == version), None)
     if row is None or row.id is None:
         return Pressed(
             t.gettext("PaperTrail has not stored {id}.", id=name), None, Problem.NOT_FOUND, language

@@ -393,7 +393,7 @@ class SlackBot:
         address = f"slack:{user_id}"
         try:
             items = await asyncio.to_thread(follow_items, self.store, address)
-            subscriber = await asyncio.to_thread(self.store.get_subscriber, address)
+            subscriber = await asyncio.to_thread(self.store.subscribers.get_subscriber, address)
         except ValueError:
             log.warning("slack: app_home_opened for a malformed user id %r", user_id[:40])
             return

@@ -244,10 +244,10 @@ class ChatHandlers:
         if not reply.follows:
             return {}
         try:
-            subscriber = self.store.get_subscriber(ctx.address)
+            subscriber = self.store.subscribers.get_subscriber(ctx.address)
             if subscriber is None or subscriber.id is None:
                 return {}
-            rows = self.store.follows_of(subscriber.id)
+            rows = self.store.subscribers.follows_of(subscriber.id)
         except Exception:  # the reply still goes out, without buttons
             log.exception("telegram: cannot read the follows of %s for buttons", ctx.address)
             return {}
@@ -351,10 +351,10 @@ class ChatHandlers:
 
     def _number_of(self, address: str, follow_id: int) -> int | None:
         """The number ``follows`` shows for follow ``follow_id`` of this chat; None when it is not there."""
-        subscriber = self.store.get_subscriber(address)
+        subscriber = self.store.subscribers.get_subscriber(address)
         if subscriber is None or subscriber.id is None:
             return None
-        for number, row in enumerate(self.store.follows_of(subscriber.id), 1):
+        for number, row in enumerate(self.store.subscribers.follows_of(subscriber.id), 1):
             if row.id == follow_id:
                 return number
         return None
@@ -392,25 +392,31 @@ class ChatHandlers:
             reason = BLOCKED if chat.type == ChatType.PRIVATE else REMOVED
             await asyncio.to_thread(self._pause, address_of(chat.id), reason)
         elif old in _GONE and new not in _GONE and chat.type != ChatType.PRIVATE:
-            known = await asyncio.to_thread(self.store.get_subscriber, address_of(chat.id))
+            known = await asyncio.to_thread(self.store.subscribers.get_subscriber, address_of(chat.id))
             t = await self.language(chat.id, change.from_user)
             await self.send(chat.id, text_reply(greeting(change, known is not None, t), language=t.language))
 
     def _pause(self, address: str, reason: str) -> None:
         """Pause an active subscriber with ``reason``; a chat paused by its own ``pause`` stays as it is."""
-        subscriber = self.store.get_subscriber(address)
+        subscriber = self.store.subscribers.get_subscriber(address)
         if subscriber is None or subscriber.id is None or subscriber.status != SubscriberStatus.ACTIVE:
             return
-        self.store.update_subscriber(subscriber.id, status=SubscriberStatus.PAUSED, status_reason=reason)
+        self.store.subscribers.update_subscriber(
+            subscriber.id, status=SubscriberStatus.PAUSED, status_reason=reason
+        )
         log.info("telegram: %s paused: %s", address, reason, extra={"role": "bots"})
 
     def _move(self, old_id: int, new_id: int) -> None:
         """Move the subscription of a group that Telegram upgraded to a supergroup with a new id."""
         old, new = address_of(old_id), address_of(new_id)
-        subscriber = self.store.get_subscriber(old)
-        if subscriber is None or subscriber.id is None or self.store.get_subscriber(new) is not None:
+        subscriber = self.store.subscribers.get_subscriber(old)
+        if (
+            subscriber is None
+            or subscriber.id is None
+            or self.store.subscribers.get_subscriber(new) is not None
+        ):
             return
-        self.store.update_subscriber(subscriber.id, address=new)
+        self.store.subscribers.update_subscriber(subscriber.id, address=new)
         log.info("telegram: %s moved to %s (supergroup)", old, new, extra={"role": "bots"})
 
     # -- sending ---------------------------------------------------------------------------------------

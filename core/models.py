@@ -297,8 +297,8 @@ class QueryMatch(SQLModel, table=True):
     """One distinct follow query (its normal form) matched one version: matching's output, once per query.
 
     Matching writes these, so its cost follows the number of distinct queries, not of followers. Before
-    digests are planned they are fanned out to the followers' Match rows (``Store.expand_matches``), which
-    applies each follow's options, and deleted: the table only holds what is waiting to be fanned out.
+    digests are planned they are fanned out to the followers' Match rows (``store.matches.expand_matches``),
+    which applies each follow's options, and deleted: the table only holds what is waiting to be fanned out.
     """
 
     __tablename__ = "query_match"

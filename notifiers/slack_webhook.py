@@ -27,8 +27,8 @@ from core.delivery.escaping import one_line
 from core.delivery.rate_limit import RateLimit
 from core.values import Message, SendResult
 from notifiers.ratelimit import RateLimiter
-from notifiers.slack import retry_after_seconds, send_parts
 from notifiers.slack_blocks import SlackPayload, build_payloads
+from notifiers.slack_send import retry_after_seconds, send_parts
 
 # slack_sdk's webhook client writes the URL into DEBUG and INFO records; this logger never emits those.
 _SDK_LOG = logging.getLogger(f"{__name__}.sdk")

@@ -170,7 +170,7 @@ def _known_subscriber(store: Store, address: str) -> Subscriber:
     from core.delivery.contract import normalise_address
 
     try:
-        found = store.get_subscriber(normalise_address(address))
+        found = store.subscribers.get_subscriber(normalise_address(address))
     except ValueError as exc:
         raise _fail(str(exc), USAGE) from exc
     if found is None or found.id is None:

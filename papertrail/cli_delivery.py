@@ -95,7 +95,9 @@ def resume_command(
                 raise _fail(_explain(exc), _code(exc)) from exc
             out.print(f"{mask_address(subscriber.address)} is active again")
             return
-        count, addresses = ctx.store.refused_subscribers(reason=reason, since=after, limit=RESUME_LISTED)
+        count, addresses = ctx.store.alarms.refused_subscribers(
+            reason=reason, since=after, limit=RESUME_LISTED
+        )
         cause = " and ".join(
             part
             for part in (
@@ -117,7 +119,7 @@ def resume_command(
             if count > len(addresses):
                 out.print(f"  …and {count - len(addresses)} more")
             return
-        resumed = ctx.store.resume_refused(reason=reason, since=after, now=utcnow())
+        resumed = ctx.store.alarms.resume_refused(reason=reason, since=after, now=utcnow())
     out.print(
         f"resumed {_n(resumed, 'subscriber')} paused by a delivery refusal ({cause}); their held matches "
         "go out with their next digest"
@@ -250,7 +252,7 @@ def retry(
             target = normalise_address(address) if address else None
         except ValueError as exc:
             raise _fail(str(exc), 2) from exc
-        count = ctx.store.requeue_dead(address=target)
+        count = ctx.store.outcomes.requeue_dead(address=target)
     out.print(f"re-queued {_n(count, 'dead-lettered digest')}; they go out with the next digest pass")
 
 
@@ -267,7 +269,7 @@ def alarms_list(ctx: typer.Context) -> None:
     if ctx.invoked_subcommand is not None:
         return
     with _store_context() as app_ctx:
-        alarms = app_ctx.store.delivery_alarms()
+        alarms = app_ctx.store.alarms.delivery_alarms()
     if not alarms:
         out.print("no delivery alarm is raised")
         return
@@ -287,7 +289,7 @@ def alarms_clear(
     from core.models import utcnow
 
     with _store_context() as ctx:
-        cleared = ctx.store.clear_alarms(channel.strip().lower() if channel else None, now=utcnow())
+        cleared = ctx.store.alarms.clear_alarms(channel.strip().lower() if channel else None, now=utcnow())
     if not cleared:
         raise _fail(f"no delivery alarm is raised{f' on {channel}' if channel else ''}", 1)
     for name, kind in cleared:

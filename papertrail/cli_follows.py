@@ -81,7 +81,7 @@ def follow(
             if timezone is not None and timezone != who.timezone:
                 fields["timezone"] = timezone
         if fields:
-            who = ctx.store.update_subscriber(who.id or 0, **fields)
+            who = ctx.store.subscribers.update_subscriber(who.id or 0, **fields)
     if result.subscriber_created:
         out.print(
             f"new subscriber {mask_address(who.address)} (schedule {who.schedule}, timezone {who.timezone})"
@@ -162,12 +162,12 @@ def follows(address: Annotated[str, typer.Argument(help="The subscriber address.
 
     with _store_context() as ctx:
         try:
-            subscriber = ctx.store.get_subscriber(normalise_address(address))
+            subscriber = ctx.store.subscribers.get_subscriber(normalise_address(address))
         except ValueError as exc:
             raise _fail(str(exc), 2) from exc
         if subscriber is None or subscriber.id is None:
             raise _fail(f"no subscriber {address}; add a follow with: papertrail follow {address} QUERY", 1)
-        rows = ctx.store.follows_of(subscriber.id)
+        rows = ctx.store.subscribers.follows_of(subscriber.id)
     out.print(
         f"{mask_address(subscriber.address)} · {subscriber.status} · "
         f"schedule {subscriber.schedule} ({subscriber.timezone})"
@@ -204,7 +204,7 @@ def schedule(
             parsed = parse_schedule(when)
             if timezone:
                 zone(timezone)
-            subscriber = ctx.store.get_subscriber(normalise_address(address))
+            subscriber = ctx.store.subscribers.get_subscriber(normalise_address(address))
         except ValueError as exc:
             raise _fail(str(exc), 2) from exc
         if subscriber is None or subscriber.id is None:
@@ -214,7 +214,7 @@ def schedule(
             fields["timezone"] = timezone
         if heartbeat is not None:
             fields["heartbeat"] = heartbeat
-        updated = ctx.store.update_subscriber(subscriber.id, **fields)
+        updated = ctx.store.subscribers.update_subscriber(subscriber.id, **fields)
     beat = ", heartbeat on" if updated.heartbeat else ""
     out.print(f"{mask_address(updated.address)}: schedule {updated.schedule} ({updated.timezone}){beat}")
 

@@ -209,10 +209,10 @@ def export_opml_command(
                 raise ValueError(f"{normal} is a newsletter, not a reader's subscription")
         except ValueError as exc:
             raise _fail(_explain(exc), USAGE) from exc
-        subscriber = ctx.store.get_subscriber(normal)
+        subscriber = ctx.store.subscribers.get_subscriber(normal)
         if subscriber is None or subscriber.id is None:
             raise _fail(f"no subscriber {address}", FAILURE)
-        queries = [f.query for f in ctx.store.follows_of(subscriber.id)]
+        queries = [f.query for f in ctx.store.subscribers.follows_of(subscriber.id)]
         # The private feed's link is made here if the reader never opened it (as the manage page does).
         private = private_feed_url(ctx.store, ctx.settings, subscriber)
         text = opml(ctx.settings, subscriber, queries, private=private, now=utcnow())

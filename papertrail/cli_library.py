@@ -80,7 +80,7 @@ def import_library_command(
     except LibraryFileError as exc:
         raise _fail(f"{name}: {exc}; nothing imported", USAGE) from exc
     with _context() as ctx:
-        subscriber = ctx.store.get_subscriber(normal)
+        subscriber = ctx.store.subscribers.get_subscriber(normal)
         if subscriber is None or subscriber.id is None:
             raise _fail(
                 f"no subscriber {address}; add a follow with: papertrail follow {address} QUERY", FAILURE

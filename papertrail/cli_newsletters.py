@@ -53,7 +53,7 @@ def newsletter_create(
             )
         except (QueryError, ValueError) as exc:
             raise _fail(_explain(exc), 2) from exc
-        shown = ctx.store.newsletter_info(created.id or 0)
+        shown = ctx.store.newsletters.newsletter_info(created.id or 0)
     out.print(
         f"newsletter {created.name} ({created.title}): {_n(len(shown.follows), 'follow')}, "
         f"schedule {shown.subscriber.schedule} ({shown.subscriber.timezone}); "
@@ -67,7 +67,7 @@ def newsletter_list() -> None:
     from rich.table import Table
 
     with _store_context() as ctx:
-        infos = [ctx.store.newsletter_info(n.id or 0) for n in ctx.store.newsletters()]
+        infos = [ctx.store.newsletters.newsletter_info(n.id or 0) for n in ctx.store.newsletters.all()]
     if not infos:
         out.print("no newsletters; create one with: papertrail newsletter create NAME --title T --follow Q")
         return
@@ -124,11 +124,11 @@ def _membership(store: Store, name: str, address: str) -> tuple[Newsletter, Subs
     except LookupError as exc:
         how = (
             "`papertrail newsletter list` shows them"
-            if store.newsletters()
+            if store.newsletters.all()
             else "create one with: papertrail newsletter create NAME --title T --follow Q"
         )
         raise _fail(f"{_explain(exc)}; {how}", FAILURE) from exc
-    subscriber = store.get_subscriber(normalised)
+    subscriber = store.subscribers.get_subscriber(normalised)
     if subscriber is None or subscriber.id is None:
         # An email address may rather be signed up, double opt-in, as a member from the start.
         signup = (

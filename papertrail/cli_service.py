@@ -122,7 +122,7 @@ def ingest(
     # recommendations of the new papers (core.taste.recommend).
     from core.taste.recommend import recommend_new
 
-    fanned = ctx.store.expand_matches()
+    fanned = ctx.store.matches.expand_matches()
     recommended = recommend_new(ctx.store).written
     out.print(
         f"{source}: {report.state}; {_n(report.fetched, 'item')}, {_n(report.new_papers, 'new paper')}, "
@@ -151,7 +151,7 @@ def backfill_snapshot(
             report = run_snapshot_backfill(ctx.store, path, err)
         except BackfillFailed as exc:  # a cut-short or corrupt gzip: click alone would print "Aborted."
             raise _fail(str(exc), 1) from exc
-        backlog = ctx.store.search_backlog()
+        backlog = ctx.store.papers.search_backlog()
     out.print(
         f"snapshot: {report.state}; {_n(report.fetched, 'version')} read, {report.duplicates} already known"
     )
@@ -177,7 +177,7 @@ def index(
 
     with _store_context() as ctx:
         store = ctx.store
-        waiting = store.search_backlog()
+        waiting = store.papers.search_backlog()
         if not waiting:
             out.print("search index: up to date")
             return
@@ -185,13 +185,13 @@ def index(
         started = time.monotonic()
         done = 0
         while not limit or done < limit:
-            written = store.index_search(INDEX_BATCH)
+            written = store.papers.index_search(INDEX_BATCH)
             done += written
             if written < INDEX_BATCH:
                 break
             if done % (INDEX_BATCH * 25) == 0:
                 err.print(f"  {done:,} indexed, {done / (time.monotonic() - started):,.0f} papers/s")
-        store.tidy_search_index()
+        store.papers.tidy_search_index()
         seconds = time.monotonic() - started
-        left = store.search_backlog()
+        left = store.papers.search_backlog()
     out.print(f"search index: {_n(done, 'paper')} indexed in {seconds:,.0f} s; {left} left")

@@ -33,13 +33,13 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
     from notifiers.channels import unconfigured_channels
 
     with _store_context() as ctx:
-        summary = ctx.store.status(sources=SOURCE_NAMES)
-        dead = ctx.store.dead_digests()
-        backlog = ctx.store.search_backlog()
+        summary = ctx.store.dashboard.status(sources=SOURCE_NAMES)
+        dead = ctx.store.ledger.dead_digests()
+        backlog = ctx.store.papers.search_backlog()
         settings = ctx.settings
         waiting = {
             channel: (count, unconfigured_channels(settings)[channel])
-            for channel, count in ctx.store.pending_by_channel().items()
+            for channel, count in ctx.store.ledger.pending_by_channel().items()
             if channel in unconfigured_channels(settings)
         }
     judged = source_statuses(

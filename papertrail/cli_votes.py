@@ -44,7 +44,7 @@ def _paper(text: str) -> tuple[str, int | None]:
 
 def _versions(store: Store, address: str, arxiv_id: str, version: int | None) -> list[Version]:
     """The stored versions of the paper; exit 1 when it (or the version asked for) is not stored."""
-    stored = store.versions_of(arxiv_id)
+    stored = store.papers.versions_of(arxiv_id)
     if not stored:
         raise _fail(
             f"PaperTrail has not stored {arxiv_id}: votes go to papers it has collected; "
@@ -124,13 +124,12 @@ def likes(
     """List a subscriber's votes, newest first, with how many papers it liked and disliked."""
     from core.i18n.english import counted
     from core.people.masking import mask_address
-    from core.store.taste import TasteStore
     from core.taste.votes import votes
 
     with _store_context() as ctx:
         subscriber = _known_subscriber(ctx.store, address)
         sid = subscriber.id or 0
-        liked, disliked, seeds = TasteStore(ctx.store).vote_counts(sid)
+        liked, disliked, seeds = ctx.store.taste.vote_counts(sid)
         shown = votes(ctx.store, sid, limit=limit)
     counts = [counted(liked, "like"), counted(disliked, "dislike")]
     if seeds:

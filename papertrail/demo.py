@@ -110,6 +110,6 @@ async def load_demo_day(settings: Settings) -> tuple[IngestReport, int]:
         try:
             report = await ingest_once(ctx.store, ctx.sources["arxiv-rss"])
             # As `papertrail ingest` does: each follower's Match rows now, not at the next digest's planning.
-            return report, ctx.store.expand_matches()
+            return report, ctx.store.matches.expand_matches()
         finally:
             await ctx.aclose()

@@ -173,15 +173,15 @@ class Jobs:
             started = time.monotonic()
             written = 0
             while not self.stop.is_set() and time.monotonic() - started < INDEX_RUN_SECONDS:
-                done = await asyncio.to_thread(store.index_search, INDEX_BATCH)
+                done = await asyncio.to_thread(store.papers.index_search, INDEX_BATCH)
                 written += done
                 if done < INDEX_BATCH:
                     break
             if written:
-                left = await asyncio.to_thread(store.search_backlog)
+                left = await asyncio.to_thread(store.papers.search_backlog)
                 log.info("search index: %d papers indexed, %d to go", written, left)
             # The news written since the last run, merged into PostgreSQL's GIN index proper.
-            await asyncio.to_thread(store.tidy_search_index)
+            await asyncio.to_thread(store.papers.tidy_search_index)
 
     async def guides(self) -> None:
         """Make the AI guides readers are waiting for (core.guides.service); nothing without an endpoint.

@@ -59,7 +59,7 @@ from core.models import utcnow
 from core.papers.citations import highwire_tags
 from core.papers.health import Health
 from core.papers.status import SourceStatus
-from core.store.ledger import changes
+from core.store.ledger_items import changes
 from core.values import DayCounts
 from papertrail.chart import ChartWords, daily_chart
 from papertrail.context import SOURCE_NAMES, AppContext
@@ -308,11 +308,11 @@ class _Web:
         t = reader.t
         now = self.clock()
         judged, summary = judged_sources(self.store, self.ctx.settings, SOURCE_NAMES, now)
-        counts = self.store.dashboard_counts(now)
-        guides_24h = self.store.count_guided_versions_since(now - timedelta(hours=24))
-        facts = self.store.source_facts([item.facts.source for item in judged])
+        counts = self.store.dashboard.dashboard_counts(now)
+        guides_24h = self.store.guides.count_guided_versions_since(now - timedelta(hours=24))
+        facts = self.store.dashboard.source_facts([item.facts.source for item in judged])
         shown = self.pages.display(reader)
-        days = self.store.daily_counts(now, CHART_DAYS, shown.zone)
+        days = self.store.dashboard.daily_counts(now, CHART_DAYS, shown.zone)
         day_zone = shown.day_name(now)
         chart = Markup(
             daily_chart(
@@ -346,8 +346,8 @@ class _Web:
         bare = bare_paper_id(raw)
         if not bare:
             return language_headers(RedirectResponse("/papers", status_code=307), reader)
-        versions = self.store.versions_of(bare)
-        picks = self.store.picks_of(bare)
+        versions = self.store.papers.versions_of(bare)
+        picks = self.store.papers.picks_of(bare)
         if not versions and not picks:
             return self.pages.message(
                 reader,
@@ -360,7 +360,7 @@ class _Web:
             (version, changes(versions[index - 1] if index else None, version))
             for index, version in enumerate(versions)
         ]
-        guides = self.store.guides_for([v.id for v in versions if v.id is not None], reader.language)
+        guides = self.store.guides.guides_for([v.id for v in versions if v.id is not None], reader.language)
         return self.pages.render(
             reader,
             "paper.html.j2",
@@ -400,7 +400,7 @@ class _Web:
             "source.html.j2",
             now=now,
             source=verdict,
-            runs=self.store.source_runs(name, limit=50),
+            runs=self.store.dashboard.source_runs(name, limit=50),
         )
 
     # -- operations (machine-readable: English) --------------------------------------------------------

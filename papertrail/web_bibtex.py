@@ -27,7 +27,6 @@ from starlette.routing import Route
 from core.i18n.languages import Translator
 from core.models import Subscriber, Version
 from core.papers.citations import MAX_HISTORY_PAPERS, MEDIA_TYPE, entry, file_name
-from core.store.taste import TasteStore
 from papertrail.context import AppContext
 from papertrail.web_pages import PRIVATE_HEADERS, Pages, bare_paper_id, language_headers, paper_path
 from papertrail.web_subscribers import SubscriberPages
@@ -68,9 +67,9 @@ class BibtexRoutes:
         t = reader.t
         raw = request.path_params["arxiv_id"]
         bare = bare_paper_id(raw)
-        versions = self.store.versions_of(bare) if bare else []
+        versions = self.store.papers.versions_of(bare) if bare else []
         if not versions:
-            known = bool(bare) and bool(self.store.picks_of(bare))
+            known = bool(bare) and bool(self.store.papers.picks_of(bare))
             return self.pages.message(
                 reader,
                 t.gettext("Paper not found"),
@@ -121,7 +120,7 @@ class BibtexRoutes:
         yield _comment(
             t.gettext("PaperTrail: the papers you liked, most recent first; one entry per version.")
         )
-        liked = TasteStore(self.store).liked_versions(subscriber.id, limit=MAX_HISTORY_PAPERS + 1)
+        liked = self.store.taste.liked_versions(subscriber.id, limit=MAX_HISTORY_PAPERS + 1)
         yield from _entries(liked, t, none=t.gettext("You have liked no paper yet."))
 
     def _history(self, subscriber: Subscriber, t: Translator) -> Iterator[str]:
@@ -133,7 +132,7 @@ class BibtexRoutes:
             )
         )
         # One more than the limit: the extra one only says that the file stops short.
-        sent = self.store.sent_papers(subscriber.id, limit=MAX_HISTORY_PAPERS + 1)
+        sent = self.store.history.sent_papers(subscriber.id, limit=MAX_HISTORY_PAPERS + 1)
         yield from _entries(sent, t, none=t.gettext("PaperTrail has sent you no digest yet."))
 
 

@@ -64,7 +64,7 @@ class BrowserPages:
         error = parsed if isinstance(parsed, str) else parse_cursor(parsed, cursor, reader.t)
         if not error and isinstance(parsed, PaperFilter):
             try:
-                result = self.store.browse_papers(
+                result = self.store.browser.browse_papers(
                     parsed,
                     after=cursor["after"] or None,
                     before=cursor["before"] or None,
@@ -92,7 +92,7 @@ class BrowserPages:
                 max_relevance_page=MAX_RELEVANCE_PAGE,
             )
         assert isinstance(parsed, PaperFilter)
-        guides = self.store.guides_for(
+        guides = self.store.guides.guides_for(
             [row.version_id for row in result.rows if row.version_id is not None], reader.language
         )
         return self.pages.render(

@@ -206,7 +206,7 @@ class FeedPages:
         key = (canonical, language)
         rendered = self.cache.get(key, now)
         if rendered is None:
-            versions = self.store.query_feed(search, limit=QUERY_FEED_ENTRIES, language=language)
+            versions = self.store.feeds.query_feed(search, limit=QUERY_FEED_ENTRIES, language=language)
             # The links name the language unless it is the default: the document then depends on the
             # cache's key alone, whichever request built it.
             chosen = {"lang": language} if language != self.pages.default_language else {}
@@ -264,7 +264,7 @@ class FeedPages:
             return self._refused(text, language, status=gone, private=True)
         language = asked or normalize_language(subscriber.language) or self.pages.default_language
         t = translator(language)
-        versions = self.store.sent_feed(subscriber.id, limit=PRIVATE_FEED_ENTRIES, language=language)
+        versions = self.store.feeds.sent_feed(subscriber.id, limit=PRIVATE_FEED_ENTRIES, language=language)
         updated = max((v.updated_at for v in versions), default=subscriber.created_at or _EPOCH)
         own = self.public_url + PRIVATE_FEED_PREFIX + quote(token, safe="")
         feed = Feed(

@@ -34,7 +34,7 @@ def judged_sources(
     store: Store, settings: Settings, names: Sequence[str], now: datetime
 ) -> tuple[list[SourceStatus], StatusSummary]:
     """Every source's verdict (with the settings' holidays and grace, as ``papertrail status``)."""
-    summary = store.status(now, sources=names)
+    summary = store.dashboard.status(now, sources=names)
     judged = source_statuses(
         summary,
         now=now,
@@ -64,11 +64,11 @@ class StoreCollector(Collector):
         up = GaugeMetricFamily("papertrail_database_up", "1 when the last scrape could read the database.")
         now = self.clock()
         try:
-            counts = self.store.metric_counts()
+            counts = self.store.dashboard.metric_counts()
             judged, summary = judged_sources(self.store, self.settings, self.sources, now)
             day_ago = now - timedelta(hours=24)
-            guides_made = self.store.count_made_since(day_ago)
-            versions_guided = self.store.count_guided_versions_since(day_ago)
+            guides_made = self.store.guides.count_made_since(day_ago)
+            versions_guided = self.store.guides.count_guided_versions_since(day_ago)
         except sa.exc.SQLAlchemyError as exc:
             log.warning("metrics: cannot read the database: %s", type(exc).__name__)
             up.add_metric([], 0)

@@ -103,7 +103,7 @@ class SignupPages:
             error=error,
             excerpt=excerpt,
             form={**defaults, **values},
-            newsletters=self.ctx.store.newsletters(),
+            newsletters=self.ctx.store.newsletters.all(),
         )
 
     async def form(self, request: Request) -> Response:

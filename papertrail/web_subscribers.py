@@ -57,7 +57,6 @@ from core.people import tokens
 from core.people.masking import mask_address
 from core.people.subscription import export_subscription
 from core.people.subscription_file import dumps
-from core.store.taste import TasteStore
 from core.taste.library_file import MAX_FILE_BYTES
 from core.taste.votes import VoteState, undo_vote, votes
 from papertrail.context import AppContext
@@ -200,10 +199,10 @@ class SubscriberPages:
 
     def _find(self, address: str, reader: Reader) -> Subscriber | Response:
         """The subscriber at ``address``, or the page that says there is none."""
-        subscriber = self.store.get_subscriber(address)
+        subscriber = self.store.subscribers.get_subscriber(address)
         if subscriber is None:
             try:
-                subscriber = self.store.get_subscriber(normalise_address(address))
+                subscriber = self.store.subscribers.get_subscriber(normalise_address(address))
             except ValueError:
                 subscriber = None
         if subscriber is None or subscriber.id is None:
@@ -254,8 +253,8 @@ class SubscriberPages:
         already = found.status == SubscriberStatus.UNSUBSCRIBED
         if not already:
             assert found.id is not None
-            self.store.unsubscribe(found.id, reason=UNSUBSCRIBE_REASON)
-            found = self.store.get_subscriber(found.address) or found
+            self.store.subscribers.unsubscribe(found.id, reason=UNSUBSCRIBE_REASON)
+            found = self.store.subscribers.get_subscriber(found.address) or found
         return self._unsubscribe_view(found, reader, done=True)
 
     def _unsubscribe_view(self, subscriber: Subscriber, reader: Reader, *, done: bool) -> Response:
@@ -266,7 +265,7 @@ class SubscriberPages:
             "unsubscribe.html.j2",
             private=True,
             subscriber=subscriber,
-            follows=len(self.store.follows_of(subscriber.id)),
+            follows=len(self.store.subscribers.follows_of(subscriber.id)),
             done=done,
             unsubscribed=subscriber.status == SubscriberStatus.UNSUBSCRIBED,
             action=unsubscribe_path,
@@ -287,7 +286,7 @@ class SubscriberPages:
         subscriber = self._find(address, reader)
         if isinstance(subscriber, Response):
             return subscriber
-        newsletter = self.store.get_newsletter(name)
+        newsletter = self.store.newsletters.get_newsletter(name)
         if newsletter is None or newsletter.id is None:
             reader = reader.with_stored(subscriber.language)
             t = reader.t
@@ -324,7 +323,7 @@ class SubscriberPages:
             return found
         subscriber, newsletter = found
         assert subscriber.id is not None and newsletter.id is not None
-        left = self.store.leave_newsletter(newsletter.id, subscriber.id)
+        left = self.store.newsletters.leave_newsletter(newsletter.id, subscriber.id)
         # Left already (a second click): the page says so rather than claiming it just happened.
         return self._leave_view(subscriber, newsletter, reader, done=left)
 
@@ -336,7 +335,7 @@ class SubscriberPages:
         token = tokens.sign(
             self._key(), tokens.LEAVE, tokens.leave_subject(subscriber.address, newsletter.name)
         )
-        member = any(n.id == newsletter.id for n in self.store.newsletters_of(subscriber.id))
+        member = any(n.id == newsletter.id for n in self.store.newsletters.newsletters_of(subscriber.id))
         return self.pages.render(
             reader.with_stored(subscriber.language),
             "leave.html.j2",
@@ -432,7 +431,7 @@ class SubscriberPages:
         assert subscriber.id is not None
         wanted = fields.get("follow", "")
         target: Follow | None = next(
-            (f for f in self.store.follows_of(subscriber.id) if str(f.id) == wanted.strip()), None
+            (f for f in self.store.subscribers.follows_of(subscriber.id) if str(f.id) == wanted.strip()), None
         )
         if target is None or target.id is None:
             return FormError(
@@ -440,7 +439,7 @@ class SubscriberPages:
                     "that follow is not on your list (removed already?); the list below is current"
                 )
             )
-        self.store.remove_follow(target.id)
+        self.store.subscribers.remove_follow(target.id)
         return "removed"
 
     def _do_schedule(
@@ -453,7 +452,7 @@ class SubscriberPages:
             zone(timezone)
         except ValueError as exc:
             return FormError(said(exc, reader.t))
-        self.store.update_subscriber(subscriber.id, schedule=parsed.text, timezone=timezone)
+        self.store.subscribers.update_subscriber(subscriber.id, schedule=parsed.text, timezone=timezone)
         return "schedule"
 
     def _do_heartbeat(
@@ -465,7 +464,7 @@ class SubscriberPages:
             return FormError(
                 reader.t.gettext("unknown heartbeat choice {choice!r}; choose on or off", choice=chosen)
             )
-        self.store.update_subscriber(subscriber.id, heartbeat=chosen == "on")
+        self.store.subscribers.update_subscriber(subscriber.id, heartbeat=chosen == "on")
         return f"heartbeat_{chosen}"
 
     def _do_language(
@@ -481,7 +480,7 @@ class SubscriberPages:
                     choices=listing(reader.t, LANGUAGES),
                 )
             )
-        self.store.update_subscriber(subscriber.id, language=normalize_language(chosen))
+        self.store.subscribers.update_subscriber(subscriber.id, language=normalize_language(chosen))
         return "language"
 
     def _do_unsubscribe(
@@ -489,7 +488,7 @@ class SubscriberPages:
     ) -> str | FormError:
         assert subscriber.id is not None
         if subscriber.status != SubscriberStatus.UNSUBSCRIBED:
-            self.store.unsubscribe(subscriber.id, reason="unsubscribed on the manage page")
+            self.store.subscribers.unsubscribe(subscriber.id, reason="unsubscribed on the manage page")
         return "unsubscribed"
 
     def _do_resubscribe(
@@ -535,7 +534,7 @@ class SubscriberPages:
         if not isinstance(found, Subscriber):
             return found
         assert found.id is not None
-        queries = [f.query for f in self.store.follows_of(found.id)]
+        queries = [f.query for f in self.store.subscribers.follows_of(found.id)]
         private = private_feed_url(self.store, self.ctx.settings, found)
         body = opml(self.ctx.settings, found, queries, private=private, now=self.pages.clock())
         return _download(body, "text/x-opml", "papertrail-feeds.opml")
@@ -566,7 +565,7 @@ class SubscriberPages:
             status=status,
             private=True,
             subscriber=subscriber,
-            follows=self.store.follows_of(subscriber.id),
+            follows=self.store.subscribers.follows_of(subscriber.id),
             action=manage_path,
             downloads={"export": f"{manage_path}/export.json", "feeds": f"{manage_path}/feeds.opml"},
             notice=notice,
@@ -580,7 +579,7 @@ class SubscriberPages:
             max_history=MAX_HISTORY_PAPERS,
             # Learned follows (issue 17): the newest votes, and (likes, dislikes, library seeds).
             votes=votes(self.store, subscriber.id, limit=MAX_VOTES_SHOWN),
-            vote_counts=TasteStore(self.store).vote_counts(subscriber.id),
+            vote_counts=self.store.taste.vote_counts(subscriber.id),
             # The library upload's form posts to {action}/library (papertrail.web_library); its limit.
             library_mb=f"{MAX_FILE_BYTES / 1e6:,.0f}",
         )

@@ -33,7 +33,6 @@ from starlette.routing import Route
 
 from core.models import Subscriber
 from core.people import tokens
-from core.store.taste import TasteStore
 from core.taste.votes import VoteState, cast_vote, undo_vote
 from papertrail.context import AppContext
 from papertrail.web_pages import Pages, Reader
@@ -77,7 +76,7 @@ class VoteRoutes:
         if isinstance(found, Response):
             return found
         assert found.subscriber.id is not None
-        current = TasteStore(self.store).votes_on(found.subscriber.id, [found.version_id])
+        current = self.store.taste.votes_on(found.subscriber.id, [found.version_id])
         return self._view(found, token, reader, state="ask", current=current.get(found.version_id))
 
     async def vote(self, request: Request) -> Response:
@@ -125,7 +124,7 @@ class VoteRoutes:
         subscriber = self.subscribers.subscriber_at(address, reader)
         if isinstance(subscriber, Response):
             return subscriber
-        stored = next((v for v in self.store.versions_of(arxiv_id) if v.number == number), None)
+        stored = next((v for v in self.store.papers.versions_of(arxiv_id) if v.number == number), None)
         if stored is None or stored.id is None:
             return self._gone(arxiv_id, number, reader.with_stored(subscriber.language))
         return Ballot(

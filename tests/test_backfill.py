@@ -46,11 +46,11 @@ def test_cli_backfill_is_history_and_idempotent(
     assert f"{total} versions read, 0 already known" in first.stdout
     again = runner.invoke(app, ["backfill", "snapshot", str(path)])
     assert f"{total} already known" in again.stdout
-    summary = sqlite_store.status()
+    summary = sqlite_store.dashboard.status()
     assert summary.versions == total and summary.papers == 200
     assert (summary.new_papers_24h, summary.revisions_24h) == (0, 0)  # history, not news
-    assert sqlite_store.unmatched_versions() == []
-    first_run, second_run = reversed(sqlite_store.latest_runs(2))
+    assert sqlite_store.matches.unmatched_versions() == []
+    first_run, second_run = reversed(sqlite_store.runs.latest_runs(2))
     assert first_run.note == f"{total} versions stored as history" and first_run.state == "ok"
     assert second_run.duplicates == total
     # The backfill's papers wait for the search indexer; `papertrail index` writes their entries now.
@@ -60,7 +60,7 @@ def test_cli_backfill_is_history_and_idempotent(
     indexed = runner.invoke(app, ["index"])
     assert indexed.exit_code == 0, indexed.stderr
     assert "search index: 200 papers to index" in indexed.stdout and "200 papers indexed" in indexed.stdout
-    assert sqlite_store.search_backlog() == 0
+    assert sqlite_store.papers.search_backlog() == 0
     assert runner.invoke(app, ["index"]).stdout.strip() == "search index: up to date"
 
 
@@ -106,8 +106,8 @@ def test_cli_backfill_of_a_broken_gzip_says_what_is_wrong_and_that_nothing_was_s
     assert f"error: {path}: unreadable " in message and problem in message
     assert message.endswith("; nothing was stored"), message
     assert "Aborted" not in result.output and "Traceback" not in result.output
-    assert sqlite_store.status().versions == 0
-    (run,) = sqlite_store.latest_runs(1)
+    assert sqlite_store.dashboard.status().versions == 0
+    (run,) = sqlite_store.runs.latest_runs(1)
     assert run.state == "error"  # the run record says it failed too
 
 
@@ -119,10 +119,10 @@ def test_cli_backfill_of_a_truncated_gzip_says_what_it_stored_before(
     path = _broken(tmp_path, "truncated")
     result = CliRunner().invoke(app, ["backfill", "snapshot", str(path)])
     assert result.exit_code == 1
-    stored = sqlite_store.status().versions
+    stored = sqlite_store.dashboard.status().versions
     assert stored > 0
     message = " ".join(result.stderr.split())
     assert f"; {stored:,} versions from the lines before it were stored as history" in message
     again = CliRunner().invoke(app, ["backfill", "snapshot", str(path)])
     assert "nothing new was stored (" in " ".join(again.stderr.split())
-    assert sqlite_store.status().versions == stored
+    assert sqlite_store.dashboard.status().versions == stored

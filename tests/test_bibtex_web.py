@@ -87,10 +87,10 @@ def picked_papers() -> tuple[PaperIn, ...]:
 
 
 def test_paper_bib_is_the_newest_version_read_back_by_pybtex(store: Store) -> None:
-    store.save_versions(picked_papers())
+    store.papers.save_versions(picked_papers())
     client = client_for(store)
     for arxiv_id in sorted({p.arxiv_id for p in picked_papers()}):
-        newest = store.versions_of(arxiv_id)[-1]
+        newest = store.papers.versions_of(arxiv_id)[-1]
         response = client.get(f"/papers/{arxiv_id}.bib")
         assert response.status_code == 200, arxiv_id
         assert response.headers["content-type"] == "application/x-bibtex; charset=utf-8"
@@ -117,7 +117,7 @@ def test_unknown_and_pick_only_papers_are_404(store: Store) -> None:
     missing = client.get("/papers/2611.99999.bib")
     assert missing.status_code == 404 and "text/html" in missing.headers["content-type"]
     assert "PaperTrail has not seen 2611.99999." in missing.text
-    store.save_picks([CommunityPick("2611.00777", date(2026, 8, 21), "A pick", "Summary.", ("Ada",))])
+    store.papers.save_picks([CommunityPick("2611.00777", date(2026, 8, 21), "A pick", "Summary.", ("Ada",))])
     pick_only = client.get("/papers/2611.00777.bib")
     assert pick_only.status_code == 404 and "only from a community pick" in pick_only.text
     assert client.get("/papers/2611.00777").status_code == 200  # its page still shows
@@ -127,7 +127,7 @@ def test_unknown_and_pick_only_papers_are_404(store: Store) -> None:
 
 def test_paper_page_carries_escaped_citation_tags_for_a_hostile_title(store: Store) -> None:
     hostile = hostile_items()[0]  # <script> title, "Ada <Lovelace>", 'Bob "Tables" O'Brien'
-    store.save_versions(
+    store.papers.save_versions(
         [
             PaperIn(
                 hostile.arxiv_id, 1, hostile.title, hostile.abstract, hostile.authors, hostile.categories
@@ -158,7 +158,7 @@ def test_paper_page_carries_escaped_citation_tags_for_a_hostile_title(store: Sto
     assert old_style["citation_doi"] == "10.1016/j.physletb.2003.08.045"
     assert "citation_journal_title" not in old_style
     # A paper known from a community pick only has no tags (nothing to cite yet) and no BibTeX link.
-    store.save_picks([CommunityPick("2611.00777", date(2026, 8, 21), "A pick", "Summary.", ("Ada",))])
+    store.papers.save_picks([CommunityPick("2611.00777", date(2026, 8, 21), "A pick", "Summary.", ("Ada",))])
     pick_page = client.get("/papers/2611.00777").text
     assert not [name for name, _ in head_of(pick_page).meta if name.startswith("citation_")]
     assert ".bib" not in pick_page
@@ -213,22 +213,22 @@ def history(store: Store) -> tuple[Store, int, list[str]]:
     def send() -> None:
         asyncio.run(_send(store, notifiers, renderer))
 
-    store.save_versions([*papers[:3], *_news("cs.LG", 3)])
+    store.papers.save_versions([*papers[:3], *_news("cs.LG", 3)])
     match_new(store)
     send()
     revised = dataclasses.replace(papers[0], version=2, title="Revised: " + papers[0].title,
                                   announce_type=AnnounceType.REPLACE)  # fmt: skip
-    store.save_versions([*papers[3:6], revised])
+    store.papers.save_versions([*papers[3:6], revised])
     match_new(store)
     send()
-    store.save_versions(
+    store.papers.save_versions(
         [*papers[6:], dataclasses.replace(papers[3], version=2, announce_type=AnnounceType.REPLACE)]
     )
     match_new(store)
     assert ada.id is not None
     # Planned into a digest that is not sent (yet): in the ledger, not in the history.
-    store.expand_matches(now=utcnow())
-    assert store.open_digest(ada.id, "console", instant_only=False, now=utcnow()) is not None
+    store.matches.expand_matches(now=utcnow())
+    assert store.ledger.open_digest(ada.id, "console", instant_only=False, now=utcnow()) is not None
     assert "…and 1 more not shown" in out.getvalue()
     return store, ada.id, [p.arxiv_id for p in papers]
 
@@ -269,9 +269,9 @@ def test_history_lists_exactly_the_sent_papers_newest_version_each(
     assert versions[f"arXiv:{papers[0]}"] == versions[f"arXiv:{papers[3]}"] == "2"
     assert versions[f"arXiv:{papers[1]}"] == "1"
     # The store's walk gives the same list a page of two matches at a time.
-    walked = [v.paper_id for v in store.sent_papers(ada, limit=100, page=2)]
+    walked = [v.paper_id for v in store.history.sent_papers(ada, limit=100, page=2)]
     assert walked == expected
-    assert [v.paper_id for v in store.sent_papers(ada, limit=3, page=2)] == expected[:3]
+    assert [v.paper_id for v in store.history.sent_papers(ada, limit=3, page=2)] == expected[:3]
     # Bob's file holds Bob's papers only.
     bob = client.get(_history_url("console:bob")).text
     assert _keys(bob) and not set(_keys(bob)) & set(_keys(text))
@@ -294,7 +294,7 @@ def test_history_speaks_the_subscribers_language_and_checks_the_token(
     history: tuple[Store, int, list[str]],
 ) -> None:
     store, ada, _ = history
-    store.update_subscriber(ada, language="zh")
+    store.subscribers.update_subscriber(ada, language="zh")
     client = client_for(store)
     text = client.get(_history_url("console:ada")).text
     assert text.startswith("@comment{PaperTrail：发给你的摘要中的论文") and len(_keys(text)) == 6
@@ -358,8 +358,8 @@ def test_the_liked_papers_download_cites_each_liked_version_newest_vote_first(
     from core.taste.votes import cast_vote
 
     papers = parse_feed(BIG_FEED.read_bytes()).items[:40]
-    store.save_versions(papers)
-    subscriber, _ = store.ensure_subscriber("console:ada", timezone="UTC", schedule="daily 08:00")
+    store.papers.save_versions(papers)
+    subscriber, _ = store.subscribers.ensure_subscriber("console:ada", timezone="UTC", schedule="daily 08:00")
     assert subscriber.id is not None
     client = client_for(store)
     url = _history_url("console:ada").replace("/papers.bib", "/likes.bib")

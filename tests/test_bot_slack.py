@@ -346,7 +346,7 @@ def test_a_dm_manages_the_persons_own_subscription_and_a_channel_the_channels(
     assert [f.query for f in follow_items(store, f"slack:{ADA}")] == ['au:"Zeng Li"']
     assert [f.query for f in follow_items(store, f"slack:{LAB}")] == ["cat:cs.DC"]
     assert [f.query for f in follow_items(store, f"slack:{BOB}")] == ["ti:scheduling"]
-    assert store.get_subscriber("slack:D0BOBANDADA") is None
+    assert store.subscribers.get_subscriber("slack:D0BOBANDADA") is None
     # users.info is asked for the locale, conversations.info only about channels.
     assert {call.params["user"] for call in slack.calls_to("users.info")} == {ADA, BOB}
     assert all(call.params["include_locale"] in ("1", "true") for call in slack.calls_to("users.info"))
@@ -391,7 +391,7 @@ def test_a_member_cannot_change_a_channel_but_may_read_it(slack: FakeSlack, sqli
         # The same member manages her own DM freely.
         own = slash(client, slack, "follow cat:cs.AI", EVE, "D0EVE")
         assert own["text"].startswith("This chat is now subscribed.\nNow following: cat:cs.AI\n")
-    subscriber = store.get_subscriber(f"slack:{LAB}")
+    subscriber = store.subscribers.get_subscriber(f"slack:{LAB}")
     assert subscriber is not None and subscriber.schedule == "daily 08:00"
     assert [(f.query, f.instant) for f in follow_items(store, f"slack:{LAB}")] == [("cat:cs.DC", True)]
 
@@ -646,7 +646,7 @@ def test_a_chinese_speaker_gets_chinese_replies_and_a_chinese_app_home(
     )
     assert [b["text"]["text"] for b in answer["blocks"][-1]["elements"]] == ["/papertrail try cat:cs.DC"]
     assert "\n/papertrail language [en|zh] — 回复、摘要和导读所用的语言\n" in helped["text"]
-    subscriber = sqlite_store.get_subscriber(f"slack:{LI}")
+    subscriber = sqlite_store.subscribers.get_subscriber(f"slack:{LI}")
     assert subscriber is not None and subscriber.language == "zh"
     blocks = published.params["view"]["blocks"]
     texts = [b["text"]["text"] if b["type"] == "section" else "" for b in blocks]
@@ -703,7 +703,7 @@ def test_a_suggestion_button_runs_its_command_for_whoever_clicks(
     assert refused.params["replace_original"] is False
     assert refused.params["text"].startswith("Only admins of this channel can change")
     assert status.params["text"].startswith("This channel has no subscription yet: send /papertrail start.")
-    assert sqlite_store.get_subscriber(f"slack:{LAB}") is None
+    assert sqlite_store.subscribers.get_subscriber(f"slack:{LAB}") is None
 
 
 def test_a_slow_reply_is_acknowledged_and_sent_to_the_response_url(

@@ -275,7 +275,7 @@ async def test_a_private_session_reads_as_documented(
         None,
         {"inline_keyboard": [[{"text": "✕ 1. cat:cs.DC", "callback_data": buttons(listing)[0][1]}]]},
     ]
-    follows = store.follows_of(store.get_subscriber("telegram:4242").id or 0)  # type: ignore[union-attr]
+    follows = store.subscribers.follows_of(store.subscribers.get_subscriber("telegram:4242").id or 0)  # type: ignore[union-attr]
     assert [f.query for f in follows] == ["cat:cs.DC", "cat:cs.AI"]
 
 
@@ -335,8 +335,8 @@ async def test_in_a_group_only_admins_change_and_anyone_lists(
     alert = api.calls_of("answerCallbackQuery")[-1].params
     assert alert["show_alert"] is True
     assert alert["text"].startswith("Only admins of this group can change its follows")
-    subscriber = store.get_subscriber("telegram:-100200300")
-    assert subscriber is not None and len(store.follows_of(subscriber.id or 0)) == 1
+    subscriber = store.subscribers.get_subscriber("telegram:-100200300")
+    assert subscriber is not None and len(store.subscribers.follows_of(subscriber.id or 0)) == 1
 
     # An anonymous admin writes as the group itself: an admin, without asking Telegram.
     anonymous = updates.message(
@@ -376,7 +376,7 @@ async def test_bot_added_to_a_group_greets_it_and_removed_pauses_it(
     )
     await Chat(tbot, api, updates, LAB, ADMIN).say("/follow cat:cs.DC")
     await feed(tbot, updates.my_chat_member(LAB, ADMIN, "member", "kicked"))
-    subscriber = store.get_subscriber("telegram:-100200300")
+    subscriber = store.subscribers.get_subscriber("telegram:-100200300")
     assert subscriber is not None
     assert (subscriber.status, subscriber.status_reason) == (SubscriberStatus.PAUSED, REMOVED)
     # Promoted to admin later: no second greeting.
@@ -401,7 +401,7 @@ async def test_blocking_the_bot_pauses_the_chat_and_start_resumes_it(
     before = len(api.sent())
     await feed(tbot, updates.my_chat_member(ADA_CHAT, ADA, "member", "kicked"))
     assert len(api.sent()) == before  # nothing can be sent to someone who blocked the bot
-    subscriber = store.get_subscriber("telegram:4242")
+    subscriber = store.subscribers.get_subscriber("telegram:4242")
     assert subscriber is not None
     assert (subscriber.status, subscriber.status_reason) == (SubscriberStatus.PAUSED, BLOCKED)
 
@@ -414,7 +414,7 @@ async def test_blocking_the_bot_pauses_the_chat_and_start_resumes_it(
         f"Digests were paused ({BLOCKED}); they are on again.\n"
         "/follows lists them, /follow QUERY adds one, /help shows all commands."
     )
-    subscriber = store.get_subscriber("telegram:4242")
+    subscriber = store.subscribers.get_subscriber("telegram:4242")
     assert subscriber is not None and subscriber.status == SubscriberStatus.ACTIVE
 
 
@@ -425,7 +425,7 @@ async def test_a_chat_paused_by_itself_stays_paused_by_itself_when_blocked(
     await ada.say("/start")
     await ada.say("/pause")
     await feed(tbot, updates.my_chat_member(ADA_CHAT, ADA, "member", "kicked"))
-    subscriber = store.get_subscriber("telegram:4242")
+    subscriber = store.subscribers.get_subscriber("telegram:4242")
     assert subscriber is not None and subscriber.status_reason == "paused from the chat"
 
 
@@ -435,7 +435,7 @@ async def test_edited_messages_are_not_run_again(
     await feed(tbot, updates.edited(ADA_CHAT, ADA, "/follow cat:cs.AI"))
     (answer,) = api.sent(ADA.id)
     assert shown(answer) == EDITED
-    assert store.get_subscriber("telegram:4242") is None
+    assert store.subscribers.get_subscriber("telegram:4242") is None
     # In a group, an edited command to this bot gets the same answer, quoting the edited message.
     await feed(tbot, updates.edited(LAB, MEMBER, "/follow cat:cs.AI"))
     (answer,) = api.sent(LAB.id)
@@ -468,9 +468,11 @@ async def test_a_group_upgraded_to_a_supergroup_keeps_its_subscription(
     # Telegram tells the old group where it went, and the new supergroup where it came from.
     await feed(tbot, updates.message(old, ADMIN, None, migrate_to_chat_id=LAB.id))
     await feed(tbot, updates.message(LAB, ADMIN, None, migrate_from_chat_id=old.id))
-    assert store.get_subscriber("telegram:-4001") is None
-    moved = store.get_subscriber("telegram:-100200300")
-    assert moved is not None and [f.query for f in store.follows_of(moved.id or 0)] == ["cat:cs.DC"]
+    assert store.subscribers.get_subscriber("telegram:-4001") is None
+    moved = store.subscribers.get_subscriber("telegram:-100200300")
+    assert moved is not None and [f.query for f in store.subscribers.follows_of(moved.id or 0)] == [
+        "cat:cs.DC"
+    ]
 
 
 async def test_telegram_sized_messages_are_refused_politely(
@@ -512,7 +514,7 @@ async def test_the_watch_button_follows_the_paper_for_revisions(
     assert shown(gone) == "That follow is no longer in this chat's follows. /follows lists them."
     assert await ada.send_update(updates.callback(ADA_CHAT, ADA, "watch:not-an-id", digest)) == []
     assert api.calls_of("answerCallbackQuery")[-1].params["text"].startswith("This button no longer works")
-    follows = store.follows_of(store.get_subscriber("telegram:4242").id or 0)  # type: ignore[union-attr]
+    follows = store.subscribers.follows_of(store.subscribers.get_subscriber("telegram:4242").id or 0)  # type: ignore[union-attr]
     assert [f.query for f in follows] == ["id:2411.17710"]
 
 
@@ -533,7 +535,7 @@ async def test_a_chinese_speaker_gets_chinese_replies_end_to_end(
     )
     # Buttons are command lines: typed the same in every language.
     assert [label for label, _ in buttons(welcome)] == ["/help follow", "/try cat:cs.DC"]
-    subscriber = store.get_subscriber(f"telegram:{LI.id}")
+    subscriber = store.subscribers.get_subscriber(f"telegram:{LI.id}")
     assert subscriber is not None and subscriber.language == "zh"  # from Telegram's language_code
     await li.say("/follow cat:cs.DC")
     await li.say("/follow ti:scheduling --instant")
@@ -584,7 +586,7 @@ async def test_a_group_is_greeted_and_refused_in_the_senders_language(
     alert = api.calls_of("answerCallbackQuery")[-1].params
     assert alert["show_alert"] is True
     assert alert["text"].startswith("只有本群组的管理员可以更改关注和设置。")
-    subscriber = store.get_subscriber(f"telegram:{LAB.id}")
+    subscriber = store.subscribers.get_subscriber(f"telegram:{LAB.id}")
     assert subscriber is not None and subscriber.language is None  # a member's language is not the group's
     # An admin whose Telegram names a language gives the group its language; then everyone reads it.
     await Chat(tbot, api, updates, LAB, ADMIN).say("/status")

@@ -63,12 +63,12 @@ SEARCHES = (
 @pytest.fixture
 def library(store: Store) -> Store:
     """News (the recorded RSS day), a later backfill (history), then a day of picks."""
-    store.save_versions(parse_feed(BIG_FEED.read_bytes()).items, now=NOW - timedelta(days=2))
+    store.papers.save_versions(parse_feed(BIG_FEED.read_bytes()).items, now=NOW - timedelta(days=2))
     backfill(store, "snapshot", snapshot_batches(SNAPSHOT), now=NOW - timedelta(days=1))
     day = date.fromisoformat(HF_DAY.stem)
-    store.save_picks(parse_daily(HF_DAY.read_bytes(), day).picks, now=NOW - timedelta(hours=1))
+    store.papers.save_picks(parse_daily(HF_DAY.read_bytes(), day).picks, now=NOW - timedelta(hours=1))
     # The backfill left its papers' search entries to the indexer, which the service runs every minute.
-    while store.index_search(limit=64):
+    while store.papers.index_search(limit=64):
         pass
     return store
 
@@ -76,15 +76,15 @@ def library(store: Store) -> Store:
 def walk(store: Store, flt: PaperFilter, per_page: int) -> list[str]:
     """Every page from the first, following ``after``; checks ``before`` leads back page by page."""
     pages: list[list[str]] = []
-    page = store.browse_papers(flt, per_page=per_page)
+    page = store.browser.browse_papers(flt, per_page=per_page)
     assert page.before is None
     while True:
         pages.append([row.id for row in page.rows])
         if page.after is None:
             break
-        following = store.browse_papers(flt, after=page.after, per_page=per_page)
+        following = store.browser.browse_papers(flt, after=page.after, per_page=per_page)
         assert following.before is not None
-        back = store.browse_papers(flt, before=following.before, per_page=per_page)
+        back = store.browser.browse_papers(flt, before=following.before, per_page=per_page)
         assert [row.id for row in back.rows] == pages[-1]
         page = following
         assert len(pages) < 500, "the walk does not end"
@@ -106,7 +106,7 @@ def keyed_order(store: Store, sort: Sort) -> list[str]:
 @pytest.mark.parametrize("sort", [Sort.UPDATED, Sort.INGESTED, Sort.PUBLISHED])
 def test_walking_the_pages_lists_every_paper_once_in_order(library: Store, sort: Sort) -> None:
     listed = walk(library, PaperFilter(sort=sort), per_page=97)
-    assert len(listed) == len(set(listed)) == library.library_totals().papers
+    assert len(listed) == len(set(listed)) == library.counts.library_totals().papers
     assert listed == keyed_order(library, sort)
 
 
@@ -117,13 +117,13 @@ def test_news_comes_before_a_later_backfill(library: Store) -> None:
         }
     backfilled = {json.loads(line)["id"] for line in SNAPSHOT.read_text().splitlines()}
     assert not any(news[pid] for pid in backfilled), "the sample is history"
-    first = library.browse_papers(PaperFilter())
+    first = library.browser.browse_papers(PaperFilter())
     assert all(row.news for row in first.rows) and first.has_history
     everything = walk(library, PaperFilter(), per_page=250)
     flags = [bool(news[pid]) for pid in everything]
     # All news, then all history (the backfill arrived a day after the news): the flag changes once.
     assert flags == sorted(flags, reverse=True) and not flags[-1]
-    start = library.browse_papers(PaperFilter(), from_history=True)
+    start = library.browser.browse_papers(PaperFilter(), from_history=True)
     assert start.rows and not any(row.news for row in start.rows)
     assert start.rows[0].id == everything[flags.index(False)]
     assert start.before is not None and not start.has_history
@@ -141,13 +141,13 @@ def test_a_search_lists_what_the_follow_would_match(library: Store, text: str) -
     assert expected, f"{text!r} matches nothing on the recorded data: pick another search"
     flt = PaperFilter(search=search)
     assert walk(library, flt, per_page=23) == expected
-    page = library.browse_papers(flt)
+    page = library.browser.browse_papers(flt)
     if search.exact or page.total_kind is TotalKind.EXACT:
         assert (page.total, page.total_kind) == (len(expected), TotalKind.EXACT)
     else:  # an author search: the index's candidates, checked one by one when shown
         assert page.total_kind is TotalKind.ABOUT and page.total >= len(expected)
     # The relevance order ranks the same papers.
-    ranked = library.browse_papers(PaperFilter(search=search, sort=Sort.RELEVANCE), per_page=1000)
+    ranked = library.browser.browse_papers(PaperFilter(search=search, sort=Sort.RELEVANCE), per_page=1000)
     assert {row.id for row in ranked.rows} == set(expected[:1000])
 
 
@@ -162,7 +162,9 @@ def test_an_author_search_is_checked_against_the_follow_rules(library: Store) ->
     # Relevance pages of a checked search never overlap and together hold every match.
     ranked: list[str] = []
     for number in range(1, 20):
-        page = library.browse_papers(PaperFilter(search=narrow, sort=Sort.RELEVANCE), page=number, per_page=3)
+        page = library.browser.browse_papers(
+            PaperFilter(search=narrow, sort=Sort.RELEVANCE), page=number, per_page=3
+        )
         ranked += [row.id for row in page.rows]
         if len(page.rows) < 3:
             break
@@ -199,24 +201,24 @@ def test_every_search_plan_lists_the_same_papers(
         search = compile_search(text)
         expected = [pid for pid in order if pid in texts and search.query.evaluate(texts[pid]) is not None]
         assert walk(library, PaperFilter(search=search), per_page=31) == expected, text
-        ranked = library.browse_papers(PaperFilter(search=search, sort=Sort.RELEVANCE), per_page=1000)
+        ranked = library.browser.browse_papers(PaperFilter(search=search, sort=Sort.RELEVANCE), per_page=1000)
         assert {row.id for row in ranked.rows} == set(expected), text
 
 
 def test_a_backfill_leaves_its_search_entries_to_the_indexer(store: Store) -> None:
-    store.save_versions(parse_feed(BIG_FEED.read_bytes()).items, now=NOW - timedelta(days=2))
-    assert store.search_backlog() == 0  # news is searchable when it is stored
+    store.papers.save_versions(parse_feed(BIG_FEED.read_bytes()).items, now=NOW - timedelta(days=2))
+    assert store.papers.search_backlog() == 0  # news is searchable when it is stored
     backfill(store, "snapshot", snapshot_batches(SNAPSHOT), now=NOW - timedelta(days=1))
     first = json.loads(SNAPSHOT.read_text().splitlines()[0])
-    assert store.search_backlog() == 200
+    assert store.papers.search_backlog() == 200
     by_id = PaperFilter(search=compile_search(f"id:{first['id']}"))
-    assert store.browse_papers(by_id).rows == ()  # listed by the browser, not yet found by a search
+    assert store.browser.browse_papers(by_id).rows == ()  # listed by the browser, not yet found by a search
     assert_keys_and_index(store)
-    assert store.index_search(limit=150) == 150 and store.search_backlog() == 50
-    assert store.index_search(limit=150) == 50 and store.index_search() == 0
-    assert [row.id for row in store.browse_papers(by_id).rows] == [first["id"]]
+    assert store.papers.index_search(limit=150) == 150 and store.papers.search_backlog() == 50
+    assert store.papers.index_search(limit=150) == 50 and store.papers.index_search() == 0
+    assert [row.id for row in store.browser.browse_papers(by_id).rows] == [first["id"]]
     assert_keys_and_index(store)
     # A pick of a backfilled paper makes it news under a new key: its entry follows at once.
-    store.save_picks([CommunityPick(first["id"], NOW.date(), "Picked", "", (), 3)], now=NOW)
-    assert [row.id for row in store.browse_papers(by_id).rows] == [first["id"]]
+    store.papers.save_picks([CommunityPick(first["id"], NOW.date(), "Picked", "", (), 3)], now=NOW)
+    assert [row.id for row in store.browser.browse_papers(by_id).rows] == [first["id"]]
     assert_keys_and_index(store)

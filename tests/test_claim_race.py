@@ -33,7 +33,9 @@ def pending_digests(store: Store, n: int) -> None:
     """``n`` due pending digests, one subscriber each (the claim reads nothing else)."""
     now = utcnow()
     for i in range(n):
-        subscriber, _ = store.ensure_subscriber(f"console:r{i}", timezone="UTC", schedule="instant")
+        subscriber, _ = store.subscribers.ensure_subscriber(
+            f"console:r{i}", timezone="UTC", schedule="instant"
+        )
         with store.session() as session:
             session.add(
                 Digest(
@@ -66,7 +68,7 @@ def test_two_claimers_that_selected_the_same_digests_share_none(file_store: Stor
 
     def claim(worker: str) -> None:
         try:
-            got = file_store.claim_digests(utcnow(), worker, limit=DIGESTS, lease=timedelta(minutes=5))
+            got = file_store.claims.claim_digests(utcnow(), worker, limit=DIGESTS, lease=timedelta(minutes=5))
             claimed[worker] = [c.digest_id for c in got]
         except BaseException as exc:  # reported below, not lost in the thread
             errors.append(exc)

@@ -131,7 +131,7 @@ def test_show_paper_versions_and_changes(env: Path) -> None:
     store = Store(make_engine(f"sqlite:///{env}"))
     migrate(store.engine)
     earlier = replace(revised, version=3, title="The existence of designs (draft)", comment="v3")
-    store.save_versions([earlier, revised])
+    store.papers.save_versions([earlier, revised])
 
     code, out, _ = invoke("show", f"arXiv:{revised.arxiv_id}v4", "--json")
     assert code == 0

@@ -372,9 +372,9 @@ def test_status_counts_one_paused_subscriber_in_the_singular(env: Path) -> None:
 
     invoke("follow", "console:me", "cat:cs.DC")
     store = Store(make_engine(f"sqlite:///{env}"))
-    subscriber = store.get_subscriber("console:me")
+    subscriber = store.subscribers.get_subscriber("console:me")
     assert subscriber is not None and subscriber.id is not None
-    store.update_subscriber(subscriber.id, status=SubscriberStatus.PAUSED)
+    store.subscribers.update_subscriber(subscriber.id, status=SubscriberStatus.PAUSED)
     store.engine.dispose()
     code, out, _ = invoke("status")
     text = one_line(out)

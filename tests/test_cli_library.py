@@ -11,7 +11,6 @@ import pytest
 from typer.testing import CliRunner
 
 from core.store.facade import Store
-from core.store.taste import TasteStore
 from papertrail.cli import app
 from tests.cli_helpers import invoke
 from tests.servers import Reply, feed_server
@@ -55,9 +54,9 @@ def _counts(out: str) -> dict[str, str]:
 
 
 def _seeds(store: Store) -> int:
-    subscriber = store.get_subscriber(ADDRESS)
+    subscriber = store.subscribers.get_subscriber(ADDRESS)
     assert subscriber is not None and subscriber.id is not None
-    return TasteStore(store).vote_counts(subscriber.id)[2]
+    return store.taste.vote_counts(subscriber.id)[2]
 
 
 @pytest.mark.parametrize(
@@ -87,7 +86,7 @@ def test_every_format_is_imported_and_counted(
         assert sum(int(n) for n in re.findall(r"(\d+) ", how)) == used > 0
         assert "stored paper" in how and added == used == _seeds(cli_store)
         if missing:
-            assert "1 looked up on arXiv" in how and cli_store.versions_of(missing)
+            assert "1 looked up on arXiv" in how and cli_store.papers.versions_of(missing)
             assert f"id_list={missing}" in api.paths[0]
         else:
             assert not api.paths

@@ -13,8 +13,7 @@ import pytest
 from core.models import utcnow
 from core.papers.pipeline import match_new
 from core.store.facade import Store, make_engine
-from core.store.recommend import RecommendStore
-from core.store.taste import LIKE, TasteStore
+from core.store.taste import LIKE
 from core.taste.training import retrain
 from tests.cli_helpers import invoke
 from tests.conftest import BIG_FEED
@@ -32,18 +31,18 @@ def cli_store(env: Path) -> Iterator[Store]:
     engine = make_engine(f"sqlite:///{env}")
     store = Store(engine)
     now = utcnow()
-    store.save_versions(earlier(), now=now - timedelta(days=2))
-    store.save_versions(later(), now=now + timedelta(minutes=1))
+    store.papers.save_versions(earlier(), now=now - timedelta(days=2))
+    store.papers.save_versions(later(), now=now + timedelta(minutes=1))
     match_new(store, now=now)
     yield store
     engine.dispose()
 
 
 def like(store: Store, count: int) -> None:
-    subscriber = store.get_subscriber(ADDRESS)
+    subscriber = store.subscribers.get_subscriber(ADDRESS)
     assert subscriber is not None and subscriber.id is not None
     for paper in liked_papers(count):
-        TasteStore(store).vote(subscriber.id, paper.arxiv_id, LIKE)
+        store.taste.vote(subscriber.id, paper.arxiv_id, LIKE)
     retrain(store, subscriber.id)
 
 
@@ -64,12 +63,12 @@ def test_recommend_shows_turns_on_and_off(cli_store: Store) -> None:
         "from a library; model trained\n",
         "",
     )
-    assert cli_store.get_subscriber(ADDRESS).recommend == 12  # type: ignore[union-attr]
+    assert cli_store.subscribers.get_subscriber(ADDRESS).recommend == 12  # type: ignore[union-attr]
     code, stdout, _ = invoke("recommend", ADDRESS, "ON")
     assert code == 0 and "up to 5 papers per digest" in stdout
     code, stdout, _ = invoke("recommend", ADDRESS, "off")
     assert code == 0 and "recommendations off; 3 liked" in stdout
-    assert cli_store.get_subscriber(ADDRESS).recommend is None  # type: ignore[union-attr]
+    assert cli_store.subscribers.get_subscriber(ADDRESS).recommend is None  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(
@@ -109,7 +108,7 @@ def test_a_one_shot_ingest_writes_the_recommendations(env: Path, monkeypatch: py
     assert invoke("follow", ADDRESS, "ti:segmentation")[0] == 0
     engine = make_engine(f"sqlite:///{env}")
     store = Store(engine)
-    store.save_versions(earlier(), now=utcnow() - timedelta(days=2))
+    store.papers.save_versions(earlier(), now=utcnow() - timedelta(days=2))
     match_new(store)
     like(store, LIKES)
     assert invoke("recommend", ADDRESS, "on")[0] == 0
@@ -117,7 +116,7 @@ def test_a_one_shot_ingest_writes_the_recommendations(env: Path, monkeypatch: py
         monkeypatch.setenv("PAPERTRAIL_ARXIV_RSS_URL", server.url)
         code, stdout, stderr = invoke("ingest")
     assert code == 0, stderr
-    recommended = RecommendStore(store).unsent([store.get_subscriber(ADDRESS).id or 0])  # type: ignore[union-attr]
+    recommended = store.recommend.unsent([store.subscribers.get_subscriber(ADDRESS).id or 0])  # type: ignore[union-attr]
     assert recommended and f"for subscribers), {_n(recommended)}" in stdout
     engine.dispose()
 

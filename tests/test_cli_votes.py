@@ -17,7 +17,7 @@ def stored(env: Path) -> tuple[str, str]:
     """A subscriber (console:me) and 20 recorded papers in the command line's database; two paper ids."""
     assert invoke("follow", "console:me", "cat:cs.DC")[0] == 0  # creates and migrates the database
     engine = make_engine(f"sqlite:///{env}")
-    Store(engine).save_versions(day()[:20], now=NOW)
+    Store(engine).papers.save_versions(day()[:20], now=NOW)
     engine.dispose()
     return day()[0].arxiv_id, day()[1].arxiv_id
 

@@ -103,9 +103,9 @@ async def ingest_recorded_feed(store: Store) -> None:
 
 def backdate(store: Store, address: str) -> None:
     """Make the subscriber and its follows two days old, with today's 08:00 UTC digest already sent."""
-    subscriber = store.get_subscriber(address)
+    subscriber = store.subscribers.get_subscriber(address)
     assert subscriber is not None and subscriber.id is not None
-    store.update_subscriber(
+    store.subscribers.update_subscriber(
         subscriber.id, created_at=NOW - timedelta(days=2), last_digest_at=NOW.replace(hour=8)
     )
     with store.session() as session:
@@ -121,12 +121,12 @@ def record_runs(store: Store) -> None:
 
     ``ingest_once`` stamps a run's end with the wall clock, so the checks are recorded at pinned times here.
     """
-    arxiv = store.start_run("arxiv-rss", now=NOW - timedelta(minutes=12))
-    store.finish_run(
+    arxiv = store.runs.start_run("arxiv-rss", now=NOW - timedelta(minutes=12))
+    store.runs.finish_run(
         arxiv, RunState.NOT_MODIFIED, now=NOW - timedelta(minutes=12), cursor="2024-11-28T00:00:00-05:00"
     )
-    hf = store.start_run("hf-daily", now=NOW - timedelta(hours=3))
-    store.finish_run(hf, RunState.OK, now=NOW - timedelta(hours=3))
+    hf = store.runs.start_run("hf-daily", now=NOW - timedelta(hours=3))
+    store.runs.finish_run(hf, RunState.OK, now=NOW - timedelta(hours=3))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -226,7 +226,7 @@ def test_start_creates_the_subscriber_with_the_default_schedule(store: Store) ->
         "Welcome to PaperTrail, Ada Lovelace! New arXiv papers matching this chat's follows will arrive "
         "in a digest weekdays 07:30 (Europe/Berlin).\n"
     )
-    subscriber = store.get_subscriber("telegram:4242")
+    subscriber = store.subscribers.get_subscriber("telegram:4242")
     assert subscriber is not None
     assert (subscriber.schedule, subscriber.timezone, subscriber.status) == (
         "weekdays 07:30",
@@ -314,7 +314,7 @@ def test_a_bad_query_points_at_its_position_and_stores_nothing(store: Store) -> 
         == "That query does not parse: unknown category 'cs.LGG' at position 4; did you mean cs.LG?"
     )
     assert typo.blocks[1].text == "cat:cs.LGG\n    ^"
-    assert store.get_subscriber(PRIVATE.address) is None
+    assert store.subscribers.get_subscriber(PRIVATE.address) is None
     option = say(store, "/follow cat:cs.DC --revisions")
     assert option.error is Problem.BAD_ARGUMENT
     assert option.text.startswith('Unknown option "--revisions". Options are --new-only and --instant')
@@ -379,7 +379,7 @@ def test_try_caps_the_list_and_counts_the_rest(subscribed_store: Store) -> None:
     assert reply.suggestions == ("follow cat:cs.DC",)
     none = say(store, '/try ti:"no such phrase anywhere"', GROUP_MEMBER)  # anyone may try
     assert none.text.startswith('Nothing of the last 7 days matches ti:"no such phrase anywhere". ')
-    assert store.get_subscriber(GROUP_MEMBER.address) is None  # trying saves nothing
+    assert store.subscribers.get_subscriber(GROUP_MEMBER.address) is None  # trying saves nothing
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -392,7 +392,7 @@ def test_digest_schedule_forms(store: Store) -> None:
         "Digests now go out weekly mon 09:00 (UTC); the next Mon 2 Dec 09:00 UTC (in 3 days), "
         "if anything matched."
     )
-    subscriber = store.get_subscriber(PRIVATE.address)
+    subscriber = store.subscribers.get_subscriber(PRIVATE.address)
     assert subscriber is not None and subscriber.schedule == "weekly mon 09:00"
     assert say(store, "/digest daily 7.30").text.startswith("Digests now go out daily 07:30 (UTC)")
     assert say(store, "/schedule weekdays 18:00").text.startswith("Digests now go out weekdays 18:00 (UTC)")
@@ -407,7 +407,7 @@ def test_digest_schedule_forms(store: Store) -> None:
         "Write /digest daily 08:00"
     )
     assert say(store, "/digest hourly").text.startswith('Cannot read "hourly". Write /digest daily 08:00, ')
-    stored = store.get_subscriber(PRIVATE.address)
+    stored = store.subscribers.get_subscriber(PRIVATE.address)
     assert stored is not None and stored.schedule == "instant"
 
 
@@ -432,7 +432,7 @@ def test_timezone_suggests_the_closest_names(store: Store) -> None:
     reply = say(store, "/timezone Europe/Berln")
     assert reply.error is Problem.BAD_ARGUMENT
     assert reply.suggestions == ("timezone Europe/Berlin", "timezone Europe/Dublin")
-    assert store.get_subscriber(PRIVATE.address) is None
+    assert store.subscribers.get_subscriber(PRIVATE.address) is None
     pst = say(store, "/timezone PST")
     assert pst.text == (
         'Unknown timezone "PST". Did you mean America/Los_Angeles? (PST is an abbreviation; write the zone '
@@ -445,7 +445,7 @@ def test_timezone_suggests_the_closest_names(store: Store) -> None:
         "Timezone set to America/New_York (now 10:00 EST there). "
         "Digests go out daily 08:00 (America/New_York); the next Fri 29 Nov 08:00 EST (in 22 h)"
     )
-    subscriber = store.get_subscriber(PRIVATE.address)
+    subscriber = store.subscribers.get_subscriber(PRIVATE.address)
     assert subscriber is not None and subscriber.timezone == "America/New_York"
     assert say(store, "/timezone").text == (
         "This chat's timezone is America/New_York (now 10:00 EST there). "
@@ -459,9 +459,9 @@ def test_pause_and_resume(store: Store) -> None:
     assert say(store, "/pause").text == (
         "Paused: no digests, and no new papers collected, until /resume. The follows are kept."
     )
-    subscriber = store.get_subscriber(PRIVATE.address)
+    subscriber = store.subscribers.get_subscriber(PRIVATE.address)
     assert subscriber is not None and subscriber.status == SubscriberStatus.PAUSED
-    assert store.active_follows() == []  # a paused subscriber is not matched
+    assert store.subscribers.active_follows() == []  # a paused subscriber is not matched
     assert say(store, "/digest off").text == "Digests are already paused. /resume restarts them."
     assert say(store, "/status").text.split("\n")[:2] == [
         "Subscription telegram:4242: paused by the chat",
@@ -475,7 +475,7 @@ def test_pause_and_resume(store: Store) -> None:
     # `digest off` then a new time: on again at that time.
     say(store, "/digest off")
     say(store, "/digest daily 06:00")
-    subscriber = store.get_subscriber(PRIVATE.address)
+    subscriber = store.subscribers.get_subscriber(PRIVATE.address)
     assert subscriber is not None and (subscriber.status, subscriber.schedule) == (
         SubscriberStatus.ACTIVE,
         "daily 06:00",
@@ -484,9 +484,9 @@ def test_pause_and_resume(store: Store) -> None:
 
 def test_resume_after_a_failed_delivery_says_why_it_was_paused(store: Store) -> None:
     say(store, "/start")
-    subscriber = store.get_subscriber(PRIVATE.address)
+    subscriber = store.subscribers.get_subscriber(PRIVATE.address)
     assert subscriber is not None and subscriber.id is not None
-    store.update_subscriber(
+    store.subscribers.update_subscriber(
         subscriber.id, status=SubscriberStatus.PAUSED, status_reason="Forbidden: bot was blocked by the user"
     )
     assert say(store, "/status").text.split("\n")[0] == (
@@ -496,21 +496,25 @@ def test_resume_after_a_failed_delivery_says_why_it_was_paused(store: Store) -> 
         "Digests are on again (they were paused because: Forbidden: bot was blocked by the user). "
     )
     # Telegram sends /start when someone unblocks the bot: that resumes too.
-    store.update_subscriber(subscriber.id, status=SubscriberStatus.PAUSED, status_reason="Forbidden: blocked")
+    store.subscribers.update_subscriber(
+        subscriber.id, status=SubscriberStatus.PAUSED, status_reason="Forbidden: blocked"
+    )
     assert say(store, "/start").text == (
         "Welcome back. This chat follows 0 queries; digests go out daily 08:00 (UTC).\n"
         "Digests were paused (Forbidden: blocked); they are on again.\n"
         "/follows lists them, /follow QUERY adds one, /help shows all commands."
     )
-    resumed = store.get_subscriber(PRIVATE.address)
+    resumed = store.subscribers.get_subscriber(PRIVATE.address)
     assert resumed is not None and resumed.status == SubscriberStatus.ACTIVE
     # Not for a group member who may not change the subscription, nor for a pause the chat asked for.
     say(store, "/start", GROUP_ADMIN)
-    group = store.get_subscriber(GROUP_MEMBER.address)
+    group = store.subscribers.get_subscriber(GROUP_MEMBER.address)
     assert group is not None and group.id is not None
-    store.update_subscriber(group.id, status=SubscriberStatus.PAUSED, status_reason="Forbidden: kicked")
+    store.subscribers.update_subscriber(
+        group.id, status=SubscriberStatus.PAUSED, status_reason="Forbidden: kicked"
+    )
     assert "paused (Forbidden: kicked): /resume" in say(store, "/start", GROUP_MEMBER).text
-    group = store.get_subscriber(GROUP_MEMBER.address)
+    group = store.subscribers.get_subscriber(GROUP_MEMBER.address)
     assert group is not None and group.status == SubscriberStatus.PAUSED
     say(store, "/pause")
     assert "Digests are paused: /resume restarts them." in say(store, "/start").text
@@ -548,7 +552,7 @@ def test_group_members_may_list_but_not_change(store: Store) -> None:
     for text in ("/follows", "/status", "/help", "/try cat:cs.DC", "/digest", "/timezone"):
         assert say(store, text, GROUP_MEMBER).error is None, text
     assert [f.query for f in follow_items(store, GROUP_MEMBER.address)] == ["cat:cs.DC"]
-    subscriber = store.get_subscriber(GROUP_MEMBER.address)
+    subscriber = store.subscribers.get_subscriber(GROUP_MEMBER.address)
     assert subscriber is not None and (subscriber.schedule, subscriber.timezone) == ("daily 08:00", "UTC")
     slack = say(
         store,

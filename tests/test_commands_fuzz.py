@@ -89,10 +89,10 @@ def command_text(draw: st.DrawFn) -> str:
 
 def snapshot(store: Store, address: str) -> tuple[object, ...]:
     """What a chat's subscription is, to compare before and after a command."""
-    subscriber = store.get_subscriber(address)
+    subscriber = store.subscribers.get_subscriber(address)
     if subscriber is None or subscriber.id is None:
         return ()
-    follows = tuple((f.query, f.revisions, f.instant) for f in store.follows_of(subscriber.id))
+    follows = tuple((f.query, f.revisions, f.instant) for f in store.subscribers.follows_of(subscriber.id))
     return (
         subscriber.schedule,
         subscriber.timezone,

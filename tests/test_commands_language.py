@@ -67,7 +67,7 @@ def say(store: Store, text: str, ctx: ChatContext = ZH_PRIVATE) -> Reply:
 
 
 def language_of(store: Store, address: str) -> str | None:
-    subscriber = store.get_subscriber(address)
+    subscriber = store.subscribers.get_subscriber(address)
     assert subscriber is not None
     return subscriber.language
 
@@ -87,7 +87,7 @@ def test_language_shows_the_language_and_the_choices(store: Store) -> None:
     )
     assert shown.suggestions == ("language zh",)
     # Showing changes nothing: no subscriber is created for it.
-    assert store.get_subscriber(PRIVATE.address) is None
+    assert store.subscribers.get_subscriber(PRIVATE.address) is None
     chinese = say(store, "/language", ZH_GROUP_MEMBER)  # anyone may look, in a group too
     assert chinese.ok and chinese.language == "zh"
     assert chinese.text.startswith("PaperTrail 在本群组中使用中文，即你的 Telegram 或 Slack 设置中的语言")
@@ -120,7 +120,7 @@ def test_language_sets_the_language_and_answers_in_it(store: Store) -> None:
 def test_language_without_a_subscription_creates_one_with_the_choice(store: Store) -> None:
     reply = say(store, "/language zh", PRIVATE)
     assert reply.ok
-    subscriber = store.get_subscriber(PRIVATE.address)
+    subscriber = store.subscribers.get_subscriber(PRIVATE.address)
     assert subscriber is not None and subscriber.language == "zh"
     assert subscriber.status == SubscriberStatus.ACTIVE
 

@@ -10,7 +10,7 @@ from core.config import Settings
 from core.models import utcnow
 from core.papers.pipeline import match_new
 from core.store.facade import Store
-from core.store.taste import LIKE, TasteStore
+from core.store.taste import LIKE
 from core.taste.training import retrain
 from core.taste.votes import cast_vote
 from tests.test_recommend import LIKES, earlier, later, liked_papers
@@ -29,18 +29,18 @@ def say(store: Store, text: str, ctx: ChatContext = PRIVATE, *, now: datetime | 
 def stored_day(store: Store) -> datetime:
     """The earlier half of the day stored two days ago, the later half an hour ago; returns now."""
     now = utcnow()
-    store.save_versions(earlier(), now=now - timedelta(days=2))
-    store.save_versions(later(), now=now - timedelta(hours=1))
+    store.papers.save_versions(earlier(), now=now - timedelta(days=2))
+    store.papers.save_versions(later(), now=now - timedelta(hours=1))
     match_new(store, now=now)
     return now
 
 
 def like(store: Store, address: str, count: int, now: datetime) -> int:
     """``count`` liked galaxy-astrophysics papers (one retrain at the end); returns the subscriber id."""
-    subscriber = store.get_subscriber(address)
+    subscriber = store.subscribers.get_subscriber(address)
     assert subscriber is not None and subscriber.id is not None
     for paper in liked_papers(count):
-        TasteStore(store).vote(subscriber.id, paper.arxiv_id, LIKE, now=now)
+        store.taste.vote(subscriber.id, paper.arxiv_id, LIKE, now=now)
     retrain(store, subscriber.id, now=now)
     return subscriber.id
 
@@ -67,7 +67,7 @@ def test_recommend_shows_the_state_and_refuses_on_without_three_likes(store: Sto
     sid = like(store, PRIVATE.address, 2, now)
     refused = say(store, "/recommend on", now=now)
     assert refused.error is Problem.BAD_ARGUMENT and "and this chat has 2." in refused.text
-    assert store.get_subscriber(PRIVATE.address).recommend is None  # type: ignore[union-attr]
+    assert store.subscribers.get_subscriber(PRIVATE.address).recommend is None  # type: ignore[union-attr]
     # The third like (through the vote step every channel calls) trains the model; now it turns on.
     cast_vote(store, sid, liked_papers(3)[2].arxiv_id, LIKE, now=now)
     on = say(store, "/recommend on", now=now)
@@ -75,7 +75,7 @@ def test_recommend_shows_the_state_and_refuses_on_without_three_likes(store: Sto
         "Recommendations are on: up to 5 papers per digest that your follows did not bring"
     )
     assert on.suggestions == ("try recommended",)
-    assert store.get_subscriber(PRIVATE.address).recommend == 5  # type: ignore[union-attr]
+    assert store.subscribers.get_subscriber(PRIVATE.address).recommend == 5  # type: ignore[union-attr]
     shown = say(store, "/recommend", now=now)
     assert shown.text.startswith(
         "Recommendations are on in this chat: up to 5 papers per digest.\n"
@@ -89,7 +89,7 @@ def test_recommend_on_n_and_off(store: Store) -> None:
     like(store, PRIVATE.address, 3, now)
 
     def setting() -> int | None:
-        subscriber = store.get_subscriber(PRIVATE.address)
+        subscriber = store.subscribers.get_subscriber(PRIVATE.address)
         assert subscriber is not None
         return subscriber.recommend
 
@@ -114,7 +114,7 @@ def test_recommend_on_n_and_off(store: Store) -> None:
     )
     assert setting() is None
     # The likes and the model stay.
-    assert TasteStore(store).vote_counts(store.get_subscriber(PRIVATE.address).id or 0)[0] == 3  # type: ignore[union-attr]
+    assert store.taste.vote_counts(store.subscribers.get_subscriber(PRIVATE.address).id or 0)[0] == 3  # type: ignore[union-attr]
     assert say(store, "/recommend", now=now).text.endswith(
         "/try recommended shows what the last 7 days would have brought."
     )

@@ -17,7 +17,7 @@ from bot.commands import ChatContext, Problem
 from bot.commands_votes import LIKES_SHOWN, press_vote
 from core.config import Settings
 from core.store.facade import Store
-from core.store.taste import DISLIKE, LIKE, SeedIn, TasteStore
+from core.store.taste import DISLIKE, LIKE, SeedIn
 from core.taste.votes import votes
 from tests.test_commands import (
     GROUP_ADMIN,
@@ -45,7 +45,7 @@ def store(subscribed_template: Path, tmp_path: Path) -> Iterator[Store]:
 
 
 def subscriber_id(store: Store, address: str) -> int:
-    found = store.get_subscriber(address)
+    found = store.subscribers.get_subscriber(address)
     assert found is not None and found.id is not None
     return found.id
 
@@ -140,7 +140,7 @@ def test_a_chat_without_a_subscription_is_told_to_start(store: Store) -> None:
         reply = say(store, text, other)
         assert reply.error is Problem.NOT_SUBSCRIBED, text
         assert reply.text.startswith("This chat has no subscription yet. Send /start"), text
-    assert store.get_subscriber(other.address) is None  # a vote never creates a subscription
+    assert store.subscribers.get_subscriber(other.address) is None  # a vote never creates a subscription
 
 
 def test_in_a_group_only_admins_vote_and_anyone_lists(store: Store) -> None:
@@ -183,8 +183,8 @@ def test_chinese_replies(store: Store) -> None:
 
 def test_likes_lists_the_newest_and_counts_the_rest(store: Store) -> None:
     sid = subscriber_id(store, PRIVATE.address)
-    taste = TasteStore(store)
-    papers = [row.paper_id for row in store.versions_since(NOW - timedelta(days=1))][: LIKES_SHOWN + 5]
+    taste = store.taste
+    papers = [row.paper_id for row in store.papers.versions_since(NOW - timedelta(days=1))][: LIKES_SHOWN + 5]
     assert len(papers) == LIKES_SHOWN + 5
     for minute, paper in enumerate(papers):
         taste.vote(sid, paper, DISLIKE if minute % 5 == 0 else LIKE, now=NOW + timedelta(minutes=minute))
@@ -240,7 +240,7 @@ def test_a_digest_button_does_what_the_keyboard_shows(store: Store) -> None:
 
 def test_a_failing_store_gets_an_apology_not_an_exception(store: Store) -> None:
     broken = Store(store.engine)
-    broken.versions_of = None  # type: ignore[method-assign, assignment]  # any failure inside
+    broken.papers.versions_of = None  # type: ignore[method-assign, assignment]  # any failure inside
     pressed = press_vote(broken, Settings().chat(), PRIVATE, PAPER, 1, LIKE, now=NOW)
     assert (pressed.vote, pressed.error) == (None, Problem.INTERNAL)
     assert pressed.text.startswith("Sorry, the vote was not recorded")

@@ -204,15 +204,15 @@ async def test_the_running_service_makes_and_sends_chinese_guides_to_readers_wit
         try:
             for address, language in (("console:ada", None), ("console:bo", "en")):
                 follow(ctx.store, address, "cat:cs.OS")
-                subscriber = ctx.store.get_subscriber(address)
+                subscriber = ctx.store.subscribers.get_subscriber(address)
                 assert subscriber is not None and subscriber.id is not None
-                ctx.store.update_subscriber(subscriber.id, language=language)
+                ctx.store.subscribers.update_subscriber(subscriber.id, language=language)
             await Jobs(ctx).ingest("arxiv-rss")
             with ctx.store.session() as session:
                 matched = sorted(set(session.exec(select(Match.version_id))))
             assert matched
-            assert sorted(ctx.store.guides_for(matched, "zh")) == matched
-            assert sorted(ctx.store.guides_for(matched, "en")) == matched  # bo chose English
+            assert sorted(ctx.store.guides.guides_for(matched, "zh")) == matched
+            assert sorted(ctx.store.guides.guides_for(matched, "en")) == matched  # bo chose English
             systems = [r.messages[0]["content"] for r in llm.requests]
             assert sum("Simplified Chinese" in s for s in systems) == len(matched)
             await send_due_digests(ctx.store, ctx.notifiers, ctx.renderer, force=True)
@@ -232,19 +232,21 @@ async def test_the_running_service_makes_and_sends_chinese_guides_to_readers_wit
 def test_guides_are_selected_in_the_default_for_readers_without_a_language(store: Store) -> None:
     [unchosen] = _seed(store, _paper("2611.00041"), readers=(None,))
     # Under zh, readers without a language read Chinese: a Chinese guide, no English one.
-    assert store.languages_in_use("zh") == ["zh"]
-    assert [s.version_id for s in store.versions_needing_guides("zh", 10, default_language="zh")] == [
+    assert store.guides.languages_in_use("zh") == ["zh"]
+    assert [s.version_id for s in store.guides.versions_needing_guides("zh", 10, default_language="zh")] == [
         unchosen
     ]
-    assert store.versions_needing_guides("en", 10, default_language="zh") == []
+    assert store.guides.versions_needing_guides("en", 10, default_language="zh") == []
     # Under en (the default), as before.
-    assert store.languages_in_use() == ["en"]
-    assert [s.version_id for s in store.versions_needing_guides("en", 10)] == [unchosen]
-    assert store.versions_needing_guides("zh", 10) == []
+    assert store.guides.languages_in_use() == ["en"]
+    assert [s.version_id for s in store.guides.versions_needing_guides("en", 10)] == [unchosen]
+    assert store.guides.versions_needing_guides("zh", 10) == []
     # A reader who chose English adds English, after the default: the daily cap serves the default first.
     [chosen] = _seed(store, _paper("2611.00042"), readers=("en",))
-    assert store.languages_in_use("zh") == ["zh", "en"]
-    assert [s.version_id for s in store.versions_needing_guides("en", 10, default_language="zh")] == [chosen]
+    assert store.guides.languages_in_use("zh") == ["zh", "en"]
+    assert [s.version_id for s in store.guides.versions_needing_guides("en", 10, default_language="zh")] == [
+        chosen
+    ]
 
 
 async def test_the_guide_step_asks_for_the_default_language_first(store: Store, llm: FakeOpenAI) -> None:
@@ -319,7 +321,7 @@ async def test_telegram_speaks_the_default_to_a_user_whose_app_names_no_language
         assert shown(welcome).startswith("欢迎使用 PaperTrail，Wu！")
         (hint,) = await quiet.send_update(updates.sticker(Place(nobody.id), nobody))
         assert shown(hint).startswith("PaperTrail 只读取文字命令")
-        subscriber = chat_store.get_subscriber(f"telegram:{nobody.id}")
+        subscriber = chat_store.subscribers.get_subscriber(f"telegram:{nobody.id}")
         assert subscriber is not None and subscriber.language is None  # the default is not stored
         (hello,) = await Chat(tbot, telegram_api, updates, Place(english.id), english).say("/start")
         assert shown(hello).startswith("Welcome to PaperTrail, Grace!")
@@ -449,5 +451,5 @@ def test_the_command_line_sign_up_mail_follows_the_setting(
         chosen = CliRunner().invoke(app, ["subscribe", "email:dan@example.org", "--language", "en"])
         assert chosen.exit_code == 0, chosen.stderr
         assert sink.received[-1].message["Subject"] == "Confirm your PaperTrail subscription"
-    subscriber = sqlite_store.get_subscriber("email:carol@example.org")
+    subscriber = sqlite_store.subscribers.get_subscriber("email:carol@example.org")
     assert subscriber is not None and subscriber.language is None  # it follows the setting, not a copy

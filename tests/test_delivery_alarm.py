@@ -101,7 +101,7 @@ def readers(store: Store, count: int, *, papers: int = 1) -> list[str]:
     addresses = [f"email:reader{n:03d}@example.org" for n in range(count)]
     for address in addresses:
         follow(store, address, "cat:cs.DC", schedule="instant")
-    store.save_versions([paper(f"2611.{n:05d}") for n in range(papers)])
+    store.papers.save_versions([paper(f"2611.{n:05d}") for n in range(papers)])
     match_new(store)
     return addresses
 
@@ -116,7 +116,7 @@ async def one_pass(store: Store, settings: Settings, **options: Any) -> list[Dig
 
 
 def paused(store: Store, addresses: list[str]) -> list[str]:
-    found = [store.get_subscriber(a) for a in addresses]
+    found = [store.subscribers.get_subscriber(a) for a in addresses]
     return [s.address for s in found if s is not None and s.status == SubscriberStatus.PAUSED]
 
 
@@ -135,8 +135,8 @@ async def test_a_relay_refusing_every_recipient_pauses_nobody_and_alarms_once(
         # One pass: every digest tried once, nobody paused, nothing dead, everything held for a retry.
         assert len(reports) == 200 and len(set(server.rcpts)) == 200
         assert not any(r.sent or r.paused or r.dead for r in reports)
-        assert paused(store, addresses) == [] and store.status().paused_subscribers == 0
-        (alarm,) = store.delivery_alarms()
+        assert paused(store, addresses) == [] and store.dashboard.status().paused_subscribers == 0
+        (alarm,) = store.alarms.delivery_alarms()
         assert (alarm.channel, alarm.kind) == ("email", "rcpt 550 5.7.1")
         assert alarm.recipients == DeliveryPolicy().batch and alarm.held == 200
         assert "Relay access denied" in alarm.sample and "<recipient>" in alarm.sample
@@ -146,7 +146,7 @@ async def test_a_relay_refusing_every_recipient_pauses_nobody_and_alarms_once(
         with store.engine.connect() as conn:
             rows = conn.execute(sa.text("select state, attempts, next_attempt_at from digest")).all()
         assert Counter((state, attempts) for state, attempts, _ in rows) == {(DigestState.PENDING, 0): 200}
-        assert store.status().dead_digests == 0
+        assert store.dashboard.status().dead_digests == 0
         # Held, not hammered: nothing is due again straight away.
         assert await one_pass(store, settings) == []
 
@@ -156,8 +156,8 @@ async def test_a_relay_refusing_every_recipient_pauses_nobody_and_alarms_once(
         again = await one_pass(store, settings, now=later)
     assert len(again) == 200 and all(r.sent for r in again)
     assert sorted(server.received) == sorted(a.removeprefix("email:") for a in addresses)
-    assert store.delivery_alarms() == []
-    (cleared,) = store.delivery_alarms(raised_only=False)
+    assert store.alarms.delivery_alarms() == []
+    (cleared,) = store.alarms.delivery_alarms(raised_only=False)
     assert cleared.cleared_at is not None
     assert "cleared" in caplog.text
 
@@ -172,7 +172,7 @@ async def test_one_refused_recipient_among_accepted_ones_is_still_paused(sqlite_
     assert by_address[gone].paused and not by_address[gone].sent
     assert paused(sqlite_store, addresses) == [gone]
     assert sum(r.sent for r in reports) == 5 and len(server.received) == 5
-    assert sqlite_store.delivery_alarms() == []
+    assert sqlite_store.alarms.delivery_alarms() == []
 
 
 async def test_three_subscribers_all_refused_is_the_servers_refusal_one_alone_is_paused(
@@ -185,7 +185,7 @@ async def test_three_subscribers_all_refused_is_the_servers_refusal_one_alone_is
         reports = await one_pass(sqlite_store, settings)
     assert len(reports) == 3 and not any(r.paused for r in reports)
     assert paused(sqlite_store, three) == []
-    assert [(a.channel, a.recipients) for a in sqlite_store.delivery_alarms()] == [("email", 3)]
+    assert [(a.channel, a.recipients) for a in sqlite_store.alarms.delivery_alarms()] == [("email", 3)]
 
 
 async def test_a_lone_subscriber_refused_is_paused(sqlite_store: Store) -> None:
@@ -193,20 +193,22 @@ async def test_a_lone_subscriber_refused_is_paused(sqlite_store: Store) -> None:
     with relay() as (_, settings):
         (report,) = await one_pass(sqlite_store, settings)
     assert report.paused and paused(sqlite_store, [only]) == [only]
-    assert sqlite_store.delivery_alarms() == []
+    assert sqlite_store.alarms.delivery_alarms() == []
 
 
 async def test_while_the_alarm_is_raised_a_small_batch_is_held_not_paused(sqlite_store: Store) -> None:
     store = sqlite_store
     addresses = readers(store, 6)
-    store.raise_alarm("email", "rcpt 550 5.7.1", recipients=40, held=40, sample="550 5.7.1", now=utcnow())
+    store.alarms.raise_alarm(
+        "email", "rcpt 550 5.7.1", recipients=40, held=40, sample="550 5.7.1", now=utcnow()
+    )
     # One refused recipient next to five delivered would be paused; the raised alarm holds it instead.
     refusal = {addresses[0].removeprefix("email:"): RELAY_DENIED}
     with relay(refuse_all=None, refuse=refusal) as (_, settings):
         reports = await one_pass(store, settings)
     assert sum(r.sent for r in reports) == 5 and not any(r.paused for r in reports)
     assert paused(store, addresses) == []
-    (alarm,) = store.delivery_alarms()
+    (alarm,) = store.alarms.delivery_alarms()
     assert alarm.held == 41  # the batch refused that way again: the alarm stays raised
 
 
@@ -220,12 +222,12 @@ async def test_a_refused_sender_raises_the_alarm_at_once_and_never_dead_letters(
         for _ in range(4):  # twice max_attempts: an outage of the sender's setup dead-letters nothing
             (report,) = await one_pass(sqlite_store, settings, policy=policy, force=True)
             assert not (report.sent or report.paused or report.dead)
-        (alarm,) = sqlite_store.delivery_alarms()
+        (alarm,) = sqlite_store.alarms.delivery_alarms()
         assert (alarm.kind, alarm.held) == ("sender 550 5.7.1", 4)
-        assert sqlite_store.status().dead_digests == 0 and paused(sqlite_store, [only]) == []
+        assert sqlite_store.dashboard.status().dead_digests == 0 and paused(sqlite_store, [only]) == []
         server.refuse_sender = None
         (report,) = await one_pass(sqlite_store, settings, policy=policy, force=True)
-    assert report.sent and sqlite_store.delivery_alarms() == []
+    assert report.sent and sqlite_store.alarms.delivery_alarms() == []
 
 
 async def test_a_refused_login_is_the_operators_alarm(sqlite_store: Store) -> None:
@@ -240,7 +242,7 @@ async def test_a_refused_login_is_the_operators_alarm(sqlite_store: Store) -> No
         )
         (report,) = await one_pass(sqlite_store, settings, policy=DeliveryPolicy(max_attempts=1))
     assert not (report.sent or report.paused or report.dead)
-    (alarm,) = sqlite_store.delivery_alarms()
+    (alarm,) = sqlite_store.alarms.delivery_alarms()
     assert alarm.kind.startswith("login 535") and "xyzzy" not in alarm.sample
 
 
@@ -248,16 +250,16 @@ async def test_a_revoked_chat_token_pauses_nobody(store: Store) -> None:
     # The Slack adapter marks its token's errors as the operator's (tests/test_notifier_slack.py); the
     # ledger then holds the digest and raises the alarm, whatever the number of subscribers.
     follow(store, "console:team", "cat:cs.DC", schedule="instant")
-    store.save_versions([paper("2611.00001")])
+    store.papers.save_versions([paper("2611.00001")])
     match_new(store)
     revoked = DeliveryError(
         "Slack refused the digest (token_revoked)", retryable=False, kind="token_revoked", operator=True
     )
     (report,) = await send_due_digests(store, {"console": ScriptedNotifier([revoked])}, Renderer())
     assert not (report.sent or report.paused or report.dead)
-    assert [(a.channel, a.kind) for a in store.delivery_alarms()] == [("console", "token_revoked")]
+    assert [(a.channel, a.kind) for a in store.alarms.delivery_alarms()] == [("console", "token_revoked")]
     (again,) = await send_due_digests(store, {"console": ScriptedNotifier()}, Renderer(), force=True)
-    assert again.sent and store.delivery_alarms() == []
+    assert again.sent and store.alarms.delivery_alarms() == []
 
 
 # -- the verdict's rules ----------------------------------------------------------------------------------
@@ -306,7 +308,7 @@ def test_the_verdict_holds_operator_failures_and_raised_kinds_and_clears_disprov
 
 async def test_papers_ingested_while_paused_arrive_after_resume(store: Store) -> None:
     follow(store, "console:ada", "cat:cs.DC", schedule="instant")
-    store.save_versions([paper("2611.00001"), paper("2611.00002")])
+    store.papers.save_versions([paper("2611.00001"), paper("2611.00002")])
     match_new(store)
     notifier = ScriptedNotifier([DeliveryError("Forbidden: bot was blocked by the user", retryable=False)])
     notifiers: dict[str, Notifier] = {"console": notifier}
@@ -314,16 +316,16 @@ async def test_papers_ingested_while_paused_arrive_after_resume(store: Store) ->
     assert report.paused
     # A reader's own pause collects nothing, as the chat bots tell them.
     chat = follow(store, "console:away", "cat:cs.DC", schedule="instant").subscriber
-    store.update_subscriber(
+    store.subscribers.update_subscriber(
         chat.id or 0, status=SubscriberStatus.PAUSED, status_reason="paused from the chat"
     )
 
-    store.save_versions([paper("2611.00003"), paper("2611.00004", version=2)])
+    store.papers.save_versions([paper("2611.00003"), paper("2611.00004", version=2)])
     match_new(store)
-    ada = store.get_subscriber("console:ada")
+    ada = store.subscribers.get_subscriber("console:ada")
     assert ada is not None and ada.id is not None and ada.status == SubscriberStatus.PAUSED
-    assert len(store.pending_matches(ada.id)) == 4  # matched while paused, held
-    assert store.pending_matches(chat.id or 0) == []
+    assert len(store.ledger.pending_matches(ada.id)) == 4  # matched while paused, held
+    assert store.ledger.pending_matches(chat.id or 0) == []
     assert await send_due_digests(store, notifiers, Renderer(), force=True) == []  # still paused
 
     resume(store, "console:ada")
@@ -336,12 +338,12 @@ async def test_papers_ingested_while_paused_arrive_after_resume(store: Store) ->
 async def test_a_pause_nobody_resumes_stops_collecting_after_the_hold(store: Store) -> None:
     subscriber = follow(store, "console:gone", "cat:cs.DC", schedule="instant").subscriber
     long_ago = utcnow() - HOLD_MATCHES_FOR - timedelta(hours=1)
-    store.update_subscriber(
+    store.subscribers.update_subscriber(
         subscriber.id or 0, status=SubscriberStatus.PAUSED, status_reason="410 Gone", refused_at=long_ago
     )
-    store.save_versions([paper("2611.00001")])
+    store.papers.save_versions([paper("2611.00001")])
     match_new(store)
-    assert store.pending_matches(subscriber.id or 0) == []
+    assert store.ledger.pending_matches(subscriber.id or 0) == []
 
 
 def test_resume_refused_picks_refusal_pauses_only(store: Store) -> None:
@@ -353,15 +355,15 @@ def test_resume_refused_picks_refusal_pauses_only(store: Store) -> None:
     }
     for address, (reason, refused_at) in cases.items():
         subscriber = follow(store, address, "cat:cs.DC").subscriber
-        store.update_subscriber(
+        store.subscribers.update_subscriber(
             subscriber.id or 0, status=SubscriberStatus.PAUSED, status_reason=reason, refused_at=refused_at
         )
     # LIKE's wildcards in the text are literal: "_" and "%" match only themselves.
-    assert store.refused_subscribers(reason="relay_access 100%") == (1, ["console:a"])
-    assert store.refused_subscribers(reason="relay access") == (0, [])
-    assert store.refused_subscribers(since=now + timedelta(seconds=1)) == (0, [])
-    assert store.resume_refused(reason="5.7.1", now=now) == 1
-    statuses = {a: (s.status if (s := store.get_subscriber(a)) else None) for a in cases}
+    assert store.alarms.refused_subscribers(reason="relay_access 100%") == (1, ["console:a"])
+    assert store.alarms.refused_subscribers(reason="relay access") == (0, [])
+    assert store.alarms.refused_subscribers(since=now + timedelta(seconds=1)) == (0, [])
+    assert store.alarms.resume_refused(reason="5.7.1", now=now) == 1
+    statuses = {a: (s.status if (s := store.subscribers.get_subscriber(a)) else None) for a in cases}
     assert statuses == {"console:a": "active", "console:b": "paused", "console:c": "paused"}
 
 
@@ -388,7 +390,7 @@ def test_resume_by_reason_and_since_resumes_exactly_those_a_refusal_paused(
     }
     for address, (reason, refused_at) in setup.items():
         subscriber = follow(store, address, "cat:cs.DC").subscriber
-        store.update_subscriber(
+        store.subscribers.update_subscriber(
             subscriber.id or 0,
             status=SubscriberStatus.PAUSED,
             status_reason=reason.format(address),
@@ -396,7 +398,7 @@ def test_resume_by_reason_and_since_resumes_exactly_those_a_refusal_paused(
         )
 
     def status_of(address: str) -> str:
-        found = store.get_subscriber(address)
+        found = store.subscribers.get_subscriber(address)
         assert found is not None
         return found.status
 
@@ -428,7 +430,9 @@ def test_status_and_alarms_commands_show_and_clear_the_alarm(
     monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", url)
     assert runner.invoke(app, ["alarms"]).stdout.strip() == "no delivery alarm is raised"
     store = Store(make_engine(url))
-    store.raise_alarm("email", "rcpt 550 5.7.1", recipients=50, held=200, sample="550 5.7.1", now=utcnow())
+    store.alarms.raise_alarm(
+        "email", "rcpt 550 5.7.1", recipients=50, held=200, sample="550 5.7.1", now=utcnow()
+    )
     status = runner.invoke(app, ["status"])
     assert "delivery alarm on email: 50 recipients refused the same way (rcpt 550 5.7.1)" in status.stderr
     data = runner.invoke(app, ["status", "--json"]).stdout
@@ -436,7 +440,7 @@ def test_status_and_alarms_commands_show_and_clear_the_alarm(
     assert "delivery alarm on email" in runner.invoke(app, ["alarms"]).stdout
     cleared = runner.invoke(app, ["alarms", "clear", "email"])
     assert cleared.exit_code == 0 and "cleared the delivery alarm on email" in cleared.stdout
-    assert store.delivery_alarms() == []
+    assert store.alarms.delivery_alarms() == []
     assert runner.invoke(app, ["alarms", "clear"]).exit_code == 1
     store.engine.dispose()
 
@@ -444,7 +448,7 @@ def test_status_and_alarms_commands_show_and_clear_the_alarm(
 @pytest.mark.parametrize(("lang", "headline"), [("en", "Delivery alarm: email"), ("zh", "投递告警：email")])
 def test_the_status_page_and_metrics_show_the_alarm(store: Store, lang: str, headline: str) -> None:
     hostile = "550 5.7.1 <script>alert(1)</script> & <b>denied</b>"
-    store.raise_alarm("email", "rcpt 550 5.7.1", recipients=50, held=200, sample=hostile, now=utcnow())
+    store.alarms.raise_alarm("email", "rcpt 550 5.7.1", recipients=50, held=200, sample=hostile, now=utcnow())
     client = client_for(store)
     page = client.get(f"/?lang={lang}").text
     assert headline in page and 'data-alarm="email"' in page
@@ -457,7 +461,7 @@ def test_the_status_page_and_metrics_show_the_alarm(store: Store, lang: str, hea
     }
     assert samples[("papertrail_delivery_alarm", "email")] == 1
     assert samples[("papertrail_delivery_alarm", "telegram")] == 0
-    store.clear_alarms("email", now=utcnow())
+    store.alarms.clear_alarms("email", now=utcnow())
     assert 'data-alarm="email"' not in client.get("/").text
 
 

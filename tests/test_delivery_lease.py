@@ -56,7 +56,7 @@ async def test_a_long_telegram_digest_renews_its_lease_part_by_part(
     result = follow(store, "telegram:777", "cat:cs.DC", schedule="instant")
     subscriber_id = result.subscriber.id or 0
     abstract = "A long abstract about asynchronous rollouts. " * 20  # shortened in the digest, still long
-    store.save_versions(
+    store.papers.save_versions(
         [
             PaperIn(f"2611.{n:05d}", 1, "Asynchronous rollouts", abstract, ("Ada",), ("cs.DC",))
             for n in range(50)
@@ -80,7 +80,7 @@ async def test_a_long_telegram_digest_renews_its_lease_part_by_part(
         while not sending.done():
             await asyncio.sleep(0.2)
             # Another worker looks for digests whose lease ran out, all along the send, at the ledger's time.
-            taken += store.claim_digests(clock.now, "two", limit=10, lease=timedelta(minutes=5))
+            taken += store.claims.claim_digests(clock.now, "two", limit=10, lease=timedelta(minutes=5))
         (report,) = await sending
         await notifier.aclose()
     parts = len(api.sent())
@@ -88,7 +88,7 @@ async def test_a_long_telegram_digest_renews_its_lease_part_by_part(
     assert clock.now > start + 2 * LEASE, "in the ledger's time the send must outlast the claim's lease"
     assert taken == []
     assert report.sent
-    (digest,) = store.digests_of(subscriber_id)
+    (digest,) = store.ledger.digests_of(subscriber_id)
     assert (digest.state, digest.worker, digest.attempts, digest.parts_sent) == (
         DigestState.SENT,
         "one",
@@ -114,7 +114,7 @@ class PartsNotifier:
             self.sent.append(index)
             if index == 1 and self.store is not None:
                 # While this worker is slow, its lease runs out and another worker takes the digest.
-                self.between += self.store.claim_digests(
+                self.between += self.store.claims.claim_digests(
                     utcnow() + timedelta(hours=1), "thief", limit=10, lease=timedelta(hours=2)
                 )
             if index + 1 < self.parts:
@@ -138,7 +138,7 @@ async def test_progress_is_recorded_with_each_renewal(store: Store) -> None:
         async def send(self, address: str, message: Message) -> SendResult:
             for index in range(self.parts):
                 if index == 2:
-                    (digest,) = store.digests_of(subscriber_id)
+                    (digest,) = store.ledger.digests_of(subscriber_id)
                     seen.append(digest.parts_sent)
                     raise Died  # the process dies: nothing records the attempt
                 await part_delivered(index + 1)
@@ -159,7 +159,7 @@ async def test_a_worker_that_lost_its_lease_stops_sending(store: Store) -> None:
     assert notifier.sent == [0, 1]
     assert not report.sent and report.error is not None and "no longer held by one" in report.error
     # The digest is the thief's now: this worker recorded nothing over its claim.
-    (digest,) = store.digests_of(subscriber_id)
+    (digest,) = store.ledger.digests_of(subscriber_id)
     assert (digest.state, digest.worker, digest.attempts, digest.parts_sent) == (
         DigestState.SENDING,
         "thief",
@@ -179,14 +179,14 @@ async def test_a_failure_after_the_lease_was_lost_leaves_the_new_claim_alone(
     class FailsLate(PartsNotifier):
         async def send(self, address: str, message: Message) -> SendResult:
             assert self.store is not None
-            self.between += self.store.claim_digests(
+            self.between += self.store.claims.claim_digests(
                 utcnow() + timedelta(hours=1), "thief", limit=10, lease=timedelta(hours=2)
             )
             raise DeliveryError("the platform timed out", retryable=retryable)
 
     (report,) = await send_due_digests(store, {"console": FailsLate(store=store)}, Renderer(), worker="one")
     assert not report.sent
-    (digest,) = store.digests_of(subscriber_id)
+    (digest,) = store.ledger.digests_of(subscriber_id)
     assert (digest.state, digest.worker, digest.attempts) == (DigestState.SENDING, "thief", 2)
-    subscriber = store.get_subscriber("console:ada")
+    subscriber = store.subscribers.get_subscriber("console:ada")
     assert subscriber is not None and subscriber.status == SubscriberStatus.ACTIVE

@@ -5,7 +5,7 @@ counts the rest. ``core.delivery.digests_batch.batch_items`` ranks light rows wi
 builds full
 items for the shown ones only. Here 400-match digests (mixed reasons, upvotes, revisions with what they
 changed, newsletter copies, guides, two languages) are rendered for every channel both ways: from the
-capped batch, and from every item built by the ORM path (``Store.digests_items``), the reference.
+capped batch, and from every item built by the ORM path (``store.claims.digests_items``), the reference.
 """
 
 from __future__ import annotations
@@ -197,7 +197,7 @@ def claimed_store(store: Store) -> Iterator[Store]:
         ]
     for vid in ids[::5]:
         for language in ("en", "zh"):
-            store.save_guide(
+            store.guides.save_guide(
                 vid, language, Guide(f"TL;DR {vid} {language}", ("one",)), model="m", now=utcnow()
             )
     notifiers: dict[str, Notifier] = dict.fromkeys(("telegram", "email", "slack", "webhook", "console"))  # type: ignore[assignment]
@@ -207,7 +207,7 @@ def claimed_store(store: Store) -> Iterator[Store]:
 
 def test_a_capped_batch_renders_like_every_item_and_loads_only_the_shown(claimed_store: Store) -> None:
     store = claimed_store
-    claimed = store.claim_digests(utcnow(), "w", limit=100, lease=timedelta(minutes=5))
+    claimed = store.claims.claim_digests(utcnow(), "w", limit=100, lease=timedelta(minutes=5))
     assert len(claimed) == len(SUBSCRIBERS)
     ids = [c.digest_id for c in claimed]
 
@@ -240,10 +240,10 @@ def test_a_capped_batch_renders_like_every_item_and_loads_only_the_shown(claimed
     assert sum(params for kind, params in text_reads if kind == "earlier") <= shown_revisions
 
     # The reference: every item, built by the ORM path, with guides.
-    full = digests_batch.with_guides(store, claimed, store.digests_items(ids))
+    full = digests_batch.with_guides(store, claimed, store.claims.digests_items(ids))
     assert {d: len(full[d]) for d in ids} == {c.digest_id: SUBSCRIBERS[c.address][0] for c in claimed}
     assert any(batch.rest_of(d).count for d in ids) and not batch.rest_of(ids[-1]).count
-    titles = store.newsletter_titles([NEWSLETTER])
+    titles = store.newsletters.newsletter_titles([NEWSLETTER])
     renderer = Renderer(public_url="https://papertrail.example", secret_key="k", max_items=MAX_ITEMS)
     now = utcnow()
     for c in claimed:

@@ -330,26 +330,26 @@ def _recommend(store: Store, subscriber_id: int, version_id: int, score: float, 
 
 async def test_a_stored_recommendation_reaches_the_digest_and_the_counts(store: Store) -> None:
     papers = day()[:4]
-    store.save_versions(papers, now=NOW - timedelta(hours=1))
+    store.papers.save_versions(papers, now=NOW - timedelta(hours=1))
     result = follow(store, "console:ada", "cat:cs.LG", schedule="daily 08:00")
     sid, fid = result.subscriber.id, result.follow.id
     assert sid is not None and fid is not None
-    ids = [store.versions_of(paper.arxiv_id)[0].id or 0 for paper in papers]
+    ids = [store.papers.versions_of(paper.arxiv_id)[0].id or 0 for paper in papers]
     add_matches(store, sid, ids[:2], [Reason(CATEGORY, "cs.LG")], follow_id=fid, now=NOW)
     _recommend(store, sid, ids[2], 0.42, papers[0].arxiv_id)
     _recommend(store, sid, ids[3], 0.87, papers[1].arxiv_id)
 
     # Counted like any match, and told apart where a breakdown is shown.
-    assert store.count_pending(sid) == 4
-    assert store.count_pending_split(sid) == (4, 2)
-    summary = store.status(now=NOW)
+    assert store.ledger.count_pending(sid) == 4
+    assert store.ledger.count_pending_split(sid) == (4, 2)
+    summary = store.dashboard.status(now=NOW)
     assert (summary.pending_matches, summary.pending_recommended) == (4, 2)
     reply = handle(store, Settings().chat(), ChatContext("console:ada"), "/status", now=NOW)
     assert "Follows: 1 · matches waiting: 4, 2 of them recommended" in reply.text
     with client_for(store) as client:
         assert '<div class="sub">2 of them recommended</div>' in client.get("/").text
         assert "其中 2 条为推荐" in client.get("/?lang=zh").text
-    scores = [p.item.recommended for p in store.pending_matches(sid)]
+    scores = [p.item.recommended for p in store.ledger.pending_matches(sid)]
     assert scores[:2] == [None, None] and sorted(scores[2:]) == [0.42, 0.87]  # type: ignore[type-var]
 
     out = io.StringIO()
@@ -366,7 +366,7 @@ async def test_a_stored_recommendation_reaches_the_digest_and_the_counts(store: 
     assert f"Recommended because: {why}" in text
     # The scan receipt counts what matched the follows: the two recommendations did not.
     assert "; 2 matched your follows." in text
-    assert store.count_pending_split(sid) == (0, 0)
-    assert store.status(now=NOW).pending_recommended == 0
+    assert store.ledger.count_pending_split(sid) == (0, 0)
+    assert store.dashboard.status(now=NOW).pending_recommended == 0
     reply = handle(store, Settings().chat(), ChatContext("console:ada"), "/status", now=NOW)
     assert "Follows: 1 · matches waiting: 0\n" in reply.text and "recommended" not in reply.text

@@ -146,7 +146,7 @@ def statements(store: Store, subscribers: int) -> tuple[int, int, int]:
         planning, count = count, 0
         claimed_total = 0
         titled = 0
-        while claimed := store.claim_digests(now, "w", limit=CLAIM, lease=timedelta(minutes=5)):
+        while claimed := store.claims.claim_digests(now, "w", limit=CLAIM, lease=timedelta(minutes=5)):
             batch = batch_items(store, claimed)
             claimed_total += len(claimed)
             assert all(len(batch.items[c.digest_id]) == 2 for c in claimed)

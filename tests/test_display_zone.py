@@ -56,13 +56,14 @@ def version(arxiv_id: str, number: int = 1, *, ai: bool = False) -> PaperIn:
 
 def arrive(store: Store, at: datetime, *papers: PaperIn) -> None:
     """Store ``papers`` as news first seen at ``at``."""
-    assert store.save_versions(list(papers), now=at).new_version_ids
+    assert store.papers.save_versions(list(papers), now=at).new_version_ids
 
 
 def counts(store: Store, now: datetime, days: int, zone: Any) -> dict[str, tuple[int, int, int]]:
     """``daily_counts`` as {day: (new, revisions, AI-related)}."""
     return {
-        d.day.isoformat(): (d.new, d.revisions, d.ai_related) for d in store.daily_counts(now, days, zone)
+        d.day.isoformat(): (d.new, d.revisions, d.ai_related)
+        for d in store.dashboard.daily_counts(now, days, zone)
     }
 
 
@@ -216,9 +217,9 @@ def test_the_chart_reads_the_window_through_the_news_index(store: Store) -> None
     arrive(store, datetime(2026, 11, 8, 16, 30, tzinfo=UTC), version("2611.00003"))
     # A backfill in the window's days: history, which the partial index of news leaves out.
     history = [version(f"2611.{n:05d}") for n in range(100, 600)]
-    store.save_versions(history, now=datetime(2026, 11, 9, 3, 0, tzinfo=UTC), novelty=Novelty.HISTORY)
+    store.papers.save_versions(history, now=datetime(2026, 11, 9, 3, 0, tzinfo=UTC), novelty=Novelty.HISTORY)
     with statements(store) as sent:
-        shown = store.daily_counts(datetime(2026, 11, 9, 12, 0, tzinfo=UTC), 30, SHANGHAI)
+        shown = store.dashboard.daily_counts(datetime(2026, 11, 9, 12, 0, tzinfo=UTC), 30, SHANGHAI)
     assert sum(day.total for day in shown) == 1
     (statement, parameters), *_ = [(s, p) for s, p in sent if "CASE" in s]
     with store.engine.begin() as connection:
@@ -254,12 +255,12 @@ NOW = datetime(2026, 11, 9, 12, 53, tzinfo=UTC)  # 20:53 in Shanghai
 def pages(store: Store) -> Store:
     """A store with news across Shanghai's midnight, a stale arXiv feed's runs and a delivery alarm."""
     arrive(store, datetime(2026, 11, 8, 16, 30, tzinfo=UTC), version("2611.00003", ai=True))
-    run = store.start_run("arxiv-rss", now=datetime(2026, 11, 9, 11, 59, tzinfo=UTC))
+    run = store.runs.start_run("arxiv-rss", now=datetime(2026, 11, 9, 11, 59, tzinfo=UTC))
     # The feed still serves Thursday's mailing on Monday: stale, with arXiv's announcement time in the reason.
-    store.finish_run(
+    store.runs.finish_run(
         run, RunState.OK, now=datetime(2026, 11, 9, 12, 0, tzinfo=UTC), cursor="2026-11-05T00:00:00-05:00"
     )
-    store.raise_alarm(
+    store.alarms.raise_alarm(
         "email",
         "rcpt 550 5.7.1",
         recipients=9,

@@ -67,7 +67,7 @@ async def test_digests_by_email(sqlite_store: Store) -> None:
             report = await ingest_once(sqlite_store, ArxivRssSource(http, feed.url))
         # Two subscribers share the cs.DC query: matched once per query, fanned out once per follower.
         assert report.matches == len(want_dc) + len(want_cr)
-        assert sqlite_store.expand_matches() == 2 * len(want_dc) + len(want_cr)
+        assert sqlite_store.matches.expand_matches() == 2 * len(want_dc) + len(want_cr)
 
         notifiers = build_notifiers(settings)
         renderer = Renderer(
@@ -86,10 +86,10 @@ async def test_digests_by_email(sqlite_store: Store) -> None:
     assert by_address["email:ada@example.org"].sent and by_address["email:bob@example.org"].sent
     refused = by_address["email:gone@example.org"]
     assert not refused.sent and refused.paused and "550" in (refused.error or "")
-    gone = sqlite_store.get_subscriber("email:gone@example.org")
+    gone = sqlite_store.subscribers.get_subscriber("email:gone@example.org")
     assert gone is not None and gone.id is not None
     assert gone.status == SubscriberStatus.PAUSED and "refused recipient" in (gone.status_reason or "")
-    assert len(sqlite_store.pending_matches(gone.id)) == len(want_dc)  # kept, not lost
+    assert len(sqlite_store.ledger.pending_matches(gone.id)) == len(want_dc)  # kept, not lost
 
     assert len(sink.received) == 2
     for received in sink.received:
@@ -143,7 +143,7 @@ async def test_follow_added_later_does_not_flood(sqlite_store: Store) -> None:
     from core.papers.pipeline import match_new
 
     assert match_new(sqlite_store) == 0
-    assert sqlite_store.subscribers_to_plan(utcnow() + timedelta(days=1)) == []
+    assert sqlite_store.ledger.subscribers_to_plan(utcnow() + timedelta(days=1)) == []
 
 
 async def test_unreachable_smtp_keeps_matches_pending(sqlite_store: Store) -> None:
@@ -157,10 +157,10 @@ async def test_unreachable_smtp_keeps_matches_pending(sqlite_store: Store) -> No
     (report,) = await send_due_digests(sqlite_store, build_notifiers(settings), Renderer())
     assert not report.sent and not report.paused
     assert "cannot reach SMTP server" in (report.error or "")
-    subscriber = sqlite_store.get_subscriber("email:ada@example.org")
+    subscriber = sqlite_store.subscribers.get_subscriber("email:ada@example.org")
     assert subscriber is not None and subscriber.id is not None
     assert subscriber.status == SubscriberStatus.ACTIVE and subscriber.retry_at is not None
-    assert len(sqlite_store.pending_matches(subscriber.id)) == report.items
+    assert len(sqlite_store.ledger.pending_matches(subscriber.id)) == report.items
     # Backing off: the scheduler leaves it alone, an explicit --now tries again.
     renderer = Renderer()
     assert await send_due_digests(sqlite_store, build_notifiers(settings), renderer) == []

@@ -16,10 +16,11 @@ from typing import TypeVar
 
 import pytest
 
-import core.store.facade
+import core.store.papers
 import ingest.arxiv_rss
 from core.papers.pipeline import ingest_once, match_new
 from core.store.facade import Store
+from core.store.matches import MatchStore
 from ingest import paper_spool
 from ingest.arxiv_rss import ArxivRssSource
 from ingest.arxiv_rss_parse import parse_feed
@@ -50,9 +51,9 @@ def small_batches(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     # raising=False: the same test runs on the code before the fix, where it fails on the memory bound.
     monkeypatch.setattr(ingest.arxiv_rss, "SPOOL_AFTER", 300, raising=False)
     monkeypatch.setattr(paper_spool, "BATCH", 100, raising=False)
-    monkeypatch.setattr(core.store.facade, "SAVE_BATCH", 500, raising=False)
+    monkeypatch.setattr(core.store.papers, "SAVE_BATCH", 500, raising=False)
     monkeypatch.setattr(
-        Store, "unmatched_versions", functools.partialmethod(Store.unmatched_versions, limit=500)
+        MatchStore, "unmatched_versions", functools.partialmethod(MatchStore.unmatched_versions, limit=500)
     )
     yield
 
@@ -107,11 +108,11 @@ async def test_a_large_feeds_ingest_holds_batches_not_the_feed(
 def test_matching_holds_one_batch_at_a_time(sqlite_store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     """match_new used to load each batch while still holding the previous one."""
     monkeypatch.setattr(
-        Store, "unmatched_versions", functools.partialmethod(Store.unmatched_versions, limit=400)
+        MatchStore, "unmatched_versions", functools.partialmethod(MatchStore.unmatched_versions, limit=400)
     )
-    sqlite_store.save_versions(parse_feed(feed_copies(1)).items)  # 1,504 versions: four batches
-    one_batch = peak_heap(lambda: len(sqlite_store.unmatched_versions()))[1]
+    sqlite_store.papers.save_versions(parse_feed(feed_copies(1)).items)  # 1,504 versions: four batches
+    one_batch = peak_heap(lambda: len(sqlite_store.matches.unmatched_versions()))[1]
     matched_versions, peak = peak_heap(lambda: match_new(sqlite_store))
     assert matched_versions == 0  # no follows: nothing to write, only versions to mark
-    assert not sqlite_store.unmatched_versions()
+    assert not sqlite_store.matches.unmatched_versions()
     assert peak < 1.4 * one_batch  # 1.03x measured; 1.8x before

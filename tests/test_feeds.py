@@ -175,14 +175,14 @@ def oracle(store: Store, query: str, limit: int) -> list[str]:
 
 
 def test_query_feed_lists_the_newest_matching_versions_revisions_as_their_own(store: Store) -> None:
-    store.save_versions(recorded(), now=T0)
+    store.papers.save_versions(recorded(), now=T0)
     revised = next(p for p in dc_papers() if "cs.LG" not in p.categories)
-    store.save_versions([revision_of(revised)], now=T0 + timedelta(hours=1))
-    v2 = store.versions_of(revised.arxiv_id)[-1]
+    store.papers.save_versions([revision_of(revised)], now=T0 + timedelta(hours=1))
+    v2 = store.papers.versions_of(revised.arxiv_id)[-1]
     assert v2.id is not None and v2.number == 2
     guide = Guide("The revision adds experiments.", ("More data", "A bound"))
-    store.save_guide(v2.id, "en", guide, model="m", now=T0 + timedelta(hours=2))
-    store.save_guide(v2.id, "zh", Guide("修订版补充了实验。"), model="m", now=T0 + timedelta(hours=2))
+    store.guides.save_guide(v2.id, "en", guide, model="m", now=T0 + timedelta(hours=2))
+    store.guides.save_guide(v2.id, "zh", Guide("修订版补充了实验。"), model="m", now=T0 + timedelta(hours=2))
     client = app_client(store)
 
     # 177 papers of the recorded day: the bound cuts the feed at the newest 50 versions.
@@ -236,7 +236,7 @@ def test_query_feed_lists_the_newest_matching_versions_revisions_as_their_own(st
 
 
 def test_query_feed_of_an_author_is_checked_paper_by_paper(store: Store) -> None:
-    store.save_versions(recorded()[:400], now=T0)
+    store.papers.save_versions(recorded()[:400], now=T0)
     # au: is answered by the index only approximately (the last surname word): each candidate is checked.
     author = next(p.authors[0] for p in recorded()[:400] if len(p.authors[0].split()) == 2)
     query = f'au:"{author}"'
@@ -269,7 +269,7 @@ def test_bad_queries_get_400_with_the_parsers_message(sqlite_store: Store) -> No
 def test_conditional_get_gives_304_until_new_papers_arrive(sqlite_store: Store) -> None:
     now = [T0 + timedelta(days=1)]
     papers = dc_papers()
-    sqlite_store.save_versions(papers[:10], now=T0)
+    sqlite_store.papers.save_versions(papers[:10], now=T0)
     client = app_client(sqlite_store, clock=lambda: now[0])
     query = {"q": "cat:cs.DC"}
 
@@ -301,7 +301,7 @@ def test_conditional_get_gives_304_until_new_papers_arrive(sqlite_store: Store) 
     assert client.get("/feeds", params={"q": "  CAT:cs.dc "}).headers["etag"] == etag
 
     later = T0 + timedelta(days=1, minutes=1)
-    sqlite_store.save_versions(papers[10:12], now=later)
+    sqlite_store.papers.save_versions(papers[10:12], now=later)
     cached = client.get("/feeds", params=query, headers={"If-None-Match": etag})
     assert cached.status_code == 304  # built less than FEED_CACHE_SECONDS ago: the cached copy
     now[0] += timedelta(seconds=FEED_CACHE_SECONDS)
@@ -327,7 +327,7 @@ def test_the_feed_cache_expires_and_keeps_the_recently_used() -> None:
 def test_hostile_titles_authors_and_guides_are_escaped(store: Store) -> None:
     items = hostile_items()
     # As stored: PostgreSQL text cannot hold NUL (the serializer's own test feeds it one).
-    store.save_versions(
+    store.papers.save_versions(
         [
             PaperIn(i.arxiv_id, i.version, i.title.replace("\x00", ""), i.abstract, i.authors, i.categories)
             for i in items
@@ -335,9 +335,9 @@ def test_hostile_titles_authors_and_guides_are_escaped(store: Store) -> None:
         now=T0,
     )
     for item in items:
-        version = store.versions_of(item.arxiv_id)[-1]
+        version = store.papers.versions_of(item.arxiv_id)[-1]
         assert version.id is not None
-        store.save_guide(version.id, "en", HOSTILE_GUIDE, model="m", now=T0)
+        store.guides.save_guide(version.id, "en", HOSTILE_GUIDE, model="m", now=T0)
     response = app_client(store).get(
         "/feeds", params={"q": "cat:cs.LG OR cat:cs.CL OR cat:cs.DC OR cat:cs.PL"}
     )
@@ -351,7 +351,7 @@ def test_hostile_titles_authors_and_guides_are_escaped(store: Store) -> None:
         for e in doc.findall("a:entry", NS)
     }
     for item in items:
-        stored = store.versions_of(item.arxiv_id)[-1].title
+        stored = store.papers.versions_of(item.arxiv_id)[-1].title
         expected = " ".join(xml_text(stored).split())
         if item.version > 1:
             expected += f" (revision v{item.version})"
@@ -401,16 +401,16 @@ def sent_digest(
 ) -> list[str]:
     """Store ``papers`` as news at ``now``, match and plan them for ``address``, and mark the digest sent
     (unless not ``send``); the entry ids of what it holds."""
-    store.save_versions(papers, now=now)
+    store.papers.save_versions(papers, now=now)
     match_new(store, now=now)
-    store.expand_matches(now=now)
-    subscriber = store.get_subscriber(address)
+    store.matches.expand_matches(now=now)
+    subscriber = store.subscribers.get_subscriber(address)
     assert subscriber is not None and subscriber.id is not None
-    digest = store.open_digest(subscriber.id, address.partition(":")[0], instant_only=False, now=now)
+    digest = store.ledger.open_digest(subscriber.id, address.partition(":")[0], instant_only=False, now=now)
     assert digest is not None
     if send:
-        store.finish_sent(digest, platform_id=None, parts=1, now=now + timedelta(minutes=5))
-    return sorted(abs_id(item.arxiv_id, item.version) for item in store.digest_items(digest))
+        store.outcomes.finish_sent(digest, platform_id=None, parts=1, now=now + timedelta(minutes=5))
+    return sorted(abs_id(item.arxiv_id, item.version) for item in store.claims.digest_items(digest))
 
 
 def ledger(store: Store) -> Ledger:
@@ -424,14 +424,14 @@ def ledger(store: Store) -> Ledger:
     second = sent_digest(store, ADDRESS, [revision_of(papers[0]), *papers[6:9]], T0 + timedelta(days=1))
     sent_digest(store, "console:eve", [], T0 + timedelta(days=1))  # eve's digest: not ADDRESS's
     unsent = sent_digest(store, ADDRESS, papers[9:12], T0 + timedelta(days=2), send=False)
-    subscriber = store.get_subscriber(ADDRESS)
+    subscriber = store.subscribers.get_subscriber(ADDRESS)
     assert subscriber is not None and subscriber.id is not None
     assert abs_id(papers[0].arxiv_id, 2) in second and len(first) == 6 and len(unsent) == 3
     return Ledger(subscriber.id, [first, second], unsent)
 
 
 def feed_path(store: Store, address: str = ADDRESS) -> str:
-    subscriber = store.get_subscriber(address)
+    subscriber = store.subscribers.get_subscriber(address)
     assert subscriber is not None
     settings = Settings(database_url=str(store.engine.url), secret_key=KEY)
     url = private_feed_url(store, settings, subscriber)
@@ -446,13 +446,13 @@ def test_private_feed_shows_exactly_what_sent_digests_carried(store: Store) -> N
             sa.update(Subscriber).where(col(Subscriber.id) == book.subscriber_id).values(language="zh")
         )
     papers = dc_papers()
-    v2 = store.versions_of(papers[0].arxiv_id)[-1]
-    v1_of_7 = store.versions_of(papers[7].arxiv_id)[0]
+    v2 = store.papers.versions_of(papers[0].arxiv_id)[-1]
+    v1_of_7 = store.papers.versions_of(papers[7].arxiv_id)[0]
     assert v2.id is not None and v1_of_7.id is not None
-    store.save_guide(
+    store.guides.save_guide(
         v2.id, "zh", Guide("中文导读", ("贡献一",), "改了标题"), model="m", now=T0 + timedelta(days=3)
     )
-    store.save_guide(v1_of_7.id, "en", Guide("English only"), model="m", now=T0)
+    store.guides.save_guide(v1_of_7.id, "en", Guide("English only"), model="m", now=T0)
     client = app_client(store)
     path = feed_path(store)
     assert feed_path(store) == path  # the nonce is drawn once
@@ -486,10 +486,10 @@ def test_private_feed_shows_exactly_what_sent_digests_carried(store: Store) -> N
     assert own is not None and own.get("href") == "http://localhost:8080" + path
 
     # Bounded: the newest entries only.
-    assert len(store.sent_feed(book.subscriber_id, limit=2, language="en")) == 2
+    assert len(store.feeds.sent_feed(book.subscriber_id, limit=2, language="en")) == 2
     assert [
         abs_id(v.arxiv_id, v.number)
-        for v in store.sent_feed(book.subscriber_id, limit=PRIVATE_FEED_ENTRIES, language="en")
+        for v in store.feeds.sent_feed(book.subscriber_id, limit=PRIVATE_FEED_ENTRIES, language="en")
     ] == ids
 
 
@@ -541,7 +541,7 @@ def test_revoking_the_feed_link_kills_the_old_one(store: Store) -> None:
 
 
 def test_manage_and_papers_pages_link_the_feeds(sqlite_store: Store) -> None:
-    sqlite_store.save_versions(dc_papers()[:3], now=T0)
+    sqlite_store.papers.save_versions(dc_papers()[:3], now=T0)
     follow(sqlite_store, ADDRESS, "cat:cs.DC")
     client = app_client(sqlite_store)
     papers = client.get("/papers", params={"q": "cat:cs.dc"}).text

@@ -176,9 +176,9 @@ def test_import_is_idempotent_and_updates_options(store: Store) -> None:
 
 def test_import_behaves_like_follow_for_existing_subscribers(store: Store) -> None:
     follow(store, "email:gone@example.org", "cat:cs.DC")
-    gone = store.get_subscriber("email:gone@example.org")
+    gone = store.subscribers.get_subscriber("email:gone@example.org")
     assert gone is not None and gone.id is not None
-    store.update_subscriber(gone.id, status=SubscriberStatus.UNSUBSCRIBED)
+    store.subscribers.update_subscriber(gone.id, status=SubscriberStatus.UNSUBSCRIBED)
     follow(store, "console:me", "cat:CS.DC", schedule="weekly fri 17:00")
     report = import_follows(
         store,
@@ -218,13 +218,13 @@ def test_export_then_import_into_an_empty_store_round_trips(store: Store, tmp_pa
         follow(source_store, "email:ada@example.org", 'au:"Zeng Li" OR ti:"policy lag"', revisions=False)
         follow(source_store, "email:ada@example.org", "cat:cs.DC ANDNOT cat:cs.LG", timezone="Europe/Berlin")
         follow(source_store, "slack:C0123ABC", "αβ «quoted» 量子", schedule="weekdays 07:30")
-        ada = source_store.get_subscriber("email:ada@example.org")
+        ada = source_store.subscribers.get_subscriber("email:ada@example.org")
         assert ada is not None and ada.id is not None
-        source_store.update_subscriber(ada.id, language="zh", status=SubscriberStatus.PAUSED)
+        source_store.subscribers.update_subscriber(ada.id, language="zh", status=SubscriberStatus.PAUSED)
         follow(source_store, "console:left", "cat:cs.OS")
-        left = source_store.get_subscriber("console:left")
+        left = source_store.subscribers.get_subscriber("console:left")
         assert left is not None and left.id is not None
-        source_store.update_subscriber(left.id, status=SubscriberStatus.UNCONFIRMED)
+        source_store.subscribers.update_subscriber(left.id, status=SubscriberStatus.UNCONFIRMED)
         newsletters.create(source_store, "ml", "ML", ["cat:cs.LG"], timezone="UTC", schedule="daily 08:00")
         exported = list(export_follows(source_store, None, timezone="UTC", schedule="daily 08:00"))
         expected = state(source_store)
@@ -366,7 +366,7 @@ def test_cli_prints_at_most_1000_bad_lines_and_notes_inactive_subscribers(env: P
     assert code == 0 and f"{path}:1001: not JSON" in err and f"{path}:1002:" not in err
     assert "... and 5 more invalid lines" in err and "1,005 invalid lines skipped" in out
     for cli_store in migrated_store(f"sqlite:///{env}/cli.db"):
-        cli_store.update_subscriber(1, status=SubscriberStatus.UNSUBSCRIBED)
+        cli_store.subscribers.update_subscriber(1, status=SubscriberStatus.UNSUBSCRIBED)
     path.write_bytes(jsonl({"address": "console:a", "query": "cat:cs.OS"}))
     code, out, _ = invoke("import", "follows", str(path))
     assert code == 0 and "follows: 1 added" in out

@@ -57,14 +57,14 @@ def _seed(
     A reader language of None is a subscriber who never chose one (the default, English). Returns the new
     version ids.
     """
-    ids = store.save_versions(list(papers), now=NOW - timedelta(hours=1)).new_version_ids
+    ids = store.papers.save_versions(list(papers), now=NOW - timedelta(hours=1)).new_version_ids
     if match:
         for language in readers:
-            subscriber, _ = store.ensure_subscriber(
+            subscriber, _ = store.subscribers.ensure_subscriber(
                 f"console:reader-{language}", timezone="UTC", schedule="daily 08:00"
             )
             assert subscriber.id is not None
-            store.update_subscriber(subscriber.id, language=language)
+            store.subscribers.update_subscriber(subscriber.id, language=language)
             add_matches(store, subscriber.id, ids, (Reason(TITLE, "paper"),), now=NOW)
     return ids
 
@@ -109,7 +109,7 @@ async def _run(
 async def test_matched_versions_get_one_guide_per_language_cached(
     store: Store, fake: FakeOpenAI, client: ChatClient
 ) -> None:
-    store.save_versions([_paper("2611.00001", 1, title="Old title")], now=NOW - timedelta(days=2))
+    store.papers.save_versions([_paper("2611.00001", 1, title="Old title")], now=NOW - timedelta(days=2))
     unmatched = _seed(store, _paper("2611.00003"), match=False)
     matched = _seed(store, _paper("2611.00001", 2, title="New title"), _paper("2611.00002"))
     settings = _settings(fake)
@@ -125,7 +125,7 @@ async def test_matched_versions_get_one_guide_per_language_cached(
     revision_prompts = [s for s in systems if "revision (version 2)" in s]
     assert len(revision_prompts) == 2 and all("changed are: title." in s for s in revision_prompts)
     for language, answer in (("en", DEFAULT_GUIDE), ("zh", DEFAULT_GUIDE_ZH)):
-        guides = store.guides_for([*matched, *unmatched], language)
+        guides = store.guides.guides_for([*matched, *unmatched], language)
         assert sorted(guides) == sorted(matched)
         revision = guides[matched[0]]
         assert (revision.tldr, revision.changes) == (answer["tldr"], answer["changes"])
@@ -134,7 +134,7 @@ async def test_matched_versions_get_one_guide_per_language_cached(
     again = [await _run(store, client, settings, lang) for lang in ("en", "zh")]
     assert [r.made for r in again] == [0, 0]
     assert len(fake.requests) == 4  # cached: no call the second time
-    assert store.count_made_since(NOW - timedelta(hours=24)) == 4
+    assert store.guides.count_made_since(NOW - timedelta(hours=24)) == 4
 
 
 async def test_guides_are_made_only_in_the_languages_of_the_readers(
@@ -148,8 +148,8 @@ async def test_guides_are_made_only_in_the_languages_of_the_readers(
     chinese = await _run(store, client, settings, "zh")
 
     assert (english.made, chinese.made) == (1, 1)
-    assert list(store.guides_for([*english_only, *chinese_only], "en")) == english_only
-    assert list(store.guides_for([*english_only, *chinese_only], "zh")) == chinese_only
+    assert list(store.guides.guides_for([*english_only, *chinese_only], "en")) == english_only
+    assert list(store.guides.guides_for([*english_only, *chinese_only], "zh")) == chinese_only
 
 
 async def test_community_picks_get_guides_in_every_language_in_use(store: Store) -> None:
@@ -157,28 +157,28 @@ async def test_community_picks_get_guides_in_every_language_in_use(store: Store)
     pick = CommunityPick(
         "2611.00031", date(2026, 11, 30), "A paper", "We study.", ("Ada Lovelace",), upvotes=12
     )
-    store.save_picks([pick], now=NOW)
-    assert store.languages_in_use() == ["en"]
-    assert [s.version_id for s in store.versions_needing_guides("en", 10)] == [picked]
-    assert store.versions_needing_guides("zh", 10) == []
-    subscriber, _ = store.ensure_subscriber("console:li", timezone="UTC", schedule="daily 08:00")
+    store.papers.save_picks([pick], now=NOW)
+    assert store.guides.languages_in_use() == ["en"]
+    assert [s.version_id for s in store.guides.versions_needing_guides("en", 10)] == [picked]
+    assert store.guides.versions_needing_guides("zh", 10) == []
+    subscriber, _ = store.subscribers.ensure_subscriber("console:li", timezone="UTC", schedule="daily 08:00")
     assert subscriber.id is not None
-    store.update_subscriber(subscriber.id, language="zh")
-    assert store.languages_in_use() == ["en", "zh"]
-    assert [s.version_id for s in store.versions_needing_guides("zh", 10)] == [picked]
+    store.subscribers.update_subscriber(subscriber.id, language="zh")
+    assert store.guides.languages_in_use() == ["en", "zh"]
+    assert [s.version_id for s in store.guides.versions_needing_guides("zh", 10)] == [picked]
 
 
 async def test_save_guide_keeps_the_first(store: Store) -> None:
     [vid] = _seed(store, _paper("2611.00010"))
-    assert store.save_guide(vid, "en", Guide("First."), model="m", now=NOW)
-    assert not store.save_guide(vid, "en", Guide("Second."), model="m", now=NOW)
-    assert store.guides_for([vid], "en")[vid].tldr == "First."
-    assert store.guides_for([vid], "zh") == {}
+    assert store.guides.save_guide(vid, "en", Guide("First."), model="m", now=NOW)
+    assert not store.guides.save_guide(vid, "en", Guide("Second."), model="m", now=NOW)
+    assert store.guides.guides_for([vid], "en")[vid].tldr == "First."
+    assert store.guides.guides_for([vid], "zh") == {}
 
 
 async def test_the_daily_cap_stops_calls(store: Store, fake: FakeOpenAI, client: ChatClient) -> None:
     _seed(store, _paper("2611.00020"), _paper("2611.00021"), _paper("2611.00022"))
-    store.save_guide(
+    store.guides.save_guide(
         _seed(store, _paper("2611.00023"))[0],
         "en",
         Guide("Made earlier."),
@@ -203,11 +203,11 @@ async def test_community_discoveries_get_guides(
     pick = CommunityPick(
         "2611.00030", date(2026, 11, 30), "A paper", "We study.", ("Ada Lovelace",), upvotes=9
     )
-    sqlite_store.save_picks([pick], now=NOW)
+    sqlite_store.papers.save_picks([pick], now=NOW)
 
     report = await _run(sqlite_store, client, _settings(fake))
 
-    assert report.made == 1 and list(sqlite_store.guides_for([picked, picked + 1], "en")) == [picked]
+    assert report.made == 1 and list(sqlite_store.guides.guides_for([picked, picked + 1], "en")) == [picked]
 
 
 async def test_no_llm_url_makes_no_calls(sqlite_store: Store, fake: FakeOpenAI, client: ChatClient) -> None:
@@ -216,7 +216,7 @@ async def test_no_llm_url_makes_no_calls(sqlite_store: Store, fake: FakeOpenAI, 
     report = await _run(sqlite_store, client, _settings(None))
 
     assert not report.enabled and "PAPERTRAIL_LLM_URL" in report.note
-    assert fake.requests == [] and sqlite_store.guides_for([vid], "en") == {}
+    assert fake.requests == [] and sqlite_store.guides.guides_for([vid], "en") == {}
     assert (await _run(sqlite_store, None, _settings(fake))).enabled is False
 
 
@@ -234,7 +234,7 @@ async def test_429_then_success_honours_retry_after(sqlite_store: Store, fake: F
         await chat.aclose()
 
     assert report.made == 1 and waits.seconds == [7.0]
-    assert len(fake.requests) == 2 and vid in sqlite_store.guides_for([vid], "en")
+    assert len(fake.requests) == 2 and vid in sqlite_store.guides.guides_for([vid], "en")
 
 
 async def test_500_repeatedly_is_a_recorded_failure(sqlite_store: Store, fake: FakeOpenAI) -> None:
@@ -250,7 +250,7 @@ async def test_500_repeatedly_is_a_recorded_failure(sqlite_store: Store, fake: F
     assert report.made == 0 and [v for v, _ in report.failures] == [vid]
     assert "HTTP 500" in report.failures[0][1]
     assert waits.seconds == [0.5, 1.0]  # exponential back-off between the three attempts
-    assert len(fake.requests) == 3 and sqlite_store.guides_for([vid], "en") == {}
+    assert len(fake.requests) == 3 and sqlite_store.guides.guides_for([vid], "en") == {}
 
 
 async def test_slow_answer_times_out(sqlite_store: Store, fake: FakeOpenAI) -> None:
@@ -263,7 +263,7 @@ async def test_slow_answer_times_out(sqlite_store: Store, fake: FakeOpenAI) -> N
         await chat.aclose()
 
     assert report.made == 0 and "did not answer within 0.3 s" in report.failures[0][1]
-    assert sqlite_store.guides_for([vid], "en") == {}
+    assert sqlite_store.guides.guides_for([vid], "en") == {}
 
 
 async def test_malformed_answer_is_a_failure_without_retry(sqlite_store: Store, fake: FakeOpenAI) -> None:
@@ -276,7 +276,7 @@ async def test_malformed_answer_is_a_failure_without_retry(sqlite_store: Store, 
         await chat.aclose()
 
     assert report.made == 0 and "chat-completions JSON" in report.failures[0][1]
-    assert len(fake.requests) == 1 and sqlite_store.guides_for([vid], "en") == {}
+    assert len(fake.requests) == 1 and sqlite_store.guides.guides_for([vid], "en") == {}
 
 
 async def test_garbage_answers_are_given_up_and_failures_count_against_the_cap(
@@ -300,8 +300,8 @@ async def test_garbage_answers_are_given_up_and_failures_count_against_the_cap(
     assert (first.made, len(first.failures), second.made, len(second.failures)) == (1, 1, 0, 1)
     assert third.failures == [] and third.made == 0  # given up after two garbage answers
     assert len(fake.requests) == 3
-    assert sqlite_store.count_failures_since(NOW - timedelta(hours=1)) == 2
-    assert tight.capped and garbage not in sqlite_store.guides_for([garbage], "en")
+    assert sqlite_store.guides.count_failures_since(NOW - timedelta(hours=1)) == 2
+    assert tight.capped and garbage not in sqlite_store.guides.guides_for([garbage], "en")
 
 
 async def test_the_key_is_sent_as_bearer_and_never_shown(fake: FakeOpenAI) -> None:
@@ -368,7 +368,7 @@ async def test_hostile_output_is_stored_stripped_and_capped(
 
     await _run(sqlite_store, client, _settings(fake))
 
-    guide = sqlite_store.guides_for([vid], "en")[vid]
+    guide = sqlite_store.guides.guides_for([vid], "en")[vid]
     assert guide.tldr.startswith("Bold claim with a link and word")
     assert len(guide.tldr) <= TLDR_MAX and guide.tldr.endswith("…")
     assert guide.contributions == ("An image", "Heading code", "escaped tag")
@@ -409,6 +409,6 @@ def test_a_fenced_answer_is_read_and_changes_only_for_revisions() -> None:
 async def test_guides_for_many_versions_at_once(store: Store) -> None:
     # A worker's batch may name more versions than one statement binds (65,535 on PostgreSQL).
     [vid] = _seed(store, _paper("2611.00090"))
-    store.save_guide(vid, "en", Guide("Made."), model="m", now=NOW)
+    store.guides.save_guide(vid, "en", Guide("Made."), model="m", now=NOW)
     wanted = [*range(100_000, 170_000), vid]
-    assert list(store.guides_for(wanted, "en")) == [vid]
+    assert list(store.guides.guides_for(wanted, "en")) == [vid]

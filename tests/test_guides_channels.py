@@ -126,9 +126,9 @@ async def test_every_channel_shows_each_reader_the_guides_in_their_language(
             for language, by_channel in addresses.items():
                 for address in by_channel.values():
                     follow(ctx.store, address, QUERY)
-                    subscriber = ctx.store.get_subscriber(address)
+                    subscriber = ctx.store.subscribers.get_subscriber(address)
                     assert subscriber is not None and subscriber.id is not None
-                    ctx.store.update_subscriber(subscriber.id, language=language)
+                    ctx.store.subscribers.update_subscriber(subscriber.id, language=language)
             await Jobs(ctx).ingest("arxiv-rss")
             reports = await send_due_digests(ctx.store, ctx.notifiers, ctx.renderer, force=True)
         finally:

@@ -50,9 +50,9 @@ def _context(tmp_path: Path, feed_url: str, llm_url: str | None, out: io.StringI
     ctx = build_context(settings, console=out)
     for address, language in (("console:ada", "en"), ("console:li", "zh"), ("console:bo", "zh")):
         follow(ctx.store, address, QUERY)
-        subscriber = ctx.store.get_subscriber(address)
+        subscriber = ctx.store.subscribers.get_subscriber(address)
         assert subscriber is not None and subscriber.id is not None
-        ctx.store.update_subscriber(subscriber.id, language=language)
+        ctx.store.subscribers.update_subscriber(subscriber.id, language=language)
     return ctx
 
 
@@ -73,9 +73,11 @@ async def test_each_matched_version_gets_one_guide_per_reader_language_shown_in_
             assert 1 <= len(matched) <= 3
             # One request per version and language: two Chinese readers share one Chinese guide.
             assert len(fake.requests) == 2 * len(matched)
-            assert sorted(ctx.store.guides_for(matched, "en")) == matched
-            assert sorted(ctx.store.guides_for(matched, "zh")) == matched
-            assert ctx.store.count_guided_versions_since(utcnow() - timedelta(hours=24)) == len(matched)
+            assert sorted(ctx.store.guides.guides_for(matched, "en")) == matched
+            assert sorted(ctx.store.guides.guides_for(matched, "zh")) == matched
+            assert ctx.store.guides.count_guided_versions_since(utcnow() - timedelta(hours=24)) == len(
+                matched
+            )
 
             await Jobs(ctx).guides()  # cached: a second run asks nothing
             assert len(fake.requests) == 2 * len(matched)
@@ -120,7 +122,7 @@ async def test_a_failing_endpoint_does_not_hold_up_the_digest(tmp_path: Path, fa
         finally:
             await ctx.aclose()
     assert fake.requests  # it tried
-    assert ctx.store.guides_for(_matched_versions(ctx), "en") == {}
+    assert ctx.store.guides.guides_for(_matched_versions(ctx), "en") == {}
     assert {r.address for r in reports if r.sent} == {"console:ada", "console:li", "console:bo"}
 
 

@@ -93,12 +93,12 @@ def test_bad_holiday_setting_explains() -> None:
 
 def test_source_statuses_from_stored_runs(sqlite_store: Store) -> None:
     now = at("2024-11-28T15:00:00")
-    run = sqlite_store.start_run("arxiv-rss", now=now)
-    sqlite_store.finish_run(run, RunState.OK, now=now, cursor="2024-11-28T00:00:00-05:00", new_papers=3)
+    run = sqlite_store.runs.start_run("arxiv-rss", now=now)
+    sqlite_store.runs.finish_run(run, RunState.OK, now=now, cursor="2024-11-28T00:00:00-05:00", new_papers=3)
     later = now + timedelta(minutes=30)
-    run = sqlite_store.start_run("arxiv-rss", now=later)
-    sqlite_store.finish_run(run, RunState.NOT_MODIFIED, now=later)
-    summary = sqlite_store.status(later, sources=["arxiv-rss", "hf-daily"])
+    run = sqlite_store.runs.start_run("arxiv-rss", now=later)
+    sqlite_store.runs.finish_run(run, RunState.NOT_MODIFIED, now=later)
+    summary = sqlite_store.dashboard.status(later, sources=["arxiv-rss", "hf-daily"])
     rss, hf = source_statuses(summary, now=later)
     assert rss.verdict.state == Health.OK and rss.facts.last_success == later
     assert rss.facts.served_cursor == "2024-11-28T00:00:00-05:00"

@@ -25,7 +25,7 @@ def body(name: str) -> bytes:
 
 async def test_community_stub_is_completed_as_history(sqlite_store: Store) -> None:
     pick = CommunityPick("1707.08567", date(2024, 3, 1), "From HF", "summary", (), upvotes=5)
-    sqlite_store.save_picks([pick])
+    sqlite_store.papers.save_picks([pick])
     with feed_server(Reply(200, body("id_1707.08567_s0_m100"))) as server:
         async with HttpClient("t", politeness=Politeness(retries=0)) as http:
             report = await complete_papers(sqlite_store, ArxivApiSource(http, server.url + "query"))
@@ -33,12 +33,12 @@ async def test_community_stub_is_completed_as_history(sqlite_store: Store) -> No
     assert "id_list=1707.08567" in server.paths[0]
     view = show_paper(sqlite_store, "1707.08567")
     assert view.versions and view.sources == ("arxiv-api", "hf-daily") and view.upvotes == 5
-    assert sqlite_store.papers_without_versions() == []
-    assert sqlite_store.unmatched_versions() == []  # history: nobody is notified
+    assert sqlite_store.papers.papers_without_versions() == []
+    assert sqlite_store.matches.unmatched_versions() == []  # history: nobody is notified
 
 
 async def test_unknown_ids_are_named(sqlite_store: Store) -> None:
-    sqlite_store.save_picks([CommunityPick("0808.05394", date(2024, 3, 1), "t", "s", ())])
+    sqlite_store.papers.save_picks([CommunityPick("0808.05394", date(2024, 3, 1), "t", "s", ())])
     with feed_server(Reply(200, body("id_0808.05394_s0_m100"))) as server:
         async with HttpClient("t", politeness=Politeness(retries=0)) as http:
             report = await complete_papers(sqlite_store, ArxivApiSource(http, server.url))
@@ -46,7 +46,7 @@ async def test_unknown_ids_are_named(sqlite_store: Store) -> None:
 
 
 async def test_error_feed_becomes_a_failed_run(sqlite_store: Store) -> None:
-    sqlite_store.save_picks([CommunityPick("2401.00001", date(2024, 3, 1), "t", "s", ())])
+    sqlite_store.papers.save_picks([CommunityPick("2401.00001", date(2024, 3, 1), "t", "s", ())])
     with feed_server(Reply(400, body("id_abc_s0_m100"))) as server:
         async with HttpClient("t", politeness=Politeness(retries=0)) as http:
             report = await complete_papers(sqlite_store, ArxivApiSource(http, server.url))

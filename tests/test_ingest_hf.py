@@ -34,7 +34,7 @@ async def test_recorded_day_is_attached_to_papers(sqlite_store: Store) -> None:
     assert report.error is None and report.fetched == len(ids)
     assert again.duplicates == len(ids)  # the same day again: signals refreshed, nothing new
     assert server.paths == ["/api/daily_papers?date=2026-08-21"] * 2
-    summary = sqlite_store.status()
+    summary = sqlite_store.dashboard.status()
     assert summary.community_24h == len(ids) and summary.papers == len(ids)
     top = max(items, key=lambda item: item["paper"]["upvotes"])
     view = show_paper(sqlite_store, top["paper"]["id"])
@@ -46,7 +46,7 @@ async def test_html_instead_of_json_is_a_failing_run(sqlite_store: Store) -> Non
         async with HttpClient("t", politeness=Politeness(retries=0)) as http:
             report = await ingest_community(sqlite_store, HfDailySource(http, server.url), DAY)
     assert report.error and "HTML" in report.error
-    assert sqlite_store.latest_runs(1)[0].state == "error"
+    assert sqlite_store.runs.latest_runs(1)[0].state == "error"
 
 
 def test_cli_ingest_hf_daily_then_show(
@@ -54,7 +54,7 @@ def test_cli_ingest_hf_daily_then_show(
 ) -> None:
     # A paper known from arXiv first, then picked on Hugging Face: one paper, two sources.
     paper = parse_feed(BIG_FEED.read_bytes()).items[0]
-    sqlite_store.save_versions([paper])
+    sqlite_store.papers.save_versions([paper])
     day = [
         {
             "paper": {

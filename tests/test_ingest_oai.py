@@ -56,14 +56,14 @@ async def test_resumption_pages_are_followed_and_the_cursor_advances_at_the_end(
     total = versions_in(LIST.read_bytes())
     assert report.fetched == 2 * total and report.duplicates == total
     # Nothing was stored as news before: no gap, so the whole harvest is history, matched by nobody.
-    assert sqlite_store.status().versions == total
-    assert sqlite_store.unmatched_versions() == []
-    assert sqlite_store.last_cursor("arxiv-oai") == "2016-10-21"
+    assert sqlite_store.dashboard.status().versions == total
+    assert sqlite_store.matches.unmatched_versions() == []
+    assert sqlite_store.runs.last_cursor("arxiv-oai") == "2016-10-21"
 
 
 async def test_gap_fill_makes_only_newer_announcements_news(sqlite_store: Store) -> None:
     seen = datetime(2016, 10, 19, tzinfo=UTC)
-    sqlite_store.save_versions([PaperIn("1610.00001", 1, "t", "a", (), ("cs.DC",), announced_at=seen)])
+    sqlite_store.papers.save_versions([PaperIn("1610.00001", 1, "t", "a", (), ("cs.DC",), announced_at=seen)])
     report, _ = await harvest(sqlite_store, Reply(200, last_page()))
     dates = [
         datetime.strptime(d.decode(), "%a, %d %b %Y %H:%M:%S %Z").replace(tzinfo=UTC)
@@ -72,12 +72,12 @@ async def test_gap_fill_makes_only_newer_announcements_news(sqlite_store: Store)
     newer = sum(1 for d in dates if d > seen)
     assert 0 < newer < len(dates)
     assert report.new_papers + report.revisions == newer
-    summary = sqlite_store.status()
+    summary = sqlite_store.dashboard.status()
     assert summary.new_papers_24h + summary.revisions_24h == newer + 1  # plus the one seen before
 
 
 async def test_history_flag_notifies_nobody(sqlite_store: Store) -> None:
-    sqlite_store.save_versions(
+    sqlite_store.papers.save_versions(
         [PaperIn("1610.00001", 1, "t", "a", (), ("cs.DC",), announced_at=datetime(2000, 1, 1, tzinfo=UTC))]
     )
     report, _ = await harvest(sqlite_store, Reply(200, last_page()), novelty=Novelty.HISTORY)
@@ -96,9 +96,9 @@ async def test_bad_resumption_token_restarts_from_the_cursor(sqlite_store: Store
 async def test_an_error_part_way_keeps_stored_pages_and_the_old_cursor(sqlite_store: Store) -> None:
     report, _ = await harvest(sqlite_store, Reply(200, LIST.read_bytes()), Reply(500, b"down"))
     assert report.state == RunState.ERROR and "HTTP 500" in (report.error or "")
-    assert sqlite_store.status().versions == versions_in(LIST.read_bytes())
-    assert sqlite_store.last_cursor("arxiv-oai") is None
-    run = sqlite_store.latest_runs(1)[0]
+    assert sqlite_store.dashboard.status().versions == versions_in(LIST.read_bytes())
+    assert sqlite_store.runs.last_cursor("arxiv-oai") is None
+    run = sqlite_store.runs.latest_runs(1)[0]
     assert run.fetched == versions_in(LIST.read_bytes()) and run.state == RunState.ERROR
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-import core.store.facade
+import core.store.papers
 from core.models import RunState, SourceRun, Version
 from core.papers.pipeline import ingest_once
 from core.store.facade import Store
@@ -35,7 +35,7 @@ def guid_versions(path: Path) -> set[tuple[str, int]]:
 async def ingest(store: Store, url: str) -> tuple[object, SourceRun]:
     async with HttpClient("PaperTrail-tests/1 (mailto:test@example.org)", timeout=5, politeness=FAST) as http:
         report = await ingest_once(store, ArxivRssSource(http, url))
-    run = store.latest_runs(1)[0]
+    run = store.runs.latest_runs(1)[0]
     return report, run
 
 
@@ -105,7 +105,7 @@ async def test_bad_responses_become_error_runs_and_store_nothing(
     assert run.error and message in run.error
     assert run.finished_at is not None
     assert versions(sqlite_store) == []
-    assert sqlite_store.validator_for(server.url) is None
+    assert sqlite_store.runs.validator_for(server.url) is None
 
 
 async def test_retry_after_is_reported(sqlite_store: Store) -> None:
@@ -130,7 +130,7 @@ async def test_refused_connection(sqlite_store: Store) -> None:
 def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(arxiv_rss, "SPOOL_AFTER", 300)
     monkeypatch.setattr(paper_spool, "BATCH", 100)
-    monkeypatch.setattr(core.store.facade, "SAVE_BATCH", 700)
+    monkeypatch.setattr(core.store.papers, "SAVE_BATCH", 700)
 
 
 def _break_last(data: bytes, old: bytes, new: bytes) -> bytes:
@@ -175,7 +175,7 @@ async def test_a_large_feed_cut_or_broken_late_stores_nothing(
     assert run.state == RunState.ERROR
     assert run.error and ("cut short" in run.error or "not well-formed" in run.error)
     assert versions(sqlite_store) == []
-    assert sqlite_store.validator_for(server.url) is None
+    assert sqlite_store.runs.validator_for(server.url) is None
 
 
 async def test_a_bad_byte_late_in_a_large_feed_costs_no_item(

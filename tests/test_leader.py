@@ -28,7 +28,9 @@ EMPTY_FEED = CORPUS / "arxiv-rss" / "aioarxiv_empty_rss_mock_feed.xml"
 
 def rss_runs(store: Store) -> list[str]:
     """States of the finished arxiv-rss runs, oldest first."""
-    return [r.state for r in reversed(store.latest_runs(100)) if r.source == "arxiv-rss" and r.finished_at]
+    return [
+        r.state for r in reversed(store.runs.latest_runs(100)) if r.source == "arxiv-rss" and r.finished_at
+    ]
 
 
 def test_lock_key_is_a_fixed_signed_64_bit_number() -> None:

@@ -52,7 +52,7 @@ def paper(arxiv_id: str, version: int = 1, title: str = "Asynchronous rollouts")
 def seed(store: Store, address: str = "console:ada", *, papers: int = 2, schedule: str = "instant") -> int:
     """A subscriber following cs.DC with ``papers`` matched new papers; returns the subscriber id."""
     result = follow(store, address, "cat:cs.DC", schedule=schedule)
-    store.save_versions([paper(f"2611.{n:05d}") for n in range(papers)])
+    store.papers.save_versions([paper(f"2611.{n:05d}") for n in range(papers)])
     assert match_new(store) == papers
     assert result.subscriber.id is not None
     return result.subscriber.id
@@ -69,9 +69,9 @@ async def test_sent_once_and_never_again(store: Store) -> None:
     assert report.sent and report.items == 2
     assert await send_due_digests(store, notifiers(notifier), Renderer(), force=True) == []
     assert len(notifier.sent) == 1 and notifier.sent[0][1].key == f"papertrail-digest-{report.digest_id}"
-    (digest,) = store.digests_of(subscriber_id)
+    (digest,) = store.ledger.digests_of(subscriber_id)
     assert (digest.state, digest.attempts, digest.item_count) == (DigestState.SENT, 1, 2)
-    assert store.pending_matches(subscriber_id) == []
+    assert store.ledger.pending_matches(subscriber_id) == []
 
 
 async def test_retry_backs_off_respects_retry_after_then_dead_letters(store: Store) -> None:
@@ -84,7 +84,7 @@ async def test_retry_backs_off_respects_retry_after_then_dead_letters(store: Sto
 
     (first,) = await send_due_digests(store, notifiers(notifier), renderer, policy=policy)
     assert not first.sent and not first.dead and not first.paused
-    (digest,) = store.digests_of(subscriber_id)
+    (digest,) = store.ledger.digests_of(subscriber_id)
     assert digest.state == DigestState.PENDING and digest.error == "SMTP server busy"
     assert digest.next_attempt_at is not None
     # The platform asked for 15 minutes, longer than the first back-off step (1 minute).
@@ -94,26 +94,26 @@ async def test_retry_backs_off_respects_retry_after_then_dead_letters(store: Sto
     later = digest.next_attempt_at + timedelta(seconds=1)
     (second,) = await send_due_digests(store, notifiers(notifier), renderer, policy=policy, now=later)
     assert not second.sent and not second.dead
-    (digest,) = store.digests_of(subscriber_id)
+    (digest,) = store.ledger.digests_of(subscriber_id)
     assert digest.attempts == 2 and digest.next_attempt_at is not None
     assert digest.next_attempt_at - utcnow() > backoff(2) - timedelta(seconds=5)
 
     (third,) = await send_due_digests(store, notifiers(notifier), renderer, policy=policy, force=True)
     assert third.dead and not third.sent
-    (digest,) = store.digests_of(subscriber_id)
+    (digest,) = store.ledger.digests_of(subscriber_id)
     assert digest.state == DigestState.DEAD and digest.attempts == 3
-    assert store.status().dead_digests == 1
-    assert len(store.pending_matches(subscriber_id)) == 2  # dead-lettered, not lost
-    (dead, address) = store.dead_digests()[0]
+    assert store.dashboard.status().dead_digests == 1
+    assert len(store.ledger.pending_matches(subscriber_id)) == 2  # dead-lettered, not lost
+    (dead, address) = store.ledger.dead_digests()[0]
     assert (dead.id, address) == (digest.id, "console:ada")
     # Nothing more goes out for a dead digest until an operator re-queues it.
     assert await send_due_digests(store, notifiers(notifier), renderer, policy=policy, force=True) == []
 
     notifier.outcomes.clear()
-    assert store.requeue_dead() == 1
+    assert store.outcomes.requeue_dead() == 1
     (final,) = await send_due_digests(store, notifiers(notifier), renderer, policy=policy)
     assert final.sent and final.items == 2
-    assert store.pending_matches(subscriber_id) == [] and store.status().dead_digests == 0
+    assert store.ledger.pending_matches(subscriber_id) == [] and store.dashboard.status().dead_digests == 0
 
 
 async def test_refusal_pauses_keeps_matches_and_resume_sends_them_with_new_ones(store: Store) -> None:
@@ -121,15 +121,15 @@ async def test_refusal_pauses_keeps_matches_and_resume_sends_them_with_new_ones(
     notifier = ScriptedNotifier([DeliveryError("Forbidden: bot was blocked by the user", retryable=False)])
     (report,) = await send_due_digests(store, notifiers(notifier), Renderer())
     assert report.paused and not report.sent
-    subscriber = store.get_subscriber("console:ada")
+    subscriber = store.subscribers.get_subscriber("console:ada")
     assert subscriber is not None and subscriber.status == SubscriberStatus.PAUSED
     assert subscriber.status_reason == "Forbidden: bot was blocked by the user"
-    assert len(store.pending_matches(subscriber_id)) == 2
-    assert [d.state for d in store.digests_of(subscriber_id)] == [DigestState.FAILED]
+    assert len(store.ledger.pending_matches(subscriber_id)) == 2
+    assert [d.state for d in store.ledger.digests_of(subscriber_id)] == [DigestState.FAILED]
     assert await send_due_digests(store, notifiers(notifier), Renderer(), force=True) == []  # paused
 
     resume(store, "console:ada")
-    store.save_versions([paper("2611.09999")])
+    store.papers.save_versions([paper("2611.09999")])
     match_new(store)
     (again,) = await send_due_digests(store, notifiers(notifier), Renderer())
     assert again.sent and again.items == 3
@@ -140,8 +140,8 @@ async def test_a_moved_chat_is_followed(store: Store) -> None:
     notifier = ScriptedNotifier([SendResult(platform_id="1", moved_to="console:new-supergroup")])
     (report,) = await send_due_digests(store, notifiers(notifier), Renderer())
     assert report.sent
-    assert store.get_subscriber("console:old-group") is None
-    assert store.get_subscriber("console:new-supergroup") is not None
+    assert store.subscribers.get_subscriber("console:old-group") is None
+    assert store.subscribers.get_subscriber("console:new-supergroup") is not None
 
 
 async def test_a_retry_resumes_after_the_parts_already_delivered(store: Store) -> None:
@@ -152,14 +152,14 @@ async def test_a_retry_resumes_after_the_parts_already_delivered(store: Store) -
     (report,) = await send_due_digests(store, notifiers(notifier), Renderer(), force=True)
     assert report.sent
     assert notifier.sent[-1][1].skip_parts == 2
-    (digest,) = store.digests_of(subscriber_id)
+    (digest,) = store.ledger.digests_of(subscriber_id)
     assert digest.parts_sent == 4
 
 
 async def test_an_adapter_crash_is_recorded_as_retryable_and_others_still_go_out(store: Store) -> None:
     seed(store, "console:a")
     follow(store, "console:b", "cat:cs.DC", schedule="instant")
-    store.save_versions([paper("2611.08888")])
+    store.papers.save_versions([paper("2611.08888")])
     match_new(store)
     notifier = ScriptedNotifier([RuntimeError("bug in adapter")])
     reports = await send_due_digests(store, notifiers(notifier), Renderer())
@@ -171,15 +171,15 @@ async def test_an_adapter_crash_is_recorded_as_retryable_and_others_still_go_out
 async def test_no_notifier_for_a_channel_keeps_matches_unplanned(store: Store) -> None:
     subscriber_id = seed(store, "email:ada@example.org")
     assert await send_due_digests(store, notifiers(ScriptedNotifier()), Renderer(), force=True) == []
-    assert store.digests_of(subscriber_id) == []
-    assert len(store.pending_matches(subscriber_id)) == 2
-    assert store.status().pending_matches == 2
+    assert store.ledger.digests_of(subscriber_id) == []
+    assert len(store.ledger.pending_matches(subscriber_id)) == 2
+    assert store.dashboard.status().pending_matches == 2
 
 
 @pytest.mark.parametrize("instant", [True, False])
 async def test_between_slots_only_instant_matches_leave(store: Store, instant: bool) -> None:
     follow(store, "console:ada", "cat:cs.DC", schedule="weekly sun 03:00", instant=instant)
-    store.save_versions([paper("2611.00001")])
+    store.papers.save_versions([paper("2611.00001")])
     match_new(store)
     notifier = ScriptedNotifier()
     reports = await send_due_digests(store, notifiers(notifier), Renderer())
@@ -188,11 +188,11 @@ async def test_between_slots_only_instant_matches_leave(store: Store, instant: b
 
 async def test_a_revision_says_what_changed_and_ranks_come_from_reasons(store: Store) -> None:
     follow(store, "console:ada", 'cat:cs.DC OR au:"Ada Lovelace" OR ti:rollouts', schedule="instant")
-    store.save_versions([paper("2611.00001", 1, "Old title")])
+    store.papers.save_versions([paper("2611.00001", 1, "Old title")])
     before = PaperIn(
         "2611.00001", 2, "New title", "An abstract.", ("Ada Lovelace",), ("cs.DC",), journal_ref="J. 1"
     )
-    store.save_versions([before, paper("2611.00002", 1, "Asynchronous rollouts")])
+    store.papers.save_versions([before, paper("2611.00002", 1, "Asynchronous rollouts")])
     match_new(store)
     notifier = ScriptedNotifier()
     (report,) = await send_due_digests(store, notifiers(notifier), Renderer())
@@ -202,7 +202,7 @@ async def test_a_revision_says_what_changed_and_ranks_come_from_reasons(store: S
     assert items["2611.00002v1"].changes == ()
     assert "changed: title, journal-ref" in notifier.sent[0][1].text
     # Each item knows the follows that matched it (the Telegram digest's "unfollow" buttons use them).
-    (stored,) = store.follows_of(store.get_subscriber("console:ada").id or 0)  # type: ignore[union-attr]
+    (stored,) = store.subscribers.follows_of(store.subscribers.get_subscriber("console:ada").id or 0)  # type: ignore[union-attr]
     assert items["2611.00002v1"].follows == ((stored.id, stored.query),)
 
 
@@ -214,7 +214,7 @@ async def test_each_batch_is_claimed_at_the_clocks_time(
 
     seed(store, "console:a")
     follow(store, "console:b", "cat:cs.DC", schedule="instant")
-    store.save_versions([paper("2611.07777")])
+    store.papers.save_versions([paper("2611.07777")])
     match_new(store)
     start = utcnow()
     ticks = iter(range(1000))
@@ -227,8 +227,8 @@ async def test_each_batch_is_claimed_at_the_clocks_time(
             (digest,) = [
                 d
                 for s in ("console:a", "console:b")
-                for d in store.digests_of(
-                    store.get_subscriber(s).id or 0  # type: ignore[union-attr]
+                for d in store.ledger.digests_of(
+                    store.subscribers.get_subscriber(s).id or 0  # type: ignore[union-attr]
                 )
                 if d.id == digest_id
             ]

@@ -9,7 +9,6 @@ import pytest
 
 from core.i18n.languages import translator
 from core.store.facade import Store
-from core.store.taste import TasteStore
 from core.taste.library_file import read_library
 from core.taste.library_import import import_library
 from ingest.arxiv_api import ArxivApiSource
@@ -24,8 +23,10 @@ NOW = datetime(2026, 12, 4, 12, tzinfo=UTC)
 
 
 def _reader(store: Store) -> int:
-    store.save_versions(parse_feed(BIG_FEED.read_bytes()).items, now=NOW)
-    subscriber, _ = store.ensure_subscriber("email:ada@example.org", timezone="UTC", schedule="daily 08:00")
+    store.papers.save_versions(parse_feed(BIG_FEED.read_bytes()).items, now=NOW)
+    subscriber, _ = store.subscribers.ensure_subscriber(
+        "email:ada@example.org", timezone="UTC", schedule="daily 08:00"
+    )
     assert subscriber.id is not None
     return subscriber.id
 
@@ -43,7 +44,7 @@ async def test_every_entry_is_used_or_reported_and_reimport_adds_nothing(store: 
     # Every entry of the file is counted once: used, or named with its reason.
     assert report.used + len(report.unused) == report.entries == len(read.entries) + len(read.problems)
     assert report.stored >= 1 and report.added == report.used > 0
-    assert TasteStore(store).vote_counts(sid)[2] == report.added
+    assert store.taste.vote_counts(sid)[2] == report.added
     again = await import_library(store, sid, _read(name), lookup=None, now=NOW)
     assert again.added == 0 and again.used == report.used
 
@@ -51,17 +52,17 @@ async def test_every_entry_is_used_or_reported_and_reimport_adds_nothing(store: 
 async def test_unknown_ids_are_looked_up_and_stored_as_history(store: Store) -> None:
     sid = _reader(store)
     read = _read("jabref.bib")
-    missing = [e.arxiv_id for e in read.entries if e.arxiv_id and not store.versions_of(e.arxiv_id)]
+    missing = [e.arxiv_id for e in read.entries if e.arxiv_id and not store.papers.versions_of(e.arxiv_id)]
     assert missing, "jabref.bib names papers the recorded day does not hold"
     assert missing == ["astro-ph/0601001"]
     (answer,) = BODIES.glob("id_astro-ph_0601001_*.xml")
     with feed_server(Reply(200, answer.read_bytes())) as server:
         async with HttpClient("t", politeness=Politeness(retries=0)) as http:
             report = await import_library(store, sid, read, lookup=ArxivApiSource(http, server.url), now=NOW)
-    assert report.fetched == 1 and store.versions_of("astro-ph/0601001")
+    assert report.fetched == 1 and store.papers.versions_of("astro-ph/0601001")
     assert "id_list=" in server.paths[0]
     # Stored as history: nobody is notified of it.
-    assert all(v.paper_id != "astro-ph/0601001" for v in store.unmatched_versions())
+    assert all(v.paper_id != "astro-ph/0601001" for v in store.matches.unmatched_versions())
 
 
 async def test_an_unreachable_api_is_reported_per_entry_and_loses_nothing_else(store: Store) -> None:
@@ -91,8 +92,8 @@ async def test_a_broken_file_keeps_its_good_entries_and_every_problem(store: Sto
 
 async def test_the_seeds_train_the_readers_model(store: Store) -> None:
     sid = _reader(store)
-    assert TasteStore(store).model_of(sid) is None
+    assert store.taste.model_of(sid) is None
     report = await import_library(store, sid, _read("zotero.json"), lookup=None, now=NOW)
     assert report.added >= 3
-    model = TasteStore(store).model_of(sid)
+    model = store.taste.model_of(sid)
     assert model is not None and model.positives == report.added

@@ -1,7 +1,7 @@
 """The maintained library totals (issue 15) equal a recount after every kind of write, on both databases.
 
-The oracle is ``Store.recount_library``: the counting queries the status page ran on every load before the
-totals were maintained. Each write below goes through the call production uses (``save_versions`` for
+The oracle is ``store.counts.recount_library``: the counting queries the status page ran on every load before
+the totals were maintained. Each write below goes through the call production uses (``save_versions`` for
 ingest, backfill and gap fill, ``core.papers.pipeline.backfill`` over the snapshot reader, ``save_picks``,
 ``save_guide``), on the recorded corpus where there is one.
 """
@@ -42,8 +42,8 @@ def exact(store: Store) -> LibraryTotals:
     The browser's sort keys and the search index are checked against their oracles too: every write below
     must keep them as exact as the totals.
     """
-    totals = store.library_totals()
-    assert totals == store.recount_library()
+    totals = store.counts.library_totals()
+    assert totals == store.counts.recount_library()
     assert_keys_and_index(store)
     return totals
 
@@ -80,14 +80,14 @@ def test_every_kind_of_write_keeps_the_totals_equal_to_a_recount(store: Store) -
 
     # The recorded RSS day, as the daily ingest stores it (news), then the same feed again.
     feed = parse_feed(BIG_FEED.read_bytes()).items
-    store.save_versions(feed, now=NOW - timedelta(hours=30))
+    store.papers.save_versions(feed, now=NOW - timedelta(hours=30))
     after_day = exact(store)
     assert after_day.news_new > 0 and after_day.news_revisions > 0 and after_day.ai_papers > 0
-    store.save_versions(feed, now=NOW - timedelta(hours=29))
+    store.papers.save_versions(feed, now=NOW - timedelta(hours=29))
     assert exact(store) == after_day
 
     # A gap fill over the recorded OAI list: only what was announced after the newest news is news.
-    store.save_versions(
+    store.papers.save_versions(
         parse_oai(OAI_LIST.read_bytes()).papers, now=NOW - timedelta(hours=20), novelty=Novelty.GAP
     )
     exact(store)
@@ -95,40 +95,46 @@ def test_every_kind_of_write_keeps_the_totals_equal_to_a_recount(store: Store) -
     # Community picks: recorded days (new papers as stubs, known ones flagged), a day seen again.
     for day_file in HF_DAYS[:3]:
         day = date.fromisoformat(day_file.stem)
-        store.save_picks(parse_daily(day_file.read_bytes(), day).picks, now=NOW - timedelta(hours=10))
+        store.papers.save_picks(parse_daily(day_file.read_bytes(), day).picks, now=NOW - timedelta(hours=10))
         exact(store)
     day = date.fromisoformat(HF_DAYS[0].stem)
-    store.save_picks(parse_daily(HF_DAYS[0].read_bytes(), day).picks, now=NOW - timedelta(hours=9))
+    store.papers.save_picks(parse_daily(HF_DAYS[0].read_bytes(), day).picks, now=NOW - timedelta(hours=9))
     # A pick of a paper the backfill stored, and a second pick of it on another day.
     backfilled = json.loads(SNAPSHOT.read_text().splitlines()[0])["id"]
-    store.save_picks([pick(backfilled, date(2026, 11, 30))], now=NOW - timedelta(hours=8))
-    store.save_picks([pick(backfilled, date(2026, 12, 1))], now=NOW - timedelta(hours=7))
+    store.papers.save_picks([pick(backfilled, date(2026, 11, 30))], now=NOW - timedelta(hours=8))
+    store.papers.save_picks([pick(backfilled, date(2026, 12, 1))], now=NOW - timedelta(hours=7))
     exact(store)
 
     # Revisions: a v1 that is not AI-related, then an AI-related v2 (the paper starts to count twice), a
     # stub completed by arXiv's metadata (history), a v3 of an already revised paper.
-    store.save_versions([paper("2612.00001", 1)], now=NOW - timedelta(hours=6))
+    store.papers.save_versions([paper("2612.00001", 1)], now=NOW - timedelta(hours=6))
     before = exact(store)
-    store.save_versions([paper("2612.00001", 2, ai=True)], now=NOW - timedelta(hours=5))
+    store.papers.save_versions([paper("2612.00001", 2, ai=True)], now=NOW - timedelta(hours=5))
     after = exact(store)
     assert (after.ai_papers, after.revised_papers) == (before.ai_papers + 1, before.revised_papers + 1)
     stub = parse_daily(HF_DAYS[1].read_bytes(), date.fromisoformat(HF_DAYS[1].stem)).picks[0].arxiv_id
-    store.save_versions([paper(stub, 1, ai=True)], now=NOW - timedelta(hours=4), novelty=Novelty.HISTORY)
-    store.save_versions([paper("2612.00001", 3)], now=NOW - timedelta(hours=3))
+    store.papers.save_versions(
+        [paper(stub, 1, ai=True)], now=NOW - timedelta(hours=4), novelty=Novelty.HISTORY
+    )
+    store.papers.save_versions([paper("2612.00001", 3)], now=NOW - timedelta(hours=3))
     # One batch with a new paper's v1 and v2 together, and two papers at once.
-    store.save_versions(
+    store.papers.save_versions(
         [paper("2612.00002", 1), paper("2612.00002", 2), paper("2612.00003", 1, ai=True)],
         now=NOW - timedelta(hours=2),
     )
     exact(store)
 
     # Guides change no library total; their 24-hour number is counted from an index (checked below).
-    version_ids = store.save_versions([paper("2612.00004", 1, ai=True)], now=NOW).new_version_ids
-    store.save_guide(version_ids[0], "en", Guide("Short."), model="m", now=NOW)
+    version_ids = store.papers.save_versions([paper("2612.00004", 1, ai=True)], now=NOW).new_version_ids
+    store.guides.save_guide(version_ids[0], "en", Guide("Short."), model="m", now=NOW)
     final = exact(store)
 
     # The status page, /metrics and `papertrail status` show the maintained numbers.
-    counts, metrics, status = store.dashboard_counts(NOW), store.metric_counts(), store.status(NOW)
+    counts, metrics, status = (
+        store.dashboard.dashboard_counts(NOW),
+        store.dashboard.metric_counts(),
+        store.dashboard.status(NOW),
+    )
     assert (counts.papers, counts.ai_papers, counts.revised_papers, counts.community_papers) == (
         final.papers,
         final.ai_papers,
@@ -148,21 +154,21 @@ def test_random_writes_keep_the_totals_equal_to_a_recount(store: Store) -> None:
         now = NOW + timedelta(minutes=step)
         if rng.random() < 0.3:
             chosen = rng.sample(ids, rng.randint(1, 6))
-            store.save_picks([pick(i, date(2026, 12, 1 + rng.randint(0, 3))) for i in chosen], now=now)
+            store.papers.save_picks([pick(i, date(2026, 12, 1 + rng.randint(0, 3))) for i in chosen], now=now)
         else:
             batch = [
                 paper(rng.choice(ids), rng.randint(1, 4), ai=rng.random() < 0.3)
                 for _ in range(rng.randint(1, 12))
             ]
-            store.save_versions(batch, now=now, novelty=rng.choice(novelties))
+            store.papers.save_versions(batch, now=now, novelty=rng.choice(novelties))
         exact(store)
 
 
 def test_the_migration_builds_the_totals_from_the_stored_rows(store: Store) -> None:
     backfill(store, "snapshot", snapshot_batches(SNAPSHOT), now=NOW)
-    store.save_versions(parse_feed(BIG_FEED.read_bytes()).items, now=NOW)
-    store.save_picks([pick("0704.0001", date(2026, 12, 1))], now=NOW)
-    expected = store.recount_library()
+    store.papers.save_versions(parse_feed(BIG_FEED.read_bytes()).items, now=NOW)
+    store.papers.save_picks([pick("0704.0001", date(2026, 12, 1))], now=NOW)
+    expected = store.counts.recount_library()
     with store.engine.begin() as connection:
         # As if the rows had been stored before migration 0017: no flags, no totals.
         connection.execute(sa.text("UPDATE paper SET ai_related = false, revised = false, picked = false"))
@@ -175,9 +181,9 @@ def test_a_missing_totals_row_is_a_clear_error(store: Store) -> None:
     with store.engine.begin() as connection:
         connection.execute(sa.text("DELETE FROM library_total"))
     with pytest.raises(RuntimeError, match="library_total row is missing"):
-        store.save_versions([paper("2612.00001", 1)])
+        store.papers.save_versions([paper("2612.00001", 1)])
     with pytest.raises(RuntimeError, match="library_total row is missing"):
-        store.library_totals()
+        store.counts.library_totals()
 
 
 def _in_threads(count: int, work: Callable[[int], None]) -> None:
@@ -206,22 +212,22 @@ def test_concurrent_increments_are_not_lost(pg_store: Store) -> None:
                 add_to_totals(connection, versions=1, papers=2)
 
     _in_threads(8, add)
-    totals = pg_store.library_totals()
+    totals = pg_store.counts.library_totals()
     assert (totals.versions, totals.papers) == (200, 400)
 
 
 def test_concurrent_writers_flipping_the_same_papers_count_each_once(pg_store: Store) -> None:
     """Eight writers store revisions (some AI-related) of the same 60 papers and pick them, at once."""
     ids = [f"2612.{n:05d}" for n in range(1, 61)]
-    pg_store.save_versions([paper(i, 1) for i in ids], novelty=Novelty.HISTORY)
+    pg_store.papers.save_versions([paper(i, 1) for i in ids], novelty=Novelty.HISTORY)
 
     def write(index: int) -> None:
         rng = random.Random(index)
         # Every writer its own version number (no unique conflicts), the papers in the same order.
         for start in range(0, len(ids), 15):
             chunk = ids[start : start + 15]
-            pg_store.save_versions([paper(i, index + 2, ai=rng.random() < 0.5) for i in chunk])
-            pg_store.save_picks([pick(i, date(2026, 12, 1 + index)) for i in chunk])
+            pg_store.papers.save_versions([paper(i, index + 2, ai=rng.random() < 0.5) for i in chunk])
+            pg_store.papers.save_picks([pick(i, date(2026, 12, 1 + index)) for i in chunk])
 
     _in_threads(8, write)
     totals = exact(pg_store)
@@ -246,24 +252,24 @@ def _guided_since_by_grouping(store: Store, since: datetime) -> int:
 
 def test_guided_versions_in_a_window_equal_the_grouping(store: Store) -> None:
     versions = [paper(f"2612.{n:05d}", 1) for n in range(1, 9)]
-    ids = store.save_versions(versions, now=NOW - timedelta(days=3)).new_version_ids
+    ids = store.papers.save_versions(versions, now=NOW - timedelta(days=3)).new_version_ids
     rng = random.Random(7)
     for vid in ids:
         for language in ("en", "zh"):
             if rng.random() < 0.7:
                 made = NOW - timedelta(hours=rng.randint(0, 60))
-                store.save_guide(vid, language, Guide("T."), model="m", now=made)
+                store.guides.save_guide(vid, language, Guide("T."), model="m", now=made)
     for hours in (0, 1, 12, 24, 36, 48, 72):
         since = NOW - timedelta(hours=hours)
-        assert store.count_guided_versions_since(since) == _guided_since_by_grouping(store, since)
+        assert store.guides.count_guided_versions_since(since) == _guided_since_by_grouping(store, since)
 
 
 def test_a_version_guided_yesterday_is_not_counted_for_todays_second_language(store: Store) -> None:
-    (vid,) = store.save_versions([paper("2612.00001", 1)], now=NOW - timedelta(days=2)).new_version_ids
-    store.save_guide(vid, "en", Guide("T."), model="m", now=NOW - timedelta(hours=30))
-    store.save_guide(vid, "zh", Guide("T."), model="m", now=NOW - timedelta(hours=1))
-    assert store.count_guided_versions_since(NOW - timedelta(hours=24)) == 0
-    assert store.count_guided_versions_since(NOW - timedelta(hours=48)) == 1
+    (vid,) = store.papers.save_versions([paper("2612.00001", 1)], now=NOW - timedelta(days=2)).new_version_ids
+    store.guides.save_guide(vid, "en", Guide("T."), model="m", now=NOW - timedelta(hours=30))
+    store.guides.save_guide(vid, "zh", Guide("T."), model="m", now=NOW - timedelta(hours=1))
+    assert store.guides.count_guided_versions_since(NOW - timedelta(hours=24)) == 0
+    assert store.guides.count_guided_versions_since(NOW - timedelta(hours=48)) == 1
 
 
 def test_the_window_queries_use_the_news_index(store: Store) -> None:

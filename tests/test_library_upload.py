@@ -15,7 +15,6 @@ import pytest
 
 from core.people import tokens
 from core.store.facade import Store
-from core.store.taste import TasteStore
 from core.taste.library_file import MAX_FILE_BYTES
 from papertrail.web import build_app
 from papertrail.web_library import MAX_UPLOAD_BYTES, LibraryRoutes
@@ -42,7 +41,7 @@ def _upload(client: TestClient, name: str, data: bytes | None = None, *, path: s
 
 
 def _seeds(store: Store, sid: int) -> int:
-    return TasteStore(store).vote_counts(sid)[2]
+    return store.taste.vote_counts(sid)[2]
 
 
 def _main(page: str) -> str:
@@ -210,7 +209,7 @@ def test_one_import_per_subscriber_at_a_time(sqlite_store: Store) -> None:
 
 def test_the_page_speaks_chinese_to_a_chinese_reader(sqlite_store: Store) -> None:
     sid = _reader(sqlite_store)
-    sqlite_store.update_subscriber(sid, language="zh")
+    sqlite_store.subscribers.update_subscriber(sid, language="zh")
     client = client_for(sqlite_store)
     page = client.get(_manage()).text
     assert "导入你的文献库" in page and "最大 5 MB" in page

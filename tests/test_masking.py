@@ -80,7 +80,7 @@ class FailingNotifier:
 def seed(store: Store) -> None:
     for address in (WEBHOOK, APPRISE, BASIC):
         follow(store, address, "cat:cs.DC", schedule="instant")
-    store.save_versions([PaperIn("2611.00001", 1, "Rollouts", "An abstract.", ("Ada",), ("cs.DC",))])
+    store.papers.save_versions([PaperIn("2611.00001", 1, "Rollouts", "An abstract.", ("Ada",), ("cs.DC",))])
     assert match_new(store) == 1  # one paper, matched for all three
 
 
@@ -134,7 +134,7 @@ async def test_failed_deliveries_leave_no_credential_in_logs(
         assert_clean(" ".join(v for v in vars(record).values() if isinstance(v, str)))
     for report in reports:
         assert_clean(report.error or "")
-    for digest, _address in sqlite_store.dead_digests():
+    for digest, _address in sqlite_store.ledger.dead_digests():
         assert_clean(digest.error or "")  # stored masked: `status` and the pages list it later
 
 
@@ -154,7 +154,7 @@ def test_cli_output_masks_addresses(
         )
     )
     # An old row written before masking (or by a hand): the listing masks it on the way out too.
-    (dead, _address) = sqlite_store.dead_digests()[0]
+    (dead, _address) = sqlite_store.ledger.dead_digests()[0]
     with sqlite_store.session() as session:
         row = session.get(Digest, dead.id)
         assert row is not None

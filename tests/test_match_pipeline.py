@@ -53,11 +53,11 @@ def store_follows(store: Store, specs: Sequence[Spec]) -> dict[int, Spec]:
     subscriber and query: a repeated one changes its options, as ``papertrail follow`` does)."""
     made: dict[int, Spec] = {}
     for spec in specs:
-        subscriber, _ = store.ensure_subscriber(
+        subscriber, _ = store.subscribers.ensure_subscriber(
             f"console:s{spec.subscriber}", timezone="UTC", schedule="daily 08:00"
         )
         assert subscriber.id is not None
-        follow, outcome = store.add_follow(
+        follow, outcome = store.subscribers.add_follow(
             subscriber.id,
             spec.query.canonical(),
             spec.query.canonical(),
@@ -102,7 +102,7 @@ def expected_rows(store: Store, follows: dict[int, Spec]) -> dict[tuple[int, int
 def production_rows(store: Store) -> dict[tuple[int, int], Row]:
     """What match_new and the fan-out stored."""
     match_new(store, now=NOW)
-    store.expand_matches(now=NOW)
+    store.matches.expand_matches(now=NOW)
     with store.session() as session:
         matches = list(session.exec(select(Match)))
     return {
@@ -117,7 +117,7 @@ def production_rows(store: Store) -> dict[tuple[int, int], Row]:
 
 def check(store: Store, specs: Sequence[Spec]) -> int:
     """Store the sampled day and the follows, run both, compare; returns the number of rows."""
-    store.save_versions(list(corpus().papers), now=NOW)
+    store.papers.save_versions(list(corpus().papers), now=NOW)
     follows = store_follows(store, specs)
     expected = expected_rows(store, follows)
     assert production_rows(store) == expected

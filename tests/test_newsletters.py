@@ -67,8 +67,8 @@ def paper(arxiv_id: str) -> PaperIn:
 
 
 def member(store: Store, address: str, status: SubscriberStatus = SubscriberStatus.ACTIVE) -> None:
-    subscriber, _ = store.ensure_subscriber(address, timezone="UTC", schedule="daily 08:00")
-    store.update_subscriber(subscriber.id or 0, status=status)
+    subscriber, _ = store.subscribers.ensure_subscriber(address, timezone="UTC", schedule="daily 08:00")
+    store.subscribers.update_subscriber(subscriber.id or 0, status=status)
     newsletters.join(store, NAME, subscriber)
 
 
@@ -89,14 +89,14 @@ async def test_an_issue_reaches_every_active_member_once(store: Store) -> None:
     # Email members sign up the self-service way: one confirms, one does not.
     for address in ("email:dora@example.org", "email:eve@example.org"):
         sign_up(store, address, [], timezone="UTC", schedule="daily 08:00", newsletter=NAME)
-    pending = store.get_subscriber("email:dora@example.org")
+    pending = store.subscribers.get_subscriber("email:dora@example.org")
     assert pending is not None
     confirm(store, KEY, confirm_token(KEY, pending))
 
-    store.save_versions([paper(f"2611.0000{n}") for n in range(3)])
+    store.papers.save_versions([paper(f"2611.0000{n}") for n in range(3)])
     assert match_new(store) == 3  # one query, cat:cs.DC, on three papers ...
-    assert store.expand_matches() == 6  # ... for the newsletter and for Carol's own follow
-    letter = store.get_subscriber("newsletter:dc-weekly")
+    assert store.matches.expand_matches() == 6  # ... for the newsletter and for Carol's own follow
+    letter = store.subscribers.get_subscriber("newsletter:dc-weekly")
     assert letter is not None and letter.status == SubscriberStatus.ACTIVE
     with store.session() as session:
         per_version = session.execute(
@@ -134,7 +134,7 @@ async def test_an_issue_reaches_every_active_member_once(store: Store) -> None:
     token = re.search(r"/leave/([^/?\s\"]+)", dora.unsubscribe_url)
     assert token and tokens.verify(KEY, tokens.LEAVE, token[1]) == f"email:dora@example.org\0{NAME}"
 
-    (issue,) = [d for d in store.digests_of(letter.id or 0)]
+    (issue,) = [d for d in store.ledger.digests_of(letter.id or 0)]
     assert (issue.state, issue.channel, issue.item_count) == (DigestState.SENT, "newsletter", 3)
     shown = newsletters.info(store, NAME)
     assert (shown.members, shown.active_members, shown.issues, shown.last_issue_items) == (6, 4, 1, 3)
@@ -144,8 +144,8 @@ async def test_an_issue_reaches_every_active_member_once(store: Store) -> None:
         await send_due_digests(store, notifiers, renderer, now=sunday + timedelta(days=7), force=True) == []
     )
     for address in ("email:eve@example.org", "console:gone"):
-        found = store.get_subscriber(address)
-        assert found is not None and store.digests_of(found.id or 0) == []
+        found = store.subscribers.get_subscriber(address)
+        assert found is not None and store.ledger.digests_of(found.id or 0) == []
     with store.session() as session:
         unsent = session.execute(
             sa.select(sa.func.count()).select_from(Match).where(col(Match.digest_id).is_(None))
@@ -163,13 +163,13 @@ async def test_a_member_on_an_unconfigured_channel_keeps_the_copies_until_it_can
     newsletters.create(store, NAME, "Distributed", ["cat:cs.DC"], schedule="instant", timezone="UTC")
     member(store, "console:ada")
     member(store, "email:far@example.org")
-    store.save_versions([paper("2611.00001")])
+    store.papers.save_versions([paper("2611.00001")])
     match_new(store)
     console = Recorder()
     (report,) = await send_due_digests(store, {"console": console}, Renderer())
     assert (report.address, report.items) == ("console:ada", 1)
-    far = store.get_subscriber("email:far@example.org")
-    assert far is not None and len(store.pending_matches(far.id or 0)) == 1  # kept, not lost
+    far = store.subscribers.get_subscriber("email:far@example.org")
+    assert far is not None and len(store.ledger.pending_matches(far.id or 0)) == 1  # kept, not lost
     mail = MailRecorder()
     (later,) = await send_due_digests(store, {"console": console, "email": mail}, Renderer())
     assert (later.address, later.items, len(mail.sent)) == ("email:far@example.org", 1, 1)
@@ -253,13 +253,13 @@ def test_cli_adds_and_removes_members(db_url: str, store: Store, monkeypatch: py
     sign_up(store, "email:eve@example.org", ["cat:cs.AI"], timezone="UTC", schedule="daily 08:00")
     code, _, err = run("newsletter", "add", NAME, "email:eve@example.org")
     assert code == 1 and "has not confirmed its sign-up; it must follow the link in its confirmation" in err
-    gone, _ = store.ensure_subscriber("console:gone", timezone="UTC", schedule="daily 08:00")
-    store.update_subscriber(gone.id or 0, status=SubscriberStatus.UNSUBSCRIBED)
+    gone, _ = store.subscribers.ensure_subscriber("console:gone", timezone="UTC", schedule="daily 08:00")
+    store.subscribers.update_subscriber(gone.id or 0, status=SubscriberStatus.UNSUBSCRIBED)
     code, _, err = run("newsletter", "add", NAME, "console:gone")
     assert code == 1 and "console:gone unsubscribed" in err
     for refused in ("email:eve@example.org", "console:gone"):
-        who = store.get_subscriber(refused)
-        assert who is not None and store.newsletters_of(who.id or 0) == []
+        who = store.subscribers.get_subscriber(refused)
+        assert who is not None and store.newsletters.newsletters_of(who.id or 0) == []
 
     follow(store, "console:ada", "cat:cs.AI")  # confirmed: an operator's follow
     code, out, _ = run("newsletter", "add", NAME.upper(), "CONSOLE:ada")
@@ -271,7 +271,7 @@ def test_cli_adds_and_removes_members(db_url: str, store: Store, monkeypatch: py
     code, out, _ = run("newsletter", "list")
     assert code == 0 and "1 active of 1" in out
 
-    store.save_versions([paper("2611.00001")])
+    store.papers.save_versions([paper("2611.00001")])
     assert match_new(store) == 1
     code, out, err = run("digest", "--now")
     assert code == 0, err
@@ -284,10 +284,10 @@ def test_cli_adds_and_removes_members(db_url: str, store: Store, monkeypatch: py
     )
     code, out, _ = run("newsletter", "remove", NAME, "console:ada")
     assert code == 0 and out == "console:ada is not a member of dc-weekly; nothing changed"
-    ada = store.get_subscriber("console:ada")
+    ada = store.subscribers.get_subscriber("console:ada")
     assert ada is not None and ada.status == SubscriberStatus.ACTIVE  # subscribed still, follows kept
-    assert [f.query for f in store.follows_of(ada.id or 0)] == ["cat:cs.AI"]
-    store.save_versions([paper("2611.00002")])
+    assert [f.query for f in store.subscribers.follows_of(ada.id or 0)] == ["cat:cs.AI"]
+    store.papers.save_versions([paper("2611.00002")])
     assert match_new(store) == 1
     code, out, _ = run("digest", "--now")
     assert code == 0 and "console:ada" not in out  # the next issue is nobody's: no member left
@@ -311,9 +311,9 @@ def test_join_and_leave_from_a_chat(sqlite_store: Store) -> None:
 
     joined = handle(sqlite_store, settings.chat(), chat, "/join dc-weekly")
     assert joined.ok and joined.text.startswith("This chat joined Distributed weekly (dc-weekly)")
-    subscriber = sqlite_store.get_subscriber("telegram:42")
+    subscriber = sqlite_store.subscribers.get_subscriber("telegram:42")
     assert subscriber is not None
-    assert [n.name for n in sqlite_store.newsletters_of(subscriber.id or 0)] == [NAME]
+    assert [n.name for n in sqlite_store.newsletters.newsletters_of(subscriber.id or 0)] == [NAME]
     assert "already" in handle(sqlite_store, settings.chat(), chat, "/join DC-Weekly").text
 
     typo = handle(sqlite_store, settings.chat(), chat, "/join dc-weekli")
@@ -324,7 +324,7 @@ def test_join_and_leave_from_a_chat(sqlite_store: Store) -> None:
 
     left = handle(sqlite_store, settings.chat(), chat, "/leave dc-weekly")
     assert left.ok and "left Distributed weekly" in left.text
-    assert sqlite_store.newsletters_of(subscriber.id or 0) == []
+    assert sqlite_store.newsletters.newsletters_of(subscriber.id or 0) == []
     assert handle(sqlite_store, settings.chat(), chat, "/leave dc-weekly").error == Problem.NOT_FOUND
     assert "/join" in handle(sqlite_store, settings.chat(), chat, "/help").text
 
@@ -345,15 +345,15 @@ def test_the_form_offers_the_newsletters(sqlite_store: Store, smtp: tuple[SinkHa
     assert wrong.status_code == 400 and "no newsletter named" in wrong.text and not sink.received
     done = client.post("/subscribe", data={"address": "ada@example.org", "follows": "", "newsletter": NAME})
     assert done.status_code == 200 and "Check your mail" in done.text
-    ada = sqlite_store.get_subscriber("email:ada@example.org")
+    ada = sqlite_store.subscribers.get_subscriber("email:ada@example.org")
     assert ada is not None and ada.status == SubscriberStatus.UNCONFIRMED
-    assert [n.name for n in sqlite_store.newsletters_of(ada.id or 0)] == [NAME]
-    sqlite_store.save_versions([paper("2611.00001")])
+    assert [n.name for n in sqlite_store.newsletters.newsletters_of(ada.id or 0)] == [NAME]
+    sqlite_store.papers.save_versions([paper("2611.00001")])
     match_new(sqlite_store)
     # Unconfirmed: the issue opens, and Ada gets no copy.
     assert newsletters.open_due_issues(sqlite_store, now=utcnow(), due=lambda *_: True)[0].copies == 0
     client.post(f"/confirm/{token_in(sink)}")
-    sqlite_store.save_versions([paper("2611.00002")])
+    sqlite_store.papers.save_versions([paper("2611.00002")])
     match_new(sqlite_store)
     assert newsletters.open_due_issues(sqlite_store, now=utcnow(), due=lambda *_: True)[0].copies == 1
 
@@ -368,7 +368,7 @@ async def test_an_issue_only_digest_is_titled_and_leaves_only_the_newsletter(sto
     follow(store, "email:carol@example.org", "cat:cs.LG", schedule="instant")
     member(store, "email:carol@example.org")
     lg = PaperIn("2611.00009", 1, "Learning", "An abstract.", ("Bo Li",), ("cs.LG",))
-    store.save_versions([paper("2611.00001"), paper("2611.00002"), lg])
+    store.papers.save_versions([paper("2611.00001"), paper("2611.00002"), lg])
     match_new(store)
     mail = MailRecorder()
     renderer = Renderer(public_url="https://papertrail.example", secret_key=KEY)
@@ -430,13 +430,13 @@ def test_the_leave_link_asks_then_leaves_one_newsletter_only(sqlite_store: Store
     )
     newsletters.create(sqlite_store, "other", "Other", ["cat:cs.LG"], schedule="instant", timezone="UTC")
     follow(sqlite_store, address, "cat:cs.AI")
-    subscriber = sqlite_store.get_subscriber(address)
+    subscriber = sqlite_store.subscribers.get_subscriber(address)
     assert subscriber is not None and subscriber.id is not None
     for name in (NAME, "other"):
         newsletters.join(sqlite_store, name, subscriber)
 
     def names() -> list[str]:
-        return [n.name for n in sqlite_store.newsletters_of(subscriber.id or 0)]
+        return [n.name for n in sqlite_store.newsletters.newsletters_of(subscriber.id or 0)]
 
     client = client_for(sqlite_store, secret_key=KEY)
     token = tokens.sign(KEY, tokens.LEAVE, tokens.leave_subject(address, NAME))
@@ -453,9 +453,9 @@ def test_the_leave_link_asks_then_leaves_one_newsletter_only(sqlite_store: Store
     )
     assert done.status_code == 200 and "You left Distributed &lt;weekly&gt;" in done.text
     assert names() == ["other"]  # only that newsletter
-    after = sqlite_store.get_subscriber(address)
+    after = sqlite_store.subscribers.get_subscriber(address)
     assert after is not None and after.status == SubscriberStatus.ACTIVE
-    assert len(sqlite_store.follows_of(subscriber.id)) == 1  # own follows kept
+    assert len(sqlite_store.subscribers.follows_of(subscriber.id)) == 1  # own follows kept
     assert re.search(r'href="/manage/[^"]+"', done.text)
     again = client.post(f"/leave/{token}", data={"List-Unsubscribe": "One-Click"})
     assert again.status_code == 200 and "Not a member of" in again.text

@@ -45,6 +45,7 @@ from core.papers.health import recent_announcement
 from core.papers.pipeline import match_new
 from core.store.facade import SaveResult, Store
 from core.store.ledger import DigestPlan
+from core.store.runs import RunStore
 from core.values import Outage, PaperIn, Receipt, SourceScan
 from notifiers.console import ConsoleNotifier
 from notifiers.slack_blocks import build_payloads
@@ -228,12 +229,12 @@ def record(
     versions, finish with their counts, match), with the test's clock for the run's end as well (ingest_once
     finishes a run at the real time)."""
     now = at(when)
-    run_id = store.start_run(source, now=now)
+    run_id = store.runs.start_run(source, now=now)
     if state == RunState.ERROR:
-        store.finish_run(run_id, state, now=now, error="HTTP 503 from the feed")
+        store.runs.finish_run(run_id, state, now=now, error="HTTP 503 from the feed")
         return SaveResult()
-    saved = store.save_versions(papers, now=now)
-    store.finish_run(
+    saved = store.papers.save_versions(papers, now=now)
+    store.runs.finish_run(
         run_id,
         state,
         now=now,
@@ -257,7 +258,7 @@ def test_the_store_reads_the_window_and_how_each_source_stood_before_it(store: S
     record(store, "arxiv-rss", "2026-11-17T01:05", cursor=mailing("2026-11-17"))
     record(store, "hf-daily", "2026-11-17T02:00")
     record(store, "arxiv-rss", "2026-11-18T01:05", cursor=mailing("2026-11-18"))  # after the window
-    runs = store.receipt_runs(
+    runs = store.runs.receipt_runs(
         at("2026-11-16T07:00"),
         at("2026-11-17T07:00"),
         overlap=timedelta(days=1),
@@ -292,7 +293,7 @@ def subscribe(store: Store, *, created: str = "2026-11-16T07:30", schedule: str 
     result = follow(store, ADDRESS, "cat:cs.DC", timezone=BERLIN, schedule=schedule)
     subscriber_id = result.subscriber.id
     assert subscriber_id is not None
-    store.update_subscriber(subscriber_id, created_at=at(created))
+    store.subscribers.update_subscriber(subscriber_id, created_at=at(created))
     with store.session() as session:
         session.execute(sa.update(Follow).values(created_at=at(created)))
     return subscriber_id
@@ -367,7 +368,7 @@ async def test_receipts_equal_what_the_runs_stored_through_failure_and_recovery(
     record(store, "arxiv-rss", "2026-11-19T06:00", RunState.ERROR)
     assert await deliver(store, "2026-11-19T07:00") == ([], "")
     # ...with one, the silence is explained.
-    store.update_subscriber(subscriber_id, heartbeat=True)
+    store.subscribers.update_subscriber(subscriber_id, heartbeat=True)
     (report,), printed = await deliver(store, "2026-11-19T07:01")
     assert report.sent and report.items == 0
     assert (
@@ -375,7 +376,7 @@ async def test_receipts_equal_what_the_runs_stored_through_failure_and_recovery(
         in printed
     )
     assert "⚠ arXiv failing since Thu 02:05 CET, and still failing" in printed
-    assert [d.item_count for d in store.digests_of(subscriber_id)] == [2, 2, 0]
+    assert [d.item_count for d in store.ledger.digests_of(subscriber_id)] == [2, 2, 0]
 
 
 # -- heartbeats --------------------------------------------------------------------------------------------
@@ -383,7 +384,7 @@ async def test_receipts_equal_what_the_runs_stored_through_failure_and_recovery(
 
 def heartbeats(store: Store, subscriber_id: int) -> list[datetime]:
     """When each heartbeat of the subscriber was planned."""
-    return [d.created_at for d in store.digests_of(subscriber_id) if d.item_count == 0]
+    return [d.created_at for d in store.ledger.digests_of(subscriber_id) if d.item_count == 0]
 
 
 def test_announcement_days_come_from_arxivs_calendar() -> None:
@@ -397,7 +398,7 @@ async def test_a_heartbeat_goes_out_on_announcement_days_when_nothing_matched_an
     store: Store,
 ) -> None:
     subscriber_id = subscribe(store, created="2026-11-14T12:00")
-    store.update_subscriber(subscriber_id, heartbeat=True)
+    store.subscribers.update_subscriber(subscriber_id, heartbeat=True)
     record(
         store,
         "arxiv-rss",
@@ -430,22 +431,22 @@ async def test_a_heartbeat_goes_out_on_announcement_days_when_nothing_matched_an
     holiday = DeliveryPolicy(holidays=frozenset({date(2026, 11, 18)}))
     assert await deliver(store, "2026-11-18T07:00", policy=holiday) == ([], "")
     # Thursday, heartbeat off: nothing.
-    store.update_subscriber(subscriber_id, heartbeat=False)
+    store.subscribers.update_subscriber(subscriber_id, heartbeat=False)
     assert await deliver(store, "2026-11-19T07:00") == ([], "")
     # Friday, on again: one.
-    store.update_subscriber(subscriber_id, heartbeat=True)
+    store.subscribers.update_subscriber(subscriber_id, heartbeat=True)
     assert len((await deliver(store, "2026-11-20T07:00"))[0]) == 1
     # Saturday: Thursday evening's announcement is 30 hours old; no heartbeat.
     assert await deliver(store, "2026-11-21T07:00") == ([], "")
     # Instant digests have no digest time, so no heartbeat either.
-    store.update_subscriber(subscriber_id, schedule="instant")
+    store.subscribers.update_subscriber(subscriber_id, schedule="instant")
     assert await deliver(store, "2026-11-23T07:00") == ([], "")
     assert heartbeats(store, subscriber_id) == [at("2026-11-16T07:00"), at("2026-11-20T07:00")]
 
 
 async def test_a_failed_heartbeat_is_retried_never_doubled_and_a_dead_one_not_replaced(store: Store) -> None:
     subscriber_id = subscribe(store, created="2026-11-14T12:00")
-    store.update_subscriber(subscriber_id, heartbeat=True)
+    store.subscribers.update_subscriber(subscriber_id, heartbeat=True)
     busy = DeliveryError("console busy", retryable=True)
     notifier = ScriptedNotifier([busy])
     (first,), _ = await deliver(store, "2026-11-16T07:00", notifier=notifier)
@@ -456,7 +457,7 @@ async def test_a_failed_heartbeat_is_retried_never_doubled_and_a_dead_one_not_re
     assert second.sent and second.digest_id == first.digest_id
     (_, message) = notifier.sent[0]
     assert message.heartbeat and message.item_count == 0 and message.receipt is not None
-    assert [(d.state, d.attempts) for d in store.digests_of(subscriber_id)] == [(DigestState.SENT, 2)]
+    assert [(d.state, d.attempts) for d in store.ledger.digests_of(subscriber_id)] == [(DigestState.SENT, 2)]
 
     # Tuesday: dead-lettered at its only attempt; no second heartbeat for that announcement.
     dead_end = DeliveryPolicy(max_attempts=1)
@@ -464,29 +465,29 @@ async def test_a_failed_heartbeat_is_retried_never_doubled_and_a_dead_one_not_re
     (third,), _ = await deliver(store, "2026-11-17T07:00", notifier=notifier, policy=dead_end)
     assert third.dead
     assert (await deliver(store, "2026-11-17T07:10", notifier=notifier, policy=dead_end))[0] == []
-    assert [d.state for d in store.digests_of(subscriber_id)] == [DigestState.SENT, DigestState.DEAD]
+    assert [d.state for d in store.ledger.digests_of(subscriber_id)] == [DigestState.SENT, DigestState.DEAD]
 
 
 async def test_a_planner_with_stale_candidates_opens_no_second_heartbeat(store: Store) -> None:
     subscriber_id = subscribe(store, created="2026-11-14T12:00")
-    store.update_subscriber(subscriber_id, heartbeat=True)
+    store.subscribers.update_subscriber(subscriber_id, heartbeat=True)
     now = at("2026-11-16T07:00")
     announced = recent_announcement(now)
     assert announced is not None
     # Planner A reads its candidates; planner B opens the heartbeat and a worker sends it; then A opens.
-    stale = store.heartbeat_candidates(now, announced)
+    stale = store.ledger.heartbeat_candidates(now, announced)
     assert [s.id for s in stale] == [subscriber_id]
     assert plan_heartbeats(store, {"console": ConsoleNotifier(io.StringIO())}, now=now) == 1
     (sent,), _ = await deliver(store, "2026-11-16T07:00")
     assert sent.sent
     plans = [DigestPlan(subscriber_id, "console", instant_only=False)]
-    assert store.open_heartbeats(plans, not_since=announced, now=now) == []
+    assert store.ledger.open_heartbeats(plans, not_since=announced, now=now) == []
     assert heartbeats(store, subscriber_id) == [now]
 
 
 def test_planners_at_once_open_one_heartbeat(store: Store) -> None:
     subscriber_id = subscribe(store, created="2026-11-14T12:00")
-    store.update_subscriber(subscriber_id, heartbeat=True)
+    store.subscribers.update_subscriber(subscriber_id, heartbeat=True)
     notifiers: dict[str, Notifier] = {"console": ConsoleNotifier(io.StringIO())}
     start = threading.Barrier(4)
     opened: list[int] = []
@@ -550,7 +551,7 @@ def say(store: Store, text: str, ctx: ChatContext = PRIVATE) -> str:
 
 
 def beats(store: Store, address: str) -> bool:
-    subscriber = store.get_subscriber(address)
+    subscriber = store.subscribers.get_subscriber(address)
     assert subscriber is not None
     return subscriber.heartbeat
 
@@ -580,7 +581,10 @@ def test_the_chat_command_turns_the_heartbeat_on_and_off(sqlite_store: Store) ->
     )
     # In a group only admins change it.
     refused = handle(store, Settings().chat(), GROUP_MEMBER, "/digest heartbeat on")
-    assert refused.error == Problem.NOT_ALLOWED and store.get_subscriber("telegram:-100200300") is None
+    assert (
+        refused.error == Problem.NOT_ALLOWED
+        and store.subscribers.get_subscriber("telegram:-100200300") is None
+    )
     # The help page documents it.
     assert "/digest heartbeat on — on arXiv announcement days when nothing matched" in say(
         store, "/help digest"
@@ -647,13 +651,13 @@ async def test_the_delivery_pass_reads_the_runs_once(store: Store, monkeypatch: 
         session.execute(sa.update(Subscriber).values(created_at=at("2026-11-16T00:00")))
     record(store, "arxiv-rss", "2026-11-17T01:05", papers=[paper(1)], cursor=mailing("2026-11-17"))
     reads: list[tuple[datetime, datetime]] = []
-    real = Store.receipt_runs
+    real = RunStore.receipt_runs
 
-    def counted(self: Store, since: datetime, until: datetime, **kwargs: object) -> list[SourceRun]:
+    def counted(self: RunStore, since: datetime, until: datetime, **kwargs: object) -> list[SourceRun]:
         reads.append((since, until))
         return real(self, since, until, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(Store, "receipt_runs", counted)
+    monkeypatch.setattr(RunStore, "receipt_runs", counted)
     reports, printed = await deliver(store, "2026-11-17T07:00")
     assert len(reports) == 5 and len(reads) == 1
     assert printed.count("arXiv: 1 announcement, 1 new version scanned; 1 matched your follows.") == 5
@@ -665,10 +669,10 @@ async def test_a_receipt_that_cannot_be_made_never_holds_a_digest_back(
     subscribe(sqlite_store)
     record(sqlite_store, "arxiv-rss", "2026-11-17T01:05", papers=[paper(1)], cursor=mailing("2026-11-17"))
 
-    def unreachable(self: Store, *args: object, **kwargs: object) -> list[SourceRun]:
+    def unreachable(self: RunStore, *args: object, **kwargs: object) -> list[SourceRun]:
         raise sa.exc.OperationalError("SELECT … FROM source_run", {}, Exception("database is locked"))
 
-    monkeypatch.setattr(Store, "receipt_runs", unreachable)
+    monkeypatch.setattr(RunStore, "receipt_runs", unreachable)
     (report,), printed = await deliver(sqlite_store, "2026-11-17T07:00")
     assert report.sent and report.items == 1
     assert "Paper 1" in printed and "Since" not in printed

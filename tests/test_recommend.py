@@ -25,8 +25,7 @@ from core.follows.reasons import LIKED, SHARED, recommended_score
 from core.models import Match, Version, utcnow
 from core.papers.pipeline import match_new
 from core.store.facade import Store
-from core.store.recommend import RecommendStore
-from core.store.taste import DISLIKE, LIKE, TasteStore
+from core.store.taste import DISLIKE, LIKE
 from core.taste.model import (
     DEFAULT_THRESHOLD,
     Example,
@@ -90,29 +89,31 @@ class Day:
         if query:
             subscriber = follow(self.store, address, query).subscriber
         else:
-            subscriber, _ = self.store.ensure_subscriber(address, timezone="UTC", schedule="daily 08:00")
+            subscriber, _ = self.store.subscribers.ensure_subscriber(
+                address, timezone="UTC", schedule="daily 08:00"
+            )
         sid = subscriber.id
         assert sid is not None
-        taste = TasteStore(self.store)
+        taste = self.store.taste
         for paper in liked_papers(likes):
             taste.vote(sid, paper.arxiv_id, LIKE, now=self.now)
         retrain(self.store, sid, now=self.now)
         if recommend is not None:
-            self.store.update_subscriber(sid, recommend=recommend)
+            self.store.subscribers.update_subscriber(sid, recommend=recommend)
         return sid
 
     def news(self, papers: tuple[PaperIn, ...] | list[PaperIn], *, match: bool = True) -> None:
         """Store ``papers`` as news first seen at :attr:`now`, run them against the follows, fan out."""
-        self.store.save_versions(papers, now=self.now)
+        self.store.papers.save_versions(papers, now=self.now)
         if match:
             match_new(self.store, now=self.now)
-            self.store.expand_matches(now=self.now)
+            self.store.matches.expand_matches(now=self.now)
 
 
 def a_day(store: Store) -> Day:
     # The news arrives after the readers (and their follows) were made: a follow sees only later papers.
     now = utcnow() + timedelta(minutes=5)
-    store.save_versions(earlier(), now=now - timedelta(days=2))
+    store.papers.save_versions(earlier(), now=now - timedelta(days=2))
     match_new(store, now=now - timedelta(days=2))
     return Day(store, now)
 
@@ -139,7 +140,7 @@ def recommendations(store: Store, subscriber_id: int) -> list[tuple[Match, Versi
 
 def scores(store: Store, subscriber_id: int, papers: Sequence[PaperIn]) -> dict[str, float]:
     """The subscriber's model's score of each paper."""
-    row = TasteStore(store).model_of(subscriber_id)
+    row = store.taste.model_of(subscriber_id)
     assert row is not None
     found = score_many([TasteModel.from_bytes(row.data)], vectorise([(p.title, p.abstract) for p in papers]))
     return {p.arxiv_id: float(s) for p, s in zip(papers, found[0], strict=True)}
@@ -161,7 +162,7 @@ def nth_best(store: Store, subscriber_id: int, papers: Sequence[PaperIn], n: int
 def test_a_model_follows_every_vote_and_its_undo(store: Store) -> None:
     d = a_day(store)
     sid = d.reader("email:ada@example.org", likes=0, recommend=None)
-    taste = TasteStore(store)
+    taste = store.taste
     one, two, three = (p.arxiv_id for p in liked_papers(3))
     cast_vote(store, sid, one, LIKE, now=d.now)
     cast_vote(store, sid, two, LIKE, now=d.now)
@@ -182,22 +183,24 @@ def test_a_model_follows_every_vote_and_its_undo(store: Store) -> None:
 def test_a_vote_that_changes_nothing_does_not_retrain(store: Store) -> None:
     d = a_day(store)
     sid = d.reader("email:ada@example.org", likes=3, recommend=None)
-    trained = TasteStore(store).model_of(sid)
+    trained = store.taste.model_of(sid)
     assert trained is not None
     cast_vote(store, sid, liked_papers(1)[0].arxiv_id, LIKE, now=d.now + timedelta(hours=1))
-    same = TasteStore(store).model_of(sid)
+    same = store.taste.model_of(sid)
     assert same is not None and same.trained_at == trained.trained_at
 
 
 def test_no_model_without_anything_to_contrast_with(store: Store) -> None:
     # Three liked papers and nothing else stored this week: nothing says what the reader does not want.
     now = utcnow()
-    store.save_versions(liked_papers(3), now=now)
-    subscriber, _ = store.ensure_subscriber("email:ada@example.org", timezone="UTC", schedule="daily 08:00")
+    store.papers.save_versions(liked_papers(3), now=now)
+    subscriber, _ = store.subscribers.ensure_subscriber(
+        "email:ada@example.org", timezone="UTC", schedule="daily 08:00"
+    )
     assert subscriber.id is not None
     for paper in liked_papers(3):
         cast_vote(store, subscriber.id, paper.arxiv_id, LIKE, now=now)
-    assert TasteStore(store).model_of(subscriber.id) is None
+    assert store.taste.model_of(subscriber.id) is None
 
 
 def test_a_paper_prepared_once_is_explained_as_explain_does() -> None:
@@ -246,7 +249,7 @@ def test_the_pass_recommends_to_readers_who_asked_never_what_follows_brought_or_
     assert brought == set(liked_today[:2])
     # A vote on one of the day's papers the model likes keeps it out as well.
     voted = liked_today[2]
-    TasteStore(store).vote(ada, voted, DISLIKE, now=d.now)
+    store.taste.vote(ada, voted, DISLIKE, now=d.now)
 
     report = recommend_new(store, now=d.now, threshold=threshold)
 
@@ -270,7 +273,7 @@ def test_the_pass_recommends_to_readers_who_asked_never_what_follows_brought_or_
     allowed = {a: x for a, x in scores(store, ada, later()).items() if a not in brought and a != voted}
     weakest = min(m.reasons[0]["recommended"] for m, _ in mine)
     assert sorted(allowed.values(), reverse=True)[4] == pytest.approx(weakest, abs=1e-3)
-    assert RecommendStore(store).cursor() == newest_version(store)
+    assert store.recommend.cursor() == newest_version(store)
     assert recommend_new(store, now=d.now, threshold=threshold) == type(report)()  # nothing new
     assert len(recommendations(store, ada)) == len(mine)
 
@@ -294,7 +297,7 @@ def test_a_digest_holds_at_most_n_recommendations(store: Store) -> None:
     d.news(second)
     # Two are waiting for the digest: no room for more.
     assert recommend_new(store, now=d.now, threshold=threshold).written == 0
-    digest = store.open_digest(ada, "email", instant_only=False, now=d.now)
+    digest = store.ledger.open_digest(ada, "email", instant_only=False, now=d.now)
     assert digest is not None
     d.news(third)
     # Planned but not sent yet: still waiting.
@@ -309,9 +312,9 @@ def test_room_comes_back_once_the_digest_is_sent(store: Store) -> None:
     threshold = min(nth_best(store, ada, part, 3) for part in (first, second))
     d.news(first)
     assert recommend_new(store, now=d.now, threshold=threshold).written == 2
-    digest = store.open_digest(ada, "email", instant_only=False, now=d.now)
+    digest = store.ledger.open_digest(ada, "email", instant_only=False, now=d.now)
     assert digest is not None
-    store.finish_sent(digest, platform_id="x", parts=1, now=d.now)
+    store.outcomes.finish_sent(digest, platform_id="x", parts=1, now=d.now)
     d.news(second)
     assert recommend_new(store, now=d.now, threshold=threshold).written == 2
     assert len(recommendations(store, ada)) == 4
@@ -321,8 +324,8 @@ def test_a_first_pass_starts_at_the_last_day(store: Store) -> None:
     d = a_day(store)
     ada = d.reader("email:ada@example.org", recommend=20)
     d.news(later())
-    first_new = min(v.id or 0 for v in store.versions_since(d.now - timedelta(hours=1)))
-    batch = RecommendStore(store).next_papers(now=d.now, limit=10_000)
+    first_new = min(v.id or 0 for v in store.papers.versions_since(d.now - timedelta(hours=1)))
+    batch = store.recommend.next_papers(now=d.now, limit=10_000)
     assert batch.after == 0 and batch.papers[0].version_id == first_new
     assert len(batch.papers) == len(later())
     threshold = nth_best(store, ada, later(), 10)
@@ -350,7 +353,7 @@ def test_revisions_are_not_scored(store: Store) -> None:
     d = a_day(store)
     revisions = [p for p in day() if p.version > 1][:100]
     d.news([*later()[:100], *revisions])
-    batch = RecommendStore(store).next_papers(now=d.now, limit=10_000)
+    batch = store.recommend.next_papers(now=d.now, limit=10_000)
     assert len(batch.papers) == 100
     assert {p.arxiv_id for p in batch.papers} == {p.arxiv_id for p in later()[:100]}
 
@@ -371,7 +374,7 @@ def test_two_passes_over_the_same_papers_write_once(store: Store) -> None:
     d = a_day(store)
     ada = d.reader("email:ada@example.org", recommend=20)
     d.news(later())
-    repository = RecommendStore(store)
+    repository = store.recommend
     one = repository.next_papers(now=d.now, limit=10_000)
     two = repository.next_papers(now=d.now, limit=10_000)
     assert one == two
@@ -414,7 +417,7 @@ def test_a_model_that_cannot_be_read_is_skipped(store: Store) -> None:
     d = a_day(store)
     ada = d.reader("email:ada@example.org")
     broken = d.reader("email:broken@example.org")
-    TasteStore(store).save_model(broken, b"not a model", positives=3, negatives=0)
+    store.taste.save_model(broken, b"not a model", positives=3, negatives=0)
     d.news(later())
     report = recommend_new(store, now=d.now, threshold=nth_best(store, ada, later(), 5))
     assert report.models == 1 and recommendations(store, broken) == []
@@ -424,7 +427,7 @@ def test_a_model_that_cannot_be_read_is_skipped(store: Store) -> None:
 def test_paused_readers_get_no_recommendations(store: Store) -> None:
     d = a_day(store)
     ada = d.reader("email:ada@example.org")
-    store.update_subscriber(ada, status="paused", status_reason="paused from the chat")
+    store.subscribers.update_subscriber(ada, status="paused", status_reason="paused from the chat")
     d.news(later())
     assert recommend_new(store, now=d.now, threshold=-1e9).models == 0
     assert recommendations(store, ada) == []

@@ -61,7 +61,7 @@ async def busy_loop(until: asyncio.Event) -> None:
 async def test_each_mail_is_recorded_before_the_next_is_sent(store: Store, concurrency: int) -> None:
     for n in range(SUBSCRIBERS):
         follow(store, f"email:reader{n}@example.org", "cat:cs.DC", schedule="instant")
-    store.save_versions(
+    store.papers.save_versions(
         [PaperIn(f"2611.{n:05d}", 1, f"Paper {n}", "An abstract.", ("Ada",), ("cs.DC",)) for n in range(3)]
     )
     match_new(store)

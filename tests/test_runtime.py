@@ -66,7 +66,7 @@ def test_the_service_runs_every_role_survives_a_dead_network_and_stops_on_sigter
             try:
                 return [
                     r
-                    for r in Store(make_engine(f"sqlite:///{db}")).latest_runs()
+                    for r in Store(make_engine(f"sqlite:///{db}")).runs.latest_runs()
                     if r.state == RunState.ERROR
                 ]
             except Exception:  # the schema may still be migrating
@@ -154,7 +154,7 @@ async def test_stopping_lets_an_ingest_in_flight_finish_and_be_recorded(tmp_path
             await asyncio.wait_for(task, 30)
         finally:
             await ctx.aclose()
-    runs = [r for r in ctx.store.latest_runs() if r.source == "arxiv-rss"]
+    runs = [r for r in ctx.store.runs.latest_runs() if r.source == "arxiv-rss"]
     assert [(r.state, r.finished_at is not None) for r in runs] == [(RunState.EMPTY, True)]
 
 
@@ -188,7 +188,7 @@ async def test_stopping_cuts_the_retry_back_off_short(tmp_path: Path) -> None:
     # Generous: the point is "not after the retries" (15 s), not a timing benchmark.
     assert took < 5, f"the stop waited {took:.1f} s for the back-off"
     assert len(server.requests) == 1  # nothing retried after the stop
-    (run,) = [r for r in ctx.store.latest_runs() if r.source == "arxiv-rss"]
+    (run,) = [r for r in ctx.store.runs.latest_runs() if r.source == "arxiv-rss"]
     assert run.state == RunState.ERROR and run.finished_at is not None and "503" in (run.error or "")
 
 

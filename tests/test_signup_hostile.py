@@ -85,8 +85,8 @@ def test_one_client_sends_its_hourly_allowance_of_mails_and_no_more(
     assert all(0 < int(a.headers["Retry-After"]) <= 3600 for a in refused)
     assert "Too many sign-ups" in refused[0].text and "from one internet address" in refused[0].text
     assert "Nothing was recorded and no mail was sent" in refused[0].text
-    assert sqlite_store.get_subscriber("email:victim5@example.org") is None
-    assert sqlite_store.get_subscriber("email:victim99@example.org") is None
+    assert sqlite_store.subscribers.get_subscriber("email:victim5@example.org") is None
+    assert sqlite_store.subscribers.get_subscriber("email:victim99@example.org") is None
 
     # The page is in the reader's language.
     chinese = browser.post("/subscribe", data=form("victim100@example.org", language="zh"))
@@ -322,9 +322,9 @@ def test_a_second_sign_up_cannot_change_what_the_first_link_confirms(
     )
     token = token_in(sink, 0)
     assert owner.post(f"/confirm/{token}").status_code == 200
-    ada = sqlite_store.get_subscriber("email:ada@example.org")
+    ada = sqlite_store.subscribers.get_subscriber("email:ada@example.org")
     assert ada is not None and ada.id is not None and ada.status == SubscriberStatus.ACTIVE
-    assert [f.query for f in sqlite_store.follows_of(ada.id)] == ["cat:cs.DC"]
+    assert [f.query for f in sqlite_store.subscribers.follows_of(ada.id)] == ["cat:cs.DC"]
     assert (ada.schedule, ada.timezone, ada.language) == ("daily 08:00", "UTC", "en")
     # The attacker was told, in the attacker's language, that nothing changed; no mail went out.
     assert attack.status_code == 429 and "邮件已在路上" in attack.text and len(sink.received) == 1
@@ -341,28 +341,31 @@ def test_a_later_sign_up_replaces_the_pending_one_and_kills_the_old_link(
         owner.post("/subscribe", data=form("ada@example.org", 'ti:"asynchronus rollouts"')).status_code == 200
     )
     first = token_in(sink)
-    ada = sqlite_store.get_subscriber("email:ada@example.org")
+    ada = sqlite_store.subscribers.get_subscriber("email:ada@example.org")
     assert ada is not None and ada.id is not None and ada.confirm_sent_at is not None
     # The pause runs out.
-    sqlite_store.update_subscriber(ada.id, confirm_sent_at=ada.confirm_sent_at - RESEND_AFTER)
+    sqlite_store.subscribers.update_subscriber(ada.id, confirm_sent_at=ada.confirm_sent_at - RESEND_AFTER)
     again = owner.post("/subscribe", data=form("ada@example.org", "cat:cs.DC\ncat:cs.LG", schedule="instant"))
     assert again.status_code == 200 and len(sink.received) == 2
     second = token_in(sink)
 
     for answer in (owner.get(f"/confirm/{first}"), owner.post(f"/confirm/{first}")):
         assert answer.status_code == 410 and "This link was replaced" in answer.text
-    assert sqlite_store.get_subscriber("email:ada@example.org").status == SubscriberStatus.UNCONFIRMED  # type: ignore[union-attr]
+    assert (
+        sqlite_store.subscribers.get_subscriber("email:ada@example.org").status  # type: ignore[union-attr]
+        == SubscriberStatus.UNCONFIRMED
+    )
     assert second != first and "The sign-up has 2 follows." in plain_and_html(sink)
     page = owner.get(f"/confirm/{second}")
     assert "<code>cat:cs.DC</code>" in page.text and "asynchronus" not in page.text and "instant" in page.text
     assert owner.post(f"/confirm/{second}").status_code == 200
-    assert [f.query for f in sqlite_store.follows_of(ada.id)] == ["cat:cs.DC", "cat:cs.LG"]
-    done = sqlite_store.get_subscriber("email:ada@example.org")
+    assert [f.query for f in sqlite_store.subscribers.follows_of(ada.id)] == ["cat:cs.DC", "cat:cs.LG"]
+    done = sqlite_store.subscribers.get_subscriber("email:ada@example.org")
     assert done is not None and done.status == SubscriberStatus.ACTIVE and done.schedule == "instant"
     # Confirming again is harmless; the dead link stays dead for a confirmed address too (it changes nothing).
     assert owner.post(f"/confirm/{second}").status_code == 200
     assert owner.post(f"/confirm/{first}").status_code == 200
-    assert [f.query for f in sqlite_store.follows_of(ada.id)] == ["cat:cs.DC", "cat:cs.LG"]
+    assert [f.query for f in sqlite_store.subscribers.follows_of(ada.id)] == ["cat:cs.DC", "cat:cs.LG"]
 
 
 def test_a_link_of_an_older_release_confirms_nothing(
@@ -375,7 +378,10 @@ def test_a_link_of_an_older_release_confirms_nothing(
     old_style = tokens.sign(KEY, tokens.CONFIRM, "email:ada@example.org")
     for answer in (browser.get(f"/confirm/{old_style}"), browser.post(f"/confirm/{old_style}")):
         assert answer.status_code == 400 and "from an older sign-up; sign up again" in answer.text
-    assert sqlite_store.get_subscriber("email:ada@example.org").status == SubscriberStatus.UNCONFIRMED  # type: ignore[union-attr]
+    assert (
+        sqlite_store.subscribers.get_subscriber("email:ada@example.org").status  # type: ignore[union-attr]
+        == SubscriberStatus.UNCONFIRMED
+    )
 
 
 def test_a_subscribed_address_is_throttled_in_the_same_words(
@@ -450,9 +456,9 @@ def test_confirming_and_replacing_at_once_never_mixes_the_two(pg_store: Store) -
     for round_ in range(12):
         address = f"email:race{round_}@example.org"
         race_confirm_and_replace(pg_store, address)
-        after = pg_store.get_subscriber(address)
+        after = pg_store.subscribers.get_subscriber(address)
         assert after is not None and after.id is not None
-        follows = [f.query for f in pg_store.follows_of(after.id)]
+        follows = [f.query for f in pg_store.subscribers.follows_of(after.id)]
         if after.status == SubscriberStatus.ACTIVE:
             assert follows == ["cat:cs.DC"] and after.schedule == "daily 08:00"
         else:

@@ -83,7 +83,7 @@ def where(channel: str, name: str, response: str) -> dict[str, Any]:
 
 
 def vote_of(store: Store, address: str) -> list[tuple[str, int, int]]:
-    subscriber = store.get_subscriber(address)
+    subscriber = store.subscribers.get_subscriber(address)
     assert subscriber is not None and subscriber.id is not None
     return [(v.arxiv_id, v.version, v.value) for v in votes(store, subscriber.id)]
 
@@ -151,4 +151,6 @@ def test_in_a_channel_only_its_admins_vote_and_everyone_is_answered_privately(
         assert voted.params["response_type"] == "ephemeral"
         assert voted.params["text"].startswith(f"👎 Disliked {PAPER}: ")
         assert vote_of(store, f"slack:{LAB}") == [("2411.17710", 1, DISLIKE)]
-        assert store.get_subscriber(f"slack:{EVE}") is None  # the member's click made nothing of hers
+        assert (
+            store.subscribers.get_subscriber(f"slack:{EVE}") is None
+        )  # the member's click made nothing of hers

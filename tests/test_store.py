@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import command
 from sqlmodel import select
 
-import core.store.facade
+import core.store.papers
 from core.follows.reasons import CATEGORY, Reason
 from core.models import Follow, Paper, RunState, SourceRun, Version
 from core.store.facade import Novelty, QueryHit, Store
@@ -47,20 +47,24 @@ def test_schema_matches_models(store: Store) -> None:
 
 def test_save_versions_is_idempotent_and_counts_revisions(store: Store) -> None:
     batch = [paper("2411.00001"), paper("2411.00002", categories=("cs.LG",)), paper("1401.3665", 4)]
-    first = store.save_versions(batch, now=NOW)
+    first = store.papers.save_versions(batch, now=NOW)
     assert (first.new_papers, first.revisions, first.duplicates) == (2, 1, 0)
     assert len(first.new_version_ids) == 3
-    again = store.save_versions(batch, now=NOW + timedelta(hours=1))
+    again = store.papers.save_versions(batch, now=NOW + timedelta(hours=1))
     assert (again.new_papers, again.revisions, again.duplicates) == (0, 0, 3)
     assert again.new_version_ids == []
     # The same version twice in one batch (a cross-list) is stored once.
-    twice = store.save_versions([paper("2411.00003"), paper("2411.00003", categories=("math.CO",))], now=NOW)
+    twice = store.papers.save_versions(
+        [paper("2411.00003"), paper("2411.00003", categories=("math.CO",))], now=NOW
+    )
     assert (twice.new_papers, twice.duplicates) == (1, 1)
 
 
 def test_revision_updates_latest_version_and_keeps_history(store: Store) -> None:
-    store.save_versions([paper("2411.00001")], now=NOW)
-    store.save_versions([paper("2411.00001", 2, comment="v2: fixed proofs")], now=NOW + timedelta(days=1))
+    store.papers.save_versions([paper("2411.00001")], now=NOW)
+    store.papers.save_versions(
+        [paper("2411.00001", 2, comment="v2: fixed proofs")], now=NOW + timedelta(days=1)
+    )
     with store.session() as session:
         rows = session.exec(select(Version).where(Version.paper_id == "2411.00001")).all()
     assert sorted(v.number for v in rows) == [1, 2]
@@ -68,7 +72,7 @@ def test_revision_updates_latest_version_and_keeps_history(store: Store) -> None
 
 
 def test_timestamps_come_back_aware_utc(store: Store) -> None:
-    store.save_versions([paper("2411.00001")], now=NOW)
+    store.papers.save_versions([paper("2411.00001")], now=NOW)
     with store.session() as session:
         version = session.exec(select(Version)).one()
     assert version.first_seen_at == NOW
@@ -80,103 +84,111 @@ def test_timestamps_come_back_aware_utc(store: Store) -> None:
 
 def test_naive_datetime_is_refused(store: Store) -> None:
     with pytest.raises(Exception, match="naive datetime"):
-        store.save_versions([paper("2411.00001")], now=datetime(2024, 1, 1))
+        store.papers.save_versions([paper("2411.00001")], now=datetime(2024, 1, 1))
 
 
 def test_failed_batch_stores_nothing(store: Store) -> None:
     bad = paper("2411.00009")
     object.__setattr__(bad, "title", None)  # NOT NULL violation half-way through the batch
     with pytest.raises(Exception):  # noqa: B017  (driver-specific IntegrityError)
-        store.save_versions([paper("2411.00001"), bad], now=NOW)
+        store.papers.save_versions([paper("2411.00001"), bad], now=NOW)
     with store.session() as session:
         assert session.exec(select(Version)).all() == []
 
 
 def test_validator_saved_with_batch(store: Store) -> None:
     url = "http://127.0.0.1/rss/cs"
-    store.save_versions([paper("2411.00001")], now=NOW, validator=ResponseValidator(url=url, etag='"abc"'))
-    found = store.validator_for(url)
+    store.papers.save_versions(
+        [paper("2411.00001")], now=NOW, validator=ResponseValidator(url=url, etag='"abc"')
+    )
+    found = store.runs.validator_for(url)
     assert found is not None and found.etag == '"abc"'
 
 
 def test_follows_matches_digests_ledger(store: Store) -> None:
-    subscriber, created = store.ensure_subscriber(
+    subscriber, created = store.subscribers.ensure_subscriber(
         "email:ada@example.org", timezone="UTC", schedule="daily 08:00"
     )
     assert created and subscriber.id is not None
-    again, created_again = store.ensure_subscriber(
+    again, created_again = store.subscribers.ensure_subscriber(
         "email:ada@example.org", timezone="UTC", schedule="instant"
     )
     assert not created_again and again.id == subscriber.id
-    follow, added = store.add_follow(subscriber.id, "cat:cs.DC", "cat:cs.dc")
-    _, added_twice = store.add_follow(subscriber.id, "cat:CS.DC", "cat:cs.dc")
+    follow, added = store.subscribers.add_follow(subscriber.id, "cat:cs.DC", "cat:cs.dc")
+    _, added_twice = store.subscribers.add_follow(subscriber.id, "cat:CS.DC", "cat:cs.dc")
     assert (added, added_twice) == ("added", "unchanged")
-    same, updated = store.add_follow(subscriber.id, "cat:cs.DC", "cat:cs.dc", revisions=False, instant=True)
+    same, updated = store.subscribers.add_follow(
+        subscriber.id, "cat:cs.DC", "cat:cs.dc", revisions=False, instant=True
+    )
     assert updated == "updated" and same.id == follow.id and (same.revisions, same.instant) == (False, True)
-    store.add_follow(subscriber.id, "cat:cs.DC", "cat:cs.dc")
-    assert [f.query for f in store.follows_of(subscriber.id)] == ["cat:cs.DC"]
-    assert [f.id for f in store.active_follows()] == [follow.id]
+    store.subscribers.add_follow(subscriber.id, "cat:cs.DC", "cat:cs.dc")
+    assert [f.query for f in store.subscribers.follows_of(subscriber.id)] == ["cat:cs.DC"]
+    assert [f.id for f in store.subscribers.active_follows()] == [follow.id]
 
-    saved = store.save_versions([paper("2411.00001"), paper("1401.3665", 4)], now=NOW)
-    assert len(store.unmatched_versions()) == 2
+    saved = store.papers.save_versions([paper("2411.00001"), paper("1401.3665", 4)], now=NOW)
+    assert len(store.matches.unmatched_versions()) == 2
     with store.session() as session:  # made before the versions arrived, so it sees them
         session.execute(sa.update(Follow).values(created_at=NOW - timedelta(days=1)))
     why = (Reason(CATEGORY, "cs.DC"),)
     hits = [QueryHit(vid, "cat:cs.dc", why) for vid in saved.new_version_ids]
-    assert store.record_query_matches(saved.new_version_ids, hits, now=NOW) == 2
-    assert store.unmatched_versions() == []
-    assert store.expand_matches(now=NOW) == 2  # fanned out to the follower: one Match row per version
-    assert store.expand_matches(now=NOW) == 0
+    assert store.matches.record_query_matches(saved.new_version_ids, hits, now=NOW) == 2
+    assert store.matches.unmatched_versions() == []
+    assert store.matches.expand_matches(now=NOW) == 2  # fanned out to the follower: one Match row per version
+    assert store.matches.expand_matches(now=NOW) == 0
 
-    assert [s.id for s in store.subscribers_to_plan(NOW)] == [subscriber.id]
-    pending = store.pending_matches(subscriber.id)
+    assert [s.id for s in store.ledger.subscribers_to_plan(NOW)] == [subscriber.id]
+    pending = store.ledger.pending_matches(subscriber.id)
     assert [(p.item.arxiv_id, p.item.version) for p in pending] == [("2411.00001", 1), ("1401.3665", 4)]
     assert pending[0].item.reasons == ("category cs.DC",)
     [stored] = pending[0].item.reasons
     assert (stored.field, stored.term, stored.follow) == (CATEGORY, "cs.DC", follow.id)
 
-    digest_id = store.open_digest(subscriber.id, "email", instant_only=False, now=NOW)
+    digest_id = store.ledger.open_digest(subscriber.id, "email", instant_only=False, now=NOW)
     assert digest_id is not None
-    assert store.open_digest(subscriber.id, "email", instant_only=False, now=NOW) is None  # one open digest
-    assert store.subscribers_to_plan(NOW) == []
+    assert (
+        store.ledger.open_digest(subscriber.id, "email", instant_only=False, now=NOW) is None
+    )  # one open digest
+    assert store.ledger.subscribers_to_plan(NOW) == []
     lease = timedelta(minutes=5)
-    (claimed,) = store.claim_digests(NOW, "w1", limit=10, lease=lease)
+    (claimed,) = store.claims.claim_digests(NOW, "w1", limit=10, lease=lease)
     assert (claimed.digest_id, claimed.attempts, claimed.address) == (digest_id, 1, "email:ada@example.org")
-    assert store.claim_digests(NOW, "w2", limit=10, lease=lease) == []  # held by w1
-    store.finish_retry(digest_id, error="boom", retry_at=NOW + lease, parts_sent=0, dead=False, now=NOW)
-    assert store.claim_digests(NOW, "w2", limit=10, lease=lease) == []  # backing off
-    assert len(pending) == len(store.pending_matches(subscriber.id))  # still unsent
-    (retried,) = store.claim_digests(NOW + timedelta(minutes=6), "w2", limit=10, lease=lease)
+    assert store.claims.claim_digests(NOW, "w2", limit=10, lease=lease) == []  # held by w1
+    store.outcomes.finish_retry(
+        digest_id, error="boom", retry_at=NOW + lease, parts_sent=0, dead=False, now=NOW
+    )
+    assert store.claims.claim_digests(NOW, "w2", limit=10, lease=lease) == []  # backing off
+    assert len(pending) == len(store.ledger.pending_matches(subscriber.id))  # still unsent
+    (retried,) = store.claims.claim_digests(NOW + timedelta(minutes=6), "w2", limit=10, lease=lease)
     assert retried.attempts == 2
     # w2 dies holding it; once the lease runs out another worker takes it over.
-    (taken_over,) = store.claim_digests(NOW + timedelta(minutes=12), "w3", limit=10, lease=lease)
+    (taken_over,) = store.claims.claim_digests(NOW + timedelta(minutes=12), "w3", limit=10, lease=lease)
     assert taken_over.digest_id == digest_id
 
-    store.finish_sent(digest_id, platform_id="<id@x>", parts=1, now=NOW)
-    assert store.pending_matches(subscriber.id) == []
-    (digest,) = store.digests_of(subscriber.id)
+    store.outcomes.finish_sent(digest_id, platform_id="<id@x>", parts=1, now=NOW)
+    assert store.ledger.pending_matches(subscriber.id) == []
+    (digest,) = store.ledger.digests_of(subscriber.id)
     assert (digest.state, digest.item_count, digest.attempts) == ("sent", 2, 3)
 
     # The same version matched again never reaches the subscriber twice: the ledger keeps one row.
-    store.record_query_matches([], hits[:1], now=NOW)
-    assert store.expand_matches(now=NOW) == 0
-    assert store.pending_matches(subscriber.id) == []
+    store.matches.record_query_matches([], hits[:1], now=NOW)
+    assert store.matches.expand_matches(now=NOW) == 0
+    assert store.ledger.pending_matches(subscriber.id) == []
 
-    store.remove_follow(follow.id or 0)
+    store.subscribers.remove_follow(follow.id or 0)
     with store.session() as session:
         assert session.exec(select(Follow)).all() == []
 
 
 def test_status_counts_last_24_hours_and_sources(store: Store) -> None:
-    store.save_versions(
+    store.papers.save_versions(
         [paper("2411.00001", categories=("cs.LG",)), paper("2411.00002"), paper("1401.3665", 2)], now=NOW
     )
-    store.save_versions([paper("2301.00001")], now=NOW - timedelta(days=3))
-    run_id = store.start_run("arxiv-rss", now=NOW)
-    store.finish_run(run_id, RunState.OK, now=NOW, new_papers=2, revisions=1, fetched=3)
-    failed = store.start_run("arxiv-rss", now=NOW + timedelta(minutes=30))
-    store.finish_run(failed, RunState.ERROR, now=NOW + timedelta(minutes=30), error="HTTP 503")
-    summary = store.status(NOW + timedelta(hours=1), sources=["arxiv-rss", "hf-daily"])
+    store.papers.save_versions([paper("2301.00001")], now=NOW - timedelta(days=3))
+    run_id = store.runs.start_run("arxiv-rss", now=NOW)
+    store.runs.finish_run(run_id, RunState.OK, now=NOW, new_papers=2, revisions=1, fetched=3)
+    failed = store.runs.start_run("arxiv-rss", now=NOW + timedelta(minutes=30))
+    store.runs.finish_run(failed, RunState.ERROR, now=NOW + timedelta(minutes=30), error="HTTP 503")
+    summary = store.dashboard.status(NOW + timedelta(hours=1), sources=["arxiv-rss", "hf-daily"])
     assert (summary.papers, summary.versions) == (4, 4)
     assert (summary.new_papers_24h, summary.revisions_24h, summary.ai_related_24h) == (2, 1, 1)
     rss, hf = summary.sources
@@ -188,26 +200,26 @@ def test_status_counts_last_24_hours_and_sources(store: Store) -> None:
 
 
 def test_history_is_stored_but_never_news(store: Store) -> None:
-    saved = store.save_versions(
+    saved = store.papers.save_versions(
         [paper("2301.00001"), paper("2301.00002", 3)], now=NOW, novelty=Novelty.HISTORY
     )
     assert (saved.new_papers, saved.revisions, saved.history, saved.new_version_ids) == (0, 0, 2, [])
-    assert store.unmatched_versions() == []  # history is never matched
-    summary = store.status(NOW + timedelta(hours=1))
+    assert store.matches.unmatched_versions() == []  # history is never matched
+    summary = store.dashboard.status(NOW + timedelta(hours=1))
     assert (summary.versions, summary.new_papers_24h, summary.revisions_24h) == (2, 0, 0)
 
 
 def test_gap_fill_news_only_after_the_newest_announcement_seen(store: Store) -> None:
     # With nothing stored there is no gap: everything a gap fill finds is history.
-    first = store.save_versions([paper("2411.00001")], now=NOW, novelty=Novelty.GAP)
+    first = store.papers.save_versions([paper("2411.00001")], now=NOW, novelty=Novelty.GAP)
     assert first.history == 1
-    seen = store.save_versions([paper("2411.00002")], now=NOW)  # announced NOW - 1 h, news
+    seen = store.papers.save_versions([paper("2411.00002")], now=NOW)  # announced NOW - 1 h, news
     assert seen.new_papers == 1
     older = PaperIn("2411.00003", 1, "t", "a", (), ("cs.DC",), announced_at=NOW - timedelta(days=2))
     newer = PaperIn("2411.00004", 2, "t", "a", (), ("cs.DC",), announced_at=NOW + timedelta(hours=5))
-    gap = store.save_versions([older, newer, paper("2411.00002")], now=NOW, novelty=Novelty.GAP)
+    gap = store.papers.save_versions([older, newer, paper("2411.00002")], now=NOW, novelty=Novelty.GAP)
     assert (gap.history, gap.revisions, gap.duplicates) == (1, 1, 1)
-    assert [v.paper_id for v in store.unmatched_versions()] == ["2411.00002", "2411.00004"]
+    assert [v.paper_id for v in store.matches.unmatched_versions()] == ["2411.00002", "2411.00004"]
 
 
 def test_community_picks_attach_to_the_paper(store: Store) -> None:
@@ -215,21 +227,21 @@ def test_community_picks_attach_to_the_paper(store: Store) -> None:
 
     from core.values import CommunityPick
 
-    store.save_versions([paper("2411.00001")], now=NOW)
+    store.papers.save_versions([paper("2411.00001")], now=NOW)
     day = date(2024, 11, 28)
     known = CommunityPick("2411.00001", day, "Title", "Summary", ("A B",), upvotes=3, keywords=("llm",))
     unknown = CommunityPick("2411.99999", day, "Only on HF", "S", ("C D",), upvotes=7)
-    assert store.save_picks([known, unknown], now=NOW) == (2, 1)
+    assert store.papers.save_picks([known, unknown], now=NOW) == (2, 1)
     # Seen again the same day: the signals move, nothing new is created.
-    assert store.save_picks(
+    assert store.papers.save_picks(
         [CommunityPick("2411.00001", day, "Title", "Summary", (), upvotes=9)], now=NOW
     ) == (0, 0)
-    assert [p.upvotes for p in store.picks_of("2411.00001")] == [9]
-    assert store.papers_without_versions() == ["2411.99999"]
+    assert [p.upvotes for p in store.papers.picks_of("2411.00001")] == [9]
+    assert store.papers.papers_without_versions() == ["2411.99999"]
     # Its arXiv metadata arrives later: the stub becomes a normal paper, not a second one.
-    store.save_versions([paper("2411.99999", 2)], now=NOW)
-    assert store.papers_without_versions() == []
-    summary = store.status(NOW + timedelta(hours=1))
+    store.papers.save_versions([paper("2411.99999", 2)], now=NOW)
+    assert store.papers.papers_without_versions() == []
+    summary = store.dashboard.status(NOW + timedelta(hours=1))
     assert summary.community_24h == 2 and summary.papers == 2
 
 
@@ -241,8 +253,8 @@ def test_community_picks_attach_to_the_paper(store: Store) -> None:
 def test_batches_store_what_one_batch_stores(
     store: Store, batch: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store.save_versions([paper("2411.00001")], now=NOW)
-    monkeypatch.setattr(core.store.facade, "SAVE_BATCH", batch)
+    store.papers.save_versions([paper("2411.00001")], now=NOW)
+    monkeypatch.setattr(core.store.papers, "SAVE_BATCH", batch)
     papers = [
         paper("2411.00002"),
         paper("2411.00003", 3),
@@ -253,7 +265,7 @@ def test_batches_store_what_one_batch_stores(
         paper("2411.00003", 2),
         paper("2411.00001"),  # stored before
     ]
-    saved = store.save_versions(iter(papers), now=NOW)  # any iterable, read once
+    saved = store.papers.save_versions(iter(papers), now=NOW)  # any iterable, read once
     assert (saved.new_papers, saved.revisions, saved.duplicates, saved.history) == (2, 4, 2, 0)
     with store.session() as session:
         by_id = {v.id: (v.paper_id, v.number) for v in session.exec(select(Version))}
@@ -273,18 +285,18 @@ def test_batches_store_what_one_batch_stores(
 
 def test_a_gap_is_the_one_before_the_call(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     """One version per batch: the news an earlier batch writes must not move the gap for later ones."""
-    monkeypatch.setattr(core.store.facade, "SAVE_BATCH", 1)
-    store.save_versions([paper("2411.00001")], now=NOW)  # news announced NOW - 1 h
+    monkeypatch.setattr(core.store.papers, "SAVE_BATCH", 1)
+    store.papers.save_versions([paper("2411.00001")], now=NOW)  # news announced NOW - 1 h
     later = PaperIn("2411.00002", 1, "t", "a", (), ("cs.DC",), announced_at=NOW + timedelta(hours=5))
     between = PaperIn("2411.00003", 1, "t", "a", (), ("cs.DC",), announced_at=NOW + timedelta(hours=1))
-    gap = store.save_versions([later, between], now=NOW, novelty=Novelty.GAP)
+    gap = store.papers.save_versions([later, between], now=NOW, novelty=Novelty.GAP)
     assert (gap.new_papers, gap.history) == (2, 0)
 
 
 def test_input_failing_after_some_batches_stores_nothing(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(core.store.facade, "SAVE_BATCH", 2)
+    monkeypatch.setattr(core.store.papers, "SAVE_BATCH", 2)
     url = "http://127.0.0.1/rss/cs"
 
     def papers() -> Iterator[PaperIn]:
@@ -293,8 +305,8 @@ def test_input_failing_after_some_batches_stores_nothing(
         raise RuntimeError("the spool could not be read back")
 
     with pytest.raises(RuntimeError, match="spool"):
-        store.save_versions(papers(), now=NOW, validator=ResponseValidator(url=url, etag='"abc"'))
+        store.papers.save_versions(papers(), now=NOW, validator=ResponseValidator(url=url, etag='"abc"'))
     with store.session() as session:
         assert session.exec(select(Version)).all() == []
         assert session.exec(select(Paper)).all() == []
-    assert store.validator_for(url) is None
+    assert store.runs.validator_for(url) is None

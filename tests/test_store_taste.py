@@ -27,10 +27,12 @@ def day() -> tuple[PaperIn, ...]:
 
 
 def _stored(store: Store) -> tuple[int, TasteStore]:
-    store.save_versions(day()[:300], now=NOW - timedelta(hours=1))
-    subscriber, _ = store.ensure_subscriber("email:ada@example.org", timezone="UTC", schedule="daily 08:00")
+    store.papers.save_versions(day()[:300], now=NOW - timedelta(hours=1))
+    subscriber, _ = store.subscribers.ensure_subscriber(
+        "email:ada@example.org", timezone="UTC", schedule="daily 08:00"
+    )
     assert subscriber.id is not None
-    return subscriber.id, TasteStore(store)
+    return subscriber.id, store.taste
 
 
 def test_a_vote_is_kept_per_version_replaced_and_undone(store: Store) -> None:
@@ -60,7 +62,7 @@ def test_training_texts_hold_likes_seeds_dislikes_and_a_sample_of_the_week(store
     liked, disliked, seeded = day()[1], day()[2], day()[3]
     taste.vote(sid, liked.arxiv_id, LIKE, now=NOW)
     taste.vote(sid, disliked.arxiv_id, DISLIKE, now=NOW)
-    seed_version = store.versions_of(seeded.arxiv_id)[0].id
+    seed_version = store.papers.versions_of(seeded.arxiv_id)[0].id
     seeds = [
         SeedIn(seeded.arxiv_id, seed_version),
         SeedIn("title:a paper known by its text", None, "A title", "An abstract"),

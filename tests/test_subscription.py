@@ -73,12 +73,12 @@ def target(db_url: str, tmp_path: Path, request: pytest.FixtureRequest) -> Itera
 
 def send_digest(store: Store, subscriber_id: int, papers: list[PaperIn], sent_at: datetime) -> int:
     """Store ``papers`` as news, match them, and record the subscriber's digest of them as sent."""
-    store.save_versions(papers, now=sent_at - timedelta(hours=1))
+    store.papers.save_versions(papers, now=sent_at - timedelta(hours=1))
     match_new(store, now=sent_at - timedelta(minutes=30))
-    store.expand_matches(now=sent_at - timedelta(minutes=30))
-    digest = store.open_digest(subscriber_id, "email", instant_only=False, now=sent_at)
+    store.matches.expand_matches(now=sent_at - timedelta(minutes=30))
+    digest = store.ledger.open_digest(subscriber_id, "email", instant_only=False, now=sent_at)
     assert digest is not None
-    store.finish_sent(digest, platform_id="<m@x>", parts=1, now=sent_at)
+    store.outcomes.finish_sent(digest, platform_id="<m@x>", parts=1, now=sent_at)
     return digest
 
 
@@ -91,25 +91,27 @@ def source_subscription(store: Store) -> Subscriber:
         session.execute(sa.update(Follow).values(created_at=T0 - timedelta(days=30)))
     for name in ("ml-weekly", "systems"):
         newsletters.create(store, name, name.title(), ["cat:cs.LG"], schedule="daily 08:00", timezone="UTC")
-    subscriber = store.get_subscriber(ADDRESS)
+    subscriber = store.subscribers.get_subscriber(ADDRESS)
     assert subscriber is not None and subscriber.id is not None
     for name in ("ml-weekly", "systems"):
         newsletters.join(store, name, subscriber)
     subscriber_id = subscriber.id
     send_digest(store, subscriber_id, dc_papers()[:12], T0)
     send_digest(store, subscriber_id, dc_papers()[12:], T0 + timedelta(days=1))
-    return store.update_subscriber(subscriber_id, language="zh", heartbeat=True)
+    return store.subscribers.update_subscriber(subscriber_id, language="zh", heartbeat=True)
 
 
 def follows_state(store: Store, address: str) -> list[tuple[str, str, bool, bool]]:
     """(query, canonical, revisions, instant) of the address's follows, in their order."""
-    subscriber = store.get_subscriber(address)
+    subscriber = store.subscribers.get_subscriber(address)
     assert subscriber is not None and subscriber.id is not None
-    return [(f.query, f.canonical, f.revisions, f.instant) for f in store.follows_of(subscriber.id)]
+    return [
+        (f.query, f.canonical, f.revisions, f.instant) for f in store.subscribers.follows_of(subscriber.id)
+    ]
 
 
 def settings_of(store: Store, address: str) -> tuple[object, ...]:
-    subscriber = store.get_subscriber(address)
+    subscriber = store.subscribers.get_subscriber(address)
     assert subscriber is not None
     return (
         subscriber.status,
@@ -173,7 +175,7 @@ def test_export_then_import_on_a_fresh_store_gives_the_same_subscription(store: 
     newsletters.create(
         target, "ml-weekly", "ML weekly", ["cat:cs.LG"], schedule="daily 08:00", timezone="UTC"
     )
-    target.save_versions(dc_papers(), novelty=Novelty.HISTORY)
+    target.papers.save_versions(dc_papers(), novelty=Novelty.HISTORY)
     _, done = import_subscription(target, dumps(doc).encode(), now=T0 + timedelta(days=3))
     assert done.created and done.status == "active"
     assert (done.follows.follows_added, done.newsletters_joined, done.newsletters_missing) == (
@@ -188,14 +190,14 @@ def test_export_then_import_on_a_fresh_store_gives_the_same_subscription(store: 
     again = export_subscription(target, ADDRESS, now=T0 + timedelta(days=2))
     assert comparable(again) == {**comparable(doc), "newsletters": ["ml-weekly"]}
     # The imported digests are sent, at their own time, on the address's channel; nothing is pending.
-    subscriber = target.get_subscriber(ADDRESS)
+    subscriber = target.subscribers.get_subscriber(ADDRESS)
     assert subscriber is not None and subscriber.id is not None
-    digests = target.digests_of(subscriber.id)
+    digests = target.ledger.digests_of(subscriber.id)
     assert [(d.state, d.sent_at, d.channel, d.item_count) for d in digests] == [
         (DigestState.SENT, T0, "email", 12),
         (DigestState.SENT, T0 + timedelta(days=1), "email", N - 12),
     ]
-    assert target.pending_matches(subscriber.id) == []
+    assert target.ledger.pending_matches(subscriber.id) == []
 
     # Importing the same file again changes nothing and records nothing twice.
     before = table_counts(target)
@@ -209,7 +211,7 @@ def test_export_then_import_on_a_fresh_store_gives_the_same_subscription(store: 
 def test_history_of_papers_this_library_lacks_stays_in_the_file(store: Store, target: Store) -> None:
     source_subscription(store)
     doc = export_subscription(store, ADDRESS)
-    target.save_versions(dc_papers()[:15], novelty=Novelty.HISTORY)
+    target.papers.save_versions(dc_papers()[:15], novelty=Novelty.HISTORY)
     _, done = import_subscription(target, dumps(doc).encode())
     assert (done.papers_recorded, done.digests_recorded, done.papers_missing) == (15, 2, N - 15)
     assert len(export_subscription(target, ADDRESS)["received"]) == 15
@@ -225,15 +227,15 @@ def test_a_newsletter_issue_does_not_copy_a_paper_the_reader_received(
         letter = newsletters.create(
             target, "systems", "Systems", ["cat:cs.DC"], schedule="daily 08:00", timezone="UTC", now=T0
         )
-        target.save_versions(dc_papers(), now=T0 + timedelta(hours=1))
+        target.papers.save_versions(dc_papers(), now=T0 + timedelta(hours=1))
         match_new(target, now=T0 + timedelta(hours=1))
-        assert target.expand_matches(now=T0 + timedelta(hours=1)) == N  # the newsletter's, waiting
+        assert target.matches.expand_matches(now=T0 + timedelta(hours=1)) == N  # the newsletter's, waiting
         _, done = import_subscription(target, dumps(doc).encode())
         assert done.newsletters_joined == 1 and done.papers_recorded == N
-        issue = target.open_issue(letter.id or 0, now=T0 + timedelta(hours=2))
+        issue = target.newsletters.open_issue(letter.id or 0, now=T0 + timedelta(hours=2))
         assert issue is not None and issue.items == N and issue.copies == 0
-        subscriber = target.get_subscriber(ADDRESS)
-        assert subscriber is not None and target.pending_matches(subscriber.id or 0) == []
+        subscriber = target.subscribers.get_subscriber(ADDRESS)
+        assert subscriber is not None and target.ledger.pending_matches(subscriber.id or 0) == []
 
 
 # -- an address that exists already ------------------------------------------------------------------------
@@ -248,11 +250,11 @@ def test_an_existing_address_with_other_settings_is_refused_unless_merge_or_repl
     newsletters.create(target, "other", "Other", ["cat:cs.OS"], schedule="daily 08:00", timezone="UTC")
     follow(target, ADDRESS, "cat:cs.OS", schedule="daily 07:00")
     follow(target, ADDRESS, "cat:cs.DC", instant=True)
-    here = target.get_subscriber(ADDRESS)
+    here = target.subscribers.get_subscriber(ADDRESS)
     assert here is not None and here.id is not None
     newsletters.join(target, "other", here)
-    target.unsubscribe(here.id, reason="asked to stop here")
-    target.save_versions(dc_papers(), novelty=Novelty.HISTORY)
+    target.subscribers.unsubscribe(here.id, reason="asked to stop here")
+    target.papers.save_versions(dc_papers(), novelty=Novelty.HISTORY)
     before = (table_counts(target), settings_of(target, ADDRESS), follows_state(target, ADDRESS))
 
     with pytest.raises(SubscriptionExists) as refused:
@@ -277,13 +279,13 @@ def test_an_existing_address_with_other_settings_is_refused_unless_merge_or_repl
         ('au:"Li, Zeng" OR ti:"policy lag"', False, False),
         ("id:2411.17700", True, True),
     ]
-    assert [n.name for n in target.newsletters_of(here.id)] == ["other", "systems"]
+    assert [n.name for n in target.newsletters.newsletters_of(here.id)] == ["other", "systems"]
     assert merged.papers_recorded == N
 
     _, replaced = import_subscription(target, data, mode=Mode.REPLACE)
     assert (replaced.follows_removed, replaced.newsletters_left, replaced.papers_known) == (1, 1, N)
     assert follows_state(target, ADDRESS) == follows_state(store, ADDRESS)
-    assert [n.name for n in target.newsletters_of(here.id)] == ["systems"]
+    assert [n.name for n in target.newsletters.newsletters_of(here.id)] == ["systems"]
     assert settings_of(target, ADDRESS)[0] == "unsubscribed"  # the status is never changed by a file
     # Now equal to the file: the default accepts it (a re-import).
     _, again = import_subscription(target, data)
@@ -310,7 +312,7 @@ def test_a_failure_while_storing_leaves_nothing_behind(
         before = table_counts(target)
         with pytest.raises(RuntimeError):
             import_subscription(target, data)
-        assert table_counts(target) == before and target.get_subscriber(ADDRESS) is None
+        assert table_counts(target) == before and target.subscribers.get_subscriber(ADDRESS) is None
 
 
 # -- the document's checks ---------------------------------------------------------------------------------
@@ -532,7 +534,7 @@ def test_a_refused_document_stores_nothing(store: Store) -> None:
     before = table_counts(store)
     with pytest.raises(DocumentError):
         import_subscription(store, edited("received.0.version", -1))
-    assert table_counts(store) == before and store.get_subscriber(ADDRESS) is None
+    assert table_counts(store) == before and store.subscribers.get_subscriber(ADDRESS) is None
 
 
 # -- OPML ----------------------------------------------------------------------------------------------------
@@ -549,9 +551,9 @@ def test_opml_lists_the_private_feed_and_one_public_feed_per_follow(sqlite_store
     settings = Settings(secret_key=KEY, public_url="https://papers.example.org/")
     follow(sqlite_store, ADDRESS, "cat:cs.DC")
     follow(sqlite_store, ADDRESS, 'au:"Zeng Li" ti:"a & <b>"')
-    subscriber = sqlite_store.get_subscriber(ADDRESS)
+    subscriber = sqlite_store.subscribers.get_subscriber(ADDRESS)
     assert subscriber is not None and subscriber.id is not None
-    queries = [f.query for f in sqlite_store.follows_of(subscriber.id)]
+    queries = [f.query for f in sqlite_store.subscribers.follows_of(subscriber.id)]
 
     # Without a private feed URL (no secret key to sign one), only the public feeds.
     listed = outlines(opml(settings, subscriber, queries, private=None, now=T0))
@@ -565,7 +567,7 @@ def test_opml_lists_the_private_feed_and_one_public_feed_per_follow(sqlite_store
     # Chinese.
     private = private_feed_url(sqlite_store, settings, subscriber)
     assert private is not None and private.startswith("https://papers.example.org/feeds/private/")
-    subscriber = sqlite_store.update_subscriber(subscriber.id, language="zh")
+    subscriber = sqlite_store.subscribers.update_subscriber(subscriber.id, language="zh")
     listed = outlines(opml(settings, subscriber, queries, private=private, now=T0))
     assert listed[0]["xmlUrl"] == private and listed[0]["title"] == "PaperTrail：你的摘要"
     assert len(listed) == 3 and all(o["htmlUrl"] == "https://papers.example.org/" for o in listed)
@@ -577,9 +579,9 @@ def test_opml_lists_the_private_feed_and_one_public_feed_per_follow(sqlite_store
 
 def test_manage_page_downloads_are_token_checked_and_not_cached(store: Store) -> None:
     source_subscription(store)
-    subscriber = store.get_subscriber(ADDRESS)
+    subscriber = store.subscribers.get_subscriber(ADDRESS)
     assert subscriber is not None and subscriber.id is not None
-    store.update_subscriber(subscriber.id, feed_nonce="n0nce")
+    store.subscribers.update_subscriber(subscriber.id, feed_nonce="n0nce")
     manage = tokens.sign(KEY, tokens.MANAGE, ADDRESS)
     web = client_for(store, public_url="https://papers.example.org")
 
@@ -700,6 +702,6 @@ def test_a_new_subscriber_gets_the_files_status(sqlite_store: Store, status: str
     """A reader who stopped, or never confirmed, on the old server is not made active by the move."""
     doc = json.loads(edited("status", status))
     import_subscription(sqlite_store, json.dumps(doc).encode())
-    subscriber = sqlite_store.get_subscriber(ADDRESS)
+    subscriber = sqlite_store.subscribers.get_subscriber(ADDRESS)
     assert subscriber is not None and (subscriber.status, subscriber.status_reason) == (status, reason)
-    assert sqlite_store.active_follows() == []  # nothing of it is matched
+    assert sqlite_store.subscribers.active_follows() == []  # nothing of it is matched

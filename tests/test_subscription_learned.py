@@ -20,7 +20,7 @@ from core.models import LibrarySeed, Subscriber, Version, Vote
 from core.people.subscription import Mode, SubscriptionExists, exported, import_subscription
 from core.people.subscription_file import MAX_LIBRARY, MAX_VOTES, DocumentError, dumps, read_document
 from core.store.facade import Novelty, Store
-from core.store.taste import DISLIKE, LIKE, SeedIn, TasteStore
+from core.store.taste import DISLIKE, LIKE, SeedIn
 from core.values import PaperIn
 from tests.conftest import migrated_store
 from tests.test_store_taste import day
@@ -55,14 +55,14 @@ def version_id(store: Store, paper: PaperIn) -> int:
 
 
 def subscriber_id(store: Store, address: str = ADDRESS) -> int:
-    subscriber = store.get_subscriber(address)
+    subscriber = store.subscribers.get_subscriber(address)
     assert subscriber is not None and subscriber.id is not None
     return subscriber.id
 
 
 def votes_state(store: Store, address: str = ADDRESS) -> list[tuple[str, int, int, datetime]]:
     """(arXiv id, version, value, voted at) of the address's votes, oldest first."""
-    views = TasteStore(store).votes_of(subscriber_id(store, address))
+    views = store.taste.votes_of(subscriber_id(store, address))
     return sorted(((v.arxiv_id, v.version, v.value, v.created_at) for v in views), key=lambda v: v[3])
 
 
@@ -83,16 +83,16 @@ def seeds_state(store: Store, address: str = ADDRESS) -> dict[str, tuple[str | N
 def learned_source(store: Store) -> None:
     """Ada on the exporting server: three votes (one on a revision), three library seeds of stored
     papers and one known by its text, and five recommendations a digest."""
-    store.save_versions([*day()[:6], revision()], now=T0 - timedelta(days=1))
+    store.papers.save_versions([*day()[:6], revision()], now=T0 - timedelta(days=1))
     follow(store, ADDRESS, "cat:cs.DC", schedule="daily 08:00", timezone="UTC")
     sid = subscriber_id(store)
-    taste = TasteStore(store)
+    taste = store.taste
     assert taste.vote(sid, revision().arxiv_id, LIKE, now=T0 + timedelta(hours=1)) is not None
     assert taste.vote(sid, day()[1].arxiv_id, DISLIKE, now=T0 + timedelta(hours=2)) is not None
     assert taste.vote(sid, day()[2].arxiv_id, LIKE, now=T0 + timedelta(hours=3)) is not None
     seeds = [SeedIn(p.arxiv_id, version_id(store, p)) for p in day()[3:6]] + [TEXT_SEED]
     assert taste.add_seeds(sid, seeds, now=T0) == 4
-    store.update_subscriber(sid, recommend=5)
+    store.subscribers.update_subscriber(sid, recommend=5)
 
 
 # -- the round trip ----------------------------------------------------------------------------------------
@@ -122,7 +122,7 @@ def test_votes_seeds_and_recommend_travel_with_the_subscription(store: Store, ta
     ]
 
     # The new server has the revision, day 1, day 3, and day 4 only as v2; not day 2 (voted) nor day 5.
-    target.save_versions(
+    target.papers.save_versions(
         [revision(), day()[1], day()[3], replace(day()[4], version=2)], novelty=Novelty.HISTORY
     )
     _, done = import_subscription(target, dumps(doc).encode(), now=T0 + timedelta(days=2))
@@ -131,7 +131,7 @@ def test_votes_seeds_and_recommend_travel_with_the_subscription(store: Store, ta
     assert (done.library_added, done.library_as_text) == (4, 1)
     assert done.subscriber_id == subscriber_id(target)
 
-    theirs = target.get_subscriber(ADDRESS)
+    theirs = target.subscribers.get_subscriber(ADDRESS)
     assert theirs is not None and theirs.recommend == 5
     assert votes_state(target) == votes_state(store)[:2]  # the vote on day 2 was skipped
     assert seeds_state(target) == {
@@ -141,7 +141,7 @@ def test_votes_seeds_and_recommend_travel_with_the_subscription(store: Store, ta
         TEXT_SEED.key: (None, None, TEXT_SEED.title),
     }
     # The model learns from every seed and the like: the unknown paper by its text.
-    texts = TasteStore(target).training_texts(subscriber_id(target), implicit=0)
+    texts = target.taste.training_texts(subscriber_id(target), implicit=0)
     assert {t.title for t in texts.positives} == {revision().title, TEXT_SEED.title} | {
         p.title for p in day()[3:6]
     }
@@ -199,11 +199,11 @@ def vote(paper: PaperIn, value: int, at: datetime) -> dict[str, Any]:
 
 
 def test_merge_keeps_the_newer_vote_and_replace_makes_them_the_files(store: Store) -> None:
-    store.save_versions(day()[:6], now=T0 - timedelta(days=1))
+    store.papers.save_versions(day()[:6], now=T0 - timedelta(days=1))
     follow(store, ADDRESS, "cat:cs.DC", schedule="daily 08:00", timezone="UTC")
     sid = subscriber_id(store)
-    store.update_subscriber(sid, language="en", recommend=3)
-    taste = TasteStore(store)
+    store.subscribers.update_subscriber(sid, language="en", recommend=3)
+    taste = store.taste
     taste.vote(sid, day()[0].arxiv_id, LIKE, now=T0 + timedelta(hours=5))  # after the file's dislike
     taste.vote(sid, day()[1].arxiv_id, DISLIKE, now=T0)  # before the file's like
     taste.vote(sid, day()[2].arxiv_id, LIKE, now=T0)  # not in the file
@@ -231,7 +231,7 @@ def test_merge_keeps_the_newer_vote_and_replace_makes_them_the_files(store: Stor
         (day()[0].arxiv_id, LIKE, T0 + timedelta(hours=5)),  # here's, the newer
     ]
     assert set(seeds_state(store)) == {"title:here only", day()[4].arxiv_id, "doi:10.1/x"}
-    assert store.get_subscriber(ADDRESS).recommend == 3  # type: ignore[union-attr]
+    assert store.subscribers.get_subscriber(ADDRESS).recommend == 3  # type: ignore[union-attr]
 
     _, replaced = import_subscription(store, data, mode=Mode.REPLACE)
     assert (replaced.votes_added, replaced.votes_changed, replaced.votes_removed) == (0, 1, 1)
@@ -242,7 +242,7 @@ def test_merge_keeps_the_newer_vote_and_replace_makes_them_the_files(store: Stor
         (day()[3].arxiv_id, LIKE),
     ]
     assert set(seeds_state(store)) == {day()[4].arxiv_id, "doi:10.1/x"}
-    assert store.get_subscriber(ADDRESS).recommend is None  # type: ignore[union-attr]
+    assert store.subscribers.get_subscriber(ADDRESS).recommend is None  # type: ignore[union-attr]
 
     # Now equal to the file: the default accepts it and changes nothing.
     _, again = import_subscription(store, data)
@@ -250,7 +250,7 @@ def test_merge_keeps_the_newer_vote_and_replace_makes_them_the_files(store: Stor
 
     # A file with recommendations on sets them when merging.
     _, on = import_subscription(store, json.dumps(learned_document(recommend=7)).encode(), mode=Mode.MERGE)
-    assert on.settings_changed and store.get_subscriber(ADDRESS).recommend == 7  # type: ignore[union-attr]
+    assert on.settings_changed and store.subscribers.get_subscriber(ADDRESS).recommend == 7  # type: ignore[union-attr]
 
 
 def version_1(doc: dict[str, Any]) -> bytes:
@@ -267,19 +267,23 @@ def test_a_version_1_file_still_imports_and_leaves_votes_and_seeds_alone(store: 
         read_document(json.dumps({**json.loads(data), "votes": []}).encode())
 
     _, created = import_subscription(store, data)  # a new subscriber: nothing learned, recommendations off
-    assert created.created and not created.learned_in_file and store.get_subscriber(ADDRESS).recommend is None  # type: ignore[union-attr]
+    assert (
+        created.created
+        and not created.learned_in_file
+        and store.subscribers.get_subscriber(ADDRESS).recommend is None  # type: ignore[union-attr]
+    )
 
-    store.save_versions(day()[:2], now=T0)
+    store.papers.save_versions(day()[:2], now=T0)
     sid = subscriber_id(store)
-    store.update_subscriber(sid, recommend=4)
-    TasteStore(store).vote(sid, day()[0].arxiv_id, LIKE, now=T0)
-    TasteStore(store).add_seeds(sid, [TEXT_SEED])
+    store.subscribers.update_subscriber(sid, recommend=4)
+    store.taste.vote(sid, day()[0].arxiv_id, LIKE, now=T0)
+    store.taste.add_seeds(sid, [TEXT_SEED])
     before = (votes_state(store), seeds_state(store))
     for mode in Mode:  # the default too: votes and seeds are not compared with a file that has none
         _, done = import_subscription(store, data, mode=mode)
         assert not done.learned_in_file and not done.learned_changed and not done.settings_changed, mode
         assert (votes_state(store), seeds_state(store)) == before
-        assert store.get_subscriber(ADDRESS).recommend == 4  # type: ignore[union-attr]
+        assert store.subscribers.get_subscriber(ADDRESS).recommend == 4  # type: ignore[union-attr]
 
 
 # -- limits and the one transaction ------------------------------------------------------------------------
@@ -327,7 +331,7 @@ def test_a_failure_while_storing_seeds_leaves_no_vote_behind(
 
     monkeypatch.setattr(core.store.subscription, "_write_seeds", broken)
     for target_store in migrated_store(f"sqlite:///{tmp_path}/target.db"):
-        target_store.save_versions(day()[:6], novelty=Novelty.HISTORY)
+        target_store.papers.save_versions(day()[:6], novelty=Novelty.HISTORY)
         with pytest.raises(RuntimeError):
             import_subscription(target_store, data)
         with target_store.session() as session:
@@ -349,12 +353,12 @@ def test_cli_moves_votes_and_seeds_and_says_what_it_skipped(
     source, target_url = two_servers
     assert invoke("follow", ADDRESS, "cat:cs.DC")[0] == 0  # creates the source's database
     engine = sa.create_engine(source)
-    Store(engine).save_versions(day()[:3], now=T0)
+    Store(engine).papers.save_versions(day()[:3], now=T0)
     engine.dispose()
     for args in (("like", ADDRESS, day()[0].arxiv_id), ("dislike", ADDRESS, day()[1].arxiv_id)):
         assert invoke(*args)[0] == 0
     for source_store in migrated_store(source):
-        TasteStore(source_store).add_seeds(subscriber_id(source_store), [TEXT_SEED])
+        source_store.taste.add_seeds(subscriber_id(source_store), [TEXT_SEED])
     path = tmp_path / "ada.json"
     code, stdout, stderr = invoke("export", "subscription", ADDRESS, "--output", str(path))
     assert code == 0 and "1 follow, 0 received papers, 2 votes, 1 library entry written to" in stdout, stderr
@@ -371,7 +375,7 @@ def test_cli_moves_votes_and_seeds_and_says_what_it_skipped(
     monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", target_url)
     assert invoke("follow", "console:other", "cat:cs.OS")[0] == 0  # creates the target's database
     engine = sa.create_engine(target_url)
-    Store(engine).save_versions(day()[1:2], now=T0)  # the liked paper is not on the new server
+    Store(engine).papers.save_versions(day()[1:2], now=T0)  # the liked paper is not on the new server
     engine.dispose()
     code, stdout, _ = invoke("import", "subscription", str(path))
     assert code == 0, stdout

@@ -72,7 +72,7 @@ def answered(api: FakeTelegram) -> dict[str, Any]:
 
 
 def vote_of(store: Store, address: str) -> list[tuple[str, int, int]]:
-    subscriber = store.get_subscriber(address)
+    subscriber = store.subscribers.get_subscriber(address)
     assert subscriber is not None and subscriber.id is not None
     return [(v.arxiv_id, v.version, v.value) for v in votes(store, subscriber.id)]
 
@@ -84,7 +84,7 @@ async def test_a_digest_carries_vote_buttons_that_vote_and_undo(
     await ada.say("/start")
     digest = await digest_to(ada, store, api)
     # One row under the paper: unfollow the follow that matched, watch the paper, 👍, 👎.
-    (follow,) = store.follows_of(store.get_subscriber("telegram:4242").id or 0)  # type: ignore[union-attr]
+    (follow,) = store.subscribers.follows_of(store.subscribers.get_subscriber("telegram:4242").id or 0)  # type: ignore[union-attr]
     assert buttons(digest) == [
         ('✕ Unfollow ti:"operating system"', f"unfollow:{follow.id}"),
         ("Watch 2411.17710", "watch:2411.17710"),

@@ -100,16 +100,16 @@ def client_for(store: Store) -> TestClient:
 
 
 def status_of(store: Store) -> str:
-    subscriber = store.get_subscriber(ADDRESS)
+    subscriber = store.subscribers.get_subscriber(ADDRESS)
     assert subscriber is not None
     return subscriber.status
 
 
 def test_web_routes_refuse_variants_and_take_the_genuine_token(sqlite_store: Store) -> None:
     follow(sqlite_store, ADDRESS, "cat:cs.DC")
-    subscriber = sqlite_store.get_subscriber(ADDRESS)
+    subscriber = sqlite_store.subscribers.get_subscriber(ADDRESS)
     assert subscriber is not None and subscriber.id is not None
-    sqlite_store.update_subscriber(
+    sqlite_store.subscribers.update_subscriber(
         subscriber.id, status=SubscriberStatus.UNCONFIRMED, confirm_nonce="the-pending-sign-up"
     )
     client = client_for(sqlite_store)

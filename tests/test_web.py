@@ -188,7 +188,7 @@ def test_status_page_states_and_escaping(client: TestClient, seeded: Store) -> N
     now = utcnow()
     settings = Settings()
     judged = source_statuses(
-        seeded.status(now, sources=SOURCE_NAMES),
+        seeded.dashboard.status(now, sources=SOURCE_NAMES),
         now=now,
         holidays=settings.holiday_dates,
         grace=timedelta(hours=settings.arxiv_stale_grace_hours),
@@ -210,8 +210,8 @@ def test_quiet_ok_and_failing_read_differently(sqlite_store: Store) -> None:
     context = web_context(sqlite_store)
 
     def served(mailing: str, at: datetime, state: RunState = RunState.OK, error: str | None = None) -> None:
-        run = sqlite_store.start_run("arxiv-rss", now=at)
-        sqlite_store.finish_run(run, state, now=at, cursor=f"{mailing}T00:00:00-05:00", error=error)
+        run = sqlite_store.runs.start_run("arxiv-rss", now=at)
+        sqlite_store.runs.finish_run(run, state, now=at, cursor=f"{mailing}T00:00:00-05:00", error=error)
 
     def banner(at: datetime) -> tuple[str, str]:
         page = TestClient(build_app(context, clock=lambda: at)).get("/").text
@@ -424,7 +424,7 @@ def test_guides_count_is_the_versions_first_guided_in_the_window(client: TestCli
     expected = expected_numbers(seeded, now)
     # The seed: the hostile revision (two languages, one version) and three versions in English; a
     # version whose first guide is 30 hours old is not counted though its Chinese one is an hour old.
-    assert expected.guides_24h == seeded.count_guided_versions_since(now - timedelta(hours=24)) == 4
+    assert expected.guides_24h == seeded.guides.count_guided_versions_since(now - timedelta(hours=24)) == 4
     for language, label in (("en", "New AI guides"), ("zh", "新增 AI 导读")):
         page = client.get(f"/?lang={language}").text
         client.cookies.clear()
@@ -441,7 +441,7 @@ def test_guides_count_shows_when_guides_are_made_or_were(sqlite_store: Store) ->
 
 
 def test_old_style_ids_keep_their_slash(sqlite_store: Store) -> None:
-    sqlite_store.save_versions(
+    sqlite_store.papers.save_versions(
         [PaperIn("hep-th/9901001", 1, "Old <style>", "An abstract.", ("A. Author",), ("hep-th",))]
     )
     app_client = client_for(sqlite_store)
@@ -454,7 +454,7 @@ def test_old_style_ids_keep_their_slash(sqlite_store: Store) -> None:
 
 def test_source_page_lists_runs(client: TestClient, seeded: Store) -> None:
     page = client.get("/sources/arxiv-rss").text
-    runs = seeded.source_runs("arxiv-rss")
+    runs = seeded.dashboard.source_runs("arxiv-rss")
     assert re.findall(r'data-run="(\d+)"', page) == [str(run.id) for run in runs]
     assert "stale" in page
     missing = client.get("/sources/%3Cscript%3E")
@@ -557,18 +557,18 @@ def subscriber_with_digest(store: Store) -> int:
     follow(store, ADDRESS, 'au:"Zeng Li"')
     with store.session() as session:
         session.execute(sa.update(Follow).values(created_at=utcnow() - timedelta(days=1)))
-    store.save_versions(dc_papers())
+    store.papers.save_versions(dc_papers())
     assert match_new(store) == len(dc_papers())
-    assert store.expand_matches() == len(dc_papers())  # what planning does before it opens digests
-    subscriber = store.get_subscriber(ADDRESS)
+    assert store.matches.expand_matches() == len(dc_papers())  # what planning does before it opens digests
+    subscriber = store.subscribers.get_subscriber(ADDRESS)
     assert subscriber is not None and subscriber.id is not None
-    digest = store.open_digest(subscriber.id, "email", instant_only=False, now=utcnow())
+    digest = store.ledger.open_digest(subscriber.id, "email", instant_only=False, now=utcnow())
     assert digest is not None
     return digest
 
 
 def status_of(store: Store) -> str:
-    subscriber = store.get_subscriber(ADDRESS)
+    subscriber = store.subscribers.get_subscriber(ADDRESS)
     assert subscriber is not None
     return subscriber.status
 
@@ -594,13 +594,13 @@ def test_unsubscribe_get_asks_and_post_unsubscribes(store: Store) -> None:
     assert done.status_code == 200 and "You are unsubscribed" in done.text
     assert "set-cookie" not in done.headers
     assert status_of(store) == SubscriberStatus.UNSUBSCRIBED
-    subscriber = store.get_subscriber(ADDRESS)
+    subscriber = store.subscribers.get_subscriber(ADDRESS)
     assert subscriber is not None and subscriber.id is not None
-    assert len(store.follows_of(subscriber.id)) == 2  # kept for re-subscribing
+    assert len(store.subscribers.follows_of(subscriber.id)) == 2  # kept for re-subscribing
     # The planned digest is withdrawn, its matches kept; nothing is planned for an unsubscribed address.
-    assert [d.state for d in store.digests_of(subscriber.id)] == [DigestState.FAILED]
-    assert store.pending_matches(subscriber.id)
-    assert store.subscribers_to_plan(utcnow()) == []
+    assert [d.state for d in store.ledger.digests_of(subscriber.id)] == [DigestState.FAILED]
+    assert store.ledger.pending_matches(subscriber.id)
+    assert store.ledger.subscribers_to_plan(utcnow()) == []
     with store.session() as session:
         digest = session.get(Digest, digest_id)
         assert digest is not None and digest.error
@@ -653,24 +653,26 @@ def test_manage_page_changes_follows_schedule_and_status(sqlite_store: Store) ->
     assert added.status_code == 303 and added.headers["location"] == f"{path}?done=added"
     page = app_client.get(added.headers["location"]).text
     assert "Follow added." in page and "&lt;script&gt;" in page and "<script>" not in page
-    subscriber = sqlite_store.get_subscriber(ADDRESS)
+    subscriber = sqlite_store.subscribers.get_subscriber(ADDRESS)
     assert subscriber is not None and subscriber.id is not None
-    follows = sqlite_store.follows_of(subscriber.id)
+    follows = sqlite_store.subscribers.follows_of(subscriber.id)
     assert len(follows) == 3 and follows[-1].revisions is False and follows[-1].instant is False
 
     bad = act(action="add", query="cat:cs.DC AND (au:Li")
     assert bad.status_code == 400
     assert "at position" in bad.text and "^" in bad.text and 'data-position="' in bad.text
     assert 'value="cat:cs.DC AND (au:Li"' in bad.text  # the query stays in the form to fix
-    assert len(sqlite_store.follows_of(subscriber.id)) == 3
+    assert len(sqlite_store.subscribers.follows_of(subscriber.id)) == 3
 
     removed = act(action="remove", follow=str(follows[0].id))
     assert removed.status_code == 303
-    assert [f.query for f in sqlite_store.follows_of(subscriber.id)] == [f.query for f in follows[1:]]
+    assert [f.query for f in sqlite_store.subscribers.follows_of(subscriber.id)] == [
+        f.query for f in follows[1:]
+    ]
     assert act(action="remove", follow=str(follows[0].id)).status_code == 400  # gone already
 
     assert act(action="schedule", schedule="Weekly Monday 9:00", timezone="Europe/Berlin").status_code == 303
-    updated = sqlite_store.get_subscriber(ADDRESS)
+    updated = sqlite_store.subscribers.get_subscriber(ADDRESS)
     assert updated is not None and (updated.schedule, updated.timezone) == (
         "weekly mon 09:00",
         "Europe/Berlin",

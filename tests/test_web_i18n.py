@@ -69,21 +69,21 @@ def world(sqlite_store: Store) -> Iterator[World]:
     newsletters.create(
         store, NEWSLETTER, "Distributed weekly", ["cat:cs.DC"], schedule="instant", timezone="UTC"
     )
-    subscriber = store.get_subscriber(ADDRESS)
+    subscriber = store.subscribers.get_subscriber(ADDRESS)
     assert subscriber is not None
     newsletters.join(store, NEWSLETTER, subscriber)
 
     def version(number: int, title: str) -> PaperIn:
         return PaperIn(PAPER, number, title, "An abstract.", ("Ada Lovelace",), ("cs.DC",))
 
-    store.save_versions([version(1, "Asynchronous rollouts")], now=now - timedelta(days=2))
-    store.save_versions([version(2, "Asynchronous rollouts, revised")], now=now - timedelta(hours=1))
-    revision = store.versions_of(PAPER)[-1]
+    store.papers.save_versions([version(1, "Asynchronous rollouts")], now=now - timedelta(days=2))
+    store.papers.save_versions([version(2, "Asynchronous rollouts, revised")], now=now - timedelta(hours=1))
+    revision = store.papers.versions_of(PAPER)[-1]
     assert revision.id is not None
     for language, guide in GUIDES.items():
-        store.save_guide(revision.id, language, guide, model="test", now=now - timedelta(minutes=5))
-    run = store.start_run("arxiv-rss", now=now - timedelta(minutes=30))
-    store.finish_run(run, RunState.ERROR, now=now - timedelta(minutes=29), error="cannot connect")
+        store.guides.save_guide(revision.id, language, guide, model="test", now=now - timedelta(minutes=5))
+    run = store.runs.start_run("arxiv-rss", now=now - timedelta(minutes=30))
+    store.runs.finish_run(run, RunState.ERROR, now=now - timedelta(minutes=29), error="cannot connect")
     with smtp_sink() as (sink, port):
         yield World(store, TestClient(build_app(context(store, port)), follow_redirects=False), sink)
 
@@ -267,13 +267,13 @@ def test_machine_pages_stay_english(world: World) -> None:
 
 
 def set_language(world: World, language: str | None) -> None:
-    subscriber = world.store.get_subscriber(ADDRESS)
+    subscriber = world.store.subscribers.get_subscriber(ADDRESS)
     assert subscriber is not None and subscriber.id is not None
-    world.store.update_subscriber(subscriber.id, language=language)
+    world.store.subscribers.update_subscriber(subscriber.id, language=language)
 
 
 def stored_language(world: World) -> str | None:
-    subscriber = world.store.get_subscriber(ADDRESS)
+    subscriber = world.store.subscribers.get_subscriber(ADDRESS)
     assert subscriber is not None
     return subscriber.language
 
@@ -376,7 +376,7 @@ def test_the_subscribe_form_stores_the_pages_language(world: World) -> None:
         "/subscribe", data={"address": "lin@example.org", "follows": "cat:cs.DC", "language": "zh"}
     )
     assert done.status_code == 200 and "请查收邮件" in done.text and '<html lang="zh-Hans">' in done.text
-    lin = world.store.get_subscriber("email:lin@example.org")
+    lin = world.store.subscribers.get_subscriber("email:lin@example.org")
     assert lin is not None and lin.language == "zh"
     # Without the field, the language the page is in: here from the browser's header.
     world.fresh().post(
@@ -384,11 +384,11 @@ def test_the_subscribe_form_stores_the_pages_language(world: World) -> None:
         data={"address": "max@example.org", "follows": "cat:cs.DC"},
         headers={"Accept-Language": "zh-CN"},
     )
-    max_ = world.store.get_subscriber("email:max@example.org")
+    max_ = world.store.subscribers.get_subscriber("email:max@example.org")
     assert max_ is not None and max_.language == "zh"
     english = world.fresh().post("/subscribe", data={"address": "eve@example.org", "follows": "cat:cs.DC"})
     assert "Check your mail" in english.text
-    eve = world.store.get_subscriber("email:eve@example.org")
+    eve = world.store.subscribers.get_subscriber("email:eve@example.org")
     assert eve is not None and eve.language == "en"
     # A bad follow is shown on the form in the page's language, the form kept.
     bad = world.fresh().post(
@@ -431,7 +431,9 @@ def test_guides_show_in_the_pages_language_marked_machine_generated(world: World
 
 
 def test_no_guide_shows_nothing(world: World) -> None:
-    world.store.save_versions([PaperIn("2611.00002", 1, "Unguided", "Abstract.", ("B. Author",), ("cs.DC",))])
+    world.store.papers.save_versions(
+        [PaperIn("2611.00002", 1, "Unguided", "Abstract.", ("B. Author",), ("cs.DC",))]
+    )
     paper = world.fresh().get("/papers/2611.00002").text
     assert 'class="guide"' not in paper and "machine-generated" not in paper
     listing = world.client.get("/papers?q=Unguided").text

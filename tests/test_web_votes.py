@@ -25,7 +25,7 @@ from core.models import Follow, utcnow
 from core.papers.pipeline import match_new
 from core.people import tokens
 from core.store.facade import Store
-from core.store.taste import DISLIKE, LIKE, SeedIn, TasteStore
+from core.store.taste import DISLIKE, LIKE, SeedIn
 from core.taste.votes import cast_vote
 from core.values import PaperIn
 from notifiers.registry import build_notifiers
@@ -55,13 +55,13 @@ def _subscriber(store: Store, language: str | None = None) -> int:
     follow(store, ADDRESS, "cat:cs.DC", schedule="instant")
     with store.session() as session:
         session.execute(sa.update(Follow).values(created_at=utcnow() - timedelta(days=1)))
-    store.save_versions(_papers())
+    store.papers.save_versions(_papers())
     match_new(store)
-    store.expand_matches()
-    subscriber = store.get_subscriber(ADDRESS)
+    store.matches.expand_matches()
+    subscriber = store.subscribers.get_subscriber(ADDRESS)
     assert subscriber is not None and subscriber.id is not None
     if language:
-        store.update_subscriber(subscriber.id, language=language)
+        store.subscribers.update_subscriber(subscriber.id, language=language)
     return subscriber.id
 
 
@@ -80,7 +80,7 @@ def _text_and_html(message: EmailMessage) -> tuple[str, str]:
 
 
 def _votes(store: Store, sid: int) -> list[tuple[str, int, int]]:
-    return [(v.arxiv_id, v.version, v.value) for v in TasteStore(store).votes_of(sid)]
+    return [(v.arxiv_id, v.version, v.value) for v in store.taste.votes_of(sid)]
 
 
 async def test_the_mailed_links_ask_then_vote_then_undo(sqlite_store: Store) -> None:
@@ -224,7 +224,7 @@ def test_the_manage_page_lists_counts_and_undoes_votes(store: Store) -> None:
     for paper in papers[:3]:
         cast_vote(store, sid, paper.arxiv_id, LIKE, version=paper.version, now=utcnow() - timedelta(hours=1))
     cast_vote(store, sid, papers[3].arxiv_id, DISLIKE, now=utcnow())
-    TasteStore(store).add_seeds(sid, [SeedIn("doi:10.1000/x", None, "A seeded paper", "Its abstract")])
+    store.taste.add_seeds(sid, [SeedIn("doi:10.1000/x", None, "A seeded paper", "Its abstract")])
     path = "/manage/" + tokens.sign(KEY, tokens.MANAGE, ADDRESS)
     client = client_for(store)
 
@@ -254,7 +254,7 @@ def test_the_manage_page_lists_counts_and_undoes_votes(store: Store) -> None:
 def test_the_manage_page_lists_the_newest_votes_only(sqlite_store: Store) -> None:
     sid = _subscriber(sqlite_store)
     others = day()[: MAX_VOTES_SHOWN + 5]
-    sqlite_store.save_versions(others)
+    sqlite_store.papers.save_versions(others)
     for paper in others:
         cast_vote(sqlite_store, sid, paper.arxiv_id, LIKE)
     page = client_for(sqlite_store).get("/manage/" + tokens.sign(KEY, tokens.MANAGE, ADDRESS)).text

@@ -134,9 +134,11 @@ async def seed_store(store: Store, now: datetime | None = None) -> datetime:
     with store.session() as session:
         session.execute(sa.update(Follow).values(created_at=now - timedelta(days=30)))
     feed = parse_feed(BIG_FEED.read_bytes()).items
-    store.save_versions(feed[::10], now=now - timedelta(days=5))
+    store.papers.save_versions(feed[::10], now=now - timedelta(days=5))
     assert match_new(store, now=now - timedelta(days=5)) > 0
-    store.expand_matches(now=now - timedelta(days=5))  # to the subscribers, before they are paused below
+    store.matches.expand_matches(
+        now=now - timedelta(days=5)
+    )  # to the subscribers, before they are paused below
     # Matching tokenises every version; the rest of the feed needs no matches, so the subscribers sit
     # the big ingest out (only active subscribers are matched) and the fixture stays fast.
     with store.session() as session:
@@ -154,7 +156,7 @@ async def seed_store(store: Store, now: datetime | None = None) -> datetime:
                 source = HfDailySource(http, server.url.replace("/rss/", "/api/"))
                 picked = await ingest_community(store, source, day, now=now - age)
                 assert picked.error is None, picked.error
-    store.save_versions(
+    store.papers.save_versions(
         parse_oai(OAI_PAGE.read_bytes()).papers, now=now - timedelta(days=10), novelty=Novelty.HISTORY
     )
     _seed_hostile(store, now)
@@ -177,9 +179,9 @@ def _seed_hostile(store: Store, now: datetime) -> None:
             comment="10 pages, <i>appendix</i>",
         )
 
-    store.save_versions([version(1, HOSTILE_TITLE)], now=now - timedelta(days=3))
-    store.save_versions([version(2, HOSTILE_REVISED_TITLE)], now=now - timedelta(minutes=30))
-    store.save_picks(
+    store.papers.save_versions([version(1, HOSTILE_TITLE)], now=now - timedelta(days=3))
+    store.papers.save_versions([version(2, HOSTILE_REVISED_TITLE)], now=now - timedelta(minutes=30))
+    store.papers.save_picks(
         [
             CommunityPick(
                 arxiv_id=HOSTILE_PICK_ID,
@@ -194,15 +196,15 @@ def _seed_hostile(store: Store, now: datetime) -> None:
         ],
         now=now - timedelta(hours=3),
     )
-    run = store.start_run("arxiv-oai", now=now - timedelta(minutes=25))
-    store.finish_run(run, RunState.ERROR, now=now - timedelta(minutes=20), error=HOSTILE_ERROR)
+    run = store.runs.start_run("arxiv-oai", now=now - timedelta(minutes=25))
+    store.runs.finish_run(run, RunState.ERROR, now=now - timedelta(minutes=20), error=HOSTILE_ERROR)
 
 
 def _seed_guides(store: Store, now: datetime) -> None:
-    revision = store.versions_of(HOSTILE_ID)[-1]
+    revision = store.papers.versions_of(HOSTILE_ID)[-1]
     assert revision.id is not None
     for language, guide in HOSTILE_GUIDES.items():
-        assert store.save_guide(
+        assert store.guides.save_guide(
             revision.id, language, guide, model=GUIDE_MODEL, now=now - timedelta(minutes=10)
         )
     with store.engine.connect() as c:
@@ -217,19 +219,19 @@ def _seed_guides(store: Store, now: datetime) -> None:
     assert len(today) == 5
     for version_id in today[:3]:
         guide = Guide(f"What version {version_id} is about.", ("A contribution.",))
-        store.save_guide(version_id, "en", guide, model=GUIDE_MODEL, now=now - timedelta(hours=2))
+        store.guides.save_guide(version_id, "en", guide, model=GUIDE_MODEL, now=now - timedelta(hours=2))
     late = Guide("Guided long ago.")
-    store.save_guide(today[3], "en", late, model=GUIDE_MODEL, now=now - timedelta(hours=30))
-    store.save_guide(
+    store.guides.save_guide(today[3], "en", late, model=GUIDE_MODEL, now=now - timedelta(hours=30))
+    store.guides.save_guide(
         today[3], "zh", Guide("很久以前的导读。"), model=GUIDE_MODEL, now=now - timedelta(hours=1)
     )
-    store.save_guide(today[4], "en", late, model=GUIDE_MODEL, now=now - timedelta(days=2))
+    store.guides.save_guide(today[4], "en", late, model=GUIDE_MODEL, now=now - timedelta(days=2))
 
 
 def _seed_digests(store: Store, now: datetime) -> None:
     ids = {}
     for address in SUBSCRIBERS:
-        subscriber = store.get_subscriber(address)
+        subscriber = store.subscribers.get_subscriber(address)
         assert subscriber is not None and subscriber.id is not None
         ids[address] = subscriber.id
     plans = [
@@ -237,24 +239,26 @@ def _seed_digests(store: Store, now: datetime) -> None:
         for address, (_, fate) in SUBSCRIBERS.items()
         if fate != "unplanned"
     ]
-    opened = store.open_digests(plans, now=now)
+    opened = store.ledger.open_digests(plans, now=now)
     assert len(opened) == len(plans), "every planned subscriber has matches in the recorded feed"
     digest_of = {
         store_id: digest for store_id, digest in zip([p.subscriber_id for p in plans], opened, strict=True)
     }
     queued = digest_of[ids["slack:C0123ABC"]]
-    claimed = store.claim_digests(now, "seed", limit=10, lease=DeliveryPolicy().lease, exclude=[queued])
+    claimed = store.claims.claim_digests(
+        now, "seed", limit=10, lease=DeliveryPolicy().lease, exclude=[queued]
+    )
     fates = {ids[address]: fate for address, (_, fate) in SUBSCRIBERS.items()}
     for digest in claimed:
         fate = fates[digest.subscriber_id]
         if fate == "sent":
-            store.finish_sent(digest.digest_id, platform_id="m1", parts=1, now=now)
+            store.outcomes.finish_sent(digest.digest_id, platform_id="m1", parts=1, now=now)
         elif fate == "dead":
-            store.finish_retry(
+            store.outcomes.finish_retry(
                 digest.digest_id, error="timeout", retry_at=now, parts_sent=0, dead=True, now=now
             )
         elif fate == "refused":
-            store.finish_refused(digest.digest_id, error="bot was blocked by the user", now=now)
+            store.outcomes.finish_refused(digest.digest_id, error="bot was blocked by the user", now=now)
 
 
 def _count(connection: sa.Connection, sql: str, **params: Any) -> int:

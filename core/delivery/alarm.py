@@ -141,12 +141,14 @@ def settle(
     Costs nothing for a batch without refusals and without a raised alarm beyond one read of the
     (small) alarm table.
     """
-    raised = {(a.channel, a.kind) for a in store.delivery_alarms()} if (refused or accepted) else set()
+    raised = {(a.channel, a.kind) for a in store.alarms.delivery_alarms()} if (refused or accepted) else set()
     if not refused and not raised:
         return {}
-    verdict = judge(refused, accepted, raised, threshold=threshold, population=store.count_active_on_channel)
+    verdict = judge(
+        refused, accepted, raised, threshold=threshold, population=store.alarms.count_active_on_channel
+    )
     for channel, kind in verdict.cleared:
-        if store.clear_alarms(channel, [kind], now=now):
+        if store.alarms.clear_alarms(channel, [kind], now=now):
             log.warning(
                 "delivery alarm on %s cleared: the channel delivered again without a %r refusal",
                 channel,
@@ -172,7 +174,7 @@ def sample_error(refusal: Refused) -> str:
 def _hold(store: Store, channel: str, kind: str, group: list[Refused], now: datetime) -> None:
     sample = sample_error(group[0])
     recipients = len({r.address for r in group})
-    raised, first_seen = store.raise_alarm(
+    raised, first_seen = store.alarms.raise_alarm(
         channel, kind, recipients=recipients, held=len(group), sample=sample, now=now
     )
     if raised:
@@ -198,7 +200,7 @@ def _hold(store: Store, channel: str, kind: str, group: list[Refused], now: date
         )
         for r in group
     ]
-    store.hold_digests(held)
+    store.alarms.hold_digests(held)
     log.warning(
         "%d digests on %s held by the delivery alarm (%s), retry in %s",
         len(held),
@@ -213,7 +215,7 @@ def _pause(store: Store, refusal: Refused, now: datetime) -> None:
     # The error is stored, listed by the CLI and logged: an adapter may have quoted the address's URL in it.
     error = mask_text(str(refusal.error))
     held = (refusal.worker, refusal.attempts) if refusal.worker else None
-    store.finish_refused(refusal.digest_id, error=error, now=now, held=held)
+    store.outcomes.finish_refused(refusal.digest_id, error=error, now=now, held=held)
     log.warning(
         "delivery to %s refused, subscriber paused: %s",
         mask_address(refusal.address),

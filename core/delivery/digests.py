@@ -121,7 +121,7 @@ async def send_due_digests(
     worker = worker or worker_name()
     if address is not None:
         address = normalise_address(address)
-        if store.get_subscriber(address) is None:
+        if store.subscribers.get_subscriber(address) is None:
             raise LookupError(
                 f"no subscriber {address}; add a follow with: papertrail follow {address} QUERY"
             )
@@ -154,7 +154,7 @@ async def send_due_digests(
         not (stop and stop.is_set())
         and len(retrying) <= MAX_RETRIES_PER_PASS
         and (
-            claimed := store.claim_digests(
+            claimed := store.claims.claim_digests(
                 clock(),
                 worker,
                 limit=policy.batch,
@@ -222,7 +222,7 @@ def plan_digests(
     while True:
         # A page of candidates at a time, by id: a busy minute's 100,000 subscribers are never all in
         # memory, and each page costs the same few statements.
-        candidates = store.subscribers_to_plan(
+        candidates = store.ledger.subscribers_to_plan(
             now, address, channels=list(notifiers), ignore_backoff=force, after=after, limit=PLAN_BATCH
         )
         if not candidates:
@@ -235,7 +235,7 @@ def plan_digests(
             )
             for subscriber in candidates
         ]
-        opened += len(store.open_digests(plans, now=now))
+        opened += len(store.ledger.open_digests(plans, now=now))
         if len(candidates) < PLAN_BATCH:
             break
     # After the digests: a subscriber whose digest was just opened has one open, and gets no heartbeat.
@@ -271,7 +271,7 @@ def plan_heartbeats(
     opened = 0
     after = 0
     while True:
-        candidates = store.heartbeat_candidates(
+        candidates = store.ledger.heartbeat_candidates(
             now, announced, address, channels=list(notifiers), after=after, limit=PLAN_BATCH
         )
         if not candidates:
@@ -282,7 +282,7 @@ def plan_heartbeats(
             for subscriber in candidates
             if _heartbeat_due(subscriber, now)
         ]
-        opened += len(store.open_heartbeats(plans, not_since=announced, now=now))
+        opened += len(store.ledger.open_heartbeats(plans, not_since=announced, now=now))
         if len(candidates) < PLAN_BATCH:
             return opened
 
@@ -311,7 +311,7 @@ class PassReceipts:
         self._log: tuple[datetime, datetime, RunLog] | None = None
 
     def _load(self, since: datetime, until: datetime) -> RunLog:
-        runs = self.store.receipt_runs(since, until, overlap=RUN_OVERLAP, sources=CALENDAR_SOURCES)
+        runs = self.store.runs.receipt_runs(since, until, overlap=RUN_OVERLAP, sources=CALENDAR_SOURCES)
         return RunLog(runs, holidays=self.holidays, grace=self.grace)
 
     def runs_for(self, since: datetime, until: datetime) -> RunLog:
@@ -362,10 +362,10 @@ def _due(subscriber: Subscriber, now: datetime) -> bool:
 def resume(store: Store, address: str) -> Subscriber:
     """Re-activate a paused subscriber and re-queue its dead digests; pending matches go out when due."""
     address = normalise_address(address)
-    subscriber = store.get_subscriber(address)
+    subscriber = store.subscribers.get_subscriber(address)
     if subscriber is None or subscriber.id is None:
         raise LookupError(f"no subscriber {address}")
-    store.requeue_dead(address=address)
-    return store.update_subscriber(
+    store.outcomes.requeue_dead(address=address)
+    return store.subscribers.update_subscriber(
         subscriber.id, status=SubscriberStatus.ACTIVE, status_reason=None, retry_at=None, failures=0
     )

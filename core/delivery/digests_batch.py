@@ -73,7 +73,7 @@ def batch_items(
     Guides are read in each reader's language, ``default_language`` (the renderer's) for a reader who
     chose none: the language the digest will be worded in.
     """
-    ranked = store.digests_ranked([c.digest_id for c in claimed])
+    ranked = store.claims.digests_ranked([c.digest_id for c in claimed])
     keep: dict[int, list[RankedMatch]] = {}
     rest: dict[int, DigestRest] = {}
     for digest_id, rows in ranked.items():
@@ -87,7 +87,7 @@ def batch_items(
                 newsletters=frozenset(newsletter_names(left)),
                 own=any(newsletter_of(row) is None for row in left),
             )
-    full = store.match_items([row for rows in keep.values() for row in rows])
+    full = store.claims.match_items([row for rows in keep.values() for row in rows])
     items = with_guides(
         store,
         claimed,
@@ -96,7 +96,7 @@ def batch_items(
     )
     names = {name for found in items.values() for name in newsletter_names(found)}
     names.update(name for summary in rest.values() for name in summary.newsletters)
-    return ClaimedBatch(items, store.newsletter_titles(sorted(names)) if names else {}, rest)
+    return ClaimedBatch(items, store.newsletters.newsletter_titles(sorted(names)) if names else {}, rest)
 
 
 def _ranked_key(row: RankedMatch) -> RankKey:
@@ -147,7 +147,7 @@ def with_guides(
             for item in items.get(digest_id, [])
             if item.version_id is not None
         }
-        guides = store.guides_for(sorted(ids), language)
+        guides = store.guides.guides_for(sorted(ids), language)
         if not guides:
             continue
         for digest_id, wanted in languages.items():

@@ -102,7 +102,7 @@ class SentRecorder:
             if self.recorded:
                 return
             try:
-                self.store.finish_sent(
+                self.store.outcomes.finish_sent(
                     self.claimed.digest_id,
                     platform_id=result.platform_id,
                     parts=self.claimed.parts_sent + result.parts,
@@ -145,7 +145,7 @@ async def deliver(
     async def renew(parts: int) -> None:
         # A split digest goes out at a chat's pace (a 500-item Telegram digest is ~40 messages at 1/s):
         # each accepted part renews the lease, so it never runs out mid-send and no other worker repeats it.
-        if not store.renew_lease(
+        if not store.claims.renew_lease(
             claimed.digest_id,
             worker=worker,
             attempts=claimed.attempts,
@@ -238,7 +238,7 @@ def _record_failure(
         )
     dead = claimed.attempts >= policy.max_attempts
     wait = max(backoff(claimed.attempts), timedelta(seconds=exc.retry_after or 0))
-    store.finish_retry(
+    store.outcomes.finish_retry(
         claimed.digest_id,
         error=error,
         retry_at=now + wait,

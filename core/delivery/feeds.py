@@ -58,13 +58,13 @@ def private_feed_url(store: Store, settings: Settings, subscriber: Subscriber) -
     key = _key(settings)
     if not key or subscriber.id is None:
         return None
-    nonce = subscriber.feed_nonce or store.feed_nonce(subscriber.id, new_nonce())
+    nonce = subscriber.feed_nonce or store.feeds.feed_nonce(subscriber.id, new_nonce())
     return settings.public_url.rstrip("/") + private_feed_path(key, subscriber.address, nonce)
 
 
 def renew_private_feed(store: Store, subscriber_id: int) -> None:
     """Revoke the subscriber's private feed link and make a new one (a new nonce)."""
-    store.replace_feed_nonce(subscriber_id, new_nonce())
+    store.feeds.replace_feed_nonce(subscriber_id, new_nonce())
 
 
 def feed_subscriber(store: Store, key: str, token: str) -> Subscriber:
@@ -75,10 +75,10 @@ def feed_subscriber(store: Store, key: str, token: str) -> Subscriber:
     another purpose or key) and :class:`FeedRevoked` for a genuine one that no longer works.
     """
     address, nonce = tokens.split_feed(tokens.verify(key, tokens.FEED, token))
-    subscriber = store.get_subscriber(address)
+    subscriber = store.subscribers.get_subscriber(address)
     if subscriber is None:
         try:
-            subscriber = store.get_subscriber(normalise_address(address))
+            subscriber = store.subscribers.get_subscriber(normalise_address(address))
         except ValueError:
             subscriber = None
     current = subscriber.feed_nonce if subscriber is not None else None

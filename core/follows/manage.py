@@ -53,9 +53,9 @@ def follow(
     query = parse(text)
     zone(timezone)
     parse_schedule(schedule)
-    subscriber, created = store.ensure_subscriber(address, timezone=timezone, schedule=schedule)
+    subscriber, created = store.subscribers.ensure_subscriber(address, timezone=timezone, schedule=schedule)
     assert subscriber.id is not None
-    stored, outcome = store.add_follow(
+    stored, outcome = store.subscribers.add_follow(
         subscriber.id, text.strip(), query.canonical(), revisions=revisions, instant=instant
     )
     return FollowResult(subscriber, stored, outcome, created)
@@ -67,10 +67,10 @@ def unfollow(store: Store, address: str, which: str) -> Follow:
     Raises LookupError naming the subscriber's follows when nothing fits.
     """
     address = normalise_address(address)
-    subscriber = store.get_subscriber(address)
+    subscriber = store.subscribers.get_subscriber(address)
     if subscriber is None or subscriber.id is None:
         raise LookupError(f"{address} has no follows; add one with: papertrail follow {address} QUERY")
-    follows = store.follows_of(subscriber.id)
+    follows = store.subscribers.follows_of(subscriber.id)
     target: Follow | None = None
     if which.strip().isdigit():
         number = int(which)
@@ -88,7 +88,7 @@ def unfollow(store: Store, address: str, which: str) -> Follow:
             listing = "; ".join(f"{i}. {f.query}" for i, f in enumerate(follows, 1)) or "none"
             raise LookupError(f"{address} does not follow {which!r}; its follows are: {listing}")
     assert target.id is not None
-    store.remove_follow(target.id)
+    store.subscribers.remove_follow(target.id)
     return target
 
 
@@ -111,7 +111,7 @@ def try_query(store: Store, text: str, *, days: int = 7, now: datetime | None = 
     query = parse(text)
     since = (now or utcnow()) - timedelta(days=days)
     hits: list[TryHit] = []
-    for version in store.versions_since(since):
+    for version in store.papers.versions_since(since):
         reasons = query.evaluate(version_to_paper(version))
         if reasons is not None:
             hits.append(
@@ -153,7 +153,7 @@ def import_follows(
     checked = check_lines(lines, refuse_address)
     if (checked.bad and not skip_invalid) or not checked.follows:
         return ImportReport(checked, None)
-    counts = store.import_follows(
+    counts = store.follow_files.import_follows(
         checked.subscribers.values(),
         checked.follows,
         timezone=timezone,
@@ -172,7 +172,7 @@ def export_follows(store: Store, address: str | None, *, timezone: str, schedule
     """
     if address is not None:
         address = normalise_address(address)
-        subscriber = store.get_subscriber(address)
+        subscriber = store.subscribers.get_subscriber(address)
         if subscriber is None:
             raise LookupError(f"no subscriber {address}")
         if subscriber.status not in EXPORTED_STATUSES:
@@ -180,5 +180,5 @@ def export_follows(store: Store, address: str | None, *, timezone: str, schedule
                 f"{address} is {subscriber.status}: only active and paused subscribers are exported"
             )
     # Checked above, read lazily below: a generator body would raise the LookupError only when iterated.
-    rows = store.export_rows(EXPORTED_STATUSES, address)
+    rows = store.follow_files.export_rows(EXPORTED_STATUSES, address)
     return (export_line(row, default_schedule=schedule, default_timezone=timezone) for row in rows)

@@ -57,16 +57,18 @@ async def make_guides(
         report.note = "no PAPERTRAIL_LLM_URL configured: no guides are made"
         return report
     # Failed attempts spent requests too: the cap bounds what a broken model can cost in a day.
-    spent = store.count_made_since(now - CAP_WINDOW) + store.count_failures_since(now - CAP_WINDOW)
+    spent = store.guides.count_made_since(now - CAP_WINDOW) + store.guides.count_failures_since(
+        now - CAP_WINDOW
+    )
     room = settings.llm_daily_limit - spent
     if room <= 0:
         report.capped = True
         report.note = f"daily limit of {settings.llm_daily_limit} guides reached"
         return report
     # Guides are made for the versions readers were matched: fan out what matching found first.
-    store.expand_matches(now=now)
+    store.matches.expand_matches(now=now)
     # One more than the room tells whether the cap leaves versions waiting.
-    subjects = store.versions_needing_guides(
+    subjects = store.guides.versions_needing_guides(
         language,
         room + 1,
         since=now - RECENT,
@@ -98,23 +100,23 @@ async def _one(
         except GuideError as exc:
             log.warning("no %s guide for %sv%d: %s", language, subject.paper_id, subject.number, exc)
             report.failures.append((subject.version_id, str(exc)))
-            store.record_guide_failure(
+            store.guides.record_guide_failure(
                 subject.version_id, language, str(exc), retryable=exc.retryable, now=now
             )
             return
-    if store.save_guide(subject.version_id, language, guide, model=client.model, now=now):
+    if store.guides.save_guide(subject.version_id, language, guide, model=client.model, now=now):
         report.made += 1
 
 
 async def make_reader_guides(
     store: Store, client: GuideModel | None, settings: Settings, *, now: datetime
 ) -> list[GuideReport]:
-    """:func:`make_guides` for every language readers use (``Store.languages_in_use``), the operator's default
-    language (``Settings.default_language``, what readers without a language read) first.
+    """:func:`make_guides` for every language readers use (``store.guides.languages_in_use``), the operator's
+    default language (``Settings.default_language``, what readers without a language read) first.
 
     The daily cap is shared: a language later in the list gets what the earlier ones left.
     """
     return [
         await make_guides(store, client, settings, language=language, now=now)
-        for language in store.languages_in_use(settings.default_language)
+        for language in store.guides.languages_in_use(settings.default_language)
     ]

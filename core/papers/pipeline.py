@@ -46,21 +46,21 @@ async def ingest_once(
 
     A failed fetch is recorded as a run in state ``error`` with the message; nothing is stored.
     """
-    run_id = store.start_run(source.name, now=now)
+    run_id = store.runs.start_run(source.name, now=now)
     try:
-        result = await source.fetch(store.validator_for)
+        result = await source.fetch(store.runs.validator_for)
     except SourceError as exc:
-        store.finish_run(run_id, RunState.ERROR, error=str(exc))
+        store.runs.finish_run(run_id, RunState.ERROR, error=str(exc))
         log.warning("source %s failed: %s", source.name, exc, extra={"source": source.name})
         return IngestReport(source.name, RunState.ERROR, error=str(exc), retry_after=exc.retry_after)
     except Exception as exc:  # a bug in a parser must not stop the loop, but it must be visible
         log.exception("source %s crashed", source.name, extra={"source": source.name})
         message = f"unexpected {type(exc).__name__}: {exc}"
-        store.finish_run(run_id, RunState.ERROR, error=message)
+        store.runs.finish_run(run_id, RunState.ERROR, error=message)
         return IngestReport(source.name, RunState.ERROR, error=message)
-    saved = store.save_versions(result.papers, now=now, validator=result.validator)
+    saved = store.papers.save_versions(result.papers, now=now, validator=result.validator)
     state, fetched, note = result.state, len(result.papers), result.note
-    store.finish_run(
+    store.runs.finish_run(
         run_id,
         state,
         fetched=fetched,
@@ -102,8 +102,8 @@ async def ingest_paged(
     ``GAP`` (versions announced after the newest announcement already seen) or ``HISTORY`` (nothing).
     A failure part-way keeps the pages already stored and leaves the cursor where it was.
     """
-    run_id = store.start_run(source.name, now=now)
-    cursor = since or store.last_cursor(source.name)
+    run_id = store.runs.start_run(source.name, now=now)
+    cursor = since or store.runs.last_cursor(source.name)
     totals = SaveResult()
     fetched = 0
     skipped: list[str] = []
@@ -124,7 +124,7 @@ async def ingest_paged(
 
     try:
         async for page in source.pages(cursor):
-            saved = store.save_versions(page.papers, now=now, novelty=novelty)
+            saved = store.papers.save_versions(page.papers, now=now, novelty=novelty)
             fetched += len(page.papers)
             totals.new_papers += saved.new_papers
             totals.revisions += saved.revisions
@@ -138,7 +138,7 @@ async def ingest_paged(
             if on_page is not None:
                 on_page(saved)
     except SourceError as exc:
-        store.finish_run(run_id, RunState.ERROR, error=str(exc), **progress())
+        store.runs.finish_run(run_id, RunState.ERROR, error=str(exc), **progress())
         log.warning(
             "source %s failed after %d versions: %s", source.name, fetched, exc, extra={"source": source.name}
         )
@@ -155,7 +155,7 @@ async def ingest_paged(
     state = RunState.OK if fetched else RunState.EMPTY
     if totals.history:
         notes.append(f"{counted(totals.history, 'version')} stored as history")
-    store.finish_run(run_id, state, cursor=final_cursor, **progress())
+    store.runs.finish_run(run_id, state, cursor=final_cursor, **progress())
     matches = match_new(store, now=now, index=index)
     return IngestReport(
         source.name,
@@ -173,14 +173,14 @@ async def ingest_community(
     store: Store, source: CommunitySource, day: date, *, now: datetime | None = None
 ) -> IngestReport:
     """Fetch one day of community picks and attach them to their arXiv papers."""
-    run_id = store.start_run(source.name, now=now)
+    run_id = store.runs.start_run(source.name, now=now)
     try:
         page = await source.fetch_day(day)
     except SourceError as exc:
-        store.finish_run(run_id, RunState.ERROR, error=str(exc), cursor=None)
+        store.runs.finish_run(run_id, RunState.ERROR, error=str(exc), cursor=None)
         log.warning("source %s failed: %s", source.name, exc, extra={"source": source.name})
         return IngestReport(source.name, RunState.ERROR, error=str(exc), retry_after=exc.retry_after)
-    added, unseen = store.save_picks(page.picks, now=now)
+    added, unseen = store.papers.save_picks(page.picks, now=now)
     parts = [
         f"{counted(len(page.picks), 'pick')} on {day.isoformat()}, {added} new, "
         f"{counted(unseen, 'paper')} new to PaperTrail"
@@ -189,7 +189,7 @@ async def ingest_community(
         parts.append(f"skipped {len(page.skipped)}: " + "; ".join(page.skipped[:5]))
     note = "; ".join(parts)
     state = RunState.OK if page.picks else RunState.EMPTY
-    store.finish_run(
+    store.runs.finish_run(
         run_id,
         state,
         fetched=len(page.picks),
@@ -222,13 +222,13 @@ def backfill(
 
     Interrupting it keeps every batch already stored; running it again skips them as duplicates.
     """
-    run_id = store.start_run(source, now=now)
+    run_id = store.runs.start_run(source, now=now)
     totals = SaveResult()
     fetched = 0
     skipped: list[str] = []
     try:
         for batch in batches:
-            saved = store.save_versions(batch.papers, now=now, novelty=Novelty.HISTORY)
+            saved = store.papers.save_versions(batch.papers, now=now, novelty=Novelty.HISTORY)
             fetched += len(batch.papers)
             totals.history += saved.history
             totals.duplicates += saved.duplicates
@@ -236,7 +236,7 @@ def backfill(
             if on_batch is not None:
                 on_batch(saved)
     except BaseException as exc:  # Ctrl-C included: the run must not stay "running" forever
-        store.finish_run(
+        store.runs.finish_run(
             run_id,
             RunState.ERROR,
             fetched=fetched,
@@ -248,7 +248,7 @@ def backfill(
     if skipped:
         note += f"; skipped {counted(len(skipped), 'line')}: " + "; ".join(skipped[:5])
     state = RunState.OK if fetched else RunState.EMPTY
-    store.finish_run(run_id, state, fetched=fetched, duplicates=totals.duplicates, note=note)
+    store.runs.finish_run(run_id, state, fetched=fetched, duplicates=totals.duplicates, note=note)
     return IngestReport(source, state, fetched=fetched, duplicates=totals.duplicates, note=note)
 
 
@@ -268,22 +268,22 @@ async def complete_papers(store: Store, api: PaperLookup, *, limit: int = 500) -
     Such papers were picked by the community, not announced to PaperTrail's feed: storing them as
     history completes their page without notifying anyone twice.
     """
-    ids = store.papers_without_versions(limit)
-    run_id = store.start_run(api.name)
+    ids = store.papers.papers_without_versions(limit)
+    run_id = store.runs.start_run(api.name)
     if not ids:
-        store.finish_run(run_id, RunState.EMPTY, note="no papers waiting for arXiv metadata")
+        store.runs.finish_run(run_id, RunState.EMPTY, note="no papers waiting for arXiv metadata")
         return IngestReport(api.name, RunState.EMPTY, note="no papers waiting for arXiv metadata")
     try:
         papers = await api.lookup(ids)
     except SourceError as exc:
-        store.finish_run(run_id, RunState.ERROR, error=str(exc))
+        store.runs.finish_run(run_id, RunState.ERROR, error=str(exc))
         return IngestReport(api.name, RunState.ERROR, error=str(exc), retry_after=exc.retry_after)
-    saved = store.save_versions(papers, novelty=Novelty.HISTORY)
+    saved = store.papers.save_versions(papers, novelty=Novelty.HISTORY)
     missing = sorted(set(ids) - {p.arxiv_id for p in papers})
     note = f"completed {len(papers)} of {counted(len(ids), 'paper')}" + (
         f"; arXiv does not know {', '.join(missing[:10])}" if missing else ""
     )
-    store.finish_run(run_id, RunState.OK, fetched=len(papers), duplicates=saved.duplicates, note=note)
+    store.runs.finish_run(run_id, RunState.OK, fetched=len(papers), duplicates=saved.duplicates, note=note)
     return IngestReport(api.name, RunState.OK, fetched=len(papers), duplicates=saved.duplicates, note=note)
 
 
@@ -294,18 +294,20 @@ def match_new(store: Store, *, now: datetime | None = None, index: FollowIndex |
     index is built. Each version is matched once per distinct query (:meth:`FollowIndex.query_hits`) and
     the hits of a batch of versions are written in one bulk load, in the transaction that marks the
     versions matched. They reach each follower's Match rows, with each follow's options applied, when
-    they are fanned out (``Store.expand_matches``), which planning, guides and a chat's pending count
+    they are fanned out (``store.matches.expand_matches``), which planning, guides and a chat's pending count
     do first.
     """
     index = index or FollowIndex()
     total = 0
     while True:
-        versions = store.unmatched_versions()
+        versions = store.matches.unmatched_versions()
         if not versions:
             return total
-        index.sync(store.active_follows())
+        index.sync(store.subscribers.active_follows())
         hits = index.query_hits(versions)
-        total += store.record_query_matches([v.id for v in versions if v.id is not None], hits, now=now)
+        total += store.matches.record_query_matches(
+            [v.id for v in versions if v.id is not None], hits, now=now
+        )
         # Let this batch go before the next one loads: otherwise two batches (2 x 5,000 versions) are
         # held at once, the peak memory of matching a large feed (issue 14).
         del versions, hits

@@ -113,8 +113,8 @@ def show_paper(store: Store, arxiv_id: str) -> PaperView:
     """Everything known about one paper; raises LookupError for an id PaperTrail has not seen."""
     # Accept "arXiv:2411.17700v2" as well as "2411.17700": a paper is keyed without its version.
     bare = re.sub(r"v\d+$", "", arxiv_id.strip().removeprefix("arXiv:").removeprefix("arxiv:"))
-    rows = store.versions_of(bare)
-    picks = tuple(store.picks_of(bare))
+    rows = store.papers.versions_of(bare)
+    picks = tuple(store.papers.picks_of(bare))
     if not rows and not picks:
         raise LookupError(f"PaperTrail has not seen {arxiv_id!r}; ingest it first or check the id")
     if not rows:

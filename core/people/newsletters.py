@@ -63,7 +63,7 @@ def create(
     parsed = [(text, parse(text).canonical()) for text in cleaned]
     zone(timezone)
     schedule = parse_schedule(schedule).text
-    return store.create_newsletter(
+    return store.newsletters.create_newsletter(
         name,
         title,
         address=normalise_address(address_of(name)),
@@ -80,9 +80,9 @@ class UnknownNewsletter(Worded, LookupError):
 
 def find(store: Store, name: str) -> Newsletter:
     """The newsletter called ``name``; LookupError naming the existing ones otherwise."""
-    found = store.get_newsletter(name.strip().casefold())
+    found = store.newsletters.get_newsletter(name.strip().casefold())
     if found is None:
-        names: Listed | Phrase = Listed(n.name for n in store.newsletters()) or Phrase(N_("none yet"))
+        names: Listed | Phrase = Listed(n.name for n in store.newsletters.all()) or Phrase(N_("none yet"))
         raise UnknownNewsletter(
             Phrase(N_("no newsletter named '{name}'"), name=name),
             Phrase(N_("newsletters: {names}"), names=names),
@@ -93,7 +93,7 @@ def find(store: Store, name: str) -> Newsletter:
 def info(store: Store, name: str) -> NewsletterInfo:
     """What ``newsletter show`` prints about one newsletter."""
     newsletter = find(store, name)
-    return store.newsletter_info(newsletter.id or 0)
+    return store.newsletters.newsletter_info(newsletter.id or 0)
 
 
 def join(store: Store, name: str, subscriber: Subscriber, *, now: datetime | None = None) -> bool:
@@ -105,13 +105,13 @@ def join(store: Store, name: str, subscriber: Subscriber, *, now: datetime | Non
     newsletter = find(store, name)
     if subscriber.address.startswith(f"{NEWSLETTER_CHANNEL}:"):
         raise ValueError("a newsletter cannot be a member of a newsletter")
-    return store.join_newsletter(newsletter.id or 0, subscriber.id or 0, now=now or utcnow())
+    return store.newsletters.join_newsletter(newsletter.id or 0, subscriber.id or 0, now=now or utcnow())
 
 
 def leave(store: Store, name: str, subscriber: Subscriber) -> bool:
     """End the membership; False when there was none."""
     newsletter = find(store, name)
-    return store.leave_newsletter(newsletter.id or 0, subscriber.id or 0)
+    return store.newsletters.leave_newsletter(newsletter.id or 0, subscriber.id or 0)
 
 
 def open_due_issues(
@@ -130,11 +130,11 @@ def open_due_issues(
     issues: list[Issue] = []
     # Fan out what matching found first: a newsletter's matches are its hidden subscriber's Match rows, and
     # plan_digests, which calls this before it plans anyone, relies on it for everyone else's.
-    store.expand_matches(now=now)
-    for newsletter, subscriber in store.newsletters_to_issue(address):
+    store.matches.expand_matches(now=now)
+    for newsletter, subscriber in store.newsletters.newsletters_to_issue(address):
         if not (force or due(subscriber, now)):
             continue
-        issue = store.open_issue(newsletter.id or 0, now=now)
+        issue = store.newsletters.open_issue(newsletter.id or 0, now=now)
         if issue is not None:
             log.info(
                 "newsletter %s: issue of %d item(s), %d copies for its members",

@@ -32,7 +32,7 @@ from core.i18n.languages import N_, Phrase, Refusal, check_language, normalize_l
 from core.models import Newsletter, Subscriber, SubscriberStatus, utcnow
 from core.people import newsletters, tokens
 from core.store.facade import Store
-from core.store.signup import Claim, PendingContent, PendingView, SignupRecords
+from core.store.signup import Claim, PendingContent, PendingView
 
 # No second sign-up mail (confirmation or manage link) goes to one address within this time, and a
 # pending sign-up cannot be replaced within it: one form cannot flood a stranger's mailbox, nor change
@@ -168,7 +168,7 @@ def record(store: Store, request: SignupRequest, *, now: datetime | None = None)
         schedule=request.schedule,
         language=request.language,
     )
-    claim, subscriber = SignupRecords(store).record(
+    claim, subscriber = store.signups.record(
         request.address, content, nonce=secrets.token_urlsafe(16), now=now, resend_after=RESEND_AFTER
     )
     if claim == Claim.THROTTLED:
@@ -212,7 +212,7 @@ def mail_not_sent(store: Store, outcome: SignupOutcome) -> None:
     """The outcome's mail did not go out: let the next sign-up of the address mail it at once (its pending
     sign-up stays as recorded; the new sign-up replaces it)."""
     if outcome.sent_at is not None and outcome.subscriber.id is not None:
-        SignupRecords(store).release(outcome.subscriber.id, outcome.sent_at)
+        store.signups.release(outcome.subscriber.id, outcome.sent_at)
 
 
 def _language(code: str | None) -> str | None:
@@ -245,10 +245,10 @@ def pending_sign_up(store: Store, key: str, token: str) -> tuple[Subscriber, Pen
     such address) or :class:`SignupChanged` (a later sign-up replaced this one).
     """
     address, nonce = _verify(key, token)
-    view = SignupRecords(store).pending(address, nonce)
+    view = store.signups.pending(address, nonce)
     if view is not None:
         return view.subscriber, view
-    subscriber = store.get_subscriber(address)
+    subscriber = store.subscribers.get_subscriber(address)
     if subscriber is None:
         raise LookupError(f"no sign-up for {address} any more; sign up again")
     if subscriber.status == SubscriberStatus.UNCONFIRMED:
@@ -266,8 +266,8 @@ def confirm(store: Store, key: str, token: str) -> Subscriber:
     does not override a later decision).
     """
     address, nonce = _verify(key, token)
-    activated = SignupRecords(store).activate(address, nonce)
-    subscriber = store.get_subscriber(address)
+    activated = store.signups.activate(address, nonce)
+    subscriber = store.subscribers.get_subscriber(address)
     if subscriber is None or subscriber.id is None:
         raise LookupError(f"no sign-up for {address} any more; sign up again")
     if not activated and subscriber.status == SubscriberStatus.UNCONFIRMED:

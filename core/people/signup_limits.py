@@ -29,7 +29,7 @@ from enum import StrEnum
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_network
 
 from core.store.facade import Store
-from core.store.signup import QuotaRequest, SignupRecords
+from core.store.signup import QuotaRequest
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ def take(store: Store, quotas: Sequence[Quota], now: datetime) -> Refusal | None
     None when the sign-up may go ahead; else the first full count and when the next hour begins.
     """
     hour = hour_of(now)
-    full = SignupRecords(store).take([QuotaRequest(q.key, q.limit) for q in quotas], hour)
+    full = store.signups.take([QuotaRequest(q.key, q.limit) for q in quotas], hour)
     if full is None:
         return None
     quota = quotas[full]

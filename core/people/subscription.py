@@ -34,7 +34,7 @@ from core.delivery.contract import NEWSLETTER_CHANNEL, normalise_address, split_
 from core.models import utcnow
 from core.people.subscription_file import Subscription, document, read_document
 from core.store.facade import Store
-from core.store.subscription import Mode, Restored, SubscriptionExists, SubscriptionRecords
+from core.store.subscription import Mode, Restored, SubscriptionExists
 
 __all__ = [
     "Exported",
@@ -72,7 +72,7 @@ def exported(store: Store, address: str, *, now: datetime | None = None) -> Expo
     address = normalise_address(address)
     if split_address(address)[0] == NEWSLETTER_CHANNEL:
         raise ValueError(f"{address} is a newsletter, not a reader's subscription")
-    stored = SubscriptionRecords(store).read(address)
+    stored = store.subscriptions.read(address)
     if stored is None:
         raise LookupError(f"no subscriber {address}")
     who = stored.subscriber
@@ -114,7 +114,7 @@ def import_subscription(
     ``import follows``. :func:`after_import` has run when it returns.
     """
     wanted = read_document(data, refuse_address)
-    restored = SubscriptionRecords(store).restore(wanted, mode=mode, now=now or utcnow())
+    restored = store.subscriptions.restore(wanted, mode=mode, now=now or utcnow())
     after_import(store, restored)
     return wanted, restored
 

@@ -1,6 +1,7 @@
 """Delivery alarms and the subscribers a refusal paused: the SQL behind core.delivery.alarm.
 
-Part of the store (``core.store.facade.Store`` inherits it). An alarm is one row per (channel, kind) of
+``store.alarms``; talks through the store's session (``store.session()``), one transaction per method,
+its guarded writes as Core statements on that session's connection. An alarm is one row per (channel, kind) of
 ``delivery_alarm``; it is raised while ``cleared_at`` is NULL. Several workers may judge batches at once:
 raising is one guarded statement (an update of the raised row, else an upsert that only revives a cleared
 one), so exactly one of them learns it raised the alarm and logs it.
@@ -9,16 +10,19 @@ one), so exactly one of them learns it raised the alarm and logs it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlmodel import Session, col, select
+from sqlmodel import col, select
 
 from core.models import DeliveryAlarm, Digest, DigestState, Subscriber, SubscriberStatus
+
+if TYPE_CHECKING:
+    from core.store.facade import Store
+
 
 _ALARM = DeliveryAlarm.metadata.tables["delivery_alarm"]
 
@@ -35,19 +39,17 @@ class HeldDigest:
     parts_sent: int = 0
 
 
-class AlarmQueries:
-    """Delivery alarms, held digests, resuming refused subscribers; mixed into
-    :class:`core.store.facade.Store`."""
+class AlarmStore:
+    """Delivery alarms, held digests, resuming refused subscribers."""
 
-    def session(self) -> AbstractContextManager[Session]:
-        """Provided by the store: one transaction."""
-        raise NotImplementedError
+    def __init__(self, store: Store) -> None:
+        self._store = store
 
     # -- alarms -----------------------------------------------------------------------------------------
 
     def delivery_alarms(self, *, raised_only: bool = True) -> list[DeliveryAlarm]:
         """The alarms (only the raised ones by default), by channel and kind."""
-        with self.session() as session:
+        with self._store.session() as session:
             query = select(DeliveryAlarm).order_by(col(DeliveryAlarm.channel), col(DeliveryAlarm.kind))
             if raised_only:
                 query = query.where(col(DeliveryAlarm.cleared_at).is_(None))
@@ -62,7 +64,7 @@ class AlarmQueries:
         when it was first seen.
         """
         a = _ALARM.c
-        with self.session() as session:
+        with self._store.session() as session:
             connection = session.connection()
             counted = _count_held(connection, channel, kind, held, now)
             if counted is not None:
@@ -104,7 +106,7 @@ class AlarmQueries:
             query = query.where(a.channel == channel)
         if kinds is not None:
             query = query.where(a.kind.in_(list(kinds)))
-        with self.session() as session:
+        with self._store.session() as session:
             rows = session.execute(query.values(cleared_at=now).returning(a.channel, a.kind)).all()
         return sorted((str(c), str(k)) for c, k in rows)
 
@@ -146,12 +148,12 @@ class AlarmQueries:
             }
             for h in held
         ]
-        with self.session() as session:
+        with self._store.session() as session:
             session.connection().execute(statement, rows)
 
     def count_active_on_channel(self, channel: str) -> int:
         """Active subscribers whose address is on ``channel``."""
-        with self.session() as session:
+        with self._store.session() as session:
             return int(
                 session.execute(
                     sa.select(sa.func.count())
@@ -171,7 +173,7 @@ class AlarmQueries:
         """Subscribers a delivery refusal paused (pause reason containing ``reason``, case-insensitive;
         paused at or after ``since``): how many, and the first ``limit`` addresses by id."""
         where = _refused(reason, since)
-        with self.session() as session:
+        with self._store.session() as session:
             count = int(
                 session.execute(sa.select(sa.func.count()).select_from(Subscriber).where(*where)).scalar_one()
             )
@@ -188,7 +190,7 @@ class AlarmQueries:
         digests, in one transaction; returns how many subscribers were resumed."""
         where = _refused(reason, since)
         chosen = sa.select(col(Subscriber.id)).where(*where)
-        with self.session() as session:
+        with self._store.session() as session:
             session.execute(
                 sa.update(Digest)
                 .where(col(Digest.state) == DigestState.DEAD, col(Digest.subscriber_id).in_(chosen))

@@ -1,6 +1,8 @@
-"""The status page's SQL: the dashboard numbers, a source's runs, the metrics counts.
+"""The status page's SQL: the dashboard numbers, a source's runs, the metrics counts, ``papertrail status``'s
+summary; ``store.dashboard``.
 
-Part of the store (``core.store.facade.Store`` inherits it), read-only except for :meth:`unsubscribe`. Every
+Read-only (unsubscribing, which once lived here, is ``store.subscribers.unsubscribe``). Talks to the
+database through the store's session (``store.session()``) with Core ``select`` counts. Every
 number the page shows is counted here with the same conditions as the list it links to, so that the page's
 "412 new papers" and the 412 rows behind its link can never disagree:
 
@@ -15,19 +17,20 @@ The paper browser's own queries (its orders, filters and search) are in core.sto
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from core.models import (
     CommunityPickRow,
+    DeliveryAlarm,
     Digest,
     DigestState,
+    Follow,
     Match,
     RunState,
     SourceRun,
@@ -37,8 +40,16 @@ from core.models import (
     utcnow,
 )
 from core.people.timezones import day_starts
-from core.store.counts import CountQueries
+from core.store.ledger import recommended_expression
+from core.store.runs import GOOD_STATES
 from core.values import DayCounts
+
+if TYPE_CHECKING:
+    from core.store.alarms import AlarmStore
+    from core.store.counts import CountStore
+    from core.store.facade import Store
+    from core.store.guides import GuideStore
+
 
 # "Stored as news", spelled as the partial index ix_version_news_first_seen_at's condition (``news = 1``,
 # ``news = true``) so that both databases see the index serves it; ``IS 1`` would not match it on SQLite.
@@ -99,13 +110,55 @@ def _as_date(value: Any) -> date:
     return value if isinstance(value, date) else date.fromisoformat(str(value))
 
 
-class BrowseQueries(CountQueries):
-    """The status page's read queries, over the maintained totals; mixed into
-    :class:`core.store.facade.Store`."""
+@dataclass(frozen=True, slots=True)
+class SourceHealth:
+    """The latest facts about one source for the status page."""
 
-    def session(self) -> AbstractContextManager[Session]:
-        """Provided by the store: one transaction."""
-        raise NotImplementedError
+    source: str
+    last_check: datetime | None
+    last_state: str
+    last_new_version: datetime | None
+    last_error: str | None
+    last_note: str | None
+    last_success: datetime | None = None
+    # The cursor of the newest good run that had one (for arXiv RSS: the mailing's pubDate).
+    served_cursor: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StatusSummary:
+    """The numbers the status page and ``papertrail status`` show."""
+
+    papers: int
+    versions: int
+    new_papers_24h: int
+    revisions_24h: int
+    ai_related_24h: int
+    subscribers: int
+    follows: int
+    pending_matches: int
+    community_24h: int
+    sources: tuple[SourceHealth, ...]
+    # The delivery queue: digests waiting or being sent, and those dead-lettered after too many failures.
+    queued_digests: int = 0
+    dead_digests: int = 0
+    paused_subscribers: int = 0
+    # Versions that got their first AI guide in the last 24 hours ("AI guides: +N").
+    guides_24h: int = 0
+    # Raised delivery alarms (core.delivery.alarm): a platform refusing many recipients the same way.
+    alarms: tuple[DeliveryAlarm, ...] = ()
+    # Of ``pending_matches`` (which counts them like any match), the learned recommendations (issue 17).
+    pending_recommended: int = 0
+
+
+class DashboardStore:
+    """The status page's read queries, over the maintained totals (``store.counts``)."""
+
+    def __init__(self, store: Store, counts: CountStore, guides: GuideStore, alarms: AlarmStore) -> None:
+        self._store = store
+        self._counts = counts
+        self._guides = guides
+        self._alarms = alarms
 
     # -- dashboard ---------------------------------------------------------------------------------------
 
@@ -125,7 +178,7 @@ class BrowseQueries(CountQueries):
         def papers_where(*conditions: sa.ColumnElement[bool]) -> Any:
             return sa.func.count(sa.distinct(sa.case((sa.and_(*conditions), col(Version.paper_id)))))
 
-        with self.session() as session:
+        with self._store.session() as session:
             recent = session.execute(
                 sa.select(
                     papers_where(first),
@@ -147,7 +200,7 @@ class BrowseQueries(CountQueries):
             newest_pick = session.execute(
                 sa.select(sa.func.max(col(CommunityPickRow.first_seen_at)))
             ).scalar_one()
-        totals = self.library_totals()
+        totals = self._counts.library_totals()
         return DashboardCounts(
             since=since,
             new_24h=int(recent[0]),
@@ -202,7 +255,7 @@ class BrowseQueries(CountQueries):
         def total(condition: sa.ColumnElement[bool]) -> Any:
             return sa.func.sum(sa.case((condition, 1), else_=0))
 
-        with self.session() as session:
+        with self._store.session() as session:
             rows = session.execute(
                 # Grouped outside the subquery: PostgreSQL does not see a CASE in SELECT and the same CASE
                 # in GROUP BY as one expression when their bounds are separate parameters.
@@ -231,7 +284,7 @@ class BrowseQueries(CountQueries):
         for a community source, the latest day it featured a paper.
         """
         facts: dict[str, SourceFacts] = {}
-        with self.session() as session:
+        with self._store.session() as session:
             for name in names:
                 finished = session.exec(
                     select(SourceRun)
@@ -273,7 +326,7 @@ class BrowseQueries(CountQueries):
 
     def source_runs(self, source: str, limit: int = 50) -> list[SourceRun]:
         """The newest runs of one source, newest first."""
-        with self.session() as session:
+        with self._store.session() as session:
             rows = session.exec(
                 select(SourceRun)
                 .where(SourceRun.source == source)
@@ -286,8 +339,8 @@ class BrowseQueries(CountQueries):
 
     def metric_counts(self) -> MetricCounts:
         """Counters and gauges for /metrics: the library's from the maintained totals, the rest counted."""
-        totals = self.library_totals()
-        with self.session() as session:
+        totals = self._counts.library_totals()
+        with self._store.session() as session:
             digests: dict[tuple[str, str], int] = {}
             for channel, state, count in session.execute(
                 sa.select(col(Digest.channel), col(Digest.state), sa.func.count()).group_by(
@@ -314,35 +367,91 @@ class BrowseQueries(CountQueries):
 
     # -- unsubscribing -----------------------------------------------------------------------------------
 
-    def unsubscribe(self, subscriber_id: int, *, reason: str, now: datetime | None = None) -> int:
-        """Stop digests to a subscriber; returns how many planned digests were withdrawn.
+    # -- status (papertrail status, the status page's source health) ------------------------------
 
-        The subscriber keeps its follows (the manage page can re-subscribe) and its matches. Digests
-        planned but not yet taken by a worker are withdrawn (``failed``, their matches back to pending),
-        so nothing goes out after the click; one a worker is sending right now may still arrive.
-        """
+    def status(self, now: datetime | None = None, sources: Iterable[str] = ()) -> StatusSummary:
+        """Counts for the last 24 hours and the health of each source (those named plus any that ran)."""
         now = now or utcnow()
-        with self.session() as session:
-            subscriber = session.get(Subscriber, subscriber_id)
-            if subscriber is None:
-                raise LookupError(f"subscriber {subscriber_id} does not exist")
-            subscriber.status = SubscriberStatus.UNSUBSCRIBED
-            subscriber.status_reason = reason
-            session.add(subscriber)
-            planned = list(
-                session.execute(
-                    sa.select(col(Digest.id)).where(
-                        col(Digest.subscriber_id) == subscriber_id, col(Digest.state) == DigestState.PENDING
-                    )
-                ).scalars()
+        since = now - timedelta(hours=24)
+        with self._store.session() as session:
+
+            def count(query: Any) -> int:
+                return int(session.execute(query).scalar_one())
+
+            # The news of the window, through the partial index of news by arrival; the library's totals
+            # are the maintained counters (core.store.counts), as on the status page and /metrics.
+            recent = (
+                select(sa.func.count())
+                .select_from(Version)
+                .where(col(Version.first_seen_at) >= since, IS_NEWS)
             )
-            if planned:
-                session.execute(
-                    sa.update(Match).where(col(Match.digest_id).in_(planned)).values(digest_id=None)
-                )
-                session.execute(
-                    sa.update(Digest)
-                    .where(col(Digest.id).in_(planned))
-                    .values(state=DigestState.FAILED, error=reason, lease_until=None)
-                )
-        return len(planned)
+            totals = self._counts.library_totals()
+            summary_counts = {
+                "papers": totals.papers,
+                "versions": totals.versions,
+                "new_papers_24h": count(recent.where(Version.number == 1)),
+                "revisions_24h": count(recent.where(Version.number > 1)),
+                "ai_related_24h": count(recent.where(col(Version.ai_related).is_(True))),
+                "subscribers": count(select(sa.func.count()).select_from(Subscriber)),
+                "follows": count(select(sa.func.count()).select_from(Follow)),
+                "community_24h": count(
+                    select(sa.func.count())
+                    .select_from(CommunityPickRow)
+                    .where(col(CommunityPickRow.first_seen_at) >= since)
+                ),
+                "pending_matches": count(
+                    select(sa.func.count()).select_from(Match).where(col(Match.digest_id).is_(None))
+                ),
+                "pending_recommended": count(
+                    select(sa.func.count(recommended_expression()))
+                    .select_from(Match)
+                    .where(col(Match.digest_id).is_(None))
+                ),
+                "queued_digests": count(
+                    select(sa.func.count())
+                    .select_from(Digest)
+                    .where(col(Digest.state).in_((DigestState.PENDING, DigestState.SENDING)))
+                ),
+                "dead_digests": count(
+                    select(sa.func.count()).select_from(Digest).where(col(Digest.state) == DigestState.DEAD)
+                ),
+                "paused_subscribers": count(
+                    select(sa.func.count())
+                    .select_from(Subscriber)
+                    .where(col(Subscriber.status) == SubscriberStatus.PAUSED)
+                ),
+            }
+            names = list(dict.fromkeys([*sources, *session.exec(select(SourceRun.source).distinct())]))
+            health = tuple(_source_health(session, name) for name in names)
+        guides = self._guides.count_guided_versions_since(since)
+        alarms = tuple(self._alarms.delivery_alarms())
+        return StatusSummary(**summary_counts, sources=health, guides_24h=guides, alarms=alarms)
+
+
+def _source_health(session: Session, source: str) -> SourceHealth:
+    last = session.exec(
+        select(SourceRun).where(SourceRun.source == source).order_by(col(SourceRun.id).desc()).limit(1)
+    ).first()
+    productive = session.exec(
+        select(SourceRun.finished_at)
+        .where(SourceRun.source == source, (col(SourceRun.new_papers) + col(SourceRun.revisions)) > 0)
+        .order_by(col(SourceRun.id).desc())
+        .limit(1)
+    ).first()
+    good = select(SourceRun).where(SourceRun.source == source, col(SourceRun.state).in_(GOOD_STATES))
+    success = session.exec(good.order_by(col(SourceRun.id).desc()).limit(1)).first()
+    served = session.exec(
+        good.where(col(SourceRun.cursor).is_not(None)).order_by(col(SourceRun.id).desc()).limit(1)
+    ).first()
+    if last is None:
+        return SourceHealth(source, None, "never run", None, None, None)
+    return SourceHealth(
+        source=source,
+        last_check=last.finished_at or last.started_at,
+        last_state=last.state,
+        last_new_version=productive,
+        last_error=last.error,
+        last_note=last.note,
+        last_success=success.finished_at if success else None,
+        served_cursor=served.cursor if served else None,
+    )

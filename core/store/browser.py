@@ -1,6 +1,7 @@
 """The paper browser's SQL: filters, the three orders walked by index from a cursor, and search.
 
-Part of the store (``core.store.facade.Store`` inherits :class:`BrowserQueries`). Read-only.
+``store.browser`` (:class:`BrowserStore`). Read-only, Core only: ``select`` statements on a connection
+of the store (``store.connection()``).
 
 A page costs what one page costs, however large the library (issue 15):
 
@@ -30,24 +31,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from sqlmodel import Session, col, select
+from sqlmodel import col, select
 
-from core.follows.query import And, Node, Not, Or, PaperText, Words
 from core.follows.search_text import SearchQuery
 from core.models import CommunityPickRow, Paper, Version
 from core.store.browse import IS_NEWS
-from core.store.counts import CountQueries
-from core.store.search import BM25_WEIGHTS, TABLE, TS_RANK_WEIGHTS, newest_versions
+from core.store.browser_rows import PaperRow, page_rows, paper_texts
+from core.store.search import BM25_WEIGHTS, TABLE, TS_RANK_WEIGHTS
 from core.store.sort_keys import NEWS_BIT
-
-_VERSION = Version.metadata.tables["version"]
 
 # Rows per page of the paper browser, and the longest text search and category accepted.
 PAGE_SIZE = 50
@@ -71,6 +68,10 @@ MAX_EXAMINED = 2_000
 _SEARCH = sa.table(
     TABLE, sa.column("rowid", sa.BigInteger), sa.column("paper_id", sa.String), sa.column("doc", sa.Text)
 )
+
+if TYPE_CHECKING:
+    from core.store.counts import CountStore
+    from core.store.facade import Store
 
 
 class Sort(StrEnum):
@@ -104,29 +105,6 @@ class PaperFilter:
     ai: bool = False
     category: str = ""
     search: SearchQuery | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PaperRow:
-    """One paper in the browser, with its newest stored metadata (or its newest pick's, for a stub)."""
-
-    id: str
-    title: str
-    authors: tuple[str, ...]
-    categories: tuple[str, ...]
-    latest_version: int
-    ai_related: bool
-    updated_at: datetime
-    ingested_at: datetime
-    published_at: datetime | None
-    upvotes: int = 0
-    picked: bool = False
-    # The stored id of the newest version (None for a stub known only from a community pick): its AI guide
-    # is the one a list shows.
-    version_id: int | None = None
-    news: bool = True
-    # The newest version's abstract as arXiv wrote it (the original page's 原文摘要; empty for a stub).
-    abstract: str = ""
 
 
 class TotalKind(StrEnum):
@@ -204,7 +182,7 @@ def _category_condition(category: str) -> sa.ColumnElement[bool]:
     return sa.or_(exact, listed.contains(f'"{name}.', autoescape=True))
 
 
-def _order_keys(session: Session, flt: PaperFilter) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+def _order_keys(connection: sa.Connection, flt: PaperFilter) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """The columns of ``flt``'s order, most significant first (all descending), and the paper columns a
     cursor's values are read from (the same, except where the index entry carries the key)."""
     if flt.sort is Sort.INGESTED:
@@ -213,19 +191,19 @@ def _order_keys(session: Session, flt: PaperFilter) -> tuple[tuple[Any, ...], tu
         keys = (col(Paper.published_key), col(Paper.id))
     else:
         keys = (col(Paper.browse_key), col(Paper.id))
-        if flt.search is not None and session.connection().dialect.name != "postgresql":
+        if flt.search is not None and connection.dialect.name != "postgresql":
             # SQLite's entry row id is the paper's browse_key (unique among indexed papers): ordered by it,
             # FTS5 reads its index backwards from the cursor and stops after one page.
             return (_SEARCH.c.rowid,), (col(Paper.browse_key),)
     return keys, keys
 
 
-class BrowserQueries(CountQueries):
-    """The paper browser's queries; mixed into :class:`core.store.facade.Store`."""
+class BrowserStore:
+    """The paper browser's queries, over the maintained totals (``store.counts``)."""
 
-    def session(self) -> AbstractContextManager[Session]:
-        """Provided by the store: one transaction."""
-        raise NotImplementedError
+    def __init__(self, store: Store, counts: CountStore) -> None:
+        self._store = store
+        self._counts = counts
 
     def browse_papers(
         self,
@@ -247,33 +225,33 @@ class BrowserQueries(CountQueries):
             raise ValueError("the relevance order needs a search")
         if flt.sort is Sort.RELEVANCE and not 1 <= page <= MAX_RELEVANCE_PAGE:
             raise ValueError(f"relevance pages stop at {MAX_RELEVANCE_PAGE}")
-        with self.session() as session:
-            candidates = self._candidates(session, flt)
+        with self._store.connection() as connection:
+            candidates = self._candidates(connection, flt)
             base = candidates.query
             backwards = before is not None
-            keys, cursor_keys = _order_keys(session, flt)
+            keys, cursor_keys = _order_keys(connection, flt)
             query = base
             if flt.sort is Sort.RELEVANCE:
-                query = query.order_by(*_relevance_order(session, flt, candidates.doc))
-                ids, more, last = _ranked_ids(session, query, flt.search, page, per_page)
+                query = query.order_by(*_relevance_order(connection, flt, candidates.doc))
+                ids, more, last = _ranked_ids(connection, query, flt.search, page, per_page)
             else:
                 cursor = after or before
                 if cursor is not None:
-                    bound = _literal_tuple(keys, _cursor_values(session, cursor_keys, cursor))
+                    bound = _literal_tuple(keys, _cursor_values(connection, cursor_keys, cursor))
                     query = query.where(sa.tuple_(*keys) > bound if backwards else sa.tuple_(*keys) < bound)
                 elif from_history and flt.sort is not Sort.PUBLISHED:
                     query = query.where(_history_condition(flt.sort, keys))
                 query = query.order_by(*(k.asc() if backwards else k.desc() for k in keys))
-                ids, more, last = _read_ids(session, query, flt.search, per_page)
+                ids, more, last = _read_ids(connection, query, flt.search, per_page)
             if backwards:
                 ids.reverse()
-            rows = _rows(session, ids)
-            total, total_kind = self._total(session, flt, base, candidates.estimate)
+            rows = page_rows(connection, ids)
+            total, total_kind = self._total(connection, flt, base, candidates.estimate)
             has_history = (
                 flt.sort in (Sort.UPDATED, Sort.INGESTED)
                 and bool(rows)
                 and rows[0].news
-                and _exists(session, base.where(_history_condition(flt.sort, keys)))
+                and _exists(connection, base.where(_history_condition(flt.sort, keys)))
             )
         keyset = flt.sort is not Sort.RELEVANCE
         # Going forward, older pages follow when more rows were found; going back, the page we came from.
@@ -300,24 +278,24 @@ class BrowserQueries(CountQueries):
         at most :data:`MAX_EXAMINED` candidates, as a page of the browser does, and may return fewer.
         """
         flt = replace(flt, sort=Sort.UPDATED)
-        with self.session() as session:
-            keys, _ = _order_keys(session, flt)
+        with self._store.connection() as connection:
+            keys, _ = _order_keys(connection, flt)
             # News papers only: their keys carry NEWS_BIT, so this is a range of the order's own index.
             query = (
-                self._candidates(session, flt)
+                self._candidates(connection, flt)
                 .query.where(keys[0] >= NEWS_BIT)
                 .order_by(*(key.desc() for key in keys))
             )
-            ids, _, _ = _read_ids(session, query, flt.search, limit)
+            ids, _, _ = _read_ids(connection, query, flt.search, limit)
         return ids
 
-    def _candidates(self, session: Session, flt: PaperFilter) -> _Candidates:
+    def _candidates(self, connection: sa.Connection, flt: PaperFilter) -> _Candidates:
         """The papers ``flt`` selects (see :class:`_Candidates`)."""
         query = sa.select(col(Paper.id)).select_from(Paper).where(*filter_conditions(flt))
         if flt.search is None:
             return _Candidates(query)
-        if session.connection().dialect.name == "postgresql":
-            return _postgresql_candidates(session, query, flt.search, relevance=flt.sort is Sort.RELEVANCE)
+        if connection.dialect.name == "postgresql":
+            return _postgresql_candidates(connection, query, flt.search, relevance=flt.sort is Sort.RELEVANCE)
         # The index entry whose row id is the paper's current key: older entries of the same paper (kept by
         # the contentless index, see core.store.search) match no paper, and a stub has no entry.
         matching = query.join(_SEARCH, col(Paper.browse_key) == _SEARCH.c.rowid).where(
@@ -327,25 +305,25 @@ class BrowserQueries(CountQueries):
         return _Candidates(matching)
 
     def _total(
-        self, session: Session, flt: PaperFilter, base: Any, estimate: int | None
+        self, connection: sa.Connection, flt: PaperFilter, base: Any, estimate: int | None
     ) -> tuple[int, TotalKind]:
         """The filter's total and how exact it is (``estimate``: see :class:`_Candidates`)."""
         if flt.search is None:
             if not filter_conditions(flt):
-                return self.library_totals().papers, TotalKind.EXACT
-            counted = _bounded_count(session, base, COUNT_LIMIT)
+                return self._counts.library_totals().papers, TotalKind.EXACT
+            counted = _bounded_count(connection, base, COUNT_LIMIT)
             return (counted, TotalKind.EXACT) if counted <= COUNT_LIMIT else (COUNT_LIMIT, TotalKind.AT_LEAST)
         if estimate is not None:
             return estimate, TotalKind.ABOUT
-        counted = _bounded_count(session, base, SEARCH_COUNT_LIMIT)
+        counted = _bounded_count(connection, base, SEARCH_COUNT_LIMIT)
         if counted <= SEARCH_COUNT_LIMIT:
             # Checked paper by paper, the index's count is only an upper bound.
             return counted, TotalKind.EXACT if flt.search.exact else TotalKind.ABOUT
-        return max(_estimate(session, flt.search), counted), TotalKind.ABOUT
+        return max(_estimate(connection, flt.search), counted), TotalKind.ABOUT
 
 
 def _postgresql_candidates(
-    session: Session, query: Any, search: SearchQuery, *, relevance: bool
+    connection: sa.Connection, query: Any, search: SearchQuery, *, relevance: bool
 ) -> _Candidates:
     """The papers of ``query`` whose index entry matches ``search``, planned by how many entries match.
 
@@ -359,11 +337,11 @@ def _postgresql_candidates(
     """
     condition = _SEARCH.c.doc.op("@@")(sa.cast(sa.literal(search.tsquery), _TSQUERY))
     walk = query.join(_SEARCH, _SEARCH.c.paper_id == col(Paper.id)).where(condition)
-    estimate = _estimate(session, search)
+    estimate = _estimate(connection, search)
     if estimate > WALK_ABOVE:
         return _Candidates(walk, estimate=estimate)
     entries = sa.select(_SEARCH.c.paper_id).where(condition).limit(MATERIALIZE_UP_TO + 1).subquery()
-    matches = int(session.execute(sa.select(sa.func.count()).select_from(entries)).scalar_one())
+    matches = int(connection.execute(sa.select(sa.func.count()).select_from(entries)).scalar_one())
     if matches > MATERIALIZE_UP_TO:
         return _Candidates(walk, estimate=max(estimate, matches))
     # The tsvector only for the relevance score: read for every match, it is most of what a match costs.
@@ -407,11 +385,11 @@ class _TSQueryType(sa.types.UserDefinedType[str]):
 _TSQUERY = _TSQueryType()
 
 
-def _relevance_order(session: Session, flt: PaperFilter, doc: Any) -> list[Any]:
+def _relevance_order(connection: sa.Connection, flt: PaperFilter, doc: Any) -> list[Any]:
     """ORDER BY terms of the relevance order: the index's score, then the default order (``doc``: the
     tsvector column the candidates were joined to, on PostgreSQL)."""
     assert flt.search is not None
-    if session.connection().dialect.name == "postgresql":
+    if connection.dialect.name == "postgresql":
         score = sa.func.ts_rank(
             sa.cast(sa.literal(TS_RANK_WEIGHTS), sa.ARRAY(sa.REAL)),
             doc,
@@ -431,9 +409,9 @@ def _history_condition(sort: Sort, keys: Sequence[Any]) -> sa.ColumnElement[bool
     return condition
 
 
-def _cursor_values(session: Session, keys: Sequence[Any], paper_id: str) -> tuple[Any, ...]:
+def _cursor_values(connection: sa.Connection, keys: Sequence[Any], paper_id: str) -> tuple[Any, ...]:
     """The order's key values of the cursor paper."""
-    row = session.execute(sa.select(*keys).where(col(Paper.id) == paper_id)).first()
+    row = connection.execute(sa.select(*keys).where(col(Paper.id) == paper_id)).first()
     if row is None:
         raise CursorError(paper_id)
     return tuple(row)
@@ -447,7 +425,7 @@ def _literal_tuple(keys: Sequence[Any], values: Sequence[Any]) -> Any:
 
 
 def _ranked_ids(
-    session: Session, query: Any, search: SearchQuery | None, page: int, per_page: int
+    connection: sa.Connection, query: Any, search: SearchQuery | None, page: int, per_page: int
 ) -> tuple[list[str], bool, str | None]:
     """Page ``page`` of the relevance order.
 
@@ -457,18 +435,20 @@ def _ranked_ids(
     """
     assert search is not None
     if search.exact:
-        ids = list(session.execute(query.offset((page - 1) * per_page).limit(per_page + 1)).scalars())
+        ids = list(connection.execute(query.offset((page - 1) * per_page).limit(per_page + 1)).scalars())
         return ids[:per_page], len(ids) > per_page, None
-    candidates = list(session.execute(query.limit(MAX_EXAMINED)).scalars())
+    candidates = list(connection.execute(query.limit(MAX_EXAMINED)).scalars())
     kept = [
-        pid for pid, text in _texts(session, candidates, search) if search.query.evaluate(text) is not None
+        pid
+        for pid, text in paper_texts(connection, candidates, search)
+        if search.query.evaluate(text) is not None
     ]
     start = (page - 1) * per_page
     return kept[start : start + per_page], len(kept) > start + per_page, None
 
 
 def _read_ids(
-    session: Session, query: Any, search: SearchQuery | None, per_page: int
+    connection: sa.Connection, query: Any, search: SearchQuery | None, per_page: int
 ) -> tuple[list[str], bool, str | None]:
     """The ids of one page, whether more follow, and the last paper examined (the next page's cursor).
 
@@ -478,15 +458,15 @@ def _read_ids(
     after the last candidate examined, so the next page makes progress.
     """
     if search is None or search.exact:
-        ids = list(session.execute(query.limit(per_page + 1)).scalars())
+        ids = list(connection.execute(query.limit(per_page + 1)).scalars())
         page = ids[:per_page]
         return page, len(ids) > per_page, page[-1] if page else None
     kept: list[str] = []
     examined: list[str] = []
     slice_size = per_page * 2
     while len(examined) < MAX_EXAMINED:
-        candidates = list(session.execute(query.limit(slice_size).offset(len(examined))).scalars())
-        for pid, text in _texts(session, candidates, search):
+        candidates = list(connection.execute(query.limit(slice_size).offset(len(examined))).scalars())
+        for pid, text in paper_texts(connection, candidates, search):
             examined.append(pid)
             if search.query.evaluate(text) is None:
                 continue
@@ -498,93 +478,14 @@ def _read_ids(
     return kept, True, examined[-1]
 
 
-def _texts(session: Session, ids: Sequence[str], search: SearchQuery) -> list[tuple[str, PaperText]]:
-    """The follow matcher's view of each paper's newest version, in the order of ``ids``.
-
-    A search with no word terms (``au:`` alone, or with ``cat:`` / ``id:``) never reads the title or the
-    abstract, so they are left out: splitting them into terms is most of the cost of a check.
-    """
-    found = {
-        paper.arxiv_id: PaperText.of(paper)
-        for paper in newest_versions(session.connection(), ids, text=_has_words(search.query.root))
-    }
-    return [(pid, found[pid]) for pid in ids if pid in found]
-
-
-def _has_words(node: Node) -> bool:
-    """Whether a query tree holds a title or abstract term anywhere."""
-    if isinstance(node, Words):
-        return True
-    if isinstance(node, And | Or):
-        return any(_has_words(child) for child in node.children)
-    if isinstance(node, Not):
-        return _has_words(node.child)
-    return False
-
-
-def _rows(session: Session, ids: Sequence[str]) -> list[PaperRow]:
-    """The display rows of ``ids``, in that order: each paper's newest version, v1's date and its picks."""
-    if not ids:
-        return []
-    latest_version, first_version = _VERSION.alias("latest"), _VERSION.alias("first")
-    latest, first = latest_version.c, first_version.c
-    rows = session.execute(
-        sa.select(
-            col(Paper.id),
-            col(Paper.latest_version),
-            col(Paper.first_seen_at),
-            sa.func.coalesce(latest.first_seen_at, col(Paper.first_seen_at)),
-            first.announced_at,
-            latest.title,
-            latest.authors,
-            latest.categories,
-            latest.ai_related,
-            latest.id,
-            col(Paper.news),
-            latest.abstract,
-        )
-        .select_from(Paper)
-        .outerjoin(
-            latest_version,
-            sa.and_(latest.paper_id == col(Paper.id), latest.number == col(Paper.latest_version)),
-        )
-        .outerjoin(first_version, sa.and_(first.paper_id == col(Paper.id), first.number == 1))
-        .where(col(Paper.id).in_(list(ids)))
-    ).all()
-    picks = _pick_summary(session, ids)
-    by_id = {}
-    for row in rows:
-        pid, number, ingested, updated_at, published, title, authors, categories, ai, vid, news = row[:11]
-        abstract = row[11]
-        upvotes, pick_title = picks.get(pid, (0, None))
-        by_id[pid] = PaperRow(
-            id=pid,
-            title=title if title is not None else (pick_title or ""),
-            authors=tuple(authors or ()),
-            categories=tuple(categories or ()),
-            latest_version=number,
-            ai_related=bool(ai),
-            updated_at=updated_at,
-            ingested_at=ingested,
-            published_at=published,
-            upvotes=upvotes,
-            picked=pid in picks,
-            version_id=vid,
-            news=bool(news),
-            abstract=abstract or "",
-        )
-    return [by_id[pid] for pid in ids if pid in by_id]
-
-
-def _bounded_count(session: Session, query: Any, limit: int) -> int:
+def _bounded_count(connection: sa.Connection, query: Any, limit: int) -> int:
     """How many rows ``query`` returns, counting no further than ``limit + 1``."""
     limited = query.limit(limit + 1).subquery()
-    return int(session.execute(sa.select(sa.func.count()).select_from(limited)).scalar_one())
+    return int(connection.execute(sa.select(sa.func.count()).select_from(limited)).scalar_one())
 
 
-def _estimate(session: Session, search: SearchQuery) -> int:
+def _estimate(connection: sa.Connection, search: SearchQuery) -> int:
     """An estimate of a large search's total, from the index alone."""
-    connection = session.connection()
     if connection.dialect.name == "postgresql":
         # The planner's estimate of the matching entries: no row is read.
         plan = connection.exec_driver_sql(
@@ -595,7 +496,7 @@ def _estimate(session: Session, search: SearchQuery) -> int:
         return int(plan[0]["Plan"]["Plan Rows"])
     # The index's own count of its matching entries (older entries of revised papers included: "about").
     return int(
-        session.execute(
+        connection.execute(
             sa.select(sa.func.count())
             .select_from(_SEARCH)
             .where(sa.literal_column(TABLE).op("MATCH")(sa.literal(search.fts5)))
@@ -603,25 +504,5 @@ def _estimate(session: Session, search: SearchQuery) -> int:
     )
 
 
-def _exists(session: Session, query: Any) -> bool:
-    return session.execute(query.limit(1)).first() is not None
-
-
-def _pick_summary(session: Session, papers: Sequence[str]) -> dict[str, tuple[int, str | None]]:
-    """For papers with community picks: the most upvotes any pick recorded and the newest pick's title."""
-    if not papers:
-        return {}
-    rows = session.execute(
-        sa.select(
-            col(CommunityPickRow.paper_id),
-            col(CommunityPickRow.upvotes),
-            col(CommunityPickRow.title),
-        )
-        .where(col(CommunityPickRow.paper_id).in_(list(papers)))
-        .order_by(col(CommunityPickRow.paper_id), col(CommunityPickRow.day))
-    ).all()
-    summary: dict[str, tuple[int, str | None]] = {}
-    for pid, upvotes, title in rows:
-        best, _ = summary.get(pid, (0, None))
-        summary[pid] = (max(best, int(upvotes or 0)), title)
-    return summary
+def _exists(connection: sa.Connection, query: Any) -> bool:
+    return connection.execute(query.limit(1)).first() is not None

@@ -1,11 +1,12 @@
 """The Atom feeds' SQL: the versions a follow query finds, what a subscriber's sent digests carried, and
 the private feed link's nonce.
 
-Part of the store (``core.store.facade.Store`` inherits :class:`FeedQueries`). What a feed costs is what its
+``store.feeds`` (:class:`FeedStore`), handed ``store.browser`` for the index walk; Core only, on a
+connection of the store (``store.connection()``). What a feed costs is what its
 entries cost, never the library's size or a subscriber's whole history:
 
 * **A query's feed** finds its papers the way the paper browser's first page does
-  (:meth:`core.store.browser.BrowserQueries.newest_news_ids`: the search index, walked in the order of the
+  (:meth:`core.store.browser.BrowserStore.newest_news_ids`: the search index, walked in the order of the
   newest version's arrival, news only), then reads the stored versions of those papers. A paper's entries
   are its news versions, each checked against the query on its own text (the index holds each paper's
   newest version; an older version that no longer matches is left out). Of those, the newest ``limit``
@@ -27,17 +28,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import pairwise
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from sqlmodel import Session, col
+from sqlmodel import col
 
 from core.follows.query import PaperText
 from core.follows.reasons import Reason, reasons_from_data
 from core.follows.search_text import SearchQuery
 from core.models import Digest, DigestState, GuideRow, Match, Subscriber, Version
-from core.store.browser import BrowserQueries, PaperFilter, Sort
-from core.store.ledger import changes
+from core.store.browser import PaperFilter, Sort
+from core.store.ledger_items import changes
 from core.values import AnnounceType, Guide, PaperIn
 
 # The version columns an entry shows, and those a revision's changes are computed from.
@@ -56,6 +57,10 @@ _ENTRY_COLUMNS: tuple[Any, ...] = (
     col(Version.first_seen_at),
     col(Version.news),
 )
+
+if TYPE_CHECKING:
+    from core.store.browser import BrowserStore
+    from core.store.facade import Store
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,19 +104,23 @@ class FeedVersion:
         return max(times)
 
 
-class FeedQueries(BrowserQueries):
-    """The feeds' reads and the feed nonce; mixed into :class:`core.store.facade.Store`."""
+class FeedStore:
+    """The feeds' reads and the feed nonce; a query's papers are found by the browser's index walk."""
+
+    def __init__(self, store: Store, browser: BrowserStore) -> None:
+        self._store = store
+        self._browser = browser
 
     # -- a query's feed ----------------------------------------------------------------------------------
 
     def query_feed(self, search: SearchQuery, *, limit: int, language: str) -> list[FeedVersion]:
         """The newest ``limit`` news versions that ``search`` matches, newest arrival first, each with what
         it changed and its guide in ``language`` (see the module docstring for how they are found)."""
-        papers = self.newest_news_ids(PaperFilter(sort=Sort.UPDATED, search=search), limit)
+        papers = self._browser.newest_news_ids(PaperFilter(sort=Sort.UPDATED, search=search), limit)
         if not papers or limit <= 0:
             return []
-        with self.session() as session:
-            rows = session.execute(
+        with self._store.connection() as connection:
+            rows = connection.execute(
                 sa.select(*_ENTRY_COLUMNS)
                 .where(col(Version.paper_id).in_(papers))
                 .order_by(col(Version.id).desc())
@@ -123,7 +132,7 @@ class FeedQueries(BrowserQueries):
                     break
                 if row.news and search.query.evaluate(PaperText.of(_paper_in(row))) is not None:
                     chosen.append(row)
-            guides = _guides(session, [int(row.version_id) for row in chosen], language)
+            guides = _guides(connection, [int(row.version_id) for row in chosen], language)
         return [_entry(row, earlier, guides) for row in chosen]
 
     # -- a subscriber's feed ---------------------------------------------------------------------------
@@ -134,9 +143,9 @@ class FeedQueries(BrowserQueries):
         guide in ``language``."""
         if limit <= 0:
             return []
-        with self.session() as session:
+        with self._store.connection() as connection:
             digests = dict(
-                session.execute(
+                connection.execute(
                     # A sent digest always has sent_at (finish_sent); created_at only guards the sort.
                     sa.select(col(Digest.id), sa.func.coalesce(col(Digest.sent_at), col(Digest.created_at)))
                     .where(col(Digest.subscriber_id) == subscriber_id, col(Digest.state) == DigestState.SENT)
@@ -146,7 +155,7 @@ class FeedQueries(BrowserQueries):
             )
             if not digests:
                 return []
-            matched = session.execute(
+            matched = connection.execute(
                 sa.select(
                     col(Match.id).label("match_id"), col(Match.digest_id), col(Match.reasons), *_ENTRY_COLUMNS
                 )
@@ -160,12 +169,12 @@ class FeedQueries(BrowserQueries):
             # Every stored version of the papers with a revision here: what each revision changed.
             revised = sorted({row.paper_id for row in ordered if row.number > 1})
             stored = (
-                session.execute(sa.select(*_ENTRY_COLUMNS).where(col(Version.paper_id).in_(revised))).all()
+                connection.execute(sa.select(*_ENTRY_COLUMNS).where(col(Version.paper_id).in_(revised))).all()
                 if revised
                 else []
             )
             earlier = _earlier([*ordered, *stored])
-            guides = _guides(session, [int(row.version_id) for row in ordered], language)
+            guides = _guides(connection, [int(row.version_id) for row in ordered], language)
         return [
             _entry(
                 row,
@@ -185,13 +194,13 @@ class FeedQueries(BrowserQueries):
         One guarded UPDATE (``WHERE feed_nonce IS NULL``): two first uses at once agree on one nonce.
         Raises LookupError for a subscriber that does not exist.
         """
-        with self.session() as session:
-            session.execute(
+        with self._store.connection() as connection:
+            connection.execute(
                 sa.update(Subscriber)
                 .where(col(Subscriber.id) == subscriber_id, col(Subscriber.feed_nonce).is_(None))
                 .values(feed_nonce=candidate)
             )
-            nonce = session.execute(
+            nonce = connection.execute(
                 sa.select(col(Subscriber.feed_nonce)).where(col(Subscriber.id) == subscriber_id)
             ).scalar_one_or_none()
         if nonce is None:
@@ -200,8 +209,8 @@ class FeedQueries(BrowserQueries):
 
     def replace_feed_nonce(self, subscriber_id: int, nonce: str) -> None:
         """Store a new feed nonce: every link signed with the old one stops working."""
-        with self.session() as session:
-            session.execute(
+        with self._store.connection() as connection:
+            connection.execute(
                 sa.update(Subscriber).where(col(Subscriber.id) == subscriber_id).values(feed_nonce=nonce)
             )
 
@@ -233,11 +242,13 @@ def _earlier(rows: Sequence[Any]) -> dict[tuple[str, int], Any]:
     return found
 
 
-def _guides(session: Session, version_ids: Sequence[int], language: str) -> dict[int, tuple[Guide, datetime]]:
+def _guides(
+    connection: sa.Connection, version_ids: Sequence[int], language: str
+) -> dict[int, tuple[Guide, datetime]]:
     """The guides of these versions in ``language`` with when each was made (at most a feed's worth)."""
     if not version_ids:
         return {}
-    rows = session.execute(
+    rows = connection.execute(
         sa.select(
             col(GuideRow.version_id),
             col(GuideRow.tldr),

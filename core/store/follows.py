@@ -1,25 +1,28 @@
 """The bulk follows SQL: importing a checked follows file in one transaction, and reading follows for export.
 
-Part of the store (``core.store.facade.Store`` inherits it). Like ``Store.save_versions`` it writes with Core
-statements in batches (executemany, ``INSERT ... ON CONFLICT DO NOTHING``), never one ORM object per
-line: 100,000 follows are a few statements, not 100,000 round trips.
+``store.follow_files`` (:class:`FollowFileStore`): Core only, on a connection of the store
+(``store.connection()``). Like ``store.papers.save_versions`` it writes with Core statements in batches
+(executemany, ``INSERT ... ON CONFLICT DO NOTHING``), never one ORM object per line: 100,000 follows are a few
+statements, not 100,000 round trips.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlmodel import Session
 
 from core.delivery.contract import NEWSLETTER_CHANNEL
 from core.follows.file import ExportedFollow, FollowLine, SubscriberOptions
 from core.models import Follow, Subscriber, SubscriberStatus
+
+if TYPE_CHECKING:
+    from core.store.facade import Store
+
 
 _SUBSCRIBERS: sa.Table = Subscriber.__table__  # type: ignore[attr-defined]
 _FOLLOWS: sa.Table = Follow.__table__  # type: ignore[attr-defined]
@@ -41,12 +44,11 @@ class ImportCounts:
     inactive: int = 0
 
 
-class FollowBulkQueries:
-    """Bulk import and export of follows; mixed into :class:`core.store.facade.Store`."""
+class FollowFileStore:
+    """Bulk import and export of follows (a follows file)."""
 
-    def session(self) -> AbstractContextManager[Session]:
-        """Provided by the store: one transaction."""
-        raise NotImplementedError
+    def __init__(self, store: Store) -> None:
+        self._store = store
 
     def import_follows(
         self,
@@ -64,9 +66,9 @@ class FollowBulkQueries:
         keeps its status and gets the options the file gives. A follow is (subscriber, canonical query):
         a new one is added with the query as written, an existing one gets the file's new_only/instant.
         """
-        with self.session() as session:
+        with self._store.connection() as connection:
             return write_follows(
-                session.connection(), subscribers, follows, timezone=timezone, schedule=schedule, now=now
+                connection, subscribers, follows, timezone=timezone, schedule=schedule, now=now
             )
 
     def export_rows(self, statuses: Sequence[str], address: str | None = None) -> Iterator[ExportedFollow]:
@@ -82,8 +84,8 @@ class FollowBulkQueries:
         )
         if address is not None:
             query = query.where(s.address == address)
-        with self.session() as session:
-            result = session.connection().execution_options(yield_per=_EXPORT_BATCH).execute(query)
+        with self._store.connection() as connection:
+            result = connection.execution_options(yield_per=_EXPORT_BATCH).execute(query)
             for row in result:
                 yield ExportedFollow(*row)
 
@@ -97,7 +99,7 @@ def write_follows(
     schedule: str,
     now: datetime,
 ) -> ImportCounts:
-    """The writes of :meth:`FollowBulkQueries.import_follows` on ``connection``, in the caller's transaction.
+    """The writes of :meth:`FollowFileStore.import_follows` on ``connection``, in the caller's transaction.
 
     ``import subscription`` (core.store.subscription) stores a subscription's follows with it, inside the
     transaction that also writes the subscriber, its newsletters and its history.

@@ -1,14 +1,15 @@
 """The SQL of AI guides: which versions still need one, storing one, and counting for the daily cap.
 
-Part of the store (``core.store.facade.Store`` inherits it). One guide per version and language, enforced by a
+``store.guides`` (:class:`GuideStore`): the store's ORM session (``store.session()``), one transaction per
+method. One guide per version and language, enforced by a
 unique constraint: two processes making the same guide at once store it once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
@@ -24,23 +25,26 @@ from core.models import (
     SubscriberStatus,
     Version,
 )
-from core.store.ledger import changes
+from core.store.ledger_items import changes
+
+if TYPE_CHECKING:
+    from core.store.facade import Store
+
 
 _IN_SLICE = 5000
 
 
-class GuideQueries:
-    """Guides; mixed into :class:`core.store.facade.Store`."""
+class GuideStore:
+    """Guides."""
 
-    def session(self) -> AbstractContextManager[Session]:
-        """Provided by the store: one transaction."""
-        raise NotImplementedError
+    def __init__(self, store: Store) -> None:
+        self._store = store
 
     def guides_for(self, version_ids: Sequence[int], language: str) -> dict[int, Guide]:
         """The stored guides of these versions in ``language``, keyed by version id."""
         ids = list(version_ids)
         rows: list[GuideRow] = []
-        with self.session() as session:
+        with self._store.session() as session:
             # In slices: a worker's batch can name tens of thousands of versions, more than SQLite binds.
             for start in range(0, len(ids), _IN_SLICE):
                 rows += session.exec(
@@ -64,7 +68,7 @@ class GuideQueries:
             created_at=now,
         )
         try:
-            with self.session() as session:
+            with self._store.session() as session:
                 session.add(row)
         except sa.exc.IntegrityError:
             return False  # made at the same time by another process: one guide per version and language
@@ -74,7 +78,7 @@ class GuideQueries:
         self, version_id: int, language: str, reason: str, *, retryable: bool, now: datetime
     ) -> None:
         """Remember a failed attempt: it counts against the daily cap; garbage answers lead to giving up."""
-        with self.session() as session:
+        with self._store.session() as session:
             session.add(
                 GuideFailureRow(
                     version_id=version_id,
@@ -87,7 +91,7 @@ class GuideQueries:
 
     def count_failures_since(self, since: datetime) -> int:
         """Failed guide attempts (any language) at or after ``since``."""
-        with self.session() as session:
+        with self._store.session() as session:
             return int(
                 session.execute(
                     sa.select(sa.func.count())
@@ -98,7 +102,7 @@ class GuideQueries:
 
     def count_made_since(self, since: datetime) -> int:
         """Guides made (any language) at or after ``since``: what the daily cap counts."""
-        with self.session() as session:
+        with self._store.session() as session:
             return int(
                 session.execute(
                     sa.select(sa.func.count()).select_from(GuideRow).where(col(GuideRow.created_at) >= since)
@@ -113,7 +117,7 @@ class GuideQueries:
         guide ever made (a grouping of the whole table, as this was counted until issue 15).
         """
         earlier = sa.orm.aliased(GuideRow)
-        with self.session() as session:
+        with self._store.session() as session:
             return int(
                 session.execute(
                     sa.select(sa.func.count(sa.distinct(col(GuideRow.version_id)))).where(
@@ -130,7 +134,7 @@ class GuideQueries:
         """``default_language`` (the operator's, what readers without a language read) first, then every
         other language an active subscriber chose, in LANGUAGES order."""
         check_language(default_language)
-        with self.session() as session:
+        with self._store.session() as session:
             chosen = session.execute(
                 sa.select(col(Subscriber.language))
                 .where(
@@ -192,7 +196,7 @@ class GuideQueries:
             query = query.where(hopeless < give_up_after)
         if since is not None:
             query = query.where(col(Version.first_seen_at) >= since)
-        with self.session() as session:
+        with self._store.session() as session:
             versions = list(session.exec(query.order_by(col(Version.id).desc()).limit(limit)))
             earlier = _previous_versions(session, [v for v in versions if v.number > 1])
         return [

@@ -1,31 +1,34 @@
 """The SQL of a subscriber's history: the papers their sent digests carried (the manage page's .bib).
 
-Part of the store (``core.store.facade.Store`` inherits it). The walk goes down the ledger's unique
-``(subscriber_id, version_id)`` index from the newest match, a page at a time, each page in its own short
-transaction: a download of thousands of entries never holds a transaction open while the client reads,
-and costs what the subscriber's own ledger costs, not the library's size.
+``store.history`` (:class:`HistoryStore`): the store's ORM session (``store.session()``). The walk goes down
+the ledger's unique ``(subscriber_id, version_id)`` index from the newest match, a page at a time, each page
+in its own short transaction: a download of thousands of entries never holds a transaction open while the
+client reads, and costs what the subscriber's own ledger costs, not the library's size.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
-from sqlmodel import Session, col, select
+from sqlmodel import col, select
 
 from core.models import Digest, DigestState, Match, Paper, Version
+
+if TYPE_CHECKING:
+    from core.store.facade import Store
+
 
 # Matches read per statement while walking a subscriber's ledger.
 HISTORY_PAGE = 500
 
 
-class HistoryQueries:
-    """A subscriber's sent papers; mixed into :class:`core.store.facade.Store`."""
+class HistoryStore:
+    """A subscriber's sent papers."""
 
-    def session(self) -> AbstractContextManager[Session]:
-        """Provided by the store: one transaction."""
-        raise NotImplementedError
+    def __init__(self, store: Store) -> None:
+        self._store = store
 
     def sent_papers(self, subscriber_id: int, *, limit: int, page: int = HISTORY_PAGE) -> Iterator[Version]:
         """The newest stored version of each paper a sent digest of the subscriber carried, at most ``limit``.
@@ -39,7 +42,7 @@ class HistoryQueries:
         seen: set[str] = set()
         before: int | None = None
         while len(seen) < limit:
-            with self.session() as session:
+            with self._store.session() as session:
                 walk = (
                     select(col(Match.version_id), col(Version.paper_id))
                     .join(Digest, col(Digest.id) == col(Match.digest_id))

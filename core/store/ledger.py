@@ -1,8 +1,11 @@
 """The delivery ledger's SQL: planning digests, claiming them across workers, and recording outcomes.
 
-Part of the store (``core.store.facade.Store`` inherits it); kept apart because it is the one piece that must
-be
-safe with several worker processes at once. The rules:
+``store.ledger`` (this module: planning digests and heartbeats, and reading what waits), ``store.claims``
+(core.store.ledger_claims: workers claiming digests and loading their items) and ``store.outcomes``
+(core.store.ledger_outcomes: recording how a send went). Each talks to the database through the store's
+session (``store.session()``): ORM rows for single digests, Core statements for the guarded updates.
+Kept apart from the rest of the store because it must be safe with several worker processes at once.
+The rules:
 
 * A match belongs to at most one digest (``Match.digest_id``), set by a guarded ``UPDATE ... WHERE
   digest_id IS NULL``, so two planners can never put one match into two digests.
@@ -16,29 +19,30 @@ safe with several worker processes at once. The rules:
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from sqlmodel import Session, col, select
+from sqlmodel import col, select
 
-from core.follows.reasons import Reason, reasons_from_data, recommended_score
+from core.follows.reasons import Reason
 from core.models import (
-    CommunityPickRow,
     Digest,
     DigestState,
-    Follow,
     Match,
     Subscriber,
     SubscriberStatus,
     UTCDateTime,
     Version,
-    utcnow,
 )
+from core.store.ledger_items import items_of
 from core.values import DigestItem
+
+if TYPE_CHECKING:
+    from core.store.facade import Store
+    from core.store.matches import MatchStore
 
 OPEN_STATES = (DigestState.PENDING, DigestState.SENDING)
 # A heartbeat is a digest planned with this many items (none): a one-line message with the scan receipt on
@@ -46,19 +50,6 @@ OPEN_STATES = (DigestState.PENDING, DigestState.SENDING)
 # holds at
 # least one match (an empty one is deleted when planned), so the count tells the two apart without a column.
 HEARTBEAT_ITEMS = 0
-# Values per IN list. PostgreSQL binds at most 65,535 values in one statement and SQLite 32,766; a batch of
-# a busy minute can name more (100,000 subscribers, their matches' papers), so lists are read in slices.
-IN_SLICE = 5_000
-_Key = TypeVar("_Key", int, str)
-# Compared between a revision and the newest earlier stored version, in this order.
-_TRACKED_FIELDS = (
-    ("title", "title"),
-    ("authors", "authors"),
-    ("abstract", "abstract"),
-    ("comment", "comment"),
-    ("journal_ref", "journal-ref"),
-    ("doi", "DOI"),
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +66,8 @@ class RankedMatch:
     """A claimed digest's match with only what ranking it needs: no title, abstract or author list.
 
     A digest shows at most ``PAPERTRAIL_DIGEST_MAX_ITEMS`` of its (often hundreds of) matches; the worker
-    ranks these and loads full items (:meth:`LedgerQueries.match_items`) for the shown ones only.
+    ranks these and loads full items (:meth:`core.store.ledger_claims.ClaimStore.match_items`) for the shown
+    ones only.
     """
 
     match_id: int
@@ -130,16 +122,13 @@ class ClaimedDigest:
         return self.item_count == HEARTBEAT_ITEMS
 
 
-class LedgerQueries:
-    """Digest planning, claiming and outcomes; mixed into :class:`core.store.facade.Store`."""
+class LedgerStore:
+    """Digest planning and heartbeats, and the ledger's reads of what waits (each first fans out the
+    waiting query matches through ``store.matches``)."""
 
-    def session(self) -> AbstractContextManager[Session]:
-        """Provided by the store: one transaction."""
-        raise NotImplementedError
-
-    def expand_matches(self, *, now: datetime | None = None) -> int:
-        """Provided by the store: fan waiting query matches out to Match rows, before they are read."""
-        raise NotImplementedError
+    def __init__(self, store: Store, matches: MatchStore) -> None:
+        self._store = store
+        self._matches = matches
 
     # -- planning --------------------------------------------------------------------------------------
 
@@ -160,7 +149,7 @@ class LedgerQueries:
         a planner reads a busy minute's 100,000 candidates a page at a time, not all at once. Reads the
         Match rows as they are: the planner fans out waiting query matches first (``plan_digests``).
         """
-        with self.session() as session:
+        with self._store.session() as session:
             # EXISTS per candidate rather than "id IN (every subscriber with an unassigned match)": with a
             # page limit the database walks subscribers by id and stops after the page, instead of
             # gathering the whole population's unassigned matches for every page.
@@ -200,7 +189,7 @@ class LedgerQueries:
         if not plans:
             return []
         by_subscriber = {plan.subscriber_id: plan for plan in plans}
-        with self.session() as session:
+        with self._store.session() as session:
             locked = set(
                 session.execute(
                     sa.select(col(Subscriber.id))
@@ -295,7 +284,7 @@ class LedgerQueries:
         (the newest arXiv announcement: one heartbeat per announcement, and none after any digest since
         it), and not backing off after a failure. Their schedules are the caller's to check.
         """
-        with self.session() as session:
+        with self._store.session() as session:
             query = select(Subscriber).where(
                 col(Subscriber.heartbeat).is_(True),
                 col(Subscriber.status) == SubscriberStatus.ACTIVE,
@@ -323,7 +312,7 @@ class LedgerQueries:
         for plan in plans:
             by_channel[plan.channel].append(plan.subscriber_id)
         opened: list[int] = []
-        with self.session() as session:
+        with self._store.session() as session:
             locked = set(
                 session.execute(
                     sa.select(col(Subscriber.id))
@@ -370,340 +359,11 @@ class LedgerQueries:
                 opened.extend(inserted.scalars())
         return sorted(opened)
 
-    # -- claiming --------------------------------------------------------------------------------------
-
-    def claim_digests(
-        self,
-        now: datetime,
-        worker: str,
-        *,
-        limit: int,
-        lease: timedelta,
-        address: str | None = None,
-        ignore_schedule: bool = False,
-        exclude: Sequence[int] = (),
-    ) -> list[ClaimedDigest]:
-        """Take up to ``limit`` digests that are due (or whose holder's lease ran out) for ``worker``.
-
-        ``ignore_schedule`` takes pending digests even while they back off (an operator's "send now");
-        ``exclude`` skips digests this caller already tried in the same pass.
-        """
-        due = col(Digest.next_attempt_at) <= now
-        if ignore_schedule:
-            due = sa.true()
-        claimable = sa.or_(
-            sa.and_(col(Digest.state) == DigestState.PENDING, due),
-            sa.and_(col(Digest.state) == DigestState.SENDING, col(Digest.lease_until) < now),
-        )
-        query = (
-            sa.select(col(Digest.id))
-            .where(claimable)
-            .order_by(col(Digest.next_attempt_at), col(Digest.id))
-            .limit(limit)
-            .with_for_update(skip_locked=True)
-        )
-        if address is not None:
-            query = query.join(Subscriber, col(Subscriber.id) == col(Digest.subscriber_id)).where(
-                col(Subscriber.address) == address
-            )
-        if exclude:
-            query = query.where(col(Digest.id).not_in(list(exclude)))
-        with self.session() as session:
-            ids = [row[0] for row in session.execute(query)]
-            if not ids:
-                return []
-            # The UPDATE repeats the claimable test and keeps only what it changed. SQLite has no row
-            # locks and pysqlite runs the SELECT before its transaction takes the write lock, so two
-            # workers can select the same digests; the second one's UPDATE then finds them claimed (the
-            # write lock orders the two) and takes nothing: a claim is exclusive on every database.
-            ids = list(
-                session.execute(
-                    sa.update(Digest)
-                    .where(col(Digest.id).in_(ids), claimable)
-                    .values(
-                        state=DigestState.SENDING,
-                        worker=worker,
-                        lease_until=now + lease,
-                        attempts=Digest.attempts + 1,
-                    )
-                    .returning(col(Digest.id))
-                    .execution_options(synchronize_session=False)
-                ).scalars()
-            )
-            if not ids:
-                return []
-            rows = session.execute(
-                sa.select(
-                    col(Digest.id),
-                    col(Digest.subscriber_id),
-                    col(Subscriber.address),
-                    col(Digest.attempts),
-                    col(Digest.parts_sent),
-                    col(Subscriber.language),
-                    col(Digest.created_at),
-                    col(Subscriber.last_digest_at),
-                    col(Subscriber.created_at),
-                    col(Subscriber.timezone),
-                    col(Digest.item_count),
-                )
-                .join(Subscriber, col(Subscriber.id) == col(Digest.subscriber_id))
-                .where(col(Digest.id).in_(ids))
-                .order_by(col(Digest.id))
-            ).all()
-        return [ClaimedDigest(*row) for row in rows]
-
-    def renew_lease(
-        self, digest_id: int, *, worker: str, attempts: int, parts_sent: int, until: datetime
-    ) -> bool:
-        """Extend ``worker``'s claim on a digest it is still sending and record the parts delivered so far.
-
-        Guarded: only the claim ``worker`` made at attempt ``attempts`` is renewed, so a worker whose lease
-        ran out, and whose digest another worker has claimed since, gets False and must stop sending.
-        """
-        with self.session() as session:
-            result = session.execute(
-                sa.update(Digest)
-                .where(
-                    col(Digest.id) == digest_id,
-                    col(Digest.state) == DigestState.SENDING,
-                    col(Digest.worker) == worker,
-                    col(Digest.attempts) == attempts,
-                )
-                .values(lease_until=until, parts_sent=parts_sent)
-            )
-            return _rowcount(result) == 1
-
-    def digest_items(self, digest_id: int) -> list[DigestItem]:
-        """The items of one digest, with what each revision changed and Hugging Face upvotes."""
-        return self.digests_items([digest_id]).get(digest_id, [])
-
-    def digests_items(self, digest_ids: Sequence[int]) -> dict[int, list[DigestItem]]:
-        """The items of several digests at once (a worker's claimed batch), keyed by digest id.
-
-        A fixed number of statements whatever the batch holds (one per slice of ids, see ``IN_SLICE``):
-        the matches with their versions, then the follows, upvotes and earlier versions they name.
-        """
-        with self.session() as session:
-            rows: list[tuple[Match, Version]] = []
-            for ids in _slices(digest_ids):
-                rows += session.exec(
-                    select(Match, Version)
-                    .join(Version, col(Version.id) == col(Match.version_id))
-                    .where(col(Match.digest_id).in_(ids))
-                ).all()
-            rows.sort(key=lambda row: row[0].id or 0)
-            items = _items(session, rows)
-        grouped: dict[int, list[DigestItem]] = {digest_id: [] for digest_id in digest_ids}
-        for (match, _), item in zip(rows, items, strict=True):
-            grouped[match.digest_id or 0].append(item)
-        return grouped
-
-    def digests_ranked(self, digest_ids: Sequence[int]) -> dict[int, list[RankedMatch]]:
-        """The matches of several digests as :class:`RankedMatch` rows, by digest id, each in match order.
-
-        Plain column reads (no ORM objects, no version texts): one statement per slice of digest ids and
-        one per slice of papers for the upvotes, whatever the batch holds. Match order is the order
-        :meth:`digests_items` gives the same matches in, so ties in ranking break the same way.
-        """
-        rows: list[Any] = []  # Core rows: (match id, digest id, version id, paper, number, reasons)
-        with self.session() as session:
-            for ids in _slices(digest_ids):
-                rows += session.execute(
-                    sa.select(
-                        col(Match.id),
-                        col(Match.digest_id),
-                        col(Match.version_id),
-                        col(Version.paper_id),
-                        col(Version.number),
-                        col(Match.reasons),
-                    )
-                    .join(Version, col(Version.id) == col(Match.version_id))
-                    .where(col(Match.digest_id).in_(ids))
-                ).all()
-            upvotes = _upvotes(session, {row[3] for row in rows})
-        rows.sort(key=lambda row: int(row[0]))
-        grouped: dict[int, list[RankedMatch]] = {digest_id: [] for digest_id in digest_ids}
-        for match_id, digest_id, version_id, paper_id, number, reasons in rows:
-            grouped[int(digest_id)].append(
-                RankedMatch(
-                    match_id=int(match_id),
-                    digest_id=int(digest_id),
-                    version_id=int(version_id),
-                    arxiv_id=str(paper_id),
-                    version=int(number),
-                    reasons=reasons_from_data(reasons),
-                    upvotes=upvotes.get(paper_id, 0),
-                    recommended=recommended_score(reasons),
-                )
-            )
-        return grouped
-
-    def match_items(self, ranked: Sequence[RankedMatch]) -> dict[int, DigestItem]:
-        """Full items for these matches (the ones digests show), keyed by match id.
-
-        The same items :meth:`digests_items` builds for them, read as plain columns: the versions' texts,
-        the follows that still exist, and for revisions the newest earlier stored version's tracked
-        fields. Reasons and upvotes come from the ranked rows, not read again.
-        """
-        if not ranked:
-            return {}
-        by_id = {row.match_id: row for row in ranked}
-        versions: list[sa.Row[Any]] = []
-        with self.session() as session:
-            for ids in _slices(by_id):
-                versions += session.execute(
-                    sa.select(
-                        col(Match.id),
-                        col(Match.follow_ids),
-                        col(Version.title),
-                        col(Version.authors),
-                        col(Version.categories),
-                        col(Version.abstract),
-                        col(Version.comment),
-                        col(Version.journal_ref),
-                        col(Version.doi),
-                    )
-                    .join(Version, col(Version.id) == col(Match.version_id))
-                    .where(col(Match.id).in_(ids))
-                ).all()
-            earlier = _earlier_fields(session, [row for row in ranked if row.is_revision])
-            queries = _follow_queries(session, {fid for row in versions for fid in row.follow_ids or ()})
-        items: dict[int, DigestItem] = {}
-        for row in versions:
-            match = by_id[int(row.id)]
-            follow_ids = row.follow_ids or []
-            items[match.match_id] = DigestItem(
-                version_id=match.version_id,
-                arxiv_id=match.arxiv_id,
-                version=match.version,
-                title=row.title,
-                authors=tuple(row.authors),
-                categories=tuple(row.categories),
-                reasons=match.reasons,
-                abstract=row.abstract,
-                comment=row.comment,
-                changes=changes(earlier.get((match.arxiv_id, match.version)), row),
-                upvotes=match.upvotes,
-                journal_ref=row.journal_ref,
-                doi=row.doi,
-                follows=tuple((fid, queries[fid]) for fid in sorted(follow_ids) if fid in queries),
-                recommended=match.recommended,
-            )
-        return items
-
-    # -- outcomes --------------------------------------------------------------------------------------
-
-    def finish_sent(
-        self,
-        digest_id: int,
-        *,
-        platform_id: str | None,
-        parts: int,
-        now: datetime,
-        moved_to: str | None = None,
-    ) -> None:
-        """Record a delivered digest; its matches are sent from now on. Follows a moved recipient.
-
-        Two statements and one commit: this runs once per message a worker sends.
-        """
-        with self.session() as session:
-            subscriber_id = session.execute(
-                sa.update(Digest)
-                .where(col(Digest.id) == digest_id, col(Digest.state) != DigestState.SENT)
-                .values(
-                    state=DigestState.SENT,
-                    sent_at=now,
-                    platform_id=(platform_id or "")[:255] or None,
-                    parts_sent=parts,
-                    lease_until=None,
-                    error=None,
-                )
-                .returning(col(Digest.subscriber_id))
-            ).scalar_one_or_none()
-            if subscriber_id is None:
-                return  # already recorded (a worker that lost its lease finished it too)
-            session.execute(
-                sa.update(Subscriber)
-                .where(col(Subscriber.id) == subscriber_id)
-                .values(last_digest_at=now, failures=0, retry_at=None)
-            )
-            if moved_to:
-                _move(session, subscriber_id, moved_to)
-
-    def finish_retry(
-        self,
-        digest_id: int,
-        *,
-        error: str,
-        retry_at: datetime,
-        parts_sent: int,
-        dead: bool,
-        now: datetime,
-        held: tuple[str, int] | None = None,
-    ) -> None:
-        """Record a retryable failure: back off until ``retry_at``, or dead-letter the digest.
-
-        With ``held`` (worker, attempt) only that claim is failed: nothing happens when the digest was
-        sent meanwhile, or when its lease ran out and another worker claimed it since.
-        """
-        with self.session() as session:
-            digest = session.get(Digest, digest_id)
-            if digest is None or not _still_held(digest, held):
-                return
-            digest.state = DigestState.DEAD if dead else DigestState.PENDING
-            digest.error = error
-            digest.next_attempt_at = retry_at
-            digest.lease_until = None
-            digest.parts_sent = max(digest.parts_sent, parts_sent)
-            session.add(digest)
-            subscriber = session.get(Subscriber, digest.subscriber_id)
-            if subscriber is not None:
-                subscriber.failures += 1
-                subscriber.retry_at = None if dead else retry_at
-                session.add(subscriber)
-
-    def finish_refused(
-        self, digest_id: int, *, error: str, now: datetime, held: tuple[str, int] | None = None
-    ) -> None:
-        """Record a permanent refusal: pause the subscriber with the reason and return the matches.
-
-        ``held`` (worker, attempt) limits it to that claim, as for :meth:`finish_retry`. The subscriber is
-        marked ``refused_at``: it is still matched for a while, its matches held for its resume
-        (``core.store.fanout.HOLD_MATCHES_FOR``), and ``papertrail resume --reason`` finds it.
-        """
-        with self.session() as session:
-            digest = session.get(Digest, digest_id)
-            if digest is None or not _still_held(digest, held):
-                return
-            digest.state = DigestState.FAILED
-            digest.error = error
-            digest.lease_until = None
-            session.add(digest)
-            session.execute(sa.update(Match).where(col(Match.digest_id) == digest_id).values(digest_id=None))
-            subscriber = session.get(Subscriber, digest.subscriber_id)
-            if subscriber is not None:
-                subscriber.failures += 1
-                subscriber.status = SubscriberStatus.PAUSED
-                subscriber.status_reason = error
-                subscriber.refused_at = now
-                session.add(subscriber)
-
-    def requeue_dead(self, *, address: str | None = None, now: datetime | None = None) -> int:
-        """Put dead-lettered digests back in the queue (all, or one subscriber's); returns how many."""
-        now = now or utcnow()
-        with self.session() as session:
-            query = sa.update(Digest).where(col(Digest.state) == DigestState.DEAD)
-            if address is not None:
-                subscriber = select(Subscriber.id).where(col(Subscriber.address) == address)
-                query = query.where(col(Digest.subscriber_id).in_(subscriber))
-            result = session.execute(
-                query.values(state=DigestState.PENDING, attempts=0, next_attempt_at=now, error=None)
-            )
-            return _rowcount(result)
+    # -- reads ------------------------------------------------------------------------------------------
 
     def dead_digests(self, limit: int = 20) -> list[tuple[Digest, str]]:
         """The newest dead-lettered digests with their subscriber addresses."""
-        with self.session() as session:
+        with self._store.session() as session:
             rows = session.exec(
                 select(Digest, Subscriber.address)
                 .join(Subscriber, col(Subscriber.id) == col(Digest.subscriber_id))
@@ -715,8 +375,8 @@ class LedgerQueries:
 
     def count_pending(self, subscriber_id: int) -> int:
         """Unsent matches of one subscriber (the rule of :meth:`pending_matches`), counted in SQL."""
-        self.expand_matches()
-        with self.session() as session:
+        self._matches.expand_matches()
+        with self._store.session() as session:
             return int(
                 session.execute(
                     sa.select(sa.func.count())
@@ -728,8 +388,8 @@ class LedgerQueries:
     def count_pending_split(self, subscriber_id: int) -> tuple[int, int]:
         """Unsent matches of one subscriber, and how many of them are learned recommendations: one
         statement (the rule of :meth:`count_pending`, which counts recommendations like any match)."""
-        self.expand_matches()
-        with self.session() as session:
+        self._matches.expand_matches()
+        with self._store.session() as session:
             waiting, recommended = session.execute(
                 sa.select(sa.func.count(), sa.func.count(recommended_expression()))
                 .select_from(Match)
@@ -739,15 +399,15 @@ class LedgerQueries:
 
     def pending_matches(self, subscriber_id: int) -> list[PendingMatch]:
         """Unsent matches of one subscriber (in no digest, or in one not sent yet), in digest order."""
-        self.expand_matches()
-        with self.session() as session:
+        self._matches.expand_matches()
+        with self._store.session() as session:
             unsent = unsent_condition()
             rows = session.exec(
                 select(Match, Version)
                 .join(Version, col(Version.id) == col(Match.version_id))
                 .where(col(Match.subscriber_id) == subscriber_id, unsent)
             ).all()
-            items = _items(session, rows)
+            items = items_of(session, rows)
         pending = [
             PendingMatch(match.id or 0, match.instant, item)
             for (match, _), item in zip(rows, items, strict=True)
@@ -765,7 +425,7 @@ class LedgerQueries:
 
     def pending_by_channel(self) -> dict[str, int]:
         """Matches in no digest yet, counted per channel (the part of the address before the colon)."""
-        with self.session() as session:
+        with self._store.session() as session:
             rows = session.execute(
                 sa.select(col(Subscriber.address), sa.func.count())
                 .join(Match, col(Match.subscriber_id) == col(Subscriber.id))
@@ -779,23 +439,11 @@ class LedgerQueries:
 
     def digests_of(self, subscriber_id: int) -> list[Digest]:
         """All digests of a subscriber, oldest first."""
-        with self.session() as session:
+        with self._store.session() as session:
             rows = session.exec(
                 select(Digest).where(col(Digest.subscriber_id) == subscriber_id).order_by(col(Digest.id))
             )
             return list(rows)
-
-
-def _move(session: Session, subscriber_id: int, moved_to: str) -> None:
-    """Follow a recipient the platform moved (a Telegram group that became a supergroup)."""
-    subscriber = session.get(Subscriber, subscriber_id)
-    if subscriber is None or subscriber.address == moved_to:
-        return
-    if session.exec(select(Subscriber.id).where(col(Subscriber.address) == moved_to)).first() is None:
-        subscriber.address = moved_to
-    else:
-        subscriber.status_reason = f"the chat moved to {moved_to}, which is already a subscriber"
-    session.add(subscriber)
 
 
 def _nothing_to_send(not_since: datetime) -> tuple[sa.ColumnElement[bool], ...]:
@@ -830,146 +478,9 @@ def unsent_condition() -> sa.ColumnElement[bool]:
     )
 
 
-def _items(session: Session, rows: Sequence[tuple[Match, Version]]) -> list[DigestItem]:
-    """DigestItems for (match, version) rows, in the same order."""
-    papers = {version.paper_id for _, version in rows}
-    upvotes = _upvotes(session, papers)
-    earlier = _earlier_versions(session, papers, [v for _, v in rows if v.number > 1])
-    queries = _follow_queries(session, {fid for match, _ in rows for fid in match.follow_ids})
-    return [
-        DigestItem(
-            version_id=version.id,
-            arxiv_id=version.paper_id,
-            version=version.number,
-            title=version.title,
-            authors=tuple(version.authors),
-            categories=tuple(version.categories),
-            reasons=reasons_from_data(match.reasons),
-            abstract=version.abstract,
-            comment=version.comment,
-            changes=changes(earlier.get((version.paper_id, version.number)), version),
-            upvotes=upvotes.get(version.paper_id, 0),
-            journal_ref=version.journal_ref,
-            doi=version.doi,
-            follows=tuple((fid, queries[fid]) for fid in sorted(match.follow_ids) if fid in queries),
-            recommended=recommended_score(match.reasons),
-        )
-        for match, version in rows
-    ]
-
-
-def changes(before: Version | sa.Row[Any] | None, after: Version | sa.Row[Any]) -> tuple[str, ...]:
-    """What ``after`` changed against ``before`` (title, authors, abstract, comment, journal-ref, DOI)."""
-    if before is None:
-        return ()
-    return tuple(
-        label
-        for name, label in _TRACKED_FIELDS
-        if _normal(getattr(before, name)) != _normal(getattr(after, name))
-    )
-
-
-def _normal(value: object) -> object:
-    # Whitespace and line breaks differ between sources (RSS, OAI, API) for the same text.
-    if isinstance(value, str):
-        return " ".join(value.split())
-    if isinstance(value, list):
-        return [_normal(v) for v in value]
-    return value
-
-
-def _slices(keys: Iterable[_Key], size: int = IN_SLICE) -> Iterator[list[_Key]]:
-    """``keys`` without repeats, sorted, in lists of at most ``size``: one IN list each."""
-    ordered = sorted(set(keys))
-    for start in range(0, len(ordered), size):
-        yield ordered[start : start + size]
-
-
-def _follow_queries(session: Session, ids: set[int]) -> dict[int, str]:
-    """Follow id -> query, for the follows that still exist."""
-    found: dict[int, str] = {}
-    for chunk in _slices(ids):
-        rows = session.execute(sa.select(col(Follow.id), col(Follow.query)).where(col(Follow.id).in_(chunk)))
-        found.update((int(fid), str(query)) for fid, query in rows)
-    return found
-
-
-def _upvotes(session: Session, papers: set[str]) -> dict[str, int]:
-    found: dict[str, int] = {}
-    for chunk in _slices(papers):
-        rows = session.execute(
-            sa.select(col(CommunityPickRow.paper_id), sa.func.max(col(CommunityPickRow.upvotes)))
-            .where(col(CommunityPickRow.paper_id).in_(chunk))
-            .group_by(col(CommunityPickRow.paper_id))
-        )
-        found.update((paper, int(votes or 0)) for paper, votes in rows)
-    return found
-
-
-def _earlier_versions(
-    session: Session, papers: set[str], revisions: Sequence[Version]
-) -> dict[tuple[str, int], Version]:
-    """For each revision, the newest stored version of the same paper with a lower number."""
-    if not revisions:
-        return {}
-    wanted = {v.paper_id for v in revisions}
-    stored: defaultdict[str, list[Version]] = defaultdict(list)
-    for chunk in _slices(wanted & papers):
-        for version in session.exec(select(Version).where(col(Version.paper_id).in_(chunk))):
-            stored[version.paper_id].append(version)
-    found: dict[tuple[str, int], Version] = {}
-    for revision in revisions:
-        older = [v for v in stored[revision.paper_id] if v.number < revision.number]
-        if older:
-            found[(revision.paper_id, revision.number)] = max(older, key=lambda v: v.number)
-    return found
-
-
-def _earlier_fields(session: Session, revisions: Sequence[RankedMatch]) -> dict[tuple[str, int], sa.Row[Any]]:
-    """For each revision, the tracked fields of the newest stored version of its paper with a lower number.
-
-    Only the versions below the highest revision asked for per paper are read, and only the columns
-    :func:`changes` compares: the rule of :func:`_earlier_versions`, for the shown revisions only.
-    """
-    if not revisions:
-        return {}
-    highest: dict[str, int] = {}
-    for revision in revisions:
-        highest[revision.arxiv_id] = max(highest.get(revision.arxiv_id, 0), revision.version)
-    stored: defaultdict[str, list[sa.Row[Any]]] = defaultdict(list)
-    for chunk in _slices(highest):
-        rows = session.execute(
-            sa.select(
-                col(Version.paper_id),
-                col(Version.number),
-                *(col(getattr(Version, name)) for name, _ in _TRACKED_FIELDS),
-            ).where(col(Version.paper_id).in_(chunk))
-        )
-        for row in rows:
-            if row.number < highest[row.paper_id]:
-                stored[row.paper_id].append(row)
-    found: dict[tuple[str, int], sa.Row[Any]] = {}
-    for revision in revisions:
-        older = [v for v in stored[revision.arxiv_id] if v.number < revision.version]
-        if older:
-            found[(revision.arxiv_id, revision.version)] = max(older, key=lambda v: v.number)
-    return found
-
-
-def _rowcount(result: sa.Result[Any]) -> int:
+def rowcount(result: sa.Result[Any]) -> int:
     # UPDATE results are cursor results; the typed API hides rowcount behind the generic Result.
     return int(getattr(result, "rowcount", 0))
-
-
-def _still_held(digest: Digest, held: tuple[str, int] | None) -> bool:
-    """Whether a failure may be recorded on ``digest``: never once sent; with ``held`` (worker, attempt),
-    only while that claim is the digest's current one."""
-    if digest.state == DigestState.SENT:
-        return False
-    if held is None:
-        return True
-    worker, attempts = held
-    return digest.state == DigestState.SENDING and digest.worker == worker and digest.attempts == attempts
 
 
 def _candidates_page(

@@ -1,8 +1,9 @@
 """The newsletters' SQL: defining them, membership, and opening an issue with its fan-out to the members.
 
-Part of the store (``core.store.facade.Store`` inherits it). A newsletter's follows and schedule live on its
-own
-hidden subscriber (``newsletter:NAME``), so matching costs the same whatever the number of members. An
+``store.newsletters.all`` (:class:`NewsletterStore`): the store's ORM session (``store.session()``), one
+transaction per method, with Core ``insert ... select`` for an issue's fan-out. A newsletter's follows and
+schedule live on its own hidden subscriber (``newsletter:NAME``), so matching costs the same whatever the
+number of members. An
 *issue* takes that subscriber's unassigned matches into one digest recorded as ``sent`` on the channel
 ``newsletter`` (the record of the issue), and in the same transaction copies them, as instant matches,
 to every active member that has no match for the version yet. From there the members' ordinary digests
@@ -13,10 +14,9 @@ member, each through their own channel with their own unsubscribe link.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -35,6 +35,10 @@ from core.models import (
     UTCDateTime,
 )
 from core.store.fanout import receives_matches
+
+if TYPE_CHECKING:
+    from core.store.facade import Store
+
 
 # The channel recorded on an issue's digest; no notifier serves it.
 ISSUE_CHANNEL = "newsletter"
@@ -68,12 +72,11 @@ class Issue:
     copies: int
 
 
-class NewsletterQueries:
-    """Newsletters and their issues; mixed into :class:`core.store.facade.Store`."""
+class NewsletterStore:
+    """Newsletters and their issues."""
 
-    def session(self) -> AbstractContextManager[Session]:
-        """Provided by the store: one transaction."""
-        raise NotImplementedError
+    def __init__(self, store: Store) -> None:
+        self._store = store
 
     # -- definitions ------------------------------------------------------------------------------------
 
@@ -92,7 +95,7 @@ class NewsletterQueries:
 
         One transaction. Raises ValueError when the name is taken.
         """
-        with self.session() as session:
+        with self._store.session() as session:
             if session.exec(select(Newsletter).where(col(Newsletter.name) == name)).first() is not None:
                 raise ValueError(f"a newsletter named {name!r} exists already; `papertrail newsletter list`")
             subscriber = session.exec(select(Subscriber).where(col(Subscriber.address) == address)).first()
@@ -122,13 +125,13 @@ class NewsletterQueries:
 
     def get_newsletter(self, name: str) -> Newsletter | None:
         """The newsletter with this name, if any."""
-        with self.session() as session:
+        with self._store.session() as session:
             return session.exec(select(Newsletter).where(col(Newsletter.name) == name)).first()
 
     def newsletter_titles(self, names: Sequence[str]) -> dict[str, str]:
         """Name -> title of the newsletters among ``names`` that exist: one query for a worker's batch."""
         titles: dict[str, str] = {}
-        with self.session() as session:
+        with self._store.session() as session:
             # In slices like every IN list of the ledger (names come from items, so there are few).
             for start in range(0, len(names), _NAMES_SLICE):
                 rows = session.execute(
@@ -139,14 +142,14 @@ class NewsletterQueries:
                 titles.update((str(name), str(title)) for name, title in rows)
         return titles
 
-    def newsletters(self) -> list[Newsletter]:
+    def all(self) -> list[Newsletter]:
         """Every newsletter, by name."""
-        with self.session() as session:
+        with self._store.session() as session:
             return list(session.exec(select(Newsletter).order_by(col(Newsletter.name))))
 
     def newsletter_info(self, newsletter_id: int) -> NewsletterInfo:
         """Follows, member counts and the last issue of one newsletter; LookupError when it is gone."""
-        with self.session() as session:
+        with self._store.session() as session:
             newsletter = session.get(Newsletter, newsletter_id)
             subscriber = session.get(Subscriber, newsletter.subscriber_id) if newsletter else None
             if newsletter is None or subscriber is None:
@@ -188,7 +191,7 @@ class NewsletterQueries:
 
     def join_newsletter(self, newsletter_id: int, subscriber_id: int, *, now: datetime) -> bool:
         """Make the subscriber a member; False when it was one already."""
-        with self.session() as session:
+        with self._store.session() as session:
             found = session.exec(
                 select(NewsletterMember.id).where(
                     col(NewsletterMember.newsletter_id) == newsletter_id,
@@ -204,7 +207,7 @@ class NewsletterQueries:
 
     def leave_newsletter(self, newsletter_id: int, subscriber_id: int) -> bool:
         """End a membership; False when there was none. Copies already made stay the member's matches."""
-        with self.session() as session:
+        with self._store.session() as session:
             result = session.execute(
                 sa.delete(NewsletterMember).where(
                     col(NewsletterMember.newsletter_id) == newsletter_id,
@@ -215,7 +218,7 @@ class NewsletterQueries:
 
     def newsletters_of(self, subscriber_id: int) -> list[Newsletter]:
         """The newsletters a subscriber is a member of, by name."""
-        with self.session() as session:
+        with self._store.session() as session:
             return list(
                 session.exec(
                     select(Newsletter)
@@ -229,7 +232,7 @@ class NewsletterQueries:
 
     def newsletters_to_issue(self, address: str | None = None) -> list[tuple[Newsletter, Subscriber]]:
         """Newsletters whose active subscriber has matches in no issue yet (optionally one address)."""
-        with self.session() as session:
+        with self._store.session() as session:
             unassigned = select(Match.subscriber_id).where(col(Match.digest_id).is_(None)).distinct()
             query = (
                 select(Newsletter, Subscriber)
@@ -253,7 +256,7 @@ class NewsletterQueries:
         without a match for the version (a paper the member follows personally is not sent twice), as
         instant matches that the members' next digests take. Returns None when there was nothing to issue.
         """
-        with self.session() as session:
+        with self._store.session() as session:
             newsletter = session.get(Newsletter, newsletter_id)
             if newsletter is None:
                 return None
@@ -282,7 +285,7 @@ class NewsletterQueries:
             session.execute(
                 sa.update(Match)
                 # "+ 0": through the (subscriber, version) index, not every unassigned match (see
-                # LedgerQueries.open_digests).
+                # LedgerStore.open_digests).
                 .where(
                     col(Match.subscriber_id) == newsletter.subscriber_id, (col(Match.digest_id) + 0).is_(None)
                 )

@@ -1,8 +1,8 @@
 """The SQL of the recommendation pass (issue 17): the cursor, the new papers to score, the models of the
 subscribers who asked for recommendations, what each of them must not be recommended, and the write.
 
-A repository over the store's transactions (composed, not mixed into :class:`core.store.facade.Store`); the
-pass
+A repository over the store's transactions (``store.recommend``), Core only, on a connection of the store
+(``store.connection()``); the pass
 itself is :mod:`core.taste.recommend`. The rules kept here:
 
 * **Which versions.** News versions that are v1 (new papers), with an id above the cursor, and below the
@@ -104,8 +104,8 @@ class RecommendStore:
 
     def cursor(self) -> int:
         """The id through which every version has been scored; 0 before the first pass."""
-        with self._store.session() as session:
-            return _cursor(session)
+        with self._store.connection() as connection:
+            return _cursor(connection)
 
     def next_papers(self, *, now: datetime, limit: int) -> PaperBatch:
         """Up to ``limit`` new papers after the cursor, oldest first, and where the cursor goes after them.
@@ -115,15 +115,17 @@ class RecommendStore:
         past the revisions and history in between, which are never scored.
         """
         v = _VERSION.c
-        with self._store.session() as session:
-            after = _cursor(session)
-            unmatched = session.execute(sa.select(sa.func.min(v.id)).where(v.matched_at.is_(None))).scalar()
-            newest = session.execute(sa.select(sa.func.max(v.id))).scalar()
+        with self._store.connection() as connection:
+            after = _cursor(connection)
+            unmatched = connection.execute(
+                sa.select(sa.func.min(v.id)).where(v.matched_at.is_(None))
+            ).scalar()
+            newest = connection.execute(sa.select(sa.func.max(v.id))).scalar()
             end = int(unmatched) - 1 if unmatched is not None else int(newest or 0)
-            start = after if after else self._first_pass_start(session, now, end)
+            start = after if after else self._first_pass_start(connection, now, end)
             if end <= start:
                 return PaperBatch(after, max(start, after), ())
-            rows = session.execute(
+            rows = connection.execute(
                 sa.select(v.id, v.paper_id, v.title, v.abstract)
                 .where(v.id > start, v.id <= end, v.news.is_(True), v.number == 1)
                 .order_by(v.id)
@@ -137,8 +139,8 @@ class RecommendStore:
         """News v1 versions first seen at or after ``since`` with ids above ``after``, oldest first, at most
         ``limit`` (``try recommended`` reads the last week a page at a time)."""
         v = _VERSION.c
-        with self._store.session() as session:
-            rows = session.execute(
+        with self._store.connection() as connection:
+            rows = connection.execute(
                 sa.select(v.id, v.paper_id, v.title, v.abstract)
                 .where(v.news.is_(True), v.first_seen_at >= since, v.id > after, v.number == 1)
                 .order_by(v.id)
@@ -147,10 +149,10 @@ class RecommendStore:
         return [NewPaper(int(i), p, t, a) for i, p, t, a in rows]
 
     @staticmethod
-    def _first_pass_start(session: Any, now: datetime, end: int) -> int:
+    def _first_pass_start(connection: sa.Connection, now: datetime, end: int) -> int:
         """Just below the first news version of the last :data:`FIRST_PASS_WINDOW` (``end`` if none)."""
         v = _VERSION.c
-        first = session.execute(
+        first = connection.execute(
             sa.select(sa.func.min(v.id)).where(
                 v.news.is_(True), v.first_seen_at >= now - FIRST_PASS_WINDOW, v.id <= end
             )
@@ -161,8 +163,8 @@ class RecommendStore:
         """The next ``limit`` subscribers by id after ``after`` that receive matches, want recommendations
         and have a model."""
         s, m = _SUBSCRIBER.c, _MODEL.c
-        with self._store.session() as session:
-            rows = session.execute(
+        with self._store.connection() as connection:
+            rows = connection.execute(
                 sa.select(s.id, s.recommend, m.data)
                 .join(_MODEL, m.subscriber_id == s.id)
                 .where(
@@ -180,8 +182,7 @@ class RecommendStore:
         """Per subscriber, the versions with ids in [``low``, ``high``] not to recommend: those already in
         its ledger (a follow brought them), those it voted on and those of its imported library."""
         found: dict[int, set[int]] = defaultdict(set)
-        with self._store.session() as session:
-            connection = session.connection()
+        with self._store.connection() as connection:
             for table in (_MATCH, _VOTE, _SEED):
                 c = table.c
                 for condition in id_conditions(connection, c.subscriber_id, subscriber_ids):
@@ -197,8 +198,7 @@ class RecommendStore:
     def unsent(self, subscriber_ids: Sequence[int]) -> dict[int, int]:
         """Per subscriber, its recommendations not sent yet (in no digest, or in one not sent)."""
         counts: dict[int, int] = {}
-        with self._store.session() as session:
-            connection = session.connection()
+        with self._store.connection() as connection:
             c = _MATCH.c
             for condition in id_conditions(connection, c.subscriber_id, subscriber_ids):
                 rows = connection.execute(
@@ -219,8 +219,7 @@ class RecommendStore:
         """Write ``rows`` and move the cursor to ``batch.through``, in one transaction; returns the rows
         written, or None when another pass had moved the cursor from ``batch.after`` first (nothing is
         written then)."""
-        with self._store.session() as session:
-            connection = session.connection()
+        with self._store.connection() as connection:
             postgres = connection.dialect.name == "postgresql"
             dialect_insert = postgresql.insert if postgres else sqlite.insert
             # The row exists before the compare and set below: a first pass creates it.
@@ -243,10 +242,10 @@ class RecommendStore:
             return _insert(connection, rows, now)
 
 
-def _cursor(session: Any) -> int:
+def _cursor(connection: sa.Connection) -> int:
     """The stored cursor; 0 before the first pass wrote its row."""
     query = sa.select(_CURSOR.c.through_version_id).where(_CURSOR.c.id == _CURSOR_ID)
-    value = session.execute(query).scalar()
+    value = connection.execute(query).scalar()
     return int(value or 0)
 
 

@@ -1,12 +1,11 @@
 """The SQL of moving one subscription between servers: reading it whole for ``export subscription``, and
 restoring a checked subscription file in one transaction for ``import subscription``.
 
-A repository over the store's transactions (composed, not mixed into :class:`core.store.facade.Store`). The
-rules
-live in :mod:`core.people.subscription`; here the restore is one transaction: the subscriber, its follows
-(written
-by :func:`core.store.follows.write_follows`, the code of ``import follows``), its newsletter memberships and
-its history are all stored, or, on any refusal or error, none of them.
+A repository over the store's transactions (``store.subscriptions``), through its ORM session
+(``store.session()``; the bulk writes as Core statements on that session's connection). The rules live in
+:mod:`core.people.subscription`; here the restore is one transaction: the subscriber, its follows (written by
+:func:`core.store.follows.write_follows`, the code of ``import follows``), its newsletter memberships and its
+history are all stored, or, on any refusal or error, none of them.
 
 History is written to the ledger as it happened: one sent digest per digest of the file, at the time it was
 sent, holding a match per received paper, for the papers this library has (a match needs its version). The
@@ -57,9 +56,16 @@ from core.people.subscription_file import (
     VoteLine,
 )
 from core.store.follows import ImportCounts, write_follows
-from core.store.ids import id_conditions
 from core.store.signup import WAITING
-from core.store.taste import SeedIn, insert_seeds
+from core.store.subscription_learned import (
+    LearnedPlan,
+    learned_differences,
+    plan_learned,
+    seed_keys,
+    version_ids,
+    votes_here,
+)
+from core.store.taste import insert_seeds
 
 if TYPE_CHECKING:
     from core.store.facade import Store
@@ -202,7 +208,7 @@ class SubscriptionRecords:
         with self.store.session() as session:
             connection = session.connection()
             newsletters = _newsletter_ids(session, wanted.newsletters)
-            plan = _plan_learned(connection, wanted.learned) if wanted.learned is not None else None
+            plan = plan_learned(connection, wanted.learned) if wanted.learned is not None else None
             found = session.exec(
                 select(Subscriber).where(col(Subscriber.address) == wanted.address).with_for_update()
             ).first()
@@ -233,7 +239,7 @@ class SubscriptionRecords:
                 if mode is Mode.REFUSE:
                     differences = _differences(found, follows, members, wanted, newsletters)
                     if plan is not None:
-                        differences += _learned_differences(connection, found, plan)
+                        differences += learned_differences(connection, found, plan)
                     if differences:
                         raise SubscriptionExists(wanted.address, differences)
                 restored.settings_changed = _update_settings(session, found, wanted, mode)
@@ -396,7 +402,7 @@ def _record_history(
     """The file's received papers as sent digests and matches, for the versions this library has."""
     if not wanted.received:
         return
-    versions = _version_ids(connection, {item.arxiv_id for item in wanted.received})
+    versions = version_ids(connection, {item.arxiv_id for item in wanted.received})
     known = _matched(connection, subscriber_id, list(versions.values()))
     by_digest: dict[int, list[tuple[Received, int]]] = defaultdict(list)
     for item in wanted.received:
@@ -443,18 +449,6 @@ def _record_history(
         restored.papers_recorded += len(rows)
 
 
-def _version_ids(connection: sa.Connection, papers: set[str]) -> dict[tuple[str, int], int]:
-    """(arXiv id, version number) -> version id of every stored version of ``papers``."""
-    v = Version.__table__.c  # type: ignore[attr-defined]
-    found: dict[tuple[str, int], int] = {}
-    for condition in id_conditions(connection, v.paper_id, papers):
-        for paper, number, version_id in connection.execute(
-            sa.select(v.paper_id, v.number, v.id).where(condition)
-        ):
-            found[(str(paper), int(number))] = int(version_id)
-    return found
-
-
 def _matched(connection: sa.Connection, subscriber_id: int, version_ids: list[int]) -> set[int]:
     """Which of ``version_ids`` the subscriber has a match for already (sent or not)."""
     m = _MATCH.c
@@ -472,18 +466,6 @@ def _matched(connection: sa.Connection, subscriber_id: int, version_ids: list[in
 
 
 # -- learned follows (version 2) -------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _LearnedPlan:
-    """A file's learned follows resolved against this library: what an import would store."""
-
-    recommend: int | None
-    votes: dict[int, tuple[int, datetime]]
-    """version id -> (value, voted at), for the votes on versions stored here."""
-    votes_missing: int
-    seeds: list[SeedIn]
-    seeds_as_text: int
 
 
 def _votes_of(session: Session, subscriber_id: int) -> tuple[tuple[VoteLine, ...], int]:
@@ -535,81 +517,13 @@ def _seeds_of(session: Session, subscriber_id: int) -> tuple[tuple[LibraryLine, 
     return seeds, int(total)
 
 
-def _plan_learned(connection: sa.Connection, learned: Learned) -> _LearnedPlan:
-    """Resolve the file's votes and seeds to the versions this library has (before anything is written)."""
-    papers = {v.arxiv_id for v in learned.votes} | {s.arxiv_id for s in learned.library if s.arxiv_id}
-    versions = _version_ids(connection, papers)
-    newest: dict[str, tuple[int, int]] = {}  # arXiv id -> (number, id) of its newest version here
-    for (paper, number), found in versions.items():
-        if paper not in newest or number > newest[paper][0]:
-            newest[paper] = (number, found)
-    votes: dict[int, tuple[int, datetime]] = {}
-    for vote in learned.votes:
-        version_id = versions.get((vote.arxiv_id, vote.version))
-        if version_id is not None:
-            votes[version_id] = (vote.value, vote.voted_at)
-    seeds: list[SeedIn] = []
-    as_text = 0
-    for line in learned.library:
-        version_id = None
-        if line.arxiv_id is not None and line.version is not None:
-            # A seed stands for the paper (core.taste.library_import keys it by arXiv id): another version
-            # will do.
-            version_id = versions.get((line.arxiv_id, line.version))
-            if version_id is None and line.arxiv_id in newest:
-                version_id = newest[line.arxiv_id][1]
-            if version_id is None:
-                as_text += 1
-        if version_id is None:
-            seeds.append(SeedIn(line.key, None, line.title, line.abstract))
-        else:
-            seeds.append(SeedIn(line.key, version_id))
-    return _LearnedPlan(learned.recommend, votes, len(learned.votes) - len(votes), seeds, as_text)
-
-
-def _votes_here(connection: sa.Connection, subscriber_id: int) -> dict[int, tuple[int, datetime, int]]:
-    """version id -> (value, voted at, row id) of the subscriber's votes."""
-    v = _VOTE.c
-    rows = connection.execute(
-        sa.select(v.version_id, v.value, v.created_at, v.id).where(v.subscriber_id == subscriber_id)
-    ).all()
-    return {int(version): (int(value), at, int(row)) for version, value, at, row in rows}
-
-
-def _seed_keys(connection: sa.Connection, subscriber_id: int) -> set[str]:
-    return set(
-        connection.execute(sa.select(_SEED.c.key).where(_SEED.c.subscriber_id == subscriber_id)).scalars()
-    )
-
-
-def _learned_differences(connection: sa.Connection, found: Subscriber, plan: _LearnedPlan) -> list[str]:
-    """What differs in the learned follows, worded as :func:`_differences` does. Votes the file has on
-    versions not stored here are not compared: no import can store them."""
-    assert found.id is not None
-    differences = []
-    if found.recommend != plan.recommend:
-        differences.append(f"recommend: {found.recommend!r} here, {plan.recommend!r} in the file")
-    here = {version: value for version, (value, _, _) in _votes_here(connection, found.id).items()}
-    there = {version: value for version, (value, _) in plan.votes.items()}
-    other = sum(1 for version, value in there.items() if version in here and here[version] != value)
-    if here != there:
-        differences.append(
-            f"votes: {len(set(here) - set(there))} here only, {len(set(there) - set(here))} in the file "
-            f"only, {other} with the other value"
-        )
-    keys, wanted = _seed_keys(connection, found.id), {seed.key for seed in plan.seeds}
-    if keys != wanted:
-        differences.append(f"library: {len(keys - wanted)} here only, {len(wanted - keys)} in the file only")
-    return differences
-
-
 def _write_votes(
-    connection: sa.Connection, subscriber_id: int, plan: _LearnedPlan, mode: Mode, restored: Restored
+    connection: sa.Connection, subscriber_id: int, plan: LearnedPlan, mode: Mode, restored: Restored
 ) -> None:
     """The file's votes on this library's versions. A version voted on both here and in the file keeps
     the newer vote when merging, the file's when replacing; replacing also removes the votes not in it."""
     restored.votes_missing = plan.votes_missing
-    here = _votes_here(connection, subscriber_id)
+    here = votes_here(connection, subscriber_id)
     added: list[dict[str, Any]] = []
     changed: list[dict[str, Any]] = []
     for version_id, (value, voted_at) in plan.votes.items():
@@ -649,7 +563,7 @@ def _write_votes(
 def _write_seeds(
     connection: sa.Connection,
     subscriber_id: int,
-    plan: _LearnedPlan,
+    plan: LearnedPlan,
     mode: Mode,
     now: datetime,
     restored: Restored,
@@ -657,7 +571,7 @@ def _write_seeds(
     """The file's seeds by key (a key kept here already stays as it is); replacing removes the others."""
     restored.library_as_text = plan.seeds_as_text
     if mode is Mode.REPLACE:
-        gone = sorted(_seed_keys(connection, subscriber_id) - {seed.key for seed in plan.seeds})
+        gone = sorted(seed_keys(connection, subscriber_id) - {seed.key for seed in plan.seeds})
         for start in range(0, len(gone), _CHUNK):
             connection.execute(
                 sa.delete(_SEED).where(

@@ -22,7 +22,7 @@ from core.i18n.languages import N_, Phrase
 from core.papers.pipeline import PaperLookup
 from core.papers.sources import SourceError
 from core.store.facade import Novelty, Store
-from core.store.taste import SeedIn, TasteStore
+from core.store.taste import SeedIn
 from core.taste.library_file import EntryProblem, LibraryEntry, LibraryRead
 from core.taste.training import retrain
 
@@ -70,7 +70,7 @@ async def import_library(
     ids = sorted({e.arxiv_id for e in entries if e.arxiv_id})
     # The SQL runs in worker threads: an upload is imported by the web role, whose event loop also serves
     # pages, the scheduler and the bots, and a DOI look-up reads many versions.
-    taste = TasteStore(store)
+    taste = store.taste
     known = await asyncio.to_thread(taste.latest_versions, ids)
     missing = [i for i in ids if i not in known]
     fetched_ids: set[str] = set()
@@ -83,7 +83,9 @@ async def import_library(
             lookup_failure = Phrase(N_("the arXiv API could not be reached; import the file again later"))
             log.warning("library import: arXiv look-up failed: %s", exc)
         else:
-            await asyncio.to_thread(partial(store.save_versions, papers, novelty=Novelty.HISTORY, now=now))
+            await asyncio.to_thread(
+                partial(store.papers.save_versions, papers, novelty=Novelty.HISTORY, now=now)
+            )
             found = await asyncio.to_thread(taste.latest_versions, asked)
             fetched_ids = set(found)
             known.update(found)

@@ -100,7 +100,7 @@ def recommend_new(
     ``threshold``: the lowest score recommended (None: :data:`core.taste.model.DEFAULT_THRESHOLD`).
     """
     now = now or utcnow()
-    repository = RecommendStore(store)
+    repository = store.recommend
     report = PassReport()
     while True:
         batch = repository.next_papers(now=now, limit=papers_per_batch)
@@ -108,7 +108,7 @@ def recommend_new(
             return report
         # The versions just read have been matched; their follow matches must be in the ledger before it
         # is read for what the follows brought (when this returns, everything matched before is).
-        store.expand_matches(now=now)
+        store.matches.expand_matches(now=now)
         rows, scored = _score_batch(
             repository, batch, now=now, per_slice=models_per_slice, threshold=threshold
         )
@@ -271,15 +271,14 @@ def preview(
     (those its follows did not bring, not voted on, not in its library), best first, at most ``limit``;
     None when the subscriber has no model. Nothing is written. ``threshold`` as for
     :func:`recommend_new`."""
-    from core.store.taste import TasteStore
     from core.taste.model import DEFAULT_THRESHOLD, TasteModel, explain, score_many, vectorise
 
-    row = TasteStore(store).model_of(subscriber_id)
+    row = store.taste.model_of(subscriber_id)
     if row is None:
         return None
     model = TasteModel.from_bytes(row.data)
     lowest = DEFAULT_THRESHOLD if threshold is None else threshold
-    repository = RecommendStore(store)
+    repository = store.recommend
     since = (now or utcnow()) - timedelta(days=days)
     best: list[tuple[float, NewPaper]] = []
     after = 0

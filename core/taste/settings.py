@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from core.models import Subscriber
 from core.store.facade import Store
-from core.store.taste import TasteStore
 
 # Recommendations per digest: the default of ``recommend on`` and the most a reader may ask for (a digest
 # shows at most PAPERTRAIL_DIGEST_MAX_ITEMS items in all; recommendations come after the follows' matches).
@@ -62,7 +61,7 @@ def taste_state(store: Store, subscriber: Subscriber) -> TasteState:
     from core.taste.model import MIN_POSITIVES
 
     sid = subscriber.id or 0
-    taste = TasteStore(store)
+    taste = store.taste
     likes, dislikes, seeds = taste.vote_counts(sid)
     model = taste.model_of(sid) is not None
     return TasteState(subscriber.recommend, likes, dislikes, seeds, model, MIN_POSITIVES)
@@ -90,13 +89,13 @@ def turn_on(store: Store, subscriber: Subscriber, count: int = DEFAULT_COUNT) ->
         raise NotEnoughLikes(state)
     if not state.model:
         retrain(store, subscriber.id or 0)
-    updated = store.update_subscriber(subscriber.id or 0, recommend=count)
+    updated = store.subscribers.update_subscriber(subscriber.id or 0, recommend=count)
     return taste_state(store, updated)
 
 
 def turn_off(store: Store, subscriber: Subscriber) -> TasteState:
     """Recommendations off; the votes, the library and the model are kept for turning them on again."""
-    updated = store.update_subscriber(subscriber.id or 0, recommend=None)
+    updated = store.subscribers.update_subscriber(subscriber.id or 0, recommend=None)
     return taste_state(store, updated)
 
 

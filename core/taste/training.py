@@ -15,7 +15,7 @@ from datetime import datetime
 
 from core.models import utcnow
 from core.store.facade import Store
-from core.store.taste import TasteStore, TasteText
+from core.store.taste import TasteText
 from core.taste.model import (
     IMPLICIT_SAMPLE,
     MAX_NEGATIVES,
@@ -34,7 +34,7 @@ def retrain(store: Store, subscriber_id: int, *, now: datetime | None = None) ->
     """Train the subscriber's model from its stored signals and store it; returns it, or None (and no
     stored model) when the signals are not enough for one."""
     now = now or utcnow()
-    taste = TasteStore(store)
+    taste = store.taste
     texts = taste.training_texts(
         subscriber_id,
         implicit=IMPLICIT_SAMPLE,

@@ -14,7 +14,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from core.store.facade import Store
-from core.store.taste import DISLIKE, LIKE, TasteStore, VoteView
+from core.store.taste import DISLIKE, LIKE, VoteView
 from core.taste.training import retrain
 from core.values import versioned_id
 
@@ -86,7 +86,7 @@ def cast_vote(
 ) -> VoteOutcome:
     """Record ``value`` (:data:`LIKE` / :data:`DISLIKE`) on a stored paper (its latest version unless
     ``version`` says which), then retrain the subscriber's model when the vote changed anything."""
-    voted = TasteStore(store).vote(subscriber_id, arxiv_id, value, version=version, now=now)
+    voted = store.taste.vote(subscriber_id, arxiv_id, value, version=version, now=now)
     if voted is None:
         return VoteOutcome(arxiv_id, version, value, VoteState.UNKNOWN_PAPER)
     if voted.previous is None:
@@ -101,7 +101,7 @@ def cast_vote(
 def undo_vote(store: Store, subscriber_id: int, arxiv_id: str, *, version: int | None = None) -> VoteOutcome:
     """Remove the subscriber's vote on ``arxiv_id`` (all its versions unless ``version`` says which), then
     retrain the subscriber's model without it."""
-    removed = TasteStore(store).unvote(subscriber_id, arxiv_id, version=version)
+    removed = store.taste.unvote(subscriber_id, arxiv_id, version=version)
     if removed:
         retrain(store, subscriber_id)
     return VoteOutcome(arxiv_id, version, 0, VoteState.UNDONE if removed else VoteState.NOT_VOTED)
@@ -109,4 +109,4 @@ def undo_vote(store: Store, subscriber_id: int, arxiv_id: str, *, version: int |
 
 def votes(store: Store, subscriber_id: int, *, limit: int = 200) -> list[VoteView]:
     """The subscriber's votes, newest first."""
-    return TasteStore(store).votes_of(subscriber_id, limit=limit)
+    return store.taste.votes_of(subscriber_id, limit=limit)

@@ -1,0 +1,309 @@
+"""The bulk write behind ``store.papers.save_versions``: a batch of versions becomes rows, written in the
+caller's transaction on its Core connection (no ORM objects: a day's feed is tens of thousands of rows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from sqlmodel import Session, col
+
+from core.follows.search_text import paper_doc
+from core.models import (
+    Paper,
+    PaperIn,
+    Version,
+)
+from core.papers.classify import is_ai_related
+from core.store.bulk import bulk_insert
+from core.store.counts import add_to_totals, flag_papers
+from core.store.ids import id_conditions
+from core.store.search import mark_stale, write_entries
+from core.store.sort_keys import (
+    mark_news,
+    published_key,
+    refresh_browse_keys,
+    set_published_keys,
+)
+from core.values import AnnounceType
+
+if TYPE_CHECKING:
+    pass
+
+
+class Novelty(StrEnum):
+    """Which new versions of a batch are news (see ``store.papers.save_versions``)."""
+
+    NEWS = "news"
+    HISTORY = "history"
+    GAP = "gap"
+
+
+@dataclass(slots=True)
+class SaveResult:
+    """What one batch of versions did to the store. Counts of new papers and revisions are news only."""
+
+    new_version_ids: list[int] = field(default_factory=list)
+    new_papers: int = 0
+    revisions: int = 0
+    duplicates: int = 0
+    history: int = 0
+
+
+_PAPER_TABLE = Paper.metadata.tables["paper"]
+_NEW_PAPER_COLUMNS = (
+    "id",
+    "latest_version",
+    "first_seen_at",
+    "ai_related",
+    "revised",
+    "picked",
+    "news",
+    "published_key",
+    "search_stale",
+)
+_VERSION_TABLE = Version.metadata.tables["version"]
+# Every version column but the generated id, in the order _version_rows fills them.
+_VERSION_COLUMNS = (
+    "paper_id",
+    "number",
+    "title",
+    "abstract",
+    "authors",
+    "categories",
+    "comment",
+    "journal_ref",
+    "doi",
+    "license",
+    "announce_type",
+    "source",
+    "announced_at",
+    "ai_related",
+    "first_seen_at",
+    "news",
+    "matched_at",
+)
+# The PaperIn fields behind the first columns, read in one C call per paper.
+_PAPER_FIELDS = attrgetter(
+    "arxiv_id",
+    "version",
+    "title",
+    "abstract",
+    "authors",
+    "categories",
+    "comment",
+    "journal_ref",
+    "doi",
+    "license",
+    "announce_type",
+    "source",
+    "announced_at",
+)
+_ANNOUNCE_TYPE = _VERSION_COLUMNS.index("announce_type")
+_AI_RELATED = _VERSION_COLUMNS.index("ai_related")
+# Enum.value is a property, slow enough to show in a profile when read for millions of rows.
+_ANNOUNCE_TYPES = {member: member.value for member in AnnounceType}
+
+
+def save_batch(
+    connection: sa.Connection,
+    batch: list[PaperIn],
+    now: datetime,
+    novelty: Novelty,
+    threshold: datetime | None,
+    result: SaveResult,
+) -> None:
+    """Store the versions of ``batch`` (no id and number twice) not stored yet; count them in ``result``."""
+    latest, known_versions = _stored_versions(connection, {paper.arxiv_id for paper in batch})
+    new_papers: dict[str, int] = {}
+    raised: dict[str, int] = {}
+    news: list[PaperIn] = []
+    history: list[PaperIn] = []
+    for paper in batch:
+        arxiv_id, number = paper.arxiv_id, paper.version
+        if (arxiv_id, number) in known_versions:
+            result.duplicates += 1
+            continue
+        if arxiv_id not in latest:
+            new_papers[arxiv_id] = max(number, new_papers.get(arxiv_id, 0))
+        elif number > latest[arxiv_id]:
+            raised[arxiv_id] = max(number, raised.get(arxiv_id, 0))
+        is_news = novelty is Novelty.NEWS or (
+            novelty is Novelty.GAP
+            and threshold is not None
+            and paper.announced_at is not None
+            and paper.announced_at > threshold
+        )
+        if not is_news:
+            history.append(paper)
+            result.history += 1
+        else:
+            news.append(paper)
+            if number > 1:
+                result.revisions += 1
+            else:
+                result.new_papers += 1
+    history_rows = _version_rows(history, now, news=False)
+    news_rows = _version_rows(news, now, news=True)
+    # The papers the library totals count (core.store.counts), read before the bulk loads convert the rows
+    # in place.
+    ai_papers = {row[0] for row in (*history_rows, *news_rows) if row[_AI_RELATED]}
+    revised_papers = {row[0] for row in (*history_rows, *news_rows) if row[1] > 1}
+    # The browser's keys (core.store.sort_keys): which papers have news, and v1's announcement.
+    news_papers = {paper.arxiv_id for paper in news}
+    first_announced = {
+        paper.arxiv_id: paper.announced_at for paper in (*history, *news) if paper.version == 1
+    }
+    # Core statements and driver bulk loads, not ORM objects: a backfill writes millions of rows.
+    if new_papers:
+        bulk_insert(
+            connection,
+            _PAPER_TABLE,
+            _NEW_PAPER_COLUMNS,
+            [
+                [
+                    pid,
+                    number,
+                    now,
+                    pid in ai_papers,
+                    number > 1,
+                    False,
+                    pid in news_papers,
+                    published_key(first_announced.get(pid)),
+                    novelty is Novelty.HISTORY,
+                ]
+                for pid, number in new_papers.items()
+            ],
+        )
+    if raised:
+        connection.execute(
+            _PAPER_TABLE.update()
+            .where(_PAPER_TABLE.c.id == sa.bindparam("raised_id"))
+            .values(latest_version=sa.bindparam("raised_to")),
+            [{"raised_id": pid, "raised_to": number} for pid, number in raised.items()],
+        )
+    if history_rows:
+        bulk_insert(connection, _VERSION_TABLE, _VERSION_COLUMNS, history_rows)
+    if news_rows:
+        bulk_insert(connection, _VERSION_TABLE, _VERSION_COLUMNS, news_rows)
+        # Read back rather than RETURNING, which neither executemany nor COPY offers.
+        result.new_version_ids.extend(_version_ids(connection, news))
+    # Known papers that now have news or their v1; then the keys of every paper whose newest version or
+    # news flag changed, and their entries in the search index (after the keys: SQLite's entry is keyed
+    # by one).
+    became_news = mark_news(connection, news_papers.difference(new_papers))
+    set_published_keys(connection, {pid: at for pid, at in first_announced.items() if pid not in new_papers})
+    changed = set(new_papers).union(raised, became_news)
+    refresh_browse_keys(connection, changed)
+    if novelty is Novelty.HISTORY:
+        # A backfill leaves its entries to the indexer (core.store.search: "When entries are written");
+        # its new papers were inserted marked.
+        mark_stale(connection, changed.difference(new_papers))
+    else:
+        newest = {paper.arxiv_id: paper for paper in batch if paper.version == new_papers.get(paper.arxiv_id)}
+        newest.update(
+            (paper.arxiv_id, paper) for paper in batch if paper.version == raised.get(paper.arxiv_id)
+        )
+        write_entries(
+            connection,
+            {pid: paper_doc(paper) for pid, paper in newest.items()},
+            became_news.difference(newest),
+        )
+    # Each batch adds what it wrote to the totals, in the caller's one transaction (core.store.counts).
+    add_to_totals(
+        connection,
+        papers=len(new_papers),
+        versions=len(history_rows) + len(news_rows),
+        ai_papers=sum(pid in ai_papers for pid in new_papers)
+        + flag_papers(connection, "ai_related", ai_papers.difference(new_papers)),
+        revised_papers=sum(number > 1 for number in new_papers.values())
+        + flag_papers(connection, "revised", revised_papers.difference(new_papers)),
+        news_new=sum(1 for paper in news if paper.version == 1),
+        news_revisions=sum(1 for paper in news if paper.version > 1),
+    )
+
+
+def _version_rows(papers: Sequence[PaperIn], now: datetime, *, news: bool) -> list[list[Any]]:
+    """One row of ``_VERSION_COLUMNS`` values per paper (Python values, before any type processing).
+
+    Authors and categories stay tuples: the JSON columns serialise them exactly as the lists they hold.
+    """
+    # History is never matched: mark it done so the matcher never picks it up.
+    matched_at = None if news else now
+    # Keyed by the whole text: the versions of one snapshot record share their title and abstract, so the
+    # cue scan of core.papers.classify runs once per record, not once per version.
+    ai_related: dict[tuple[tuple[str, ...], str, str], bool] = {}
+    rows = []
+    for paper in papers:
+        row = [*_PAPER_FIELDS(paper), None, now, news, matched_at]
+        row[_ANNOUNCE_TYPE] = _ANNOUNCE_TYPES[paper.announce_type]
+        key = (paper.categories, paper.title, paper.abstract)
+        ai = ai_related.get(key)
+        if ai is None:
+            ai = ai_related[key] = is_ai_related(*key)
+        row[_AI_RELATED] = ai
+        rows.append(row)
+    return rows
+
+
+def _stored_versions(connection: sa.Connection, ids: set[str]) -> tuple[dict[str, int], set[tuple[str, int]]]:
+    """For the papers ``ids``: the latest version number of each stored one, and every stored version.
+
+    On PostgreSQL the papers' rows are locked by the read, in id order, for the caller's transaction
+    (``core.store.sort_keys.lock_papers`` says why: writers of the same papers deadlocked without it); the
+    read returns them as the writer it waited for committed them, and the versions are read after it.
+    """
+    paper, version = _PAPER_TABLE.c, _VERSION_TABLE.c
+    latest = {
+        pid: n
+        for pid, n in _rows_of_papers(connection, (paper.id, paper.latest_version), paper.id, ids, lock=True)
+    }
+    known = {
+        (pid, n)
+        for pid, n in _rows_of_papers(connection, (version.paper_id, version.number), version.paper_id, ids)
+    }
+    return latest, known
+
+
+def _version_ids(connection: sa.Connection, papers: Sequence[PaperIn]) -> list[int]:
+    """The ids of the stored versions ``papers``, in their order (a paper id and number are unique)."""
+    version = _VERSION_TABLE.c
+    stored = {
+        (pid, n): vid
+        for vid, pid, n in _rows_of_papers(
+            connection,
+            (version.id, version.paper_id, version.number),
+            version.paper_id,
+            {p.arxiv_id for p in papers},
+        )
+    }
+    return [stored[(paper.arxiv_id, paper.version)] for paper in papers]
+
+
+def _rows_of_papers(
+    connection: sa.Connection,
+    columns: Sequence[sa.ColumnElement[Any]],
+    paper_column: sa.Column[Any],
+    ids: set[str],
+    *,
+    lock: bool = False,
+) -> Iterator[Sequence[Any]]:
+    """``columns`` of every row whose ``paper_column`` is one of ``ids``; with ``lock``, on PostgreSQL,
+    the rows are locked in the order of ``paper_column`` for the transaction."""
+    for condition in id_conditions(connection, paper_column, ids):
+        query = sa.select(*columns).where(condition)
+        if lock and connection.dialect.name == "postgresql":
+            query = query.order_by(paper_column).with_for_update()
+        yield from connection.execute(query)
+
+
+def news_threshold(session: Session) -> datetime | None:
+    """The newest announcement already stored as news: later versions found by a gap fill are news."""
+    value = session.execute(sa.select(sa.func.max(Version.announced_at)).where(col(Version.news).is_(True)))
+    return value.scalar_one_or_none()
