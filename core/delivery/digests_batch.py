@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from core.delivery.render import (
+from core.delivery.ranking import (
     RankKey,
     RecommendationKey,
     newsletter_names,
@@ -66,7 +66,7 @@ def batch_items(
     With ``max_items`` (the renderer's cap) only the items each digest will show are loaded in full: a
     day of category follows gives a subscriber ~400 matches of which a digest shows 50, and building the
     other 350 (texts, authors, what revisions changed) was most of a worker's time. The matches are
-    ranked first from light rows with the renderer's own rule (:func:`core.delivery.render.shown`), and the
+    ranked first from light rows with the renderer's own rule (:func:`core.delivery.ranking.shown`), and the
     rest
     are passed on as counts (:class:`DigestRest`), so the rendered digest is the same as with every item.
 
@@ -100,7 +100,7 @@ def batch_items(
 
 
 def _ranked_key(row: RankedMatch) -> RankKey:
-    # The renderer's rule (core.delivery.render.item_rank) on the light row.
+    # The renderer's rule (core.delivery.ranking.item_rank) on the light row.
     return rank_key(row.reasons, row.upvotes, row.arxiv_id, row.version)
 
 
@@ -113,7 +113,7 @@ def cap_rows(rows: list[RankedMatch], max_items: int | None) -> tuple[list[Ranke
     """``rows`` split into the ones a digest capped at ``max_items`` shows and the rest, each in match
     order (the renderer sorts the shown ones itself; a stable sort of them in match order gives the
     order it would give them among all items). The follows' matches are picked first; learned
-    recommendations only fill the room they leave (:func:`core.delivery.render.shown_recommended`)."""
+    recommendations only fill the room they leave (:func:`core.delivery.ranking.shown_recommended`)."""
     if max_items is None:
         return rows, []
     followed, recommended = split_recommended(rows)
