@@ -9,6 +9,7 @@ database's from its ``alembic_version`` table. Anything else goes through ``alem
 from __future__ import annotations
 
 import re
+import sys
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
@@ -27,7 +28,9 @@ def alembic_config(engine: Engine) -> Config:
     """An Alembic config pointing at the shipped migrations and at ``engine``'s database."""
     from alembic.config import Config
 
-    config = Config()
+    # The stream of this moment: Config's default is the sys.stdout of alembic.config's first import, which
+    # may be a stream closed since (a test runner's capture, a CLI test's CliRunner).
+    config = Config(stdout=sys.stdout)
     config.set_main_option("script_location", str(resource_dir("migrations")))
     # configparser treats "%" as interpolation: URL-encoded options (e.g. %3D) must be doubled.
     config.set_main_option(
