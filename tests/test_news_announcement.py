@@ -9,9 +9,7 @@ reader uploads never changes what anyone else receives.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
-from typing import ClassVar
 
 import pytest
 from sqlmodel import select
@@ -27,6 +25,7 @@ from ingest.arxiv_rss import ArxivRssSource
 from ingest.arxiv_rss_parse import parse_feed
 from ingest.http import HttpClient, Politeness
 from tests.conftest import BIG_FEED
+from tests.recorded_lookup import RecordedLookup, bibtex_naming
 from tests.servers import Reply, feed_server
 
 FAST = Politeness(retries=0)
@@ -40,32 +39,6 @@ def answers(paper: PaperIn) -> bool:
 
 
 EXPECTED = {(p.arxiv_id, p.version) for p in DAY if answers(p)}
-
-
-class RecordedLookup:
-    """The arXiv API's answer for ids of the recorded day: each paper's version as the announcement
-    carries it, labelled the way the API client labels what it parses (the recorded day has no API
-    responses of its own)."""
-
-    name: ClassVar[str] = "arxiv-api"
-
-    def __init__(self) -> None:
-        self.asked: list[str] = []
-
-    async def lookup(self, ids: Sequence[str]) -> tuple[PaperIn, ...]:
-        self.asked.extend(ids)
-        newest: dict[str, PaperIn] = {}
-        for paper in DAY:
-            if paper.arxiv_id in ids and paper.version >= newest.get(paper.arxiv_id, paper).version:
-                newest[paper.arxiv_id] = paper
-        return tuple(
-            dataclasses.replace(
-                paper,
-                source="arxiv-api",
-                announce_type=AnnounceType.NEW if paper.version == 1 else AnnounceType.REPLACE,
-            )
-            for paper in newest.values()
-        )
 
 
 async def announce(store: Store) -> None:
@@ -88,16 +61,6 @@ def reader_id(store: Store) -> int:
     )
     assert reader.id is not None
     return reader.id
-
-
-def library_of(papers: Sequence[PaperIn]) -> bytes:
-    """A reader's BibTeX export naming ``papers`` by their arXiv ids."""
-    entries = [
-        f"@article{{k{n},\n  title = {{{p.title}}},\n  eprint = {{{p.arxiv_id}}},\n"
-        f"  archivePrefix = {{arXiv}},\n  year = {{2024}}\n}}\n"
-        for n, p in enumerate(papers)
-    ]
-    return "\n".join(entries).encode()
 
 
 def first_of_each(n: int) -> list[PaperIn]:
@@ -123,8 +86,10 @@ async def test_a_library_import_before_the_announcement_takes_nothing_from_anyon
     follow(store, "email:bob@example.org", QUERY)
     reader = reader_id(store)
     imported = first_of_each(9)
-    lookup = RecordedLookup()
-    report = await import_library(store, reader, read_library(library_of(imported), "ada.bib"), lookup=lookup)
+    lookup = RecordedLookup(DAY)
+    report = await import_library(
+        store, reader, read_library(bibtex_naming(imported), "ada.bib"), lookup=lookup
+    )
     assert report.fetched == 9 and sorted(lookup.asked) == sorted(p.arxiv_id for p in imported)
     # A follower who arrives after the upload, before the announcement, is owed the day as well.
     follow(store, "telegram:42", QUERY)
@@ -145,7 +110,7 @@ async def test_hugging_face_picks_completed_before_the_announcement_are_delivere
             for p in picked
         ]
     )
-    report = await complete_papers(store, RecordedLookup())
+    report = await complete_papers(store, RecordedLookup(DAY))
     assert report.fetched == 5
     assert store.matches.unmatched_versions() == []  # history until arXiv announces it
     await announce(store)
@@ -156,7 +121,7 @@ async def test_an_announced_version_is_news_once(store: Store) -> None:
     follow(store, "email:bob@example.org", QUERY)
     reader = reader_id(store)
     await import_library(
-        store, reader, read_library(library_of(first_of_each(9)), "ada.bib"), lookup=RecordedLookup()
+        store, reader, read_library(bibtex_naming(first_of_each(9)), "ada.bib"), lookup=RecordedLookup(DAY)
     )
     await announce(store)
     bob = store.subscribers.get_subscriber("email:bob@example.org")
@@ -164,7 +129,7 @@ async def test_an_announced_version_is_news_once(store: Store) -> None:
     first = store.ledger.pending_matches(bob.id)
     # The same announcement again, and the same papers looked up again: nothing is news twice.
     await announce(store)
-    await complete_papers(store, RecordedLookup())
+    await complete_papers(store, RecordedLookup(DAY))
     again = store.ledger.pending_matches(bob.id)
     assert sorted(p.match_id for p in again) == sorted(p.match_id for p in first)
     run = store.runs.latest_runs(2)[-1]
