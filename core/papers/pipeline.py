@@ -164,8 +164,9 @@ async def ingest_paged(
     state = RunState.OK if fetched else RunState.EMPTY
     if totals.history:
         notes.append(f"{counted(totals.history, 'version')} stored as history")
-    if totals.announced:
-        notes.append(announced_note(totals.announced))
+    announced = announced_note(totals.announced)
+    if announced:
+        notes.append(announced)
     store.runs.finish_run(run_id, state, cursor=final_cursor, **progress())
     matches = match_new(store, now=now, index=index)
     return IngestReport(
