@@ -14,11 +14,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 
 from core.delivery.contract import NEWSLETTER_CHANNEL
 from core.follows.file import ExportedFollow, FollowLine, SubscriberOptions
 from core.models import Follow, Subscriber, SubscriberStatus
-from core.store.bulk import dialect_insert
 
 if TYPE_CHECKING:
     from core.store.facade import Store
@@ -122,7 +122,7 @@ def write_follows(
     ]
     if new_rows:
         # ON CONFLICT: a `papertrail follow` may create one of them meanwhile; it is then kept.
-        connection.execute(dialect_insert(connection, _SUBSCRIBERS).on_conflict_do_nothing(), new_rows)
+        connection.execute(_insert(connection, _SUBSCRIBERS).on_conflict_do_nothing(), new_rows)
     counts.subscribers_created = len(new_rows)
     changes = []
     for address, (subscriber_id, *stored, status) in existing.items():
@@ -184,7 +184,7 @@ def _write_follow_rows(
         else:
             counts.follows_unchanged += 1
     if added:
-        connection.execute(dialect_insert(connection, _FOLLOWS).on_conflict_do_nothing(), added)
+        connection.execute(_insert(connection, _FOLLOWS).on_conflict_do_nothing(), added)
     if changed:
         connection.execute(
             _FOLLOWS.update()
@@ -193,6 +193,13 @@ def _write_follow_rows(
             changed,
         )
     counts.follows_added, counts.follows_updated = len(added), len(changed)
+
+
+def _insert(connection: sa.Connection, table: sa.Table) -> Any:
+    """The dialect's INSERT, for its ON CONFLICT clause."""
+    if connection.dialect.name == "postgresql":
+        return postgresql.insert(table)
+    return sqlite.insert(table)
 
 
 def _subscribers(connection: sa.Connection, addresses: list[str]) -> dict[str, tuple[Any, ...]]:
