@@ -18,6 +18,8 @@ Faults (``--fault``):
   (``--fault-rate``); ``smtp-550-one``: it refuses one recipient for good; ``smtp-550-all``: it refuses
   every recipient (server-wide 550) during the first delivery pass, then recovers.
 * ``leader``: two ``run --role scheduler,worker`` processes; the leader is killed while it ingests.
+* ``first-commands``: no ingest and no mail: a new chat's follows all at once, through the Telegram bot and
+  the Slack route; follows stored against replies sent (:mod:`bench.chaos_chat`, run on its own).
 
 Read docs/chaos.md for how each figure is computed. Usage:
 
@@ -47,6 +49,7 @@ sys.path.insert(0, str(ROOT))
 
 import sqlalchemy as sa  # noqa: E402
 
+from bench.chaos_chat import FIRST_COMMANDS, first_commands  # noqa: E402
 from bench.chaos_ledger import (  # noqa: E402
     SUBSCRIBER,
     VERSION,
@@ -758,7 +761,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--db", choices=("sqlite", "postgresql", "both"), default="both")
-    parser.add_argument("--fault", choices=(*FAULTS, "all"), default="all")
+    parser.add_argument("--fault", choices=(*FAULTS, FIRST_COMMANDS, "all"), default="all")
     parser.add_argument("--trials", type=int, help="trials of --fault (kill trials with 'all'); 30")
     parser.add_argument("--race-trials", type=int, help="fault-free runs with --fault all; 20")
     parser.add_argument("--smtp-trials", type=int, help="trials of each SMTP fault with --fault all; 3")
@@ -800,6 +803,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "postgresql" in databases and not postgres_reachable(options.postgres):
         print(f"PostgreSQL unreachable at {options.postgres}", file=sys.stderr)
         return 2
+    if args.fault == FIRST_COMMANDS:  # chat commands only: none of the ingest-and-mail trial below
+        return first_commands(databases, options.postgres, args.trials, options.seed)
     results: list[TrialResult] = []
     keep = Path(tempfile.mkdtemp(prefix="papertrail-chaos-"))
     for database in databases:

@@ -227,10 +227,14 @@ class SlackBot:
         """
         signature = request.headers.get("x-slack-signature", "")
         body = await request.body()
-        if not signature.isascii() or not verifier.is_valid(body, stamp, signature):
+        try:
+            if not signature.isascii() or not verifier.is_valid(body, stamp, signature):
+                return False
+        except UnicodeDecodeError:  # slack_sdk signs text; Bolt answers such a body with 400 next
             return False
         signed_at = datetime.fromtimestamp(int(stamp), UTC)
         # The real time, not self.clock (pinned in tests): the signature's window is Slack's real one.
+        # A database failure propagates (500): unchecked, a replay would run; the command needs it anyway.
         first = await asyncio.to_thread(
             self.store.replays.first_use, signature, signed_at, now=utcnow(), keep=REPLAY_MEMORY
         )
