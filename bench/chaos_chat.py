@@ -176,7 +176,8 @@ def run_trial(database: str, postgres: str, chat: str, index: int, seed: int, fo
 
 
 def first_commands(databases: list[str], postgres: str, trials: int, seed: int) -> int:
-    """Run ``trials`` trials per database and chat, print the table; 1 when a follow was lost or apologised."""
+    """Run ``trials`` trials per database and chat and print the table; 1 when a follow was lost or
+    apologised for."""
     warnings.simplefilter("ignore")
     # Each apology is logged with its traceback; the table counts them, so the console shows only the table.
     logging.disable(logging.CRITICAL)
