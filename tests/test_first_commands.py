@@ -113,3 +113,32 @@ def test_concurrent_core_follow_from_separate_stores(db_url: str, store: Store, 
     expected = [QUERIES[0]] if same_query else sorted(QUERIES[:8])
     assert stored_queries(store, "telegram:777") == expected
     assert sum(r.outcome == "added" for r in results) == len(expected)
+
+
+def test_concurrent_ensure_subscriber_creates_one(db_url: str, store: Store) -> None:
+    """What every other first command (start, digest, timezone, language, join) calls: one creation."""
+    stores = [Store(make_engine(db_url)) for _ in range(8)]
+    barrier = threading.Barrier(len(stores))
+    created: list[bool] = []
+    errors: list[BaseException] = []
+
+    def run(own: Store) -> None:
+        barrier.wait()
+        try:
+            created.append(
+                own.subscribers.ensure_subscriber("slack:C0NEW", timezone="UTC", schedule="instant")[1]
+            )
+        except BaseException as exc:  # collected, asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(own,)) for own in stores]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for own in stores:
+        own.engine.dispose()
+    assert errors == []
+    assert sorted(created) == [False] * 7 + [True]
+    found = store.subscribers.get_subscriber("slack:C0NEW")
+    assert found is not None and found.schedule == "instant"
