@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,6 +20,8 @@ import pytest
 from starlette.applications import Starlette
 from telegram import Update
 
+from bench.chaos_chat import run_trial
+from bench.ingest import POSTGRES
 from bot.commands import SORRY
 from bot.slack import EVENTS_PATH
 from bot.telegram import TelegramBot
@@ -142,3 +145,10 @@ def test_concurrent_ensure_subscriber_creates_one(db_url: str, store: Store) -> 
     assert sorted(created) == [False] * 7 + [True]
     found = store.subscribers.get_subscriber("slack:C0NEW")
     assert found is not None and found.schedule == "instant"
+
+
+def test_the_chaos_case_runs_one_trial(tmp_path: Path) -> None:
+    """``bench/chaos.py --fault first-commands`` keeps working: a SQLite trial of each chat, nothing lost."""
+    for chat in ("telegram", "slack"):
+        trial = run_trial("sqlite", POSTGRES, chat, 0, 14, tmp_path)
+        assert (trial.stored, trial.confirmed, trial.apologies) == (trial.sent, trial.sent, 0)
