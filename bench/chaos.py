@@ -18,6 +18,9 @@ Faults (``--fault``):
   (``--fault-rate``); ``smtp-550-one``: it refuses one recipient for good; ``smtp-550-all``: it refuses
   every recipient (server-wide 550) during the first delivery pass, then recovers.
 * ``leader``: two ``run --role scheduler,worker`` processes; the leader is killed while it ingests.
+* ``early-history``: before the day's ingest, a reader's library import and Hugging Face picks completed
+  through the arXiv API store a share of the day's followed versions as history; then the usual ingest and
+  workers. The announcement must still bring every expected pair.
 * ``first-commands``: no ingest and no mail: a new chat's follows all at once, through the Telegram bot and
   the Slack route; follows stored against replies sent (:mod:`bench.chaos_chat`, run on its own).
 
@@ -29,6 +32,7 @@ Read docs/chaos.md for how each figure is computed. Usage:
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import json
 import os
@@ -41,6 +45,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +56,7 @@ import sqlalchemy as sa  # noqa: E402
 
 from bench.chaos_chat import FIRST_COMMANDS, first_commands  # noqa: E402
 from bench.chaos_ledger import (  # noqa: E402
+    DOMAIN,
     SUBSCRIBER,
     VERSION,
     Pair,
@@ -66,10 +72,16 @@ from bench.chaos_smtp import RecordingSmtp, recording_smtp  # noqa: E402
 from bench.day import create_database, drop_database  # noqa: E402
 from bench.ingest import POSTGRES, postgres_reachable  # noqa: E402
 from core.models import DigestState, SubscriberStatus  # noqa: E402
-from core.store.facade import make_engine  # noqa: E402
+from core.papers.pipeline import complete_papers  # noqa: E402
+from core.store.facade import Store, make_engine  # noqa: E402
+from core.taste.library_file import read_library  # noqa: E402
+from core.taste.library_import import import_library  # noqa: E402
+from core.values import CommunityPick  # noqa: E402
+from ingest.arxiv_rss_parse import parse_feed  # noqa: E402
+from tests.recorded_lookup import RecordedLookup, bibtex_naming  # noqa: E402
 from tests.servers import Reply, feed_server, free_port  # noqa: E402
 
-FAULTS = ("kill", "race", "smtp-drop", "smtp-451", "smtp-550-one", "smtp-550-all", "leader")
+FAULTS = ("kill", "race", "smtp-drop", "smtp-451", "smtp-550-one", "smtp-550-all", "leader", "early-history")
 # The feed answers with this validator, and 304 to a request that sends it back: a restarted ingest
 # that finds its validator stored must still match what the killed one stored.
 ETAG = '"recorded-day-2024-11-28"'
@@ -514,6 +526,42 @@ def leader_script(trial: Trial) -> None:
     trial.settle()
 
 
+def early_history_script(trial: Trial, *, library_share: float = 0.3, picks_share: float = 0.15) -> None:
+    """Before the announcement is ingested, versions of the day reach the store as history the two ways
+    production stores them: a reader (who follows nothing) imports a library naming ``library_share`` of
+    the day's followed papers, each looked up through the arXiv API (``import_library``, what the CLI and
+    the manage page's upload run), and Hugging Face picks of another ``picks_share`` are completed through
+    the arXiv API (``save_picks``, then ``complete_papers``). Then ``ingest`` and the workers, as usual."""
+    day = parse_feed(trial.bench.feed).items
+    followed = sorted({version.rsplit("v", 1)[0] for _, version in trial.bench.expected})
+    trial.rng.shuffle(followed)
+    library_ids = set(followed[: round(len(followed) * library_share)])
+    pick_ids = set(followed[len(library_ids) : len(library_ids) + round(len(followed) * picks_share)])
+    newest = {p.arxiv_id: p for p in sorted(day, key=lambda p: p.version)}
+    store = Store(trial.engine)
+    reader, _ = store.subscribers.ensure_subscriber(
+        f"email:library-reader@{DOMAIN}", timezone="UTC", schedule="instant"
+    )
+    assert reader.id is not None
+    library = read_library(bibtex_naming([newest[i] for i in sorted(library_ids)]), "reader.bib")
+    imported = asyncio.run(import_library(store, reader.id, library, lookup=RecordedLookup(day)))
+    store.papers.save_picks(
+        [
+            CommunityPick(i, date(2024, 11, 28), newest[i].title, newest[i].abstract, newest[i].authors)
+            for i in sorted(pick_ids)
+        ]
+    )
+    completed = asyncio.run(complete_papers(store, RecordedLookup(day)))
+    trial.result.notes.append(
+        f"before the ingest: {imported.fetched} papers looked up for a library, "
+        f"{completed.fetched} picks completed"
+    )
+    trial.start("ingest")
+    for _ in range(trial.options.workers):
+        trial.start("worker")
+    trial.settle()
+
+
 SCRIPTS: dict[str, Callable[[Trial], None]] = {
     "kill": kill_script,
     "race": race_script,
@@ -522,6 +570,7 @@ SCRIPTS: dict[str, Callable[[Trial], None]] = {
     "smtp-550-one": smtp_script,
     "smtp-550-all": refusal_script,
     "leader": leader_script,
+    "early-history": early_history_script,
 }
 
 

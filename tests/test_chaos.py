@@ -8,7 +8,9 @@ day to 40 email subscribers through a recording SMTP server on 127.0.0.1, on SQL
   session of the killed process;
 * two senders with no fault: no duplicate at all;
 * the SMTP server refuses every recipient during the first delivery pass (server-wide 550): nothing may be
-  lost, nobody may be paused, and an alarm must show.
+  lost, nobody may be paused, and an alarm must show;
+* a library import and Hugging Face picks store a share of the day as history before the ingest: every
+  expected pair must still arrive, once.
 
 The assertions on duplicates per kill, on pausing nobody and on the alarm failed before the fixes of
 defects 2 and 3 of issue 14 (docs/chaos.md has the figures before and after).
@@ -62,6 +64,20 @@ def refused(benches: dict[str, Bench], tmp_path_factory: pytest.TempPathFactory)
     """SQLite: the day ingested, then a worker meets a server that refuses every recipient for one pass."""
     bench = quick_bench(benches, "sqlite", tmp_path_factory.mktemp("chaos-550"))
     return bench.run("smtp-550-all", 0)
+
+
+@pytest.fixture(scope="module")
+def early(benches: dict[str, Bench], tmp_path_factory: pytest.TempPathFactory) -> TrialResult:
+    """PostgreSQL: a library import and completed picks store part of the day as history first."""
+    bench = quick_bench(benches, "postgresql", tmp_path_factory.mktemp("chaos-early"))
+    return bench.run("early-history", 0)
+
+
+def test_versions_stored_as_history_before_the_announcement_reach_every_follower(early: TrialResult) -> None:
+    assert early.settled, early.notes
+    assert any(note.startswith("before the ingest: ") for note in early.notes), early.notes
+    assert early.expected > 0 and early.received == early.expected
+    assert early.lost == 0 and early.duplicated_pairs == 0
 
 
 def test_a_killed_worker_loses_no_pair(killed: TrialResult) -> None:

@@ -59,7 +59,8 @@ async def ingest_once(
         store.runs.finish_run(run_id, RunState.ERROR, error=message)
         return IngestReport(source.name, RunState.ERROR, error=message)
     saved = store.papers.save_versions(result.papers, now=now, validator=result.validator)
-    state, fetched, note = result.state, len(result.papers), result.note
+    state, fetched = result.state, len(result.papers)
+    note = "; ".join(filter(None, (result.note, announced_note(saved.announced)))) or None
     store.runs.finish_run(
         run_id,
         state,
@@ -84,6 +85,13 @@ async def ingest_once(
         matches=matches,
         note=note,
     )
+
+
+def announced_note(announced: int) -> str | None:
+    """The run's note on versions stored as history before (a look-up, a library) that it made news."""
+    if not announced:
+        return None
+    return f"{counted(announced, 'version')} stored before as history, news now that arXiv announced them"
 
 
 async def ingest_paged(
@@ -130,6 +138,7 @@ async def ingest_paged(
             totals.revisions += saved.revisions
             totals.duplicates += saved.duplicates
             totals.history += saved.history
+            totals.announced += saved.announced
             skipped.extend(page.skipped)
             if page.note:
                 notes.append(page.note)
@@ -155,6 +164,8 @@ async def ingest_paged(
     state = RunState.OK if fetched else RunState.EMPTY
     if totals.history:
         notes.append(f"{counted(totals.history, 'version')} stored as history")
+    if totals.announced:
+        notes.append(announced_note(totals.announced))
     store.runs.finish_run(run_id, state, cursor=final_cursor, **progress())
     matches = match_new(store, now=now, index=index)
     return IngestReport(
@@ -266,7 +277,8 @@ async def complete_papers(store: Store, api: PaperLookup, *, limit: int = 500) -
     """Fetch arXiv metadata for papers known only from a community source; stored as history.
 
     Such papers were picked by the community, not announced to PaperTrail's feed: storing them as
-    history completes their page without notifying anyone twice.
+    history completes their page without notifying anyone. When arXiv's announcement brings one of those
+    versions later, it becomes news then, once (``core.store.papers_save``).
     """
     ids = store.papers.papers_without_versions(limit)
     run_id = store.runs.start_run(api.name)

@@ -47,13 +47,18 @@ class Novelty(StrEnum):
 
 @dataclass(slots=True)
 class SaveResult:
-    """What one batch of versions did to the store. Counts of new papers and revisions are news only."""
+    """What one batch of versions did to the store. Counts of new papers and revisions are news only.
+
+    ``announced`` counts the versions stored as history before that this batch's announcement made news
+    (they are among ``new_version_ids``, ``new_papers`` and ``revisions`` too).
+    """
 
     new_version_ids: list[int] = field(default_factory=list)
     new_papers: int = 0
     revisions: int = 0
     duplicates: int = 0
     history: int = 0
+    announced: int = 0
 
 
 _PAPER_TABLE = Paper.metadata.tables["paper"]
@@ -119,27 +124,41 @@ def save_batch(
     threshold: datetime | None,
     result: SaveResult,
 ) -> None:
-    """Store the versions of ``batch`` (no id and number twice) not stored yet; count them in ``result``."""
+    """Store the versions of ``batch`` (no id and number twice) not stored yet; count them in ``result``.
+
+    This is the one place that decides whether a version is news: a version is news when an announcement
+    brings it (``novelty``), whoever stored it first. A version a look-up, a library import or a backfill
+    stored as history becomes news once, when an announcement brings it (``_announce_history``).
+    """
     latest, known_versions = _stored_versions(connection, {paper.arxiv_id for paper in batch})
     new_papers: dict[str, int] = {}
     raised: dict[str, int] = {}
     news: list[PaperIn] = []
     history: list[PaperIn] = []
+    announced: list[PaperIn] = []
     for paper in batch:
         arxiv_id, number = paper.arxiv_id, paper.version
-        if (arxiv_id, number) in known_versions:
-            result.duplicates += 1
-            continue
-        if arxiv_id not in latest:
-            new_papers[arxiv_id] = max(number, new_papers.get(arxiv_id, 0))
-        elif number > latest[arxiv_id]:
-            raised[arxiv_id] = max(number, raised.get(arxiv_id, 0))
         is_news = novelty is Novelty.NEWS or (
             novelty is Novelty.GAP
             and threshold is not None
             and paper.announced_at is not None
             and paper.announced_at > threshold
         )
+        stored_as_news = known_versions.get((arxiv_id, number))
+        if stored_as_news is not None:
+            if is_news and not stored_as_news:
+                announced.append(paper)
+                if number > 1:
+                    result.revisions += 1
+                else:
+                    result.new_papers += 1
+            else:
+                result.duplicates += 1
+            continue
+        if arxiv_id not in latest:
+            new_papers[arxiv_id] = max(number, new_papers.get(arxiv_id, 0))
+        elif number > latest[arxiv_id]:
+            raised[arxiv_id] = max(number, raised.get(arxiv_id, 0))
         if not is_news:
             history.append(paper)
             result.history += 1
@@ -151,14 +170,15 @@ def save_batch(
                 result.new_papers += 1
     history_rows = _version_rows(history, now, news=False)
     news_rows = _version_rows(news, now, news=True)
+    announced_rows = _version_rows(announced, now, news=True)
     # The papers the library totals count (core.store.counts), read before the bulk loads convert the rows
     # in place.
-    ai_papers = {row[0] for row in (*history_rows, *news_rows) if row[_AI_RELATED]}
+    ai_papers = {row[0] for row in (*history_rows, *news_rows, *announced_rows) if row[_AI_RELATED]}
     revised_papers = {row[0] for row in (*history_rows, *news_rows) if row[1] > 1}
     # The browser's keys (core.store.sort_keys): which papers have news, and v1's announcement.
-    news_papers = {paper.arxiv_id for paper in news}
+    news_papers = {paper.arxiv_id for paper in (*news, *announced)}
     first_announced = {
-        paper.arxiv_id: paper.announced_at for paper in (*history, *news) if paper.version == 1
+        paper.arxiv_id: paper.announced_at for paper in (*history, *news, *announced) if paper.version == 1
     }
     # Core statements and driver bulk loads, not ORM objects: a backfill writes millions of rows.
     if new_papers:
@@ -194,6 +214,10 @@ def save_batch(
         bulk_insert(connection, _VERSION_TABLE, _VERSION_COLUMNS, news_rows)
         # Read back rather than RETURNING, which neither executemany nor COPY offers.
         result.new_version_ids.extend(_version_ids(connection, news))
+    if announced:
+        _announce_history(connection, announced_rows)
+        result.new_version_ids.extend(_version_ids(connection, announced))
+        result.announced += len(announced)
     # Known papers that now have news or their v1; then the keys of every paper whose newest version or
     # news flag changed, and their entries in the search index (after the keys: SQLite's entry is keyed
     # by one).
@@ -210,6 +234,12 @@ def save_batch(
         newest.update(
             (paper.arxiv_id, paper) for paper in batch if paper.version == raised.get(paper.arxiv_id)
         )
+        # An announced version that is its paper's newest replaces the text its entry was written from.
+        newest.update(
+            (paper.arxiv_id, paper)
+            for paper in announced
+            if paper.version == max(latest[paper.arxiv_id], raised.get(paper.arxiv_id, 0))
+        )
         write_entries(
             connection,
             {pid: paper_doc(paper) for pid, paper in newest.items()},
@@ -224,8 +254,50 @@ def save_batch(
         + flag_papers(connection, "ai_related", ai_papers.difference(new_papers)),
         revised_papers=sum(number > 1 for number in new_papers.values())
         + flag_papers(connection, "revised", revised_papers.difference(new_papers)),
-        news_new=sum(1 for paper in news if paper.version == 1),
-        news_revisions=sum(1 for paper in news if paper.version > 1),
+        news_new=sum(1 for paper in (*news, *announced) if paper.version == 1),
+        news_revisions=sum(1 for paper in (*news, *announced) if paper.version > 1),
+    )
+
+
+# Columns an announcement may leave empty (the RSS feed carries no DOI or journal reference for most
+# versions): the value stored from the earlier source stays then.
+_KEPT_WHEN_EMPTY = frozenset({"comment", "journal_ref", "doi", "license"})
+
+
+def _announce_history(connection: sa.Connection, rows: Sequence[list[Any]]) -> None:
+    """Make the history versions of ``rows`` (``_version_rows`` of an announcement) news, once.
+
+    The stored row takes the announcement's text, categories, type, source and date, and is stored as
+    first seen now and unmatched: the matcher picks it up like a version this announcement inserted, and
+    a follow made between the first sighting and the announcement sees it (``core.store.fanout`` compares
+    a follow's creation with ``first_seen_at``). ``news IS NOT TRUE`` keeps a concurrent writer's
+    promotion from being made twice.
+    """
+    version = _VERSION_TABLE.c
+    values: dict[str, Any] = {}
+    for name in _VERSION_COLUMNS[2:]:
+        param = sa.bindparam(f"new_{name}", type_=_VERSION_TABLE.c[name].type)
+        values[name] = sa.func.coalesce(param, version[name]) if name in _KEPT_WHEN_EMPTY else param
+    statement = (
+        _VERSION_TABLE.update()
+        .where(
+            version.paper_id == sa.bindparam("key_paper"),
+            version.number == sa.bindparam("key_number"),
+            version.news.is_not(sa.true()),
+        )
+        .values(values)
+    )
+    names = _VERSION_COLUMNS[2:]
+    connection.execute(
+        statement,
+        [
+            {"key_paper": row[0], "key_number": row[1]}
+            | {
+                f"new_{name}": value or None if name in _KEPT_WHEN_EMPTY else value
+                for name, value in zip(names, row[2:], strict=True)
+            }
+            for row in rows
+        ],
     )
 
 
@@ -252,8 +324,11 @@ def _version_rows(papers: Sequence[PaperIn], now: datetime, *, news: bool) -> li
     return rows
 
 
-def _stored_versions(connection: sa.Connection, ids: set[str]) -> tuple[dict[str, int], set[tuple[str, int]]]:
-    """For the papers ``ids``: the latest version number of each stored one, and every stored version.
+def _stored_versions(
+    connection: sa.Connection, ids: set[str]
+) -> tuple[dict[str, int], dict[tuple[str, int], bool]]:
+    """For the papers ``ids``: the latest version number of each stored one, and every stored version
+    with whether it is stored as news.
 
     On PostgreSQL the papers' rows are locked by the read, in id order, for the caller's transaction
     (``core.store.sort_keys.lock_papers`` says why: writers of the same papers deadlocked without it); the
@@ -265,8 +340,10 @@ def _stored_versions(connection: sa.Connection, ids: set[str]) -> tuple[dict[str
         for pid, n in _rows_of_papers(connection, (paper.id, paper.latest_version), paper.id, ids, lock=True)
     }
     known = {
-        (pid, n)
-        for pid, n in _rows_of_papers(connection, (version.paper_id, version.number), version.paper_id, ids)
+        (pid, n): bool(news)
+        for pid, n, news in _rows_of_papers(
+            connection, (version.paper_id, version.number, version.news), version.paper_id, ids
+        )
     }
     return latest, known
 
