@@ -54,8 +54,11 @@ def test_a_replayed_unfollow_is_refused_by_every_process(
         assert queries(store) == ["cat:cs.LG", "cat:cs.AI"]
         again = web.post(EVENTS_PATH, content=body.encode(), headers=headers)
         elsewhere = other_web.post(EVENTS_PATH, content=body.encode(), headers=headers)
-        # A new request with the same text (a new timestamp, so a new signature) is a new command.
-        fresh = web.post(EVENTS_PATH, content=body.encode(), headers={**signed_headers(body, age=1), **FORM})
+        # The same command typed again is a new request (Slack gives it its own trigger_id): it runs.
+        typed_again = command_body(slack, "unfollow 1")
+        fresh = web.post(
+            EVENTS_PATH, content=typed_again.encode(), headers={**signed_headers(typed_again), **FORM}
+        )
     assert (again.status_code, again.content) == (200, b"")
     assert (elsewhere.status_code, elsewhere.content) == (200, b"")
     assert fresh.status_code == 200 and "Stopped following" in fresh.json()["text"]
