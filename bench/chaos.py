@@ -21,6 +21,8 @@ Faults (``--fault``):
 * ``early-history``: before the day's ingest, a reader's library import and Hugging Face picks completed
   through the arXiv API store a share of the day's followed versions as history; then the usual ingest and
   workers. The announcement must still bring every expected pair.
+* ``first-commands``: no ingest and no mail: a new chat's follows all at once, through the Telegram bot and
+  the Slack route; follows stored against replies sent (:mod:`bench.chaos_chat`, run on its own).
 
 Read docs/chaos.md for how each figure is computed. Usage:
 
@@ -52,6 +54,7 @@ sys.path.insert(0, str(ROOT))
 
 import sqlalchemy as sa  # noqa: E402
 
+from bench.chaos_chat import FIRST_COMMANDS, first_commands  # noqa: E402
 from bench.chaos_ledger import (  # noqa: E402
     DOMAIN,
     SUBSCRIBER,
@@ -807,7 +810,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--db", choices=("sqlite", "postgresql", "both"), default="both")
-    parser.add_argument("--fault", choices=(*FAULTS, "all"), default="all")
+    parser.add_argument("--fault", choices=(*FAULTS, FIRST_COMMANDS, "all"), default="all")
     parser.add_argument("--trials", type=int, help="trials of --fault (kill trials with 'all'); 30")
     parser.add_argument("--race-trials", type=int, help="fault-free runs with --fault all; 20")
     parser.add_argument("--smtp-trials", type=int, help="trials of each SMTP fault with --fault all; 3")
@@ -849,6 +852,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "postgresql" in databases and not postgres_reachable(options.postgres):
         print(f"PostgreSQL unreachable at {options.postgres}", file=sys.stderr)
         return 2
+    if args.fault == FIRST_COMMANDS:  # chat commands only: none of the ingest-and-mail trial below
+        return first_commands(databases, options.postgres, args.trials, options.seed)
     results: list[TrialResult] = []
     keep = Path(tempfile.mkdtemp(prefix="papertrail-chaos-"))
     for database in databases:

@@ -5,7 +5,9 @@
 * **HTTP mode**: :meth:`SlackBot.routes` is one Starlette route, ``POST /slack/events``, for slash
   commands, events and interactivity alike. Bolt verifies every request's signature (HMAC-SHA256 of
   ``v0:{timestamp}:{body}`` with ``PAPERTRAIL_SLACK_SIGNING_SECRET``) and refuses a bad one, or one whose
-  timestamp is more than 5 minutes off, with 401.
+  timestamp is more than 5 minutes off, with 401. A validly signed request whose signature was accepted
+  before (a byte-identical replay within those 5 minutes) is answered 200 with nothing done: the signatures
+  are remembered in the database (``store.replays``), so every web process refuses what another accepted.
 * **Socket Mode**: :meth:`SlackBot.run_socket_mode` when ``PAPERTRAIL_SLACK_APP_TOKEN`` (xapp-…) is set:
   the app dials out to Slack over a WebSocket, so it needs no public URL.
 
@@ -35,7 +37,7 @@ import logging
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import aiohttp
@@ -47,6 +49,7 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 from slack_bolt.error import BoltError
 from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 from starlette.requests import Request
@@ -76,6 +79,9 @@ API_TIMEOUT = 10
 """Seconds for one Web API or response_url call."""
 DRAIN_SECONDS = 10.0
 """Seconds :meth:`SlackBot.aclose` gives replies in flight."""
+REPLAY_MEMORY = timedelta(minutes=10)
+"""How long an accepted request's signature is remembered: twice the 5 minutes a signature passes the
+timestamp check, so that web processes whose clocks differ by up to 5 minutes still refuse a replay."""
 
 _COMMAND_NAME = re.compile(r"^/[\w.-]{1,32}$")
 _BOT_USER = re.compile(r"^[UW][A-Z0-9]{2,}$")
@@ -190,12 +196,18 @@ class SlackBot:
                 "App Credentials → Signing Secret); or use Socket Mode with PAPERTRAIL_SLACK_APP_TOKEN"
             )
         handler = AsyncSlackRequestHandler(self.app)
+        verifier = SignatureVerifier(_secret(self.settings.signing_secret) or "")
 
         async def events(request: Request) -> Response:
             # Bolt's verifier does int() on the timestamp: a malformed one would end in a 500.
             stamp = request.headers.get("x-slack-request-timestamp", "")
             if not (stamp.isascii() and stamp.isdigit()):
                 return PlainTextResponse("invalid request: no valid X-Slack-Request-Timestamp", 401)
+            if await self._replayed(verifier, request, stamp):
+                # 200, not an error: Slack retries an event answered with an error, and the sender of a
+                # slash command sees nothing either way. The first copy was answered already.
+                log.warning("slack: refused a replayed signed request on %s", EVENTS_PATH)
+                return Response(status_code=200)
             try:
                 return await handler.handle(request)
             except (BoltError, ValueError, TypeError, AttributeError) as exc:
@@ -205,6 +217,28 @@ class SlackBot:
                 return PlainTextResponse("bad request: the body is not a Slack payload", 400)
 
         return [Route(EVENTS_PATH, events, methods=["POST"])]
+
+    async def _replayed(self, verifier: SignatureVerifier, request: Request, stamp: str) -> bool:
+        """Whether ``request`` is validly signed and its signature was accepted before (a replay).
+
+        A request that is not validly signed is not remembered (Bolt refuses it next, with 401), so a
+        forger cannot fill the table or spend a signature ahead of Slack. Starlette keeps the body, so
+        Bolt reads the same bytes again.
+        """
+        signature = request.headers.get("x-slack-signature", "")
+        body = await request.body()
+        try:
+            if not signature.isascii() or not verifier.is_valid(body, stamp, signature):
+                return False
+        except UnicodeDecodeError:  # slack_sdk signs text; Bolt answers such a body with 400 next
+            return False
+        signed_at = datetime.fromtimestamp(int(stamp), UTC)
+        # The real time, not self.clock (pinned in tests): the signature's window is Slack's real one.
+        # A database failure propagates (500): unchecked, a replay would run; the command needs it anyway.
+        first = await asyncio.to_thread(
+            self.store.replays.first_use, signature, signed_at, now=utcnow(), keep=REPLAY_MEMORY
+        )
+        return not first
 
     async def run_socket_mode(self, stop: asyncio.Event) -> None:
         """Receive commands and events over Socket Mode until ``stop`` is set; then close and drain.

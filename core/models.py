@@ -43,6 +43,7 @@ __all__ = [
     "RunState",
     "SendResult",
     "SignupQuota",
+    "SlackReplay",
     "SourceRun",
     "Subscriber",
     "SubscriberStatus",
@@ -506,3 +507,19 @@ class SignupQuota(SQLModel, table=True):
     key: str = Field(primary_key=True, max_length=80)
     hour: int = Field(primary_key=True, sa_type=sa.BigInteger)
     used: int = 0
+
+
+class SlackReplay(SQLModel, table=True):
+    """A signed Slack request already accepted, kept while its signature could still pass the timestamp check.
+
+    Slack signs ``v0:{timestamp}:{body}``; a byte-identical copy posted again within the window carries a
+    valid signature, so the one edge that verifies signatures (bot.slack) refuses a signature seen before.
+    In the database, so every web process refuses what another one accepted. Rows older than the window
+    are deleted as new ones come (core.store.replays).
+    """
+
+    __tablename__ = "slack_replay"
+
+    signature: str = Field(primary_key=True, max_length=80)
+    # The request's own X-Slack-Request-Timestamp: what decides when the signature stops passing.
+    signed_at: datetime = utc_field(index=True)

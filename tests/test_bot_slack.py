@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import itertools
 import json
 import re
 import time
@@ -113,6 +114,11 @@ def post(client: TestClient, body: str, content_type: str, **signing: Any) -> ht
     return response
 
 
+# Slack gives every command its own trigger_id and every event its own event_id, so no two requests are
+# byte-identical: the app refuses a signed request it has seen (a replay) without running it.
+_ONCE = itertools.count(1)
+
+
 def command_body(
     slack: FakeSlack, text: str, user: str = ADA, channel: str = DM, command: str = "/papertrail"
 ) -> str:
@@ -130,7 +136,7 @@ def command_body(
             "text": text,
             "api_app_id": "A0APP",
             "response_url": slack.response_url(f"{user}-{channel}"),
-            "trigger_id": "1.2.3",
+            "trigger_id": f"1.2.{next(_ONCE)}",
         }
     )
 
@@ -154,7 +160,7 @@ def event_body(event: dict[str, Any]) -> str:
             "api_app_id": "A0APP",
             "event": event,
             "type": "event_callback",
-            "event_id": "Ev0001",
+            "event_id": f"Ev{next(_ONCE):04d}",
             "event_time": int(time.time()),
             "authorizations": [{"team_id": "T0001", "user_id": "U0BOT", "is_bot": True}],
         }
@@ -168,7 +174,7 @@ def click_body(slack: FakeSlack, action_id: str, value: str, user: str, where: d
         "user": {"id": user, "username": USERS[user]["name"], "team_id": "T0001"},
         "api_app_id": "A0APP",
         "team": {"id": "T0001", "domain": "fake"},
-        "trigger_id": "1.2.4",
+        "trigger_id": f"1.2.{next(_ONCE)}",
         "actions": [
             {"type": "button", "action_id": action_id, "block_id": "b1", "value": value, "action_ts": "1"}
         ],

@@ -53,10 +53,16 @@ def follow(
     query = parse(text)
     zone(timezone)
     parse_schedule(schedule)
-    subscriber, created = store.subscribers.ensure_subscriber(address, timezone=timezone, schedule=schedule)
-    assert subscriber.id is not None
-    stored, outcome = store.subscribers.add_follow(
-        subscriber.id, text.strip(), query.canonical(), revisions=revisions, instant=instant
+    # One step: the subscriber and its first follow are stored together, so that concurrent first
+    # commands of a new chat neither fail on each other nor leave a subscriber without its follow.
+    subscriber, created, stored, outcome = store.subscribers.follow(
+        address,
+        text.strip(),
+        query.canonical(),
+        timezone=timezone,
+        schedule=schedule,
+        revisions=revisions,
+        instant=instant,
     )
     return FollowResult(subscriber, stored, outcome, created)
 

@@ -10,9 +10,17 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 
 if TYPE_CHECKING:
     pass
+
+
+def dialect_insert(connection: sa.Connection, table: sa.Table) -> Any:
+    """The connection's own INSERT into ``table`` (PostgreSQL's or SQLite's), for its ON CONFLICT clause."""
+    if connection.dialect.name == "postgresql":
+        return postgresql.insert(table)
+    return sqlite.insert(table)
 
 
 def bulk_insert(

@@ -26,6 +26,7 @@ attribute            module                      what it stores
 ``taste``            core.store.taste            votes, seeds, learned models
 ``recommend``        core.store.recommend        the recommendation pass
 ``signups``          core.store.signup           pending sign-ups and sign-up quotas
+``replays``          core.store.replays          signed Slack requests already accepted
 ``subscriptions``    core.store.subscription     a whole subscription's export and import
 ===================  ==========================  ===================================================
 
@@ -63,6 +64,7 @@ from core.store.newsletters import NewsletterStore
 from core.store.papers import PaperStore, version_to_paper
 from core.store.papers_save import Novelty, SaveResult
 from core.store.recommend import RecommendStore
+from core.store.replays import ReplayStore
 from core.store.runs import RunStore
 from core.store.signup import SignupRecords
 from core.store.subscribers import StoredFollow, SubscriberStore
@@ -149,6 +151,7 @@ class Store:
         self.taste = TasteStore(self)
         self.recommend = RecommendStore(self)
         self.signups = SignupRecords(self)
+        self.replays = ReplayStore(self)
         self.subscriptions = SubscriptionRecords(self)
 
     @contextmanager

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from sqlmodel import col, select
+from sqlmodel import Session, col, select
 
 from core.models import (
     Digest,
@@ -22,10 +22,14 @@ from core.models import (
     SubscriberStatus,
     utcnow,
 )
+from core.store.bulk import dialect_insert
 from core.store.fanout import receives_matches
 
 if TYPE_CHECKING:
     from core.store.facade import Store
+
+_SUBSCRIBERS: sa.Table = Subscriber.__table__  # type: ignore[attr-defined]
+_FOLLOWS: sa.Table = Follow.__table__  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,15 +58,36 @@ class SubscriberStore:
             return session.exec(select(Subscriber).where(Subscriber.address == address)).first()
 
     def ensure_subscriber(self, address: str, *, timezone: str, schedule: str) -> tuple[Subscriber, bool]:
-        """The subscriber for ``address``, created when new; the flag says whether it was created."""
+        """The subscriber for ``address``, created when new; the flag says whether it was created.
+
+        Safe when the same new address arrives in several commands at once (a chat's first messages):
+        one of them creates it, the others find it.
+        """
         with self._store.session() as session:
-            found = session.exec(select(Subscriber).where(Subscriber.address == address)).first()
-            if found is not None:
-                return found, False
-            subscriber = Subscriber(address=address, timezone=timezone, schedule=schedule)
-            session.add(subscriber)
-            session.flush()
-            return subscriber, True
+            return _ensure(session, address, timezone, schedule)
+
+    def follow(
+        self,
+        address: str,
+        query: str,
+        canonical: str,
+        *,
+        timezone: str,
+        schedule: str,
+        revisions: bool = True,
+        instant: bool = False,
+    ) -> tuple[Subscriber, bool, Follow, str]:
+        """Create the subscriber when new and add (or update) its follow, in one transaction.
+
+        Returns (subscriber, whether it was created, the follow, ``added``/``updated``/``unchanged``).
+        Concurrent calls for the same new address, even from other processes, all succeed: each follow
+        is stored once and exactly one call reports the subscriber as created.
+        """
+        with self._store.session() as session:
+            subscriber, created = _ensure(session, address, timezone, schedule)
+            assert subscriber.id is not None
+            follow, outcome = _add_follow(session, subscriber.id, query, canonical, revisions, instant)
+            return subscriber, created, follow, outcome
 
     def update_subscriber(self, subscriber_id: int, **fields: Any) -> Subscriber:
         """Change fields of a subscriber (schedule, timezone, status ...).
@@ -86,25 +111,7 @@ class SubscriberStore:
     ) -> tuple[Follow, str]:
         """Add a follow, or update the options of the same query: ``added``, ``updated`` or ``unchanged``."""
         with self._store.session() as session:
-            existing = session.exec(
-                select(Follow).where(Follow.subscriber_id == subscriber_id, Follow.canonical == canonical)
-            ).first()
-            if existing is not None:
-                if (existing.revisions, existing.instant) == (revisions, instant):
-                    return existing, "unchanged"
-                existing.revisions, existing.instant = revisions, instant
-                session.add(existing)
-                return existing, "updated"
-            follow = Follow(
-                subscriber_id=subscriber_id,
-                query=query,
-                canonical=canonical,
-                revisions=revisions,
-                instant=instant,
-            )
-            session.add(follow)
-            session.flush()
-            return follow, "added"
+            return _add_follow(session, subscriber_id, query, canonical, revisions, instant)
 
     def follows_of(self, subscriber_id: int) -> list[Follow]:
         """A subscriber's follows in the order they were added (the numbering users see)."""
@@ -171,3 +178,69 @@ class SubscriberStore:
                     .values(state=DigestState.FAILED, error=reason, lease_until=None)
                 )
         return len(planned)
+
+
+def _ensure(session: Session, address: str, timezone: str, schedule: str) -> tuple[Subscriber, bool]:
+    """The subscriber of ``address`` in the session's transaction, created when new (see ensure_subscriber).
+
+    INSERT ... ON CONFLICT DO NOTHING, then read: a plain INSERT failed on the unique address when two of a
+    new chat's first commands ran at once, and the loser answered with an apology and lost its follow.
+    PostgreSQL makes the INSERT wait for a concurrent one of the same address and then skip it; SQLite runs
+    one writer at a time. Either way the row read afterwards is the one stored.
+    """
+    select_it = select(Subscriber).where(Subscriber.address == address)
+    found = session.exec(select_it).first()
+    if found is not None:
+        return found, False
+    # The model's own defaults, as the ORM would write them.
+    fresh = Subscriber(address=address, timezone=timezone, schedule=schedule)
+    values = {
+        column.name: getattr(fresh, column.name) for column in _SUBSCRIBERS.columns if column.name != "id"
+    }
+    connection = session.connection()
+    inserted = connection.execute(
+        dialect_insert(connection, _SUBSCRIBERS)
+        .values(values)
+        .on_conflict_do_nothing(index_elements=["address"])
+        .returning(_SUBSCRIBERS.c.id)
+    ).first()
+    return session.exec(select_it).one(), inserted is not None
+
+
+def _add_follow(
+    session: Session, subscriber_id: int, query: str, canonical: str, revisions: bool, instant: bool
+) -> tuple[Follow, str]:
+    """Add a follow in the session's transaction, or update the options of the same query (add_follow).
+
+    The same query sent twice at once is stored once (ON CONFLICT on the subscriber's query); the call
+    that did not insert it updates the options like a later call would.
+    """
+    select_it = select(Follow).where(Follow.subscriber_id == subscriber_id, Follow.canonical == canonical)
+    existing = session.exec(select_it).first()
+    if existing is None:
+        fresh = Follow(
+            subscriber_id=subscriber_id,
+            query=query,
+            canonical=canonical,
+            revisions=revisions,
+            instant=instant,
+        )
+        values = {
+            column.name: getattr(fresh, column.name) for column in _FOLLOWS.columns if column.name != "id"
+        }
+        connection = session.connection()
+        inserted = connection.execute(
+            dialect_insert(connection, _FOLLOWS)
+            .values(values)
+            .on_conflict_do_nothing(index_elements=["subscriber_id", "canonical"])
+            .returning(_FOLLOWS.c.id)
+        ).first()
+        existing = session.exec(select_it).one()
+        if inserted is not None:
+            return existing, "added"
+    if (existing.revisions, existing.instant) == (revisions, instant):
+        return existing, "unchanged"
+    existing.revisions, existing.instant = revisions, instant
+    session.add(existing)
+    session.flush()
+    return existing, "updated"

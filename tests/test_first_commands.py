@@ -1,0 +1,154 @@
+"""A new chat's first commands arriving at once: every follow is stored and none is answered with an apology.
+
+Telegram: 16 ``/follow`` updates from a chat PaperTrail has never seen go through the real python-telegram-bot
+Application at once (each handler runs its command in a worker thread, as in production), against the fake
+Bot API. Slack: 8 signed slash commands go to the real Bolt app's route at once. The core step
+(:func:`core.follows.manage.follow`) is driven from threads too, with a Store per thread as separate
+processes would have. Each on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from telegram import Update
+
+from bench.chaos_chat import run_trial
+from bench.ingest import POSTGRES
+from bot.commands import SORRY
+from bot.slack import EVENTS_PATH
+from bot.telegram import TelegramBot
+from core.follows.manage import follow
+from core.store.facade import Store, make_engine
+from tests.fakes.slack_api import FakeSlack
+from tests.fakes.telegram_api import ADA, ADA_CHAT, FakeTelegram, Updates, fake_telegram, parse_html
+from tests.test_bot_slack import ADA as SLACK_ADA
+from tests.test_bot_slack import DM, command_body, make_bot, signed_headers, slack  # noqa: F401
+from tests.test_commands import NOW
+
+TOKEN = "123456:TEST-bot-token"
+QUERIES = [f'ti:"topic {n}"' for n in range(16)]
+
+
+@pytest.fixture
+def api() -> Iterator[FakeTelegram]:
+    with fake_telegram(TOKEN) as server:
+        yield server
+
+
+def stored_queries(store: Store, address: str) -> list[str]:
+    subscriber = store.subscribers.get_subscriber(address)
+    assert subscriber is not None and subscriber.id is not None
+    return sorted(f.query for f in store.subscribers.follows_of(subscriber.id))
+
+
+async def test_concurrent_first_follows_on_telegram(api: FakeTelegram, store: Store) -> None:
+    from core.config import Settings
+
+    settings = Settings(telegram_token=TOKEN, telegram_api_url=api.base_url)
+    tbot = TelegramBot(settings.telegram_bot(), store, clock=lambda: NOW)
+    await tbot.start()
+    try:
+        app, updates = tbot.application, Updates(bot_id=api.bot_id)
+        batch = [Update.de_json(updates.message(ADA_CHAT, ADA, f"/follow {q}"), app.bot) for q in QUERIES]
+        await asyncio.gather(*(app.process_update(update) for update in batch))
+    finally:
+        await tbot.stop()
+    texts = [parse_html(str(call.params["text"]))[0] for call in api.sent(ADA_CHAT.id)]
+    assert len(texts) == len(QUERIES)
+    assert not [text for text in texts if SORRY in text]
+    assert sum("Now following" in text for text in texts) == len(QUERIES)
+    assert sum("is now subscribed" in text for text in texts) == 1
+    assert stored_queries(store, f"telegram:{ADA.id}") == sorted(QUERIES)
+
+
+async def test_concurrent_first_follows_on_slack(slack: FakeSlack, store: Store) -> None:  # noqa: F811
+    bot = make_bot(slack, store)
+    queries = QUERIES[:8]
+    transport = httpx.ASGITransport(app=Starlette(routes=bot.routes()))
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+
+        async def post(text: str) -> httpx.Response:
+            body = command_body(slack, text)
+            headers = {**signed_headers(body), "Content-Type": "application/x-www-form-urlencoded"}
+            return await client.post(EVENTS_PATH, content=body.encode(), headers=headers)
+
+        responses = await asyncio.gather(*(post(f"follow {q}") for q in queries))
+    answers: list[dict[str, Any]] = [r.json() for r in responses]
+    assert [r.status_code for r in responses] == [200] * len(queries)
+    assert not [a for a in answers if SORRY in a["text"]]
+    assert sum("Now following" in a["text"] for a in answers) == len(queries)
+    assert stored_queries(store, f"slack:{SLACK_ADA}") == sorted(queries)
+
+
+@pytest.mark.parametrize("same_query", [False, True])
+def test_concurrent_core_follow_from_separate_stores(db_url: str, store: Store, same_query: bool) -> None:
+    """Each thread has its own engine (as a second process would): one subscriber, every follow stored
+    once, and exactly one call says it created the subscriber."""
+    stores = [Store(make_engine(db_url)) for _ in range(8)]
+    barrier = threading.Barrier(len(stores))
+    results: list[Any] = []
+    errors: list[BaseException] = []
+
+    def run(own: Store, n: int) -> None:
+        barrier.wait()
+        try:
+            results.append(follow(own, "telegram:777", QUERIES[0] if same_query else QUERIES[n]))
+        except BaseException as exc:  # the failure is the finding: collected, asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(own, n)) for n, own in enumerate(stores)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for own in stores:
+        own.engine.dispose()
+    assert errors == []
+    assert sum(r.subscriber_created for r in results) == 1
+    expected = [QUERIES[0]] if same_query else sorted(QUERIES[:8])
+    assert stored_queries(store, "telegram:777") == expected
+    assert sum(r.outcome == "added" for r in results) == len(expected)
+
+
+def test_concurrent_ensure_subscriber_creates_one(db_url: str, store: Store) -> None:
+    """What every other first command (start, digest, timezone, language, join) calls: one creation."""
+    stores = [Store(make_engine(db_url)) for _ in range(8)]
+    barrier = threading.Barrier(len(stores))
+    created: list[bool] = []
+    errors: list[BaseException] = []
+
+    def run(own: Store) -> None:
+        barrier.wait()
+        try:
+            created.append(
+                own.subscribers.ensure_subscriber("slack:C0NEW", timezone="UTC", schedule="instant")[1]
+            )
+        except BaseException as exc:  # collected, asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(own,)) for own in stores]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for own in stores:
+        own.engine.dispose()
+    assert errors == []
+    assert sorted(created) == [False] * 7 + [True]
+    found = store.subscribers.get_subscriber("slack:C0NEW")
+    assert found is not None and found.schedule == "instant"
+
+
+def test_the_chaos_case_runs_one_trial(tmp_path: Path) -> None:
+    """``bench/chaos.py --fault first-commands`` keeps working: a SQLite trial of each chat, nothing lost."""
+    for chat in ("telegram", "slack"):
+        trial = run_trial("sqlite", POSTGRES, chat, 0, 14, tmp_path)
+        assert (trial.stored, trial.confirmed, trial.apologies) == (trial.sent, trial.sent, 0)
