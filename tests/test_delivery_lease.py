@@ -224,7 +224,9 @@ class SlowSerialNotifier:
     session: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def steal(self) -> None:
-        self.taken += self.store.claims.claim_digests(self.clock.now, "two", limit=10, lease=timedelta(hours=1))
+        self.taken += self.store.claims.claim_digests(
+            self.clock.now, "two", limit=10, lease=timedelta(hours=1)
+        )
 
     async def send(self, address: str, message: Message) -> SendResult:
         async with self.session:

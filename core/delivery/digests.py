@@ -58,9 +58,9 @@ from core.values import Receipt
 __all__ = [
     "BACKOFF_BASE",
     "BACKOFF_MAX",
-    "BatchLease",
     "MAX_RETRIES_PER_PASS",
     "PLAN_BATCH",
+    "BatchLease",
     "ClaimedBatch",
     "DeliveryPolicy",
     "DigestReport",

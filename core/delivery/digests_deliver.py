@@ -288,7 +288,11 @@ def _record_failure(
             claimed.digest_id,
             worker,
             error,
-            extra={"subscriber": mask_address(claimed.address), "digest": claimed.digest_id, "worker": worker},
+            extra={
+                "subscriber": mask_address(claimed.address),
+                "digest": claimed.digest_id,
+                "worker": worker,
+            },
         )
         return DigestReport(claimed.address, items, False, error, digest_id=claimed.digest_id)
     if dead:

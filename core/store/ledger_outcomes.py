@@ -50,7 +50,9 @@ class OutcomeStore:
         longer this claim's). Two statements and one commit: this runs once per message a worker sends.
         """
         with self._store.session() as session:
-            query = sa.update(Digest).where(col(Digest.id) == digest_id, col(Digest.state) != DigestState.SENT)
+            query = sa.update(Digest).where(
+                col(Digest.id) == digest_id, col(Digest.state) != DigestState.SENT
+            )
             if held is not None:
                 query = query.where(*_claim_is(held))
             subscriber_id = session.execute(
