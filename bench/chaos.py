@@ -518,12 +518,15 @@ def leader_script(trial: Trial) -> None:
 
 
 # The slow server's case (``smtp-slow``). The server waits 3 to 10 s per mail (bench.chaos_smtp.SLOW_SECONDS)
-# and each worker sends through one SMTP session, so a batch of SLOW_BATCH digests takes 30 to 100 s to go
-# out while the lease is SLOW_LEASE: 1.5 to 5 leases, and the digests at the end of a batch wait past
-# their claim's lease. The lease is still twice the slowest single mail, so without the batch's renewal
-# the duplicates come from digests waiting their turn, the defect, and not from one send outliving it.
+# and each worker sends through one SMTP session, so a batch of SLOW_BATCH digests takes 75 to 250 s (about
+# 160) while the lease is SLOW_LEASE: 4 to 12 leases, and most digests of a batch wait past their claim's
+# lease. The lease is still twice the slowest single mail, so without the batch's renewal the duplicates
+# come from digests waiting their turn, the defect, and not from one send outliving its lease. The batch is
+# larger than half the recipients of the documented run (40): the first worker claims 25, the second 15,
+# and once done it looks for work while the first still has some 10 digests waiting, as with the defect's
+# 80 digests in batches of 50.
 SLOW_LEASE = 20.0
-SLOW_BATCH = 10
+SLOW_BATCH = 25
 # The client's SMTP timeout: above the server's slowest answer, so no mail times out after the server took it.
 SLOW_SMTP_TIMEOUT = 30
 # Settling allows every mail its slowest answer one after another, and a minute more.
