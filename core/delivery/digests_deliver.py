@@ -237,8 +237,8 @@ async def deliver(
     if not recorder.recorded:
         raise recorder.error or RuntimeError(f"digest {claimed.digest_id} was sent but not recorded")
     if recorder.late:
-        error = f"delivered after the claim of {worker} passed to another worker; not recorded"
-        return DigestReport(claimed.address, count, False, error, digest_id=claimed.digest_id, late=True)
+        late = f"delivered after the claim of {worker} passed to another worker; not recorded"
+        return DigestReport(claimed.address, count, False, late, digest_id=claimed.digest_id, late=True)
     if result.moved_to:
         log.info(
             "subscriber %s moved to %s",
