@@ -1,4 +1,5 @@
-"""A long split digest keeps its lease part by part, and a worker that lost it stops sending.
+"""A long split digest keeps its lease part by part, a slow batch keeps the leases of all its digests, and a
+worker that lost a lease stops sending and records nothing over the new claim.
 
 The first test sends a real multi-part Telegram digest (the adapter against the fake Bot API) at a slow
 chat pace with a lease shorter than the whole send, while a second worker keeps trying to claim: without
