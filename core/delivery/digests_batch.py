@@ -70,7 +70,6 @@ class BatchLease:
         self.worker = worker
         self.lease = lease
         self.clock = clock
-        self.renewals = 0
         self._held = {c.digest_id: c.attempts for c in claimed}
         self._lost: set[int] = set()
         self._task: asyncio.Task[None] | None = None
@@ -110,7 +109,6 @@ class BatchLease:
         except Exception:  # the database away for a moment: the next renewal tries again, within the lease
             log.exception("worker %s could not renew the lease of its batch", self.worker)
             return
-        self.renewals += 1
         # Not renewed: recorded meanwhile by a thread that sends (email), or taken over by another worker.
         for digest_id in [d for d in self._held if d not in renewed]:
             self._held.pop(digest_id)

@@ -142,7 +142,7 @@ class ClaimStore:
 
         Guarded like :meth:`renew_lease`: a digest whose outcome is recorded, or whose lease ran out and
         that another worker (or a later attempt) claimed since, is left alone and not returned. One
-        statement per slice of ids, whatever the batch holds.
+        statement per attempt number in the batch (a retried digest's differs) and slice of ids.
         """
         by_attempt: dict[int, list[int]] = {}
         for digest_id, attempts in held.items():
