@@ -23,6 +23,10 @@ Faults (``--fault``):
   workers. The announcement must still bring every expected pair.
 * ``first-commands``: no ingest and no mail: a new chat's follows all at once, through the Telegram bot and
   the Slack route; follows stored against replies sent (:mod:`bench.chaos_chat`, run on its own).
+* ``smtp-slow`` (not in ``all``: a trial takes minutes): the day is ingested, then two workers send
+  through a server that waits 3 to 10 s before accepting each mail, with a lease shorter than a batch's
+  sends (``SLOW_LEASE``, ``SLOW_BATCH``). No process dies, so every duplicate is a lease that ran out
+  under a live worker.
 
 Read docs/chaos.md for how each figure is computed. Usage:
 
@@ -82,6 +86,8 @@ from tests.recorded_lookup import RecordedLookup, bibtex_naming  # noqa: E402
 from tests.servers import Reply, feed_server, free_port  # noqa: E402
 
 FAULTS = ("kill", "race", "smtp-drop", "smtp-451", "smtp-550-one", "smtp-550-all", "leader", "early-history")
+# Faults run only when named (not by ``--fault all``): their trials take minutes each.
+OPT_IN_FAULTS = ("smtp-slow",)
 # The feed answers with this validator, and 304 to a request that sends it back: a restarted ingest
 # that finds its validator stored must still match what the killed one stored.
 ETAG = '"recorded-day-2024-11-28"'
@@ -557,6 +563,41 @@ def early_history_script(trial: Trial, *, library_share: float = 0.3, picks_shar
         f"{completed.fetched} picks completed"
     )
     trial.start("ingest")
+
+
+# The slow server's case (``smtp-slow``). The server waits 3 to 10 s per mail (bench.chaos_smtp.SLOW_SECONDS)
+# and each worker sends through one SMTP session, so a batch of SLOW_BATCH digests takes 75 to 250 s (about
+# 160) while the lease is SLOW_LEASE: 4 to 12 leases, and most digests of a batch wait past their claim's
+# lease. The lease is still twice the slowest single mail, so without the batch's renewal the duplicates
+# come from digests waiting their turn, the defect, and not from one send outliving its lease. The batch is
+# larger than half the recipients of the documented run (40): the first worker claims 25, the second 15,
+# and once done it looks for work while the first still has some 10 digests waiting, as with the defect's
+# 80 digests in batches of 50.
+SLOW_LEASE = 20.0
+SLOW_BATCH = 25
+# The client's SMTP timeout: above the server's slowest answer, so no mail times out after the server took it.
+SLOW_SMTP_TIMEOUT = 30
+# Settling allows every mail its slowest answer one after another, and a minute more.
+SLOW_SETTLE_PER_MAIL = 10.0
+
+
+def slow_script(trial: Trial) -> None:
+    """A slow mail server: the day is ingested first (one digest per subscriber), then two workers send it
+    through a server that waits 3 to 10 s before accepting each mail, with the case's lease and batch."""
+    trial.env.update(
+        PAPERTRAIL_DELIVERY_LEASE_SECONDS=str(SLOW_LEASE),
+        PAPERTRAIL_WORKER_BATCH=str(SLOW_BATCH),
+        PAPERTRAIL_SMTP_TIMEOUT=str(SLOW_SMTP_TIMEOUT),
+    )
+    recipients = len({r for r, _ in trial.bench.expected})
+    trial.options = dataclasses.replace(
+        trial.options,
+        settle_timeout=max(trial.options.settle_timeout, recipients * SLOW_SETTLE_PER_MAIL + 60),
+    )
+    ingest = trial.start("ingest")
+    code = ingest.proc.wait(timeout=WAIT_TIMEOUT)
+    if code != 0:
+        trial.result.notes.append(f"ingest exited with {code}")
     for _ in range(trial.options.workers):
         trial.start("worker")
     trial.settle()
@@ -571,6 +612,7 @@ SCRIPTS: dict[str, Callable[[Trial], None]] = {
     "smtp-550-all": refusal_script,
     "leader": leader_script,
     "early-history": early_history_script,
+    "smtp-slow": slow_script,
 }
 
 
@@ -752,6 +794,14 @@ def verdicts(results: Sequence[TrialResult]) -> list[str]:
             f"{db}: duplicates without kills over {len(races)} race runs: {race_dups} -> "
             f"{'PASS' if race_dups == 0 else 'FAIL'}",
         ]
+        slow = [r for r in mine if r.fault == "smtp-slow"]
+        if slow:
+            dups, lost_slow = sum(r.duplicated_mails for r in slow), sum(r.lost for r in slow)
+            lines.append(
+                f"{db}: slow SMTP server ({len(slow)} trials, lease {SLOW_LEASE:.0f} s, batch {SLOW_BATCH}): "
+                f"{dups} digests sent twice, {lost_slow} pairs lost -> "
+                f"{'PASS' if dups == 0 and lost_slow == 0 else 'FAIL'}"
+            )
         for r in (r for r in mine if r.fault == "smtp-550-all"):
             alarm = {None: "n/a (no alarm API)", True: "yes", False: "no"}[r.alarm]
             ok = r.paused_in_outage == 0 and r.alarm is True
@@ -776,7 +826,8 @@ def plan(args: argparse.Namespace) -> list[tuple[str, int]]:
             return int(args.trials)
         return int({"race": args.race_trials, "leader": args.leader_trials}.get(fault, args.smtp_trials))
 
-    trials = [("race", 0)]
+    # The slow server's case runs with its own lease and batch, and has no kill to calibrate.
+    trials = [] if args.fault == "smtp-slow" else [("race", 0)]
     for fault in faults:
         first = 1 if fault == "race" else 0
         trials += [(fault, index) for index in range(first, count(fault))]
@@ -810,7 +861,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--db", choices=("sqlite", "postgresql", "both"), default="both")
-    parser.add_argument("--fault", choices=(*FAULTS, FIRST_COMMANDS, "all"), default="all")
+    parser.add_argument("--fault", choices=(*FAULTS, *OPT_IN_FAULTS, FIRST_COMMANDS, "all"), default="all")
     parser.add_argument("--trials", type=int, help="trials of --fault (kill trials with 'all'); 30")
     parser.add_argument("--race-trials", type=int, help="fault-free runs with --fault all; 20")
     parser.add_argument("--smtp-trials", type=int, help="trials of each SMTP fault with --fault all; 3")

@@ -13,6 +13,9 @@ Faults (one per server, chosen by the trial):
 * ``550-all``: while :attr:`RecordingSmtp.refusing` is set, every recipient is refused at RCPT with
   ``550 5.7.1``: the server refuses to relay for this client (a blocklisted IP, a revoked account). The
   trial clears it to end the outage.
+* ``slow``: the server waits 3 to 10 s (``SLOW_SECONDS``, uniform, seeded) after each message's data
+  before it answers 250 and records it: a mail server slow to accept, one transaction at a time per
+  session.
 
 Each accepted message is kept with its envelope recipient and the arXiv versions its text part lists
 (the ``categories · 2411.12345v2`` line of each item in ``templates/digest.txt.j2``).
@@ -36,7 +39,9 @@ from aiosmtpd.smtp import SMTP, Envelope
 
 from tests.servers import Received, SinkHandler, free_port
 
-FAULTS = ("none", "drop", "451", "550-one", "550-all")
+FAULTS = ("none", "drop", "451", "550-one", "550-all", "slow")
+# Seconds a ``slow`` server waits before it answers a message (uniform in this range, seeded).
+SLOW_SECONDS = (3.0, 10.0)
 # One item of a digest's text part ends with "<categories> · <arXiv id>v<version>" (templates/digest.txt.j2).
 _ITEM_LINE = re.compile(r"^  [^\n]*· (\S+?v\d+)$", re.M)
 # The line a digest capped at PAPERTRAIL_DIGEST_MAX_ITEMS ends with: its other items are not listed.
@@ -125,11 +130,14 @@ class FaultyHandler(SinkHandler):
         return "250 OK"
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        """Answer 451 to a share of the messages (``451``); record and accept the others."""
+        """Answer 451 to a share of the messages (``451``), or wait before answering (``slow``); record and
+        accept the others."""
         if self.fault == "451" and self._rng.random() < self.rate:
             with self._lock:
                 self.counts.temporary += 1
             return "451 4.3.0 temporary local problem, try again later"
+        if self.fault == "slow":
+            await asyncio.sleep(self._rng.uniform(*SLOW_SECONDS))
         reply = await super().handle_DATA(server, session, envelope)
         with self._lock:
             self.accepted_at.append(time.monotonic())

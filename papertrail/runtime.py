@@ -10,7 +10,8 @@
 The first SIGTERM or SIGINT stops new work (no job fires, the worker claims nothing, the web server
 accepts no connection) and gives the work in flight :data:`STOP_GRACE` seconds to finish and be recorded;
 what is still running then is cancelled. A second signal cancels at once. A send cancelled half-way keeps
-its claim on the digest until the lease runs out; another worker then sends it: nothing is lost.
+its claim on the digest until the lease runs out (its batch's renewals stop with it); another worker then
+sends it: nothing is lost.
 """
 
 from __future__ import annotations

@@ -29,12 +29,16 @@ class WorkerTotals:
     passes: int = 0
     sent: int = 0
     failed: int = 0
+    # Delivered after this worker's claim had passed to another worker (it stalled past its lease): not
+    # recorded by this worker, possibly delivered twice (core.delivery.digests_deliver.SentRecorder).
+    late: int = 0
 
     def add(self, reports: list[DigestReport]) -> None:
         """Count one pass."""
         self.passes += 1
         self.sent += sum(1 for r in reports if r.sent)
-        self.failed += sum(1 for r in reports if not r.sent)
+        self.late += sum(1 for r in reports if r.late)
+        self.failed += sum(1 for r in reports if not (r.sent or r.late))
 
 
 async def run_worker(
@@ -64,10 +68,11 @@ async def run_worker(
         totals.add(reports)
         if reports:
             log.info(
-                "worker %s: %d digests sent, %d failed",
+                "worker %s: %d digests sent, %d failed%s",
                 name,
                 totals.sent,
                 totals.failed,
+                f", {totals.late} delivered after losing their claim" if totals.late else "",
                 extra={"worker": name},
             )
             continue

@@ -1,4 +1,5 @@
-"""A long split digest keeps its lease part by part, and a worker that lost it stops sending.
+"""A long split digest keeps its lease part by part, a slow batch keeps the leases of all its digests, and a
+worker that lost a lease stops sending and records nothing over the new claim.
 
 The first test sends a real multi-part Telegram digest (the adapter against the fake Bot API) at a slow
 chat pace with a lease shorter than the whole send, while a second worker keeps trying to claim: without
@@ -190,3 +191,111 @@ async def test_a_failure_after_the_lease_was_lost_leaves_the_new_claim_alone(
     assert (digest.state, digest.worker, digest.attempts) == (DigestState.SENDING, "thief", 2)
     subscriber = store.subscribers.get_subscriber("console:ada")
     assert subscriber is not None and subscriber.status == SubscriberStatus.ACTIVE
+
+
+class LedgerClock:
+    """The delivery pass's clock (``utcnow`` in core.delivery.digests), moved on only by the test: time in the
+    ledger passes with the sends, whatever the machine's speed."""
+
+    def __init__(self, start: datetime) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@dataclass
+class SlowSerialNotifier:
+    """Sends one digest at a time, like the email notifier's one SMTP session, each taking ``per_send`` of the
+    lease in the ledger's time; another worker looks for digests whose lease ran out before and after each
+    send (what it took lands in ``taken``).
+
+    Each send also waits ``wait`` seconds of real time, longer than the batch's renewal interval (lease / 3):
+    the event loop runs timers in deadline order, so a renewal due within that wait runs, and reads the
+    ledger's clock, before this send resumes. No assertion depends on the machine's speed."""
+
+    channel: ClassVar[str] = "console"
+    max_length: ClassVar[int | None] = None
+    store: Store
+    clock: LedgerClock
+    per_send: timedelta
+    wait: float
+    taken: list[object] = field(default_factory=list)
+    sent: list[str] = field(default_factory=list)
+    session: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def steal(self) -> None:
+        self.taken += self.store.claims.claim_digests(
+            self.clock.now, "two", limit=10, lease=timedelta(hours=1)
+        )
+
+    async def send(self, address: str, message: Message) -> SendResult:
+        async with self.session:
+            self.clock.now += self.per_send
+            self.steal()
+            await asyncio.sleep(self.wait)
+            self.steal()
+            self.sent.append(f"{self.channel}:{address}")
+            return SendResult(platform_id=f"<{address}>")
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_a_batch_slower_than_its_lease_stays_with_its_live_worker(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four digests claimed in one batch go out one after another at 0.8 lease each (3.2 leases in all):
+    the worker renews the lease of every digest it still holds every lease / 3, so another worker never
+    takes one over while the first is alive and sending. Before, the claim's lease ran out mid-batch and the
+    second worker sent the waiting digests too."""
+    lease = timedelta(seconds=3)
+    addresses = [f"console:r{n}" for n in range(4)]
+    for address in addresses:
+        follow(store, address, "cat:cs.DC", schedule="instant")
+    store.papers.save_versions([PaperIn("2611.00001", 1, "Rollouts", "An abstract.", ("Ada",), ("cs.DC",))])
+    assert match_new(store) == 1
+    start = utcnow()
+    clock = LedgerClock(start)
+    monkeypatch.setattr("core.delivery.digests.utcnow", clock)
+    notifier = SlowSerialNotifier(store, clock, per_send=lease * 0.8, wait=lease.total_seconds() / 2)
+    reports = await send_due_digests(
+        store, {"console": notifier}, Renderer(), policy=DeliveryPolicy(lease=lease, batch=50), worker="one"
+    )
+    assert clock.now - start > 3 * lease, "in the ledger's time the batch must outlast its lease"
+    assert notifier.taken == []
+    assert sorted(notifier.sent) == addresses
+    assert [r.sent for r in reports] == [True] * 4
+    for address in addresses:
+        subscriber = store.subscribers.get_subscriber(address)
+        assert subscriber is not None
+        (digest,) = store.ledger.digests_of(subscriber.id or 0)
+        assert (digest.state, digest.worker, digest.attempts) == (DigestState.SENT, "one", 1)
+
+
+async def test_a_send_accepted_after_the_lease_was_lost_leaves_the_new_claim_alone(store: Store) -> None:
+    """A worker that stalled past its lease, whose digest another worker took meanwhile, and whose send the
+    platform then accepted, records nothing over the new claim: the new holder records its own attempt.
+    It reports the delivery as late (a possible duplicate), not as sent."""
+    subscriber_id = seed(store, papers=3)
+
+    class AcceptedLate(PartsNotifier):
+        async def send(self, address: str, message: Message) -> SendResult:
+            assert self.store is not None
+            self.between += self.store.claims.claim_digests(
+                utcnow() + timedelta(hours=1), "thief", limit=10, lease=timedelta(hours=2)
+            )
+            return SendResult(platform_id="late", parts=1)
+
+    notifier = AcceptedLate(store=store)
+    (report,) = await send_due_digests(store, {"console": notifier}, Renderer(), worker="one")
+    assert len(notifier.between) == 1, "the thief claimed the digest during the send"
+    assert not report.sent and report.late
+    (digest,) = store.ledger.digests_of(subscriber_id)
+    assert (digest.state, digest.worker, digest.attempts, digest.platform_id) == (
+        DigestState.SENDING,
+        "thief",
+        2,
+        None,
+    )
+    assert len(store.ledger.pending_matches(subscriber_id)) == 3

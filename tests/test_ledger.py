@@ -14,7 +14,7 @@ from typing import ClassVar
 import pytest
 
 from core.delivery.contract import DeliveryError, Notifier
-from core.delivery.digests import DeliveryPolicy, backoff, resume, send_due_digests
+from core.delivery.digests import DeliveryPolicy, backoff, plan_digests, resume, send_due_digests
 from core.delivery.render import Renderer
 from core.follows.manage import follow
 from core.models import DigestState, SubscriberStatus, utcnow
@@ -241,3 +241,48 @@ async def test_each_batch_is_claimed_at_the_clocks_time(
     )
     assert [r.sent for r in reports] == [True, True]
     assert leases[1] - leases[0] >= timedelta(minutes=10)
+
+
+@pytest.mark.parametrize("outcome", ["sent", "retry"])
+def test_an_outcome_from_a_stale_claim_changes_nothing(store: Store, outcome: str) -> None:
+    """``finish_sent`` and ``finish_retry`` from a worker whose claim another worker took over (its lease ran
+    out), or from an earlier attempt, leave the new holder's digest, matches and subscriber as they were."""
+    subscriber_id = seed(store)
+    now = utcnow()
+    lease = timedelta(minutes=5)
+    assert plan_digests(store, notifiers(ScriptedNotifier()), now=now) == 1
+    (first,) = store.claims.claim_digests(now + timedelta(seconds=1), "one", limit=10, lease=lease)
+    (second,) = store.claims.claim_digests(now + 2 * lease, "two", limit=10, lease=lease)
+    assert (first.digest_id, first.attempts, second.attempts) == (second.digest_id, 1, 2)
+    (before,) = store.ledger.digests_of(subscriber_id)
+    subscriber_before = store.subscribers.get_subscriber("console:ada")
+    for held in [("one", 1), ("two", 1), ("one", 2)]:  # the old claim, and two claims that never were
+        if outcome == "sent":
+            recorded = store.outcomes.finish_sent(
+                first.digest_id, platform_id="late", parts=1, now=now + 3 * lease, held=held
+            )
+        else:
+            recorded = store.outcomes.finish_retry(
+                first.digest_id,
+                error="timeout",
+                retry_at=now + 4 * lease,
+                parts_sent=1,
+                dead=False,
+                now=now + 3 * lease,
+                held=held,
+            )
+        assert recorded is False
+    (after,) = store.ledger.digests_of(subscriber_id)
+    assert after.model_dump() == before.model_dump()
+    assert len(store.ledger.pending_matches(subscriber_id)) == 2
+    subscriber = store.subscribers.get_subscriber("console:ada")
+    assert subscriber is not None and subscriber_before is not None
+    assert (subscriber.last_digest_at, subscriber.failures, subscriber.retry_at) == (
+        subscriber_before.last_digest_at,
+        subscriber_before.failures,
+        subscriber_before.retry_at,
+    )
+    # The holder's own outcome is recorded.
+    assert store.outcomes.finish_sent(first.digest_id, platform_id="ok", parts=1, now=now, held=("two", 2))
+    (sent,) = store.ledger.digests_of(subscriber_id)
+    assert (sent.state, sent.worker, sent.platform_id) == (DigestState.SENT, "two", "ok")

@@ -32,7 +32,7 @@ from datetime import date, datetime, timedelta
 
 from core.delivery.alarm import settle
 from core.delivery.contract import Notifier, normalise_address, split_address
-from core.delivery.digests_batch import ClaimedBatch, batch_items
+from core.delivery.digests_batch import BatchLease, ClaimedBatch, batch_items
 from core.delivery.digests_deliver import (
     BACKOFF_BASE,
     BACKOFF_MAX,
@@ -60,6 +60,7 @@ __all__ = [
     "BACKOFF_MAX",
     "MAX_RETRIES_PER_PASS",
     "PLAN_BATCH",
+    "BatchLease",
     "ClaimedBatch",
     "DeliveryPolicy",
     "DigestReport",
@@ -139,16 +140,21 @@ async def send_due_digests(
     retrying: list[int] = []
     gate = asyncio.Semaphore(policy.concurrency)
 
-    async def attempt(claimed: ClaimedDigest, batch: ClaimedBatch) -> DigestReport:
+    async def attempt(claimed: ClaimedDigest, batch: ClaimedBatch, lease: BatchLease) -> DigestReport:
         items, rest = batch.items[claimed.digest_id], batch.rest_of(claimed.digest_id)
         titles = batch.titles_for(items, rest)
         # "N matched your follows": learned recommendations did not match a follow, so they are not counted.
         followed = sum(1 for item in items if item.recommended is None) + rest.new + rest.revisions
         receipt = receipts.receipt(claimed, matched=followed)
         async with gate:
-            return await deliver(
+            if lease.lost(claimed.digest_id):
+                return _lost_before_send(claimed, worker, len(items) + rest.count)
+            report = await deliver(
                 store, notifiers, renderer, claimed, items, policy, titles, worker, clock, rest, receipt
             )
+        if report.refused is None:  # recorded (a refusal is, once the batch is judged)
+            lease.release(claimed.digest_id)
+        return report
 
     while (
         not (stop and stop.is_set())
@@ -165,14 +171,30 @@ async def send_due_digests(
             )
         )
     ):
-        # Only the items each digest shows are loaded in full; the rest are counted (DigestRest).
-        batch = batch_items(
-            store, claimed, max_items=renderer.max_items, default_language=renderer.default_language
-        )
-        done = _settle_refusals(store, await asyncio.gather(*(attempt(c, batch) for c in claimed)), policy)
+        # The batch's leases are renewed until each digest's outcome is recorded: a batch may take longer
+        # to send than one lease (fifty mails through one slow SMTP session).
+        async with BatchLease(store, claimed, worker=worker, lease=policy.lease, clock=clock) as lease:
+            # Only the items each digest shows are loaded in full; the rest are counted (DigestRest).
+            batch = batch_items(
+                store, claimed, max_items=renderer.max_items, default_language=renderer.default_language
+            )
+            sent = await asyncio.gather(*(attempt(c, batch, lease) for c in claimed))
+            done = _settle_refusals(store, sent, policy)
         retrying.extend(r.digest_id for r in done if not (r.sent or r.paused or r.dead))
         reports.extend(done)
     return reports
+
+
+def _lost_before_send(claimed: ClaimedDigest, worker: str, items: int) -> DigestReport:
+    """The report of a digest whose claim passed to another worker before its send started (this worker
+    stalled past its lease): not sent here, its row left to the new holder."""
+    error = f"digest {claimed.digest_id} is no longer held by {worker} (its lease ran out); not sent"
+    log.warning(
+        "%s",
+        error,
+        extra={"subscriber": mask_address(claimed.address), "digest": claimed.digest_id, "worker": worker},
+    )
+    return DigestReport(claimed.address, items, False, error, digest_id=claimed.digest_id)
 
 
 def _recommend(store: Store, now: datetime) -> None:

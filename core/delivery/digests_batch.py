@@ -1,4 +1,5 @@
-"""Loading a claimed batch of digests for rendering: the items each digest shows, their guides, the rest.
+"""A claimed batch of digests: keeping its leases while it is sent (:class:`BatchLease`), and loading it for
+rendering: the items each digest shows, their guides, the rest.
 
 ``core.delivery.digests.send_due_digests`` claims digests in batches and reads each batch here in a fixed
 number of
@@ -9,8 +10,13 @@ the items a digest will show are built in full (:func:`cap_rows`), the others ar
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
+from types import TracebackType
 
 from core.delivery.ranking import (
     RankKey,
@@ -27,6 +33,91 @@ from core.i18n.languages import DEFAULT_LANGUAGE, reader_language
 from core.store.facade import Store
 from core.store.ledger import ClaimedDigest, RankedMatch
 from core.values import DigestItem, DigestRest
+
+# The pass's logger: operators filter delivery's records by this name.
+log = logging.getLogger("core.delivery.digests")
+
+# A batch's leases are renewed every lease / LEASE_RENEWALS: a renewal may come this many times over, less
+# one, too late (an event loop busy parsing a feed, a database slow for a moment) before a lease runs out.
+LEASE_RENEWALS = 3
+
+
+class BatchLease:
+    """Keeps a worker's claims on a batch alive while the worker is sending it (``async with``).
+
+    A claim lasts one lease (``PAPERTRAIL_DELIVERY_LEASE_SECONDS``) from its claim, but a batch can take
+    longer to send than that: fifty mails through one SMTP session at 8 s each is 400 s, while the last ones
+    wait their turn. Without renewal the lease of the waiting digests ran out mid-batch, another worker took
+    them over and sent them too. So every ``lease / LEASE_RENEWALS`` the worker renews the lease of every
+    digest of the batch it still holds (one guarded statement, ``store.claims.renew_leases``), until it has
+    recorded that digest's outcome (:meth:`release`). A dead worker renews nothing: its digests are taken
+    over one lease after its last renewal, as before.
+
+    A digest whose renewal finds it no longer this worker's (the worker stalled past its lease and another
+    worker took it) is :meth:`lost`: its send is not started.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        claimed: list[ClaimedDigest],
+        *,
+        worker: str,
+        lease: timedelta,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.store = store
+        self.worker = worker
+        self.lease = lease
+        self.clock = clock
+        self._held = {c.digest_id: c.attempts for c in claimed}
+        self._lost: set[int] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> BatchLease:
+        self._task = asyncio.create_task(self._renew_every(self.lease.total_seconds() / LEASE_RENEWALS))
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    def release(self, digest_id: int) -> None:
+        """The digest's outcome is recorded (or it is another worker's now): renew it no more."""
+        self._held.pop(digest_id, None)
+
+    def lost(self, digest_id: int) -> bool:
+        """Whether a renewal found the digest no longer this worker's."""
+        return digest_id in self._lost
+
+    def renew(self) -> None:
+        """Renew the lease of every digest still held, now. Synchronous on purpose: one short statement,
+        and no send of this loop can resume between the clock's reading and the write."""
+        if not self._held:
+            return
+        try:
+            renewed = self.store.claims.renew_leases(
+                dict(self._held), worker=self.worker, until=self.clock() + self.lease
+            )
+        except Exception:  # the database away for a moment: the next renewal tries again, within the lease
+            log.exception("worker %s could not renew the lease of its batch", self.worker)
+            return
+        # Not renewed: recorded meanwhile by a thread that sends (email), or taken over by another worker.
+        for digest_id in [d for d in self._held if d not in renewed]:
+            self._held.pop(digest_id)
+            self._lost.add(digest_id)
+
+    async def _renew_every(self, seconds: float) -> None:
+        while self._held:
+            await asyncio.sleep(seconds)
+            self.renew()
 
 
 @dataclass(frozen=True, slots=True)

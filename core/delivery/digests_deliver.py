@@ -71,6 +71,9 @@ class DigestReport:
     digest_id: int = 0
     # A refusal waiting for its batch's verdict (core.delivery.alarm); None once recorded.
     refused: Refused | None = None
+    # Delivered by a worker whose claim had passed to another one meanwhile (it stalled past its lease):
+    # not recorded over the new holder's claim, and possibly a duplicate. Counted apart from failures.
+    late: bool = False
 
 
 class SentRecorder:
@@ -86,13 +89,25 @@ class SentRecorder:
     when the ledger calls it after ``send`` returns, on the event loop. ``clock`` is the delivery pass's
     (a test's fixed time): the sent time becomes the subscriber's ``last_digest_at``, which schedules and
     scan receipts count from.
+
+    With ``worker`` only that worker's claim (at the claimed attempt) is recorded. If the claim passed to
+    another worker meanwhile (this one stalled past its lease), nothing is written over the new holder's
+    state: ``late`` is set and the delivery is logged as a possible duplicate.
     """
 
-    def __init__(self, store: Store, claimed: ClaimedDigest, clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(
+        self,
+        store: Store,
+        claimed: ClaimedDigest,
+        clock: Callable[[], datetime] = utcnow,
+        worker: str = "",
+    ) -> None:
         self.store = store
         self.claimed = claimed
         self.clock = clock
+        self.worker = worker
         self.recorded = False
+        self.late = False
         self.error: Exception | None = None
         self._lock = threading.Lock()
 
@@ -101,13 +116,15 @@ class SentRecorder:
         with self._lock:
             if self.recorded:
                 return
+            held = (self.worker, self.claimed.attempts) if self.worker else None
             try:
-                self.store.outcomes.finish_sent(
+                recorded = self.store.outcomes.finish_sent(
                     self.claimed.digest_id,
                     platform_id=result.platform_id,
                     parts=self.claimed.parts_sent + result.parts,
                     now=self.clock(),
                     moved_to=result.moved_to,
+                    held=held,
                 )
             except Exception as exc:  # recorded again, or raised, by the caller on the event loop
                 claimed = self.claimed
@@ -121,6 +138,21 @@ class SentRecorder:
                 return
             self.recorded = True
             self.error = None
+            if not recorded and held is not None:
+                self.late = True
+                claimed = self.claimed
+                log.warning(
+                    "digest %s was delivered by %s after its claim (attempt %d) passed to another worker: "
+                    "not recorded over the new claim, and possibly delivered twice",
+                    claimed.digest_id,
+                    self.worker,
+                    claimed.attempts,
+                    extra={
+                        "subscriber": mask_address(claimed.address),
+                        "digest": claimed.digest_id,
+                        "worker": self.worker,
+                    },
+                )
 
 
 async def deliver(
@@ -140,7 +172,7 @@ async def deliver(
     # Reports count every item of the digest, shown or not (all of them are marked sent with it).
     count = len(items) + (rest.count if rest else 0)
     notifier = notifiers.get(channel)
-    recorder = SentRecorder(store, claimed, clock)
+    recorder = SentRecorder(store, claimed, clock, worker)
 
     async def renew(parts: int) -> None:
         # A split digest goes out at a chat's pace (a 500-item Telegram digest is ~40 messages at 1/s):
@@ -204,6 +236,9 @@ async def deliver(
     recorder(result)
     if not recorder.recorded:
         raise recorder.error or RuntimeError(f"digest {claimed.digest_id} was sent but not recorded")
+    if recorder.late:
+        late = f"delivered after the claim of {worker} passed to another worker; not recorded"
+        return DigestReport(claimed.address, count, False, late, digest_id=claimed.digest_id, late=True)
     if result.moved_to:
         log.info(
             "subscriber %s moved to %s",
@@ -238,7 +273,7 @@ def _record_failure(
         )
     dead = claimed.attempts >= policy.max_attempts
     wait = max(backoff(claimed.attempts), timedelta(seconds=exc.retry_after or 0))
-    store.outcomes.finish_retry(
+    if not store.outcomes.finish_retry(
         claimed.digest_id,
         error=error,
         retry_at=now + wait,
@@ -246,7 +281,20 @@ def _record_failure(
         dead=dead,
         now=now,
         held=held,
-    )
+    ):
+        log.warning(
+            "digest %s failed after the claim of %s passed to another worker (or it was sent meanwhile); "
+            "left to its holder: %s",
+            claimed.digest_id,
+            worker,
+            error,
+            extra={
+                "subscriber": mask_address(claimed.address),
+                "digest": claimed.digest_id,
+                "worker": worker,
+            },
+        )
+        return DigestReport(claimed.address, items, False, error, digest_id=claimed.digest_id)
     if dead:
         log.error(
             "digest %s to %s dead-lettered after %d attempts: %s; `papertrail retry` re-queues it",

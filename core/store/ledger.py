@@ -12,7 +12,10 @@ The rules:
 * A worker claims digests with ``SELECT ... FOR UPDATE SKIP LOCKED`` (PostgreSQL; SQLite has one writer
   at a time and ignores the clause) and marks them ``sending`` with a lease. A worker that dies loses its
   lease, and the digest is taken over when the lease runs out: that is the only way a digest can go out
-  twice, and only if the platform had accepted it just before the crash.
+  twice, and only if the platform had accepted it just before the crash. A live worker renews the lease
+  of every digest of its batch until the digest's outcome is recorded (``store.claims.renew_leases``).
+* Every outcome a worker records names its claim (worker, attempt): a worker whose claim passed to
+  another (it stalled past its lease) changes nothing over the new holder's.
 * ``sent`` is recorded in one transaction with the digest's matches, so a digest is never half sent.
 """
 

@@ -6,7 +6,7 @@ Talks to the database through the store's session (``store.session()``): ORM rea
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -135,6 +135,37 @@ class ClaimStore:
                 .values(lease_until=until, parts_sent=parts_sent)
             )
             return rowcount(result) == 1
+
+    def renew_leases(self, held: Mapping[int, int], *, worker: str, until: datetime) -> set[int]:
+        """Extend ``worker``'s claims on a batch it still holds (digest id -> the claim's attempt number)
+        until ``until``; returns the ids renewed.
+
+        Guarded like :meth:`renew_lease`: a digest whose outcome is recorded, or whose lease ran out and
+        that another worker (or a later attempt) claimed since, is left alone and not returned. One
+        statement per attempt number in the batch (a retried digest's differs) and slice of ids.
+        """
+        by_attempt: dict[int, list[int]] = {}
+        for digest_id, attempts in held.items():
+            by_attempt.setdefault(attempts, []).append(digest_id)
+        renewed: set[int] = set()
+        with self._store.session() as session:
+            for attempts, digest_ids in by_attempt.items():
+                for ids in slices(digest_ids):
+                    renewed.update(
+                        session.execute(
+                            sa.update(Digest)
+                            .where(
+                                col(Digest.id).in_(ids),
+                                col(Digest.state) == DigestState.SENDING,
+                                col(Digest.worker) == worker,
+                                col(Digest.attempts) == attempts,
+                            )
+                            .values(lease_until=until)
+                            .returning(col(Digest.id))
+                            .execution_options(synchronize_session=False)
+                        ).scalars()
+                    )
+        return renewed
 
     def digest_items(self, digest_id: int) -> list[DigestItem]:
         """The items of one digest, with what each revision changed and Hugging Face upvotes."""

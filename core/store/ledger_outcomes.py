@@ -40,27 +40,33 @@ class OutcomeStore:
         parts: int,
         now: datetime,
         moved_to: str | None = None,
-    ) -> None:
+        held: tuple[str, int] | None = None,
+    ) -> bool:
         """Record a delivered digest; its matches are sent from now on. Follows a moved recipient.
 
-        Two statements and one commit: this runs once per message a worker sends.
+        With ``held`` (worker, attempt) only that claim is recorded: a worker whose lease ran out and whose
+        digest another worker (or a later attempt) claimed since changes nothing; the digest is the new
+        holder's to record. Returns whether this call recorded the digest (False: recorded already, or no
+        longer this claim's). Two statements and one commit: this runs once per message a worker sends.
         """
         with self._store.session() as session:
+            query = sa.update(Digest).where(
+                col(Digest.id) == digest_id, col(Digest.state) != DigestState.SENT
+            )
+            if held is not None:
+                query = query.where(*_claim_is(held))
             subscriber_id = session.execute(
-                sa.update(Digest)
-                .where(col(Digest.id) == digest_id, col(Digest.state) != DigestState.SENT)
-                .values(
+                query.values(
                     state=DigestState.SENT,
                     sent_at=now,
                     platform_id=(platform_id or "")[:255] or None,
                     parts_sent=parts,
                     lease_until=None,
                     error=None,
-                )
-                .returning(col(Digest.subscriber_id))
+                ).returning(col(Digest.subscriber_id))
             ).scalar_one_or_none()
             if subscriber_id is None:
-                return  # already recorded (a worker that lost its lease finished it too)
+                return False
             session.execute(
                 sa.update(Subscriber)
                 .where(col(Subscriber.id) == subscriber_id)
@@ -68,6 +74,7 @@ class OutcomeStore:
             )
             if moved_to:
                 _move(session, subscriber_id, moved_to)
+            return True
 
     def finish_retry(
         self,
@@ -79,16 +86,17 @@ class OutcomeStore:
         dead: bool,
         now: datetime,
         held: tuple[str, int] | None = None,
-    ) -> None:
+    ) -> bool:
         """Record a retryable failure: back off until ``retry_at``, or dead-letter the digest.
 
         With ``held`` (worker, attempt) only that claim is failed: nothing happens when the digest was
-        sent meanwhile, or when its lease ran out and another worker claimed it since.
+        sent meanwhile, or when its lease ran out and another worker claimed it since. Returns whether
+        the failure was recorded.
         """
         with self._store.session() as session:
             digest = session.get(Digest, digest_id)
             if digest is None or not _still_held(digest, held):
-                return
+                return False
             digest.state = DigestState.DEAD if dead else DigestState.PENDING
             digest.error = error
             digest.next_attempt_at = retry_at
@@ -100,6 +108,7 @@ class OutcomeStore:
                 subscriber.failures += 1
                 subscriber.retry_at = None if dead else retry_at
                 session.add(subscriber)
+            return True
 
     def finish_refused(
         self, digest_id: int, *, error: str, now: datetime, held: tuple[str, int] | None = None
@@ -151,6 +160,17 @@ def _move(session: Session, subscriber_id: int, moved_to: str) -> None:
     else:
         subscriber.status_reason = f"the chat moved to {moved_to}, which is already a subscriber"
     session.add(subscriber)
+
+
+def _claim_is(held: tuple[str, int]) -> tuple[sa.ColumnElement[bool], ...]:
+    """The guard of an outcome over one claim, in SQL: the digest is being sent by that worker, at that
+    attempt (the same test as :func:`_still_held` and ``store.claims.renew_lease``)."""
+    worker, attempts = held
+    return (
+        col(Digest.state) == DigestState.SENDING,
+        col(Digest.worker) == worker,
+        col(Digest.attempts) == attempts,
+    )
 
 
 def _still_held(digest: Digest, held: tuple[str, int] | None) -> bool:
