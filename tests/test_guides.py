@@ -388,6 +388,9 @@ async def test_hostile_output_is_stored_stripped_and_capped(
         '{"tldr": "<b></b> ** 123"}',
         '{"tldr": 42}',
         '{"tldr": "unterminated',
+        # Past the decoder's stack, and past the shared nesting limit (core.json_input).
+        pytest.param('{"tldr": ' + "[" * 100_000 + "]" * 100_000 + "}", id="nested-100000"),
+        pytest.param('{"tldr": "A guide.", "x": ' + "[" * 65 + "]" * 65 + "}", id="nested-65"),
     ],
 )
 def test_garbage_answers_are_refused(answer: str) -> None:
