@@ -73,9 +73,10 @@ class JSONReader:
 
     def loads(self, text: str | bytes) -> Any:
         """The value ``text`` holds; ``json.JSONDecodeError`` if it is not JSON, :class:`JSONLimitError`
-        if it breaks a rule, ``UnicodeDecodeError`` for bytes that are not UTF-8."""
+        if it breaks a rule, ``UnicodeDecodeError`` for bytes that do not decode. Bytes are decoded as
+        ``json.loads`` decodes them (UTF-8, 16 or 32, a UTF-8 BOM skipped), so this replaces it as is."""
         if isinstance(text, bytes):
-            text = text.decode("utf-8")
+            text = text.decode(json.detect_encoding(text), "surrogatepass")
         try:
             value = self._decoder.decode(text)
         except RecursionError:
