@@ -21,7 +21,6 @@ skipped without being held. A line that cannot be used (invalid JSON, no id, no 
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import re
 from collections.abc import Iterator

@@ -164,7 +164,8 @@ def parse_guide(answer: str, *, revision: bool) -> Guide:
     return Guide(tldr, contributions, changes if _readable(changes) else None)
 
 
-# A model's answer is untrusted JSON: read by the shared rules (its nesting limit; a key twice keeps the last).
+# A model's answer is untrusted JSON, read by the shared rules (its nesting limit; a repeated key keeps
+# the last value).
 _ANSWERS = JSONReader(unique_keys=False)
 
 
