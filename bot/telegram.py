@@ -52,6 +52,7 @@ from bot.commands import COMMANDS
 from bot.telegram_chat import ChatHandlers, Context
 from core.config_edges import TelegramBotSettings
 from core.i18n.languages import LANGUAGES, translator
+from core.json_input import JSONLimitError, JSONReader
 from core.models import utcnow
 from core.store.facade import Store
 
@@ -67,6 +68,9 @@ START_RETRY_MAX = 60.0
 """The longest pause between two attempts to reach the Bot API at start-up (doubling from 1 s)."""
 _SECRET_CHARS = re.compile(r"[A-Za-z0-9_-]{1,256}")
 _DERIVATION = b"papertrail telegram webhook secret token"
+# A webhook body is read by the shared rules of untrusted JSON (its nesting limit), as Starlette's
+# request.json() would read it otherwise: a body nested thousands deep is a 400, not a RecursionError.
+_UPDATES = JSONReader(unique_keys=False)
 
 AnyApplication = Application[Any, Any, Any, Any, Any, Any]
 
@@ -363,8 +367,10 @@ class TelegramBot:
                 )
                 return PlainTextResponse("wrong or missing secret token\n", status_code=401)
             try:
-                update = await request.json()
-            except ValueError:
+                update = _UPDATES.loads(await request.body())
+            except JSONLimitError as exc:  # nested too deeply: no traceback, no work
+                return PlainTextResponse(f"the body is {exc}\n", status_code=400)
+            except ValueError:  # not JSON, not UTF-8
                 return PlainTextResponse("the body is not JSON\n", status_code=400)
             if not isinstance(update, dict) or not isinstance(update.get("update_id"), int):
                 return PlainTextResponse("the body is not a Telegram update\n", status_code=400)

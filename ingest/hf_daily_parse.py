@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
+from core.json_input import JSONLimitError, JSONReader
 from core.papers.tex_accents import decode_tex
 from core.values import CommunityPick
 
@@ -47,6 +48,8 @@ __all__ = ["SOURCE", "DailyPage", "HfFormatError", "parse_daily"]
 SOURCE = "hf-daily"
 
 _URL_HINT = "check that the URL is https://huggingface.co/api/daily_papers?date=YYYY-MM-DD"
+# The answer is untrusted JSON, read by the shared rules (core.json_input): its nesting limit.
+_READER = JSONReader(unique_keys=False)
 
 # New-style ids (0704.0001, 2411.17700; month 01-12) and old-style ids (hep-th/9901001, math.GT/0309136),
 # optionally with a version suffix, which a pick does not need and which is therefore dropped.
@@ -118,7 +121,12 @@ def _load_array(data: bytes, day: date) -> list[dict[str, Any]]:
             f"may be down or rate-limiting (retry later), or the URL is wrong ({_URL_HINT})"
         )
     try:
-        value = json.loads(data)
+        value = _READER.loads(data)
+    except JSONLimitError as exc:  # nested too deeply: no real answer does, and no RecursionError
+        raise HfFormatError(
+            f"{what} returned JSON {exc} (first bytes: {_preview(data)}); {_URL_HINT}, and keep the "
+            "response for a bug report if the URL is right"
+        ) from exc
     except UnicodeDecodeError as exc:
         raise HfFormatError(
             f"{what} returned bytes that are not UTF-8 text ({exc}; first bytes: {_preview(data)}); "

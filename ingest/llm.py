@@ -20,10 +20,12 @@ import httpx
 
 from core.config_edges import LlmSettings
 from core.guides.prompt import ChatMessage, GuideError
+from core.json_input import JSONReader
 from core.retry_after import retry_after_seconds
 from ingest.retrying import Retry, with_retries
 
 log = logging.getLogger(__name__)
+_ANSWERS = JSONReader(unique_keys=False)
 
 Sleep = Callable[[float], Awaitable[None]]
 TEMPERATURE = 0.2
@@ -144,7 +146,8 @@ class ChatClient:
 
     def _content(self, response: httpx.Response) -> str:
         try:
-            content = response.json()["choices"][0]["message"]["content"]
+            # The shared rules of untrusted JSON (core.json_input): nested too deeply is a ValueError here.
+            content = _ANSWERS.loads(response.content)["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError):
             content = None
         if not isinstance(content, str):

@@ -21,7 +21,6 @@ skipped without being held. A line that cannot be used (invalid JSON, no id, no 
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import re
 from collections.abc import Iterator
@@ -30,6 +29,7 @@ from datetime import UTC, date, datetime
 from email.utils import parsedate_to_datetime
 from typing import IO, Any, cast
 
+from core.json_input import JSONReader
 from core.papers.tex_accents import decode_tex
 from core.values import AnnounceType, PaperIn
 from ingest.arxiv_rss_parse import split_authors
@@ -52,9 +52,10 @@ MAX_LINE_BYTES = 16 * 1024 * 1024
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _UTF8_BOM = b"\xef\xbb\xbf"
-# Decoding the UTF-8 line ourselves and calling the decoder directly skips json.loads' encoding sniffing:
-# a few percent over millions of lines. The snapshot is UTF-8 by specification.
-_decode_json = json.JSONDecoder().decode
+# Decoding the UTF-8 line ourselves and calling the reader with text skips json.loads' encoding sniffing:
+# a few percent over millions of lines. The snapshot is UTF-8 by specification. The reader applies the
+# shared rules of untrusted JSON (core.json_input): a line nested too deeply is skipped like invalid JSON.
+_decode_json = JSONReader(unique_keys=False).loads
 _ID_RE = re.compile(r"\A(?:\d{2}(?:0[1-9]|1[0-2])\.\d{4,5}|[a-z]+(?:-[a-z]+)*(?:\.[A-Z]{2})?/\d{7})\Z")
 _MONTHS = {
     name: number
@@ -139,7 +140,7 @@ def iter_snapshot(
             raw = raw[len(_UTF8_BOM) :]  # written by some Windows tools; not part of the JSON
         try:
             obj = _decode_json(raw.decode("utf-8"))
-        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, nested too deeply
             cut = "" if raw.endswith(b"\n") else " (the last line has no newline: the file may be cut short)"
             yield SnapshotSkip(number, f"invalid JSON ({exc}){cut}: {_preview(raw)}")
             continue

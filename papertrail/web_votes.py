@@ -14,6 +14,10 @@ shows
 * ``POST /vote/{token}/undo`` removes the reader's vote on that version (``core.taste.votes.undo_vote``) and
   offers to vote again.
 
+A vote link opens its one paper's vote and nothing more: the pages link no manage page and show no other
+token, because a vote link travels further than its reader (a webhook receiver's buttons show it to a
+whole channel) and the manage page's export holds a webhook's URL. Undo is on the page itself.
+
 Like the unsubscribe link, the signed token in the URL is the only authority: the POSTs need no cookie
 and no CSRF token (a cross-site form would have to know the token), the pages are never cached nor sent
 on as a Referer, and the CSP lets forms post only to this site. A forged or altered token is a 400 page
@@ -141,10 +145,7 @@ class VoteRoutes:
                 id=arxiv_id,
                 version=version,
             ),
-            hint=t.gettext(
-                "Nothing was recorded. The vote links of your newer digests work as before; your manage "
-                "page lists the votes you made."
-            ),
+            hint=t.gettext("Nothing was recorded. The vote links of your newer digests work as before."),
             status=404,
             private=True,
         )
@@ -163,5 +164,4 @@ class VoteRoutes:
             current=current,
             action=path,
             undo=f"{path}/undo",
-            manage=self.subscribers.manage_path(ballot.subscriber.address),
         )

@@ -694,6 +694,15 @@ async def test_webhook_route_checks_the_secret_and_processes_updates(
                 client.post(WEBHOOK_PATH, json=update, headers={SECRET_HEADER: secret[:-1]}).status_code,
                 client.post(WEBHOOK_PATH, json=update, headers={SECRET_HEADER: secret}).status_code,
                 client.post(WEBHOOK_PATH, content=b"{", headers={SECRET_HEADER: secret}).status_code,
+                # Nested past the decoder's stack, or past the shared limit: refused, no traceback.
+                *(
+                    client.post(
+                        WEBHOOK_PATH,
+                        content=b'{"update_id": 8, "message": ' + b"[" * depth + b"]" * depth + b"}",
+                        headers={SECRET_HEADER: secret},
+                    ).status_code
+                    for depth in (100_000, 65)
+                ),
                 # Authentic but malformed: dropped (and logged), yet 200 so Telegram does not resend it.
                 client.post(
                     WEBHOOK_PATH, json={"update_id": 9, "message": "x"}, headers={SECRET_HEADER: secret}
@@ -702,7 +711,7 @@ async def test_webhook_route_checks_the_secret_and_processes_updates(
             ]
 
     # The route runs in TestClient's own thread and loop; the update is processed on the bot's loop.
-    assert await asyncio.to_thread(post_all) == [401, 401, 401, 200, 400, 200, 405]
+    assert await asyncio.to_thread(post_all) == [401, 401, 401, 200, 400, 400, 400, 200, 405]
     (welcome,) = api.sent(ADA.id)
     assert shown(welcome).startswith("Welcome to PaperTrail, Ada Lovelace!")
     await bot.stop()

@@ -111,6 +111,16 @@ def test_a_broken_file_lists_each_problem_with_its_line_and_uses_the_rest(cli_st
     assert _seeds(cli_store) == 2
 
 
+def test_a_csl_file_nested_too_deeply_is_refused_and_nothing_stored(cli_store: Store, tmp_path: Path) -> None:
+    """The shared limit of untrusted JSON (core.json_input): one item 65 arrays deep refuses the file."""
+    path = tmp_path / "deep.json"
+    path.write_bytes(b'[{"type": "article", "title": "A", "note": ' + b"[" * 65 + b"]" * 65 + b"}]")
+    code, out, err = invoke("import", "library", ADDRESS, str(path))
+    assert (code, out) == (2, "") and "Traceback" not in err
+    assert "the file is nested too deeply (more than 64 arrays or objects inside each other)" in err
+    assert _seeds(cli_store) == 0
+
+
 def test_an_unreachable_api_names_the_entries_it_leaves_out(
     cli_store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:

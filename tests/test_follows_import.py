@@ -371,3 +371,34 @@ def test_cli_prints_at_most_1000_bad_lines_and_notes_inactive_subscribers(env: P
     code, out, _ = invoke("import", "follows", str(path))
     assert code == 0 and "follows: 1 added" in out
     assert "note: 1 of these subscribers are paused, unsubscribed or unconfirmed" in out
+
+
+def test_cli_reports_lines_nested_too_deeply_and_skips_them(
+    store: Store, db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A line nesting arrays thousands deep is a bad line like any other (no RecursionError traceback);
+    with --skip-invalid the good lines are imported. On both databases."""
+    monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", db_url)
+    path = tmp_path / "follows.jsonl"
+    path.write_bytes(
+        jsonl(
+            {"address": "console:a", "query": "cat:cs.DC"},
+            '{"address": "console:b", "query": ' + "[" * 3000 + "]" * 3000 + "}",  # past the decoder's stack
+            '{"address": "console:c", "query": "x", "new_only": ' + "[" * 65 + "]" * 65 + "}",  # past 64
+            '{"address": "console:d", "query": ' + "[" * 4000,  # deep and cut off
+        )
+    )
+    code, out, err = invoke("import", "follows", str(path))
+    assert code == 2 and out == "" and "Traceback" not in err
+    for line in (2, 3, 4):
+        assert f"{path}:{line}: nested too deeply" in err
+    assert "3 of 4 lines invalid; nothing imported" in err
+    assert store.subscribers.get_subscriber("console:a") is None
+
+    code, out, err = invoke("import", "follows", str(path), "--skip-invalid")
+    assert code == 0 and f"{path}:2: nested too deeply" in err
+    assert "follows: 1 added" in out and "3 invalid lines skipped" in out
+    imported = store.subscribers.get_subscriber("console:a")
+    assert imported is not None and imported.id is not None
+    assert [f.query for f in store.subscribers.follows_of(imported.id)] == ["cat:cs.DC"]
+    assert all(store.subscribers.get_subscriber(f"console:{x}") is None for x in "bcd")

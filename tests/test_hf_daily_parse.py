@@ -375,6 +375,14 @@ def test_other_json_values_and_garbage_raise(data: bytes) -> None:
         parse_daily(data, date(2024, 3, 12))
 
 
+@pytest.mark.parametrize("depth", [65, 100_000])
+def test_json_nested_too_deeply_raises(depth: int) -> None:
+    """Past the shared nesting limit, and past the decoder's own stack: a clear error, no RecursionError."""
+    data = b"[" * depth + b"]" * depth
+    with pytest.raises(HfFormatError, match=r"returned JSON nested too deeply \(more than 64 arrays"):
+        parse_daily(data, date(2024, 3, 12))
+
+
 def test_utf8_bom_is_accepted() -> None:
     data = (RAW_DIR / "daily_papers_2024-03-29.json").read_bytes()
     assert len(parse_daily(b"\xef\xbb\xbf" + data, date(2024, 3, 29)).picks) == len(json.loads(data))

@@ -533,7 +533,16 @@ EXPORT_HINT = "export it as BibTeX, RIS or CSL-JSON, e.g. from Zotero: File → 
         ),
         (b"[1, 2, 3]", None, "the file is JSON but not CSL-JSON (a list of items with a type and a title)"),
         (b'[{"title": "A"},\n {"title": "B",]', None, "the file is not valid JSON (line 2, column 16)"),
-        (b"[" * 100_000, None, "the file is not valid JSON (nested too deep)"),
+        (
+            b"[" * 100_000,
+            None,
+            "the file is nested too deeply (more than 64 arrays or objects inside each other)",
+        ),
+        (
+            b'[{"type": "article", "title": "A", "note": ' + b"[" * 65 + b"]" * 65 + b"}]",
+            None,
+            "the file is nested too deeply (more than 64 arrays or objects inside each other)",
+        ),
     ],
 )
 def test_not_a_library(data: bytes, filename: str | None, message: str) -> None:

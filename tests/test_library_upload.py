@@ -122,6 +122,11 @@ def test_what_the_file_says_is_escaped_and_long_keys_are_cut(sqlite_store: Store
     ("name", "data", "says"),
     [
         ("notes.txt", b"just some notes\n", "This is not a BibTeX, RIS or CSL-JSON file; export it as"),
+        (
+            "deep.json",
+            b'[{"type": "article", "title": "A", "note": ' + b"[" * 65 + b"]" * 65 + b"}]",
+            "The file is nested too deeply (more than 64 arrays or objects inside each other)",
+        ),
         ("follows.json", b'[{"address": "console:a", "query": "x"}]', "The file is JSON but not CSL-JSON"),
         ("empty.bib", b"", "The file is empty"),
         ("notes.bib", b"just some notes\n", "The file has no entries"),

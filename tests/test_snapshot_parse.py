@@ -238,6 +238,14 @@ def test_iteration_is_lazy(sample_bytes: bytes) -> None:
 # Broken lines
 
 
+def test_a_line_nested_too_deeply_is_skipped_and_the_rest_kept(lines: list[bytes]) -> None:
+    """Past the decoder's own stack (a RecursionError ended the whole read) and past the shared limit."""
+    deep = [b'{"id": "0704.0100", "x": ' + b"[" * depth + b"]" * depth + b"}\n" for depth in (100_000, 65)]
+    records, skips = _parse(b"".join([*lines[:99], *deep, *lines[101:]]))
+    assert [skip.line for skip in skips] == [100, 101] and len(records) == 198
+    assert all("nested too deeply (more than 64 arrays" in skip.reason for skip in skips)
+
+
 def test_corrupted_line_in_the_middle_is_skipped_and_the_rest_kept(lines: list[bytes]) -> None:
     broken = lines[99][: len(lines[99]) // 2] + b"\n"  # a real line cut in half
     records, skips = _parse(_with_line(lines, 100, broken))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import time
 import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -26,7 +27,14 @@ from core.models import Digest, DigestState, Follow, Match, Subscriber
 from core.papers.pipeline import match_new
 from core.people import newsletters, tokens
 from core.people.subscription import Mode, SubscriptionExists, export_subscription, import_subscription
-from core.people.subscription_file import DocumentError, dumps, read_document
+from core.people.subscription_file import (
+    MAX_FOLLOWS,
+    MAX_OBJECT_KEYS,
+    MAX_RECEIVED,
+    DocumentError,
+    dumps,
+    read_document,
+)
 from core.store.facade import Novelty, Store
 from core.values import PaperIn
 from ingest.arxiv_rss_parse import parse_feed
@@ -528,6 +536,74 @@ def test_twice_received_paper_and_oversized_documents_are_refused() -> None:
         read_document(json.dumps(doc).encode())
     with pytest.raises(DocumentError, match="larger than 67,108,864 bytes"):
         read_document(b" " * (64 * 1024 * 1024 + 1))
+
+
+def _cpu_seconds(data: bytes) -> float:
+    """The least CPU time of three reads of ``data``, each refused (the least: the machine is shared)."""
+    times = []
+    for _ in range(3):
+        start = time.process_time()
+        with pytest.raises(DocumentError):
+            read_document(data)
+        times.append(time.process_time() - start)
+    return min(times)
+
+
+def test_an_object_of_many_keys_is_refused_in_linear_time() -> None:
+    """A top-level object of 10,000 and 40,000 keys, the last given twice: 4x the keys costs well under
+    the 16x a check per key pair would (it took 1.5 s and 23 s), and the count alone refuses it."""
+
+    def many_keys(n: int) -> bytes:
+        return ("{" + ",".join(f'"k{i}": 0' for i in range(n)) + f', "k{n - 1}": 1}}').encode()
+
+    small, large = _cpu_seconds(many_keys(10_000)), _cpu_seconds(many_keys(40_000))
+    assert large < 10 * max(small, 0.001), (small, large)
+    with pytest.raises(DocumentError) as refused:
+        read_document(many_keys(40_000))
+    assert refused.value.key == "document" and str(refused.value) == (
+        f"document: an object with 40,001 keys; this format has at most {MAX_OBJECT_KEYS} in one object; "
+        "this is not a subscription file"
+    )
+
+
+def test_a_list_longer_than_any_subscription_is_refused_by_its_length() -> None:
+    """Counted before any entry is checked: the entries here are not even objects."""
+    doc = good_document()
+    doc["received"] = [0] * (MAX_RECEIVED + 1)
+    with pytest.raises(DocumentError) as refused:
+        read_document(json.dumps(doc).encode())
+    assert (
+        str(refused.value)
+        == f"received: {MAX_RECEIVED + 1:,} received papers; a file holds at most {MAX_RECEIVED:,}"
+    )
+    doc = good_document()
+    doc["follows"] = [0] * (MAX_FOLLOWS + 1)
+    with pytest.raises(DocumentError, match=r"^follows: 100,001 follows; a file holds at most 100,000$"):
+        read_document(json.dumps(doc).encode())
+
+
+def _deep(key: str, depth: int, closed: bool = True) -> bytes:
+    """The good document with ``key``'s value replaced by arrays ``depth`` deep (cut off unless closed)."""
+    return edited(key, "DEEP").replace(b'"DEEP"', b"[" * depth + (b"]" * depth if closed else b""))
+
+
+def test_cli_refuses_a_document_nested_too_deeply_and_stores_nothing(
+    store: Store, db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No RecursionError traceback (exit 1): a clear refusal, exit 2, nothing stored; on both databases."""
+    monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", db_url)
+    before = table_counts(store)
+    path = tmp_path / "deep.json"
+    for data in (_deep("heartbeat", 100_000), _deep("follows", 65), _deep("received", 5_000, closed=False)):
+        path.write_bytes(data)
+        code, out, err = invoke("import", "subscription", str(path))
+        assert code == 2 and out == "" and "Traceback" not in err, err
+        assert f"{path}: document: nested too deeply (more than 64 arrays or objects" in err
+        assert "nothing imported" in err
+        assert table_counts(store) == before and store.subscribers.get_subscriber(ADDRESS) is None
+    path.write_bytes(_deep("follows", 63))  # within the limit: read, and refused for what it is
+    code, _, err = invoke("import", "subscription", str(path))
+    assert code == 2 and "follows[0]: must be an object, not an array" in err
 
 
 def test_a_refused_document_stores_nothing(store: Store) -> None:

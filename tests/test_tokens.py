@@ -150,8 +150,10 @@ def test_a_vote_token_names_one_version_and_value() -> None:
         for variant in variants(token):
             with pytest.raises(tokens.InvalidToken):
                 tokens.verify(KEY, tokens.VOTE, variant)
-        with pytest.raises(tokens.InvalidToken):  # the purpose is inside the MAC
-            tokens.verify(KEY, tokens.MANAGE, token)
+        # The purpose is inside the MAC: a vote token is no token of any other kind.
+        for purpose in (tokens.MANAGE, tokens.UNSUBSCRIBE, tokens.FEED, tokens.LEAVE, tokens.CONFIRM):
+            with pytest.raises(tokens.InvalidToken):
+                tokens.verify(KEY, purpose, token)
     for value, version in ((0, 1), (2, 1), (1, 0)):
         with pytest.raises(ValueError):
             tokens.vote_subject(ADDRESS, "2306.03564", version, value)

@@ -30,6 +30,7 @@ from core.taste.votes import cast_vote
 from core.values import PaperIn
 from notifiers.registry import build_notifiers
 from papertrail.web_subscribers import MAX_VOTES_SHOWN
+from tests.fakes.webhook_receiver import webhook_receiver
 from tests.servers import smtp_sink
 from tests.test_store_taste import day
 from tests.test_web import KEY, client_for
@@ -50,15 +51,15 @@ def _papers() -> list[PaperIn]:
     return [replace(papers[0], title=HOSTILE_TITLE), *papers[1:]]
 
 
-def _subscriber(store: Store, language: str | None = None) -> int:
+def _subscriber(store: Store, language: str | None = None, address: str = ADDRESS) -> int:
     """Ada follows cs.DC since yesterday and the day's papers are stored and matched; returns her id."""
-    follow(store, ADDRESS, "cat:cs.DC", schedule="instant")
+    follow(store, address, "cat:cs.DC", schedule="instant")
     with store.session() as session:
         session.execute(sa.update(Follow).values(created_at=utcnow() - timedelta(days=1)))
     store.papers.save_versions(_papers())
     match_new(store)
     store.matches.expand_matches()
-    subscriber = store.subscribers.get_subscriber(ADDRESS)
+    subscriber = store.subscribers.get_subscriber(address)
     assert subscriber is not None and subscriber.id is not None
     if language:
         store.subscribers.update_subscriber(subscriber.id, language=language)
@@ -138,10 +139,76 @@ async def test_the_mailed_links_ask_then_vote_then_undo(sqlite_store: Store) -> 
     assert f'<form method="post" action="{dislike}">' in undone.text  # vote again
     assert _votes(sqlite_store, sid) == []
     assert 'data-state="not voted"' in client.post(f"{dislike}/undo").text
-    manage = re.search(r'href="(/manage/[^"]+)"', undone.text)
-    assert manage is not None and client.get(manage[1]).status_code == 200
+    # A vote link votes and undoes, nothing else: no page of it links the manage page.
+    for page in (asked, voted, changed, undone):
+        assert "/manage/" not in page.text and tokens.sign(KEY, tokens.MANAGE, ADDRESS) not in page.text
     # An undo link is no vote link: its GET is not a page that changes anything.
     assert client.get(f"{like}/undo").status_code in (404, 405)
+
+
+# Where a page of a vote link may lead: the site's public pages, the paper on arXiv, the icons, and the
+# vote link itself (its button, Undo, the language switch).
+_PUBLIC_HREFS = re.compile(
+    r"\?lang=[a-z]+|/|/papers|/papers/[^\s\"]+|https://arxiv\.org/[^\s\"]+|/favicon\.(svg|ico)"
+)
+
+
+async def test_a_webhook_vote_url_votes_and_opens_nothing_else(store: Store) -> None:
+    """A vote URL of a webhook payload, followed in the real web app, votes and undoes; its pages link no
+    manage page (whose export holds the webhook URL), and its token opens no other route."""
+    with webhook_receiver() as receiver:
+        address = f"webhook:{receiver.url}/hooks/PRIVATE7PATH"  # a secret path, as Slack's
+        sid = _subscriber(store, address=address)
+        notifiers = build_notifiers(Settings(secret_key=KEY, webhook_allow_hosts="127.0.0.1"))
+        try:
+            (report,) = await send_due_digests(
+                store, notifiers, Renderer(secret_key=KEY, public_url=PUBLIC), force=True
+            )
+        finally:
+            for notifier in notifiers.values():
+                await notifier.aclose()
+        assert report.sent
+        [delivery] = receiver.deliveries
+    item = delivery.json["items"][0]
+    like = _path(item["vote_urls"]["like"])
+    token = like.rpartition("/")[2]
+    client = client_for(store)
+    manage = tokens.sign(KEY, tokens.MANAGE, address)
+    unsubscribe = tokens.sign(KEY, tokens.UNSUBSCRIBE, address)
+
+    asked = client.get(like)
+    voted = client.post(like)
+    undone = client.post(f"{like}/undo")
+    assert [asked.status_code, voted.status_code, undone.status_code] == [200, 200, 200]
+    assert 'data-state="recorded"' in voted.text and 'data-state="undone"' in undone.text
+    assert _votes(store, sid) == []
+    for page in (asked, voted, undone):
+        assert "/manage/" not in page.text and "/unsubscribe/" not in page.text
+        assert manage not in page.text and unsubscribe not in page.text
+        assert "PRIVATE7PATH" not in page.text  # the masked address only
+        for target in re.findall(r'(?:href|action)="([^"]*)"', page.text):
+            target = html.unescape(target)
+            assert target.startswith(like) or _PUBLIC_HREFS.fullmatch(target), target
+
+    # The vote token opens no route behind the manage link, nor any other signed route.
+    refused = [
+        client.get(f"/manage/{token}"),
+        client.post(f"/manage/{token}", data={"action": "unsubscribe"}),
+        client.get(f"/manage/{token}/export.json"),
+        client.get(f"/manage/{token}/feeds.opml"),
+        client.get(f"/manage/{token}/papers.bib"),
+        client.get(f"/manage/{token}/likes.bib"),
+        client.post(f"/manage/{token}/library", files={"file": ("l.bib", b"@article{a, title={A}}")}),
+        client.get(f"/unsubscribe/{token}"),
+        client.post(f"/unsubscribe/{token}"),
+        client.get(f"/leave/{token}"),
+        client.get(f"/feeds/private/{token}"),
+    ]
+    for response in refused:
+        assert response.status_code in (400, 404), response.request.url
+        assert "PRIVATE7PATH" not in response.text and manage not in response.text
+    subscriber = store.subscribers.get_subscriber(address)
+    assert subscriber is not None and subscriber.status == "active"
 
 
 def _subject(url: str) -> str:

@@ -12,7 +12,8 @@ Rules (docs/operations.md says them to operators):
 * the subscriber options are per address: a line without one has no opinion; a later line giving another
   value than an earlier line of the same address is refused (the first one stands), so a file can never
   mean two things at once;
-* blank lines are skipped; a line longer than :data:`MAX_LINE_BYTES` is refused unread.
+* blank lines are skipped; a line longer than :data:`MAX_LINE_BYTES` is refused unread, a line nested
+  too deeply or with a key given twice is refused as :mod:`core.json_input` says.
 
 Pure: no store, no I/O beyond the lines it is given.
 """
@@ -28,6 +29,7 @@ from core.delivery.contract import NEWSLETTER_CHANNEL, normalise_address, split_
 from core.delivery.schedule import parse_schedule, zone
 from core.follows.query import QueryError, parse
 from core.i18n.languages import check_language, normalize_language
+from core.json_input import JSONLimitError, JSONReader
 from core.models import Subscriber
 
 # A query is at most 1,000 characters and an address 512: 8 KiB leaves room for JSON escapes of both and
@@ -222,25 +224,18 @@ class _Checker:
         return found
 
 
-def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    record = dict(pairs)
-    if len(record) < len(pairs):  # JSON allows a repeated key and keeps the last; a typo more likely
-        names = [key for key, _ in pairs]
-        twice = next(key for key in names if names.count(key) > 1)
-        raise _Refused(f"key {twice!r} given twice")
-    return record
-
-
-# One decoder for every line: json.loads builds a new one per call when given a hook.
-_DECODER = json.JSONDecoder(object_pairs_hook=_no_repeats)
+# One reader for every line (it holds its decoder): no key twice, no nesting past the shared limit.
+_READER = JSONReader()
 
 
 def _object(text: str) -> dict[str, Any]:
     try:
         # Stripped: the column of an error in "{... \n" is then on the line, not after its newline.
-        record = _DECODER.decode(text.strip())
+        record = _READER.loads(text.strip())
     except json.JSONDecodeError as exc:
         raise _Refused(f"not JSON: {exc.msg} at column {exc.colno}") from None
+    except JSONLimitError as exc:  # nested too deeply, a key given twice
+        raise _Refused(str(exc)) from None
     if not isinstance(record, dict):
         raise _Refused(f"not a JSON object but {_JSON_KINDS.get(type(record), 'a number')}")
     unknown = sorted(set(record) - set(_TYPES))

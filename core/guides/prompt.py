@@ -23,6 +23,7 @@ from typing import Protocol
 
 from core.delivery.escaping import strip_control
 from core.i18n.languages import check_language
+from core.json_input import JSONReader
 from core.values import Guide
 
 LANGUAGE_NAMES = {"en": "English", "zh": "Simplified Chinese (简体中文)"}
@@ -163,6 +164,11 @@ def parse_guide(answer: str, *, revision: bool) -> Guide:
     return Guide(tldr, contributions, changes if _readable(changes) else None)
 
 
+# A model's answer is untrusted JSON, read by the shared rules (its nesting limit; a repeated key keeps
+# the last value).
+_ANSWERS = JSONReader(unique_keys=False)
+
+
 def _json_object(answer: str) -> dict[str, object]:
     # Models like to wrap JSON in a code fence or a sentence: take the outermost braces.
     start, end = answer.find("{"), answer.rfind("}")
@@ -171,8 +177,8 @@ def _json_object(answer: str) -> dict[str, object]:
             "the model did not answer with a JSON object; check PAPERTRAIL_LLM_MODEL", retryable=False
         )
     try:
-        data = json.loads(answer[start : end + 1])
-    except ValueError as exc:
+        data = _ANSWERS.loads(answer[start : end + 1])
+    except ValueError as exc:  # not JSON, or nested too deeply (core.json_input)
         raise GuideError(f"the model's answer is not valid JSON ({exc})", retryable=False) from None
     if not isinstance(data, dict):
         raise GuideError("the model's answer is not a JSON object", retryable=False)

@@ -44,6 +44,7 @@ from typing import Any
 
 from core.delivery.contract import NEWSLETTER_NAME
 from core.follows.file import FollowLine, check_lines, check_value
+from core.json_input import JSONLimitError, JSONReader, RepeatedKey
 from core.models import SubscriberStatus
 from core.values import ARXIV_ID_PATTERN
 
@@ -61,6 +62,12 @@ MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
 MAX_RECOMMEND = 20
 MAX_VOTES = 10_000
 MAX_LIBRARY = 5_000
+# Entries no real subscription reaches, checked before any entry is (a list past its limit is refused by
+# its count alone): 27 years of daily 50-paper digests received; follows and newsletters far past what a
+# reader manages by hand.
+MAX_RECEIVED = 500_000
+MAX_FOLLOWS = 100_000
+MAX_NEWSLETTERS = 1_000
 # The width of library_seed.key.
 SEED_KEY_CHARS = 300
 # The keys of each version, in the order an export writes them.
@@ -252,20 +259,23 @@ def read_document(data: bytes, refuse_address: Callable[[str], str | None] | Non
     except UnicodeDecodeError as exc:
         raise DocumentError(WHOLE, f"not UTF-8 (byte {exc.start + 1})") from None
     try:
-        record = _DECODER.decode(text)
+        record = _READER.loads(text)
     except json.JSONDecodeError as exc:
         # A follows file is JSON Lines: its second line is the "extra data" after a first document.
         hint = f"; {_FOLLOWS_FILE}" if exc.msg == "Extra data" else ""
         raise DocumentError(
             WHOLE, f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}{hint}"
         ) from None
-    except _Repeated as exc:
-        raise DocumentError(WHOLE, f"key {exc.args[0]!r} given twice in one object") from None
+    except RepeatedKey as exc:  # JSON keeps the last value silently: a hand edit gone wrong
+        raise DocumentError(WHOLE, str(exc)) from None
+    except JSONLimitError as exc:  # nested too deeply, an object with more keys than any of the format
+        raise DocumentError(WHOLE, f"{exc}; this is not a subscription file") from None
     if not isinstance(record, dict):
         raise DocumentError(WHOLE, f"not a JSON object but {_kind(record)}")
     version = _check_format(record)
     keys = KEYS_OF[version]
     _check_keys(record, keys, WHOLE, f"the keys of version {version} are: {', '.join(keys)}")
+    _check_sizes(record)
     address = _string(record, "address")
     try:
         address = check_value("address", address)
@@ -298,19 +308,11 @@ def read_document(data: bytes, refuse_address: Callable[[str], str | None] | Non
     )
 
 
-class _Repeated(ValueError):
-    """A key given twice in one JSON object."""
-
-
-def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    record = dict(pairs)
-    if len(record) < len(pairs):  # JSON allows a repeated key and keeps the last: a hand edit gone wrong
-        names = [key for key, _ in pairs]
-        raise _Repeated(next(key for key in names if names.count(key) > 1))
-    return record
-
-
-_DECODER = json.JSONDecoder(object_pairs_hook=_no_repeats)
+# Every object of a document has at most 13 keys (the top level of version 2); a few more leave room
+# for the message that names an unknown key. An object with more is no subscription: refused as soon as it
+# is read, before its keys are checked.
+MAX_OBJECT_KEYS = 32
+_READER = JSONReader(max_keys=MAX_OBJECT_KEYS)
 
 
 def _kind(value: object) -> str:
@@ -354,6 +356,25 @@ def _check_format(record: dict[str, Any]) -> int:
             "version", f"{version} is no version of this format (1 to {VERSION}); export it again"
         )
     return version
+
+
+# The most entries each list of a document holds, and what its entries are called in a refusal.
+_SIZES = {
+    "newsletters": (MAX_NEWSLETTERS, "newsletters"),
+    "follows": (MAX_FOLLOWS, "follows"),
+    "received": (MAX_RECEIVED, "received papers"),
+    "votes": (MAX_VOTES, "votes"),
+    "library": (MAX_LIBRARY, "entries"),
+}
+
+
+def _check_sizes(record: dict[str, Any]) -> None:
+    """Refuse a list longer than any subscription holds by its length alone, before any entry is checked."""
+    for key, (limit, what) in _SIZES.items():
+        value = record.get(key)
+        if isinstance(value, list) and len(value) > limit:
+            note = " (an export writes the newest)" if key in ("votes", "library") else ""
+            raise DocumentError(key, f"{len(value):,} {what}; a file holds at most {limit:,}{note}")
 
 
 def _check_keys(record: dict[str, Any], keys: Sequence[str], where: str, listing: str) -> None:
@@ -493,12 +514,7 @@ def _learned(record: dict[str, Any]) -> Learned:
 
 
 def _votes(value: object) -> tuple[VoteLine, ...]:
-    listed = _list(value, "votes")
-    if len(listed) > MAX_VOTES:
-        raise DocumentError(
-            "votes",
-            f"{len(listed):,} votes; a file holds at most {MAX_VOTES:,} (an export writes the newest)",
-        )
+    listed = _list(value, "votes")  # its length was checked first (_check_sizes)
     items: list[VoteLine] = []
     seen: dict[tuple[str, int], int] = {}
     for index, item in enumerate(listed):
@@ -520,12 +536,7 @@ def _votes(value: object) -> tuple[VoteLine, ...]:
 
 
 def _library(value: object) -> tuple[LibraryLine, ...]:
-    listed = _list(value, "library")
-    if len(listed) > MAX_LIBRARY:
-        raise DocumentError(
-            "library",
-            f"{len(listed):,} entries; a file holds at most {MAX_LIBRARY:,} (an export writes the newest)",
-        )
+    listed = _list(value, "library")  # its length was checked first (_check_sizes)
     items: list[LibraryLine] = []
     seen: dict[str, int] = {}
     for index, item in enumerate(listed):

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from core.i18n.languages import N_, Phrase
+from core.json_input import JSONReader, TooDeep
 from core.taste.library_file_entries import (
     EXPORT,
     EntryProblem,
@@ -30,13 +31,16 @@ _CSL_TEXT_FIELDS = ("number", "archive_location", "note", "container-title")
 # Keys that make a JSON object a CSL item; a list with no object that has one is not CSL-JSON.
 _CSL_KEYS = frozenset({"id", "type", "title"})
 
+# The shared rules of untrusted JSON: its nesting limit. A key given twice is not refused: exporters do not
+# write one, and a library entry keeps what it can read.
+_READER = JSONReader(unique_keys=False)
 _NOT_OBJECT = Phrase(N_("not a CSL item: an item is an object with a type and a title"))
 
 
 def read_csl(text: str) -> list[LibraryEntry | EntryProblem]:
     """Every item of the top-level array (or the one item a single object is), each with its line."""
     try:
-        document = json.loads(text)
+        document = _READER.loads(text)
     except json.JSONDecodeError as exc:
         raise LibraryFileError(
             Phrase(
@@ -46,8 +50,14 @@ def read_csl(text: str) -> list[LibraryEntry | EntryProblem]:
             ),
             EXPORT,
         ) from None
-    except RecursionError:
-        raise LibraryFileError(Phrase(N_("the file is not valid JSON (nested too deep)")), EXPORT) from None
+    except TooDeep as exc:
+        raise LibraryFileError(
+            Phrase(
+                N_("the file is nested too deeply (more than {limit} arrays or objects inside each other)"),
+                limit=exc.limit,
+            ),
+            EXPORT,
+        ) from None
     if isinstance(document, list):
         refuse_if_too_many(len(document))
     if isinstance(document, dict):
