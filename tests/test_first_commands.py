@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -35,6 +35,7 @@ from tests.test_commands import NOW
 
 TOKEN = "123456:TEST-bot-token"
 QUERIES = [f'ti:"topic {n}"' for n in range(16)]
+T = TypeVar("T")
 
 
 @pytest.fixture
@@ -88,29 +89,37 @@ async def test_concurrent_first_follows_on_slack(slack: FakeSlack, store: Store)
     assert stored_queries(store, f"slack:{SLACK_ADA}") == sorted(queries)
 
 
-@pytest.mark.parametrize("same_query", [False, True])
-def test_concurrent_core_follow_from_separate_stores(db_url: str, store: Store, same_query: bool) -> None:
-    """Each thread has its own engine (as a second process would): one subscriber, every follow stored
-    once, and exactly one call says it created the subscriber."""
-    stores = [Store(make_engine(db_url)) for _ in range(8)]
-    barrier = threading.Barrier(len(stores))
-    results: list[Any] = []
+def at_once(db_url: str, call: Callable[[Store, int], T], n: int = 8) -> tuple[list[T], list[BaseException]]:
+    """``call(store, i)`` from ``n`` threads released together, each with its own engine (as separate
+    processes would have): the results, and the exceptions raised (the failures are the finding)."""
+    stores = [Store(make_engine(db_url)) for _ in range(n)]
+    barrier = threading.Barrier(n)
+    results: list[T] = []
     errors: list[BaseException] = []
 
-    def run(own: Store, n: int) -> None:
+    def run(own: Store, i: int) -> None:
         barrier.wait()
         try:
-            results.append(follow(own, "telegram:777", QUERIES[0] if same_query else QUERIES[n]))
-        except BaseException as exc:  # the failure is the finding: collected, asserted below
+            results.append(call(own, i))
+        except BaseException as exc:  # collected, asserted by the caller
             errors.append(exc)
 
-    threads = [threading.Thread(target=run, args=(own, n)) for n, own in enumerate(stores)]
+    threads = [threading.Thread(target=run, args=(own, i)) for i, own in enumerate(stores)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     for own in stores:
         own.engine.dispose()
+    return results, errors
+
+
+@pytest.mark.parametrize("same_query", [False, True])
+def test_concurrent_core_follow_from_separate_stores(db_url: str, store: Store, same_query: bool) -> None:
+    """One subscriber, every follow stored once, and exactly one call says it created the subscriber."""
+    results, errors = at_once(
+        db_url, lambda own, n: follow(own, "telegram:777", QUERIES[0] if same_query else QUERIES[n])
+    )
     assert errors == []
     assert sum(r.subscriber_created for r in results) == 1
     expected = [QUERIES[0]] if same_query else sorted(QUERIES[:8])
@@ -120,28 +129,12 @@ def test_concurrent_core_follow_from_separate_stores(db_url: str, store: Store, 
 
 def test_concurrent_ensure_subscriber_creates_one(db_url: str, store: Store) -> None:
     """What every other first command (start, digest, timezone, language, join) calls: one creation."""
-    stores = [Store(make_engine(db_url)) for _ in range(8)]
-    barrier = threading.Barrier(len(stores))
-    created: list[bool] = []
-    errors: list[BaseException] = []
-
-    def run(own: Store) -> None:
-        barrier.wait()
-        try:
-            created.append(
-                own.subscribers.ensure_subscriber("slack:C0NEW", timezone="UTC", schedule="instant")[1]
-            )
-        except BaseException as exc:  # collected, asserted below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(own,)) for own in stores]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    for own in stores:
-        own.engine.dispose()
+    results, errors = at_once(
+        db_url,
+        lambda own, _: own.subscribers.ensure_subscriber("slack:C0NEW", timezone="UTC", schedule="instant"),
+    )
     assert errors == []
+    created = [was_created for _, was_created in results]
     assert sorted(created) == [False] * 7 + [True]
     found = store.subscribers.get_subscriber("slack:C0NEW")
     assert found is not None and found.schedule == "instant"

@@ -28,9 +28,6 @@ from core.store.fanout import receives_matches
 if TYPE_CHECKING:
     from core.store.facade import Store
 
-_SUBSCRIBERS: sa.Table = Subscriber.__table__  # type: ignore[attr-defined]
-_FOLLOWS: sa.Table = Follow.__table__  # type: ignore[attr-defined]
-
 
 @dataclass(frozen=True, slots=True)
 class StoredFollow:
@@ -192,19 +189,10 @@ def _ensure(session: Session, address: str, timezone: str, schedule: str) -> tup
     found = session.exec(select_it).first()
     if found is not None:
         return found, False
-    # The model's own defaults, as the ORM would write them.
-    fresh = Subscriber(address=address, timezone=timezone, schedule=schedule)
-    values = {
-        column.name: getattr(fresh, column.name) for column in _SUBSCRIBERS.columns if column.name != "id"
-    }
-    connection = session.connection()
-    inserted = connection.execute(
-        dialect_insert(connection, _SUBSCRIBERS)
-        .values(values)
-        .on_conflict_do_nothing(index_elements=["address"])
-        .returning(_SUBSCRIBERS.c.id)
-    ).first()
-    return session.exec(select_it).one(), inserted is not None
+    inserted = _insert_if_absent(
+        session, Subscriber(address=address, timezone=timezone, schedule=schedule), ("address",)
+    )
+    return session.exec(select_it).one(), inserted
 
 
 def _add_follow(
@@ -225,18 +213,9 @@ def _add_follow(
             revisions=revisions,
             instant=instant,
         )
-        values = {
-            column.name: getattr(fresh, column.name) for column in _FOLLOWS.columns if column.name != "id"
-        }
-        connection = session.connection()
-        inserted = connection.execute(
-            dialect_insert(connection, _FOLLOWS)
-            .values(values)
-            .on_conflict_do_nothing(index_elements=["subscriber_id", "canonical"])
-            .returning(_FOLLOWS.c.id)
-        ).first()
+        inserted = _insert_if_absent(session, fresh, ("subscriber_id", "canonical"))
         existing = session.exec(select_it).one()
-        if inserted is not None:
+        if inserted:
             return existing, "added"
     if (existing.revisions, existing.instant) == (revisions, instant):
         return existing, "unchanged"
@@ -244,3 +223,21 @@ def _add_follow(
     session.add(existing)
     session.flush()
     return existing, "updated"
+
+
+def _insert_if_absent(session: Session, row: Subscriber | Follow, unique: tuple[str, ...]) -> bool:
+    """INSERT ``row`` unless a row with the same ``unique`` columns exists; True when this call inserted it.
+
+    The row's values are the model's own defaults, as the ORM would write them; a concurrent insert of the
+    same key makes this one do nothing instead of failing on the unique index.
+    """
+    table: sa.Table = type(row).__table__  # type: ignore[union-attr]
+    values = {column.name: getattr(row, column.name) for column in table.columns if column.name != "id"}
+    connection = session.connection()
+    inserted = connection.execute(
+        dialect_insert(connection, table)
+        .values(values)
+        .on_conflict_do_nothing(index_elements=list(unique))
+        .returning(table.c.id)
+    ).first()
+    return inserted is not None
