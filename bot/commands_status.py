@@ -123,7 +123,8 @@ def source_line(
     )
     parts: list[str] = []
     for status in judged:
-        source, state = status.facts.source, status.verdict.state
+        # The standing: "checked … ago" is the last finished check, a check in flight has no verdict yet.
+        source, state = status.facts.source, status.verdict.standing
         if source not in names and state != "failing":
             continue
         name = SOURCE_NAMES.get(source, source)

@@ -28,6 +28,10 @@ from papertrail.cli_common import (
 )
 from papertrail.source_names import SOURCE_NAMES
 
+# `papertrail ingest` of a source another process is ingesting: nothing failed and nothing was done
+# (EX_TEMPFAIL of sysexits.h, "try again later"), told apart from a failure (1) and bad input (2).
+BUSY = 75
+
 
 @app.command()
 def run(
@@ -87,6 +91,8 @@ def ingest(
 ) -> None:
     """Fetch one source once, store new versions and match them against the follows.
 
+    One ingest of a source runs at a time: while another runs, this one does nothing and exits 75.
+
     arxiv-oai fills gaps: versions announced after the newest announcement already seen are news, older
     ones are stored as history.
     """
@@ -104,17 +110,29 @@ def ingest(
         from_date = date.fromisoformat(since).isoformat() if since else None
     except ValueError as exc:
         raise _fail(f"--since {since!r} is not a date like 2026-11-01", 2) from exc
+    from papertrail.ingest_claim import SourceBusy, claim_source
+    from papertrail.runtime import Interrupted, run_once
+
     with _context() as ctx:
         if source == "arxiv-api":
             assert ctx.api is not None
-            report = _run(complete_papers(ctx.store, ctx.api))
+            work = complete_papers(ctx.store, ctx.api)
         elif source in ctx.paged:
             novelty = Novelty.HISTORY if history else Novelty.GAP
-            report = _run(ingest_paged(ctx.store, ctx.paged[source], since=from_date, novelty=novelty))
+            work = ingest_paged(ctx.store, ctx.paged[source], since=from_date, novelty=novelty)
         elif source in ctx.community:
-            report = _run(ingest_community(ctx.store, ctx.community[source], wanted))
+            work = ingest_community(ctx.store, ctx.community[source], wanted)
         else:
-            report = _run(ingest_once(ctx.store, ctx.sources[source]))
+            work = ingest_once(ctx.store, ctx.sources[source])
+        try:
+            with claim_source(ctx.store, source):
+                # Ctrl-C and SIGTERM as for `papertrail run`: the run finishes, or is closed as interrupted.
+                report = _run(run_once(ctx, work))
+        except SourceBusy as exc:
+            work.close()  # never started
+            raise _fail(str(exc), BUSY) from exc
+        except Interrupted as exc:
+            raise _fail(f"{source}: {exc}; its run is recorded as failed, what was stored stays", 130) from exc
     if report.error:
         raise _fail(f"{source}: {report.error}")
     # A one-shot command leaves the ledger complete: what matched reaches each follower's Match rows now

@@ -31,9 +31,10 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
     from core.papers.status import source_statuses
     from core.people.masking import mask_address, mask_text
     from notifiers.channels import unconfigured_channels
+    from papertrail.ingest_claim import status_summary
 
     with _store_context() as ctx:
-        summary = ctx.store.dashboard.status(sources=SOURCE_NAMES)
+        summary = status_summary(ctx.store, SOURCE_NAMES)
         dead = ctx.store.ledger.dead_digests()
         backlog = ctx.store.papers.search_backlog()
         settings = ctx.settings
@@ -102,6 +103,8 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
                     "lag_seconds": round(j.verdict.lag.total_seconds()) if j.verdict.lag else 0,
                     "last_run": j.facts.last_state,
                     "last_check": _iso(j.facts.last_check),
+                    # Set while a check is in flight; last_run and last_check are then the last finished one.
+                    "checking_since": _iso(j.facts.checking_since),
                     "last_success": _iso(j.facts.last_success),
                     "last_new_version": _iso(j.facts.last_new_version),
                     "error": j.facts.last_error,

@@ -1,12 +1,14 @@
 """One scheduler per store: whoever holds the lock leads, the others wait and take over when it goes.
 
+The same locks, under another name, keep each source to one ingest at a time (:mod:`papertrail.ingest_claim`).
+
 - PostgreSQL: ``pg_try_advisory_lock(key)`` on a connection kept open for the life of the process. The
   lock is the session's: it goes when the connection goes (process exit, crash, a server that drops the
   connection), and a waiting scheduler's next poll takes it. The key is a fixed 64-bit number derived
   from ``papertrail-scheduler`` and the schema, so that two PaperTrail stores in one database (in two
   schemas) each get their scheduler.
-- SQLite: an exclusive ``fcntl.flock`` on ``<database file>.scheduler.lock``; the kernel drops it when
-  the process exits, however it exits.
+- SQLite: an exclusive ``fcntl.flock`` on ``<database file>.scheduler.lock`` (``.ingest-<source>.lock`` for
+  a source); the kernel drops it when the process exits, however it exits.
 
 Waiting schedulers poll every :data:`POLL_SECONDS`. Database calls run in a thread so that a server that
 does not answer cannot stall the event loop the web server and the workers share.
@@ -20,9 +22,10 @@ import fcntl
 import hashlib
 import logging
 import os
+import threading
 import time
 from pathlib import Path
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -72,6 +75,11 @@ class PostgresLock:
         self._unreachable = False
 
     @property
+    def unreachable(self) -> bool:
+        """Whether the last try failed because the database did not answer (not because the lock is held)."""
+        return self._unreachable
+
+    @property
     def description(self) -> str:
         """The database URL (password masked) and the lock key."""
         return f"advisory lock {self.key} on {self.engine.url.render_as_string(hide_password=True)}"
@@ -85,7 +93,7 @@ class PostgresLock:
             )
         except sa.exc.DBAPIError as exc:
             if not self._unreachable:  # once per outage, not at every poll
-                log.warning("scheduler lock: database unreachable, trying again: %s", exc.orig or exc)
+                log.warning("%s lock: database unreachable, trying again: %s", self.name, exc.orig or exc)
             self._unreachable = True
             self._drop()
             return False
@@ -120,7 +128,7 @@ class PostgresLock:
                 self.key = lock_key(f"{self.name}/{schema}")
                 # Visible in pg_stat_activity; and the server probes this connection every 30 s, so a
                 # leader whose host vanished loses the lock within about a minute, not hours.
-                conn.execute(sa.text("SET application_name = 'papertrail-scheduler'"))
+                conn.execute(sa.text("SELECT set_config('application_name', :name, false)"), {"name": self.name[:63]})
                 conn.execute(sa.text("SET tcp_keepalives_idle = 30"))
                 conn.execute(sa.text("SET tcp_keepalives_interval = 10"))
                 conn.execute(sa.text("SET tcp_keepalives_count = 3"))
@@ -181,6 +189,39 @@ class FileLock:
             self._fd = None
 
 
+class ProcessLock:
+    """A named lock of an in-memory SQLite database: held per process (the database lives in one), so that
+    a second holder in the same process is refused as another process would be."""
+
+    _held: ClassVar[set[tuple[int, str]]] = set()
+    _guard: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, engine: Engine, name: str) -> None:
+        self._key = (id(engine), name)
+        self._mine = False
+        self.description = f"in-memory lock {name}"
+
+    def try_acquire(self) -> bool:
+        """Take the name if no one in this process holds it."""
+        with self._guard:
+            if not self._mine and self._key in self._held:
+                return False
+            self._held.add(self._key)
+            self._mine = True
+            return True
+
+    def still_held(self) -> bool:
+        """Held until released."""
+        return self._mine
+
+    def release(self) -> None:
+        """Give the name up."""
+        with self._guard:
+            if self._mine:
+                self._held.discard(self._key)
+                self._mine = False
+
+
 class PrivateLock:
     """An in-memory SQLite database belongs to one process: that process always leads."""
 
@@ -198,17 +239,22 @@ class PrivateLock:
         """Nothing to give up."""
 
 
-def lock_for(engine: Engine) -> Lock:
-    """The leadership lock that fits the store's database."""
+def lock_for(engine: Engine, name: str = LOCK_NAME) -> Lock:
+    """The lock called ``name`` (default: the scheduler's leadership) that fits the store's database.
+
+    On SQLite the lock file is named after ``name`` without its ``papertrail-`` prefix, ``/`` becoming
+    ``-``: ``x.db.scheduler.lock``, ``x.db.ingest-arxiv-rss.lock``.
+    """
     url = engine.url
     if url.get_backend_name() == "postgresql":
-        return PostgresLock(engine)
+        return PostgresLock(engine, name)
     if url.get_backend_name() == "sqlite":
         database = url.database or ""
         if database in ("", ":memory:") or database.startswith("file::memory:"):
-            return PrivateLock()
-        return FileLock(Path(database).with_name(Path(database).name + ".scheduler.lock"))
-    raise ValueError(f"no scheduler lock for {url.get_backend_name()} databases; use SQLite or PostgreSQL")
+            return PrivateLock() if name == LOCK_NAME else ProcessLock(engine, name)
+        suffix = name.removeprefix("papertrail-").replace("/", "-")
+        return FileLock(Path(database).with_name(f"{Path(database).name}.{suffix}.lock"))
+    raise ValueError(f"no {name} lock for {url.get_backend_name()} databases; use SQLite or PostgreSQL")
 
 
 class Leader:

@@ -26,7 +26,7 @@ import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from zoneinfo import ZoneInfo
 
 import uvicorn
@@ -39,6 +39,7 @@ from core.models import utcnow
 from core.papers.pipeline import complete_papers, ingest_community, ingest_once
 from core.store.search import INDEX_BATCH
 from papertrail.context import AppContext
+from papertrail.ingest_claim import SourceBusy, claim_source
 from papertrail.leader import POLL_SECONDS, Leader, lock_for
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ NEW_YORK = ZoneInfo("America/New_York")
 # A job that could not start on time (the loop was busy) still runs if it is at most this late.
 MISFIRE_GRACE_SECONDS = 300
 
+T = TypeVar("T")
 Role = Callable[[AppContext, asyncio.Event], Coroutine[Any, Any, None]]
 
 
@@ -131,7 +133,12 @@ class Jobs:
                     extra={"source": name},
                 )
                 return
-            report = await ingest_once(ctx.store, ctx.sources[name], index=ctx.follows)
+            try:
+                with claim_source(ctx.store, name):
+                    report = await ingest_once(ctx.store, ctx.sources[name], index=ctx.follows)
+            except SourceBusy as exc:  # a `papertrail ingest` (or another service) runs it: it does the work
+                log.info("skipped: %s", exc, extra={"source": name})
+                return
             if report.retry_after:
                 ctx.not_before[name] = utcnow() + timedelta(seconds=report.retry_after)
             if not report.error:  # failures are logged where they are recorded, in core.papers.pipeline
@@ -155,13 +162,23 @@ class Jobs:
             for source in ctx.community.values():
                 if self.stop.is_set():
                     return
-                report = await ingest_community(ctx.store, source, utcnow().date())
+                try:
+                    with claim_source(ctx.store, source.name):
+                        report = await ingest_community(ctx.store, source, utcnow().date())
+                except SourceBusy as exc:
+                    log.info("skipped: %s", exc, extra={"source": source.name})
+                    continue
                 if not report.error:
                     log.info("%s: %s", report.source, report.note, extra={"source": report.source})
             if ctx.api is not None and not self.stop.is_set():
-                report = await complete_papers(ctx.store, ctx.api)
-                if report.fetched:
-                    log.info("%s: %s", report.source, report.note, extra={"source": report.source})
+                try:
+                    with claim_source(ctx.store, ctx.api.name):
+                        report = await complete_papers(ctx.store, ctx.api)
+                except SourceBusy as exc:
+                    log.info("skipped: %s", exc, extra={"source": ctx.api.name})
+                else:
+                    if report.fetched:
+                        log.info("%s: %s", report.source, report.note, extra={"source": report.source})
         # Also retries the guides an earlier run could not make (endpoint down, daily cap): hourly.
         await self.guides()
 
@@ -500,6 +517,43 @@ async def run_forever(
         role, exc = group.failure
         raise RoleFailed(f"the {role} role failed: {exc}") from exc
     log.info("stopped")
+
+
+class Interrupted(RuntimeError):
+    """:func:`run_once`'s work was cancelled by a signal (its clean-up ran); the message names the signal."""
+
+
+async def run_once(ctx: AppContext, work: Coroutine[Any, Any, T], *, grace: float = STOP_GRACE) -> T:
+    """Run one piece of work (``papertrail ingest``) under :func:`run_forever`'s stop rule.
+
+    The first SIGINT/SIGTERM cuts the HTTP and LLM back-offs short and gives the work ``grace`` seconds
+    to finish and be recorded; a second signal, or the end of the grace, cancels it: its clean-up runs
+    (a source run is closed as interrupted, core.papers.pipeline.close_interrupted) and
+    :class:`Interrupted` is raised. Work that finished returns its result, signal or not.
+    """
+    stop = asyncio.Event()
+    hurry = asyncio.Event()
+    task = asyncio.ensure_future(work)
+    with _stop_on_signals(stop, hurry):
+        waiting = asyncio.create_task(stop.wait())
+        hurrying = asyncio.create_task(hurry.wait())
+        try:
+            await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
+            if not task.done():
+                log.info("stopping: up to %g s for the work in flight", grace)
+                _stop_retrying(ctx)
+                await asyncio.wait({task, hurrying}, timeout=grace, return_when=asyncio.FIRST_COMPLETED)
+            if not task.done():
+                task.cancel()
+                await asyncio.wait({task}, timeout=CANCEL_GRACE)
+        finally:
+            waiting.cancel()
+            hurrying.cancel()
+            if not task.done():  # run_once itself was cancelled
+                task.cancel()
+    if not task.done() or task.cancelled():
+        raise Interrupted("stopped by a signal before it finished")
+    return task.result()
 
 
 def _stop_retrying(ctx: AppContext) -> None:

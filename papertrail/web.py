@@ -188,7 +188,7 @@ def overall(judged: Sequence[SourceStatus], new: int, revised: int, t: Translato
     t = t or translator(None)
     by_state: dict[Health, list[str]] = {}
     for item in judged:
-        by_state.setdefault(item.verdict.state, []).append(item.facts.source)
+        by_state.setdefault(item.verdict.standing, []).append(item.facts.source)
     if failing := by_state.get(Health.FAILING):
         return Banner(
             "failing",
@@ -208,7 +208,7 @@ def overall(judged: Sequence[SourceStatus], new: int, revised: int, t: Translato
             ),
         )
     counts = {"new": number(new), "revised": number(revised)}
-    if all(item.verdict.state == Health.UNKNOWN for item in judged):
+    if all(item.verdict.standing == Health.UNKNOWN for item in judged):
         return Banner(
             "unknown",
             t.gettext("No source has been checked yet"),

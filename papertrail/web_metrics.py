@@ -22,6 +22,7 @@ from core.delivery.contract import KNOWN_CHANNELS, NEWSLETTER_CHANNEL
 from core.papers.health import Health
 from core.papers.status import SourceStatus, source_statuses
 from core.store.facade import StatusSummary, Store
+from papertrail.ingest_claim import status_summary
 from papertrail.redact import SecretRedactor, secrets_of
 
 log = logging.getLogger(__name__)
@@ -34,7 +35,7 @@ def judged_sources(
     store: Store, settings: Settings, names: Sequence[str], now: datetime
 ) -> tuple[list[SourceStatus], StatusSummary]:
     """Every source's verdict (with the settings' holidays and grace, as ``papertrail status``)."""
-    summary = store.dashboard.status(now, sources=names)
+    summary = status_summary(store, names, now)
     judged = source_statuses(
         summary,
         now=now,
@@ -167,8 +168,10 @@ def _source_metrics(judged: Sequence[SourceStatus], now: datetime) -> Iterable[M
         if success is not None:
             lag.add_metric([source], max(0.0, (now - success).total_seconds()))
             last.add_metric([source], success.timestamp())
+        # The standing: a check in flight does not reset a failing source's alert for its duration.
         for health in Health:
-            state.add_metric([source, health.value], 1 if item.verdict.state == health else 0)
+            if health != Health.CHECKING:
+                state.add_metric([source, health.value], 1 if item.verdict.standing == health else 0)
     yield lag
     yield last
     yield state

@@ -226,6 +226,7 @@ WORDS = {
     "stale": N_("stale"),
     "failing": N_("failing"),
     "unknown": N_("unknown"),
+    "checking": N_("checking…"),
     # how a run ended (core.models.RunState)
     "running": N_("running"),
     "empty": N_("empty"),
@@ -267,6 +268,8 @@ _FIXED_REASONS = frozenset(
         N_("no papers waiting for arXiv metadata"),
     )
 )
+# core.papers.status.CHECKING_REASON: the verdict of the last finished check, while one is in flight.
+_CHECKING = re.compile(r"last check: (\w+) — (.*)", re.S)
 _CURRENT = re.compile(r"current: mailing of (\d{4}-\d{2}-\d{2})")
 _STALE = re.compile(
     r"serves the mailing of (\d{4}-\d{2}-\d{2}); arXiv announced the one of (\d{4}-\d{2}-\d{2}) "
@@ -308,6 +311,10 @@ def source_reason(reason: str | None, t: Translator | None = None, zone: Display
     if not reason:
         return ""
     t = t or translator(DEFAULT_LANGUAGE)
+    if found := _CHECKING.fullmatch(reason):
+        return t.gettext(
+            "last check: {state} — {reason}", state=word(found[1], t), reason=source_reason(found[2], t, zone)
+        )
     head, separator, tail = reason.partition("; ")
     if separator and (said := _note(head, t)) is not None:
         # The tail quotes data (skipped lines, unknown ids) that may itself hold "; ": only its lead-in is

@@ -52,6 +52,8 @@ class Reply:
     status: int = 200
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
+    # Seconds to wait before answering (a slow mirror; a fetch still in flight when a test acts).
+    delay: float = 0.0
 
 
 @dataclass
@@ -73,7 +75,7 @@ class FeedServer:
             return Reply(304)
         reply = self.replies[0] if len(self.replies) == 1 else self.replies.pop(0)
         if self.etag and reply.status == 200:
-            reply = Reply(reply.status, reply.body, {**reply.headers, "ETag": self.etag})
+            reply = Reply(reply.status, reply.body, {**reply.headers, "ETag": self.etag}, reply.delay)
         return reply
 
 
@@ -91,12 +93,17 @@ def feed_server(*replies: Reply, etag: str | None = None, keep_alive: bool = Fal
 
         def do_GET(self) -> None:
             reply = state.next_reply(dict(self.headers.items()), self.path)
-            self.send_response(reply.status)
-            for name, value in reply.headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(reply.body)))
-            self.end_headers()
-            self.wfile.write(reply.body)
+            if reply.delay:
+                time.sleep(reply.delay)
+            try:
+                self.send_response(reply.status)
+                for name, value in reply.headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(reply.body)))
+                self.end_headers()
+                self.wfile.write(reply.body)
+            except OSError:
+                pass  # the client went away (killed, interrupted): nothing to answer
 
         def log_message(self, format: str, *args: Any) -> None:
             pass

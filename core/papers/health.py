@@ -11,7 +11,9 @@ States:
   the announcement has passed (mirrors and caches take a while);
 - ``quiet``: healthy, and no announcement is expected now (weekend, holiday);
 - ``ok``: healthy and current;
-- ``unknown``: never checked.
+- ``unknown``: never checked;
+- ``checking``: a check is in flight; the verdict of the last finished check stays the source's standing
+  (``Verdict.settled``) and is said in the reason (core.papers.status.judge).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class Health(StrEnum):
     STALE = "stale"
     FAILING = "failing"
     UNKNOWN = "unknown"
+    CHECKING = "checking"
 
 
 def mailing_date(announced_evening: date) -> date:
@@ -86,6 +89,14 @@ class Verdict:
     state: Health
     reason: str
     lag: timedelta | None = None
+    # While ``state`` is CHECKING: the state of the last finished check's verdict.
+    settled: Health | None = None
+
+    @property
+    def standing(self) -> Health:
+        """The source's health as the last finished check left it: what banners, alerts and metrics
+        count (a check in flight neither fixes nor breaks a source)."""
+        return self.settled or self.state
 
 
 def arxiv_feed_health(

@@ -7,6 +7,7 @@ notifiers come in as arguments, so core never imports the edges.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -49,6 +50,7 @@ async def ingest_once(
     run_id = store.runs.start_run(source.name, now=now)
     try:
         result = await source.fetch(store.runs.validator_for)
+        saved = store.papers.save_versions(result.papers, now=now, validator=result.validator)
     except SourceError as exc:
         store.runs.finish_run(run_id, RunState.ERROR, error=str(exc))
         log.warning("source %s failed: %s", source.name, exc, extra={"source": source.name})
@@ -58,7 +60,9 @@ async def ingest_once(
         message = f"unexpected {type(exc).__name__}: {exc}"
         store.runs.finish_run(run_id, RunState.ERROR, error=message)
         return IngestReport(source.name, RunState.ERROR, error=message)
-    saved = store.papers.save_versions(result.papers, now=now, validator=result.validator)
+    except BaseException as exc:
+        close_interrupted(store, run_id, exc)
+        raise
     state, fetched = result.state, len(result.papers)
     note = "; ".join(filter(None, (result.note, announced_note(saved.announced)))) or None
     store.runs.finish_run(
@@ -146,7 +150,10 @@ async def ingest_paged(
                 final_cursor = page.cursor
             if on_page is not None:
                 on_page(saved)
-    except SourceError as exc:
+    except BaseException as exc:
+        if not isinstance(exc, SourceError):  # Ctrl-C, a cancelled task, a bug: closed, then passed on
+            close_interrupted(store, run_id, exc, **progress())
+            raise
         store.runs.finish_run(run_id, RunState.ERROR, error=str(exc), **progress())
         log.warning(
             "source %s failed after %d versions: %s", source.name, fetched, exc, extra={"source": source.name}
@@ -188,11 +195,14 @@ async def ingest_community(
     run_id = store.runs.start_run(source.name, now=now)
     try:
         page = await source.fetch_day(day)
+        added, unseen = store.papers.save_picks(page.picks, now=now)
     except SourceError as exc:
         store.runs.finish_run(run_id, RunState.ERROR, error=str(exc), cursor=None)
         log.warning("source %s failed: %s", source.name, exc, extra={"source": source.name})
         return IngestReport(source.name, RunState.ERROR, error=str(exc), retry_after=exc.retry_after)
-    added, unseen = store.papers.save_picks(page.picks, now=now)
+    except BaseException as exc:
+        close_interrupted(store, run_id, exc)
+        raise
     parts = [
         f"{counted(len(page.picks), 'pick')} on {day.isoformat()}, {added} new, "
         f"{counted(unseen, 'paper')} new to PaperTrail"
@@ -248,13 +258,7 @@ def backfill(
             if on_batch is not None:
                 on_batch(saved)
     except BaseException as exc:  # Ctrl-C included: the run must not stay "running" forever
-        store.runs.finish_run(
-            run_id,
-            RunState.ERROR,
-            fetched=fetched,
-            duplicates=totals.duplicates,
-            error=f"interrupted: {exc!r}",
-        )
+        close_interrupted(store, run_id, exc, fetched=fetched, duplicates=totals.duplicates)
         raise
     note = f"{counted(totals.history, 'version')} stored as history"
     if skipped:
@@ -288,16 +292,33 @@ async def complete_papers(store: Store, api: PaperLookup, *, limit: int = 500) -
         return IngestReport(api.name, RunState.EMPTY, note="no papers waiting for arXiv metadata")
     try:
         papers = await api.lookup(ids)
+        saved = store.papers.save_versions(papers, novelty=Novelty.HISTORY)
     except SourceError as exc:
         store.runs.finish_run(run_id, RunState.ERROR, error=str(exc))
         return IngestReport(api.name, RunState.ERROR, error=str(exc), retry_after=exc.retry_after)
-    saved = store.papers.save_versions(papers, novelty=Novelty.HISTORY)
+    except BaseException as exc:
+        close_interrupted(store, run_id, exc)
+        raise
     missing = sorted(set(ids) - {p.arxiv_id for p in papers})
     note = f"completed {len(papers)} of {counted(len(ids), 'paper')}" + (
         f"; arXiv does not know {', '.join(missing[:10])}" if missing else ""
     )
     store.runs.finish_run(run_id, RunState.OK, fetched=len(papers), duplicates=saved.duplicates, note=note)
     return IngestReport(api.name, RunState.OK, fetched=len(papers), duplicates=saved.duplicates, note=note)
+
+
+def close_interrupted(store: Store, run_id: int, exc: BaseException, **fields: Any) -> None:
+    """Close a run that ``exc`` (Ctrl-C, a cancelled task, a bug) cut short as failed, saying so.
+
+    The one way a run ends early: the caller re-raises ``exc``; what was stored before stays stored (each
+    page or batch is its own transaction), and a run is never left ``running`` by a live process.
+    """
+    if isinstance(exc, KeyboardInterrupt | asyncio.CancelledError):
+        why = f"interrupted ({type(exc).__name__}) before it finished"
+    else:
+        why = f"unexpected {type(exc).__name__}: {exc}"
+    log.warning("source run %d closed: %s", run_id, why)
+    store.runs.finish_run(run_id, RunState.ERROR, error=why, **fields)
 
 
 def match_new(store: Store, *, now: datetime | None = None, index: FollowIndex | None = None) -> int:

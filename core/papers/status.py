@@ -46,7 +46,29 @@ def judge(
     grace: timedelta = timedelta(hours=4),
 ) -> Verdict:
     """One source's verdict at ``now`` from its latest facts: the status page's rule, also replayed over
-    past runs by the scan receipts of digests (core.delivery.receipts)."""
+    past runs by the scan receipts of digests (core.delivery.receipts).
+
+    While a check is in flight (``facts.checking_since``) the source is ``checking``, and its reason says
+    the verdict of the last finished check: "last check: failing — HTTP 503 ...".
+    """
+    verdict = _finished_verdict(facts, now=now, holidays=holidays, grace=grace)
+    if facts.checking_since is None:
+        return verdict
+    return Verdict(
+        Health.CHECKING,
+        CHECKING_REASON.format(state=verdict.state, reason=verdict.reason),
+        lag=verdict.lag,
+        settled=verdict.state,
+    )
+
+
+# A check in flight's reason; the web page words it in the reader's language (papertrail.web_pages).
+CHECKING_REASON = "last check: {state} — {reason}"
+
+
+def _finished_verdict(
+    facts: SourceHealth, *, now: datetime, holidays: Collection[date], grace: timedelta
+) -> Verdict:
     failed = facts.last_state == RunState.ERROR
     if facts.source in CALENDAR_SOURCES:
         return arxiv_feed_health(

@@ -123,6 +123,9 @@ class SourceHealth:
     last_success: datetime | None = None
     # The cursor of the newest good run that had one (for arXiv RSS: the mailing's pubDate).
     served_cursor: str | None = None
+    # When the check in flight started, if the newest run is still running; the fields above are then
+    # those of the newest finished run (a check in flight is neither a success nor a failure yet).
+    checking_since: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -429,9 +432,13 @@ class DashboardStore:
 
 
 def _source_health(session: Session, source: str) -> SourceHealth:
-    last = session.exec(
-        select(SourceRun).where(SourceRun.source == source).order_by(col(SourceRun.id).desc()).limit(1)
-    ).first()
+    mine = select(SourceRun).where(SourceRun.source == source).order_by(col(SourceRun.id).desc()).limit(1)
+    last = session.exec(mine).first()
+    checking_since = None
+    if last is not None and last.state == RunState.RUNNING:
+        # One run of a source at a time (papertrail.ingest_claim): the newest finished one is just before.
+        checking_since = last.started_at
+        last = session.exec(mine.where(col(SourceRun.state) != RunState.RUNNING)).first()
     productive = session.exec(
         select(SourceRun.finished_at)
         .where(SourceRun.source == source, (col(SourceRun.new_papers) + col(SourceRun.revisions)) > 0)
@@ -444,7 +451,7 @@ def _source_health(session: Session, source: str) -> SourceHealth:
         good.where(col(SourceRun.cursor).is_not(None)).order_by(col(SourceRun.id).desc()).limit(1)
     ).first()
     if last is None:
-        return SourceHealth(source, None, "never run", None, None, None)
+        return SourceHealth(source, None, "never run", None, None, None, checking_since=checking_since)
     return SourceHealth(
         source=source,
         last_check=last.finished_at or last.started_at,
@@ -454,4 +461,5 @@ def _source_health(session: Session, source: str) -> SourceHealth:
         last_note=last.note,
         last_success=success.finished_at if success else None,
         served_cursor=served.cursor if served else None,
+        checking_since=checking_since,
     )

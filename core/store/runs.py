@@ -65,6 +65,33 @@ class RunStore:
                 setattr(run, name, value)
             session.add(run)
 
+    def running_run(self, source: str) -> SourceRun | None:
+        """The newest run of ``source`` still in state ``running``, if its newest run is one."""
+        with self._store.session() as session:
+            last = session.exec(
+                select(SourceRun).where(SourceRun.source == source).order_by(col(SourceRun.id).desc()).limit(1)
+            ).first()
+            return last if last is not None and last.state == RunState.RUNNING else None
+
+    def close_abandoned(self, source: str, *, reason: str, now: datetime | None = None) -> list[int]:
+        """Close every ``running`` run of ``source`` as failed with ``reason``; returns their ids.
+
+        Only for a caller that holds the source's ingest lock (papertrail.ingest_claim): then no live
+        process owns such a run, its owner died without closing it.
+        """
+        with self._store.session() as session:
+            rows = list(
+                session.exec(
+                    select(SourceRun).where(SourceRun.source == source, SourceRun.state == RunState.RUNNING)
+                )
+            )
+            for run in rows:
+                run.state = RunState.ERROR
+                run.finished_at = now or utcnow()
+                run.error = reason
+                session.add(run)
+            return [run.id or 0 for run in rows]
+
     def last_cursor(self, source: str) -> str | None:
         """The newest cursor a run of ``source`` recorded: where an incremental source resumes."""
         with self._store.session() as session:
