@@ -1,0 +1,193 @@
+"""One ingest of a source at a time, and no source run left ``running`` by a process that is gone.
+
+Real ``papertrail ingest`` processes against the loopback feed server serving the recorded arXiv feed, on
+SQLite and PostgreSQL: two at once (the second is refused clearly or both succeed; every version stored
+once), Ctrl-C mid-run (the run is closed), SIGKILL mid-run (the next run or ``papertrail status`` closes the
+run the dead process left).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlmodel import col, select
+
+from core.models import RunState, SourceRun
+from core.store.facade import Store
+from papertrail.ingest_claim import ABANDONED, SourceBusy, claim_source
+from papertrail.leader import lock_for
+from tests.conftest import BIG_FEED
+from tests.servers import Reply, feed_server
+from tests.test_sigterm import service_env, wait_until
+
+FEED = BIG_FEED.read_bytes()
+
+
+def ingest(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    """A ``papertrail ingest`` process (arxiv-rss unless ``args`` say otherwise)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "papertrail", "ingest", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def runs(store: Store) -> list[SourceRun]:
+    """Every source run, oldest first."""
+    with store.session() as session:
+        return list(session.exec(select(SourceRun).order_by(col(SourceRun.id))))
+
+
+def versions(store: Store) -> tuple[int, int]:
+    """(stored versions, distinct (paper, number) pairs among them)."""
+    with store.engine.connect() as conn:
+        total = conn.execute(sa.text("SELECT count(*) FROM version")).scalar_one()
+        distinct = conn.execute(
+            sa.text("SELECT count(*) FROM (SELECT DISTINCT paper_id, number FROM version) AS v")
+        ).scalar_one()
+    return int(total), int(distinct)
+
+
+def running_run(store: Store) -> SourceRun | None:
+    """The run a live ingest has open, once it has one."""
+    return next((run for run in runs(store) if run.state == RunState.RUNNING), None)
+
+
+@contextmanager
+def slow_feed(delay: float) -> Iterator[str]:
+    """The recorded feed, each answer ``delay`` seconds late; yields its URL."""
+    with feed_server(Reply(200, FEED, delay=delay)) as server:
+        yield server.url
+
+
+def environment(tmp_path: Path, store: Store, feed_url: str) -> dict[str, str]:
+    url = store.engine.url.render_as_string(hide_password=False)
+    return service_env(tmp_path, database_url=url, arxiv_rss_url=feed_url)
+
+
+def test_two_ingests_at_once_one_is_refused_clearly_or_both_succeed(store: Store, tmp_path: Path) -> None:
+    # Each answer comes 3 s late, so the two processes (started together) are in flight at the same time.
+    with slow_feed(3.0) as feed:
+        env = environment(tmp_path, store, feed)
+        procs = [ingest(env), ingest(env)]
+        results = [(proc.wait(timeout=120), *proc.communicate()) for proc in procs]
+    for code, _, err in results:
+        assert "Traceback" not in err and "IntegrityError" not in err, err
+        assert code in (0, 75), err
+    assert any(code == 0 for code, _, _ in results)
+    for code, out, err in results:
+        if code == 75:  # the operator is told what happened, and that nothing failed
+            assert "another ingest of this source is running" in err and "nothing was done" in err
+        else:
+            assert "arxiv-rss: ok" in out
+    done = runs(store)
+    assert done and all(run.state != RunState.RUNNING for run in done)
+    assert all(run.state == RunState.OK for run in done), [(r.state, r.error) for r in done]
+    total, distinct = versions(store)
+    # Every version stored once, and counted once: as new by exactly one run.
+    assert total == distinct > 1000
+    assert sum(run.new_papers + run.revisions for run in done) == total
+
+
+def test_a_claimed_source_refuses_a_second_claim_and_frees_itself(store: Store) -> None:
+    with claim_source(store, "arxiv-rss"):
+        busy = pytest.raises(SourceBusy, match="another ingest of this source is running")
+        with busy, claim_source(store, "arxiv-rss"):
+            pass
+        with claim_source(store, "hf-daily"):  # another source is another lock
+            pass
+    with claim_source(store, "arxiv-rss"):
+        pass
+
+
+def test_sigint_mid_run_lets_the_run_finish_and_closes_it(store: Store, tmp_path: Path) -> None:
+    with slow_feed(2.0) as feed:
+        proc = ingest(environment(tmp_path, store, feed))
+        try:
+            assert wait_until(lambda: running_run(store), timeout=60), "the ingest never started its run"
+            proc.send_signal(signal.SIGINT)  # Ctrl-C while the feed is on its way
+            code = proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        _, err = proc.communicate()
+    assert "Traceback" not in err, err
+    assert code == 0, err  # as `papertrail run`: the work in flight finishes and is recorded
+    (run,) = runs(store)
+    assert run.state == RunState.OK and run.finished_at is not None and run.new_papers + run.revisions > 1000
+
+
+def test_second_sigint_cancels_and_the_run_is_closed_as_interrupted(store: Store, tmp_path: Path) -> None:
+    with slow_feed(60.0) as feed:  # a feed that does not answer in time
+        proc = ingest(environment(tmp_path, store, feed))
+        try:
+            assert wait_until(lambda: running_run(store), timeout=60), "the ingest never started its run"
+            proc.send_signal(signal.SIGINT)
+            assert wait_until(lambda: False, timeout=0.5) is None
+            proc.send_signal(signal.SIGINT)  # the impatient second Ctrl-C: cancel now
+            code = proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        _, err = proc.communicate()
+    assert "Traceback" not in err, err
+    assert code == 130 and "stopped by a signal" in err, err
+    (run,) = runs(store)
+    assert run.state == RunState.ERROR and run.finished_at is not None
+    assert run.error is not None and run.error.startswith("interrupted")
+
+
+@pytest.mark.parametrize("closer", ["status", "ingest"])
+def test_a_sigkilled_ingest_run_is_closed_by_the_next_reader(
+    closer: str, store: Store, tmp_path: Path
+) -> None:
+    with slow_feed(60.0) as feed:
+        env = environment(tmp_path, store, feed)
+        proc = ingest(env)
+        try:
+            assert wait_until(lambda: running_run(store), timeout=60), "the ingest never started its run"
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        proc.communicate()
+        if store.engine.dialect.name == "postgresql":  # the server lets the lock go with the connection
+            assert wait_until(lambda: lock_free(store), timeout=30)
+        assert running_run(store) is not None  # nobody closed it: the process had no chance
+    with feed_server(Reply(200, FEED)) as fresh:
+        env["PAPERTRAIL_ARXIV_RSS_URL"] = fresh.url
+        args = ["status", "--json"] if closer == "status" else ["ingest"]
+        done = subprocess.run(
+            [sys.executable, "-m", "papertrail", *args], env=env, capture_output=True, text=True, timeout=120
+        )
+    assert done.returncode == 0, done.stderr
+    first, *later = runs(store)
+    assert first.state == RunState.ERROR and first.error == ABANDONED and first.finished_at is not None
+    assert all(run.state == RunState.OK for run in later)
+    if closer == "status":
+        (source,) = [s for s in json.loads(done.stdout)["sources"] if s["source"] == "arxiv-rss"]
+        assert (
+            source["checking_since"] is None
+            and source["state"] == "failing"
+            and "abandoned" in source["reason"]
+        )
+
+
+def lock_free(store: Store) -> bool:
+    """Whether no session holds arxiv-rss's ingest lock (taken and given back at once to find out)."""
+    lock = lock_for(store.engine, "papertrail-ingest/arxiv-rss")
+    if not lock.try_acquire():
+        return False
+    lock.release()
+    return True
