@@ -31,6 +31,8 @@ from papertrail.source_names import SOURCE_NAMES
 # `papertrail ingest` of a source another process is ingesting: nothing failed and nothing was done
 # (EX_TEMPFAIL of sysexits.h, "try again later"), told apart from a failure (1) and bad input (2).
 BUSY = 75
+# Stopped by Ctrl-C or SIGTERM before the work finished (128 + SIGINT, as shells report it).
+INTERRUPTED = 130
 
 
 @app.command()
@@ -132,7 +134,8 @@ def ingest(
             work.close()  # never started
             raise _fail(str(exc), BUSY) from exc
         except Interrupted as exc:
-            raise _fail(f"{source}: {exc}; its run is recorded as failed, what was stored stays", 130) from exc
+            said = f"{source}: {exc}; its run is recorded as failed, what was stored stays"
+            raise _fail(said, INTERRUPTED) from exc
     if report.error:
         raise _fail(f"{source}: {report.error}")
     # A one-shot command leaves the ledger complete: what matched reaches each follower's Match rows now

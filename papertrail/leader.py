@@ -128,7 +128,8 @@ class PostgresLock:
                 self.key = lock_key(f"{self.name}/{schema}")
                 # Visible in pg_stat_activity; and the server probes this connection every 30 s, so a
                 # leader whose host vanished loses the lock within about a minute, not hours.
-                conn.execute(sa.text("SELECT set_config('application_name', :name, false)"), {"name": self.name[:63]})
+                name = {"name": self.name[:63]}
+                conn.execute(sa.text("SELECT set_config('application_name', :name, false)"), name)
                 conn.execute(sa.text("SET tcp_keepalives_idle = 30"))
                 conn.execute(sa.text("SET tcp_keepalives_interval = 10"))
                 conn.execute(sa.text("SET tcp_keepalives_count = 3"))

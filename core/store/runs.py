@@ -68,9 +68,8 @@ class RunStore:
     def running_run(self, source: str) -> SourceRun | None:
         """The newest run of ``source`` still in state ``running``, if its newest run is one."""
         with self._store.session() as session:
-            last = session.exec(
-                select(SourceRun).where(SourceRun.source == source).order_by(col(SourceRun.id).desc()).limit(1)
-            ).first()
+            newest = select(SourceRun).where(SourceRun.source == source).order_by(col(SourceRun.id).desc())
+            last = session.exec(newest.limit(1)).first()
             return last if last is not None and last.state == RunState.RUNNING else None
 
     def close_abandoned(self, source: str, *, reason: str, now: datetime | None = None) -> list[int]:
