@@ -18,6 +18,8 @@ Faults (``--fault``):
   (``--fault-rate``); ``smtp-550-one``: it refuses one recipient for good; ``smtp-550-all``: it refuses
   every recipient (server-wide 550) during the first delivery pass, then recovers.
 * ``leader``: two ``run --role scheduler,worker`` processes; the leader is killed while it ingests.
+* ``ingest-race``: two or three ``ingest`` processes of the same source at once, then the usual
+  settling; no source run may be left ``running`` (the notes count them).
 * ``early-history``: before the day's ingest, a reader's library import and Hugging Face picks completed
   through the arXiv API store a share of the day's followed versions as history; then the usual ingest and
   workers. The announcement must still bring every expected pair.
@@ -85,7 +87,17 @@ from ingest.arxiv_rss_parse import parse_feed  # noqa: E402
 from tests.recorded_lookup import RecordedLookup, bibtex_naming  # noqa: E402
 from tests.servers import Reply, feed_server, free_port  # noqa: E402
 
-FAULTS = ("kill", "race", "smtp-drop", "smtp-451", "smtp-550-one", "smtp-550-all", "leader", "early-history")
+FAULTS = (
+    "kill",
+    "race",
+    "smtp-drop",
+    "smtp-451",
+    "smtp-550-one",
+    "smtp-550-all",
+    "leader",
+    "early-history",
+    "ingest-race",
+)
 # Faults run only when named (not by ``--fault all``): their trials take minutes each.
 OPT_IN_FAULTS = ("smtp-slow",)
 # The feed answers with this validator, and 304 to a request that sends it back: a restarted ingest
@@ -100,6 +112,9 @@ FAILED_PASS = r"worker \S+: \d+ digests sent, [1-9]\d* failed"
 LEADING = r"scheduler: leading"
 # A failed (not killed) ingest is run again at most this many times in one trial.
 MAX_INGEST_RERUNS = 3
+# `papertrail ingest` found another ingest of the source running and did nothing
+# (papertrail.cli_service.BUSY): not a failure, the other one does the work.
+INGEST_BUSY = 75
 
 
 @dataclass(frozen=True)
@@ -337,7 +352,9 @@ class Trial:
         while time.monotonic() < deadline:
             for service in self.services.all:
                 code = service.proc.poll()
-                failed = service.role == "ingest" and code not in (None, 0) and not service.killed
+                failed = (
+                    service.role == "ingest" and code not in (None, 0, INGEST_BUSY) and not service.killed
+                )
                 if failed and service.pid not in handled and len(handled) < MAX_INGEST_RERUNS:
                     handled.add(service.pid)
                     self.result.notes.append(f"ingest exited with {code}; run again")
@@ -603,6 +620,22 @@ def slow_script(trial: Trial) -> None:
     trial.settle()
 
 
+def ingest_race_script(trial: Trial) -> None:
+    """Two or three ``papertrail ingest`` of the same source at once (a cron job beside an operator's
+    retry), with the workers; then the usual settling. Afterwards no source run may be left ``running``;
+    the notes say how each ingest exited and how many runs were left."""
+    ingesters = [trial.start("ingest") for _ in range(trial.rng.choice([2, 3]))]
+    for _ in range(trial.options.workers):
+        trial.start("worker")
+    trial.wait_for(lambda: not any(s.alive() for s in ingesters), "the concurrent ingests to end")
+    exits = Counter(s.proc.poll() for s in ingesters)
+    trial.result.notes.append("ingest exits " + " ".join(f"{n}×{code}" for code, n in sorted(exits.items())))
+    trial.settle()
+    with trial.engine.connect() as conn:
+        left = conn.execute(sa.text("SELECT count(*) FROM source_run WHERE state = 'running'")).scalar_one()
+    trial.result.notes.append(f"{left} runs left running")
+
+
 SCRIPTS: dict[str, Callable[[Trial], None]] = {
     "kill": kill_script,
     "race": race_script,
@@ -613,6 +646,7 @@ SCRIPTS: dict[str, Callable[[Trial], None]] = {
     "leader": leader_script,
     "early-history": early_history_script,
     "smtp-slow": slow_script,
+    "ingest-race": ingest_race_script,
 }
 
 
