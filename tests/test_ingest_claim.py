@@ -8,6 +8,7 @@ run the dead process left).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
@@ -20,12 +21,15 @@ import pytest
 import sqlalchemy as sa
 from sqlmodel import col, select
 
+from core.config import Settings
 from core.models import RunState, SourceRun
 from core.store.facade import Store
+from papertrail.context import AppContext, build_context
 from papertrail.ingest_claim import ABANDONED, SourceBusy, claim_source
 from papertrail.leader import lock_for
+from papertrail.runtime import Jobs
 from tests.conftest import BIG_FEED
-from tests.servers import Reply, feed_server
+from tests.servers import Reply, closed_port, feed_server
 from tests.test_sigterm import service_env, wait_until
 
 FEED = BIG_FEED.read_bytes()
@@ -191,3 +195,47 @@ def lock_free(store: Store) -> bool:
         return False
     lock.release()
     return True
+
+
+def service_context(store: Store, feed_url: str) -> AppContext:
+    """The service's context over ``store`` with the feed at ``feed_url`` (the other sources unreachable)."""
+    return build_context(
+        Settings(
+            database_url=store.engine.url.render_as_string(hide_password=False),
+            arxiv_rss_url=feed_url,
+            hf_api_url=f"http://127.0.0.1:{closed_port()}/api/",
+            arxiv_api_url=f"http://127.0.0.1:{closed_port()}/api/query",
+        )
+    )
+
+
+async def test_the_scheduler_skips_a_source_another_process_ingests(store: Store) -> None:
+    with feed_server(Reply(200, FEED)) as server:
+        ctx = service_context(store, server.url)
+        try:
+            with claim_source(store, "arxiv-rss"):  # as a `papertrail ingest` elsewhere holds it
+                await Jobs(ctx).ingest("arxiv-rss")
+            skipped = (len(server.requests), len(runs(store)))
+            await Jobs(ctx).ingest("arxiv-rss")
+        finally:
+            await ctx.aclose()
+    assert skipped == (0, 0)
+    assert [run.state for run in runs(store)] == [RunState.OK]
+
+
+async def test_a_scheduled_ingest_cancelled_mid_fetch_closes_its_run(store: Store) -> None:
+    # What `papertrail run` does to work still running at the end of its grace period.
+    with slow_feed(60.0) as feed:
+        ctx = service_context(store, feed)
+        try:
+            job = asyncio.create_task(Jobs(ctx).ingest("arxiv-rss"))
+            while running_run(store) is None and not job.done():
+                await asyncio.sleep(0.05)
+            job.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await job
+        finally:
+            await ctx.aclose()
+    (run,) = runs(store)
+    assert run.state == RunState.ERROR and run.error == "interrupted (CancelledError) before it finished"
+    assert lock_free(store)
