@@ -67,6 +67,13 @@ def running_run(store: Store) -> SourceRun | None:
     return next((run for run in runs(store) if run.state == RunState.RUNNING), None)
 
 
+def started(proc: subprocess.Popen[str], store: Store) -> None:
+    """Wait until ``proc`` has its run open; fail with its output if it exits first or takes too long."""
+    if not wait_until(lambda: running_run(store) or proc.poll() is not None, timeout=180):
+        proc.kill()
+    assert running_run(store) is not None, f"the ingest never started its run: {proc.communicate()}"
+
+
 @contextmanager
 def slow_feed(delay: float) -> Iterator[str]:
     """The recorded feed, each answer ``delay`` seconds late; yields its URL."""
@@ -118,7 +125,7 @@ def test_sigint_mid_run_lets_the_run_finish_and_closes_it(store: Store, tmp_path
     with slow_feed(2.0) as feed:
         proc = ingest(environment(tmp_path, store, feed))
         try:
-            assert wait_until(lambda: running_run(store), timeout=60), "the ingest never started its run"
+            started(proc, store)
             proc.send_signal(signal.SIGINT)  # Ctrl-C while the feed is on its way
             code = proc.wait(timeout=60)
         finally:
@@ -135,7 +142,7 @@ def test_second_sigint_cancels_and_the_run_is_closed_as_interrupted(store: Store
     with slow_feed(60.0) as feed:  # a feed that does not answer in time
         proc = ingest(environment(tmp_path, store, feed))
         try:
-            assert wait_until(lambda: running_run(store), timeout=60), "the ingest never started its run"
+            started(proc, store)
             proc.send_signal(signal.SIGINT)
             assert wait_until(lambda: False, timeout=0.5) is None
             proc.send_signal(signal.SIGINT)  # the impatient second Ctrl-C: cancel now
@@ -159,7 +166,7 @@ def test_a_sigkilled_ingest_run_is_closed_by_the_next_reader(
         env = environment(tmp_path, store, feed)
         proc = ingest(env)
         try:
-            assert wait_until(lambda: running_run(store), timeout=60), "the ingest never started its run"
+            started(proc, store)
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
         finally:
