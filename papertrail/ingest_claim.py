@@ -81,8 +81,12 @@ def reap_abandoned(store: Store, sources: Iterable[str]) -> int:
     closed = 0
     for source in sources:
         lock = _lock(store, source)
-        if not _take(lock):
-            continue  # a live ingest holds it: its run is really in flight
+        try:
+            if not _take(lock):
+                continue  # a live ingest holds it: its run is really in flight
+        except OSError as exc:  # a lock file this reader may not create: it cannot tell, so it leaves it
+            log.warning("%s: cannot look at the ingest lock: %s", source, exc, extra={"source": source})
+            continue
         try:
             closed += _close_abandoned(store, source)
         finally:
