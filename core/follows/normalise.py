@@ -137,6 +137,7 @@ _STYLE_COMMANDS = frozenset(
 _MATH_OPENER = re.compile(
     r"\$|\\[\[(]|\\begin\{(?P<env>equation|align|eqnarray|gather|multline|displaymath|math)(?P<star>\*?)\}"
 )
+_DOLLAR = re.compile(r"\$")
 # The body of $...$: any character but a dollar or a backslash, or a backslash and the character after it.
 _INLINE_BODY = re.compile(r"[^$\\]*(?:\\.[^$\\]*)*", re.DOTALL)
 # \cite{key}, \ref{eq:1}, \label{x}, \begin{env}: the argument is a key or a name, never prose. Read by
@@ -163,6 +164,8 @@ def _math(body: str) -> str:
     ``$^{12}$C``. Sub- and superscripts are joined to their base. A formula with any other command
     (``$\\alpha$``, ``$\\frac{1}{2}$``) is not searchable text and becomes a space.
     """
+    if "\\" not in body:
+        return body.translate(_SCRIPTS)  # the steps below change only commands, spaces and escapes
     body = _CONTROL_WORD.sub(lambda c: "" if c.group(1) in _STYLE_COMMANDS else c.group(0), body)
     body = _MATH_ESCAPE.sub(r"\1", _MATH_SPACE.sub(" ", body)).translate(_SCRIPTS)
     return " " if "\\" in body else body
@@ -225,23 +228,16 @@ def _strip_math(s: str) -> str:
             last[closer] = s.rfind(closer)
         return s.find(closer, at) if last[closer] >= at else -1
 
+    # Past the last closer of \[, \( and every environment only a dollar can open a formula.
+    backslash_until = max(s.rfind("\\]"), s.rfind("\\)"), s.rfind("\\end{"))
     out: list[str] = []
     copied = 0  # s[:copied] is in out
     walk_end = -1  # where the last $...$ walk stopped; a dollar before it was escaped in that walk
     at = 0
-    while (m := _MATH_OPENER.search(s, at)) is not None:
+    while (m := (_MATH_OPENER if at < backslash_until else _DOLLAR).search(s, at)) is not None:
         start = m.start()
-        body_end = end = -1
-        if m.group("env") is not None:
-            closer = f"\\end{{{m.group('env')}{m.group('star')}}}"
-            found = closer_after(closer, m.end() + 1)
-            if found >= 0:
-                body, end = s[m.end() : found], found + len(closer)
-        elif s[start] == "\\":
-            found = closer_after("\\]" if s[start + 1] == "[" else "\\)", start + 3)
-            if found >= 0:
-                body, end = s[start + 2 : found], found + 2
-        else:
+        body, end = "", -1
+        if s[start] == "$":
             if s.startswith("$$", start):
                 found = closer_after("$$", start + 3)
                 if found >= 0:
@@ -251,15 +247,22 @@ def _strip_math(s: str) -> str:
                 # was such an escaped one, so its walk (from the same place on) stops where that one did.
                 if start >= walk_end:
                     walk_end = _INLINE_BODY.match(s, start + 1).end()  # type: ignore[union-attr]
-                body_end = walk_end
                 if (
-                    body_end < len(s)
-                    and body_end > start + 1
-                    and s[body_end] == "$"
-                    and not s[body_end - 1].isspace()
-                    and not s[body_end + 1 : body_end + 2].isdecimal()
+                    start + 1 < walk_end < len(s)
+                    and s[walk_end] == "$"
+                    and not s[walk_end - 1].isspace()
+                    and not s[walk_end + 1 : walk_end + 2].isdecimal()
                 ):
-                    body, end = s[start + 1 : body_end], body_end + 1
+                    body, end = s[start + 1 : walk_end], walk_end + 1
+        elif s[start + 1] in "[(":
+            found = closer_after("\\]" if s[start + 1] == "[" else "\\)", start + 3)
+            if found >= 0:
+                body, end = s[start + 2 : found], found + 2
+        else:
+            closer = f"\\end{{{m.group('env')}{m.group('star')}}}"
+            found = closer_after(closer, m.end() + 1)
+            if found >= 0:
+                body, end = s[m.end() : found], found + len(closer)
         if end < 0:
             at = start + 1  # no formula starts here
             continue

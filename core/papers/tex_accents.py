@@ -159,6 +159,7 @@ def _replace(m: re.Match[str]) -> str:
     text = m.group(0)
     if kind == "escaped_symbol":
         return text[1]
+    # math_open: decode_tex found no closer after it (see there), so it is an unknown control symbol.
     if kind in ("group", "escape"):
         # A group is one escape wrapped in braces (and maybe spaces) that only delimit it: drop them.
         decoded = _decode_escape(text[1:-1].strip(" ") if kind == "group" else text)
@@ -182,9 +183,11 @@ def decode_tex(s: str) -> str:
     # (a title of 48 KB of "\[" took 21 s). Here an opener whose closer does not come after it is known
     # at once from the last closer in the text, and a closer found is consumed with its span.
     last = {opener: s.rfind(closer) for opener, closer in _MATH_CLOSERS.items()}
+    # From here on no opener has a closer after it: the rest is one re.sub, as fast as before.
+    limit = max(last.values()) - 1
     out: list[str] = []
     at = 0
-    while (m := _TOKEN_RE.search(s, at)) is not None:
+    while at < limit and (m := _TOKEN_RE.search(s, at)) is not None and m.start() < limit:
         start = m.start()
         out.append(s[at:start])
         if m.lastgroup != "math_open":
@@ -196,5 +199,5 @@ def decode_tex(s: str) -> str:
         end = s.find(_MATH_CLOSERS[opener], start + 2) + 2 if last[opener] >= start + 2 else start + 2
         out.append(s[start:end])
         at = end
-    out.append(s[at:])
+    out.append(_TOKEN_RE.sub(_replace, s[at:]) if at < len(s) else "")
     return "".join(out)
