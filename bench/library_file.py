@@ -33,7 +33,7 @@ if str(ROOT) not in sys.path:
 from core.taste.library_file import LibraryFileError, read_library  # noqa: E402
 
 ZOTERO = ROOT / "tests" / "corpus" / "library" / "zotero.bib"
-# Room for the entry around the title, so that the file stays within the size limit.
+# Room for the entry around the nested braces, so that the file stays within the size.
 FRAME = 200
 
 PIECES = {
@@ -66,12 +66,21 @@ def _csl(title: str) -> bytes:
 FORMATS: dict[str, Callable[[str], bytes]] = {"BibTeX": _bibtex, "RIS": _ris, "CSL-JSON": _csl}
 
 
+def _fill(make: Callable[[str], bytes], piece: str, size: int) -> bytes:
+    """``make`` of ``piece`` repeated as often as fits in ``size`` bytes (JSON doubles a backslash)."""
+    frame = len(make(""))
+    each = (len(make(piece * 100)) - frame) / 100
+    return make(piece * int((size - frame - 1) // each) + "x")
+
+
 def _files(size: int) -> dict[str, dict[str, bytes]]:
     """Each hostile text (and nested braces) in each format, ``size`` bytes at most."""
-    texts = {name: piece * ((size - FRAME) // len(piece)) + "x" for name, piece in PIECES.items()}
+    files = {
+        name: {fmt: _fill(make, piece, size) for fmt, make in FORMATS.items()}
+        for name, piece in PIECES.items()
+    }
     half = (size - FRAME) // 2
-    texts["nested braces"] = "{" * half + "}" * half
-    files = {name: {fmt: make(text) for fmt, make in FORMATS.items()} for name, text in texts.items()}
+    files["nested braces"] = {fmt: make("{" * half + "}" * half) for fmt, make in FORMATS.items()}
     export = ZOTERO.read_bytes()
     files["real export (baseline)"] = {"BibTeX": export * max(size // len(export), 1)}
     return files
