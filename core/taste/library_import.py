@@ -5,7 +5,8 @@ Each entry is used the first way that works: its arXiv id names a stored paper; 
 has not stored is looked up through the arXiv API and stored as history (never announced to anyone); a DOI
 names a stored version that carries it; otherwise its title and abstract are kept as text. An entry none
 of these fit is reported with the reason, as are the file's own broken entries: nothing is dropped
-without a word. Importing the same file twice adds nothing (each seed has a key).
+without a word. Importing the same file twice adds nothing (each seed has a key), and asks arXiv again for
+no id it answered without, or failed to answer, a moment ago (``NOT_FOUND_MEMORY``, ``FAILURE_MEMORY``).
 """
 
 from __future__ import annotations
