@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
 from core.models_columns import UTCDateTime, json_field, utc_field, utcnow
-from core.models_taste import LibrarySeed, RecommendCursor, TasteModelRow, Vote
+from core.models_taste import LibraryLookup, LibrarySeed, RecommendCursor, TasteModelRow, Vote
 from core.values import AnnounceType, DigestItem, Message, PaperIn, SendResult
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "Follow",
     "GuideRow",
     "HttpValidator",
+    "LibraryLookup",
     "LibrarySeed",
     "LibraryTotal",
     "Match",

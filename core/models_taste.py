@@ -2,8 +2,9 @@
 
 A reader's 👍/👎 votes (:class:`Vote`) and imported reference library (:class:`LibrarySeed`) are the
 liked and disliked papers their taste model (:class:`TasteModelRow`) is trained on; the recommendation
-pass scores new versions from :class:`RecommendCursor` on. Import them from ``core.models``, which
-registers every table on ``SQLModel.metadata``.
+pass scores new versions from :class:`RecommendCursor` on. :class:`LibraryLookup` remembers the arXiv ids
+an import asked the arXiv API for in vain, so that importing again does not ask again at once. Import them
+from ``core.models``, which registers every table on ``SQLModel.metadata``.
 """
 
 from __future__ import annotations
@@ -76,3 +77,19 @@ class RecommendCursor(SQLModel, table=True):
     id: int = Field(default=1, primary_key=True)
     through_version_id: int = 0
     ran_at: datetime | None = utc_field(default=None)
+
+
+class LibraryLookup(SQLModel, table=True):
+    """An arXiv id a library import asked the arXiv API for and did not get, and until when not to ask again.
+
+    ``outcome`` is ``not-found`` (arXiv answered without it) or ``failed`` (the API could not be reached);
+    ``core.taste.library_import`` says how long each is remembered. Shared by every process on the
+    database, as arXiv's politeness budget is; a row whose ``retry_at`` has passed counts for nothing.
+    """
+
+    __tablename__ = "library_lookup"
+
+    arxiv_id: str = Field(primary_key=True, max_length=64)
+    outcome: str = Field(max_length=16)
+    looked_up_at: datetime = utc_field(default_factory=utcnow)
+    retry_at: datetime = utc_field(index=True)

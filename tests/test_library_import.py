@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from core.i18n.languages import translator
-from core.store.facade import Store
+from core.store.facade import Store, make_engine
 from core.taste.library_file import read_library
-from core.taste.library_import import import_library
+from core.taste.library_import import FAILURE_MEMORY, NOT_FOUND_MEMORY, import_library
 from ingest.arxiv_api import ArxivApiSource
 from ingest.arxiv_rss_parse import parse_feed
 from ingest.http import HttpClient, Politeness
@@ -97,3 +97,65 @@ async def test_the_seeds_train_the_readers_model(store: Store) -> None:
     assert report.added >= 3
     model = store.taste.model_of(sid)
     assert model is not None and model.positives == report.added
+
+
+# Two entries arXiv does not know (valid ids, no abstract), as a reader's file names them.
+GHOSTS = (
+    b"@article{ghost1, title = {A ghost}, eprint = {2306.99998}, archivePrefix = {arXiv}}\n"
+    b"@article{ghost2, title = {Another ghost}, eprint = {2306.99999}, archivePrefix = {arXiv}}\n"
+)
+# arXiv's recorded answer to an id it does not know: a feed without entries.
+NOTHING = BODIES / "id_0808.05394_s0_m100_7b0c7d0a7cdd.xml"
+
+
+async def test_ids_arxiv_does_not_know_are_asked_for_once_by_every_process(store: Store, db_url: str) -> None:
+    """Importing the same library again, from this process or another one on the same database, does not
+    ask arXiv again for ids it answered without, until NOT_FOUND_MEMORY has passed."""
+    sid = _reader(store)
+    read = read_library(GHOSTS, "ghosts.bib")
+    other = Store(make_engine(db_url))  # a second process's store on the same database
+    try:
+        with feed_server(Reply(200, NOTHING.read_bytes())) as server:
+            async with HttpClient("t", politeness=Politeness(retries=0)) as http:
+                api = ArxivApiSource(http, server.url)
+                first = await import_library(store, sid, read, lookup=api, now=NOW)
+                assert len(server.paths) == 1 and "2306.99998" in server.paths[0]
+                again = await import_library(store, sid, read, lookup=api, now=NOW + timedelta(hours=1))
+                elsewhere = await import_library(other, sid, read, lookup=api, now=NOW + timedelta(days=6))
+                assert len(server.paths) == 1, "asked arXiv again for ids it does not know"
+                later = NOW + NOT_FOUND_MEMORY + timedelta(seconds=1)
+                await import_library(other, sid, read, lookup=api, now=later)
+                assert len(server.paths) == 2, "a week later the ids are asked for again"
+    finally:
+        other.engine.dispose()
+    en = translator("en")
+    for report in (first, again, elsewhere):
+        assert not report.lookup_failed and report.used == 0
+        assert sorted(p.said(en) for p in report.unused) == [
+            f"entry {key} (line {line}): arXiv does not know {arxiv_id}, and the entry has no abstract "
+            "to learn from"
+            for key, line, arxiv_id in (("ghost1", 1, "2306.99998"), ("ghost2", 2, "2306.99999"))
+        ]
+
+
+async def test_a_failed_lookup_is_not_repeated_for_an_hour(store: Store, db_url: str) -> None:
+    sid = _reader(store)
+    read = read_library(GHOSTS, "ghosts.bib")
+    other = Store(make_engine(db_url))
+    try:
+        with feed_server(Reply(503, b"busy"), Reply(200, NOTHING.read_bytes())) as server:
+            async with HttpClient("t", politeness=Politeness(retries=0)) as http:
+                api = ArxivApiSource(http, server.url)
+                first = await import_library(store, sid, read, lookup=api, now=NOW)
+                again = await import_library(other, sid, read, lookup=api, now=NOW + timedelta(minutes=30))
+                assert len(server.paths) == 1, "asked arXiv again within the hour after it failed"
+                later = NOW + FAILURE_MEMORY + timedelta(seconds=1)
+                after = await import_library(other, sid, read, lookup=api, now=later)
+                assert len(server.paths) == 2
+    finally:
+        other.engine.dispose()
+    en = translator("en")
+    for report in (first, again):
+        assert report.lookup_failed
+        assert all("could not be reached; import the file again later" in p.said(en) for p in report.unused)
+    assert not after.lookup_failed and all("arXiv does not know" in p.said(en) for p in after.unused)

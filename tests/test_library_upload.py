@@ -5,17 +5,21 @@ and PostgreSQL, through Starlette's test client."""
 
 from __future__ import annotations
 
+import asyncio
 import html
 import re
+import threading
 import warnings
 from typing import Any
 
+import httpx
 import markupsafe
 import pytest
 
 from core.people import tokens
 from core.store.facade import Store
-from core.taste.library_file import MAX_FILE_BYTES
+from core.taste.library_file import MAX_FILE_BYTES, LibraryRead, read_library
+from papertrail import web_library
 from papertrail.web import build_app
 from papertrail.web_library import MAX_UPLOAD_BYTES, LibraryRoutes
 from tests.test_library_import import LIBRARY, _reader
@@ -235,3 +239,57 @@ def test_the_page_speaks_chinese_to_a_chinese_reader(sqlite_store: Store) -> Non
     assert "文献库未导入" in refused and "没有导入任何内容" in refused
     too_large = _main(_upload(client, "big.bib", b"%" * (MAX_UPLOAD_BYTES + 1)).text)
     assert "文件大于 5 MB" in too_large
+
+
+class _Gate:
+    """Holds a worker thread at one step of an upload until the test lets it go (at most 30 s)."""
+
+    def __init__(self) -> None:
+        self.reached = threading.Event()
+        self.opened = threading.Event()
+        self.opened_in_time: bool | None = None
+
+    def hold(self) -> None:
+        self.reached.set()
+        self.opened_in_time = self.opened.wait(30)
+
+
+async def test_healthz_answers_while_an_upload_is_read_and_a_cancel_does_not_wait_for_it(
+    sqlite_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reading of an upload runs off the event loop: /healthz answers while it is under way (a reading
+    on the loop would block it, and the gate would time out), and cancelling the request, as a stop does
+    after its grace period, ends it at once while the reading still runs. The file is hostile (1 MB of
+    display math that never closes), read for real once the gate opens."""
+    sid = _reader(sqlite_store)
+    gate = _Gate()
+
+    def held_read(data: bytes, filename: str | None = None) -> LibraryRead:
+        gate.hold()
+        return read_library(data, filename)
+
+    monkeypatch.setattr(web_library, "read_library", held_read)
+    app = build_app(web_context(sqlite_store, secret_key=KEY))
+    hostile = ("@article{k,\n  title = {" + "\\[" * 500_000 + "},\n  eprint = {2306.03564}\n}\n").encode()
+    files = {"library": ("hostile.bib", hostile, "application/octet-stream")}
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+        upload = asyncio.create_task(client.post(f"{_manage()}/library", files=files))
+        assert await asyncio.to_thread(gate.reached.wait, 30)
+        health = await client.get("/healthz")
+        assert (health.status_code, health.text) == (200, "ok")
+        gate.opened.set()
+        page = await upload
+        assert gate.opened_in_time, "the reading held the event loop: /healthz could not answer"
+        assert page.status_code == 200 and "hostile.bib" in page.text
+
+        # A stop's cancel: the request ends while its reading is still held in its thread.
+        gate = _Gate()
+        cancelled = asyncio.create_task(client.post(f"{_manage()}/library", files=files))
+        assert await asyncio.to_thread(gate.reached.wait, 30)
+        cancelled.cancel()
+        done, _ = await asyncio.wait({cancelled}, timeout=20)
+        held = gate.opened_in_time is None
+        gate.opened.set()
+        assert done and held, "cancelling the upload waited for its reading to finish"
+    assert _seeds(sqlite_store, sid) == 1

@@ -132,18 +132,20 @@ _STYLE_COMMANDS = frozenset(
 
 # Math: $$...$$, \[...\], \(...\), equation-like environments, and $...$ with pandoc's rule (no space
 # just inside the dollars, no digit right after the closing one) so that prices ("$5 and $10", from an
-# escaped \$) are not math.
-_MATH = re.compile(
-    r"\$\$(?P<display>.+?)\$\$|\\\[(?P<bracket>.+?)\\\]|\\\((?P<paren>.+?)\\\)"
-    r"|\\begin\{(?P<env>equation|align|eqnarray|gather|multline|displaymath|math)(?P<star>\*?)\}"
-    r"(?P<environment>.+?)\\end\{(?P=env)(?P=star)\}"
-    r"|\$(?!\s)(?P<inline>(?:[^$\\]|\\.)+?)(?<!\s)\$(?!\d)",
-    re.DOTALL,
+# escaped \$) are not math. Read by _strip_math: here only the openers, so that a closer is looked for once,
+# not from every opener (as a regex with lazy bodies would, to the end of a text that has none).
+_MATH_OPENER = re.compile(
+    r"\$|\\[\[(]|\\begin\{(?P<env>equation|align|eqnarray|gather|multline|displaymath|math)(?P<star>\*?)\}"
 )
-# \cite{key}, \ref{eq:1}, \label{x}, \begin{env}: the argument is a key or a name, never prose.
-_REFERENCE = re.compile(
-    r"\\(?:cite[a-zA-Z]*|[cC]?ref|eqref|autoref|pageref|label|begin|end)\*?\s*(?:\[[^\]]*\]\s*)*\{[^{}]*\}"
-)
+_DOLLAR = re.compile(r"\$")
+# The body of $...$: any character but a dollar or a backslash, or a backslash and the character after it.
+_INLINE_BODY = re.compile(r"[^$\\]*(?:\\.[^$\\]*)*", re.DOTALL)
+# \cite{key}, \ref{eq:1}, \label{x}, \begin{env}: the argument is a key or a name, never prose. Read by
+# _drop_references: the command, a star and white space here; then options ([...], each to the next "]")
+# and the argument ({...} without braces inside).
+_REFERENCE_HEAD = re.compile(r"\\(?:cite[a-zA-Z]*|[cC]?ref|eqref|autoref|pageref|label|begin|end)\*?\s*")
+_SPACES = re.compile(r"\s*")
+_NO_BRACES = re.compile(r"[^{}]*")
 _CONTROL_WORD = re.compile(r"\\([A-Za-z]+)\*?")
 # One pass left to right, so that in "\\\\next" the first backslash pairs with the second (a line break)
 # and "next" stays a word.
@@ -155,14 +157,15 @@ _BRACES = str.maketrans("", "", "{}")
 _SCRIPTS = str.maketrans("", "", "{}_^")
 
 
-def _math(m: re.Match[str]) -> str:
+def _math(body: str) -> str:
     """Keep a formula that is plain text once styling is gone (``$k$``, ``$_2$``, ``$\\mathrm{CO}_2$``).
 
     Such math is part of a word or name: ``$k$-means``, ``$p$-adic``, ``MnBi$_2$Te$_4$`` -> ``MnBi2Te4``,
     ``$^{12}$C``. Sub- and superscripts are joined to their base. A formula with any other command
     (``$\\alpha$``, ``$\\frac{1}{2}$``) is not searchable text and becomes a space.
     """
-    body = next(m.group(k) for k in ("display", "bracket", "paren", "environment", "inline") if m.group(k))
+    if "\\" not in body:
+        return body.translate(_SCRIPTS)  # the steps below change only commands, spaces and escapes
     body = _CONTROL_WORD.sub(lambda c: "" if c.group(1) in _STYLE_COMMANDS else c.group(0), body)
     body = _MATH_ESCAPE.sub(r"\1", _MATH_SPACE.sub(" ", body)).translate(_SCRIPTS)
     return " " if "\\" in body else body
@@ -193,10 +196,140 @@ def strip_tex(s: str) -> str:
     """
     if "\\" not in s and "$" not in s and "{" not in s and "}" not in s:
         return s
-    t = _MATH.sub(_math, decode_tex(s))
-    t = _CONTROL.sub(_control, _REFERENCE.sub(" ", t))
+    t = _strip_math(decode_tex(s))
+    t = _CONTROL.sub(_control, _drop_references(t))
     # Two arguments in a row (\href{url}{text}) are two pieces of text, not one word.
     return _ADJACENT_GROUPS.sub(" ", t).translate(_BRACES)
+
+
+# strip_tex's two passes that look for a closer are written out rather than as regexes: a regex looks for
+# the closer again from every opener, so a text of openers without closers (``\[`` repeated, 48 KB of it
+# froze the process for 21 s) costs the square of its length. Each pass below reads the text once, left to
+# right, and gives exactly what re.sub gives with the regex in its comment: the same leftmost match at each
+# place, the alternatives in the same order. What makes it linear: a closer that does not come after an
+# opener is known at once from the text's last closer; a closer found is consumed with its span; and a walk
+# or a search that several openers share is remembered, not repeated.
+
+
+def _strip_math(s: str) -> str:
+    r"""Each formula through :func:`_math`, as ``re.sub`` with this regex (DOTALL) would do it::
+
+    \$\$(?P<display>.+?)\$\$ | \\\[(?P<bracket>.+?)\\\] | \\\((?P<paren>.+?)\\\)
+    | \\begin\{(?P<env>equation|...|math)(?P<star>\*?)\}(?P<environment>.+?)\\end\{(?P=env)(?P=star)\}
+    | \$(?!\s)(?P<inline>(?:[^$\\]|\\.)+?)(?<!\s)\$(?!\d)
+    """
+    if "$" not in s and "\\" not in s:
+        return s
+    last: dict[str, int] = {}  # the last place of each closer in s, -1 for none
+
+    def closer_after(closer: str, at: int) -> int:
+        """Where ``closer`` first comes at or after ``at``, or -1."""
+        if closer not in last:
+            last[closer] = s.rfind(closer)
+        return s.find(closer, at) if last[closer] >= at else -1
+
+    # Past the last closer of \[, \( and every environment only a dollar can open a formula.
+    backslash_until = max(s.rfind("\\]"), s.rfind("\\)"), s.rfind("\\end{"))
+    out: list[str] = []
+    copied = 0  # s[:copied] is in out
+    walk_end = -1  # where the last $...$ walk stopped; a dollar before it was escaped in that walk
+    at = 0
+    while (m := (_MATH_OPENER if at < backslash_until else _DOLLAR).search(s, at)) is not None:
+        start = m.start()
+        body, end = "", -1
+        if s[start] == "$":
+            if s.startswith("$$", start):
+                found = closer_after("$$", start + 3)
+                if found >= 0:
+                    body, end = s[start + 2 : found], found + 2
+            if end < 0 and start + 1 < len(s) and not s[start + 1].isspace():
+                # The body runs to the first dollar not escaped by a backslash; a dollar inside the last walk
+                # was such an escaped one, so its walk (from the same place on) stops where that one did.
+                if start >= walk_end:
+                    walk_end = _INLINE_BODY.match(s, start + 1).end()  # type: ignore[union-attr]
+                if (
+                    start + 1 < walk_end < len(s)
+                    and s[walk_end] == "$"
+                    and not s[walk_end - 1].isspace()
+                    and not s[walk_end + 1 : walk_end + 2].isdecimal()
+                ):
+                    body, end = s[start + 1 : walk_end], walk_end + 1
+        elif s[start + 1] in "[(":
+            found = closer_after("\\]" if s[start + 1] == "[" else "\\)", start + 3)
+            if found >= 0:
+                body, end = s[start + 2 : found], found + 2
+        else:
+            closer = f"\\end{{{m.group('env')}{m.group('star')}}}"
+            found = closer_after(closer, m.end() + 1)
+            if found >= 0:
+                body, end = s[m.end() : found], found + len(closer)
+        if end < 0:
+            at = start + 1  # no formula starts here
+            continue
+        out += (s[copied:start], _math(body))
+        copied = at = end
+    out.append(s[copied:])
+    return "".join(out)
+
+
+def _drop_references(s: str) -> str:
+    r"""Each reference replaced by a space, as ``re.sub`` with this regex would do it::
+
+        \\(?:cite[a-zA-Z]*|[cC]?ref|eqref|autoref|pageref|label|begin|end)\*?\s*(?:\[[^\]]*\]\s*)*\{[^{}]*\}
+
+    Its only way to match is the greedy one (a shorter name, star, space or option list leaves a letter,
+    ``*``, white space or ``[`` where ``[`` or ``{`` must come), so it is read here in that one way.
+    """
+    if "\\" not in s:
+        return s
+    # The last search for "]": from bracket_from, found at bracket_at (-1: none after bracket_from).
+    bracket_from, bracket_at = len(s) + 1, -1
+    after_options: dict[int, int] = {}  # the end of a reference whose options end at "]" at the key, or -1
+
+    def next_bracket(at: int) -> int:
+        nonlocal bracket_from, bracket_at
+        if not (bracket_from <= at and (at <= bracket_at or bracket_at < 0)):
+            bracket_from, bracket_at = at, s.find("]", at)
+        return bracket_at
+
+    def argument(at: int) -> int:
+        """The end of ``{...}`` at ``at``, or -1."""
+        if s[at : at + 1] != "{":
+            return -1
+        close = _NO_BRACES.match(s, at + 1).end()  # type: ignore[union-attr]
+        return close + 1 if s[close : close + 1] == "}" else -1
+
+    def options(at: int) -> int:
+        """The end of the reference whose options (if any) start at ``at``, or -1."""
+        chain: list[int] = []
+        end = -1
+        while s[at : at + 1] == "[":
+            close = next_bracket(at + 1)
+            if close < 0:
+                break
+            if close in after_options:
+                end = after_options[close]
+                break
+            chain.append(close)
+            at = _SPACES.match(s, close + 1).end()  # type: ignore[union-attr]
+        else:
+            end = argument(at)
+        for close in chain:
+            after_options[close] = end
+        return end
+
+    out: list[str] = []
+    copied = 0
+    at = 0
+    while (m := _REFERENCE_HEAD.search(s, at)) is not None:
+        end = options(m.end())
+        if end < 0:
+            at = m.start() + 1
+            continue
+        out += (s[copied : m.start()], " ")
+        copied = at = end
+    out.append(s[copied:])
+    return "".join(out)
 
 
 # --- names ------------------------------------------------------------------------------------------------

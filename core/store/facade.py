@@ -23,7 +23,7 @@ attribute            module                      what it stores
 ``dashboard``        core.store.browse           status page, metrics and ``status`` reads
 ``browser``          core.store.browser          the paper browser's pages
 ``feeds``            core.store.feeds            Atom feeds and the feed nonce
-``taste``            core.store.taste            votes, seeds, learned models
+``taste``            core.store.taste            votes, seeds, learned models, library look-ups
 ``recommend``        core.store.recommend        the recommendation pass
 ``signups``          core.store.signup           pending sign-ups and sign-up quotas
 ``replays``          core.store.replays          signed Slack requests already accepted

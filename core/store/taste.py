@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, col, select
 
-from core.models import LibrarySeed, Paper, TasteModelRow, Version, Vote, utcnow
+from core.models import LibraryLookup, LibrarySeed, Paper, TasteModelRow, Version, Vote, utcnow
 from core.store.ids import id_conditions
 
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 _VERSION = Version.metadata.tables["version"]
 _PAPER = Paper.metadata.tables["paper"]
+_LOOKUP = LibraryLookup.metadata.tables["library_lookup"]
 LIKE = 1
 DISLIKE = -1
 # How far back the implicit negatives (the days' other papers) are drawn from, and how many.
@@ -248,6 +249,50 @@ class TasteStore:
                 rows = connection.execute(sa.select(doi, v.paper_id, v.id).where(condition).order_by(v.id))
                 found.update({str(d): (str(paper), int(version)) for d, paper, version in rows})
         return found
+
+    def remembered_lookups(
+        self, arxiv_ids: Collection[str], *, now: datetime | None = None
+    ) -> dict[str, str]:
+        """arXiv id -> the outcome (``not-found``, ``failed``) of an earlier look-up of it that is still
+        remembered (its ``retry_at`` not yet passed), for the ids of ``arxiv_ids`` that have one."""
+        table = _LOOKUP
+        at = now or utcnow()
+        found: dict[str, str] = {}
+        with self._store.session() as session:
+            connection = session.connection()
+            for condition in id_conditions(connection, table.c.arxiv_id, arxiv_ids):
+                rows = connection.execute(
+                    sa.select(table.c.arxiv_id, table.c.outcome).where(condition, table.c.retry_at > at)
+                )
+                found.update({str(arxiv_id): str(outcome) for arxiv_id, outcome in rows})
+        return found
+
+    def remember_lookups(
+        self, outcomes: dict[str, tuple[str, datetime]], *, now: datetime | None = None
+    ) -> None:
+        """Remember each id's look-up outcome until its time (``{id: (outcome, retry_at)}``), replacing
+        an earlier one; rows whose time has passed are deleted on the way: the table holds what counts."""
+        at = now or utcnow()
+        rows = [
+            {"arxiv_id": arxiv_id, "outcome": outcome, "looked_up_at": at, "retry_at": retry_at}
+            for arxiv_id, (outcome, retry_at) in outcomes.items()
+        ]
+        with self._store.session() as session:
+            connection = session.connection()
+            connection.execute(sa.delete(_LOOKUP).where(_LOOKUP.c.retry_at <= at))
+            dialect_insert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
+            for start in range(0, len(rows), _SEED_CHUNK):
+                insert = dialect_insert(_LOOKUP).values(rows[start : start + _SEED_CHUNK])
+                connection.execute(
+                    insert.on_conflict_do_update(
+                        index_elements=[_LOOKUP.c.arxiv_id],
+                        set_={
+                            "outcome": insert.excluded.outcome,
+                            "looked_up_at": insert.excluded.looked_up_at,
+                            "retry_at": insert.excluded.retry_at,
+                        },
+                    )
+                )
 
     # -- training texts and models -------------------------------------------------------------------
 

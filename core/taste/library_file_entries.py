@@ -19,8 +19,9 @@ from core.taste.library_ids import arxiv_id_in, bare_arxiv_id, doi_in_url, norma
 
 # A Zotero export with abstracts runs to about 1.8 KB an entry, so 5 MB hold some 2,700 papers (without
 # abstracts, the 5,000 entries fit): more than a taste model needs, and a larger library can be exported a
-# collection at a time. The size bounds the time: a real export takes about 0.4 s a MB to read, a file built
-# to be slow (5 MB of inline math for strip_tex, or of commas for bibtexparser's splitter) up to 2 s a MB.
+# collection at a time. The size bounds the time, every step being linear in it: a real export takes about
+# 0.4 s a MB to read, a file built to be slow (5 MB of "\[" for strip_tex, of open braces or commas for
+# bibtexparser's splitter) at most some 1 s a MB (bench/library_file.py).
 MAX_FILE_BYTES = 5_000_000
 MAX_ENTRIES = 5_000
 
@@ -101,7 +102,18 @@ def refuse_if_too_many(count: int) -> None:
 
 def plain_text(value: str) -> str:
     """A title or an abstract as plain text on one line."""
-    return _SPACE.sub(" ", strip_tex(_RICH_TEXT.sub("", value))).strip() if value else ""
+    return _SPACE.sub(" ", strip_tex(_without_rich_text(value))).strip() if value else ""
+
+
+def _without_rich_text(value: str) -> str:
+    """``value`` without Zotero's rich-text tags, read in time linear in its length.
+
+    Every tag ends with ``>``, so none starts after the last one: the text after it is copied as it is.
+    Before it each ``<span`` finds a ``>`` and ends there, while after it each would look for one to the end
+    of the text (``<span`` repeated: quadratic).
+    """
+    cut = value.rfind(">") + 1
+    return _RICH_TEXT.sub("", value[:cut]) + value[cut:] if cut else value
 
 
 def pick_arxiv(bare: Iterable[str], linked: Iterable[str]) -> str | None:

@@ -30,8 +30,10 @@ _RIS_TEXT_FIELDS = (
 )  # fmt: skip
 
 RIS_START = re.compile(r"^TY {1,2}-", re.MULTILINE)
-# A RIS tag line as the standard writes it ("AU  - Name"), and with one space as some tools do.
-_RIS_TAG = re.compile(r"([A-Z][A-Z0-9]) {1,2}-(?: +(.*?))?\s*")
+# A RIS tag line as the standard writes it ("AU  - Name"), and with one space as some tools do. The value
+# is group 2 without its trailing white space (_ris_value): a lazy value before \s* would try to end at every
+# white space of the line, and scan the rest of that run each time (quadratic in a run of spaces and tabs).
+_RIS_TAG = re.compile(r"([A-Z][A-Z0-9]) {1,2}-(?: +(.*)|\s*)")
 _LINES = re.compile(r"\r\n|\r|\n")
 
 _NO_ER = Phrase(N_("the record does not end with an ER line (the file may be cut short)"))
@@ -59,7 +61,7 @@ def read_ris(text: str) -> list[LibraryEntry | EntryProblem]:
             if record is not None:
                 items.append(_ris_unclosed(record, start, number))
             number += 1
-            record, start, outside = [f"TY  - {tag.group(2) or ''}"], line_number, False
+            record, start, outside = [f"TY  - {_ris_value(tag)}"], line_number, False
         elif record is None:
             if tag is not None and tag.group(1) != "ER" and not outside:
                 items.append(EntryProblem(None, line_number, _NO_TY))
@@ -68,12 +70,17 @@ def read_ris(text: str) -> list[LibraryEntry | EntryProblem]:
             items.append(_ris_entry(_ris_fields(record), start, number))
             record = None
         elif tag is not None:
-            record.append(f"{tag.group(1)}  - {tag.group(2) or ''}")
+            record.append(f"{tag.group(1)}  - {_ris_value(tag)}")
         elif raw.strip():
             record[-1] = f"{record[-1]} {raw.strip()}"
     if record is not None:
         items.append(_ris_unclosed(record, start, number))
     return items
+
+
+def _ris_value(tag: re.Match[str]) -> str:
+    """A tag line's value, without the white space after it."""
+    return (tag.group(2) or "").rstrip()
 
 
 def _ris_fields(record: list[str]) -> dict[str, Any]:

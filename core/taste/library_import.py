@@ -5,7 +5,8 @@ Each entry is used the first way that works: its arXiv id names a stored paper; 
 has not stored is looked up through the arXiv API and stored as history (never announced to anyone); a DOI
 names a stored version that carries it; otherwise its title and abstract are kept as text. An entry none
 of these fit is reported with the reason, as are the file's own broken entries: nothing is dropped
-without a word. Importing the same file twice adds nothing (each seed has a key).
+without a word. Importing the same file twice adds nothing (each seed has a key), and asks arXiv again for
+no id it answered without, or failed to answer, a moment ago (``NOT_FOUND_MEMORY``, ``FAILURE_MEMORY``).
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 
 from core.i18n.languages import N_, Phrase
+from core.models import utcnow
 from core.papers.pipeline import PaperLookup
 from core.papers.sources import SourceError
 from core.store.facade import Novelty, Store
@@ -31,6 +33,15 @@ log = logging.getLogger(__name__)
 # arXiv ids looked up per import: the API is asked politely (one request per 100 ids, spaced by the shared
 # client), so a 5,000-entry library of unknown preprints costs minutes, not hours.
 MAX_LOOKUPS = 1_000
+# How long a look-up that gave nothing is remembered (in the database, for every process), so that
+# importing the same library again, or another reader's with the same ids, does not ask arXiv again: an id
+# arXiv answered without (a typo, a withdrawn number) for a week, and every id of a look-up that failed (the
+# API could not be reached) for an hour, the pause arXiv's politeness asks of a client it turned away.
+NOT_FOUND_MEMORY = timedelta(days=7)
+FAILURE_MEMORY = timedelta(hours=1)
+NOT_FOUND = "not-found"
+FAILED = "failed"
+_FAILURE = Phrase(N_("the arXiv API could not be reached; import the file again later"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,22 +84,21 @@ async def import_library(
     taste = store.taste
     known = await asyncio.to_thread(taste.latest_versions, ids)
     missing = [i for i in ids if i not in known]
-    fetched_ids: set[str] = set()
+    fetched: dict[str, int] = {}
     lookup_failure: Phrase | None = None
+    remembered: dict[str, str] = {}
+    asked: list[str] = []
     if missing and lookup is not None:
-        asked = missing[:MAX_LOOKUPS]
-        try:
-            papers = await lookup.lookup(asked)
-        except SourceError as exc:
-            lookup_failure = Phrase(N_("the arXiv API could not be reached; import the file again later"))
-            log.warning("library import: arXiv look-up failed: %s", exc)
-        else:
-            await asyncio.to_thread(
-                partial(store.papers.save_versions, papers, novelty=Novelty.HISTORY, now=now)
-            )
-            found = await asyncio.to_thread(taste.latest_versions, asked)
-            fetched_ids = set(found)
-            known.update(found)
+        # Ids looked up in vain not long ago, by any process: not asked again until their time has passed.
+        remembered = await asyncio.to_thread(partial(taste.remembered_lookups, missing, now=now))
+        asked = [i for i in missing if i not in remembered][:MAX_LOOKUPS]
+        failed = FAILED in remembered.values()
+        if asked:
+            fetched, failed_now = await _look_up(store, lookup, asked, now=now)
+            known.update(fetched)
+            failed = failed or failed_now
+        if failed:
+            lookup_failure = _FAILURE
     dois = sorted({e.doi for e in entries if e.doi and not _resolved(e, known)})
     by_doi = await asyncio.to_thread(taste.versions_by_doi, dois)
 
@@ -97,7 +107,7 @@ async def import_library(
     for entry in entries:
         if entry.arxiv_id and entry.arxiv_id in known:
             seeds.append(SeedIn(entry.arxiv_id, known[entry.arxiv_id]))
-            counts["fetched" if entry.arxiv_id in fetched_ids else "stored"] += 1
+            counts["fetched" if entry.arxiv_id in fetched else "stored"] += 1
         elif entry.doi and entry.doi in by_doi:
             paper_id, version_id = by_doi[entry.doi]
             seeds.append(SeedIn(paper_id, version_id))
@@ -106,7 +116,11 @@ async def import_library(
             seeds.append(SeedIn(_text_key(entry), None, entry.title.strip(), entry.abstract.strip()))
             counts["text"] += 1
         else:
-            problems.append(_unused(entry, lookup_failure, asked_api=lookup is not None, missing=missing))
+            problems.append(
+                _unused(
+                    entry, lookup_failure, asked_api=lookup is not None, asked=asked, remembered=remembered
+                )
+            )
     added = await asyncio.to_thread(partial(taste.add_seeds, subscriber_id, seeds, now=now))
     if added:
         # The new seeds are liked papers: the model learns them now, as after a vote.
@@ -124,22 +138,57 @@ async def import_library(
     )
 
 
+async def _look_up(
+    store: Store, lookup: PaperLookup, asked: list[str], *, now: datetime | None
+) -> tuple[dict[str, int], bool]:
+    """Ask the arXiv API for ``asked``, store what it knows as history and remember what it did not give;
+    returns the ids found (id -> version row id) and whether the look-up failed."""
+    taste = store.taste
+    at = now or utcnow()
+    try:
+        papers = await lookup.lookup(asked)
+    except SourceError as exc:
+        log.warning("library import: arXiv look-up failed: %s", exc)
+        outcomes = dict.fromkeys(asked, (FAILED, at + FAILURE_MEMORY))
+        await asyncio.to_thread(partial(taste.remember_lookups, outcomes, now=at))
+        return {}, True
+    await asyncio.to_thread(partial(store.papers.save_versions, papers, novelty=Novelty.HISTORY, now=now))
+    found = await asyncio.to_thread(taste.latest_versions, asked)
+    outcomes = {i: (NOT_FOUND, at + NOT_FOUND_MEMORY) for i in asked if i not in found}
+    if outcomes:
+        await asyncio.to_thread(partial(taste.remember_lookups, outcomes, now=at))
+    return found, False
+
+
 def _resolved(entry: LibraryEntry, known: dict[str, int]) -> bool:
     return bool(entry.arxiv_id) and entry.arxiv_id in known
 
 
 def _unused(
-    entry: LibraryEntry, failure: Phrase | None, *, asked_api: bool, missing: Sequence[str]
+    entry: LibraryEntry,
+    failure: Phrase | None,
+    *,
+    asked_api: bool,
+    asked: Sequence[str],
+    remembered: dict[str, str],
 ) -> EntryProblem:
     """Why ``entry`` could not be used, in the reader's terms."""
-    if entry.arxiv_id and failure is not None:
+    earlier = remembered.get(entry.arxiv_id or "")
+    if entry.arxiv_id and earlier == NOT_FOUND:
+        reason = Phrase(
+            N_("arXiv does not know {arxiv_id}, and the entry has no abstract to learn from"),
+            arxiv_id=entry.arxiv_id,
+        )
+    elif entry.arxiv_id and earlier == FAILED:
+        reason = _FAILURE
+    elif entry.arxiv_id and failure is not None:
         reason = failure
     elif entry.arxiv_id and not asked_api:
         reason = Phrase(
             N_("arXiv {arxiv_id} is not stored here and the entry has no abstract to learn from"),
             arxiv_id=entry.arxiv_id,
         )
-    elif entry.arxiv_id and entry.arxiv_id in missing[:MAX_LOOKUPS]:
+    elif entry.arxiv_id and entry.arxiv_id in asked:
         reason = Phrase(
             N_("arXiv does not know {arxiv_id}, and the entry has no abstract to learn from"),
             arxiv_id=entry.arxiv_id,
