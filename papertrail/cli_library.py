@@ -90,7 +90,7 @@ def import_library_command(
     if report.lookup_failed:
         err.print(
             "note: the arXiv API could not be reached: papers not stored here were used by their title and "
-            "abstract where the file has them; import the file again later to look them up"
+            "abstract where the file has them; import the file again in an hour to look them up"
         )
     if report.unused:
         out.print("not used:")

@@ -130,7 +130,7 @@ def test_an_unreachable_api_names_the_entries_it_leaves_out(
     assert code == 0 and api.paths
     assert out.splitlines()[0].endswith("5 entries; 4 used: 4 stored papers; 4 new")
     assert out.splitlines()[2].endswith(
-        ": entry Gould2006: the arXiv API could not be reached; import the file again later"
+        ": entry Gould2006: the arXiv API could not be reached; import the file again in an hour"
     )
 
 

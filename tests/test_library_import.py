@@ -75,7 +75,7 @@ async def test_an_unreachable_api_is_reported_per_entry_and_loses_nothing_else(s
     # The one paper not stored has no abstract in the file: it is named, with what to do.
     (problem,) = report.unused
     assert problem.key == "Gould2006"
-    assert "could not be reached; import the file again later" in problem.said(translator("en"))
+    assert "could not be reached; import the file again in an hour" in problem.said(translator("en"))
     assert report.stored == 4
 
 
@@ -157,5 +157,5 @@ async def test_a_failed_lookup_is_not_repeated_for_an_hour(store: Store, db_url:
     en = translator("en")
     for report in (first, again):
         assert report.lookup_failed
-        assert all("could not be reached; import the file again later" in p.said(en) for p in report.unused)
+        assert all("could not be reached; import the file again in an hour" in p.said(en) for p in report.unused)
     assert not after.lookup_failed and all("arXiv does not know" in p.said(en) for p in after.unused)

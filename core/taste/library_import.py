@@ -41,7 +41,7 @@ NOT_FOUND_MEMORY = timedelta(days=7)
 FAILURE_MEMORY = timedelta(hours=1)
 NOT_FOUND = "not-found"
 FAILED = "failed"
-_FAILURE = Phrase(N_("the arXiv API could not be reached; import the file again later"))
+_FAILURE = Phrase(N_("the arXiv API could not be reached; import the file again in an hour"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """library_lookup: arXiv ids a library import asked the arXiv API for and did not get, remembered a while
 
-Revision ID: 0021
-Revises: 0020
+Revision ID: 0022
+Revises: 0021
 Create Date: 2026-12-05
 
 Shared by every process on the database, as arXiv's politeness budget is: an import, from any process,
@@ -13,8 +13,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0021"
-down_revision = "0020"
+revision = "0022"
+down_revision = "0021"
 branch_labels = None
 depends_on = None
 
