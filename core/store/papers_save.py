@@ -170,10 +170,9 @@ def save_batch(
                 result.new_papers += 1
     history_rows = _version_rows(history, now, news=False)
     news_rows = _version_rows(news, now, news=True)
-    announced_rows = _version_rows(announced, now, news=True)
     # The papers the library totals count (core.store.counts), read before the bulk loads convert the rows
     # in place.
-    ai_papers = {row[0] for row in (*history_rows, *news_rows, *announced_rows) if row[_AI_RELATED]}
+    ai_papers = {row[0] for row in (*history_rows, *news_rows) if row[_AI_RELATED]}
     revised_papers = {row[0] for row in (*history_rows, *news_rows) if row[1] > 1}
     # The browser's keys (core.store.sort_keys): which papers have news, and v1's announcement.
     news_papers = {paper.arxiv_id for paper in (*news, *announced)}
@@ -215,7 +214,7 @@ def save_batch(
         # Read back rather than RETURNING, which neither executemany nor COPY offers.
         result.new_version_ids.extend(_version_ids(connection, news))
     if announced:
-        _announce_history(connection, announced_rows)
+        _announce_history(connection, announced, now)
         result.new_version_ids.extend(_version_ids(connection, announced))
         result.announced += len(announced)
     # Known papers that now have news or their v1; then the keys of every paper whose newest version or
@@ -233,12 +232,6 @@ def save_batch(
         newest = {paper.arxiv_id: paper for paper in batch if paper.version == new_papers.get(paper.arxiv_id)}
         newest.update(
             (paper.arxiv_id, paper) for paper in batch if paper.version == raised.get(paper.arxiv_id)
-        )
-        # An announced version that is its paper's newest replaces the text its entry was written from.
-        newest.update(
-            (paper.arxiv_id, paper)
-            for paper in announced
-            if paper.version == max(latest[paper.arxiv_id], raised.get(paper.arxiv_id, 0))
         )
         write_entries(
             connection,
@@ -259,44 +252,41 @@ def save_batch(
     )
 
 
-# Columns an announcement may leave empty (the RSS feed carries no DOI or journal reference for most
-# versions): the value stored from the earlier source stays then.
-_KEPT_WHEN_EMPTY = frozenset({"comment", "journal_ref", "doi", "license"})
+def _announce_history(connection: sa.Connection, announced: Sequence[PaperIn], now: datetime) -> None:
+    """Make the stored history versions ``announced`` news, once, as of ``now``.
 
-
-def _announce_history(connection: sa.Connection, rows: Sequence[list[Any]]) -> None:
-    """Make the history versions of ``rows`` (``_version_rows`` of an announcement) news, once.
-
-    The stored row takes the announcement's text, categories, type, source and date, and is stored as
-    first seen now and unmatched: the matcher picks it up like a version this announcement inserted, and
-    a follow made between the first sighting and the announcement sees it (``core.store.fanout`` compares
-    a follow's creation with ``first_seen_at``). ``news IS NOT TRUE`` keeps a concurrent writer's
-    promotion from being made twice.
+    The announcement decides whether and when a version is news, not its text: the stored row keeps the
+    text, categories and flags the earlier source gave it (the same arXiv version), and takes the
+    announcement's type, source and date. It becomes unmatched, and first seen now: the matcher picks it up
+    like a version this announcement inserted, and a follow made between the first sighting and the
+    announcement sees it (``core.store.fanout`` compares a follow's creation with ``first_seen_at``).
+    ``news IS NOT TRUE`` keeps a concurrent writer's promotion from being made twice.
     """
     version = _VERSION_TABLE.c
-    values: dict[str, Any] = {}
-    for name in _VERSION_COLUMNS[2:]:
-        param = sa.bindparam(f"new_{name}", type_=_VERSION_TABLE.c[name].type)
-        values[name] = sa.func.coalesce(param, version[name]) if name in _KEPT_WHEN_EMPTY else param
-    statement = (
+    connection.execute(
         _VERSION_TABLE.update()
         .where(
             version.paper_id == sa.bindparam("key_paper"),
             version.number == sa.bindparam("key_number"),
             version.news.is_not(sa.true()),
         )
-        .values(values)
-    )
-    names = _VERSION_COLUMNS[2:]
-    connection.execute(
-        statement,
+        .values(
+            news=True,
+            matched_at=None,
+            first_seen_at=now,
+            announce_type=sa.bindparam("new_type"),
+            source=sa.bindparam("new_source"),
+            announced_at=sa.bindparam("new_announced_at", type_=version.announced_at.type),
+        ),
         [
-            {"key_paper": row[0], "key_number": row[1]}
-            | {
-                f"new_{name}": value or None if name in _KEPT_WHEN_EMPTY else value
-                for name, value in zip(names, row[2:], strict=True)
+            {
+                "key_paper": paper.arxiv_id,
+                "key_number": paper.version,
+                "new_type": _ANNOUNCE_TYPES[paper.announce_type],
+                "new_source": paper.source,
+                "new_announced_at": paper.announced_at,
             }
-            for row in rows
+            for paper in announced
         ],
     )
 
