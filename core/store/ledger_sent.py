@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
 from sqlmodel import col
@@ -132,7 +132,9 @@ def _page(
         else:
             query = query.where(sa.or_(when > at, sa.and_(when == at, col(Digest.id) > digest_id)))
     keys = (when.desc(), col(Digest.id).desc()) if newest else (when.asc(), col(Digest.id).asc())
-    digests = [(at, int(digest_id)) for at, digest_id in connection.execute(query.order_by(*keys).limit(size))]
+    digests: list[tuple[datetime, int]] = [
+        (row[0], cast(int, row[1])) for row in connection.execute(query.order_by(*keys).limit(size))
+    ]
     if not digests:
         return digests, []
     rows = connection.execute(
@@ -147,14 +149,14 @@ def _page(
         )
         .join(Version, col(Version.id) == col(Match.version_id))
         .where(
-            col(Match.digest_id).in_([digest_id for _, digest_id in digests]),
+            col(Match.digest_id).in_([page_id for _, page_id in digests]),
             col(Match.subscriber_id) == subscriber_id,
         )
     ).all()
-    position = {digest_id: (at, n) for n, (at, digest_id) in enumerate(digests)}
+    position = {page_id: (sent_at, n) for n, (sent_at, page_id) in enumerate(digests)}
     # Digests in the page's order, matches by id within each (reversed for newest first).
-    rows.sort(key=lambda row: (position[row.digest_id][1], -row.id if newest else row.id))
-    return digests, [_item(row, position[row.digest_id][0]) for row in rows]
+    ordered = sorted(rows, key=lambda row: (position[row.digest_id][1], -row.id if newest else row.id))
+    return digests, [_item(row, position[row.digest_id][0]) for row in ordered]
 
 
 def _item(row: Any, sent_at: datetime) -> SentItem:
