@@ -7,7 +7,7 @@
   suffix dropped, old-style ids keep their slash (``/papers/hep-th/9901001.bib``). A paper PaperTrail has
   not seen, or knows only from a community pick (no arXiv metadata yet), is a 404 page.
 * ``GET /manage/{token}/papers.bib``: behind the manage link's token, one entry per paper that a sent
-  digest of the subscriber carried (``core.store.history``), the most recently sent first, at most
+  digest of the subscriber carried (``core.store.ledger_sent``), the most recently sent first, at most
   :data:`MAX_HISTORY_PAPERS`; streamed a page of the ledger at a time. Its ``@comment`` lines are in the
   reader's language; the entries are data and never translated. Not cached, not referred (like the manage
   page). Only what digests carried: the papers a subscriber liked are the next file.
@@ -27,11 +27,15 @@ from starlette.routing import Route
 from core.i18n.languages import Translator
 from core.models import Subscriber, Version
 from core.papers.citations import MAX_HISTORY_PAPERS, MEDIA_TYPE, entry, file_name
+from core.store.facade import Store
+from core.store.ledger_sent import NEWEST_FIRST, sent_items
 from papertrail.context import AppContext
 from papertrail.web_pages import PRIVATE_HEADERS, Pages, bare_paper_id, language_headers, paper_path
 from papertrail.web_subscribers import SubscriberPages
 
 HISTORY_FILE = "papertrail.bib"
+# Papers of the history whose newest versions are read per statement.
+HISTORY_CHUNK = 500
 LIKES_FILE = "papertrail-likes.bib"
 
 
@@ -132,8 +136,34 @@ class BibtexRoutes:
             )
         )
         # One more than the limit: the extra one only says that the file stops short.
-        sent = self.store.history.sent_papers(subscriber.id, limit=MAX_HISTORY_PAPERS + 1)
+        sent = _sent_papers(self.store, subscriber.id, limit=MAX_HISTORY_PAPERS + 1)
         yield from _entries(sent, t, none=t.gettext("PaperTrail has sent you no digest yet."))
+
+
+def _sent_papers(store: Store, subscriber_id: int, *, limit: int) -> Iterator[Version]:
+    """The newest stored version of each paper the subscriber was sent, at most ``limit``: the papers in the
+    order of their most recent sending (what was sent is ``core.store.ledger_sent``'s), each once, whichever
+    of its versions were sent (a paper sent as v1 and again as v3 is one entry, its newest stored version).
+    Read :data:`HISTORY_CHUNK` papers at a time, each chunk's ledger pages and versions in short transactions.
+    """
+    seen: set[str] = set()
+    chunk: list[str] = []
+    for item in sent_items(store, subscriber_id, order=NEWEST_FIRST):
+        if item.arxiv_id in seen:
+            continue
+        seen.add(item.arxiv_id)
+        chunk.append(item.arxiv_id)
+        if len(chunk) == HISTORY_CHUNK or len(seen) == limit:
+            yield from _newest(store, chunk)
+            chunk = []
+            if len(seen) == limit:
+                return
+    yield from _newest(store, chunk)
+
+
+def _newest(store: Store, papers: list[str]) -> Iterator[Version]:
+    newest = store.papers.newest_versions(papers) if papers else {}
+    return (newest[paper] for paper in papers if paper in newest)
 
 
 def _entries(versions: Iterable[Version], t: Translator, *, none: str) -> Iterator[str]:

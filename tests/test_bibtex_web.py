@@ -180,17 +180,18 @@ def _news(category: str, count: int) -> list[PaperIn]:
 
 
 def _sent_papers_sql(store: Store, subscriber_id: int) -> list[str]:
-    """The ledger's sent papers of one subscriber, most recently sent first, in plain SQL."""
+    """The ledger's sent papers of one subscriber, most recently sent first (by the digest's sending, then
+    the digest, then the match), each once, in plain SQL."""
     with store.engine.connect() as conn:
         rows = conn.execute(
             sa.text(
                 "SELECT v.paper_id FROM match m JOIN digest d ON d.id = m.digest_id "
                 "JOIN version v ON v.id = m.version_id WHERE m.subscriber_id = :s AND d.state = 'sent' "
-                "GROUP BY v.paper_id ORDER BY max(m.version_id) DESC"
+                "ORDER BY d.sent_at DESC, d.id DESC, m.id DESC"
             ),
             {"s": subscriber_id},
         )
-        return [row[0] for row in rows]
+        return list(dict.fromkeys(row[0] for row in rows))
 
 
 def _keys(text: str) -> list[str]:
@@ -243,7 +244,7 @@ def _history_url(address: str) -> str:
 
 
 def test_history_lists_exactly_the_sent_papers_newest_version_each(
-    history: tuple[Store, int, list[str]],
+    history: tuple[Store, int, list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store, ada, papers = history
     expected = _sent_papers_sql(store, ada)
@@ -268,10 +269,10 @@ def test_history_lists_exactly_the_sent_papers_newest_version_each(
     # v2 of the first paper was sent; v2 of the fourth is stored but pending: both entries are v2.
     assert versions[f"arXiv:{papers[0]}"] == versions[f"arXiv:{papers[3]}"] == "2"
     assert versions[f"arXiv:{papers[1]}"] == "1"
-    # The store's walk gives the same list a page of two matches at a time.
-    walked = [v.paper_id for v in store.history.sent_papers(ada, limit=100, page=2)]
-    assert walked == expected
-    assert [v.paper_id for v in store.history.sent_papers(ada, limit=3, page=2)] == expected[:3]
+    # The walk stops at its limit, a chunk of papers at a time.
+    monkeypatch.setattr(web_bibtex, "HISTORY_CHUNK", 2)
+    assert [v.paper_id for v in web_bibtex._sent_papers(store, ada, limit=100)] == expected
+    assert [v.paper_id for v in web_bibtex._sent_papers(store, ada, limit=3)] == expected[:3]
     # Bob's file holds Bob's papers only.
     bob = client.get(_history_url("console:bob")).text
     assert _keys(bob) and not set(_keys(bob)) & set(_keys(text))

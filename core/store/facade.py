@@ -18,7 +18,6 @@ attribute            module                      what it stores
 ``alarms``           core.store.alarms           delivery alarms, held digests, refused subscribers
 ``newsletters``      core.store.newsletters      newsletters, members, issues
 ``guides``           core.store.guides           AI guides
-``history``          core.store.history          a subscriber's sent papers
 ``counts``           core.store.counts           the library's maintained totals
 ``dashboard``        core.store.browse           status page, metrics and ``status`` reads
 ``browser``          core.store.browser          the paper browser's pages
@@ -55,7 +54,6 @@ from core.store.counts import CountStore
 from core.store.feeds import FeedStore
 from core.store.follows import FollowFileStore
 from core.store.guides import GuideStore
-from core.store.history import HistoryStore
 from core.store.ledger import LedgerStore
 from core.store.ledger_claims import ClaimStore
 from core.store.ledger_outcomes import OutcomeStore
@@ -143,7 +141,6 @@ class Store:
         self.alarms = AlarmStore(self)
         self.newsletters = NewsletterStore(self)
         self.guides = GuideStore(self)
-        self.history = HistoryStore(self)
         self.counts = CountStore(self)
         self.dashboard = DashboardStore(self, self.counts, self.guides, self.alarms)
         self.browser = BrowserStore(self, self.counts)

@@ -12,10 +12,9 @@ entries cost, never the library's size or a subscriber's whole history:
   newest version; an older version that no longer matches is left out). Of those, the newest ``limit``
   by arrival: they all belong to the first ``limit`` papers, since each paper ahead of another in that
   order has a version newer than any of the other's.
-* **A subscriber's feed** reads their newest ``limit`` sent digests (the index on ``digest.subscriber_id``;
-  every digest holds at least one match) and the matches those digests hold (the index on
-  ``match.digest_id``): every match a sent digest held, those a capped digest counted as "and N more"
-  included.
+* **A subscriber's feed** is the newest ``limit`` items of what was sent to them, read by
+  :func:`core.store.ledger_sent.sent_items` (what counts as sent and its order are that module's), then
+  those versions' entry columns.
 
 Both attach what a revision changed (against the newest earlier stored version, as digests say it) and the
 version's AI guide in one language, when there is one.
@@ -34,11 +33,12 @@ import sqlalchemy as sa
 from sqlmodel import col
 
 from core.follows.query import PaperText
-from core.follows.reasons import Reason, reasons_from_data
+from core.follows.reasons import Reason
 from core.follows.search_text import SearchQuery
-from core.models import Digest, DigestState, GuideRow, Match, Subscriber, Version
+from core.models import GuideRow, Subscriber, Version
 from core.store.browser import PaperFilter, Sort
 from core.store.ledger_items import changes
+from core.store.ledger_sent import NEWEST_FIRST, sent_items
 from core.values import AnnounceType, Guide, PaperIn
 
 # The version columns an entry shows, and those a revision's changes are computed from.
@@ -138,34 +138,21 @@ class FeedStore:
     # -- a subscriber's feed ---------------------------------------------------------------------------
 
     def sent_feed(self, subscriber_id: int, *, limit: int, language: str) -> list[FeedVersion]:
-        """The versions the newest sent digests of a subscriber held, newest digest first (within one
-        digest, the newest match first), at most ``limit``, each with its reasons, what it changed and its
-        guide in ``language``."""
+        """What the subscriber was sent (``core.store.ledger_sent``), newest first, at most ``limit``
+        versions, each with its reasons, what it changed and its guide in ``language``."""
         if limit <= 0:
             return []
         with self._store.connection() as connection:
-            digests = dict(
-                connection.execute(
-                    # A sent digest always has sent_at (finish_sent); created_at only guards the sort.
-                    sa.select(col(Digest.id), sa.func.coalesce(col(Digest.sent_at), col(Digest.created_at)))
-                    .where(col(Digest.subscriber_id) == subscriber_id, col(Digest.state) == DigestState.SENT)
-                    .order_by(col(Digest.sent_at).desc(), col(Digest.id).desc())
-                    .limit(limit)
-                ).all()
-            )
-            if not digests:
+            sent = list(sent_items(connection, subscriber_id, order=NEWEST_FIRST, limit=limit))
+            if not sent:
                 return []
-            matched = connection.execute(
-                sa.select(
-                    col(Match.id).label("match_id"), col(Match.digest_id), col(Match.reasons), *_ENTRY_COLUMNS
-                )
-                .join(Version, col(Version.id) == col(Match.version_id))
-                .where(col(Match.digest_id).in_(list(digests)), col(Match.subscriber_id) == subscriber_id)
-            ).all()
-            # Newest digest first, newest match first within it; sorted here (at most ``limit`` digests).
-            ordered = sorted(
-                matched, key=lambda row: (digests[row.digest_id], row.digest_id, row.match_id), reverse=True
-            )[:limit]
+            by_id = {
+                int(row.version_id): row
+                for row in connection.execute(
+                    sa.select(*_ENTRY_COLUMNS).where(col(Version.id).in_({item.version_id for item in sent}))
+                ).all()
+            }
+            ordered = [by_id[item.version_id] for item in sent]
             # Every stored version of the papers with a revision here: what each revision changed.
             revised = sorted({row.paper_id for row in ordered if row.number > 1})
             stored = (
@@ -174,16 +161,10 @@ class FeedStore:
                 else []
             )
             earlier = _earlier([*ordered, *stored])
-            guides = _guides(connection, [int(row.version_id) for row in ordered], language)
+            guides = _guides(connection, list(by_id), language)
         return [
-            _entry(
-                row,
-                earlier,
-                guides,
-                reasons=reasons_from_data(row.reasons),
-                sent_at=digests[row.digest_id],
-            )
-            for row in ordered
+            _entry(by_id[item.version_id], earlier, guides, reasons=item.reasons, sent_at=item.sent_at)
+            for item in sent
         ]
 
     # -- the private link's nonce ------------------------------------------------------------------------

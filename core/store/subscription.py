@@ -56,6 +56,7 @@ from core.people.subscription_file import (
     VoteLine,
 )
 from core.store.follows import ImportCounts, write_follows
+from core.store.ledger_sent import OLDEST_FIRST, sent_items
 from core.store.signup import WAITING
 from core.store.subscription_learned import (
     LearnedPlan,
@@ -165,7 +166,7 @@ class SubscriptionRecords:
 
     def read(self, address: str) -> Stored | None:
         """The subscriber at ``address`` with its follows (in their order), the names of its newsletters
-        and every paper of its delivered digests (oldest digest first); None when there is none."""
+        and what it was sent (``core.store.ledger_sent``, oldest first); None when there is none."""
         with self.store.session() as session:
             subscriber = session.exec(select(Subscriber).where(col(Subscriber.address) == address)).first()
             if subscriber is None or subscriber.id is None:
@@ -179,26 +180,13 @@ class SubscriptionRecords:
                 .where(col(NewsletterMember.subscriber_id) == subscriber.id)
                 .order_by(col(Newsletter.name))
             ).all()
-            rows = session.execute(
-                sa.select(
-                    col(Version.paper_id),
-                    col(Version.number),
-                    col(Version.title),
-                    col(Digest.sent_at),
-                    col(Digest.id),
-                )
-                .select_from(Match)
-                .join(Digest, col(Digest.id) == col(Match.digest_id))
-                .join(Version, col(Version.id) == col(Match.version_id))
-                .where(col(Match.subscriber_id) == subscriber.id, col(Digest.state) == DigestState.SENT)
-                .order_by(col(Digest.id), col(Match.id))
-            ).all()
+            # What was sent, in the order it was sent: the file reads as a history, and an import replays it.
+            received = tuple(
+                Received(item.arxiv_id, item.version, item.title, item.sent_at, item.digest_id)
+                for item in sent_items(session.connection(), subscriber.id, order=OLDEST_FIRST)
+            )
             votes, votes_total = _votes_of(session, subscriber.id)
             library, library_total = _seeds_of(session, subscriber.id)
-        received = tuple(
-            Received(str(paper), int(number), str(title), sent_at, int(digest))
-            for paper, number, title, sent_at, digest in rows
-        )
         learned = Learned(subscriber.recommend, votes, library)
         return Stored(subscriber, tuple(follows), tuple(names), received, learned, votes_total, library_total)
 
