@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from alembic import command
 
 from core.follows.query import QueryError, parse
-from core.papers.classify import is_ai_related
+from core.papers import classify
 from core.papers.pipeline import backfill
 from core.resources import resource_dir
 from core.store.facade import Store, make_engine
@@ -79,7 +79,7 @@ def test_0007_0017_0018_leave_what_the_application_computes(store: Store) -> Non
         )
     # The application's rule, applied to the stored text, is what the writes stored.
     verdicts = {
-        vid: is_ai_related(json.loads(c) if isinstance(c, str) else c, title or "", abstract or "")
+        vid: classify.is_ai_related(json.loads(c) if isinstance(c, str) else c, title or "", abstract or "")
         for vid, c, title, abstract, _ in versions
     }
     assert verdicts == {vid: bool(ai) for vid, *_, ai in versions}
@@ -211,3 +211,12 @@ def test_0004_leaves_the_applications_normal_forms_and_the_older_duplicate(db_ur
             expected.append((ids[query], query, form))
     assert rows == sorted(expected)
     assert len(rows) < len(follows)  # some were duplicates under the normal form
+
+
+def test_0007_frozen_rule_lists_the_applications_categories_and_cues() -> None:
+    # The recorded texts above need only some cues; the copy must hold every one, in the same order.
+    frozen = _migration("0007")
+    assert frozen.AI_CATEGORIES == classify.AI_CATEGORIES
+    assert [tuple(cue) for cue in frozen.CUES] == [
+        (cue.label, cue.spec, cue.title_only, cue.acronym) for cue in classify.CUES
+    ]
