@@ -8,6 +8,10 @@ application computes today.
   revision at a time; after each of the three its rows equal what the application wrote.
 * 0004 (the normal form of follows): the frozen grammar gives the application's normal form, or refuses,
   for every follow of a generated set, and the migration keeps the older of two follows that share a form.
+
+When one of these rules changes in the application (the grammar, the AI-related rule, the keys), these tests
+fail on purpose: the stored data needs a new migration with a copy of the new rule. Point the test at that
+migration then; the older copy stays as it was.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ import sqlalchemy as sa
 from alembic import command
 
 from core.follows.query import parse
-from core.store.facade import make_engine
 from core.resources import resource_dir
+from core.store.facade import make_engine
 from core.store.migrate import alembic_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,7 +35,8 @@ def _imported_modules(source: str) -> set[str]:
         elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute | ast.Name)
-            and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id) == "import_module"
+            and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id)
+            in ("import_module", "__import__")
             and node.args
             and isinstance(node.args[0], ast.Constant)
         ):
@@ -70,10 +71,17 @@ def test_the_import_check_finds_every_form_of_import() -> None:
         "    from papertrail import cli\n"
         "    from . import sibling\n"
         "    importlib.import_module('bot.commands')\n"
+        "    __import__('ingest.http')\n"
         "import sqlalchemy as sa\n"
         "from alembic import op\n"
     )
-    assert _application_imports(planted, packages) == {"core.store", "papertrail", ".", "bot.commands"}
+    assert _application_imports(planted, packages) == {
+        "core.store",
+        "papertrail",
+        ".",
+        "bot.commands",
+        "ingest.http",
+    }
 
 
 def test_0004_recomputes_canonical_forms(db_url: str) -> None:
