@@ -2,14 +2,86 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import tomllib
+from pathlib import Path
 
 import sqlalchemy as sa
 from alembic import command
 
 from core.follows.query import parse
+from core.resources import resource_dir
 from core.store.facade import make_engine
 from core.store.migrate import alembic_config
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _application_packages() -> set[str]:
+    """The packages the project installs (pyproject.toml): what a migration may not import."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    return set(config["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"])
+
+
+def _imported_modules(source: str) -> set[str]:
+    """Every module a Python source imports, at any depth (inside functions too); relative ones as ``.x``."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            found.add("." * node.level + (node.module or ""))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute | ast.Name)
+            and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id)
+            in ("import_module", "__import__")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            found.add(str(node.args[0].value))
+    return found
+
+
+def _application_imports(source: str, packages: set[str]) -> set[str]:
+    return {m for m in _imported_modules(source) if m.startswith(".") or m.split(".")[0] in packages}
+
+
+def test_no_migration_imports_the_application() -> None:
+    # A migration carries its own SQL (and a frozen copy of any rule it needs): an import of the
+    # application would make an old migration change whenever that code does.
+    packages = _application_packages()
+    assert {"core", "ingest", "notifiers", "bot", "papertrail"} <= packages
+    versions = sorted((resource_dir("migrations") / "versions").glob("*.py"))
+    assert versions
+    offenders = {
+        path.name: sorted(found)
+        for path in versions
+        if (found := _application_imports(path.read_text(encoding="utf-8"), packages))
+    }
+    assert offenders == {}
+
+
+def test_the_import_check_finds_every_form_of_import() -> None:
+    packages = _application_packages()
+    planted = (
+        "import core.store\n"
+        "def upgrade():\n"
+        "    from papertrail import cli\n"
+        "    from . import sibling\n"
+        "    importlib.import_module('bot.commands')\n"
+        "    __import__('ingest.http')\n"
+        "import sqlalchemy as sa\n"
+        "from alembic import op\n"
+    )
+    assert _application_imports(planted, packages) == {
+        "core.store",
+        "papertrail",
+        ".",
+        "bot.commands",
+        "ingest.http",
+    }
 
 
 def test_0004_recomputes_canonical_forms(db_url: str) -> None:

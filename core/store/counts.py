@@ -21,8 +21,9 @@ database), so a writer holds its lock only for its commit and never waits for an
 it. Versions and picks are never deleted and the flags only turn true, so no write ever subtracts.
 
 :meth:`CountStore.recount_library` counts the same numbers the old way, from the rows themselves: the
-tests' oracle, and what :func:`rebuild_library_totals` (migration 0017, and any later migration that changes
-``Version.ai_related``) stores.
+tests' oracle, and what :func:`rebuild_library_totals` stores. Migration 0017 built the totals with a frozen
+copy of these statements (a migration never imports the application); a later migration that changes
+``Version.ai_related`` needs its own copy.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import sqlalchemy as sa
 
 from core.store.ids import id_conditions
 
-# Plain table objects (not the models): migration 0017 uses these helpers with the schema of its time.
+# Plain table objects (not the models): only the columns these statements use.
 _PAPER = sa.table(
     "paper",
     sa.column("id", sa.String),

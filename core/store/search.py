@@ -34,11 +34,11 @@ not marked stale has an entry under its current key (SQLite) or an entry of its 
 (PostgreSQL).
 
 Neither table is a model: the two databases need different kinds of table. Migration 0018 creates them
-and :func:`reset_search_index` leaves every paper to the indexer. The entries are the follow matcher's
+(with a frozen copy of :func:`create_search_index`'s DDL: a migration never imports the application) and
+leaves every paper to the indexer, as :func:`reset_search_index` does. The entries are the follow matcher's
 terms, so a change to the word rules (core.follows.normalise, core.follows.search_text) changes what an entry
-should hold:
-such a change must come with a migration that calls :func:`reset_search_index`, or searches will miss
-what the new rules would find.
+should hold: such a change must come with a migration that does what :func:`reset_search_index` does (with
+its own copy of the statements), or searches will miss what the new rules would find.
 """
 
 from __future__ import annotations
@@ -202,7 +202,7 @@ def mark_stale(connection: sa.Connection, ids: Collection[str]) -> None:
 def reset_search_index(connection: sa.Connection) -> int:
     """Empty the index and leave every paper with a stored version to the indexer; return how many wait.
 
-    Migration 0018 calls it on the new, empty index; a later change of the word rules needs it too (the
+    Migration 0018 does the same on the new, empty index; a later change of the word rules needs it too (the
     entries it empties were written with the old rules). Emptying first keeps the invariant: no paper is
     left with an entry while marked stale, so SQLite's indexer never adds an entry under a key that has one.
     """

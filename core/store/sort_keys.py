@@ -32,7 +32,7 @@ from core.store.ids import id_conditions
 # Version ids stay far below 2**40 (a trillion); the bit above them puts news first.
 NEWS_BIT = 1 << 40
 
-# Plain table objects (not the models): migration 0018 uses these helpers with the schema of its time.
+# Plain table objects (not the models): only the columns these statements use.
 _PAPER = sa.table(
     "paper",
     sa.column("id", sa.String),
@@ -120,7 +120,7 @@ def newest_version_id(connection: sa.Connection) -> int:
 
 
 def rebuild_sort_keys(connection: sa.Connection) -> None:
-    """Compute every paper's keys from its stored rows (migration 0018; also a repair tool)."""
+    """Compute every paper's keys from its stored rows (a repair tool; migration 0018 holds a frozen copy)."""
     news_papers = sa.select(_VERSION.c.paper_id).where(_VERSION.c.news.is_(sa.true()))
     picked: sa.Select[str] = sa.select(sa.column("paper_id", sa.String)).select_from(
         sa.table("community_pick")

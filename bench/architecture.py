@@ -1,0 +1,119 @@
+"""Measure core/'s package structure: the cycles between its packages and the shell's reach into the store.
+
+DESIGN.md wants core/ cut into packages by capability with no cycle between packages, and a shell (bot/,
+papertrail/) that calls steps, never SQL. This prints how far the code is from that:
+
+* the strongly connected components of the package-level import graph of core/: a package is
+  ``core.<sub>`` (core.store, core.follows, ...); the top-level modules (core.config, core.values,
+  core.models, ...) count together as one package, "core (shared)". A component of more than one package
+  is a cycle; the goal is one package per component.
+* the files of bot/ and papertrail/ that import ``core.store`` (its facade, a repository or its SQL).
+
+Imports under ``if TYPE_CHECKING:`` run nothing and are left out, as import-linter leaves them out
+(pyproject.toml); the shell count is also printed with them. grimp (installed with import-linter) builds
+the graph; tests/test_package_cycles.py pins today's numbers so they can only shrink.
+
+Usage: python bench/architecture.py
+"""
+
+from __future__ import annotations
+
+import grimp
+
+SHARED = "core (shared)"
+SHELL_PACKAGES = ("bot", "papertrail")
+
+
+def _graph(*, type_checking: bool = False) -> grimp.ImportGraph:
+    return grimp.build_graph("core", *SHELL_PACKAGES, exclude_type_checking_imports=not type_checking)
+
+
+def core_package(module: str, packages: set[str]) -> str:
+    """The package of a module of core/: its ``core.<sub>`` if one of ``packages``, else the shared group."""
+    parts = module.split(".")
+    candidate = ".".join(parts[:2])
+    return candidate if candidate in packages else SHARED
+
+
+def package_edges(graph: grimp.ImportGraph) -> dict[str, set[str]]:
+    """Package -> the packages its modules import (within core/, self-imports left out)."""
+    packages = {m for m in graph.find_children("core") if graph.find_children(m)}
+    edges: dict[str, set[str]] = {p: set() for p in (*packages, SHARED)}
+    for module in graph.find_descendants("core") | {"core"}:
+        source = core_package(module, packages)
+        for imported in graph.find_modules_directly_imported_by(module):
+            if imported == "core" or imported.startswith("core."):
+                target = core_package(imported, packages)
+                if target != source:
+                    edges[source].add(target)
+    return edges
+
+
+def strongly_connected_components(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm; each component sorted, the largest first."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for successor in sorted(edges.get(node, ())):
+            if successor not in index:
+                visit(successor)
+                low[node] = min(low[node], low[successor])
+            elif successor in on_stack:
+                low[node] = min(low[node], index[successor])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            components.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return sorted(components, key=lambda c: (-len(c), c))
+
+
+def shell_files_importing_store(graph: grimp.ImportGraph) -> list[str]:
+    """The modules of bot/ and papertrail/ that import core.store or one of its modules directly."""
+    found = []
+    for package in SHELL_PACKAGES:
+        for module in graph.find_descendants(package) | {package}:
+            imported = graph.find_modules_directly_imported_by(module)
+            if any(m == "core.store" or m.startswith("core.store.") for m in imported):
+                found.append(module)
+    return sorted(found)
+
+
+def measure() -> tuple[list[list[str]], list[str]]:
+    """(the SCCs of core/'s package graph, the shell modules importing core.store)."""
+    graph = _graph()
+    return strongly_connected_components(package_edges(graph)), shell_files_importing_store(graph)
+
+
+def main() -> None:
+    """Print the measurement."""
+    components, shell = measure()
+    largest = max(len(c) for c in components)
+    print(f"core/ package graph: {sum(len(c) for c in components)} packages, {len(components)} components")
+    print(f"largest strongly connected component: {largest} packages (goal: 1)")
+    for component in components:
+        print(f"  {len(component)}: {', '.join(component)}")
+    print(f"files in bot/ and papertrail/ importing core.store: {len(shell)}")
+    for module in shell:
+        print(f"  {module}")
+    annotated = shell_files_importing_store(_graph(type_checking=True))
+    print(f"  ({len(annotated)} counting imports made only for type annotations)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+"""A ratchet on core/'s package cycles and on the shell's reach into the store (bench/architecture.py
+measures both; docs/architecture.md, "Measured structure", records them).
+
+The goal is one package per strongly connected component (no cycle between core's packages) and no file of
+bot/ or papertrail/ importing core.store. Today's numbers are pinned: the test fails when either grows, and
+when either shrinks, so that the pin moves down with the code (lower it in the same change).
+"""
+
+from __future__ import annotations
+
+from bench.architecture import measure, strongly_connected_components
+
+# Today: every package of core/ and the shared modules form one component (9 members).
+LARGEST_COMPONENT = 9
+SHELL_FILES_IMPORTING_STORE = 20
+
+
+def test_the_package_cycles_of_core_do_not_grow() -> None:
+    components, _ = measure()
+    largest = max(len(c) for c in components)
+    assert largest <= LARGEST_COMPONENT, f"a package cycle grew: {components[0]}"
+    assert largest == LARGEST_COMPONENT, f"cycles shrank to {largest}: lower LARGEST_COMPONENT to match"
+
+
+def test_the_shell_does_not_import_the_store_more() -> None:
+    _, shell = measure()
+    assert len(shell) <= SHELL_FILES_IMPORTING_STORE, f"more shell files import core.store: {shell}"
+    assert len(shell) == SHELL_FILES_IMPORTING_STORE, (
+        f"fewer shell files import core.store ({len(shell)}): lower SHELL_FILES_IMPORTING_STORE to match"
+    )
+
+
+def test_the_component_finder_sees_a_cycle_and_a_chain() -> None:
+    # The measure must be able to fail: a two-package cycle is one component, a one-way chain is not.
+    assert strongly_connected_components({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"], ["c"]]
+    assert strongly_connected_components({"a": {"b"}, "b": {"c"}, "c": set()}) == [["a"], ["b"], ["c"]]
