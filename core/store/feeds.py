@@ -17,17 +17,15 @@ entries cost, never the library's size or a subscriber's whole history:
   ``match.digest_id``): every match a sent digest held, those a capped digest counted as "and N more"
   included.
 
-Both attach what a revision changed (against the newest earlier stored version, as digests say it) and the
-version's AI guide in one language, when there is one.
+Both attach what a revision changed (core.papers.revisions, as digests say it) and the version's AI guide
+in one language, when there is one.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -37,11 +35,11 @@ from core.follows.query import PaperText
 from core.follows.reasons import Reason, reasons_from_data
 from core.follows.search_text import SearchQuery
 from core.models import Digest, DigestState, GuideRow, Match, Subscriber, Version
+from core.papers.revisions import changes_of
 from core.store.browser import PaperFilter, Sort
-from core.store.ledger_items import changes
 from core.values import AnnounceType, Guide, PaperIn
 
-# The version columns an entry shows, and those a revision's changes are computed from.
+# The version columns an entry shows.
 _ENTRY_COLUMNS: tuple[Any, ...] = (
     col(Version.id).label("version_id"),
     col(Version.paper_id),
@@ -125,15 +123,15 @@ class FeedStore:
                 .where(col(Version.paper_id).in_(papers))
                 .order_by(col(Version.id).desc())
             ).all()
-            earlier = _earlier(rows)
             chosen: list[Any] = []
             for row in rows:
                 if len(chosen) == limit:
                     break
                 if row.news and search.query.evaluate(PaperText.of(_paper_in(row))) is not None:
                     chosen.append(row)
+            changed = changes_of(connection, [(row.paper_id, row.number) for row in chosen])
             guides = _guides(connection, [int(row.version_id) for row in chosen], language)
-        return [_entry(row, earlier, guides) for row in chosen]
+        return [_entry(row, changed, guides) for row in chosen]
 
     # -- a subscriber's feed ---------------------------------------------------------------------------
 
@@ -166,19 +164,12 @@ class FeedStore:
             ordered = sorted(
                 matched, key=lambda row: (digests[row.digest_id], row.digest_id, row.match_id), reverse=True
             )[:limit]
-            # Every stored version of the papers with a revision here: what each revision changed.
-            revised = sorted({row.paper_id for row in ordered if row.number > 1})
-            stored = (
-                connection.execute(sa.select(*_ENTRY_COLUMNS).where(col(Version.paper_id).in_(revised))).all()
-                if revised
-                else []
-            )
-            earlier = _earlier([*ordered, *stored])
+            changed = changes_of(connection, [(row.paper_id, row.number) for row in ordered])
             guides = _guides(connection, [int(row.version_id) for row in ordered], language)
         return [
             _entry(
                 row,
-                earlier,
+                changed,
                 guides,
                 reasons=reasons_from_data(row.reasons),
                 sent_at=digests[row.digest_id],
@@ -228,20 +219,6 @@ def _paper_in(row: Any) -> PaperIn:
     )
 
 
-def _earlier(rows: Sequence[Any]) -> dict[tuple[str, int], Any]:
-    """For each revision among ``rows``, the newest row of the same paper with a lower number (when
-    ``rows`` hold it: the callers read every stored version of the papers that have revisions)."""
-    by_paper: defaultdict[str, dict[int, Any]] = defaultdict(dict)
-    for row in rows:
-        by_paper[row.paper_id][row.number] = row
-    found: dict[tuple[str, int], Any] = {}
-    for paper, versions in by_paper.items():
-        numbers = sorted(versions)
-        for before, after in pairwise(numbers):
-            found[(paper, after)] = versions[before]
-    return found
-
-
 def _guides(
     connection: sa.Connection, version_ids: Sequence[int], language: str
 ) -> dict[int, tuple[Guide, datetime]]:
@@ -265,7 +242,7 @@ def _guides(
 
 def _entry(
     row: Any,
-    earlier: dict[tuple[str, int], Any],
+    changed: dict[tuple[str, int], tuple[str, ...]],
     guides: dict[int, tuple[Guide, datetime]],
     *,
     reasons: tuple[Reason, ...] = (),
@@ -287,7 +264,7 @@ def _entry(
         comment=row.comment,
         journal_ref=row.journal_ref,
         doi=row.doi,
-        changes=changes(earlier.get((row.paper_id, row.number)), row) if row.number > 1 else (),
+        changes=changed[(row.paper_id, row.number)],
         guide=guide,
         guide_made_at=made,
         reasons=reasons,
