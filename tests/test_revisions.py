@@ -95,7 +95,15 @@ def test_what_changed_normalises_unicode_forms() -> None:
 
 
 def _stored(number: int, title: str = "A title", doi: str | None = None) -> Version:
-    return Version(paper_id="2611.00001", number=number, title=title, abstract="An abstract.", doi=doi)
+    return Version(
+        paper_id="2611.00001",
+        number=number,
+        title=title,
+        abstract="An abstract.",
+        doi=doi,
+        announce_type="new",
+        source="arxiv-rss",
+    )
 
 
 def test_history_compares_each_version_with_the_newest_lower_one() -> None:
