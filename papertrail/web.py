@@ -58,8 +58,8 @@ from core.i18n.languages import Translator, listing, translator
 from core.models import utcnow
 from core.papers.citations import highwire_tags
 from core.papers.health import Health
+from core.papers.revisions import history
 from core.papers.status import SourceStatus
-from core.store.ledger_items import changes
 from core.values import DayCounts
 from papertrail.chart import ChartWords, daily_chart
 from papertrail.context import SOURCE_NAMES, AppContext
@@ -356,17 +356,14 @@ class _Web:
                 hint=t.gettext("Check the id (e.g. 2411.17700), or search the library on the papers page."),
                 status=404,
             )
-        history = [
-            (version, changes(versions[index - 1] if index else None, version))
-            for index, version in enumerate(versions)
-        ]
         guides = self.store.guides.guides_for([v.id for v in versions if v.id is not None], reader.language)
         return self.pages.render(
             reader,
             "paper.html.j2",
             arxiv_id=bare,
             latest=versions[-1] if versions else None,
-            history=list(reversed(history)),
+            # Newest first, each with what it changed (core.papers.revisions).
+            history=list(reversed(history(versions))),
             # The guides of the versions that have one, newest version first.
             guides=[(v, guides[v.id]) for v in reversed(versions) if v.id in guides],
             picks=list(reversed(picks)),

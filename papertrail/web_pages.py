@@ -232,7 +232,7 @@ WORDS = {
     "empty": N_("empty"),
     "not_modified": N_("not modified"),
     "error": N_("error"),
-    # what a revision changed (core.store.ledger.changes), worded as digests word it
+    # what a revision changed (core.papers.revisions), worded as digests word it
     **CHANGE_LABELS,
     # how arXiv announced a version (core.values.AnnounceType)
     "new": N_("new"),

@@ -375,8 +375,8 @@ def test_reason_lists_change_labels_and_author_lists() -> None:
     assert reasons_text(both) == "author Zeng Li; category cs.DC"
     assert reasons_text(both, "zh") == "作者 Zeng Li；分类 cs.DC"
     every = tuple(CHANGE_LABELS)
-    assert changes_text(every) == "title, authors, abstract, comment, journal-ref, DOI"
-    assert changes_text(every, "zh") == "标题、作者、摘要、备注、期刊引用、DOI"
+    assert changes_text(every) == "title, authors, abstract, categories, comment, journal-ref, DOI, license"
+    assert changes_text(every, "zh") == "标题、作者、摘要、分类、备注、期刊引用、DOI、许可证"
     assert changes_text(("title", "unknown-field"), "zh") == "标题、unknown-field"
     assert changes_text(()) == ""
     names = tuple(f"A{n}" for n in range(20))

@@ -102,15 +102,17 @@ REASON_FORMS = {
 MAX_SHARED_TERMS = 5
 SHARED_TERM_CHARS = 60
 
-# What a revision changed, as core.store.ledger.changes stores it (English, also in the webhook JSON), and
-# how a digest words it.
+# What a revision changed, as core.papers.revisions names it (English, also in the webhook JSON), and how a
+# digest words it; one label per name of its CHANGE_NAMES (tests/test_revisions.py checks they agree).
 CHANGE_LABELS = {
     "title": N_("title"),
     "authors": N_("authors"),
     "abstract": N_("abstract"),
+    "categories": N_("categories"),
     "comment": N_("comment"),
     "journal-ref": N_("journal-ref"),
     "DOI": N_("DOI"),
+    "license": N_("license"),
 }
 
 

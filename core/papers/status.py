@@ -9,6 +9,7 @@ from datetime import date, datetime, timedelta
 
 from core.models import CommunityPickRow, RunState, utcnow
 from core.papers.health import ARXIV_TZ, Health, Verdict, arxiv_feed_health
+from core.papers.revisions import history
 from core.store.facade import SourceHealth, StatusSummary, Store
 
 # Sources that follow arXiv's announcement calendar (their cursor is the mailing's date).
@@ -97,13 +98,9 @@ def mailing_of(cursor: str | None) -> date | None:
         return None
 
 
-# Fields compared between consecutive versions to say what a revision changed.
-_TRACKED = ("title", "abstract", "authors", "categories", "comment", "journal_ref", "doi", "license")
-
-
 @dataclass(frozen=True, slots=True)
 class VersionView:
-    """One stored version of a paper and what changed against the previous stored one."""
+    """One stored version of a paper and what it changed (core.papers.revisions)."""
 
     version: int
     date: datetime
@@ -145,18 +142,10 @@ def show_paper(store: Store, arxiv_id: str) -> PaperView:
         return PaperView(
             bare, last.title, (), (), last.summary, (), tuple(dict.fromkeys(p.source for p in picks)), picks
         )
-    views: list[VersionView] = []
-    previous = None
-    for row in rows:
-        changed: tuple[str, ...] = ()
-        if previous is not None:
-            changed = tuple(f for f in _TRACKED if getattr(row, f) != getattr(previous, f))
-        views.append(
-            VersionView(
-                row.number, row.announced_at or row.first_seen_at, row.announce_type, row.source, changed
-            )
-        )
-        previous = row
+    views = [
+        VersionView(row.number, row.announced_at or row.first_seen_at, row.announce_type, row.source, changed)
+        for row, changed in history(rows)
+    ]
     latest = rows[-1]
     return PaperView(
         id=bare,

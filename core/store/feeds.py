@@ -16,17 +16,15 @@ entries cost, never the library's size or a subscriber's whole history:
   :func:`core.store.ledger_sent.sent_items` (what counts as sent and its order are that module's), then
   those versions' entry columns.
 
-Both attach what a revision changed (against the newest earlier stored version, as digests say it) and the
-version's AI guide in one language, when there is one.
+Both attach what a revision changed (core.papers.revisions, as digests say it) and the version's AI guide
+in one language, when there is one.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -36,12 +34,12 @@ from core.follows.query import PaperText
 from core.follows.reasons import Reason
 from core.follows.search_text import SearchQuery
 from core.models import GuideRow, Subscriber, Version
+from core.papers.revisions import changes_of
 from core.store.browser import PaperFilter, Sort
-from core.store.ledger_items import changes
 from core.store.ledger_sent import NEWEST_FIRST, sent_items
 from core.values import AnnounceType, Guide, PaperIn
 
-# The version columns an entry shows, and those a revision's changes are computed from.
+# The version columns an entry shows.
 _ENTRY_COLUMNS: tuple[Any, ...] = (
     col(Version.id).label("version_id"),
     col(Version.paper_id),
@@ -125,15 +123,15 @@ class FeedStore:
                 .where(col(Version.paper_id).in_(papers))
                 .order_by(col(Version.id).desc())
             ).all()
-            earlier = _earlier(rows)
             chosen: list[Any] = []
             for row in rows:
                 if len(chosen) == limit:
                     break
                 if row.news and search.query.evaluate(PaperText.of(_paper_in(row))) is not None:
                     chosen.append(row)
+            changed = changes_of(connection, [(row.paper_id, row.number) for row in chosen])
             guides = _guides(connection, [int(row.version_id) for row in chosen], language)
-        return [_entry(row, earlier, guides) for row in chosen]
+        return [_entry(row, changed, guides) for row in chosen]
 
     # -- a subscriber's feed ---------------------------------------------------------------------------
 
@@ -153,17 +151,10 @@ class FeedStore:
                 ).all()
             }
             ordered = [by_id[item.version_id] for item in sent]
-            # Every stored version of the papers with a revision here: what each revision changed.
-            revised = sorted({row.paper_id for row in ordered if row.number > 1})
-            stored = (
-                connection.execute(sa.select(*_ENTRY_COLUMNS).where(col(Version.paper_id).in_(revised))).all()
-                if revised
-                else []
-            )
-            earlier = _earlier([*ordered, *stored])
+            changed = changes_of(connection, [(row.paper_id, row.number) for row in ordered])
             guides = _guides(connection, list(by_id), language)
         return [
-            _entry(by_id[item.version_id], earlier, guides, reasons=item.reasons, sent_at=item.sent_at)
+            _entry(by_id[item.version_id], changed, guides, reasons=item.reasons, sent_at=item.sent_at)
             for item in sent
         ]
 
@@ -209,20 +200,6 @@ def _paper_in(row: Any) -> PaperIn:
     )
 
 
-def _earlier(rows: Sequence[Any]) -> dict[tuple[str, int], Any]:
-    """For each revision among ``rows``, the newest row of the same paper with a lower number (when
-    ``rows`` hold it: the callers read every stored version of the papers that have revisions)."""
-    by_paper: defaultdict[str, dict[int, Any]] = defaultdict(dict)
-    for row in rows:
-        by_paper[row.paper_id][row.number] = row
-    found: dict[tuple[str, int], Any] = {}
-    for paper, versions in by_paper.items():
-        numbers = sorted(versions)
-        for before, after in pairwise(numbers):
-            found[(paper, after)] = versions[before]
-    return found
-
-
 def _guides(
     connection: sa.Connection, version_ids: Sequence[int], language: str
 ) -> dict[int, tuple[Guide, datetime]]:
@@ -246,7 +223,7 @@ def _guides(
 
 def _entry(
     row: Any,
-    earlier: dict[tuple[str, int], Any],
+    changed: dict[tuple[str, int], tuple[str, ...]],
     guides: dict[int, tuple[Guide, datetime]],
     *,
     reasons: tuple[Reason, ...] = (),
@@ -268,7 +245,7 @@ def _entry(
         comment=row.comment,
         journal_ref=row.journal_ref,
         doi=row.doi,
-        changes=changes(earlier.get((row.paper_id, row.number)), row) if row.number > 1 else (),
+        changes=changed[(row.paper_id, row.number)],
         guide=guide,
         guide_made_at=made,
         reasons=reasons,

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
-from sqlmodel import Session, col, select
+from sqlmodel import col, select
 
 from core.guides.prompt import Guide, GuideSubject
 from core.i18n.languages import DEFAULT_LANGUAGE, LANGUAGES, check_language
@@ -25,7 +25,7 @@ from core.models import (
     SubscriberStatus,
     Version,
 )
-from core.store.ledger_items import changes
+from core.papers.revisions import changes_of
 
 if TYPE_CHECKING:
     from core.store.facade import Store
@@ -198,7 +198,7 @@ class GuideStore:
             query = query.where(col(Version.first_seen_at) >= since)
         with self._store.session() as session:
             versions = list(session.exec(query.order_by(col(Version.id).desc()).limit(limit)))
-            earlier = _previous_versions(session, [v for v in versions if v.number > 1])
+            changed = changes_of(session.connection(), [(v.paper_id, v.number) for v in versions])
         return [
             GuideSubject(
                 version_id=v.id or 0,
@@ -206,21 +206,7 @@ class GuideStore:
                 number=v.number,
                 title=v.title,
                 abstract=v.abstract,
-                changed=changes(earlier.get(v.id or 0), v) if v.number > 1 else (),
+                changed=changed[(v.paper_id, v.number)],
             )
             for v in versions
         ]
-
-
-def _previous_versions(session: Session, revisions: Sequence[Version]) -> dict[int, Version]:
-    """For each revision (by id), the newest stored version of the same paper with a lower number."""
-    if not revisions:
-        return {}
-    papers = {v.paper_id for v in revisions}
-    stored = list(session.exec(select(Version).where(col(Version.paper_id).in_(papers))))
-    found: dict[int, Version] = {}
-    for revision in revisions:
-        older = [v for v in stored if v.paper_id == revision.paper_id and v.number < revision.number]
-        if older:
-            found[revision.id or 0] = max(older, key=lambda v: v.number)
-    return found

@@ -21,8 +21,9 @@ from core.models import (
     Subscriber,
     Version,
 )
+from core.papers.revisions import changes_of
 from core.store.ledger import ClaimedDigest, RankedMatch, rowcount
-from core.store.ledger_items import changes, earlier_fields, follow_queries, items_of, slices, upvotes_of
+from core.store.ledger_items import follow_queries, items_of, slices, upvotes_of
 from core.values import DigestItem
 
 if TYPE_CHECKING:
@@ -236,8 +237,8 @@ class ClaimStore:
         """Full items for these matches (the ones digests show), keyed by match id.
 
         The same items :meth:`digests_items` builds for them, read as plain columns: the versions' texts,
-        the follows that still exist, and for revisions the newest earlier stored version's tracked
-        fields. Reasons and upvotes come from the ranked rows, not read again.
+        the follows that still exist, and what each revision changed (core.papers.revisions). Reasons and
+        upvotes come from the ranked rows, not read again.
         """
         if not ranked:
             return {}
@@ -260,7 +261,7 @@ class ClaimStore:
                     .join(Version, col(Version.id) == col(Match.version_id))
                     .where(col(Match.id).in_(ids))
                 ).all()
-            earlier = earlier_fields(session, [row for row in ranked if row.is_revision])
+            changed = changes_of(session.connection(), [(row.arxiv_id, row.version) for row in ranked])
             queries = follow_queries(session, {fid for row in versions for fid in row.follow_ids or ()})
         items: dict[int, DigestItem] = {}
         for row in versions:
@@ -276,7 +277,7 @@ class ClaimStore:
                 reasons=match.reasons,
                 abstract=row.abstract,
                 comment=row.comment,
-                changes=changes(earlier.get((match.arxiv_id, match.version)), row),
+                changes=changed[(match.arxiv_id, match.version)],
                 upvotes=match.upvotes,
                 journal_ref=row.journal_ref,
                 doi=row.doi,

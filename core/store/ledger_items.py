@@ -1,17 +1,17 @@
-"""How ledger rows become digest items: the items of (match, version) rows, what a revision changed, and
-the side reads they need (upvotes, follow queries, earlier versions), each a few statements in slices.
+"""How ledger rows become digest items: the items of (match, version) rows and the side reads they need
+(upvotes, follow queries, and what each revision changed from core.papers.revisions), each a few statements
+in slices.
 
 Functions over the caller's ORM session (its transaction); used by ``store.ledger`` and ``store.claims``.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TypeVar
 
 import sqlalchemy as sa
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col
 
 from core.follows.reasons import reasons_from_data, recommended_score
 from core.models import (
@@ -20,31 +20,20 @@ from core.models import (
     Match,
     Version,
 )
+from core.papers.revisions import changes_of
 from core.values import DigestItem
-
-if TYPE_CHECKING:
-    from core.store.ledger import RankedMatch
 
 # Values per IN list. PostgreSQL binds at most 65,535 values in one statement and SQLite 32,766; a batch of
 # a busy minute can name more (100,000 subscribers, their matches' papers), so lists are read in slices.
 IN_SLICE = 5_000
 _Key = TypeVar("_Key", int, str)
-# Compared between a revision and the newest earlier stored version, in this order.
-_TRACKED_FIELDS = (
-    ("title", "title"),
-    ("authors", "authors"),
-    ("abstract", "abstract"),
-    ("comment", "comment"),
-    ("journal_ref", "journal-ref"),
-    ("doi", "DOI"),
-)
 
 
 def items_of(session: Session, rows: Sequence[tuple[Match, Version]]) -> list[DigestItem]:
     """DigestItems for (match, version) rows, in the same order."""
     papers = {version.paper_id for _, version in rows}
     upvotes = upvotes_of(session, papers)
-    earlier = earlier_versions(session, papers, [v for _, v in rows if v.number > 1])
+    changed = changes_of(session.connection(), [(v.paper_id, v.number) for _, v in rows])
     queries = follow_queries(session, {fid for match, _ in rows for fid in match.follow_ids})
     return [
         DigestItem(
@@ -57,7 +46,7 @@ def items_of(session: Session, rows: Sequence[tuple[Match, Version]]) -> list[Di
             reasons=reasons_from_data(match.reasons),
             abstract=version.abstract,
             comment=version.comment,
-            changes=changes(earlier.get((version.paper_id, version.number)), version),
+            changes=changed[(version.paper_id, version.number)],
             upvotes=upvotes.get(version.paper_id, 0),
             journal_ref=version.journal_ref,
             doi=version.doi,
@@ -66,26 +55,6 @@ def items_of(session: Session, rows: Sequence[tuple[Match, Version]]) -> list[Di
         )
         for match, version in rows
     ]
-
-
-def changes(before: Version | sa.Row[Any] | None, after: Version | sa.Row[Any]) -> tuple[str, ...]:
-    """What ``after`` changed against ``before`` (title, authors, abstract, comment, journal-ref, DOI)."""
-    if before is None:
-        return ()
-    return tuple(
-        label
-        for name, label in _TRACKED_FIELDS
-        if _normal(getattr(before, name)) != _normal(getattr(after, name))
-    )
-
-
-def _normal(value: object) -> object:
-    # Whitespace and line breaks differ between sources (RSS, OAI, API) for the same text.
-    if isinstance(value, str):
-        return " ".join(value.split())
-    if isinstance(value, list):
-        return [_normal(v) for v in value]
-    return value
 
 
 def slices(keys: Iterable[_Key], size: int = IN_SLICE) -> Iterator[list[_Key]]:
@@ -113,54 +82,4 @@ def upvotes_of(session: Session, papers: set[str]) -> dict[str, int]:
             .group_by(col(CommunityPickRow.paper_id))
         )
         found.update((paper, int(votes or 0)) for paper, votes in rows)
-    return found
-
-
-def earlier_versions(
-    session: Session, papers: set[str], revisions: Sequence[Version]
-) -> dict[tuple[str, int], Version]:
-    """For each revision, the newest stored version of the same paper with a lower number."""
-    if not revisions:
-        return {}
-    wanted = {v.paper_id for v in revisions}
-    stored: defaultdict[str, list[Version]] = defaultdict(list)
-    for chunk in slices(wanted & papers):
-        for version in session.exec(select(Version).where(col(Version.paper_id).in_(chunk))):
-            stored[version.paper_id].append(version)
-    found: dict[tuple[str, int], Version] = {}
-    for revision in revisions:
-        older = [v for v in stored[revision.paper_id] if v.number < revision.number]
-        if older:
-            found[(revision.paper_id, revision.number)] = max(older, key=lambda v: v.number)
-    return found
-
-
-def earlier_fields(session: Session, revisions: Sequence[RankedMatch]) -> dict[tuple[str, int], sa.Row[Any]]:
-    """For each revision, the tracked fields of the newest stored version of its paper with a lower number.
-
-    Only the versions below the highest revision asked for per paper are read, and only the columns
-    :func:`changes` compares: the rule of :func:`earlier_versions`, for the shown revisions only.
-    """
-    if not revisions:
-        return {}
-    highest: dict[str, int] = {}
-    for revision in revisions:
-        highest[revision.arxiv_id] = max(highest.get(revision.arxiv_id, 0), revision.version)
-    stored: defaultdict[str, list[sa.Row[Any]]] = defaultdict(list)
-    for chunk in slices(highest):
-        rows = session.execute(
-            sa.select(
-                col(Version.paper_id),
-                col(Version.number),
-                *(col(getattr(Version, name)) for name, _ in _TRACKED_FIELDS),
-            ).where(col(Version.paper_id).in_(chunk))
-        )
-        for row in rows:
-            if row.number < highest[row.paper_id]:
-                stored[row.paper_id].append(row)
-    found: dict[tuple[str, int], sa.Row[Any]] = {}
-    for revision in revisions:
-        older = [v for v in stored[revision.arxiv_id] if v.number < revision.version]
-        if older:
-            found[(revision.arxiv_id, revision.version)] = max(older, key=lambda v: v.number)
     return found
