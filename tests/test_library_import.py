@@ -157,5 +157,6 @@ async def test_a_failed_lookup_is_not_repeated_for_an_hour(store: Store, db_url:
     en = translator("en")
     for report in (first, again):
         assert report.lookup_failed
-        assert all("could not be reached; import the file again in an hour" in p.said(en) for p in report.unused)
+        said = [p.said(en) for p in report.unused]
+        assert all("could not be reached; import the file again in an hour" in text for text in said)
     assert not after.lookup_failed and all("arXiv does not know" in p.said(en) for p in after.unused)
