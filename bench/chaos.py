@@ -580,6 +580,9 @@ def early_history_script(trial: Trial, *, library_share: float = 0.3, picks_shar
         f"{completed.fetched} picks completed"
     )
     trial.start("ingest")
+    for _ in range(trial.options.workers):
+        trial.start("worker")
+    trial.settle()
 
 
 # The slow server's case (``smtp-slow``). The server waits 3 to 10 s per mail (bench.chaos_smtp.SLOW_SECONDS)
