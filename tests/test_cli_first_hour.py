@@ -286,6 +286,7 @@ def test_a_sqlite_path_in_a_missing_folder_is_refused(
     assert not (tmp_path / "nonexistent").exists()  # nothing created
 
 
+@pytest.mark.db
 def test_the_default_database_folder_is_created(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("PAPERTRAIL_DATABASE_URL", raising=False)
     monkeypatch.chdir(tmp_path)  # the default is ./data/papertrail.db

@@ -372,6 +372,7 @@ def test_resume_refused_picks_refusal_pauses_only(store: Store) -> None:
 runner = CliRunner()
 
 
+@pytest.mark.db
 def test_resume_by_reason_and_since_resumes_exactly_those_a_refusal_paused(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -423,6 +424,7 @@ def test_resume_by_reason_and_since_resumes_exactly_those_a_refusal_paused(
     store.engine.dispose()
 
 
+@pytest.mark.db
 def test_status_and_alarms_commands_show_and_clear_the_alarm(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -140,6 +140,7 @@ def test_concurrent_ensure_subscriber_creates_one(db_url: str, store: Store) -> 
     assert found is not None and found.schedule == "instant"
 
 
+@pytest.mark.net
 def test_the_chaos_case_runs_one_trial(tmp_path: Path) -> None:
     """``bench/chaos.py --fault first-commands`` keeps working: a SQLite trial of each chat, nothing lost."""
     for chat in ("telegram", "slack"):

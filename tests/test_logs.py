@@ -94,6 +94,7 @@ def test_configuring_twice_keeps_one_handler_and_debug_with_verbose(restore_logg
     assert logging.getLogger("httpx").level == logging.DEBUG
 
 
+@pytest.mark.net
 def test_the_service_writes_only_json_lines_and_never_the_token(tmp_path: Path) -> None:
     # The token sits in the feed URL, so the ingest failure (a refused connection) quotes it.
     env = service_env(

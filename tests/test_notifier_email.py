@@ -29,6 +29,9 @@ from notifiers.email_message import list_unsubscribe_headers
 from tests.hostile import hostile_items
 from tests.servers import LoopbackController, closed_port
 
+# Each test sends to a local SMTP server (left out of `make test-quick`).
+pytestmark = pytest.mark.net
+
 KEY = "test-key"
 RENDERER = Renderer(secret_key=KEY, public_url="https://papertrail.example")
 MAILTO = "unsubscribe@papertrail.example"

@@ -522,6 +522,7 @@ def test_group_chats_get_the_per_minute_window() -> None:
     assert adapter.window_for("777") is None
 
 
+@pytest.mark.net
 async def test_rate_limiter_provokes_no_429() -> None:
     """Five chats, two digests each, against a server enforcing 4 messages/s overall and 1/s per chat."""
     message = digest(two_items())
@@ -541,6 +542,7 @@ async def test_rate_limiter_provokes_no_429() -> None:
         assert sorted(c.chat_id for c in api.sent()) == sorted(chats * 2)
 
 
+@pytest.mark.net
 async def test_fake_enforces_the_limits_it_checks() -> None:
     """The control for the test above: the same burst without a limiter collects 429s."""
     with fake_telegram(TOKEN, max_per_second=4, chat_interval=1.0) as api:

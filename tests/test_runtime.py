@@ -43,6 +43,9 @@ from tests.servers import Reply, closed_port, feed_server, free_port, serving
 from tests.test_sigterm import ServiceProcess, service_env, wait_until
 from tests.test_workers_pg import seed_due_digests
 
+# The tests start the service's roles on local ports and processes (left out of `make test-quick`).
+pytestmark = pytest.mark.net
+
 EMPTY_FEED = CORPUS / "arxiv-rss" / "aioarxiv_empty_rss_mock_feed.xml"
 
 
