@@ -490,6 +490,7 @@ async def test_rejected_token_never_appears_in_the_error(api: FakeTelegram) -> N
     assert api.methods() == ["getMe"]
 
 
+@pytest.mark.net
 async def test_unreachable_api_is_retryable() -> None:
     url = f"http://127.0.0.1:{closed_port()}"
     adapter = TelegramNotifier(settings_for(url).telegram())
