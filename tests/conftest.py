@@ -87,8 +87,8 @@ def _quick_guard() -> Iterator[None]:
         return
     saved = (socket.socket.connect, socket.socket.connect_ex, sa.create_engine)
     saved_child = subprocess.Popen._execute_child  # type: ignore[attr-defined]
-    socket.socket.connect = _quick_connect  # type: ignore[method-assign]
-    socket.socket.connect_ex = _quick_connect_ex  # type: ignore[method-assign]
+    socket.socket.connect = _quick_connect  # type: ignore[method-assign,assignment]
+    socket.socket.connect_ex = _quick_connect_ex  # type: ignore[method-assign,assignment]
     sa.create_engine = _quick_create_engine
     # Every way of starting a process (subprocess.run, asyncio's subprocesses) goes through this one.
     subprocess.Popen._execute_child = _quick_execute_child  # type: ignore[attr-defined]
