@@ -40,9 +40,9 @@ from core.store.migrate import alembic_config
 from notifiers.registry import build_notifiers
 from papertrail.cli import app
 from tests.servers import LoopbackController
-from tests.test_ledger import ScriptedNotifier, paper
-from tests.test_notifier_email import authenticate, smtp_server
-from tests.test_web import client_for
+from tests.support.ledger import ScriptedNotifier, paper
+from tests.support.smtp_server import authenticate, smtp_server
+from tests.support.web import client_for
 
 RELAY_DENIED = "550 5.7.1 <{address}>: Relay access denied"
 

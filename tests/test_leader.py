@@ -22,7 +22,7 @@ from papertrail.leader import FileLock, PostgresLock, PrivateLock, lock_for, loc
 from papertrail.runtime import scheduler_role
 from tests.conftest import CORPUS
 from tests.servers import Reply, closed_port, feed_server
-from tests.test_sigterm import ServiceProcess, service_env, wait_until
+from tests.support.service_process import ServiceProcess, service_env, wait_until
 
 EMPTY_FEED = CORPUS / "arxiv-rss" / "aioarxiv_empty_rss_mock_feed.xml"
 

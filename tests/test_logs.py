@@ -13,7 +13,7 @@ import pytest
 from core.config import Settings
 from papertrail.logs import NOISY_LOGGERS, configure_logging
 from tests.servers import closed_port
-from tests.test_sigterm import ServiceProcess, service_env
+from tests.support.service_process import ServiceProcess, service_env
 
 TOKEN = "123456:AAsecret-telegram-token_xyz"
 PASSWORD = "hunter2-smtp-password"

@@ -23,7 +23,7 @@ from notifiers.ratelimit import HEADROOM, RateLimiter, Window
 from notifiers.telegram import TelegramNotifier
 from tests.fakes.telegram_api import fake_telegram
 from tests.schema_template import apply_template
-from tests.test_notifier_telegram import TOKEN, digest, two_items
+from tests.support.telegram_digests import TOKEN, digest, two_items
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 
