@@ -47,8 +47,8 @@ DB_FIXTURES = frozenset(
         "sqlite_store",
         "sqlite_url",
         "store",
-        # of one module: tests/test_commands.py, test_web.py, test_claim_race.py, test_match_pipeline.py,
-        # test_subscription.py
+        # of one module each: tests/support/chat_commands.py, test_web.py, test_claim_race.py,
+        # test_match_pipeline.py, tests/support/subscription_export.py
         "migrated_template",
         "seeded",
         "file_store",
