@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test test-slow lint typecheck pytest pytest-slow bench bench-cli bench-match bench-peers bench-deliver bench-day bench-library chaos demo clean
+.PHONY: run test test-quick test-slow lint typecheck pytest pytest-slow bench bench-cli bench-match bench-peers bench-deliver bench-day bench-library chaos demo clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,13 @@ PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/pytest
 
 pytest: $(VENV)/.installed-dev
 	$(PYTEST) -q $(PYTEST_PARALLEL) -m "not slow"
+
+# `make test-quick`: the developer's inner loop, under a minute on the 2-core machine (README, Testing): the
+# tests that touch no database and no network. tests/conftest.py marks `db` and `net` by the fixtures a
+# test uses; PAPERTRAIL_TEST_QUICK=1 makes every connection and every SQLAlchemy engine fail, so a test
+# that belongs in one of those marks but is missing it fails and says so.
+test-quick: $(VENV)/.installed-dev
+	PAPERTRAIL_TEST_QUICK=1 $(PYTEST) -q $(PYTEST_PARALLEL) -m "not slow and not db and not net"
 
 pytest-slow: $(VENV)/.installed-dev
 	$(PYTEST) -q $(PYTEST_PARALLEL) -m slow

@@ -239,7 +239,7 @@ def _schema_url(schema: str) -> str:
 
 def bench_workers(subscribers: int) -> None:
     """One worker process against three, each on a fresh schema holding ``subscribers`` due digests."""
-    from tests.test_workers_pg import seed_due_digests
+    from tests.support.due_digests import seed_due_digests
 
     admin = sa.create_engine(POSTGRES_URL)
     results: dict[int, float] = {}

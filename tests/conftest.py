@@ -1,9 +1,11 @@
-"""Shared fixtures: the loopback guard, real SQLite and PostgreSQL stores, the recorded corpus."""
+"""Shared fixtures: the loopback guard, real SQLite and PostgreSQL stores, the recorded corpus; the `db` and
+`net` marks that `make test-quick` leaves out, and its guard."""
 
 from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,9 +28,121 @@ _LOOPBACK = {"127.0.0.1", "::1", "localhost", "::ffff:127.0.0.1"}
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
 
+# `make test-quick` sets this: it runs only the tests that touch no database and no network (README,
+# Testing), and refuses every connection, SQLAlchemy engine and process so that a test left in that set by
+# mistake fails at once instead of slowing the loop down.
+QUICK = os.environ.get("PAPERTRAIL_TEST_QUICK") == "1"
+
+# A test that uses one of these fixtures (directly or through another fixture) is marked `db`: each builds a
+# database or hands a test one to build (`env` sets PAPERTRAIL_DATABASE_URL for the command-line tests).
+# Fixtures of one module count too when they build a database without going through the ones here.
+DB_FIXTURES = frozenset(
+    {
+        "_pg_admin",
+        "_pg_ok",
+        "db_url",
+        "env",
+        "pg_store",
+        "postgres_url",
+        "sqlite_store",
+        "sqlite_url",
+        "store",
+        # of one module each: tests/support/chat_commands.py, test_web.py, test_claim_race.py,
+        # test_match_pipeline.py, tests/support/subscription_export.py
+        "migrated_template",
+        "seeded",
+        "file_store",
+        "fresh_sqlite",
+        "two_servers",
+    }
+)
+# ... and `net` when it uses one of these: each starts a server (fake Telegram, Slack, OpenAI, SMTP, webhook
+# receivers), a browser or `papertrail` processes. A module that starts servers inline says so itself:
+# `pytestmark = pytest.mark.net`.
+NET_FIXTURES = frozenset(
+    {
+        "api",
+        "benches",
+        "chromium",
+        "fake",
+        "llm",
+        "mailbox",
+        "receiver",
+        "receivers",
+        "slack",
+        "smtp",
+        "telegram",
+        "telegram_api",
+    }
+)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _quick_guard() -> Iterator[None]:
+    """In quick mode, refuse connections, engines and processes for the whole session (fixtures of module
+    or session scope included), not only inside each test; in the test processes only, since xdist's
+    controller starts its workers as processes."""
+    if not QUICK:
+        yield
+        return
+    saved = (socket.socket.connect, socket.socket.connect_ex, sa.create_engine)
+    saved_child = subprocess.Popen._execute_child  # type: ignore[attr-defined]
+    socket.socket.connect = _quick_connect  # type: ignore[method-assign,assignment]
+    socket.socket.connect_ex = _quick_connect_ex  # type: ignore[method-assign,assignment]
+    sa.create_engine = _quick_create_engine
+    # Every way of starting a process (subprocess.run, asyncio's subprocesses) goes through this one.
+    subprocess.Popen._execute_child = _quick_execute_child  # type: ignore[attr-defined]
+    yield
+    socket.socket.connect, socket.socket.connect_ex, sa.create_engine = saved  # type: ignore[method-assign]
+    subprocess.Popen._execute_child = saved_child  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by these marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `db` and `net` the tests whose fixtures build a database or start a server."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if names & DB_FIXTURES:
+            item.add_marker(pytest.mark.db)
+        if names & NET_FIXTURES:
+            item.add_marker(pytest.mark.net)
+
+
+class QuickModeRefusal(BaseException):
+    """What the quick-mode guard raises: a BaseException, so that no `except Exception` of the code under
+    test (a retry loop, a notifier's error mapping) swallows it and the test fails with this message."""
+
+
+def _quick_refusal(what: str) -> QuickModeRefusal:
+    return QuickModeRefusal(
+        f"{what} in `make test-quick`, which runs only the tests that touch no database and no network and "
+        "start no process: "
+        "mark this test `db` or `net` (`pytestmark = pytest.mark.net` for its module, or "
+        "`@pytest.mark.db` on it), or add the fixture that does it to DB_FIXTURES or NET_FIXTURES in "
+        "tests/conftest.py"
+    )
+
+
+def _quick_connect(self: socket.socket, address: Any) -> None:
+    raise _quick_refusal(f"connection to {address!r}")
+
+
+def _quick_connect_ex(self: socket.socket, address: Any) -> int:
+    raise _quick_refusal(f"connection to {address!r}")
+
+
+def _quick_execute_child(self: subprocess.Popen[Any], args: Any, *rest: Any) -> None:
+    raise _quick_refusal(f"process {args!r}")
+
+
+def _quick_create_engine(*args: Any, **kwargs: Any) -> sa.Engine:
+    raise _quick_refusal(f"SQLAlchemy engine for {args[0] if args else kwargs.get('url')!r}")
+
 
 def _check(sock: socket.socket, address: Any) -> None:
     if sock.family in (socket.AF_INET, socket.AF_INET6):
+        if QUICK:
+            raise _quick_refusal(f"connection to {address!r}")
         host = address[0]
         if host not in _LOOPBACK:
             raise AssertionError(f"test tried to connect off loopback to {address!r}")
@@ -57,6 +171,7 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         if name.startswith("PAPERTRAIL_") and name not in (
             "PAPERTRAIL_CORPUS",
             "PAPERTRAIL_TEST_POSTGRES_URL",
+            "PAPERTRAIL_TEST_QUICK",
         ):
             monkeypatch.delenv(name)
     monkeypatch.setenv("PAPERTRAIL_CONFIG", str(tmp_path / "absent.toml"))

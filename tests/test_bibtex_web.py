@@ -36,8 +36,8 @@ from notifiers.webhook_payload import digest_payload
 from papertrail import web_bibtex
 from tests.conftest import BIG_FEED
 from tests.hostile import hostile_items
-from tests.test_bibtex import corpus_versions, detex, parse_one, stored
-from tests.test_web import KEY, client_for
+from tests.support.bibtex_corpus import corpus_versions, detex, parse_one, stored
+from tests.support.web import KEY, client_for
 
 PUBLIC = "https://papertrail.example"
 

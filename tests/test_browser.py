@@ -19,7 +19,7 @@ import pytest
 from core.store.facade import Store
 from tests.chromium import ensure_chromium
 from tests.servers import free_port
-from tests.test_sigterm import ServiceProcess, service_env, wait_until
+from tests.support.service_process import ServiceProcess, service_env, wait_until
 from tests.web_seed import DASHBOARD_COUNTS, expected_numbers, seed_store
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"

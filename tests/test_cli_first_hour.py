@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,13 +15,9 @@ from papertrail.cli import app
 from tests.cli_helpers import invoke
 from tests.conftest import BIG_FEED
 from tests.servers import Reply, feed_server
+from tests.support.cli_output import one_line, unbalanced
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def one_line(text: str) -> str:
-    """``text`` with rich's soft wraps and runs of spaces undone."""
-    return " ".join(text.split())
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -186,16 +181,6 @@ ERRORS: list[tuple[tuple[str, ...], int, tuple[str, ...]]] = [
     (("alarms", "clear"), FAILURE, ()),
 ]
 
-# An apostrophe inside a word (don't, arXiv's) is no quote. (A plural possessive, readers', would read as
-# one: no error message has one, and telling it from the end of a quoted 'values' needs a parser.)
-_APOSTROPHES = re.compile(r"(?<=\w)'(?=\w)")
-
-
-def unbalanced(message: str) -> list[str]:
-    """The quote characters ``message`` holds an odd number of (apostrophes in words aside)."""
-    text = _APOSTROPHES.sub("", message)
-    return [mark for mark in ("'", '"', "`") if text.count(mark) % 2]
-
 
 def test_unbalanced_finds_a_cut_quote() -> None:
     assert unbalanced("notanemail' is not an email address") == ["'"]
@@ -286,6 +271,7 @@ def test_a_sqlite_path_in_a_missing_folder_is_refused(
     assert not (tmp_path / "nonexistent").exists()  # nothing created
 
 
+@pytest.mark.db
 def test_the_default_database_folder_is_created(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("PAPERTRAIL_DATABASE_URL", raising=False)
     monkeypatch.chdir(tmp_path)  # the default is ./data/papertrail.db

@@ -109,6 +109,7 @@ def among(modules: set[str], names: frozenset[str]) -> list[str]:
     [(["--help"], "follow"), (["follow", "--help"], "follow"), (["import", "library", "--help"], "library")],
     ids=["help", "follow-help", "import-library-help"],
 )
+@pytest.mark.net
 def test_help_imports_no_heavy_module(tmp_path: Path, args: list[str], shown: str) -> None:
     modules, out = imported(tmp_path, *args)
     assert "Usage:" in out and shown in out  # the help was printed, not an error
@@ -118,6 +119,7 @@ def test_help_imports_no_heavy_module(tmp_path: Path, args: list[str], shown: st
     assert among(modules, HEAVY) == []
 
 
+@pytest.mark.net
 def test_a_store_command_opens_the_store_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", f"sqlite:///{tmp_path}/pt.db")
     first, _ = imported(tmp_path, "follow", "console:ada", "cat:cs.DC")

@@ -14,7 +14,7 @@ from core.store.facade import Store
 from papertrail.cli import app
 from tests.cli_helpers import invoke
 from tests.servers import Reply, feed_server
-from tests.test_library_import import BODIES, LIBRARY, _reader
+from tests.support.library_files import BODIES, LIBRARY, _reader
 
 ADDRESS = "email:ada@example.org"
 # The one paper of each file the recorded day does not hold, and arXiv's recorded answer for it.

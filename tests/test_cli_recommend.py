@@ -18,7 +18,7 @@ from core.taste.training import retrain
 from tests.cli_helpers import invoke
 from tests.conftest import BIG_FEED
 from tests.servers import Reply, feed_server
-from tests.test_recommend import LIKES, earlier, later, liked_papers
+from tests.support.likes import LIKES, earlier, later, liked_papers
 
 ADDRESS = "email:ada@example.org"
 

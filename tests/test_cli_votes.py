@@ -8,7 +8,7 @@ from pathlib import Path
 
 from core.store.facade import Store, make_engine
 from tests.cli_helpers import invoke
-from tests.test_store_taste import day
+from tests.support.taste_day import day
 
 NOW = datetime(2024, 11, 28, 15, tzinfo=UTC)
 

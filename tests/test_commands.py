@@ -6,127 +6,44 @@ Replies are compared word for word: they are the bots' user interface. Times are
 
 from __future__ import annotations
 
-import asyncio
 import io
-import shutil
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from sqlmodel import col
 
-from bot.commands import MAX_INPUT_CHARS, ChatContext, Problem, Reply, follow_items, handle, split_command
+from bot.commands import MAX_INPUT_CHARS, ChatContext, Problem, follow_items, split_command
 from core.config import Settings
 from core.delivery.digests import send_due_digests
 from core.delivery.render import Renderer
 from core.delivery.schedule import next_due, next_slot, parse_schedule
-from core.models import Follow, RunState, SubscriberStatus
-from core.papers.pipeline import ingest_once
+from core.models import SubscriberStatus
 from core.people.timezones import lookup
-from core.store.facade import Store, make_engine
-from ingest.arxiv_rss import ArxivRssSource
-from ingest.http import HttpClient
+from core.store.facade import Store
 from notifiers.console import ConsoleNotifier
-from tests.conftest import BIG_FEED, migrated_store
-from tests.servers import Reply as HttpReply
-from tests.servers import feed_server
-
-NOW = datetime(2024, 11, 28, 15, 0, tzinfo=UTC)
-PRIVATE = ChatContext("telegram:4242", chat_name="Ada Lovelace")
-GROUP_MEMBER = ChatContext("telegram:-100200300", is_group=True, can_change=False, chat_name="Lab")
-GROUP_ADMIN = ChatContext("telegram:-100200300", is_group=True, can_change=True, chat_name="Lab")
-SLACK = ChatContext("slack:C0123ABC", platform="slack", is_group=True, prefix="/papertrail ")
-
-
-@pytest.fixture(scope="module")
-def migrated_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A SQLite file with every migration applied, made once per module."""
-    path = tmp_path_factory.mktemp("template") / "papertrail.db"
-    for _ in migrated_store(f"sqlite:///{path}"):
-        pass  # the generator migrates, then disposes the engine (which folds the WAL into the file)
-    return path
-
-
-def open_copy(template: Path, tmp_path: Path) -> Iterator[Store]:
-    """A store on a copy of a prepared SQLite file: much faster than migrating (and ingesting) again."""
-    path = tmp_path / "papertrail.db"
-    shutil.copyfile(template, path)
-    engine = make_engine(f"sqlite:///{path}")
-    yield Store(engine)
-    engine.dispose()
-
-
-@pytest.fixture
-def store(migrated_template: Path, tmp_path: Path) -> Iterator[Store]:
-    """A fresh migrated SQLite store."""
-    yield from open_copy(migrated_template, tmp_path)
-
-
-@pytest.fixture(scope="module")
-def subscribed_template(migrated_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The recorded feed ingested after PRIVATE followed cat:cs.DC and ti:"operating system" --instant."""
-    for prepared in open_copy(migrated_template, tmp_path_factory.mktemp("subscribed")):
-        say(prepared, "/follow cat:cs.DC")
-        say(prepared, '/follow ti:"operating system" --instant')
-        backdate(prepared, PRIVATE.address)
-        asyncio.run(ingest_recorded_feed(prepared))
-        # Closing the last connection checkpoints the WAL into the file the tests copy: without it the
-        # copies miss whatever the last automatic checkpoint had not moved yet.
-        prepared.engine.dispose()
-        return Path(str(prepared.engine.url.database))
-    raise AssertionError("unreachable")
+from tests.support.chat_commands import (  # noqa: F401  (fixtures)
+    GROUP_ADMIN,
+    GROUP_MEMBER,
+    NOW,
+    PRIVATE,
+    SLACK,
+    backdate,
+    ingest_recorded_feed,
+    migrated_template_fixture,
+    open_copy,
+    record_runs,
+    say,
+    store_fixture,
+    subscribed_template_fixture,
+)
 
 
 @pytest.fixture
 def subscribed_store(subscribed_template: Path, tmp_path: Path) -> Iterator[Store]:
     """A store holding the recorded feed and PRIVATE's two follows with their 19 matches."""
     yield from open_copy(subscribed_template, tmp_path)
-
-
-def say(store: Store, text: str, ctx: ChatContext = PRIVATE, settings: Settings | None = None) -> Reply:
-    reply = handle(store, (settings or Settings()).chat(), ctx, text, now=NOW)
-    assert reply.text.strip(), f"empty reply to {text!r}"
-    return reply
-
-
-async def ingest_recorded_feed(store: Store) -> None:
-    """The recorded mailing of 28 Nov 2024, first seen just before NOW (matched by follows added earlier)."""
-    with feed_server(HttpReply(200, BIG_FEED.read_bytes())) as server:
-        async with HttpClient("t", timeout=10) as http:
-            report = await ingest_once(
-                store, ArxivRssSource(http, server.url), now=NOW - timedelta(minutes=12)
-            )
-    assert report.error is None
-
-
-def backdate(store: Store, address: str) -> None:
-    """Make the subscriber and its follows two days old, with today's 08:00 UTC digest already sent."""
-    subscriber = store.subscribers.get_subscriber(address)
-    assert subscriber is not None and subscriber.id is not None
-    store.subscribers.update_subscriber(
-        subscriber.id, created_at=NOW - timedelta(days=2), last_digest_at=NOW.replace(hour=8)
-    )
-    with store.session() as session:
-        session.execute(
-            sa.update(Follow)
-            .where(col(Follow.subscriber_id) == subscriber.id)
-            .values(created_at=NOW - timedelta(days=2))
-        )
-
-
-def record_runs(store: Store) -> None:
-    """Source checks as the status line reports them: arXiv 12 min ago (serving today's mailing), HF 3 h ago.
-
-    ``ingest_once`` stamps a run's end with the wall clock, so the checks are recorded at pinned times here.
-    """
-    arxiv = store.runs.start_run("arxiv-rss", now=NOW - timedelta(minutes=12))
-    store.runs.finish_run(
-        arxiv, RunState.NOT_MODIFIED, now=NOW - timedelta(minutes=12), cursor="2024-11-28T00:00:00-05:00"
-    )
-    hf = store.runs.start_run("hf-daily", now=NOW - timedelta(hours=3))
-    store.runs.finish_run(hf, RunState.OK, now=NOW - timedelta(hours=3))
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -23,18 +23,18 @@ from core.i18n.languages import translator
 from core.models import SubscriberStatus
 from core.people import newsletters
 from core.store.facade import Store
-from tests.test_commands import (
+from tests.support.chat_commands import (
     GROUP_ADMIN,
     GROUP_MEMBER,
     NOW,
     PRIVATE,
-    migrated_template,
+    migrated_template_fixture,
     open_copy,
     record_runs,
-    subscribed_template,
+    subscribed_template_fixture,
 )
 
-__all__ = ["migrated_template", "subscribed_template"]  # fixtures shared with test_commands
+__all__ = ["migrated_template_fixture", "subscribed_template_fixture"]  # fixtures, asked for by name
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 ZH_PRIVATE = ChatContext("telegram:4242", chat_name="Ada Lovelace", language="zh-CN")

@@ -13,7 +13,7 @@ from core.store.facade import Store
 from core.store.taste import LIKE
 from core.taste.training import retrain
 from core.taste.votes import cast_vote
-from tests.test_recommend import LIKES, earlier, later, liked_papers
+from tests.support.likes import LIKES, earlier, later, liked_papers
 
 PRIVATE = ChatContext("telegram:4242", chat_name="Ada Lovelace")
 GROUP_MEMBER = ChatContext("telegram:-100200300", is_group=True, can_change=False, chat_name="Lab")

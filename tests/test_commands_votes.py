@@ -19,19 +19,19 @@ from core.config import Settings
 from core.store.facade import Store
 from core.store.taste import DISLIKE, LIKE, SeedIn
 from core.taste.votes import votes
-from tests.test_commands import (
+from tests.support.chat_commands import (
     GROUP_ADMIN,
     GROUP_MEMBER,
     NOW,
     PRIVATE,
     SLACK,
-    migrated_template,
+    migrated_template_fixture,
     open_copy,
     say,
-    subscribed_template,
+    subscribed_template_fixture,
 )
 
-__all__ = ["migrated_template", "subscribed_template"]  # fixtures shared with test_commands
+__all__ = ["migrated_template_fixture", "subscribed_template_fixture"]  # fixtures, asked for by name
 
 PAPER = "2411.17710"
 TITLE = "Agent Centric Operating System -- a Comprehensive Review and Outlook…"  # as replies cut it

@@ -50,12 +50,8 @@ from tests.fakes.telegram_api import FakeTelegram, Person, Place, Updates, fake_
 from tests.goldens import check_golden, dump_slack
 from tests.hostile import guided_items
 from tests.servers import Reply, SinkHandler, closed_port, feed_server, smtp_sink
-from tests.test_bot_slack import ADA, DM, EVE, LAB, ROOT, SECRET, event_body, post, serve, slack, slash
-from tests.test_bot_slack import TOKEN as SLACK_TOKEN
-from tests.test_bot_telegram import TOKEN as TELEGRAM_TOKEN
-from tests.test_bot_telegram import Chat, shown
-from tests.test_commands import NOW, migrated_template, open_copy
-from tests.test_digest_i18n import (
+from tests.support.chat_commands import NOW, migrated_template_fixture, open_copy
+from tests.support.digest_outputs import (
     FIXED,
     NEWSLETTERS,
     console_output,
@@ -63,15 +59,32 @@ from tests.test_digest_i18n import (
     slack_webhook_json,
     webhook_json,
 )
-from tests.test_guides import NOW as GUIDES_NOW
-from tests.test_guides import _paper, _seed, _settings
-from tests.test_signup import KEY, cli_env, context, token_in
+from tests.support.guides import NOW as GUIDES_NOW
+from tests.support.guides import _paper, _seed, _settings
+from tests.support.signup import KEY, cli_env, context, token_in
+from tests.support.slack_bot import (
+    ADA,
+    DM,
+    EVE,
+    LAB,
+    ROOT,
+    SECRET,
+    event_body,
+    post,
+    serve,
+    slack_fixture,
+    slash,
+)
+from tests.support.slack_bot import TOKEN as SLACK_TOKEN
+from tests.support.telegram_bot import TOKEN as TELEGRAM_TOKEN
+from tests.support.telegram_bot import Chat, shown
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # Starlette 1.x suggests httpx2 for its test client
     from starlette.testclient import TestClient
 
-__all__ = ["migrated_template", "slack"]  # fixtures shared with test_commands and test_bot_slack
+# fixtures, asked for by name
+__all__ = ["migrated_template_fixture", "slack_fixture"]
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 CHINESE = Settings(default_language="zh")

@@ -40,9 +40,9 @@ from core.store.migrate import alembic_config
 from notifiers.registry import build_notifiers
 from papertrail.cli import app
 from tests.servers import LoopbackController
-from tests.test_ledger import ScriptedNotifier, paper
-from tests.test_notifier_email import authenticate, smtp_server
-from tests.test_web import client_for
+from tests.support.ledger import ScriptedNotifier, paper
+from tests.support.smtp_server import authenticate, smtp_server
+from tests.support.web import client_for
 
 RELAY_DENIED = "550 5.7.1 <{address}>: Relay access denied"
 
@@ -372,6 +372,7 @@ def test_resume_refused_picks_refusal_pauses_only(store: Store) -> None:
 runner = CliRunner()
 
 
+@pytest.mark.db
 def test_resume_by_reason_and_since_resumes_exactly_those_a_refusal_paused(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -423,6 +424,7 @@ def test_resume_by_reason_and_since_resumes_exactly_those_a_refusal_paused(
     store.engine.dispose()
 
 
+@pytest.mark.db
 def test_status_and_alarms_commands_show_and_clear_the_alarm(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -29,7 +29,7 @@ from core.store.facade import Store
 from core.values import Message, PaperIn, SendResult
 from notifiers.telegram import TelegramNotifier
 from tests.fakes.telegram_api import fake_telegram
-from tests.test_ledger import seed
+from tests.support.ledger import seed
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 

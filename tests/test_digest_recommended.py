@@ -34,7 +34,7 @@ from notifiers.webhook_payload import digest_payload, encode_payload
 from tests.goldens import check_golden, dump_slack
 from tests.hostile import guided_items, hostile_recommendation, recommended_items
 from tests.ledger_rows import add_matches
-from tests.test_digest_i18n import (
+from tests.support.digest_outputs import (
     ALLOWED_WORDS,
     ENGLISH_PHRASES,
     NEWSLETTERS,
@@ -44,12 +44,12 @@ from tests.test_digest_i18n import (
     slack_webhook_json,
     webhook_json,
 )
-from tests.test_digest_i18n import (
+from tests.support.digest_outputs import (
     _readable as _i18n_readable,
 )
-from tests.test_notifier_telegram import assert_well_formed
-from tests.test_store_taste import day
-from tests.test_web import client_for
+from tests.support.taste_day import day
+from tests.support.telegram_digests import assert_well_formed
+from tests.support.web import client_for
 
 LANGUAGES = ("en", "zh")
 CHANNELS = ("telegram", "slack", "slack-webhook", "email", "console", "webhook", "apprise")

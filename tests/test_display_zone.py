@@ -30,7 +30,7 @@ from papertrail.web import build_app
 from papertrail.web_pages import source_reason
 from papertrail.web_times import display_zone
 from tests.cli_helpers import invoke
-from tests.test_web import KEY, web_context
+from tests.support.web import KEY, web_context
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # Starlette 1.x suggests httpx2 for its test client

@@ -74,6 +74,7 @@ def test_parsing_a_file_into_a_spool_holds_a_batch(three_days: bytes, small_batc
     assert peak < 0.5 * len(three_days)  # 0.37x measured: a chunk's elements, 300 versions, the shells
 
 
+@pytest.mark.net
 async def test_downloading_holds_no_body(three_days: bytes) -> None:
     with feed_server(Reply(200, three_days)) as server:
         async with HttpClient("t", politeness=Politeness(retries=0)) as http:

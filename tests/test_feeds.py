@@ -12,26 +12,21 @@ stored rows, not with the store's own reads.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import html
 import re
 import warnings
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from email.utils import format_datetime
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import feedparser
 import pytest
 import sqlalchemy as sa
 from lxml import etree
 from sqlmodel import col
 
-from core.config import Settings
 from core.delivery.feed_links import query_feed_path
-from core.delivery.feeds import PRIVATE_FEED_ENTRIES, QUERY_FEED_ENTRIES, private_feed_url
+from core.delivery.feeds import PRIVATE_FEED_ENTRIES, QUERY_FEED_ENTRIES
 from core.follows.manage import follow
 from core.follows.query import PaperText, QueryError, parse
 from core.i18n.languages import translator
@@ -39,97 +34,32 @@ from core.models import Follow, Match, Subscriber, Version
 from core.papers.pipeline import match_new
 from core.people import tokens
 from core.store.facade import Store
-from core.values import AnnounceType, Guide, PaperIn
-from ingest.arxiv_rss_parse import parse_feed
-from papertrail.web import build_app
-from papertrail.web_atom import ATOM_NS, XHTML_NS, Feed, Link, serialize, xml_text
+from core.values import Guide, PaperIn
+from papertrail.web_atom import Feed, Link, serialize, xml_text
 from papertrail.web_feeds import FEED_CACHE_SECONDS, FEED_MAX_AUTHORS, FeedCache, Rendered
-from tests.conftest import BIG_FEED
 from tests.hostile import HOSTILE_GUIDE, hostile_items
-from tests.test_tokens import variants
-from tests.test_web import KEY, web_context
-from tests.test_web_headers import assert_secured
+from tests.support.private_feeds import (
+    ADDRESS,
+    NS,
+    T0,
+    abs_id,
+    app_client,
+    dc_papers,
+    entry_ids,
+    feed_path,
+    recorded,
+    revision_of,
+    valid_feed,
+)
+from tests.support.token_clients import variants
+from tests.support.web import KEY
+from tests.support.web_headers import assert_secured
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
-    from starlette.testclient import TestClient
-
-SCHEMA = etree.RelaxNG(etree.parse(str(Path(__file__).with_name("atom.rng"))))
-NS = {"a": ATOM_NS, "x": XHTML_NS}
-ADDRESS = "email:ada@example.org"
-T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
-
-
-@functools.cache
-def recorded() -> list[PaperIn]:
-    """The recorded arXiv feed of 28 Nov 2024 (1,504 items), parsed once per test run."""
-    return list(parse_feed(BIG_FEED.read_bytes()).items)
-
-
-def dc_papers() -> list[PaperIn]:
-    """The recorded feed's new cs.DC papers (primary or cross-list, v1)."""
-    return [p for p in recorded() if "cs.DC" in p.categories and p.version == 1]
-
-
-def revision_of(paper: PaperIn, number: int = 2) -> PaperIn:
-    """A revision of ``paper`` with a new title and abstract."""
-    return dataclasses.replace(
-        paper,
-        version=number,
-        title=f"{paper.title} (revised)",
-        abstract=f"{paper.abstract} We add experiments.",
-        announce_type=AnnounceType.REPLACE,
-    )
-
-
-def app_client(store: Store, clock: Callable[[], datetime] | None = None, **settings: Any) -> TestClient:
-    """A client of the web app; with ``clock``, "now" for every page (the feed cache's time)."""
-    settings.setdefault("secret_key", KEY)
-    context = web_context(store, **settings)
-    app = build_app(context, clock=clock) if clock else build_app(context)
-    return TestClient(app, follow_redirects=False)
 
 
 # -- what every feed must be -----------------------------------------------------------------------------
-
-
-def rfc4287_rules(doc: etree._Element) -> None:
-    """The rules of RFC 4287 that the schema cannot say, and the self link the RFC recommends."""
-    entries = doc.findall("a:entry", NS)
-    assert doc.findall("a:link[@rel='self']", NS), "a feed should link itself (section 4.2.7.2)"
-    if not doc.findall("a:author", NS):
-        assert all(e.findall("a:author", NS) for e in entries), "section 4.1.1: an author for every entry"
-    for element in [doc, *entries]:
-        alternates = [
-            (link.get("type"), link.get("hreflang"))
-            for link in element.findall("a:link", NS)
-            if link.get("rel", "alternate") == "alternate"
-        ]
-        assert len(alternates) == len(set(alternates)), "one alternate link per type and hreflang"
-    for entry in entries:
-        assert entry.find("a:content", NS) is not None or entry.findall("a:link[@rel='alternate']", NS)
-    ids = [e.findtext("a:id", namespaces=NS) for e in entries]
-    assert len(ids) == len(set(ids)), "entry ids are unique in a feed"
-
-
-def valid_feed(body: bytes) -> tuple[etree._Element, Any]:
-    """``body`` parsed strictly by lxml and by feedparser, after every check of a valid Atom feed."""
-    doc = etree.fromstring(body)
-    assert SCHEMA.validate(doc), SCHEMA.error_log
-    rfc4287_rules(doc)
-    parsed = feedparser.parse(body)
-    assert not parsed.bozo, parsed.get("bozo_exception")
-    assert parsed.version == "atom10"
-    return doc, parsed
-
-
-def entry_ids(doc: etree._Element) -> list[str]:
-    """The entries' ids in document order."""
-    return [e.findtext("a:id", namespaces=NS) or "" for e in doc.findall("a:entry", NS)]
-
-
-def abs_id(paper: str, number: int) -> str:
-    return f"https://arxiv.org/abs/{paper}v{number}"
 
 
 def oracle(store: Store, query: str, limit: int) -> list[str]:
@@ -428,15 +358,6 @@ def ledger(store: Store) -> Ledger:
     assert subscriber is not None and subscriber.id is not None
     assert abs_id(papers[0].arxiv_id, 2) in second and len(first) == 6 and len(unsent) == 3
     return Ledger(subscriber.id, [first, second], unsent)
-
-
-def feed_path(store: Store, address: str = ADDRESS) -> str:
-    subscriber = store.subscribers.get_subscriber(address)
-    assert subscriber is not None
-    settings = Settings(database_url=str(store.engine.url), secret_key=KEY)
-    url = private_feed_url(store, settings, subscriber)
-    assert url is not None and url.startswith("http://localhost:8080/feeds/private/")
-    return url.removeprefix("http://localhost:8080")
 
 
 def test_private_feed_shows_exactly_what_sent_digests_carried(store: Store) -> None:

@@ -29,9 +29,9 @@ from core.follows.manage import follow
 from core.store.facade import Store, make_engine
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import ADA, ADA_CHAT, FakeTelegram, Updates, fake_telegram, parse_html
-from tests.test_bot_slack import ADA as SLACK_ADA
-from tests.test_bot_slack import DM, command_body, make_bot, signed_headers, slack  # noqa: F401
-from tests.test_commands import NOW
+from tests.support.chat_commands import NOW
+from tests.support.slack_bot import ADA as SLACK_ADA
+from tests.support.slack_bot import DM, command_body, make_bot, signed_headers, slack_fixture  # noqa: F401
 
 TOKEN = "123456:TEST-bot-token"
 QUERIES = [f'ti:"topic {n}"' for n in range(16)]
@@ -70,7 +70,7 @@ async def test_concurrent_first_follows_on_telegram(api: FakeTelegram, store: St
     assert stored_queries(store, f"telegram:{ADA.id}") == sorted(QUERIES)
 
 
-async def test_concurrent_first_follows_on_slack(slack: FakeSlack, store: Store) -> None:  # noqa: F811
+async def test_concurrent_first_follows_on_slack(slack: FakeSlack, store: Store) -> None:
     bot = make_bot(slack, store)
     queries = QUERIES[:8]
     transport = httpx.ASGITransport(app=Starlette(routes=bot.routes()))
@@ -140,6 +140,7 @@ def test_concurrent_ensure_subscriber_creates_one(db_url: str, store: Store) -> 
     assert found is not None and found.schedule == "instant"
 
 
+@pytest.mark.net
 def test_the_chaos_case_runs_one_trial(tmp_path: Path) -> None:
     """``bench/chaos.py --fault first-commands`` keeps working: a SQLite trial of each chat, nothing lost."""
     for chat in ("telegram", "slack"):

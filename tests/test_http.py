@@ -15,6 +15,9 @@ from core.retry_after import retry_after_seconds
 from ingest.http import HttpClient, Politeness
 from tests.servers import Reply, closed_port, feed_server, stream_server
 
+# Each test serves the feed from a local HTTP server (left out of `make test-quick`).
+pytestmark = pytest.mark.net
+
 
 class RecordingSleep:
     """Records every wait and really waits (scaled down), so ordering stays real."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from datetime import date
 
+import pytest
+
 from core.models import RunState
 from core.papers.pipeline import complete_papers
 from core.papers.status import show_paper
@@ -54,6 +56,7 @@ async def test_error_feed_becomes_a_failed_run(sqlite_store: Store) -> None:
     assert report.state == RunState.ERROR and "incorrect id format for abc" in (report.error or "").lower()
 
 
+@pytest.mark.net
 async def test_query_pages_by_slices() -> None:
     pages = [body(f"q_testing_s{start}_m10") for start in (0, 10, 20)]
     with feed_server(*(Reply(200, page) for page in pages)) as server:

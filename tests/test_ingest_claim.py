@@ -30,7 +30,7 @@ from papertrail.leader import lock_for
 from papertrail.runtime import Jobs
 from tests.conftest import BIG_FEED
 from tests.servers import Reply, closed_port, feed_server
-from tests.test_sigterm import service_env, wait_until
+from tests.support.service_process import service_env, wait_until
 
 FEED = BIG_FEED.read_bytes()
 

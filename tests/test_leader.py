@@ -11,6 +11,7 @@ import asyncio
 import json
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 
 from core.config import Settings
@@ -21,7 +22,7 @@ from papertrail.leader import FileLock, PostgresLock, PrivateLock, lock_for, loc
 from papertrail.runtime import scheduler_role
 from tests.conftest import CORPUS
 from tests.servers import Reply, closed_port, feed_server
-from tests.test_sigterm import ServiceProcess, service_env, wait_until
+from tests.support.service_process import ServiceProcess, service_env, wait_until
 
 EMPTY_FEED = CORPUS / "arxiv-rss" / "aioarxiv_empty_rss_mock_feed.xml"
 
@@ -39,6 +40,7 @@ def test_lock_key_is_a_fixed_signed_64_bit_number() -> None:
     assert -(2**63) <= key < 2**63
 
 
+@pytest.mark.db
 def test_lock_fits_the_database(tmp_path: Path) -> None:
     file_lock = lock_for(sa.create_engine(f"sqlite:///{tmp_path}/x.db"))
     assert isinstance(file_lock, FileLock) and file_lock.path == tmp_path / "x.db.scheduler.lock"
@@ -105,6 +107,7 @@ def test_postgres_lock_is_visible_and_goes_with_its_connection(pg_store: Store) 
         second.release()
 
 
+@pytest.mark.db
 async def test_sqlite_file_lock_one_scheduler_leads_and_the_other_takes_over(tmp_path: Path) -> None:
     with feed_server(Reply(200, EMPTY_FEED.read_bytes())) as server:
         settings = Settings(

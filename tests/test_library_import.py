@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
@@ -12,23 +12,9 @@ from core.store.facade import Store, make_engine
 from core.taste.library_file import read_library
 from core.taste.library_import import FAILURE_MEMORY, NOT_FOUND_MEMORY, import_library
 from ingest.arxiv_api import ArxivApiSource
-from ingest.arxiv_rss_parse import parse_feed
 from ingest.http import HttpClient, Politeness
-from tests.conftest import BIG_FEED, CORPUS
 from tests.servers import Reply, feed_server
-
-LIBRARY = CORPUS / "library"
-BODIES = CORPUS / "arxiv-api" / "arxivpy-2026-golden-bodies"
-NOW = datetime(2026, 12, 4, 12, tzinfo=UTC)
-
-
-def _reader(store: Store) -> int:
-    store.papers.save_versions(parse_feed(BIG_FEED.read_bytes()).items, now=NOW)
-    subscriber, _ = store.subscribers.ensure_subscriber(
-        "email:ada@example.org", timezone="UTC", schedule="daily 08:00"
-    )
-    assert subscriber.id is not None
-    return subscriber.id
+from tests.support.library_files import BODIES, LIBRARY, NOW, _reader
 
 
 def _read(name: str):  # type: ignore[no-untyped-def]

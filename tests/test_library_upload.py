@@ -22,9 +22,9 @@ from core.taste.library_file import MAX_FILE_BYTES, LibraryRead, read_library
 from papertrail import web_library
 from papertrail.web import build_app
 from papertrail.web_library import MAX_UPLOAD_BYTES, LibraryRoutes
-from tests.test_library_import import LIBRARY, _reader
-from tests.test_web import KEY, client_for, web_context
-from tests.test_web_headers import assert_secured
+from tests.support.library_files import LIBRARY, _reader
+from tests.support.web import KEY, client_for, web_context
+from tests.support.web_headers import assert_secured
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # Starlette 1.x suggests httpx2 for its test client

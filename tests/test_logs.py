@@ -13,7 +13,7 @@ import pytest
 from core.config import Settings
 from papertrail.logs import NOISY_LOGGERS, configure_logging
 from tests.servers import closed_port
-from tests.test_sigterm import ServiceProcess, service_env
+from tests.support.service_process import ServiceProcess, service_env
 
 TOKEN = "123456:AAsecret-telegram-token_xyz"
 PASSWORD = "hunter2-smtp-password"
@@ -94,6 +94,7 @@ def test_configuring_twice_keeps_one_handler_and_debug_with_verbose(restore_logg
     assert logging.getLogger("httpx").level == logging.DEBUG
 
 
+@pytest.mark.net
 def test_the_service_writes_only_json_lines_and_never_the_token(tmp_path: Path) -> None:
     # The token sits in the feed URL, so the ingest failure (a refused connection) quotes it.
     env = service_env(

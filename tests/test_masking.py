@@ -182,7 +182,7 @@ def test_cli_output_masks_addresses(
 
 def test_pages_show_the_address_masked(sqlite_store: Store) -> None:
     from core.people import tokens
-    from tests.test_tokens import KEY, client_for
+    from tests.support.token_clients import KEY, client_for
 
     seed(sqlite_store)
     client = client_for(sqlite_store)

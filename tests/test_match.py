@@ -18,7 +18,7 @@ from core.papers.tex_accents import decode_tex
 from core.values import PaperIn
 from ingest.arxiv_rss_parse import parse_feed
 from tests.conftest import BIG_FEED as FEED
-from tests.test_names import NAME_PAIRS
+from tests.support.name_pairs import NAME_PAIRS
 
 
 def paper(

@@ -31,7 +31,7 @@ from core.models import Follow, Match, Version
 from core.papers.pipeline import match_new
 from core.store.facade import Store
 from tests.conftest import migrated_store
-from tests.test_match_property import corpus, queries
+from tests.support.match_corpus import corpus, queries
 
 NOW = datetime(2024, 11, 28, 6, 0, tzinfo=UTC)
 Row = tuple[tuple[int, ...], tuple[tuple[str, int | None], ...], bool]

@@ -35,8 +35,8 @@ from notifiers.email_message import list_unsubscribe_headers
 from papertrail.cli import app
 from tests.cli_helpers import invoke
 from tests.servers import SinkHandler
-from tests.test_cli_first_hour import one_line, unbalanced
-from tests.test_signup import KEY, cli_env, context, smtp, token_in  # noqa: F401  (smtp is a fixture)
+from tests.support.cli_output import one_line, unbalanced
+from tests.support.signup import KEY, cli_env, context, smtp_fixture, token_in  # noqa: F401  (smtp is a fixture)
 
 NAME = "dc-weekly"
 
@@ -178,7 +178,7 @@ async def test_a_member_on_an_unconfigured_channel_keeps_the_copies_until_it_can
 def test_cli_create_list_show_and_subscribe(
     sqlite_url: str,
     sqlite_store: Store,
-    smtp: tuple[SinkHandler, int],  # noqa: F811
+    smtp: tuple[SinkHandler, int],
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
@@ -329,9 +329,10 @@ def test_join_and_leave_from_a_chat(sqlite_store: Store) -> None:
     assert "/join" in handle(sqlite_store, settings.chat(), chat, "/help").text
 
 
-def test_the_form_offers_the_newsletters(sqlite_store: Store, smtp: tuple[SinkHandler, int]) -> None:  # noqa: F811
+def test_the_form_offers_the_newsletters(sqlite_store: Store, smtp: tuple[SinkHandler, int]) -> None:
+    from starlette.testclient import TestClient
+
     from papertrail.web import build_app
-    from tests.test_signup import TestClient  # type: ignore[attr-defined]
 
     sink, port = smtp
     client = TestClient(build_app(context(sqlite_store, port)), follow_redirects=False)
@@ -422,7 +423,7 @@ def test_several_newsletters_in_one_digest_keep_the_whole_address_link() -> None
 
 
 def test_the_leave_link_asks_then_leaves_one_newsletter_only(sqlite_store: Store) -> None:
-    from tests.test_web import client_for
+    from tests.support.web import client_for
 
     address = "email:ada@example.org"
     newsletters.create(

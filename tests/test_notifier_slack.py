@@ -337,6 +337,7 @@ async def test_transient_errors_are_retryable(slack: FakeSlack, reply: Reply) ->
     assert len(slack.messages()) == 2
 
 
+@pytest.mark.net
 async def test_network_errors_are_retryable() -> None:
     closed = f"http://127.0.0.1:{closed_port()}/api/"
     notifier = SlackNotifier(Settings(slack_bot_token=TOKEN, slack_api_url=closed).slack())
@@ -403,6 +404,7 @@ async def test_aclose_closes_the_session_the_notifier_opened(slack: FakeSlack) -
     assert session.closed
 
 
+@pytest.mark.net
 async def test_one_message_per_second_per_channel_provokes_no_429() -> None:
     message = digest(many_items(60), max_items=60)
     with fake_slack(token=TOKEN, enforce_interval=1.0) as slack:
@@ -478,6 +480,7 @@ async def test_webhook_short_rate_limit_is_waited_out(slack: FakeSlack) -> None:
     assert len(slack.messages()) == 2
 
 
+@pytest.mark.net
 async def test_webhook_url_never_logged_nor_in_errors(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     url = f"http://127.0.0.1:{closed_port()}/services/T0001/B0001/fakeWebhookSecret"

@@ -8,18 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 from collections.abc import AsyncIterator, Iterator
-from html.parser import HTMLParser
 
 import pytest
 import telegram
 
 from core.config import Settings
 from core.delivery.contract import DeliveryError
-from core.delivery.render import Renderer
-from core.follows.reasons import AUTHOR, TITLE, Reason
-from core.values import DigestItem, Guide, Message, Receipt
+from core.follows.reasons import TITLE, Reason
+from core.values import DigestItem, Guide, Message
 from notifiers.ratelimit import RateLimiter, Window
 from notifiers.telegram import TelegramNotifier
 from notifiers.telegram_format import MAX_LENGTH, html_to_text, shorten_html, split_message, utf16_len
@@ -42,16 +39,10 @@ from tests.fakes.telegram_api import (
 from tests.goldens import check_golden
 from tests.hostile import guided_items, hostile_items, hostile_receipt, many_items, sample_receipt
 from tests.servers import closed_port
+from tests.support.telegram_digests import TOKEN, assert_well_formed, digest, renderer, two_items
 
 # PTB 22's own RetryAfter constructor reads its deprecated int retry_after; the adapter takes either form.
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
-
-TOKEN = "123456:TEST-secret-token"
-# Telegram's HTML tags; the digest template uses a subset.
-TELEGRAM_TAGS = frozenset(
-    {"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "a", "code", "pre", "blockquote"}
-    | {"tg-spoiler", "span", "tg-emoji"}
-)
 
 
 def settings_for(
@@ -83,80 +74,11 @@ async def notifier(api: FakeTelegram) -> AsyncIterator[TelegramNotifier]:
     await adapter.aclose()
 
 
-def two_items() -> list[DigestItem]:
-    return [
-        DigestItem(
-            "2611.08864",
-            1,
-            "Policy lag in asynchronous rollouts",
-            ("Zeng Li", "Ada Lovelace"),
-            ("cs.LG", "cs.DC"),
-            (Reason(AUTHOR, "Zeng Li"),),
-            "We measure policy lag.",
-        ),
-        DigestItem(
-            "2611.01234",
-            2,
-            "Mixture of experts, revisited",
-            ("Grace Hopper",),
-            ("cs.CL",),
-            (Reason(TITLE, "experts"),),
-            "A revision.",
-            changes=("title", "comment"),
-        ),
-    ]
-
-
-@functools.cache
-def renderer(max_items: int = 50, public_url: str = "") -> Renderer:
-    """One Renderer per cap: compiling the templates again for every digest would slow the tests down."""
-    return Renderer(max_items=max_items, public_url=public_url)
-
-
-def digest(
-    items: list[DigestItem],
-    *,
-    max_items: int = 50,
-    chat: str = "777",
-    public_url: str = "",
-    receipt: Receipt | None = None,
-) -> Message:
-    return renderer(max_items, public_url).render("telegram", items, chat, receipt=receipt)
-
-
 def long_digest() -> Message:
     """A digest that takes several messages (30 items of ~600 characters)."""
     message = digest(many_items(30))
     assert len(split_message(message)) >= 3
     return message
-
-
-class _TagChecker(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.open: list[str] = []
-        self.errors: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag not in TELEGRAM_TAGS:
-            self.errors.append(f"<{tag}> is not a Telegram tag")
-        self.open.append(tag)
-
-    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.errors.append(f"self-closing <{tag}/>")
-
-    def handle_endtag(self, tag: str) -> None:
-        if not self.open or self.open.pop() != tag:
-            self.errors.append(f"</{tag}> closes nothing open")
-
-
-def assert_well_formed(part: str) -> None:
-    """Only Telegram's tags, balanced (html.parser), and Telegram's own parser rules (the fake's)."""
-    checker = _TagChecker()
-    checker.feed(part)
-    checker.close()
-    assert not checker.errors and not checker.open, (checker.errors, checker.open)
-    parse_html(part)
 
 
 def assert_whole_blocks(parts: list[str], blocks: tuple[str, ...]) -> None:
@@ -490,6 +412,7 @@ async def test_rejected_token_never_appears_in_the_error(api: FakeTelegram) -> N
     assert api.methods() == ["getMe"]
 
 
+@pytest.mark.net
 async def test_unreachable_api_is_retryable() -> None:
     url = f"http://127.0.0.1:{closed_port()}"
     adapter = TelegramNotifier(settings_for(url).telegram())
@@ -522,6 +445,7 @@ def test_group_chats_get_the_per_minute_window() -> None:
     assert adapter.window_for("777") is None
 
 
+@pytest.mark.net
 async def test_rate_limiter_provokes_no_429() -> None:
     """Five chats, two digests each, against a server enforcing 4 messages/s overall and 1/s per chat."""
     message = digest(two_items())
@@ -541,6 +465,7 @@ async def test_rate_limiter_provokes_no_429() -> None:
         assert sorted(c.chat_id for c in api.sent()) == sorted(chats * 2)
 
 
+@pytest.mark.net
 async def test_fake_enforces_the_limits_it_checks() -> None:
     """The control for the test above: the same burst without a limiter collects 429s."""
     with fake_telegram(TOKEN, max_per_second=4, chat_interval=1.0) as api:

@@ -212,6 +212,7 @@ async def test_timeout_is_retryable(receiver: WebhookReceiver) -> None:
     assert len(receiver.deliveries) == 1  # a time-out is not retried at once: it may have been processed
 
 
+@pytest.mark.net
 async def test_connection_refused_is_retryable(notifier: WebhookNotifier) -> None:
     url = f"http://127.0.0.1:{closed_port()}/hook"
     with pytest.raises(DeliveryError) as caught:
@@ -374,6 +375,7 @@ def localhost_cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     return str(cert), str(key)
 
 
+@pytest.mark.net
 async def test_pinned_https_verifies_the_certificate_for_the_name(localhost_cert: tuple[str, str]) -> None:
     trust = ssl.create_default_context(cafile=localhost_cert[0])
     with webhook_receiver(tls=localhost_cert) as rx:

@@ -18,6 +18,8 @@ import tomllib
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIME = {"core", "ingest", "notifiers", "bot", "papertrail"}
 
@@ -39,6 +41,7 @@ def test_the_build_context_and_the_dockerfile_hold_every_folder_of_the_wheel() -
     assert "locale" in needed  # the catalogs travel in the wheel
 
 
+@pytest.mark.net
 def test_the_wheel_holds_only_the_runtime_packages(tmp_path: Path) -> None:
     # pip builds with the backend pyproject.toml names (hatchling), in an isolated environment: the
     # same wheel `pip install .` makes. About 5 s here.

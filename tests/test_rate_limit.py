@@ -23,7 +23,7 @@ from notifiers.ratelimit import HEADROOM, RateLimiter, Window
 from notifiers.telegram import TelegramNotifier
 from tests.fakes.telegram_api import fake_telegram
 from tests.schema_template import apply_template
-from tests.test_notifier_telegram import TOKEN, digest, two_items
+from tests.support.telegram_digests import TOKEN, digest, two_items
 
 pytestmark = pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 
@@ -109,6 +109,7 @@ async def test_window_rule_keeps_its_key_apart() -> None:
     assert fake.slept == [5.0]
 
 
+@pytest.mark.db
 def test_sqlite_gets_the_local_limiter(tmp_path: object) -> None:
     engine = make_engine(f"sqlite:///{tmp_path}/x.db")
     assert isinstance(rate_limit_for(engine), LocalRateLimit)
@@ -217,6 +218,7 @@ async def test_two_telegram_workers_on_postgres_keep_the_overall_rate(pg_engines
     assert len(api.sent()) == 20
 
 
+@pytest.mark.net
 async def test_two_telegram_workers_with_local_limits_collect_429s() -> None:
     """The control: each worker alone keeps 4/s, together they send 8/s and the fake answers 429."""
     with fake_telegram(TOKEN, max_per_second=4, chat_interval=1.0) as api:

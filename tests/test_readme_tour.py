@@ -121,6 +121,7 @@ def check_for(args: list[str]) -> Check:
     return CHECKS[args[0]]
 
 
+@pytest.mark.db
 def test_the_readme_tour_runs_offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     db = tmp_path / "tour.db"
     monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", f"sqlite:///{db}")

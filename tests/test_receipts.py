@@ -52,9 +52,9 @@ from notifiers.slack_blocks import build_payloads
 from notifiers.webhook_payload import digest_payload
 from tests.cli_helpers import invoke
 from tests.hostile import sample_receipt
-from tests.test_ledger import ScriptedNotifier
-from tests.test_notifier_telegram import assert_well_formed
-from tests.test_web import KEY, client_for
+from tests.support.ledger import ScriptedNotifier
+from tests.support.telegram_digests import assert_well_formed
+from tests.support.web import KEY, client_for
 
 ADDRESS = "console:ada"
 BERLIN = "Europe/Berlin"

@@ -12,7 +12,6 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import cache
 
 import pytest
 import sqlalchemy as sa
@@ -43,38 +42,11 @@ from core.taste.recommend import preview, recommend_new
 from core.taste.training import retrain
 from core.taste.votes import cast_vote, undo_vote
 from core.values import PaperIn
-from tests.test_ledger import ScriptedNotifier
-from tests.test_store_taste import day
+from tests.support.ledger import ScriptedNotifier
+from tests.support.likes import LIKES, earlier, later, liked_papers
+from tests.support.taste_day import day
 
-# Every galaxy-astrophysics paper (astro-ph.GA) among the earlier ones: a narrow interest, for which the
-# model's default threshold finds a few of the later papers, as it is meant to (docs/recommendations.md).
-LIKES = 9
 MODEL_BYTES_LIMIT = 100_000
-
-
-@cache
-def new_papers() -> tuple[PaperIn, ...]:
-    """The day's v1 versions (new papers), in feed order."""
-    return tuple(p for p in day() if p.version == 1)
-
-
-@cache
-def earlier() -> tuple[PaperIn, ...]:
-    """Half of the day's new papers, stored as if seen two days before: the liked ones come from these."""
-    return new_papers()[::2]
-
-
-@cache
-def later() -> tuple[PaperIn, ...]:
-    """The other half, the news the pass scores."""
-    return new_papers()[1::2]
-
-
-def liked_papers(count: int = LIKES) -> list[PaperIn]:
-    """Galaxy-astrophysics papers among the earlier ones."""
-    found = [p for p in earlier() if p.categories[0] == "astro-ph.GA"][:count]
-    assert len(found) == count
-    return found
 
 
 @dataclass

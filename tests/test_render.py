@@ -13,25 +13,11 @@ from core.delivery.render import CUT, Renderer, digest_subject
 from core.follows.reasons import ABSTRACT, AUTHOR, CATEGORY, PAPER, TITLE, Reason
 from core.people import tokens
 from core.values import DigestItem, Message, Receipt
-from ingest.arxiv_rss_parse import parse_feed
 from notifiers.console import ConsoleNotifier
 from notifiers.email import EmailNotifier
-from tests.conftest import BIG_FEED
 from tests.goldens import check_golden
 from tests.hostile import hostile_items, hostile_receipt, many_items, sample_receipt
-
-
-def real_items() -> list[DigestItem]:
-    """Three new cs.DC papers and two revisions from the recorded feed, as a digest would list them."""
-    papers = parse_feed(BIG_FEED.read_bytes()).items
-    new = [p for p in papers if p.version == 1 and "cs.DC" in p.categories][:3]
-    revised = [p for p in papers if p.version > 1 and "cs.DC" in p.categories][:2]
-    return [
-        DigestItem(
-            p.arxiv_id, p.version, p.title, p.authors, p.categories, (Reason(CATEGORY, "cs.DC"),), p.abstract
-        )
-        for p in new + revised
-    ]
+from tests.support.real_items import real_items
 
 
 @pytest.mark.parametrize("channel", ["email", "console"])

@@ -27,8 +27,8 @@ from core.values import AnnounceType, PaperIn
 from ingest.arxiv_rss_parse import parse_feed
 from tests.cli_helpers import invoke
 from tests.conftest import BIG_FEED
-from tests.test_ledger import ScriptedNotifier
-from tests.test_web import client_for
+from tests.support.ledger import ScriptedNotifier
+from tests.support.web import client_for
 
 ROOT = Path(__file__).resolve().parent.parent
 

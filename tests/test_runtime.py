@@ -40,8 +40,11 @@ from papertrail.runtime import (
 )
 from tests.conftest import BIG_FEED, CORPUS
 from tests.servers import Reply, closed_port, feed_server, free_port, serving
-from tests.test_sigterm import ServiceProcess, service_env, wait_until
-from tests.test_workers_pg import seed_due_digests
+from tests.support.due_digests import seed_due_digests
+from tests.support.service_process import ServiceProcess, service_env, wait_until
+
+# The tests start the service's roles on local ports and processes (left out of `make test-quick`).
+pytestmark = pytest.mark.net
 
 EMPTY_FEED = CORPUS / "arxiv-rss" / "aioarxiv_empty_rss_mock_feed.xml"
 

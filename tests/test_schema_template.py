@@ -95,6 +95,7 @@ def _revision(engine: sa.Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
+@pytest.mark.db
 def test_sqlite_template_equals_a_migration(tmp_path: object) -> None:
     migrated = make_engine(f"sqlite:///{tmp_path}/migrated.db")
     migrate(migrated)

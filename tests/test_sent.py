@@ -27,7 +27,7 @@ from core.store.ledger import DigestPlan
 from core.store.ledger_sent import NEWEST_FIRST, OLDEST_FIRST, sent_items
 from core.values import PaperIn
 from papertrail import web_feeds
-from tests.test_feeds import (
+from tests.support.private_feeds import (
     ADDRESS,
     T0,
     abs_id,
@@ -39,7 +39,7 @@ from tests.test_feeds import (
     revision_of,
     valid_feed,
 )
-from tests.test_web import KEY
+from tests.support.web import KEY
 
 DAY = timedelta(days=1)
 SENDING = timedelta(minutes=5)

@@ -3,86 +3,32 @@ the address until it is followed. A real SMTP server (aiosmtpd) receives the mai
 
 from __future__ import annotations
 
-import re
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
-from urllib.parse import unquote
 
 import pytest
 from typer.testing import CliRunner
 
-from core.config import Settings
-from core.delivery.render import Renderer
 from core.models import SubscriberStatus, utcnow
 from core.papers.pipeline import match_new
 from core.people import tokens
 from core.people.signup import RESEND_AFTER
 from core.store.facade import Store
 from core.values import PaperIn
-from ingest.http import HttpClient
-from notifiers.email import EmailNotifier
 from papertrail.cli import app
-from papertrail.context import AppContext
 from papertrail.web import build_app
-from tests.servers import SinkHandler, smtp_sink
+from tests.servers import SinkHandler
+from tests.support.signup import (
+    KEY,
+    cli_env,
+    context,
+    smtp_fixture,  # noqa: F401  (fixtures)
+    token_in,
+)
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # Starlette 1.x suggests httpx2 for its test client
     from starlette.testclient import TestClient
-
-KEY = "signup-test-key-0123456789abcdef"
-LINK = re.compile(r"https?://\S+/confirm/(\S+)")
-
-
-@pytest.fixture
-def smtp() -> Iterator[tuple[SinkHandler, int]]:
-    with smtp_sink() as sink:
-        yield sink
-
-
-def context(store: Store, port: int, **extra: Any) -> AppContext:
-    url = store.engine.url.render_as_string(hide_password=False)
-    values: dict[str, Any] = {
-        "database_url": url,
-        "smtp_host": "127.0.0.1",
-        "smtp_port": port,
-        "secret_key": KEY,
-        "public_url": "https://papertrail.example",
-        **extra,
-    }
-    settings = Settings(**values)
-    notifiers = {"email": EmailNotifier(settings.smtp())} if settings.smtp_host else {}
-    return AppContext(
-        settings=settings,
-        store=store,
-        renderer=Renderer(
-            public_url=settings.public_url, secret_key=KEY, default_language=settings.default_language
-        ),
-        notifiers=notifiers,  # type: ignore[arg-type]
-        http=HttpClient("papertrail-tests"),
-    )
-
-
-def cli_env(monkeypatch: pytest.MonkeyPatch, database_url: str, smtp_port: int, tmp_path: Path) -> None:
-    """Settings for an in-process CLI run: this database, the SMTP sink, the key, no papertrail.toml."""
-    for name, value in {
-        "DATABASE_URL": database_url,
-        "SMTP_HOST": "127.0.0.1",
-        "SMTP_PORT": str(smtp_port),
-        "SECRET_KEY": KEY,
-        "CONFIG": str(tmp_path / "none.toml"),
-    }.items():
-        monkeypatch.setenv(f"PAPERTRAIL_{name}", value)
-
-
-def token_in(sink: SinkHandler, index: int = -1) -> str:
-    body = sink.received[index].message.get_body(preferencelist=("plain",))
-    assert body is not None
-    found = LINK.search(body.get_content())
-    assert found, body.get_content()
-    return unquote(found[1])
 
 
 def confirmed_address(token: str) -> str:

@@ -27,7 +27,7 @@ from core.people.signup import RESEND_AFTER, confirm, sign_up
 from core.store.facade import Store, make_engine
 from papertrail.web import build_app
 from tests.servers import SinkHandler, free_port, smtp_sink
-from tests.test_signup import KEY, context, token_in
+from tests.support.signup import KEY, context, token_in
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # Starlette 1.x suggests httpx2 for its test client

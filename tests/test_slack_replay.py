@@ -17,8 +17,8 @@ from core.follows.manage import follow
 from core.models import utcnow
 from core.store.facade import Store, make_engine
 from tests.fakes.slack_api import FakeSlack
-from tests.test_bot_slack import ADA, SECRET, TOKEN, command_body, signed_headers, slack  # noqa: F401
-from tests.test_web import client_for
+from tests.support.slack_bot import ADA, SECRET, TOKEN, command_body, signed_headers, slack_fixture  # noqa: F401
+from tests.support.web import client_for
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
 
@@ -38,7 +38,7 @@ def second_store(db_url: str, store: Store) -> Iterator[Store]:
 
 
 def test_a_replayed_unfollow_is_refused_by_every_process(
-    slack: FakeSlack,  # noqa: F811
+    slack: FakeSlack,
     store: Store,
     second_store: Store,
 ) -> None:
@@ -65,7 +65,7 @@ def test_a_replayed_unfollow_is_refused_by_every_process(
     assert queries(store) == ["cat:cs.AI"]
 
 
-def test_a_badly_signed_request_is_not_remembered(slack: FakeSlack, store: Store) -> None:  # noqa: F811
+def test_a_badly_signed_request_is_not_remembered(slack: FakeSlack, store: Store) -> None:
     """A forged copy is refused by Bolt (401) without spending the genuine request's signature."""
     follow(store, f"slack:{ADA}", "cat:cs.DC")
     settings = {"slack_bot_token": TOKEN, "slack_signing_secret": SECRET, "slack_api_url": slack.base_url}

@@ -20,7 +20,8 @@ from core.store.taste import DISLIKE, LIKE
 from core.taste.votes import votes
 from notifiers.slack import SlackNotifier
 from tests.fakes.slack_api import FakeSlack
-from tests.test_bot_slack import (
+from tests.support.chat_commands import NOW, backdate, ingest_recorded_feed
+from tests.support.slack_bot import (
     ADA,
     BOB,
     DM,
@@ -31,12 +32,11 @@ from tests.test_bot_slack import (
     make_bot,
     post,
     serve,
-    slack,
+    slack_fixture,
     slash,
 )
-from tests.test_commands import NOW, backdate, ingest_recorded_feed
 
-__all__ = ["slack"]  # the fixture shared with test_bot_slack
+__all__ = ["slack_fixture"]  # fixtures, asked for by name
 
 PAPER = "2411.17710v1"  # the recorded day's one paper with "operating system" in its title
 FORM = "application/x-www-form-urlencoded"

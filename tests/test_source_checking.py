@@ -21,8 +21,8 @@ from core.models import RunState, utcnow
 from core.store.facade import Store
 from papertrail.ingest_claim import claim_source
 from papertrail.web import build_app
-from tests.test_sigterm import service_env
-from tests.test_web import web_context
+from tests.support.service_process import service_env
+from tests.support.web import web_context
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # Starlette 1.x suggests httpx2 for its test client

@@ -3,27 +3,15 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from functools import cache
 
 import pytest
 
 from core.store.facade import Store
 from core.store.taste import DISLIKE, LIKE, SeedIn, TasteStore
 from core.taste.votes import VoteState, cast_vote, read_paper_ref, undo_vote, votes
-from core.values import PaperIn
-from ingest.arxiv_rss_parse import parse_feed
-from tests.conftest import BIG_FEED
+from tests.support.taste_day import day
 
 NOW = datetime(2026, 12, 4, 12, tzinfo=UTC)
-
-
-@cache
-def day() -> tuple[PaperIn, ...]:
-    """The recorded arXiv day, one version per paper."""
-    seen: dict[str, PaperIn] = {}
-    for paper in parse_feed(BIG_FEED.read_bytes()).items:
-        seen.setdefault(paper.arxiv_id, paper)
-    return tuple(seen.values())
 
 
 def _stored(store: Store) -> tuple[int, TasteStore]:

@@ -5,13 +5,10 @@ the CLI's messages and exit codes."""
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
 import time
-import uuid
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -38,12 +35,17 @@ from core.people.subscription_file import (
 from core.store.facade import Novelty, Store
 from core.values import PaperIn
 from ingest.arxiv_rss_parse import parse_feed
-from papertrail.cli import app
-from tests.cli_helpers import runner
-from tests.conftest import BIG_FEED, POSTGRES_URL, migrated_store
-from tests.test_web import KEY, client_for
+from tests.conftest import BIG_FEED, migrated_store
+from tests.support.subscription_export import (  # noqa: F401  (fixtures)
+    ADDRESS,
+    comparable,
+    good_document,
+    invoke,
+    target_fixture,
+    two_servers_fixture,
+)
+from tests.support.web import KEY, client_for
 
-ADDRESS = "email:ada@example.org"
 T0 = datetime(2026, 11, 30, 7, 0, tzinfo=UTC)
 
 
@@ -59,24 +61,6 @@ N = 19
 
 
 # -- stores ------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def target(db_url: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Store]:
-    """A second fresh store on the same kind of database as ``store``: the server a subscription moves to."""
-    if db_url.startswith("sqlite"):
-        yield from migrated_store(f"sqlite:///{tmp_path}/target.db")
-        return
-    admin: sa.Engine = request.getfixturevalue("_pg_admin")
-    schema = f"pt_{uuid.uuid4().hex[:12]}"
-    with admin.begin() as conn:
-        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    sep = "&" if "?" in POSTGRES_URL else "?"
-    try:
-        yield from migrated_store(f"{POSTGRES_URL}{sep}options=-csearch_path%3D{schema}")
-    finally:
-        with admin.begin() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
 
 
 def send_digest(store: Store, subscriber_id: int, papers: list[PaperIn], sent_at: datetime) -> int:
@@ -128,15 +112,6 @@ def settings_of(store: Store, address: str) -> tuple[object, ...]:
         subscriber.language,
         subscriber.heartbeat,
     )
-
-
-def comparable(doc: dict[str, Any]) -> dict[str, Any]:
-    """A document without what differs between two servers: the export's time and digest numbers."""
-    doc = copy.deepcopy(doc)
-    del doc["exported_at"]
-    for item in doc["received"]:
-        del item["digest"]
-    return doc
 
 
 def table_counts(store: Store) -> tuple[int, ...]:
@@ -324,41 +299,6 @@ def test_a_failure_while_storing_leaves_nothing_behind(
 
 
 # -- the document's checks ---------------------------------------------------------------------------------
-
-
-def good_document() -> dict[str, Any]:
-    """A version-2 document (tests/test_subscription_learned.py reads version 1 too)."""
-    return {
-        "format": "papertrail-subscription",
-        "version": 2,
-        "exported_at": "2026-12-01T08:00:00Z",
-        "address": ADDRESS,
-        "status": "active",
-        "schedule": "daily 08:00",
-        "timezone": "Europe/Berlin",
-        "language": None,
-        "heartbeat": False,
-        "recommend": 5,
-        "newsletters": ["ml-weekly"],
-        "follows": [{"query": "cat:cs.DC", "new_only": False, "instant": False}],
-        "received": [
-            {
-                "arxiv_id": "2611.08864",
-                "version": 2,
-                "title": "A title",
-                "sent_at": "2026-11-30T07:00:02+01:00",
-                "digest": 17,
-            }
-        ],
-        "votes": [
-            {"arxiv_id": "2611.08864", "version": 2, "value": 1, "voted_at": "2026-11-30T09:00:00Z"},
-            {"arxiv_id": "2611.08865", "version": 1, "value": -1, "voted_at": "2026-11-30T09:01:00+08:00"},
-        ],
-        "library": [
-            {"key": "2306.03564", "arxiv_id": "2306.03564", "version": 2, "title": "T", "abstract": "A"},
-            {"key": "doi:10.1/x", "arxiv_id": None, "version": None, "title": "Text", "abstract": "Only"},
-        ],
-    }
 
 
 def edited(path: str, value: Any) -> bytes:
@@ -698,19 +638,6 @@ def test_manage_page_downloads_are_token_checked_and_not_cached(store: Store) ->
 
 
 # -- the command line ----------------------------------------------------------------------------------------
-
-
-def invoke(*args: str, stdin: bytes | None = None) -> tuple[int, str, str]:
-    result = runner.invoke(app, list(args), input=stdin)
-    return result.exit_code, result.stdout, result.stderr
-
-
-@pytest.fixture
-def two_servers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[str, str]:
-    """Two SQLite databases: the exporting server's (set as PAPERTRAIL_DATABASE_URL) and the target's."""
-    source, target = f"sqlite:///{tmp_path}/a.db", f"sqlite:///{tmp_path}/b.db"
-    monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", source)
-    return source, target
 
 
 def test_cli_round_trip_and_exit_codes(

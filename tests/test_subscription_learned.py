@@ -23,15 +23,15 @@ from core.store.facade import Novelty, Store
 from core.store.taste import DISLIKE, LIKE, SeedIn
 from core.values import PaperIn
 from tests.conftest import migrated_store
-from tests.test_store_taste import day
-from tests.test_subscription import (  # noqa: F401  (target and two_servers are fixtures)
+from tests.support.subscription_export import (  # noqa: F401  (fixtures)
     ADDRESS,
     comparable,
     good_document,
     invoke,
-    target,
-    two_servers,
+    target_fixture,
+    two_servers_fixture,
 )
+from tests.support.taste_day import day
 
 T0 = datetime(2026, 11, 30, 7, 0, tzinfo=UTC)
 TEXT_SEED = SeedIn("doi:10.1103/physrevb.108.125437", None, "A paper known by its text", "Its abstract.")
@@ -98,7 +98,7 @@ def learned_source(store: Store) -> None:
 # -- the round trip ----------------------------------------------------------------------------------------
 
 
-def test_votes_seeds_and_recommend_travel_with_the_subscription(store: Store, target: Store) -> None:  # noqa: F811
+def test_votes_seeds_and_recommend_travel_with_the_subscription(store: Store, target: Store) -> None:
     learned_source(store)
     doc = exported(store, ADDRESS, now=T0 + timedelta(days=1)).document
     assert doc["version"] == 2 and doc["recommend"] == 5
@@ -346,7 +346,7 @@ def test_a_failure_while_storing_seeds_leaves_no_vote_behind(
 
 
 def test_cli_moves_votes_and_seeds_and_says_what_it_skipped(
-    two_servers: tuple[str, str],  # noqa: F811
+    two_servers: tuple[str, str],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

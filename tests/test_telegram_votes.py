@@ -20,23 +20,23 @@ from core.taste.votes import votes
 from notifiers.ratelimit import RateLimiter
 from notifiers.telegram import TelegramNotifier
 from tests.fakes.telegram_api import ADA, ADA_CHAT, Call, FakeTelegram, Place, Updates
-from tests.test_bot_telegram import (
+from tests.support.chat_commands import NOW, backdate, ingest_recorded_feed, migrated_template_fixture
+from tests.support.telegram_bot import (
     ADMIN,
     LAB,
     LI,
     MEMBER,
     Chat,
-    api,
+    api_fixture,
     bot_settings,
     buttons,
-    migrated_template,
-    store,
-    tbot,
-    updates,
+    store_fixture,
+    tbot_fixture,
+    updates_fixture,
 )
-from tests.test_commands import NOW, backdate, ingest_recorded_feed
 
-__all__ = ["api", "migrated_template", "store", "tbot", "updates"]  # fixtures shared with test_bot_telegram
+# fixtures, asked for by name
+__all__ = ["api_fixture", "migrated_template_fixture", "store_fixture", "tbot_fixture", "updates_fixture"]
 
 PAPER = "2411.17710v1"  # the recorded day's one paper with "operating system" in its title
 LIKE_DATA, DISLIKE_DATA = f"vote:+:{PAPER}", f"vote:-:{PAPER}"

@@ -25,7 +25,6 @@ import sqlalchemy as sa
 from prometheus_client.parser import text_string_to_metric_families
 
 from core.config import Settings
-from core.delivery.render import Renderer
 from core.follows.manage import follow
 from core.models import Digest, DigestState, Follow, RunState, SubscriberStatus, UTCDateTime, utcnow
 from core.papers.pipeline import match_new
@@ -34,11 +33,11 @@ from core.people import tokens
 from core.store.facade import Store, make_engine
 from core.values import PaperIn
 from ingest.arxiv_rss_parse import parse_feed
-from ingest.http import HttpClient
-from papertrail.context import SOURCE_NAMES, AppContext
+from papertrail.context import SOURCE_NAMES
 from papertrail.web import build_app
 from tests.conftest import BIG_FEED, POSTGRES_URL, migrated_store, postgres_available
 from tests.servers import closed_port
+from tests.support.web import KEY, client_for, web_context
 from tests.web_seed import (
     DASHBOARD_COUNTS,
     HOSTILE_AUTHOR,
@@ -59,31 +58,11 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from starlette.testclient import TestClient
 
-KEY = "test-secret-key-0123456789abcdef"
-
 
 def esc(text: str, quote: bool = True) -> str:
     """``text`` as Jinja's autoescape prints it (quotes too, unless ``quote`` is False)."""
     escaped = str(markupsafe.escape(text))
     return escaped if quote else escaped.replace("&#34;", '"').replace("&#39;", "'")
-
-
-def web_context(store: Store, **settings: Any) -> AppContext:
-    """An application context over ``store`` (no notifiers: the web app never sends)."""
-    url = store.engine.url.render_as_string(hide_password=False)
-    return AppContext(
-        settings=Settings(database_url=url, **settings),
-        store=store,
-        renderer=Renderer(),
-        notifiers={},
-        http=HttpClient("papertrail-tests"),
-    )
-
-
-def client_for(store: Store, **settings: Any) -> TestClient:
-    """A test client of the app over ``store``; the secret key is set unless given."""
-    settings.setdefault("secret_key", KEY)
-    return TestClient(build_app(web_context(store, **settings)), follow_redirects=False)
 
 
 # -- the seeded store, once per module and database -------------------------------------------------------

@@ -15,22 +15,14 @@ from starlette.routing import Route
 from core.store.facade import Store
 from papertrail import runtime
 from papertrail.web import build_app
-from papertrail.web_pages import SECURITY_HEADERS
-from tests.test_web import client_for, web_context
+from tests.support.web import client_for, web_context
+from tests.support.web_headers import assert_secured
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # Starlette 1.x suggests httpx2 for its test client
     from starlette.testclient import TestClient
 
 METRICS_TOKEN = "metrics-token-0123456789"
-
-
-def assert_secured(response: Any) -> None:
-    for name, value in SECURITY_HEADERS.items():
-        if name == "Referrer-Policy":  # signed-link pages tighten it to no-referrer
-            assert response.headers.get(name) in (value, "no-referrer"), response.url
-        else:
-            assert response.headers.get(name) == value, (response.url, name)
 
 
 def test_every_response_has_the_security_headers(sqlite_store: Store) -> None:

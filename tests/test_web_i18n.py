@@ -24,7 +24,7 @@ from papertrail.web import build_app
 from papertrail.web_pages import source_reason
 from tests import i18n_messages
 from tests.servers import SinkHandler, smtp_sink
-from tests.test_signup import KEY, context, token_in
+from tests.support.signup import KEY, context, token_in
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # Starlette 1.x suggests httpx2 for its test client

@@ -32,9 +32,9 @@ from notifiers.registry import build_notifiers
 from papertrail.web_subscribers import MAX_VOTES_SHOWN
 from tests.fakes.webhook_receiver import webhook_receiver
 from tests.servers import smtp_sink
-from tests.test_store_taste import day
-from tests.test_web import KEY, client_for
-from tests.test_web_headers import assert_secured
+from tests.support.taste_day import day
+from tests.support.web import KEY, client_for
+from tests.support.web_headers import assert_secured
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # Starlette 1.x suggests httpx2 for its test client
@@ -339,7 +339,7 @@ def test_a_subscriber_without_votes_is_told_how_to_vote(sqlite_store: Store) -> 
 @pytest.mark.parametrize("channel", ["telegram", "slack", "console"])
 def test_only_mail_and_webhooks_carry_vote_links(channel: str) -> None:
     """Chats vote with their own buttons; a console or chat digest prints no vote link."""
-    from tests.test_render import real_items
+    from tests.support.real_items import real_items
 
     renderer = Renderer(secret_key=KEY, public_url=PUBLIC)
     message = renderer.render(channel, real_items()[:3], "x")

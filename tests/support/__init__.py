@@ -1,0 +1,1 @@
+"""What tests share: helpers, fixtures and constants more than one test module imports."""

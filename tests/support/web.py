@@ -1,0 +1,39 @@
+"""The web app's test client and context on a store."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from core.config import Settings
+from core.delivery.render import Renderer
+from core.store.facade import Store
+from ingest.http import HttpClient
+from papertrail.context import AppContext
+from papertrail.web import build_app
+
+with warnings.catch_warnings():
+    # Starlette 1.x suggests httpx2 for its test client; httpx (installed) works the same for these tests.
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
+
+
+KEY = "test-secret-key-0123456789abcdef"
+
+
+def web_context(store: Store, **settings: Any) -> AppContext:
+    """An application context over ``store`` (no notifiers: the web app never sends)."""
+    url = store.engine.url.render_as_string(hide_password=False)
+    return AppContext(
+        settings=Settings(database_url=url, **settings),
+        store=store,
+        renderer=Renderer(),
+        notifiers={},
+        http=HttpClient("papertrail-tests"),
+    )
+
+
+def client_for(store: Store, **settings: Any) -> TestClient:
+    """A test client of the app over ``store``; the secret key is set unless given."""
+    settings.setdefault("secret_key", KEY)
+    return TestClient(build_app(web_context(store, **settings)), follow_redirects=False)
