@@ -11,7 +11,8 @@ recorded Zotero BibTeX library repeated to the same size) as the baseline.
 The hostile texts: openers without closers (``\\[``, ``\\(``, ``\\begin{equation}``, ``\\cite[``,
 ``<span``), dollars alone and with a letter, braces nested and left open, backslashes, spaces and tabs
 inside a RIS line, accent groups left open. tests/test_tex_linear.py asserts that each grows linearly
-(256 KB against 1 MB); tests/test_bench_library_file.py runs this script small.
+(16 KB against 64 KB; 256 KB against 1 MB in ``make test-slow``) with these texts and formats;
+tests/test_bench_library_file.py runs this script small.
 
 Usage: python bench/library_file.py [--size 5000000] [--json FILE]
 """
@@ -40,6 +41,7 @@ PIECES = {
     "display bracket": "\\[",
     "inline paren": "\\(",
     "equation": "\\begin{equation}",
+    "starred environment": "\\begin{align*}",
     "dollars": "$",
     "inline dollars": "$a",
     "open braces": "{",
