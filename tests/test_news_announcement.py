@@ -30,7 +30,7 @@ from tests.servers import Reply, feed_server
 
 FAST = Politeness(retries=0)
 DAY = parse_feed(BIG_FEED.read_bytes()).items
-# The follow of the measurement: 19 versions of the recorded day answer it.
+# The follow the loss was first measured with: 19 versions of the recorded day answer it.
 QUERY = "cat:cs.DC"
 
 

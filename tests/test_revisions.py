@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _example() -> tuple[PaperIn, PaperIn]:
-    """The issue's example on a recorded paper: v1, then a v2 with the abstract reflowed (whitespace only),
+    """The reported disagreement on a recorded paper: v1, then a v2 with the abstract reflowed (whitespace only),
     one more category and a licence."""
     recorded = next(
         p
