@@ -34,8 +34,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _example() -> tuple[PaperIn, PaperIn]:
-    """The reported disagreement on a recorded paper: v1, then a v2 with the abstract reflowed (whitespace only),
-    one more category and a licence."""
+    """The reported disagreement on a recorded paper: v1, then a v2 with the abstract reflowed (whitespace
+    only), one more category and a licence."""
     recorded = next(
         p
         for p in parse_feed(BIG_FEED.read_bytes()).items
