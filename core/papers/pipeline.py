@@ -150,10 +150,7 @@ async def ingest_paged(
                 final_cursor = page.cursor
             if on_page is not None:
                 on_page(saved)
-    except BaseException as exc:
-        if not isinstance(exc, SourceError):  # Ctrl-C, a cancelled task, a bug: closed, then passed on
-            close_interrupted(store, run_id, exc, **progress())
-            raise
+    except SourceError as exc:
         store.runs.finish_run(run_id, RunState.ERROR, error=str(exc), **progress())
         log.warning(
             "source %s failed after %d versions: %s", source.name, fetched, exc, extra={"source": source.name}
@@ -168,6 +165,9 @@ async def ingest_paged(
             error=str(exc),
             retry_after=exc.retry_after,
         )
+    except BaseException as exc:  # Ctrl-C, a cancelled task, a bug: closed, then passed on
+        close_interrupted(store, run_id, exc, **progress())
+        raise
     state = RunState.OK if fetched else RunState.EMPTY
     if totals.history:
         notes.append(f"{counted(totals.history, 'version')} stored as history")

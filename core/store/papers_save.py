@@ -145,29 +145,24 @@ def save_batch(
             and paper.announced_at > threshold
         )
         stored_as_news = known_versions.get((arxiv_id, number))
-        if stored_as_news is not None:
-            if is_news and not stored_as_news:
-                announced.append(paper)
-                if number > 1:
-                    result.revisions += 1
-                else:
-                    result.new_papers += 1
-            else:
-                result.duplicates += 1
+        if stored_as_news is None:
+            if arxiv_id not in latest:
+                new_papers[arxiv_id] = max(number, new_papers.get(arxiv_id, 0))
+            elif number > latest[arxiv_id]:
+                raised[arxiv_id] = max(number, raised.get(arxiv_id, 0))
+        elif stored_as_news or not is_news:
+            result.duplicates += 1
             continue
-        if arxiv_id not in latest:
-            new_papers[arxiv_id] = max(number, new_papers.get(arxiv_id, 0))
-        elif number > latest[arxiv_id]:
-            raised[arxiv_id] = max(number, raised.get(arxiv_id, 0))
         if not is_news:
             history.append(paper)
             result.history += 1
+            continue
+        # News: a version never stored, or one stored as history that this announcement brings.
+        (news if stored_as_news is None else announced).append(paper)
+        if number > 1:
+            result.revisions += 1
         else:
-            news.append(paper)
-            if number > 1:
-                result.revisions += 1
-            else:
-                result.new_papers += 1
+            result.new_papers += 1
     history_rows = _version_rows(history, now, news=False)
     news_rows = _version_rows(news, now, news=True)
     # The papers the library totals count (core.store.counts), read before the bulk loads convert the rows
@@ -211,12 +206,12 @@ def save_batch(
         bulk_insert(connection, _VERSION_TABLE, _VERSION_COLUMNS, history_rows)
     if news_rows:
         bulk_insert(connection, _VERSION_TABLE, _VERSION_COLUMNS, news_rows)
-        # Read back rather than RETURNING, which neither executemany nor COPY offers.
-        result.new_version_ids.extend(_version_ids(connection, news))
     if announced:
         _announce_history(connection, announced, now)
-        result.new_version_ids.extend(_version_ids(connection, announced))
         result.announced += len(announced)
+    if news or announced:
+        # Read back rather than RETURNING, which neither executemany nor COPY offers.
+        result.new_version_ids.extend(_version_ids(connection, [*news, *announced]))
     # Known papers that now have news or their v1; then the keys of every paper whose newest version or
     # news flag changed, and their entries in the search index (after the keys: SQLite's entry is keyed
     # by one).
