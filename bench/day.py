@@ -103,7 +103,7 @@ from sqlmodel import SQLModel  # noqa: E402
 
 from bench.ingest import OAI_LIST, POSTGRES, RSS_FEED, SNAPSHOT, postgres_reachable  # noqa: E402
 from bench.match import STOPWORDS, Weighted, generate  # noqa: E402
-from core.delivery.contract import Notifier  # noqa: E402
+from core.channel import Notifier  # noqa: E402
 from core.delivery.digests import plan_digests, send_due_digests  # noqa: E402
 from core.delivery.render import Renderer  # noqa: E402
 from core.follows.normalise import words  # noqa: E402

@@ -45,8 +45,8 @@ sys.path.insert(0, str(ROOT))
 import sqlalchemy as sa  # noqa: E402
 from sqlmodel import SQLModel  # noqa: E402
 
+from core.channel import Notifier, split_address  # noqa: E402
 from core.delivery import digests  # noqa: E402
-from core.delivery.contract import Notifier, split_address  # noqa: E402
 from core.delivery.render import Renderer  # noqa: E402
 from core.follows.reasons import CATEGORY, Reason, hit_data  # noqa: E402
 from core.models import utcnow  # noqa: E402

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from core.channel import normalise_address
 from core.config_edges import ChatSettings
-from core.delivery.contract import normalise_address
 from core.i18n.languages import (
     DEFAULT_LANGUAGE,
     LANGUAGES,

@@ -7,7 +7,7 @@ import re
 from bot import commands_recommend
 from bot.commands_base import Block, Call, FollowItem, Problem, Reply, cut
 from bot.commands_status import describe_schedule
-from core.delivery.contract import normalise_address
+from core.channel import normalise_address
 from core.delivery.render import reasons_text
 from core.follows.manage import follow as add_follow
 from core.follows.manage import try_query

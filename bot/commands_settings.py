@@ -14,12 +14,12 @@ from bot.commands_status import (
     next_digest,
     source_line,
 )
-from core.delivery.contract import split_address
+from core.channel import split_address
 from core.delivery.digests import resume as resume_subscriber
-from core.delivery.schedule import parse_schedule
 from core.i18n.languages import Alternatives, Refusal
 from core.models import Subscriber, SubscriberStatus
 from core.people.timezones import TimezoneLookup, lookup
+from core.schedule import parse_schedule
 
 _CLOCK = re.compile(r"^(\d{1,2})(?:[:.h](\d{2}))?\s*(am|pm|a\.m\.|p\.m\.)?$", re.IGNORECASE)
 _OFF = frozenset({"off", "pause", "stop", "none", "never"})

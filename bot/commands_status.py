@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from core.config_edges import ChatSettings
-from core.delivery.schedule import next_due, parse_schedule, zone
 from core.i18n.languages import N_, Translator
 from core.models import Subscriber
 from core.papers.status import source_statuses
+from core.schedule import next_due, parse_schedule, zone
 from core.store.facade import Store
 
 HEALTH_SOURCES = ("arxiv-rss", "hf-daily")
@@ -30,7 +30,7 @@ _MONTHS = (
     N_("Jan"), N_("Feb"), N_("Mar"), N_("Apr"), N_("May"), N_("Jun"),
     N_("Jul"), N_("Aug"), N_("Sep"), N_("Oct"), N_("Nov"), N_("Dec"),
 )  # fmt: skip
-# A stored schedule (core.delivery.schedule's normal form) as the reader's language says it; {time} is HH:MM.
+# A stored schedule (core.schedule's normal form) as the reader's language says it; {time} is HH:MM.
 _SCHEDULES = {
     "daily": N_("daily {time}"),
     "weekdays": N_("weekdays {time}"),

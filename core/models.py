@@ -482,7 +482,7 @@ class DeliveryAlarm(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     channel: str = Field(max_length=16)
-    # How the platform said no (core.delivery.contract.DeliveryError.kind), e.g. "rcpt 550 5.7.1".
+    # How the platform said no (core.channel.DeliveryError.kind), e.g. "rcpt 550 5.7.1".
     kind: str = Field(max_length=64)
     first_seen: datetime = utc_field()
     last_seen: datetime = utc_field()

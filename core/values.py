@@ -206,7 +206,7 @@ class Message:
     fallbacks). ``html`` (Telegram HTML or the email's HTML part) and ``mrkdwn`` (Slack) are present when
     the channel has a template in that format. Each of the three also comes as *blocks*: the same text cut
     between items (header, one block per item, footer), so that an adapter with a length limit can split
-    a digest without ever cutting through a tag or an entity; see :func:`core.delivery.contract.pack_blocks`.
+    a digest without ever cutting through a tag or an entity; see :func:`core.channel.pack_blocks`.
 
     ``key`` identifies the digest across retries (webhook receivers deduplicate on it); ``skip_parts``
     tells the adapter how many parts of a split digest an earlier attempt already delivered. ``language``

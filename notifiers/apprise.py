@@ -18,8 +18,8 @@ from types import ModuleType
 from typing import Any, ClassVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from core.channel import DeliveryError
 from core.config_edges import AppriseSettings
-from core.delivery.contract import DeliveryError
 from core.delivery.escaping import one_line
 from core.values import Message, SendResult
 from notifiers.webhook_address import public_addresses

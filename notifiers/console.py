@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import ClassVar, TextIO
 
-from core.delivery.contract import DeliveryError
+from core.channel import DeliveryError
 from core.delivery.escaping import strip_control
 from core.values import Message, SendResult
 

@@ -26,8 +26,8 @@ from email.utils import parseaddr
 from functools import partial
 from typing import ClassVar, TypeVar
 
+from core.channel import DeliveryError, accepted_recorder
 from core.config_edges import SmtpSettings
-from core.delivery.contract import DeliveryError, accepted_recorder
 from core.delivery.escaping import one_line
 from core.values import Message, SendResult
 from notifiers.email_message import build_mail, wire_bytes

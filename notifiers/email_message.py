@@ -18,7 +18,7 @@ from urllib.parse import quote, urlsplit
 
 import css_inline
 
-from core.delivery.contract import DeliveryError
+from core.channel import DeliveryError
 from core.delivery.escaping import one_line
 from core.i18n.languages import DEFAULT_LANGUAGE, LANGUAGE_TAGS
 from core.values import Message

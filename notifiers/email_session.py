@@ -12,8 +12,8 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
+from core.channel import DeliveryError
 from core.config_edges import SmtpSettings
-from core.delivery.contract import DeliveryError
 from core.delivery.escaping import one_line
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import importlib.util
 from typing import TextIO
 
+from core.channel import Notifier
 from core.config import Settings
-from core.delivery.contract import Notifier
 from core.delivery.rate_limit import RateLimit
 from notifiers.apprise import AppriseNotifier
 from notifiers.console import ConsoleNotifier

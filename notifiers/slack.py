@@ -18,8 +18,8 @@ import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from core.channel import DeliveryError
 from core.config_edges import SlackSettings
-from core.delivery.contract import DeliveryError
 from core.delivery.rate_limit import RateLimit
 from core.values import Message, SendResult
 from notifiers.ratelimit import RateLimiter

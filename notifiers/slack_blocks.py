@@ -16,8 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from core.channel import pack_blocks
 from core.delivery.chat_buttons import DISLIKE_LABEL, LIKE_LABEL, SLACK_DISLIKE_ACTION, SLACK_LIKE_ACTION
-from core.delivery.contract import pack_blocks
 from core.delivery.render import PART, escape_mrkdwn
 from core.i18n.languages import translator
 from core.values import DigestItem, Message

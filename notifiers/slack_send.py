@@ -8,7 +8,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from core.delivery.contract import DeliveryError, part_delivered
+from core.channel import DeliveryError, part_delivered
 from core.retry_after import retry_after_seconds as http_retry_after
 from notifiers.ratelimit import RateLimiter
 from notifiers.slack_blocks import SlackPayload

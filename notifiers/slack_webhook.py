@@ -21,8 +21,8 @@ from slack_sdk.errors import SlackClientError
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 from slack_sdk.webhook.webhook_response import WebhookResponse
 
+from core.channel import DeliveryError
 from core.config_edges import SlackWebhookSettings
-from core.delivery.contract import DeliveryError
 from core.delivery.escaping import one_line
 from core.delivery.rate_limit import RateLimit
 from core.values import Message, SendResult

@@ -6,7 +6,7 @@ declared ``max_length`` (4096 UTF-16 code units) and sent as several messages to
 Rate limits: ``PAPERTRAIL_TELEGRAM_MAX_PER_SECOND`` overall, one message per
 ``PAPERTRAIL_TELEGRAM_CHAT_INTERVAL`` seconds per chat, ``PAPERTRAIL_TELEGRAM_GROUP_PER_MINUTE`` per group;
 shared by every worker on a PostgreSQL database, per process on SQLite (notifiers/ratelimit.py).
-Every python-telegram-bot error is translated here into one :class:`core.delivery.contract.DeliveryError`, by
+Every python-telegram-bot error is translated here into one :class:`core.channel.DeliveryError`, by
 the
 table :data:`ERRORS`.
 """
@@ -33,8 +33,8 @@ from telegram.error import (
 from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning
 
+from core.channel import DeliveryError, part_delivered
 from core.config_edges import TelegramSettings
-from core.delivery.contract import DeliveryError, part_delivered
 from core.delivery.rate_limit import RateLimit
 from core.values import Message, SendResult
 from notifiers.ratelimit import RateLimiter, Window

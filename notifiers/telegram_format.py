@@ -3,7 +3,7 @@
 Format: Telegram HTML (``parse_mode=HTML``, templates/telegram.html.j2). Limit: the adapter's declared
 ``max_length`` (:data:`MAX_LENGTH`, 4096 UTF-16 code units per message). Telegram counts the text *after*
 parsing the markup, so measuring the HTML (which is never shorter) keeps every part under the limit. A long
-digest is split between items with :func:`core.delivery.contract.pack_blocks`; a block too long on its own
+digest is split between items with :func:`core.channel.pack_blocks`; a block too long on its own
 loses its
 markup and is cut (:func:`shorten_html`). Each part records the items it shows as it is packed, so that
 their buttons (:func:`item_buttons`) go with it. Sending is notifiers/telegram.py's.
@@ -18,8 +18,8 @@ from html.parser import HTMLParser
 
 import telegram
 
+from core.channel import pack_blocks
 from core.delivery.chat_buttons import DISLIKE_LABEL, LIKE_LABEL, Action, callback_data, vote_data
-from core.delivery.contract import pack_blocks
 from core.i18n.languages import translator
 from core.values import DigestItem, Message, versioned_id
 

@@ -24,8 +24,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from core.channel import DeliveryError
 from core.config_edges import WebhookSettings
-from core.delivery.contract import DeliveryError
 from core.delivery.escaping import one_line
 from core.retry_after import retry_after_seconds
 from core.values import Message, SendResult

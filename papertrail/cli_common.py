@@ -167,7 +167,7 @@ def _context() -> Iterator[AppContext]:
 def _known_subscriber(store: Store, address: str) -> Subscriber:
     """The stored subscriber at ``address`` (its id set); exit 2 for a malformed address, 1 for an
     unknown one."""
-    from core.delivery.contract import normalise_address
+    from core.channel import normalise_address
 
     try:
         found = store.subscribers.get_subscriber(normalise_address(address))

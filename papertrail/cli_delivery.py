@@ -245,7 +245,7 @@ def retry(
     address: Annotated[str | None, typer.Argument(help="Only this subscriber's digests.")] = None,
 ) -> None:
     """Re-queue dead-lettered digests (they gave up after PAPERTRAIL_DELIVERY_MAX_ATTEMPTS failures)."""
-    from core.delivery.contract import normalise_address
+    from core.channel import normalise_address
 
     with _store_context() as ctx:
         try:

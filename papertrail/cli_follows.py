@@ -48,10 +48,10 @@ def follow(
     ] = None,
 ) -> None:
     """Add a follow (or change its options); creates the subscriber when the address is new."""
-    from core.delivery.schedule import parse_schedule
     from core.follows.manage import follow as add_follow
     from core.follows.query import QueryError
     from core.people.masking import mask_address
+    from core.schedule import parse_schedule
 
     chosen = _language_option(language)
     with _store_context() as ctx:
@@ -157,7 +157,7 @@ def unfollow_command(
 @app.command()
 def follows(address: Annotated[str, typer.Argument(help="The subscriber address.")]) -> None:
     """List a subscriber's follows, numbered."""
-    from core.delivery.contract import normalise_address
+    from core.channel import normalise_address
     from core.people.masking import mask_address, mask_text
 
     with _store_context() as ctx:
@@ -195,9 +195,9 @@ def schedule(
     ] = None,
 ) -> None:
     """Change when a subscriber's digests go out (and optionally their timezone and heartbeat)."""
-    from core.delivery.contract import normalise_address
-    from core.delivery.schedule import parse_schedule, zone
+    from core.channel import normalise_address
     from core.people.masking import mask_address
+    from core.schedule import parse_schedule, zone
 
     with _store_context() as ctx:
         try:
@@ -238,7 +238,7 @@ def subscribe(
 ) -> None:
     """Sign an email address up the self-service way: it gets a confirmation link, and nothing else until
     it confirms (unlike `follow`, whose addresses count as confirmed)."""
-    from core.delivery.contract import DeliveryError
+    from core.channel import DeliveryError
     from core.follows.query import QueryError
     from core.people.signup import SignupState, sign_up
     from papertrail.signup import SignupUnavailable, check_available, mail_outcome

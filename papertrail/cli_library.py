@@ -51,7 +51,7 @@ def import_library_command(
     JabRef): each entry is used by its arXiv id, its DOI, or its title and abstract, and counted as a
     paper the reader likes. Every entry not used is listed with its line and reason; importing the same
     file again adds nothing."""
-    from core.delivery.contract import normalise_address
+    from core.channel import normalise_address
     from core.taste.library_file import MAX_FILE_BYTES, LibraryFileError, read_library
     from core.taste.library_import import import_library
 

@@ -112,7 +112,7 @@ def newsletter_show(name: Annotated[str, typer.Argument(help="The newsletter's n
 def _membership(store: Store, name: str, address: str) -> tuple[Newsletter, Subscriber]:
     """The newsletter and the subscriber of ``newsletter add|remove NAME ADDRESS``, or exit saying which is
     missing: 2 for an address that is not one, 1 for a newsletter or a subscriber the store does not know."""
-    from core.delivery.contract import normalise_address
+    from core.channel import normalise_address
     from core.people import newsletters
 
     try:

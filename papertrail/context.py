@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, TextIO
 
+from core.channel import Notifier
 from core.config import Settings
-from core.delivery.contract import Notifier
 from core.delivery.digests import DeliveryPolicy
 from core.delivery.rate_limit import rate_limit_for
 from core.delivery.render import Renderer

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
-from core.delivery.contract import DeliveryError, split_address
+from core.channel import DeliveryError, split_address
 from core.i18n.languages import reader_language, translator
 from core.people import tokens
 from core.people.signup import SignupOutcome, SignupState, confirm_token, mail_not_sent

@@ -17,8 +17,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from core.channel import KNOWN_CHANNELS, NEWSLETTER_CHANNEL
 from core.config import Settings
-from core.delivery.contract import KNOWN_CHANNELS, NEWSLETTER_CHANNEL
 from core.papers.health import Health
 from core.papers.status import SourceStatus, source_statuses
 from core.store.facade import StatusSummary, Store

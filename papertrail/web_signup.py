@@ -30,7 +30,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from core.delivery.contract import DeliveryError
+from core.channel import DeliveryError
 from core.follows.query import QueryError
 from core.i18n.languages import normalize_language, said
 from core.people import tokens

@@ -43,11 +43,10 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from core.delivery.contract import normalise_address
+from core.channel import normalise_address
 from core.delivery.digests import resume
 from core.delivery.feed_links import opml
 from core.delivery.feeds import private_feed_url, renew_private_feed
-from core.delivery.schedule import parse_schedule, zone
 from core.follows.manage import follow
 from core.follows.query import QueryError
 from core.i18n.languages import LANGUAGES, N_, listing, normalize_language, said
@@ -57,6 +56,7 @@ from core.people import tokens
 from core.people.masking import mask_address
 from core.people.subscription import export_subscription
 from core.people.subscription_file import dumps
+from core.schedule import parse_schedule, zone
 from core.taste.library_file import MAX_FILE_BYTES
 from core.taste.votes import VoteState, undo_vote, votes
 from papertrail.context import AppContext

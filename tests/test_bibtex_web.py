@@ -20,7 +20,7 @@ import pytest
 import sqlalchemy as sa
 from pybtex.database.input.bibtex import Parser
 
-from core.delivery.contract import Notifier
+from core.channel import Notifier
 from core.delivery.digests import send_due_digests
 from core.delivery.render import Renderer
 from core.follows.manage import follow

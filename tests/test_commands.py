@@ -18,9 +18,9 @@ from bot.commands import MAX_INPUT_CHARS, ChatContext, Problem, follow_items, sp
 from core.config import Settings
 from core.delivery.digests import send_due_digests
 from core.delivery.render import Renderer
-from core.delivery.schedule import next_due, next_slot, parse_schedule
 from core.models import SubscriberStatus
 from core.people.timezones import lookup
+from core.schedule import next_due, next_slot, parse_schedule
 from core.store.facade import Store
 from notifiers.console import ConsoleNotifier
 from tests.support.chat_commands import (  # noqa: F401  (fixtures)

@@ -24,10 +24,10 @@ from sqlmodel import select
 
 from bot.commands import MAX_INPUT_CHARS, MAX_REPLY_CHARS, ChatContext, Problem, handle
 from core.config import Settings
-from core.delivery.schedule import parse_schedule, zone
 from core.follows.query import parse
 from core.i18n.languages import LANGUAGES
 from core.models import Follow, Subscriber, SubscriberStatus
+from core.schedule import parse_schedule, zone
 from core.store.facade import Store
 from tests.support.chat_commands import migrated_template_fixture, store_fixture
 from tests.support.command_text import command_text

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from core.channel import normalise_address
 from core.config import Settings, mask_url_password
-from core.delivery.contract import normalise_address
 
 
 def test_defaults() -> None:

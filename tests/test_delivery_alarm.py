@@ -26,9 +26,9 @@ from alembic import command
 from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
+from core.channel import DeliveryError, Notifier
 from core.config import Settings
 from core.delivery.alarm import HOLD_WAIT_MIN, Refused, judge
-from core.delivery.contract import DeliveryError, Notifier
 from core.delivery.digests import DeliveryPolicy, DigestReport, resume, send_due_digests
 from core.delivery.render import Renderer
 from core.follows.manage import follow

@@ -18,8 +18,8 @@ from typing import ClassVar
 
 import pytest
 
+from core.channel import DeliveryError, Notifier, part_delivered
 from core.config import Settings
-from core.delivery.contract import DeliveryError, Notifier, part_delivered
 from core.delivery.digests import DeliveryPolicy, send_due_digests
 from core.delivery.render import Renderer
 from core.follows.manage import follow

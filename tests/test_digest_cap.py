@@ -18,8 +18,8 @@ import pytest
 import sqlalchemy as sa
 from sqlmodel import SQLModel
 
+from core.channel import Notifier, split_address
 from core.delivery import digests_batch
-from core.delivery.contract import Notifier, split_address
 from core.delivery.digests import DeliveryPolicy, batch_items, plan_digests, send_due_digests
 from core.delivery.render import Renderer
 from core.follows.reasons import ABSTRACT, AUTHOR, CATEGORY, TITLE, Reason, hit_data

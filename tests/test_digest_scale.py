@@ -13,8 +13,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import SQLModel
 
+from core.channel import Notifier
 from core.delivery import digests
-from core.delivery.contract import Notifier
 from core.delivery.digests import PLAN_BATCH, batch_items, plan_digests
 from core.follows.reasons import CATEGORY, Reason, hit_data
 from core.models import utcnow

@@ -151,7 +151,7 @@ def test_jinja_values_in_translated_sentences_are_escaped_for_the_format() -> No
 def test_a_refusal_says_itself_in_each_language_and_survives_pickling() -> None:
     import pickle
 
-    from core.delivery.schedule import parse_schedule
+    from core.schedule import parse_schedule
 
     with pytest.raises(i18n.Refusal) as caught:
         parse_schedule("hourly " + "x" * 300)

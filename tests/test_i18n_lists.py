@@ -13,8 +13,8 @@ import re
 import pytest
 
 from core.delivery.render import changes_text, digest_subject
-from core.delivery.schedule import parse_schedule
 from core.i18n import languages as i18n
+from core.schedule import parse_schedule
 from tests import i18n_messages
 
 EN, ZH = i18n.translator("en"), i18n.translator("zh")

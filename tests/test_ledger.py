@@ -11,7 +11,7 @@ from datetime import timedelta
 
 import pytest
 
-from core.delivery.contract import DeliveryError, Notifier
+from core.channel import DeliveryError, Notifier
 from core.delivery.digests import DeliveryPolicy, backoff, plan_digests, resume, send_due_digests
 from core.delivery.render import Renderer
 from core.follows.manage import follow

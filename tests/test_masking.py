@@ -17,8 +17,8 @@ from typing import ClassVar
 import pytest
 from typer.testing import CliRunner
 
+from core.channel import DeliveryError, Notifier
 from core.config import Settings
-from core.delivery.contract import DeliveryError, Notifier
 from core.delivery.digests import DeliveryPolicy, send_due_digests
 from core.delivery.render import Renderer
 from core.follows.manage import follow

@@ -19,8 +19,8 @@ from sqlmodel import col
 from typer.testing import CliRunner
 
 from bot.commands import ChatContext, Problem, handle
+from core.channel import Notifier
 from core.config import Settings
-from core.delivery.contract import Notifier
 from core.delivery.digests import send_due_digests
 from core.delivery.render import Renderer
 from core.follows.manage import follow

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from core.channel import DeliveryError
 from core.config import Settings
-from core.delivery.contract import DeliveryError
 from core.delivery.render import Renderer
 from core.values import Message
 from notifiers.apprise import INSTALL_HINT, AppriseNotifier

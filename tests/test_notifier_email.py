@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from core.channel import DeliveryError
 from core.config import Settings
-from core.delivery.contract import DeliveryError
 from core.delivery.render import Renderer
 from core.people import tokens
 from core.values import Message

@@ -17,8 +17,8 @@ import aiohttp
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
+from core.channel import DeliveryError
 from core.config import Settings
-from core.delivery.contract import DeliveryError
 from core.delivery.render import Renderer
 from core.follows.reasons import AUTHOR, PAPER, TITLE, Reason
 from core.values import DigestItem, Message, Receipt

@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import telegram
 
+from core.channel import DeliveryError
 from core.config import Settings
-from core.delivery.contract import DeliveryError
 from core.follows.reasons import TITLE, Reason
 from core.values import DigestItem, Guide, Message
 from notifiers.ratelimit import RateLimiter, Window

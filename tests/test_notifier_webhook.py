@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 
+from core.channel import DeliveryError
 from core.config import Settings
-from core.delivery.contract import DeliveryError
 from core.delivery.render import Renderer
 from core.people import tokens
 from core.retry_after import retry_after_seconds

@@ -26,8 +26,8 @@ import sqlalchemy as sa
 from sqlmodel import col
 
 from bot.commands import ChatContext, Problem, handle
+from core.channel import DeliveryError, Notifier
 from core.config import Settings
-from core.delivery.contract import DeliveryError, Notifier
 from core.delivery.digests import (
     DeliveryPolicy,
     DigestReport,

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from core.delivery.schedule import is_due, last_slot, parse_schedule
+from core.schedule import is_due, last_slot, parse_schedule
 
 
 def test_forms_parse_to_canonical_text() -> None:

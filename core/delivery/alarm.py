@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from core.delivery.contract import DeliveryError, split_address
+from core.channel import DeliveryError, split_address
 from core.people.masking import mask_address, mask_recipients, mask_text
 from core.store.alarms import HeldDigest
 from core.store.facade import Store

@@ -30,8 +30,8 @@ from collections import Counter
 from collections.abc import Collection, Mapping
 from datetime import date, datetime, timedelta
 
+from core.channel import Notifier, normalise_address, split_address
 from core.delivery.alarm import settle
-from core.delivery.contract import Notifier, normalise_address, split_address
 from core.delivery.digests_batch import BatchLease, ClaimedBatch, batch_items
 from core.delivery.digests_deliver import (
     BACKOFF_BASE,
@@ -44,12 +44,12 @@ from core.delivery.digests_deliver import (
 )
 from core.delivery.receipts import LOOKBACK, RUN_OVERLAP, RunLog, receipt_window
 from core.delivery.render import Renderer
-from core.delivery.schedule import is_due, parse_schedule
 from core.models import Subscriber, SubscriberStatus, utcnow
 from core.papers.health import recent_announcement
 from core.papers.status import CALENDAR_SOURCES
 from core.people.masking import mask_address
 from core.people.newsletters import open_due_issues
+from core.schedule import is_due, parse_schedule
 from core.store.facade import Store
 from core.store.ledger import ClaimedDigest, DigestPlan
 from core.taste.recommend import recommend_new

@@ -17,8 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
-from core.delivery.alarm import Refused
-from core.delivery.contract import (
+from core.channel import (
     DeliveryError,
     LeaseLost,
     Notifier,
@@ -26,6 +25,7 @@ from core.delivery.contract import (
     on_part_delivered,
     split_address,
 )
+from core.delivery.alarm import Refused
 from core.delivery.render import Renderer
 from core.models import utcnow
 from core.people.masking import mask_address, mask_text
@@ -79,7 +79,7 @@ class DigestReport:
 class SentRecorder:
     """Records one claimed digest as sent, once, from whichever thread first sees the platform accept it.
 
-    The ledger hands it to the adapter (:func:`core.delivery.contract.on_accepted`). An adapter with its own
+    The ledger hands it to the adapter (:func:`core.channel.on_accepted`). An adapter with its own
     sending
     thread calls it there the moment the platform accepted the message, before that thread takes the next
     one: a worker killed at any instant leaves at most the sends then in flight unrecorded, one per send

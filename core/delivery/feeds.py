@@ -19,8 +19,8 @@ from __future__ import annotations
 import hmac
 import secrets
 
+from core.channel import normalise_address
 from core.config import Settings
-from core.delivery.contract import normalise_address
 from core.delivery.feed_links import private_feed_path
 from core.models import Subscriber
 from core.people import tokens

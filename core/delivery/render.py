@@ -19,7 +19,7 @@ vote
 with buttons of their own instead (:data:`VOTE_LINK_CHANNELS`). Without a secret key there are none.
 
 Templates print ``{{ cut }}`` between items; the renderer splits each output there into blocks so that
-adapters with a length limit split a digest only between items (:func:`core.delivery.contract.pack_blocks`).
+adapters with a length limit split a digest only between items (:func:`core.channel.pack_blocks`).
 Inside one block a template may print ``{{ part }}`` to separate fields an adapter lays out itself (the
 Slack section and its context line).
 

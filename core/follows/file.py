@@ -25,12 +25,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any, NamedTuple
 
-from core.delivery.contract import NEWSLETTER_CHANNEL, normalise_address, split_address
-from core.delivery.schedule import parse_schedule, zone
+from core.channel import NEWSLETTER_CHANNEL, normalise_address, split_address
 from core.follows.query import QueryError, parse
 from core.i18n.languages import check_language, normalize_language
 from core.json_input import JSONLimitError, JSONReader
 from core.models import Subscriber
+from core.schedule import parse_schedule, zone
 
 # A query is at most 1,000 characters and an address 512: 8 KiB leaves room for JSON escapes of both and
 # refuses a runaway line (a file without newlines) before it is parsed.

@@ -7,12 +7,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from core.delivery.contract import normalise_address
-from core.delivery.schedule import parse_schedule, zone
+from core.channel import normalise_address
 from core.follows.file import BadLine, FollowsFile, check_lines, export_line
 from core.follows.query import parse
 from core.follows.reasons import Reason
 from core.models import Follow, Subscriber, SubscriberStatus, utcnow
+from core.schedule import parse_schedule, zone
 from core.store.facade import Store, version_to_paper
 from core.store.follows import ImportCounts
 

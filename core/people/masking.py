@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 MASK = "****"
-# Channels whose target is a URL that may carry credentials (core.delivery.contract.KNOWN_CHANNELS lists them
+# Channels whose target is a URL that may carry credentials (core.channel.KNOWN_CHANNELS lists them
 # all).
 URL_CHANNELS = frozenset({"webhook", "slack-webhook", "apprise"})
 # A URL in free text: a scheme, "://", then anything up to whitespace, a quote or an angle bracket (the

@@ -14,11 +14,11 @@ import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from core.delivery.contract import NEWSLETTER_CHANNEL, NEWSLETTER_NAME, normalise_address
-from core.delivery.schedule import parse_schedule, zone
+from core.channel import NEWSLETTER_CHANNEL, NEWSLETTER_NAME, normalise_address
 from core.follows.query import parse
 from core.i18n.languages import N_, Listed, Phrase, Worded
 from core.models import Newsletter, Subscriber, utcnow
+from core.schedule import parse_schedule, zone
 from core.store.facade import Store
 from core.store.newsletters import Issue, NewsletterInfo
 

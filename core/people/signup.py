@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from core.delivery.contract import normalise_address, split_address
-from core.delivery.schedule import parse_schedule, zone
+from core.channel import normalise_address, split_address
 from core.follows.query import parse
 from core.i18n.languages import N_, Phrase, Refusal, check_language, normalize_language
 from core.models import Newsletter, Subscriber, SubscriberStatus, utcnow
 from core.people import newsletters, tokens
+from core.schedule import parse_schedule, zone
 from core.store.facade import Store
 from core.store.signup import Claim, PendingContent, PendingView
 

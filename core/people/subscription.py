@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from core.delivery.contract import NEWSLETTER_CHANNEL, normalise_address, split_address
+from core.channel import NEWSLETTER_CHANNEL, normalise_address, split_address
 from core.models import utcnow
 from core.people.subscription_file import Subscription, document, read_document
 from core.store.facade import Store

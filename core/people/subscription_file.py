@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from core.delivery.contract import NEWSLETTER_NAME
+from core.channel import NEWSLETTER_NAME
 from core.follows.file import FollowLine, check_lines, check_value
 from core.json_input import JSONLimitError, JSONReader, RepeatedKey
 from core.models import SubscriberStatus

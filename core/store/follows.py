@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from core.delivery.contract import NEWSLETTER_CHANNEL
+from core.channel import NEWSLETTER_CHANNEL
 from core.follows.file import ExportedFollow, FollowLine, SubscriberOptions
 from core.models import Follow, Subscriber, SubscriberStatus
 

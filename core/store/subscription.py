@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from core.delivery.contract import split_address
+from core.channel import split_address
 from core.follows.file import SubscriberOptions
 from core.models import (
     Digest,
