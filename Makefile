@@ -64,7 +64,7 @@ pytest-slow: $(VENV)/.installed-dev
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/ingest.py
 
-# The start-up of each command against `python -c "import typer"` (issue 16; docs/benchmarks.md).
+# The start-up of each command against `python -c "import typer"` (docs/benchmarks.md).
 bench-cli: $(VENV)/.installed-dev
 	$(BIN)/python bench/cli.py
 
@@ -84,13 +84,13 @@ bench-deliver: $(VENV)/.installed-dev
 bench-day: $(VENV)/.installed-dev
 	$(BIN)/python bench/day.py --sizes 1000
 
-# The chaos suite of issue 14 (docs/chaos.md): SIGKILLs of workers, ingest, run and the scheduler leader,
+# The chaos suite (docs/chaos.md): SIGKILLs of workers, ingest, run and the scheduler leader,
 # races and SMTP faults on SQLite and PostgreSQL, 30 kill trials on each; over an hour on 2 cores. Its fast
 # subset is tests/test_chaos.py, part of `make test`.
 chaos: $(VENV)/.installed-dev
 	$(BIN)/python bench/chaos.py --db both
 
-# The web pages at 10k stored versions on SQLite and PostgreSQL, a few minutes (issue 15); the stores are
+# The web pages at 10k stored versions on SQLite and PostgreSQL, a few minutes; the stores are
 # kept in /tmp/papertrail-bench-library. Larger: python bench/library.py --sizes 10000,1000000.
 bench-library: $(VENV)/.installed-dev
 	$(BIN)/python bench/library.py --sizes 10000

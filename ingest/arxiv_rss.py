@@ -30,7 +30,7 @@ class ArxivRssSource:
 
         The body is spooled to a temporary file and parsed from there chunk by chunk, and past
         ``SPOOL_AFTER`` versions the parsed versions go to a temporary file as well, so a large feed's
-        ingest holds neither the body nor all its versions in memory (issue 14; docs/benchmarks.md,
+        ingest holds neither the body nor all its versions in memory (docs/benchmarks.md,
         "Feed memory").
         """
         with await self.http.download(self.url, validators(self.url)) as fetched:

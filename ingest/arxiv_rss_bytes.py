@@ -6,7 +6,7 @@ does what used to be done on the whole ``bytes``:
 
 - ``opening``: refuse an empty, blank or obviously HTML body before parsing;
 - ``repair_utf8``: a copy of the body, spooled to a temporary file, with each invalid UTF-8 sequence
-  replaced by U+FFFD, and the note naming the items that were hit (issue 14, defect 11).
+  replaced by U+FFFD, and the note naming the items that were hit.
 
 Each gives the same answer whatever the chunk boundaries; the tests run them with tiny chunks to cross
 every boundary.

@@ -12,15 +12,15 @@ The feed format (2024+) is described in ``shared/corpus/SOURCES.md``. Per item w
 
 One bad byte does not cost the day: a document that is not well-formed only because some bytes are not
 UTF-8 is read again with each bad sequence replaced by U+FFFD, and ``FeedPage.notes`` says which items
-were repaired (issue 14: one stray byte in a title had refused all 1,504 papers).
+were repaired (one stray byte in a title had refused all 1,504 papers).
 
 Three outcomes a caller must tell apart: a page of items (maybe with some ``skipped`` notes), an empty page
 (a normal channel without items: arXiv publishes nothing on weekends and holidays), and an error —
 ``FeedFormatError`` when the bytes are not a usable RSS document, ``ArxivFeedError`` when arXiv answered with
 its error channel.
 
-There is one reading (issue 19): the items come from the tree of one strict, incremental ``xml.etree``
-parse, built chunk by chunk, each item dropped once read (issue 14: memory bounded by the versions, not
+There is one reading: the items come from the tree of one strict, incremental ``xml.etree``
+parse, built chunk by chunk, each item dropped once read (memory bounded by the versions, not
 the document). feedparser, which an earlier version used and then kept as a reference and fallback, is
 not used: it needed the whole body, about four times the heap, a second strict parse to turn a truncated
 download into an error, and five times the time (docs/benchmarks.md, "One RSS parser").
@@ -158,7 +158,7 @@ def parse_feed(data: bytes | BinaryIO, *, spool_after: int | None = None) -> Fee
     ill-formed XML) and ``ArxivFeedError`` if it is arXiv's error channel. Items that cannot be used are not
     dropped silently: each one leaves a note in ``FeedPage.skipped``.
 
-    Memory (issue 14): the document is read ``CHUNK`` bytes at a time by an incremental parser, and each
+    Memory: the document is read ``CHUNK`` bytes at a time by an incremental parser, and each
     ``<item>`` is dropped from the tree as soon as it is turned into a ``PaperIn``, so reading a file costs
     about what the ``PaperIn`` values themselves take. A document with invalid UTF-8 is repaired into a
     temporary file, chunk by chunk as well.

@@ -16,7 +16,7 @@ names
 the URL, what happened and what to do.
 
 ``get`` returns the body in memory; ``download`` writes it to a temporary file as it streams in, for a
-large body that its parser reads from a file (the arXiv RSS feed: issue 14, a 200 MB feed had taken 2.42 GB).
+large body that its parser reads from a file (the arXiv RSS feed: a 200 MB feed once took 2.42 GB).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Parsed versions kept in memory up to a limit, the rest spooled to a temporary file (issue 14).
+"""Parsed versions kept in memory up to a limit, the rest spooled to a temporary file.
 
 A feed of 30,000 versions parsed into ``PaperIn`` values takes about 1.2 times its body in memory. A
 ``PaperSpool`` keeps the first ``keep`` versions in a list and writes later ones, ``BATCH`` at a time, to a

@@ -36,7 +36,7 @@ async def with_retries(
     An attempt that raises :class:`Retry` is tried again after its ``wait`` (logged); the last one's error
     is raised as it is. Any other exception ends the loop at once. Once ``stopping`` is set (the process is
     stopping) a back-off ends at once and the error that caused it is raised, as if no attempt were left:
-    a stop must not sit out a doubling back-off or a server's Retry-After (issue 16).
+    a stop must not sit out a doubling back-off or a server's Retry-After.
     """
     for number in range(1, attempts + 1):
         try:

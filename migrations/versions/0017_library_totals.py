@@ -1,5 +1,5 @@
 """library_total, the per-paper flags it counts, and an index of the news by arrival: the status page,
-/metrics and `papertrail status` without counting the whole library on every load (issue 15)
+/metrics and `papertrail status` without counting the whole library on every load
 
 Revision ID: 0017
 Revises: 0016

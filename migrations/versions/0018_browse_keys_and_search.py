@@ -1,4 +1,4 @@
-"""the paper browser's sort keys and the library's search index (issue 15, items 1 and 3)
+"""the paper browser's sort keys and the library's search index
 
 Revision ID: 0018
 Revises: 0017

@@ -1,5 +1,5 @@
 """subscriber.heartbeat and subscriber.feed_nonce: the silent-day heartbeat a reader turns on, and the
-nonce of the reader's private Atom feed link (issue 18)
+nonce of the reader's private Atom feed link
 
 Revision ID: 0019
 Revises: 0018

@@ -1,4 +1,4 @@
-"""votes, library seeds, taste models, the recommendation cursor and subscriber.recommend (issue 17)
+"""votes, library seeds, taste models, the recommendation cursor and subscriber.recommend
 
 Revision ID: 0020
 Revises: 0019
