@@ -4,7 +4,9 @@ tests/support/walk.py runs one recorded arXiv item from the feed to a Telegram m
 production entry points, in a fresh process, and measures the main path (the product files on the call
 stack at the moments the paper's data takes a new shape) and the database transactions. Today's numbers are
 pinned per database: the test fails when one grows, and when one shrinks, so that the pin moves down with
-the code (lower it in the same change). The doc's walk section must be what the tracer prints.
+the code (lower it in the same change). The doc's walk section must be what the tracer prints. A traced
+walk starts a feed server, the fake Bot API and a process, and builds a database: those tests are marked
+net and db.
 """
 
 from __future__ import annotations
@@ -18,9 +20,6 @@ import pytest
 
 from tests.conftest import migrated_store
 from tests.support.walk import STEPS, Recorder, Walk, WalkError, from_json, markdown, steps_markdown
-
-# The walk starts a feed server, the fake Bot API and a process, and builds a database.
-pytestmark = [pytest.mark.net, pytest.mark.db]
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "architecture.md"
@@ -71,16 +70,22 @@ def _check_pins(walk: Walk) -> None:
     )
 
 
+@pytest.mark.net
+@pytest.mark.db
 def test_the_walk_of_one_paper_does_not_grow_on_sqlite(sqlite_walk: Walk) -> None:
     _check_pins(sqlite_walk)
 
 
+@pytest.mark.net
+@pytest.mark.db
 def test_the_walk_of_one_paper_does_not_grow_on_postgresql(postgres_url: str) -> None:
     for _store in migrated_store(postgres_url):  # the schema from this process's template: no Alembic run
         pass
     _check_pins(_trace(postgres_url))
 
 
+@pytest.mark.net
+@pytest.mark.db
 def test_the_doc_shows_the_traced_walk(sqlite_walk: Walk) -> None:
     text = DOC.read_text(encoding="utf-8")
     assert BEGIN in text and END in text, (

@@ -17,9 +17,9 @@ paper's data takes a new shape (:data:`STEPS`, each recognised by what happens, 
 first occurrence of each counts). Every other file entered is "also entered": helpers, configuration,
 logging, recommendations, the checks that find nothing to do.
 
-``python -m tests.support.walk --markdown`` prints docs/architecture.md's walk table; tests/test_walk.py
-runs the walk in a fresh process (so imports and caches warmed by other tests change nothing), pins the
-counts and checks the doc. The walk runs in a fresh process here too, for the same reason.
+``python -m tests.support.walk --markdown`` prints docs/architecture.md's generated walk; tests/test_walk.py
+runs ``--json`` in a subprocess, pins the counts and checks the doc. Trace in a fresh process only: where
+other code ran first, its imports and warm caches would change the files entered.
 """
 
 from __future__ import annotations
@@ -178,6 +178,7 @@ class Walk:
     transactions: int
     commits: int
     rollbacks: int
+    phases: dict[str, int]  # transactions of the ingest and of the delivery
     steps: dict[str, str]  # step -> the innermost product function on its stack
 
     @property
@@ -198,12 +199,13 @@ class Recorder:
     """The profile function's state: files entered, stacks captured, transactions counted."""
 
     root: str
-    on: bool = False  # recording
+    phase: str = ""  # what is being recorded; nothing when empty
     files: dict[CodeType, str | None] = field(default_factory=dict)
     entered: dict[str, int] = field(default_factory=dict)
     stacks: list[_Stack] = field(default_factory=list)
     seen: set[str] = field(default_factory=set)
     counts: dict[str, int] = field(default_factory=lambda: {"begin": 0, "commit": 0, "rollback": 0})
+    phases: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -234,7 +236,7 @@ class Recorder:
 
     def profile(self, frame: FrameType, event: str, arg: Any) -> None:
         """The profile function: note product files entered and capture the stacks of the steps."""
-        if event != "call" or not self.on:
+        if event != "call" or not self.phase:
             return
         code = frame.f_code
         where = self.product_file(code)
@@ -250,7 +252,7 @@ class Recorder:
 
     def statement(self, conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
         """SQLAlchemy's ``before_cursor_execute``: capture the stack of a step's write."""
-        if not self.on:
+        if not self.phase:
             return
         for pattern, step in self.wrote:
             if step.name not in self.seen and pattern.match(statement):
@@ -260,9 +262,11 @@ class Recorder:
         """An engine event listener counting ``name`` (begin, commit, rollback) while recording."""
 
         def listener(*args: Any) -> None:
-            if self.on:
+            if self.phase:
                 with self.lock:
                     self.counts[name] += 1
+                    if name == "begin":
+                        self.phases[self.phase] = self.phases.get(self.phase, 0) + 1
 
         return listener
 
@@ -296,14 +300,15 @@ class Recorder:
                 sa.event.remove(Engine, name, listener)
 
     @contextmanager
-    def recording(self) -> Iterator[None]:
-        """Record what runs inside the block, in this thread and in the threads :meth:`installed` watches."""
+    def recording(self, phase: str) -> Iterator[None]:
+        """Record what runs inside the block as ``phase``, in this thread and in the threads
+        :meth:`installed` watches."""
         sys.setprofile(self.profile)
-        self.on = True
+        self.phase = phase
         try:
             yield
         finally:
-            self.on = False
+            self.phase = ""
             sys.setprofile(None)
 
     def result(self, dialect: str) -> Walk:
@@ -332,6 +337,7 @@ class Recorder:
             transactions=self.counts["begin"],
             commits=self.counts["commit"],
             rollbacks=self.counts["rollback"],
+            phases=dict(self.phases),
             steps={s.step.name: "{}:{}".format(*s.frames[-1]) if s.frames else "" for s in self.stacks},
         )
 
@@ -369,8 +375,9 @@ async def _walk(database_url: str, recorder: Recorder) -> Walk:
         ctx = build_context(settings, console=io.StringIO())
         try:
             follow(ctx.store, ADDRESS, f"cat:{category}", instant=True)
-            with recorder.recording():
+            with recorder.recording("ingest"):
                 await Jobs(ctx).ingest(SOURCE)
+            with recorder.recording("delivery"):
                 reports = await send_due_digests(ctx.store, ctx.notifiers, ctx.renderer, policy=ctx.policy)
         finally:
             await ctx.aclose()
@@ -389,7 +396,6 @@ async def _walk(database_url: str, recorder: Recorder) -> Walk:
 def trace(database_url: str | None = None) -> Walk:
     """Walk one paper on ``database_url`` (a migrated or empty database; a new SQLite file when None)."""
     with tempfile.TemporaryDirectory(prefix="papertrail-walk-") as folder:
-        os.environ["PAPERTRAIL_CONFIG"] = f"{folder}/absent.toml"  # no papertrail.toml changes the walk
         recorder = Recorder(root=f"{ROOT}/")
         with recorder.installed():
             return asyncio.run(_walk(database_url or f"sqlite:///{folder}/walk.db", recorder))
@@ -405,10 +411,11 @@ def from_json(text: str) -> Walk:
 def markdown(walk: Walk) -> str:
     """docs/architecture.md's generated part: the counts, the main path's table and the files also entered."""
     database = "SQLite" if walk.dialect == "sqlite" else walk.dialect
+    phases = ", ".join(f"{phase} {count}" for phase, count in walk.phases.items())
     lines = [
         f"Measured on {database}: **{len(walk.main_path)} files on the main path**, {len(walk.entered)} "
-        f"product files entered in all, **{walk.transactions} database transactions** ({walk.commits} "
-        f"commits, {walk.rollbacks} rollbacks).",
+        f"product files entered in all, **{walk.transactions} database transactions** ({phases}; "
+        f"{walk.commits} commits, {walk.rollbacks} rollbacks).",
         "",
         "| # | file | step | its functions on the path |",
         "|---|------|------|---------------------------|",
@@ -435,8 +442,10 @@ def main(argv: list[str] | None = None) -> None:
     shape.add_argument("--json", action="store_true", help="the whole walk as JSON (tests/test_walk.py)")
     shape.add_argument("--markdown", action="store_true", help="docs/architecture.md's generated part")
     args = parser.parse_args(argv)
+    # Only what the walk sets: no PAPERTRAIL_* variable or papertrail.toml of the caller's changes it.
     for name in [n for n in os.environ if n.startswith("PAPERTRAIL_") and n != "PAPERTRAIL_CORPUS"]:
-        del os.environ[name]  # only what the walk sets
+        del os.environ[name]
+    os.environ["PAPERTRAIL_CONFIG"] = os.devnull
     walk = trace(args.database_url)
     if args.json:
         print(json.dumps(asdict(walk), indent=1))
