@@ -16,7 +16,7 @@ from sqlmodel import col
 from core.follows.query import And, Node, Not, Or, PaperText, Words
 from core.follows.search_text import SearchQuery
 from core.models import CommunityPickRow, Paper, Version
-from core.store.search import newest_versions
+from core.papers.search_index import newest_versions
 
 _VERSION = Version.metadata.tables["version"]
 
