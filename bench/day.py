@@ -14,7 +14,7 @@ query
    match written per (version, distinct matching query).
 3. **plan**: ``core.delivery.digests.plan_digests`` at a time when every daily schedule is due: first the
 fan-out
-   of the query matches to the followers' Match rows (``partial(match_records.expand_matches, store)``), then
+   of the query matches to the followers' Match rows (``match_records.expand_matches``), then
    one pending digest per due subscriber holding its matches (instant-only digests for subscribers not due).
 4. **deliver**: ``core.delivery.digests.send_due_digests`` — what ``papertrail worker`` runs: claim in
 batches of

@@ -36,7 +36,7 @@ parse and built the values, so it was slower than this baseline). Each figure is
    Pages are generated just before they are parsed; generating them is not timed.
 
    Each run parses the whole stream (timing the parse calls only), then stores the parsed pages or batches
-   into a fresh database of each kind with one ``partial(paper_records.save_versions, store)`` call each:
+   into a fresh database of each kind with one ``paper_records.save_versions`` call each:
    "parse" is the parse time, "parse + store" the parse time plus that database's store time. Reported:
    records/s, versions/s, the ratio of records/s to the baseline's items/s on the RSS day, and the peak Python
    heap while one page or batch is parsed and stored on SQLite (tracemalloc, in a separate untimed pass over

@@ -23,9 +23,9 @@ Issue 15. What it does, per database (SQLite, PostgreSQL) and per size (stored v
 2. **A store per (database, size)**, built through the production path: ``core.db_migrate.migrate``, then
    ``core.papers.pipeline.backfill`` over ``papertrail.backfill.snapshot_batches`` (exactly what ``papertrail
    backfill snapshot`` runs, minus its progress bar), then 30 days of news through
-   ``partial(paper_records.save_versions, store)`` (``Novelty.NEWS``, what the daily ingest calls) at
+   ``paper_records.save_versions`` (``Novelty.NEWS``, what the daily ingest calls) at
    ``--news-per-day`` versions a day (two thirds new papers, one third revisions of backfilled ones), 5
-   Hugging Face picks a day (``partial(paper_records.save_picks, store)``, one of them a stub paper) and one
+   Hugging Face picks a day (``paper_records.save_picks``, one of them a stub paper) and one
    ``arxiv-rss`` source run a day. The news is the same at every size: the day's news does not grow with the
    library. The size is the backfill's versions; the news comes on top. A PostgreSQL store is then
    ``ANALYZE``d: the planner needs the statistics of the new tables and of the search index's tsvector column

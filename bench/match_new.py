@@ -1,15 +1,15 @@
 """Benchmark: ``core.papers.pipeline.match_new`` on the recorded day with N hot follows, then the fan-out.
 
-The recorded rss.arxiv.org day (1,504 versions) is stored with ``partial(paper_records.save_versions,
-store)``; N follows of the hot mix of bench/match.py (one subscriber each, made a day before the versions) are
-bulk-inserted; then the production calls are timed: ``match_new(store)`` (what ``ingest_once`` ends with) and
+The recorded rss.arxiv.org day (1,504 versions) is stored with ``paper_records.save_versions``; N follows of
+the hot mix of bench/match.py (one subscriber each, made a day before the versions) are bulk-inserted; then
+the production calls are timed: ``match_new(store)`` (what ``ingest_once`` ends with) and
 ``match_records.expand_matches(store)`` (what planning runs first). Wall and CPU seconds of this process and
 the rows each wrote. SQLite by default; ``--database URL`` for another.
 
 ``--tree PATH`` runs the same script against another checkout of PaperTrail (its core/, bench/ and
 ingest/), e.g. the commit before issue 13 (``git worktree add /tmp/before 06333bd``) to measure "before"
 and "after" in one sitting: ``python bench/match_new.py --tree /tmp/before`` then without ``--tree``. A
-tree without ``partial(match_records.expand_matches, store)`` wrote its Match rows in ``match_new`` itself;
+tree without ``match_records.expand_matches`` wrote its Match rows in ``match_new`` itself;
 its fan-out is 0.
 
 Usage: python bench/match_new.py [--follows 10000] [--database URL] [--tree PATH]

@@ -9,7 +9,7 @@ process, the production entry points are timed, with the SQL statements each one
 * **plan**: ``core.delivery.digests.plan_digests`` — every subscriber gets a pending digest holding its
 matches.
 * **claim + items**: what ``send_due_digests`` does per batch before sending:
-``partial(claim_records.claim_digests, store)``
+``claim_records.claim_digests``
   (``policy.batch`` at a time), then ``core.delivery.digests_batch.batch_items`` with the renderer's cap: the
   matches'
   ranking rows, full items for the shown ones only, their guides and the batch's newsletter titles.

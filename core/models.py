@@ -301,7 +301,7 @@ class QueryMatch(SQLModel, table=True):
 
     Matching writes these, so its cost follows the number of distinct queries, not of followers. Before
     digests are planned they are fanned out to the followers' Match rows
-    (``partial(match_records.expand_matches, store)``), which applies each follow's options, and deleted: the
+    (``match_records.expand_matches``), which applies each follow's options, and deleted: the
     table only holds what is waiting to be fanned out.
     """
 

@@ -1,6 +1,6 @@
-"""Signed requests already accepted, shared by every process on the database; ``store.replays``.
+"""Signed requests already accepted, shared by every process on the database; ``core.replay_records``.
 
-Core only, on a connection of the store (``store.connection()``): one purge and one INSERT ... ON CONFLICT DO
+Core only, on a connection of the store (``db.connection()``): one purge and one INSERT ... ON CONFLICT DO
 NOTHING per request, so two processes receiving the same signed request at once accept it once.
 """
 

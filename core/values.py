@@ -285,7 +285,7 @@ class CommunityPick:
 @dataclass(frozen=True, slots=True)
 class DayCounts:
     """What arrived on one calendar day (of the zone the store counted in, see
-    ``partial(dashboard_records.daily_counts, store)``): new papers (v1), revisions (v2+) and the AI-related
+    ``dashboard_records.daily_counts``): new papers (v1), revisions (v2+) and the AI-related
     ones among them."""
 
     day: date

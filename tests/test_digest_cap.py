@@ -5,7 +5,7 @@ counts the rest. ``core.delivery.digests_batch.batch_items`` ranks light rows wi
 builds full
 items for the shown ones only. Here 400-match digests (mixed reasons, upvotes, revisions with what they
 changed, newsletter copies, guides, two languages) are rendered for every channel both ways: from the
-capped batch, and from every item built by the ORM path (``partial(claim_records.digests_items, store)``), the
+capped batch, and from every item built by the ORM path (``claim_records.digests_items``), the
 reference.
 """
 

@@ -1,6 +1,6 @@
 """The maintained library totals (issue 15) equal a recount after every kind of write, on both databases.
 
-The oracle is ``partial(count_records.recount_library, store)``: the counting queries the status page ran on
+The oracle is ``count_records.recount_library``: the counting queries the status page ran on
 every load before the totals were maintained. Each write below goes through the call production uses
 (``save_versions`` for ingest, backfill and gap fill, ``core.papers.pipeline.backfill`` over the snapshot
 reader, ``save_picks``, ``save_guide``), on the recorded corpus where there is one.

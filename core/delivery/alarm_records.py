@@ -1,10 +1,10 @@
 """Delivery alarms and the subscribers a refusal paused: the SQL behind core.delivery.alarm.
 
-``store.alarms``; talks through the store's session (``store.session()``), one transaction per method,
-its guarded writes as Core statements on that session's connection. An alarm is one row per (channel, kind) of
-``delivery_alarm``; it is raised while ``cleared_at`` is NULL. Several workers may judge batches at once:
-raising is one guarded statement (an update of the raised row, else an upsert that only revives a cleared
-one), so exactly one of them learns it raised the alarm and logs it.
+``core.delivery.alarm_records``; talks through the store's session (``db.session()``), one transaction per
+method, its guarded writes as Core statements on that session's connection. An alarm is one row per (channel,
+kind) of ``delivery_alarm``; it is raised while ``cleared_at`` is NULL. Several workers may judge batches at
+once: raising is one guarded statement (an update of the raised row, else an upsert that only revives a
+cleared one), so exactly one of them learns it raised the alarm and logs it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Workers claiming digests (``SELECT ... FOR UPDATE SKIP LOCKED`` and a lease), and loading the items of
-the digests they claimed; ``store.claims``. The ledger's rules are core.delivery.ledger_records's docstring.
+the digests they claimed; ``core.delivery.claim_records``. The ledger's rules are
+core.delivery.ledger_records's docstring.
 
-Talks to the database through the store's session (``store.session()``): ORM reads, Core guarded updates.
+Talks to the database through the store's session (``db.session()``): ORM reads, Core guarded updates.
 """
 
 from __future__ import annotations

@@ -52,9 +52,9 @@ class BatchLease:
     longer to send than that: fifty mails through one SMTP session at 8 s each is 400 s, while the last ones
     wait their turn. Without renewal the lease of the waiting digests ran out mid-batch, another worker took
     them over and sent them too. So every ``lease / LEASE_RENEWALS`` the worker renews the lease of every
-    digest of the batch it still holds (one guarded statement, ``partial(claim_records.renew_leases,
-    store)``), until it has recorded that digest's outcome (:meth:`release`). A dead worker renews nothing:
-    its digests are taken over one lease after its last renewal, as before.
+    digest of the batch it still holds (one guarded statement, ``claim_records.renew_leases``), until it has
+    recorded that digest's outcome (:meth:`release`). A dead worker renews nothing: its digests are taken over
+    one lease after its last renewal, as before.
 
     A digest whose renewal finds it no longer this worker's (the worker stalled past its lease and another
     worker took it) is :meth:`lost`: its send is not started.

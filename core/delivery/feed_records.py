@@ -1,8 +1,8 @@
 """The Atom feeds' SQL: the versions a follow query finds, what a subscriber's sent digests carried, and
 the private feed link's nonce.
 
-``store.feeds`` (:class:`FeedStore`), handed ``store.browser`` for the index walk; Core only, on a
-connection of the store (``store.connection()``). What a feed costs is what its
+``core.delivery.feed_records`` (:class:`FeedStore`), handed ``core.papers.browser_records`` for the index
+walk; Core only, on a connection of the store (``db.connection()``). What a feed costs is what its
 entries cost, never the library's size or a subscriber's whole history:
 
 * **A query's feed** finds its papers the way the paper browser's first page does

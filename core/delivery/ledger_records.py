@@ -1,11 +1,11 @@
 """The delivery ledger's SQL: planning digests, claiming them across workers, and recording outcomes.
 
-``store.ledger`` (this module: planning digests and heartbeats, and reading what waits), ``store.claims``
-(core.delivery.claim_records: workers claiming digests and loading their items) and ``store.outcomes``
-(core.delivery.outcome_records: recording how a send went). Each talks to the database through the store's
-session (``store.session()``): ORM rows for single digests, Core statements for the guarded updates.
-Kept apart from the rest of the store because it must be safe with several worker processes at once.
-The rules:
+``core.delivery.ledger_records`` (this module: planning digests and heartbeats, and reading what waits),
+``core.delivery.claim_records`` (core.delivery.claim_records: workers claiming digests and loading their
+items) and ``core.delivery.outcome_records`` (core.delivery.outcome_records: recording how a send went). Each
+talks to the database through the store's session (``db.session()``): ORM rows for single digests, Core
+statements for the guarded updates. Kept apart from the rest of the store because it must be safe with several
+worker processes at once. The rules:
 
 * A match belongs to at most one digest (``Match.digest_id``), set by a guarded ``UPDATE ... WHERE
   digest_id IS NULL``, so two planners can never put one match into two digests.
@@ -13,8 +13,7 @@ The rules:
   at a time and ignores the clause) and marks them ``sending`` with a lease. A worker that dies loses its
   lease, and the digest is taken over when the lease runs out: that is the only way a digest can go out
   twice, and only if the platform had accepted it just before the crash. A live worker renews the lease
-  of every digest of its batch until the digest's outcome is recorded (``partial(claim_records.renew_leases,
-  store)``).
+  of every digest of its batch until the digest's outcome is recorded (``claim_records.renew_leases``).
 * Every outcome a worker records names its claim (worker, attempt): a worker whose claim passed to
   another (it stalled past its lease) changes nothing over the new holder's.
 * ``sent`` is recorded in one transaction with the digest's matches, so a digest is never half sent.
@@ -128,7 +127,7 @@ class ClaimedDigest:
 
 
 # Digest planning and heartbeats, and the ledger's reads of what waits (each first fans out the
-# waiting query matches through ``store.matches``).
+# waiting query matches through ``core.follows.match_records``).
 def subscribers_to_plan(
     db: Db,
     now: datetime,

@@ -1,8 +1,8 @@
 """Recording how a send went: sent (with its matches, in one transaction), a retry, a refusal (which pauses
-the subscriber), and requeueing dead digests; ``store.outcomes``. The rules are
+the subscriber), and requeueing dead digests; ``core.delivery.outcome_records``. The rules are
 core.delivery.ledger_records's.
 
-Talks to the database through the store's ORM session (``store.session()``), one transaction per method.
+Talks to the database through the store's ORM session (``db.session()``), one transaction per method.
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def _move(session: Session, subscriber_id: int, moved_to: str) -> None:
 
 def _claim_is(held: tuple[str, int]) -> tuple[sa.ColumnElement[bool], ...]:
     """The guard of an outcome over one claim, in SQL: the digest is being sent by that worker, at that
-    attempt (the same test as :func:`_still_held` and ``partial(claim_records.renew_lease, store)``)."""
+    attempt (the same test as :func:`_still_held` and ``claim_records.renew_lease``)."""
     worker, attempts = held
     return (
         col(Digest.state) == DigestState.SENDING,

@@ -7,7 +7,7 @@ failing or behind arXiv's calendar at any time in that window, with the gap in t
 
 Computed here, worded by core.delivery.receipt_text (which the renderer uses). Pure over the source runs the
 store
-returns (``partial(run_records.receipt_runs, store)``): no I/O here. The counts are what the runs recorded
+returns (``run_records.receipt_runs``): no I/O here. The counts are what the runs recorded
 (``new_papers + revisions``: the versions stored as news, which are what matching reads; the distinct mailing
 dates of the calendar source's runs that stored something), never estimates. The health of a source at any
 moment is the status page's own verdict (``core.papers.status.judge``) replayed over the runs, so a receipt
@@ -164,7 +164,7 @@ class _Timeline:
 
 
 class RunLog:
-    """Source runs read once (``partial(run_records.receipt_runs, store)``), indexed so that each digest's
+    """Source runs read once (``run_records.receipt_runs``), indexed so that each digest's
     receipt costs the runs of its own window, however many digests share the log."""
 
     def __init__(

@@ -1,7 +1,7 @@
 """The bulk follows SQL: importing a checked follows file in one transaction, and reading follows for export.
 
-``store.follow_files`` (:class:`FollowFileStore`): Core only, on a connection of the store
-(``store.connection()``). Like ``partial(paper_records.save_versions, store)`` it writes with Core statements
+``core.follows.follow_file_records`` (:class:`FollowFileStore`): Core only, on a connection of the store
+(``db.connection()``). Like ``paper_records.save_versions`` it writes with Core statements
 in batches (executemany, ``INSERT ... ON CONFLICT DO NOTHING``), never one ORM object per line: 100,000
 follows are a few statements, not 100,000 round trips.
 """

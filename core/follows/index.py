@@ -71,7 +71,7 @@ class FollowIndex:
         The matcher answers once per distinct query (``match_groups``), so this costs what the versions'
         text and the distinct queries cost, whatever the number of follows sharing each. Each follow's
         options and its subscriber are applied when the hits are fanned out
-        (``partial(match_records.expand_matches, store)``).
+        (``match_records.expand_matches``).
         """
         rows: list[QueryHit] = []
         if not self.follows:

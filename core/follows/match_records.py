@@ -1,5 +1,5 @@
 """What matching reads and writes: versions waiting to be matched, the query matches found, and their
-fan-out into the followers' Match rows (``core.follows.fanout``); ``store.matches``.
+fan-out into the followers' Match rows (``core.follows.fanout``); ``core.follows.match_records``.
 
 Talks to the database through the store's session: versions are read as ORM rows, the matches are
 written with Core statements on the session's connection (a bulk load and a fan-out in SQL).

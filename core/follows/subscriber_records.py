@@ -1,7 +1,8 @@
-"""Subscribers and their follows, one at a time; ``store.subscribers``.
+"""Subscribers and their follows, one at a time; ``core.follows.subscriber_records``.
 
-Talks to the database through the store's ORM session (``store.session()``), one transaction per method.
-Bulk import and export of follows are ``core.follows.follow_file_records``'s (``store.follow_files``).
+Talks to the database through the store's ORM session (``db.session()``), one transaction per method.
+Bulk import and export of follows are ``core.follows.follow_file_records``'s
+(``core.follows.follow_file_records``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The SQL of AI guides: which versions still need one, storing one, and counting for the daily cap.
 
-``store.guides`` (:class:`GuideStore`): the store's ORM session (``store.session()``), one transaction per
-method. One guide per version and language, enforced by a
+``core.guides.guide_records`` (:class:`GuideStore`): the store's ORM session (``db.session()``), one
+transaction per method. One guide per version and language, enforced by a
 unique constraint: two processes making the same guide at once store it once.
 """
 

@@ -114,8 +114,7 @@ async def _one(
 async def make_reader_guides(
     db: Database, client: GuideModel | None, settings: Settings, *, now: datetime
 ) -> list[GuideReport]:
-    """:func:`make_guides` for every language readers use (``partial(guide_records.languages_in_use,
-    store)``), the operator's
+    """:func:`make_guides` for every language readers use (``guide_records.languages_in_use``), the operator's
     default language (``Settings.default_language``, what readers without a language read) first.
 
     The daily cap is shared: a language later in the list gets what the earlier ones left.

@@ -1,8 +1,8 @@
 """The status page's SQL: the dashboard numbers, a source's runs, the metrics counts, ``papertrail status``'s
-summary; ``store.dashboard``.
+summary; ``core.overview.dashboard_records``.
 
-Read-only (unsubscribing, which once lived here, is ``partial(subscriber_records.unsubscribe, store)``). Talks
-to the database through the store's session (``store.session()``) with Core ``select`` counts. Every
+Read-only (unsubscribing, which once lived here, is ``subscriber_records.unsubscribe``). Talks
+to the database through the store's session (``db.session()``) with Core ``select`` counts. Every
 number the page shows is counted here with the same conditions as the list it links to, so that the page's
 "412 new papers" and the 412 rows behind its link can never disagree:
 
@@ -155,7 +155,7 @@ class StatusSummary:
     pending_recommended: int = 0
 
 
-# The status page's read queries, over the maintained totals (``store.counts``).
+# The status page's read queries, over the maintained totals (``core.papers.count_records``).
 def dashboard_counts(db: Db, now: datetime | None = None) -> DashboardCounts:
     """The last 24 hours and library totals, each the size of the browser list it links to.
 

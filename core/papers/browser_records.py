@@ -1,7 +1,7 @@
 """The paper browser's SQL: filters, the three orders walked by index from a cursor, and search.
 
-``store.browser`` (:class:`BrowserStore`). Read-only, Core only: ``select`` statements on a connection
-of the store (``store.connection()``).
+``core.papers.browser_records`` (:class:`BrowserStore`). Read-only, Core only: ``select`` statements on a
+connection of the store (``db.connection()``).
 
 A page costs what one page costs, however large the library (issue 15):
 
@@ -199,7 +199,7 @@ def _order_keys(connection: sa.Connection, flt: PaperFilter) -> tuple[tuple[Any,
     return keys, keys
 
 
-# The paper browser's queries, over the maintained totals (``store.counts``).
+# The paper browser's queries, over the maintained totals (``core.papers.count_records``).
 def browse_papers(
     db: Db,
     flt: PaperFilter,

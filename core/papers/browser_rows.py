@@ -1,5 +1,5 @@
 """The paper browser's rows: the display row of each listed paper (its newest version, v1's date, its
-community picks) and the matcher's text of each paper a search checks; for ``store.browser``.
+community picks) and the matcher's text of each paper a search checks; for ``core.papers.browser_records``.
 
 Core ``select`` statements on the caller's connection, inside its transaction.
 """

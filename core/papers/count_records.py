@@ -1,11 +1,12 @@
 """The library totals as maintained counters: written with each write, read without counting.
 
-``store.counts`` (:class:`CountStore`): Core only, on a connection of the store (``store.connection()``);
-the writers add to the totals on their own transaction's connection (:func:`add_to_totals`). The status page,
-``/metrics`` and ``papertrail status`` show how many papers the library holds, how many of them are
-AI-related, revised or community picks, and how many versions were stored as news. Counting those on every
-load scans the whole version table (seconds at a million versions); instead one row, ``library_total``, holds
-them, and every write that stores papers, versions or picks adds to it in its own transaction:
+``core.papers.count_records`` (:class:`CountStore`): Core only, on a connection of the store
+(``db.connection()``); the writers add to the totals on their own transaction's connection
+(:func:`add_to_totals`). The status page, ``/metrics`` and ``papertrail status`` show how many papers the
+library holds, how many of them are AI-related, revised or community picks, and how many versions were stored
+as news. Counting those on every load scans the whole version table (seconds at a million versions); instead
+one row, ``library_total``, holds them, and every write that stores papers, versions or picks adds to it in
+its own transaction:
 
 * ``papers``, ``versions``, ``news_new``, ``news_revisions``: the rows the write inserted;
 * ``ai_papers``, ``revised_papers``, ``community_papers`` count *papers* (``count(DISTINCT paper_id)`` in the

@@ -1,7 +1,7 @@
 """Papers and their versions: saving a feed's versions, community picks, reading versions back, and the
-search index's backlog; ``store.papers``.
+search index's backlog; ``core.papers.paper_records``.
 
-Talks to the database through the store's ORM session (``store.session()``), one transaction per method;
+Talks to the database through the store's ORM session (``db.session()``), one transaction per method;
 the bulk writes run Core statements on that session's connection (``core.papers.saving``).
 """
 

@@ -336,7 +336,7 @@ def match_new(db: Database, *, now: datetime | None = None, index: FollowIndex |
     index is built. Each version is matched once per distinct query (:meth:`FollowIndex.query_hits`) and
     the hits of a batch of versions are written in one bulk load, in the transaction that marks the
     versions matched. They reach each follower's Match rows, with each follow's options applied, when
-    they are fanned out (``partial(match_records.expand_matches, store)``), which planning, guides and a
+    they are fanned out (``match_records.expand_matches``), which planning, guides and a
     chat's pending count do first.
     """
     index = index or FollowIndex()

@@ -1,6 +1,6 @@
-"""Source runs and the HTTP validators of the sources' fetches; ``store.runs``.
+"""Source runs and the HTTP validators of the sources' fetches; ``core.papers.run_records``.
 
-Talks to the database through the store's ORM session (``store.session()``), one transaction per method.
+Talks to the database through the store's ORM session (``db.session()``), one transaction per method.
 """
 
 from __future__ import annotations

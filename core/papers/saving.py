@@ -1,4 +1,4 @@
-"""The bulk write behind ``partial(paper_records.save_versions, store)``: a batch of versions becomes rows,
+"""The bulk write behind ``paper_records.save_versions``: a batch of versions becomes rows,
 written in the caller's transaction on its Core connection (no ORM objects: a day's feed is tens of thousands
 of rows).
 """
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 
 class Novelty(StrEnum):
-    """Which new versions of a batch are news (see ``partial(paper_records.save_versions, store)``)."""
+    """Which new versions of a batch are news (see ``paper_records.save_versions``)."""
 
     NEWS = "news"
     HISTORY = "history"

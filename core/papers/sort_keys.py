@@ -66,9 +66,9 @@ def lock_papers(connection: sa.Connection, ids: Collection[str]) -> None:
     flags, the news flag, the keys, the search entries). Two writers of the same papers that took those
     row locks statement by statement could each hold a row the other wants next: a deadlock (seen with
     eight writers of the same 60 papers). Taking them all first, in one order, makes the second writer
-    wait for the first to commit before it touches any of them. ``partial(paper_records.save_versions,
-    store)`` takes them with the read of the papers' latest versions; ``save_picks`` calls this. SQLite has
-    one writer at a time and needs nothing.
+    wait for the first to commit before it touches any of them. ``paper_records.save_versions`` takes them
+    with the read of the papers' latest versions; ``save_picks`` calls this. SQLite has one writer at a time
+    and needs nothing.
     """
     if connection.dialect.name != "postgresql":
         return

@@ -1,7 +1,7 @@
 """The newsletters' SQL: defining them, membership, and opening an issue with its fan-out to the members.
 
-``partial(newsletter_records.all_newsletters, store)`` (:class:`NewsletterStore`): the store's ORM session
-(``store.session()``), one transaction per method, with Core ``insert ... select`` for an issue's fan-out. A
+``newsletter_records.all_newsletters`` (:class:`NewsletterStore`): the store's ORM session
+(``db.session()``), one transaction per method, with Core ``insert ... select`` for an issue's fan-out. A
 newsletter's follows and schedule live on its own hidden subscriber (``newsletter:NAME``), so matching costs
 the same whatever the number of members. An
 *issue* takes that subscriber's unassigned matches into one digest recorded as ``sent`` on the channel

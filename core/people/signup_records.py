@@ -1,9 +1,9 @@
 """The SQL of self-service sign-up: a pending sign-up recorded or replaced in one transaction, its
 confirmation guarded by the nonce its link carries, and the hourly sign-up quotas.
 
-A repository over the store's transactions (``store.signups``), through its ORM session (``store.session()``).
-The rules live in :mod:`core.people.signup` and :mod:`core.people.signup_limits`; here each step is one
-transaction whose
+A repository over the store's transactions (``core.people.signup_records``), through its ORM session
+(``db.session()``). The rules live in :mod:`core.people.signup` and :mod:`core.people.signup_limits`; here
+each step is one transaction whose
 condition is checked by the database where two processes could race:
 
 * a pending sign-up is claimed with a conditional ``UPDATE`` (no mail to the address within the resend

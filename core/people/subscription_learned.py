@@ -1,6 +1,6 @@
 """The learned follows of a subscription file resolved against this library (issue 17): which stored
 versions its votes and seeds name, and how they differ from what the subscriber has; for
-``store.subscriptions``.
+``core.people.subscription_records``.
 
 Functions on the Core connection of the caller's transaction; nothing here writes.
 """

@@ -1,8 +1,8 @@
 """The SQL of moving one subscription between servers: reading it whole for ``export subscription``, and
 restoring a checked subscription file in one transaction for ``import subscription``.
 
-A repository over the store's transactions (``store.subscriptions``), through its ORM session
-(``store.session()``; the bulk writes as Core statements on that session's connection). The rules live in
+A repository over the store's transactions (``core.people.subscription_records``), through its ORM session
+(``db.session()``; the bulk writes as Core statements on that session's connection). The rules live in
 :mod:`core.people.subscription`; here the restore is one transaction: the subscriber, its follows (written by
 :func:`core.follows.follow_file_records.write_follows`, the code of ``import follows``), its newsletter
 memberships and its history are all stored, or, on any refusal or error, none of them.

@@ -1,8 +1,8 @@
 """The SQL of the recommendation pass (issue 17): the cursor, the new papers to score, the models of the
 subscribers who asked for recommendations, what each of them must not be recommended, and the write.
 
-A repository over the store's transactions (``store.recommend``), Core only, on a connection of the store
-(``store.connection()``); the pass
+A repository over the store's transactions (``core.taste.recommend_records``), Core only, on a connection of
+the store (``db.connection()``); the pass
 itself is :mod:`core.taste.recommend`. The rules kept here:
 
 * **Which versions.** News versions that are v1 (new papers), with an id above the cursor, and below the

@@ -1,10 +1,10 @@
 """The SQL of learned follows (issue 17): a reader's votes, the seeds of an imported library, the trained
 models, and the texts a model is trained from.
 
-A repository over the store's transactions (``store.taste``), through its ORM session (``store.session()``;
-bulk seeds and the training reads as Core statements on that session's connection); the rules live in
-:mod:`core.taste.votes` and the model in :mod:`core.taste.model`. A vote is kept per subscriber and version
-(voting
+A repository over the store's transactions (``core.taste.taste_records``), through its ORM session
+(``db.session()``; bulk seeds and the training reads as Core statements on that session's connection); the
+rules live in :mod:`core.taste.votes` and the model in :mod:`core.taste.model`. A vote is kept per subscriber
+and version (voting
 again replaces it, an undo deletes it); a seed per subscriber and key, so importing the same library twice
 adds nothing.
 """
