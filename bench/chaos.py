@@ -55,6 +55,9 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from core.follows import subscriber_records
+from core.papers import paper_records
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -77,9 +80,12 @@ from bench.chaos_procs import SMTP_SESSIONS_PER_PROCESS, Service, Services, serv
 from bench.chaos_smtp import RecordingSmtp, recording_smtp  # noqa: E402
 from bench.day import create_database, drop_database  # noqa: E402
 from bench.ingest import POSTGRES, postgres_reachable  # noqa: E402
+from core.db import (  # noqa: E402
+    Database,
+    make_engine,
+)
 from core.models import DigestState, SubscriberStatus  # noqa: E402
 from core.papers.pipeline import complete_papers  # noqa: E402
-from core.store.facade import Store, make_engine  # noqa: E402
 from core.taste.library_file import read_library  # noqa: E402
 from core.taste.library_import import import_library  # noqa: E402
 from core.values import CommunityPick  # noqa: E402
@@ -561,20 +567,21 @@ def early_history_script(trial: Trial, *, library_share: float = 0.3, picks_shar
     library_ids = set(followed[: round(len(followed) * library_share)])
     pick_ids = set(followed[len(library_ids) : len(library_ids) + round(len(followed) * picks_share)])
     newest = {p.arxiv_id: p for p in sorted(day, key=lambda p: p.version)}
-    store = Store(trial.engine)
-    reader, _ = store.subscribers.ensure_subscriber(
-        f"email:library-reader@{DOMAIN}", timezone="UTC", schedule="instant"
+    db = Database(trial.engine)
+    reader, _ = subscriber_records.ensure_subscriber(
+        db, f"email:library-reader@{DOMAIN}", timezone="UTC", schedule="instant"
     )
     assert reader.id is not None
     library = read_library(bibtex_naming([newest[i] for i in sorted(library_ids)]), "reader.bib")
-    imported = asyncio.run(import_library(store, reader.id, library, lookup=RecordedLookup(day)))
-    store.papers.save_picks(
+    imported = asyncio.run(import_library(db, reader.id, library, lookup=RecordedLookup(day)))
+    paper_records.save_picks(
+        db,
         [
             CommunityPick(i, date(2024, 11, 28), newest[i].title, newest[i].abstract, newest[i].authors)
             for i in sorted(pick_ids)
-        ]
+        ],
     )
-    completed = asyncio.run(complete_papers(store, RecordedLookup(day)))
+    completed = asyncio.run(complete_papers(db, RecordedLookup(day)))
     trial.result.notes.append(
         f"before the ingest: {imported.fetched} papers looked up for a library, "
         f"{completed.fetched} picks completed"

@@ -30,8 +30,9 @@ from urllib.parse import urlencode
 import httpx
 
 from bench.day import create_database, drop_database
-from core.store.facade import Store, make_engine
-from core.store.migrate import migrate
+from core.db import Database, make_engine
+from core.db_migrate import migrate
+from core.follows import subscriber_records
 
 FIRST_COMMANDS = "first-commands"
 TELEGRAM_COMMANDS = 16
@@ -66,7 +67,7 @@ def _queries(n: int, rng: random.Random) -> list[str]:
     return [f'ti:"{rng.choice(words)} {i}"' for i in range(n)]
 
 
-async def _telegram(store: Store, queries: list[str], chat_id: int) -> tuple[int, int]:
+async def _telegram(db: Database, queries: list[str], chat_id: int) -> tuple[int, int]:
     """(replies saying "Now following", apologies) for ``queries`` sent at once by a new private chat."""
     from bot.telegram import TelegramBot
     from core.config import Settings
@@ -74,7 +75,7 @@ async def _telegram(store: Store, queries: list[str], chat_id: int) -> tuple[int
 
     with fake_telegram(_TOKEN) as api:
         settings = Settings(telegram_token=_TOKEN, telegram_api_url=api.base_url)
-        bot = TelegramBot(settings.telegram_bot(), store)
+        bot = TelegramBot(settings.telegram_bot(), db)
         await bot.start()
         try:
             person = Person(chat_id, "New", "Reader")
@@ -87,7 +88,7 @@ async def _telegram(store: Store, queries: list[str], chat_id: int) -> tuple[int
     return sum("Now following" in t for t in texts), sum(_SORRY in t for t in texts)
 
 
-async def _slack(store: Store, url: str, queries: list[str], user: str) -> tuple[int, int]:
+async def _slack(db: Database, url: str, queries: list[str], user: str) -> tuple[int, int]:
     """(replies saying "Now following", apologies) for slash commands sent at once from a new DM."""
     from core.config import Settings
     from papertrail.context import AppContext
@@ -103,7 +104,7 @@ async def _slack(store: Store, url: str, queries: list[str], user: str) -> tuple
             slack_signing_secret=_SECRET,
             slack_api_url=slack.base_url,
         )
-        ctx = _app_context(AppContext, settings, store)
+        ctx = _app_context(AppContext, settings, db)
         transport = httpx.ASGITransport(app=build_app(ctx))
         async with httpx.AsyncClient(transport=transport, base_url="http://chaos.test") as client:
 
@@ -134,18 +135,18 @@ async def _slack(store: Store, url: str, queries: list[str], user: str) -> tuple
     return sum("Now following" in t for t in texts), sum(_SORRY in t for t in texts)
 
 
-def _app_context(cls: Any, settings: Any, store: Store) -> Any:
+def _app_context(cls: Any, settings: Any, db: Database) -> Any:
     from core.delivery.render import Renderer
     from ingest.http import HttpClient
 
-    return cls(settings=settings, store=store, renderer=Renderer(), notifiers={}, http=HttpClient("chaos"))
+    return cls(settings=settings, db=db, renderer=Renderer(), notifiers={}, http=HttpClient("chaos"))
 
 
-def _stored(store: Store, address: str) -> int:
-    subscriber = store.subscribers.get_subscriber(address)
+def _stored(db: Database, address: str) -> int:
+    subscriber = subscriber_records.get_subscriber(db, address)
     if subscriber is None or subscriber.id is None:
         return 0
-    return len(store.subscribers.follows_of(subscriber.id))
+    return len(subscriber_records.follows_of(db, subscriber.id))
 
 
 def run_trial(database: str, postgres: str, chat: str, index: int, seed: int, folder: Path) -> ChatTrial:
@@ -155,19 +156,19 @@ def run_trial(database: str, postgres: str, chat: str, index: int, seed: int, fo
     engine = make_engine(url)
     try:
         migrate(engine)
-        store = Store(engine)
+        db = Database(engine)
         started = time.perf_counter()
         if chat == "telegram":
             chat_id = rng.randrange(10**6, 10**9)
             queries = _queries(TELEGRAM_COMMANDS, rng)
-            confirmed, sorry = asyncio.run(_telegram(store, queries, chat_id))
+            confirmed, sorry = asyncio.run(_telegram(db, queries, chat_id))
             address = f"telegram:{chat_id}"
         else:
             user = f"U0{rng.randrange(10**8, 10**9)}"
             queries = _queries(SLACK_COMMANDS, rng)
-            confirmed, sorry = asyncio.run(_slack(store, url, queries, user))
+            confirmed, sorry = asyncio.run(_slack(db, url, queries, user))
             address = f"slack:{user}"
-        trial = ChatTrial(database, chat, index, len(queries), _stored(store, address), confirmed, sorry)
+        trial = ChatTrial(database, chat, index, len(queries), _stored(db, address), confirmed, sorry)
         trial.seconds = time.perf_counter() - started
         return trial
     finally:

@@ -20,11 +20,12 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlmodel import SQLModel
 
+from core.db import Database, make_engine
+from core.db_migrate import migrate
+from core.follows import match_records
 from core.follows.manage import import_follows
 from core.models import DigestState, SubscriberStatus, utcnow
 from core.papers.pipeline import ingest_once
-from core.store.facade import Store, make_engine
-from core.store.migrate import migrate
 from ingest.arxiv_rss import ArxivRssSource
 from ingest.arxiv_rss_parse import parse_feed
 from ingest.http import HttpClient
@@ -82,7 +83,9 @@ def seed(url: str, lines: Sequence[bytes]) -> None:
     engine = make_engine(url)
     try:
         migrate(engine)
-        report = import_follows(Store(engine), lines, skip_invalid=False, timezone="UTC", schedule="instant")
+        report = import_follows(
+            Database(engine), lines, skip_invalid=False, timezone="UTC", schedule="instant"
+        )
         if report.counts is None:
             raise RuntimeError(f"the chaos follows did not import: {report.bad[:3]}")
     finally:
@@ -95,17 +98,17 @@ def expected_pairs(url: str, feed: bytes, lines: Sequence[bytes]) -> set[Pair]:
     seed(url, lines)
     engine = make_engine(url)
     try:
-        store = Store(engine)
+        db = Database(engine)
         with feed_server(Reply(200, feed)) as server:
 
             async def ingest() -> None:
                 async with HttpClient("papertrail-chaos", timeout=30) as http:
-                    report = await ingest_once(store, ArxivRssSource(http, server.url))
+                    report = await ingest_once(db, ArxivRssSource(http, server.url))
                 if report.error:
                     raise RuntimeError(f"the reference ingest failed: {report.error}")
 
             asyncio.run(ingest())
-        store.matches.expand_matches()
+        match_records.expand_matches(db)
         return {(recipient, version) for recipient, version, _, _, _ in pair_rows(engine)}
     finally:
         engine.dispose()

@@ -14,8 +14,8 @@ query
    match written per (version, distinct matching query).
 3. **plan**: ``core.delivery.digests.plan_digests`` at a time when every daily schedule is due: first the
 fan-out
-   of the query matches to the followers' Match rows (``store.matches.expand_matches``), then one pending
-   digest per due subscriber holding its matches (instant-only digests for subscribers not due).
+   of the query matches to the followers' Match rows (``match_records.expand_matches``), then
+   one pending digest per due subscriber holding its matches (instant-only digests for subscribers not due).
 4. **deliver**: ``core.delivery.digests.send_due_digests`` — what ``papertrail worker`` runs: claim in
 batches of
    50, load the items (``digests_ranked``, then ``match_items`` for the shown ones) and guides, render
@@ -91,7 +91,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from types import FrameType
+from types import FrameType, ModuleType
 from typing import Any, ClassVar, TypeVar
 from unittest import mock
 
@@ -104,14 +104,19 @@ from sqlmodel import SQLModel  # noqa: E402
 from bench.ingest import OAI_LIST, POSTGRES, RSS_FEED, SNAPSHOT, postgres_reachable  # noqa: E402
 from bench.match import STOPWORDS, Weighted, generate  # noqa: E402
 from core.channel import Notifier  # noqa: E402
+from core.db import (  # noqa: E402
+    Database,
+    make_engine,
+)
+from core.db_migrate import migrate  # noqa: E402
+from core.delivery import claim_records, outcome_records  # noqa: E402
 from core.delivery.digests import plan_digests, send_due_digests  # noqa: E402
 from core.delivery.render import Renderer  # noqa: E402
 from core.follows.normalise import words  # noqa: E402
 from core.follows.query import QueryError, parse  # noqa: E402
+from core.guides import guide_records  # noqa: E402
 from core.models import utcnow  # noqa: E402
 from core.papers.pipeline import ingest_once, match_new  # noqa: E402
-from core.store.facade import Store, make_engine  # noqa: E402
-from core.store.migrate import migrate  # noqa: E402
 from core.values import DigestItem, DigestRest, Message, PaperIn, Receipt, SendResult  # noqa: E402
 from ingest.arxiv_oai_parse import parse_oai  # noqa: E402
 from ingest.arxiv_rss import ArxivRssSource  # noqa: E402
@@ -431,39 +436,39 @@ def run_stage(name: str, timeout: float, body: Callable[[StageResult], None]) ->
     return result
 
 
-def count(store: Store, table: Any) -> int:
+def count(db: Database, table: Any) -> int:
     """Rows in ``table``."""
-    with store.engine.connect() as conn:
+    with db.engine.connect() as conn:
         return int(conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one())
 
 
-async def _ingest(store: Store, feed_url: str) -> None:
+async def _ingest(db: Database, feed_url: str) -> None:
     async with HttpClient("PaperTrail-bench/1", timeout=60) as http:
-        report = await ingest_once(store, ArxivRssSource(http, feed_url))
+        report = await ingest_once(db, ArxivRssSource(http, feed_url))
     if report.error is not None:
         raise RuntimeError(report.error)
 
 
-def stage_ingest(store: Store, feed_url: str, *, with_match: bool) -> Callable[[StageResult], None]:
+def stage_ingest(db: Database, feed_url: str, *, with_match: bool) -> Callable[[StageResult], None]:
     """``ingest_once`` of the recorded day; ``with_match=False`` leaves its ``match_new`` to the next one."""
 
     def body(result: StageResult) -> None:
         if with_match:
-            asyncio.run(_ingest(store, feed_url))
+            asyncio.run(_ingest(db, feed_url))
         else:
             # ingest_once ends with match_new(store, now=..., index=...): the next stage makes that call.
             with mock.patch("core.papers.pipeline.match_new", return_value=0):
-                asyncio.run(_ingest(store, feed_url))
-        result.rows = {"versions": count(store, TABLES["version"]), "matches": count(store, TABLES["match"])}
+                asyncio.run(_ingest(db, feed_url))
+        result.rows = {"versions": count(db, TABLES["version"]), "matches": count(db, TABLES["match"])}
 
     return body
 
 
-def stage_match(store: Store) -> Callable[[StageResult], None]:
+def stage_match(db: Database) -> Callable[[StageResult], None]:
     """``match_new``: every new version against every active follow."""
 
     def body(result: StageResult) -> None:
-        written = match_new(store)
+        written = match_new(db)
         # match_new writes one query match per (version, distinct query); followers' Match rows are made
         # by the fan-out, which planning runs first (stage 3).
         result.rows = {"query_matches": written}
@@ -535,41 +540,60 @@ class TimedRenderer(Renderer):
             self.items += len(items) + (rest.count if rest else 0)
 
 
-def timed_methods(store: Store, names: Sequence[str], spent: dict[str, float]) -> None:
-    """Wrap ``store``'s methods ``names`` so that their wall time adds up in ``spent`` (per name)."""
-    for name in names:
-        method = getattr(store, name)
+def timed_functions(
+    functions: Sequence[tuple[ModuleType, str]], spent: dict[str, float]
+) -> Callable[[], None]:
+    """Wrap the modules' functions so that their wall time adds up in ``spent`` (per name); returns the
+    undo."""
+    originals = [(module, name, getattr(module, name)) for module, name in functions]
+    for module, name, function in originals:
 
-        def wrapper(*args: Any, _method: Any = method, _name: str = name, **kwargs: Any) -> Any:
+        def wrapper(*args: Any, _function: Any = function, _name: str = name, **kwargs: Any) -> Any:
             start = time.perf_counter()
             try:
-                return _method(*args, **kwargs)
+                return _function(*args, **kwargs)
             finally:
                 spent[_name] = spent.get(_name, 0.0) + time.perf_counter() - start
 
-        setattr(store, name, wrapper)
+        setattr(module, name, wrapper)
+
+    def undo() -> None:
+        for module, name, function in originals:
+            setattr(module, name, function)
+
+    return undo
 
 
-def stage_plan(store: Store, now: datetime) -> Callable[[StageResult], None]:
+def stage_plan(db: Database, now: datetime) -> Callable[[StageResult], None]:
     """``plan_digests``: a pending digest for every due subscriber."""
 
     def body(result: StageResult) -> None:
-        result.rows = {"digests": plan_digests(store, null_notifiers(), now=now)}
-        result.rows["matches"] = count(store, TABLES["match"])  # written by the fan-out planning ran first
+        result.rows = {"digests": plan_digests(db, null_notifiers(), now=now)}
+        result.rows["matches"] = count(db, TABLES["match"])  # written by the fan-out planning ran first
 
     return body
 
 
-def stage_deliver(store: Store, now: datetime, renderer: TimedRenderer) -> Callable[[StageResult], None]:
+def stage_deliver(db: Database, now: datetime, renderer: TimedRenderer) -> Callable[[StageResult], None]:
     """``send_due_digests`` with null notifiers: claim, items, guides, render, ``finish_sent``."""
 
     def body(result: StageResult) -> None:
         spent: dict[str, float] = {}
         # The items step is two reads now: ranking rows of every match, full items of the shown ones.
-        timed_methods(
-            store, ("claim_digests", "digests_ranked", "match_items", "guides_for", "finish_sent"), spent
+        undo = timed_functions(
+            [
+                (claim_records, "claim_digests"),
+                (claim_records, "digests_ranked"),
+                (claim_records, "match_items"),
+                (guide_records, "guides_for"),
+                (outcome_records, "finish_sent"),
+            ],
+            spent,
         )
-        reports = asyncio.run(send_due_digests(store, null_notifiers(), renderer, now=now, worker="bench"))
+        try:
+            reports = asyncio.run(send_due_digests(db, null_notifiers(), renderer, now=now, worker="bench"))
+        finally:
+            undo()
         failed = [r for r in reports if not r.sent]
         if failed:
             raise RuntimeError(f"{len(failed)} digests not sent, first: {failed[0].error}")
@@ -586,24 +610,24 @@ def stage_deliver(store: Store, now: datetime, renderer: TimedRenderer) -> Calla
 
 def measure(url: str, timeout: float, baseline: bool) -> list[StageResult]:
     """Run the stages of one case against the populated database at ``url``, in this process."""
-    store = Store(make_engine(url))
+    db = Database(make_engine(url))
     results: list[StageResult] = []
     with serve_bytes(RSS_FEED.read_bytes()) as feed_url:
         print(f"  measuring {url.split('?')[0]} ...", file=sys.stderr, flush=True)
-        results.append(run_stage("ingest", timeout, stage_ingest(store, feed_url, with_match=baseline)))
+        results.append(run_stage("ingest", timeout, stage_ingest(db, feed_url, with_match=baseline)))
     if baseline or results[-1].error:
         return results
     ingested = utcnow()
-    results.append(run_stage("match", timeout, stage_match(store)))
+    results.append(run_stage("match", timeout, stage_match(db)))
     if results[-1].error:
         return results
     now = ingested + PLAN_AFTER_INGEST
-    results.append(run_stage("plan", timeout, stage_plan(store, now)))
+    results.append(run_stage("plan", timeout, stage_plan(db, now)))
     if results[-1].error:
         return results
-    results.append(run_stage("deliver", timeout, stage_deliver(store, now, TimedRenderer())))
-    results[-1].rows["digests_in_table"] = count(store, TABLES["digest"])
-    store.engine.dispose()
+    results.append(run_stage("deliver", timeout, stage_deliver(db, now, TimedRenderer())))
+    results[-1].rows["digests_in_table"] = count(db, TABLES["digest"])
+    db.engine.dispose()
     return results
 
 

@@ -40,10 +40,13 @@ sys.path.insert(0, str(ROOT))
 import sqlalchemy as sa  # noqa: E402
 
 from core.config import Settings  # noqa: E402
+from core.db import (  # noqa: E402
+    Database,
+    make_engine,
+)
+from core.db_migrate import migrate  # noqa: E402
 from core.delivery.render import Renderer  # noqa: E402
 from core.follows.reasons import CATEGORY, Reason  # noqa: E402
-from core.store.facade import Store, make_engine  # noqa: E402
-from core.store.migrate import migrate  # noqa: E402
 from core.values import (  # noqa: E402
     DigestItem,
     Guide,
@@ -250,7 +253,7 @@ def bench_workers(subscribers: int) -> None:
         try:
             engine = make_engine(_schema_url(schema))
             migrate(engine)
-            seed_due_digests(Store(engine), subscribers)
+            seed_due_digests(Database(engine), subscribers)
             engine.dispose()
             env = {
                 **os.environ,

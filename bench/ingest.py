@@ -36,12 +36,12 @@ parse and built the values, so it was slower than this baseline). Each figure is
    Pages are generated just before they are parsed; generating them is not timed.
 
    Each run parses the whole stream (timing the parse calls only), then stores the parsed pages or batches
-   into a fresh database of each kind with one ``store.papers.save_versions`` call each: "parse" is the parse
-   time, "parse + store" the parse time plus that database's store time. Reported: records/s, versions/s,
-   the ratio of records/s to the baseline's items/s on the RSS day, and the peak Python heap while one
-   page or batch is parsed and stored on SQLite (tracemalloc, in a separate untimed pass over the first
-   10,000 records). Target: >= 10,000 records/s parse + store on SQLite for OAI or the snapshot (about
-   2.7 million records, a full arXiv backfill, in under 5 minutes).
+   into a fresh database of each kind with one ``paper_records.save_versions`` call each:
+   "parse" is the parse time, "parse + store" the parse time plus that database's store time. Reported:
+   records/s, versions/s, the ratio of records/s to the baseline's items/s on the RSS day, and the peak Python
+   heap while one page or batch is parsed and stored on SQLite (tracemalloc, in a separate untimed pass over
+   the first 10,000 records). Target: >= 10,000 records/s parse + store on SQLite for OAI or the snapshot
+   (about 2.7 million records, a full arXiv backfill, in under 5 minutes).
 
 Usage: python bench/ingest.py [--records 100000] [--repeat 3] [--postgres URL | --no-postgres]
 """
@@ -70,12 +70,18 @@ from unittest import mock
 import feedparser
 import sqlalchemy as sa
 
+from core.papers import paper_records
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from core.db import (  # noqa: E402
+    Database,
+    make_engine,
+)
+from core.db_migrate import migrate  # noqa: E402
 from core.papers.pipeline import ingest_once, match_new  # noqa: E402
-from core.store.facade import Novelty, Store, make_engine  # noqa: E402
-from core.store.migrate import migrate  # noqa: E402
+from core.papers.saving import Novelty  # noqa: E402
 from core.values import PaperIn  # noqa: E402
 from ingest.arxiv_oai_parse import parse_oai  # noqa: E402
 from ingest.arxiv_rss import ArxivRssSource  # noqa: E402
@@ -128,12 +134,12 @@ def peak_heap(fn: Callable[[], object]) -> int:
 # Databases
 
 
-def fresh_store(kind: str, pg_url: str, tmp: Path) -> tuple[Store, Callable[[], None]]:
+def fresh_store(kind: str, pg_url: str, tmp: Path) -> tuple[Database, Callable[[], None]]:
     """A freshly migrated store on ``kind`` ("sqlite": a new file in ``tmp``; "postgresql": a new schema)."""
     if kind == "sqlite":
         engine = make_engine(f"sqlite:///{tmp}/{uuid.uuid4().hex}.db")
         migrate(engine)
-        return Store(engine), engine.dispose
+        return Database(engine), engine.dispose
     schema = f"bench_{uuid.uuid4().hex[:10]}"
     admin = sa.create_engine(pg_url)
     with admin.begin() as conn:
@@ -147,7 +153,7 @@ def fresh_store(kind: str, pg_url: str, tmp: Path) -> tuple[Store, Callable[[], 
             conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
         admin.dispose()
 
-    return Store(engine), drop
+    return Database(engine), drop
 
 
 def postgres_reachable(url: str) -> bool:
@@ -303,19 +309,19 @@ def parse_all(units: Iterator[Unit]) -> Parsed:
     return parsed
 
 
-def store_all(parsed: Parsed, novelty: Novelty, store: Store) -> float:
+def store_all(parsed: Parsed, novelty: Novelty, db: Database) -> float:
     """Store every unit with one ``save_versions`` call each; the time it took."""
     stored = 0
     start = time.perf_counter()
     for papers in parsed.units:
-        saved = store.papers.save_versions(papers, novelty=novelty)
+        saved = paper_records.save_versions(db, papers, novelty=novelty)
         stored += saved.history + saved.new_papers + saved.revisions
     seconds = time.perf_counter() - start
     assert stored == parsed.versions, (stored, parsed.versions)
     return seconds
 
 
-def peak_per_unit(units: Iterator[Unit], novelty: Novelty, store: Store | None, limit: int) -> int:
+def peak_per_unit(units: Iterator[Unit], novelty: Novelty, db: Database | None, limit: int) -> int:
     """The peak Python heap while one unit is parsed (and stored), over the first ``limit`` records."""
     peak = records = 0
     tracemalloc.start()
@@ -326,8 +332,8 @@ def peak_per_unit(units: Iterator[Unit], novelty: Novelty, store: Store | None, 
                 papers = parse()
             except StopIteration:
                 break
-            if store is not None:
-                store.papers.save_versions(papers, novelty=novelty)
+            if db is not None:
+                paper_records.save_versions(db, papers, novelty=novelty)
             peak = max(peak, tracemalloc.get_traced_memory()[1])
             records += _records(count, papers)
             del papers  # before the next unit is parsed, as in a real run
@@ -338,11 +344,11 @@ def peak_per_unit(units: Iterator[Unit], novelty: Novelty, store: Store | None, 
     return peak
 
 
-def with_store(kind: str, pg_url: str, tmp: Path, body: Callable[[Store], _T]) -> _T:
+def with_store(kind: str, pg_url: str, tmp: Path, body: Callable[[Database], _T]) -> _T:
     """Run ``body`` against a fresh store of ``kind``, dropped afterwards."""
-    store, close = fresh_store(kind, pg_url, tmp)
+    db, close = fresh_store(kind, pg_url, tmp)
     try:
-        return body(store)
+        return body(db)
     finally:
         close()
 
@@ -357,27 +363,27 @@ def feedparser_alone(day: bytes) -> object:
     return feedparser.parse(io.BytesIO(day), sanitize_html=False, resolve_relative_uris=False)
 
 
-async def ingest_timed(store: Store, url: str, parse: Callable[..., FeedPage]) -> float:
+async def ingest_timed(db: Database, url: str, parse: Callable[..., FeedPage]) -> float:
     """Wall time of one ``ingest_once`` of the feed at ``url`` with ``parse`` as the RSS parser."""
     # The source looks its parser up in its module at fetch time.
     with mock.patch("ingest.arxiv_rss.parse_feed", parse):
         async with HttpClient("PaperTrail-bench/1", timeout=30) as http:
             start = time.perf_counter()
-            report = await ingest_once(store, ArxivRssSource(http, url))
+            report = await ingest_once(db, ArxivRssSource(http, url))
             elapsed = time.perf_counter() - start
     assert report.error is None, report.error
     assert report.new_papers + report.revisions + report.duplicates == report.fetched, report
     return elapsed
 
 
-def day_steps(day: bytes, store: Store) -> tuple[float, float, float]:
+def day_steps(day: bytes, db: Database) -> tuple[float, float, float]:
     """The steps of an ingest timed one by one, in process: parse, save_versions, match_new."""
     start = time.perf_counter()
     items = parse_feed(day).items
     parsed = time.perf_counter()
-    store.papers.save_versions(items)
+    paper_records.save_versions(db, items)
     stored = time.perf_counter()
-    match_new(store)
+    match_new(db)
     return parsed - start, stored - parsed, time.perf_counter() - stored
 
 
@@ -497,12 +503,12 @@ def main() -> None:
                 )
 
 
-def _ingest(url: str, parse: Callable[..., FeedPage], store: Store) -> float:
-    return asyncio.run(ingest_timed(store, url, parse))
+def _ingest(url: str, parse: Callable[..., FeedPage], db: Database) -> float:
+    return asyncio.run(ingest_timed(db, url, parse))
 
 
-def _peak_with_store(units: Callable[[], Iterator[Unit]], novelty: Novelty, store: Store) -> int:
-    return peak_per_unit(units(), novelty, store, MEMORY_RECORDS)
+def _peak_with_store(units: Callable[[], Iterator[Unit]], novelty: Novelty, db: Database) -> int:
+    return peak_per_unit(units(), novelty, db, MEMORY_RECORDS)
 
 
 if __name__ == "__main__":

@@ -20,19 +20,20 @@ Issue 15. What it does, per database (SQLite, PostgreSQL) and per size (stored v
    - 1..8 authors from a pool of 600 first and 2,400 last names, with ``authors_parsed``; 1..3
      categories, primary first, drawn by weight from 40 categories of every archive (a third AI-related).
 
-2. **A store per (database, size)**, built through the production path: ``core.store.migrate.migrate``, then
+2. **A store per (database, size)**, built through the production path: ``core.db_migrate.migrate``, then
    ``core.papers.pipeline.backfill`` over ``papertrail.backfill.snapshot_batches`` (exactly what ``papertrail
    backfill snapshot`` runs, minus its progress bar), then 30 days of news through
-   ``store.papers.save_versions`` (``Novelty.NEWS``, what the daily ingest calls) at ``--news-per-day``
-   versions a day (two thirds new papers, one third revisions of backfilled ones), 5 Hugging Face picks a day
-   (``store.papers.save_picks``, one of them a stub paper) and one ``arxiv-rss`` source run a day. The news is
-   the same at every size: the day's news does not grow with the library. The size is the backfill's versions;
-   the news comes on top. A PostgreSQL store is then ``ANALYZE``d: the planner needs the statistics of the new
-   tables and of the search index's tsvector column (``search_doc.doc``) to pick the indexes, and production's
-   autovacuum would have gathered them by the time anyone reads the pages; a store built in one go has none
-   yet. Built stores are kept (SQLite: ``library-N.db`` in ``--cache``; PostgreSQL: schema ``library_N`` in
-   the database ``--pg-database``, created with ``createdb`` when missing) with their build figures in
-   ``built.json``, so a re-run measures at once; ``--rebuild`` builds again.
+   ``paper_records.save_versions`` (``Novelty.NEWS``, what the daily ingest calls) at
+   ``--news-per-day`` versions a day (two thirds new papers, one third revisions of backfilled ones), 5
+   Hugging Face picks a day (``paper_records.save_picks``, one of them a stub paper) and one
+   ``arxiv-rss`` source run a day. The news is the same at every size: the day's news does not grow with the
+   library. The size is the backfill's versions; the news comes on top. A PostgreSQL store is then
+   ``ANALYZE``d: the planner needs the statistics of the new tables and of the search index's tsvector column
+   (``search_doc.doc``) to pick the indexes, and production's autovacuum would have gathered them by the time
+   anyone reads the pages; a store built in one go has none yet. Built stores are kept (SQLite:
+   ``library-N.db`` in ``--cache``; PostgreSQL: schema ``library_N`` in the database ``--pg-database``,
+   created with ``createdb`` when missing) with their build figures in ``built.json``, so a re-run measures at
+   once; ``--rebuild`` builds again.
 
 3. **The backfill rate**: ``--rate-versions`` versions of the snapshot backfilled into a fresh, empty store
    (the same calls as step 2), versions stored per second; the figure to compare before and after a
@@ -83,16 +84,22 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote_plus
 
+from core.papers import paper_records, run_records
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
 
+from core.db import (  # noqa: E402
+    Database,
+    make_engine,
+)
+from core.db_migrate import migrate  # noqa: E402
 from core.models import RunState  # noqa: E402
 from core.papers.pipeline import backfill  # noqa: E402
-from core.store.facade import Novelty, Store, make_engine  # noqa: E402
-from core.store.migrate import migrate  # noqa: E402
+from core.papers.saving import Novelty  # noqa: E402
 from core.values import AnnounceType, CommunityPick, PaperIn  # noqa: E402
 from papertrail.backfill import snapshot_batches  # noqa: E402
 
@@ -409,7 +416,7 @@ def ensure_pg_database(pg_database: str) -> None:
         subprocess.run(["createdb", "-h", "127.0.0.1", "-U", "postgres", pg_database], check=True)
 
 
-def fresh_store(database: str, url: str) -> Store:
+def fresh_store(database: str, url: str) -> Database:
     """An empty, migrated store at ``url`` (the SQLite file deleted, the PostgreSQL schema recreated)."""
     if database == "sqlite":
         path = Path(url.split("///", 1)[1])
@@ -425,16 +432,16 @@ def fresh_store(database: str, url: str) -> Store:
         admin.dispose()
     engine = make_engine(url)
     migrate(engine)
-    return Store(engine)
+    return Database(engine)
 
 
-def timed_backfill(store: Store, path: Path, limit: int | None = None) -> tuple[int, float]:
+def timed_backfill(db: Database, path: Path, limit: int | None = None) -> tuple[int, float]:
     """What ``papertrail backfill snapshot`` calls, over ``path`` (its first ``limit`` versions)."""
     batches = snapshot_batches(path)
     if limit is not None:
         batches = _first_versions(batches, limit)
     started = time.perf_counter()
-    report = backfill(store, "snapshot", batches)
+    report = backfill(db, "snapshot", batches)
     return report.fetched, time.perf_counter() - started
 
 
@@ -447,7 +454,7 @@ def _first_versions(batches: Iterator[Any], limit: int) -> Iterator[Any]:
         taken += len(batch.papers)
 
 
-def add_news(store: Store, path: Path, per_day: int, end: datetime) -> int:
+def add_news(db: Database, path: Path, per_day: int, end: datetime) -> int:
     """30 days of news up to ``end`` through the daily ingest's calls; returns the versions stored."""
     gen = Generator(random.Random(SEED + 1))
     known = _sample_ids(path, NEWS_DAYS * per_day, gen.rng)
@@ -462,7 +469,7 @@ def add_news(store: Store, path: Path, per_day: int, end: datetime) -> int:
         for _ in range(per_day // 3):
             arxiv_id = known.pop()
             papers.append(_news_paper(gen, arxiv_id, 9, now))
-        stored += len(store.papers.save_versions(papers, now=now, novelty=Novelty.NEWS).new_version_ids)
+        stored += len(paper_records.save_versions(db, papers, now=now, novelty=Novelty.NEWS).new_version_ids)
         picks = [
             CommunityPick(
                 arxiv_id=p.arxiv_id,
@@ -479,9 +486,9 @@ def add_news(store: Store, path: Path, per_day: int, end: datetime) -> int:
                 f"2612.{90000 + day:05d}", now.date(), "A stub", "Not on arXiv yet", ("A. Person",), 3
             )
         )
-        store.papers.save_picks(picks, now=now)
-        run = store.runs.start_run("arxiv-rss", now=now)
-        store.runs.finish_run(run, RunState.OK, now=now, fetched=len(papers), new_papers=len(papers))
+        paper_records.save_picks(db, picks, now=now)
+        run = run_records.start_run(db, "arxiv-rss", now=now)
+        run_records.finish_run(db, run, RunState.OK, now=now, fetched=len(papers), new_papers=len(papers))
     return stored
 
 
@@ -564,22 +571,22 @@ def build(database: str, size: int, args: argparse.Namespace) -> Built:
     path = snapshot_file(cache, size)
     print(f"  building {key} ...", flush=True)
     started = time.perf_counter()
-    store = fresh_store(database, url)
-    versions, seconds = timed_backfill(store, path)
+    db = fresh_store(database, url)
+    versions, seconds = timed_backfill(db, path)
     end = datetime.now(UTC).replace(microsecond=0)
-    news = add_news(store, path, args.news_per_day, end)
+    news = add_news(db, path, args.news_per_day, end)
     # The backfill left its papers' search entries to the indexer, which the service runs in the
     # background: run it to the end here (what `papertrail index` does), timed on its own.
     indexing = time.perf_counter()
     indexed = 0
-    while written := store.papers.index_search():
+    while written := paper_records.index_search(db):
         indexed += written
-    store.papers.tidy_search_index()
+    paper_records.tidy_search_index(db)
     index_seconds = time.perf_counter() - indexing
     if database == "postgresql":
-        with store.engine.begin() as connection:
+        with db.engine.begin() as connection:
             connection.execute(sa.text("ANALYZE"))
-    store.engine.dispose()
+    db.engine.dispose()
     built = Built(
         database=database,
         size=size,
@@ -603,9 +610,9 @@ def backfill_rate(database: str, args: argparse.Namespace) -> float:
     path = snapshot_file(args.cache, max(args.rate_versions, 10_000))
     url = database_url(database, 0, args.cache, args.pg_database).replace("library-0", "rate")
     url = url.replace("library_0", "library_rate")
-    store = fresh_store(database, url)
-    versions, seconds = timed_backfill(store, path, args.rate_versions)
-    store.engine.dispose()
+    db = fresh_store(database, url)
+    versions, seconds = timed_backfill(db, path, args.rate_versions)
+    db.engine.dispose()
     return versions / seconds
 
 

@@ -8,7 +8,8 @@ process, the production entry points are timed, with the SQL statements each one
 
 * **plan**: ``core.delivery.digests.plan_digests`` — every subscriber gets a pending digest holding its
 matches.
-* **claim + items**: what ``send_due_digests`` does per batch before sending: ``store.claims.claim_digests``
+* **claim + items**: what ``send_due_digests`` does per batch before sending:
+``claim_records.claim_digests``
   (``policy.batch`` at a time), then ``core.delivery.digests_batch.batch_items`` with the renderer's cap: the
   matches'
   ranking rows, full items for the shown ones only, their guides and the batch's newsletter titles.
@@ -39,6 +40,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from core.delivery import claim_records
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -46,12 +49,15 @@ import sqlalchemy as sa  # noqa: E402
 from sqlmodel import SQLModel  # noqa: E402
 
 from core.channel import Notifier, split_address  # noqa: E402
+from core.db import (  # noqa: E402
+    Database,
+    make_engine,
+)
+from core.db_migrate import migrate  # noqa: E402
 from core.delivery import digests  # noqa: E402
 from core.delivery.render import Renderer  # noqa: E402
 from core.follows.reasons import CATEGORY, Reason, hit_data  # noqa: E402
 from core.models import utcnow  # noqa: E402
-from core.store.facade import Store, make_engine  # noqa: E402
-from core.store.migrate import migrate  # noqa: E402
 from core.values import DigestItem, DigestRest  # noqa: E402
 from tests.conftest import POSTGRES_URL  # noqa: E402
 
@@ -277,7 +283,7 @@ def run(url: str, label: str, subscribers: int, matches: int) -> None:
         raise SystemExit(f"set-up failed on {label}")
     print(f"{label}: {subscribers:,} subscribers, set-up {time.perf_counter() - start:.0f} s (not measured)")
     engine = make_engine(url)
-    store = Store(engine)
+    db = Database(engine)
     counter = Counter(engine)
     renderer = Renderer(public_url="https://papertrail.example", secret_key="bench-key", max_items=50)
     renderer.render("telegram", [], "1", language="en")  # compile templates outside the timing
@@ -287,17 +293,17 @@ def run(url: str, label: str, subscribers: int, matches: int) -> None:
     now = utcnow()
     plan, claim, render, pure = Stage("plan"), Stage("claim + items"), Stage("render"), Stage("pure render")
     with measure(plan, counter):
-        opened = digests.plan_digests(store, notifiers, now=now)
+        opened = digests.plan_digests(db, notifiers, now=now)
     rss_plan = rss_mb()
     rendered: list[tuple[str, list[DigestItem], str, dict[str, str], str | None, DigestRest]] = []
     items_total = 0
     while True:
         with measure(claim, counter):
-            claimed = store.claims.claim_digests(now, "bench", limit=policy.batch, lease=policy.lease)
+            claimed = claim_records.claim_digests(db, now, "bench", limit=policy.batch, lease=policy.lease)
             if not claimed:
                 break
             batch = digests.batch_items(
-                store, claimed, max_items=renderer.max_items, default_language=renderer.default_language
+                db, claimed, max_items=renderer.max_items, default_language=renderer.default_language
             )
         with measure(render, counter):
             for c in claimed:

@@ -36,6 +36,9 @@ from __future__ import annotations
 
 import os
 
+from core.follows import subscriber_records
+from core.papers import paper_records
+
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
@@ -61,15 +64,20 @@ sys.path.insert(0, str(ROOT))
 import sqlalchemy as sa  # noqa: E402
 from sqlmodel import SQLModel  # noqa: E402
 
-import core.store.recommend  # noqa: E402
+import core.follows.match_records  # noqa: E402
 import core.taste.recommend  # noqa: E402
+import core.taste.recommend_records  # noqa: E402
 from bench.recommend import example, other_papers  # noqa: E402
+from core.db import (  # noqa: E402
+    Database,
+    make_engine,
+)
+from core.db_migrate import migrate  # noqa: E402
 from core.follows.reasons import CATEGORY, Reason, hit_data  # noqa: E402
 from core.models import utcnow  # noqa: E402
-from core.store.facade import Novelty, Store, make_engine  # noqa: E402
-from core.store.migrate import migrate  # noqa: E402
-from core.store.taste import LIKE  # noqa: E402
+from core.papers.saving import Novelty  # noqa: E402
 from core.taste import model as tm  # noqa: E402
+from core.taste.taste_records import LIKE  # noqa: E402
 from core.taste.votes import cast_vote  # noqa: E402
 from core.values import PaperIn  # noqa: E402
 from ingest.arxiv_rss_parse import parse_feed  # noqa: E402
@@ -146,13 +154,13 @@ def _chunks(rows: Iterator[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
 
 
 def populate(
-    store: Store, args: argparse.Namespace, day: list[PaperIn], pool: list[PaperIn], blobs: list[bytes]
+    db: Database, args: argparse.Namespace, day: list[PaperIn], pool: list[PaperIn], blobs: list[bytes]
 ) -> None:
     """The library, the subscribers, their models, matches and votes (not measured)."""
     now = utcnow()
-    store.papers.save_versions(pool, now=now - timedelta(days=30), novelty=Novelty.HISTORY)
-    store.papers.save_versions(day, now=now - timedelta(hours=1))
-    engine, t = store.engine, TABLES
+    paper_records.save_versions(db, pool, now=now - timedelta(days=30), novelty=Novelty.HISTORY)
+    paper_records.save_versions(db, day, now=now - timedelta(hours=1))
+    engine, t = db.engine, TABLES
     with engine.begin() as conn:
         conn.execute(sa.text("UPDATE version SET matched_at = first_seen_at WHERE matched_at IS NULL"))
         day_ids = [
@@ -211,7 +219,7 @@ def populate(
             conn.execute(sa.insert(t["vote"]), rows)
 
 
-def run_pass(store: Store) -> tuple[float, float, core.taste.recommend.PassReport, dict[str, float]]:
+def run_pass(db: Database) -> tuple[float, float, core.taste.recommend.PassReport, dict[str, float]]:
     """One production pass: wall and CPU seconds, its report, and the CPU seconds of its parts."""
     timers = Timers()
     timers.wrap(tm, "vectorise", "vectorise (once)")
@@ -219,27 +227,26 @@ def run_pass(store: Store) -> tuple[float, float, core.taste.recommend.PassRepor
     timers.wrap(tm, "score_many", "score_many")
     timers.wrap(tm, "prepare", "prepare the picked papers' texts (once each)")
     timers.wrap(tm, "explain_version", "explain the picks (per paper, for all its models)")
-    repository = core.store.recommend.RecommendStore
     for name in ("next_papers", "models", "unsent", "excluded", "write"):
-        timers.wrap(repository, name, f"SQL: {name}")
-    timers.wrap(Store, "expand_matches", "SQL: expand_matches")
+        timers.wrap(core.taste.recommend_records, name, f"SQL: {name}")
+    timers.wrap(core.follows.match_records, "expand_matches", "SQL: expand_matches")
     try:
         wall, cpu = time.perf_counter(), time.process_time()
-        report = core.taste.recommend.recommend_new(store)
+        report = core.taste.recommend.recommend_new(db)
         return time.perf_counter() - wall, time.process_time() - cpu, report, dict(timers.spent)
     finally:
         timers.undo()
 
 
-def reset(store: Store) -> None:
+def reset(db: Database) -> None:
     """Undo a pass: its rows and the cursor."""
-    with store.engine.begin() as conn:
+    with db.engine.begin() as conn:
         conn.execute(sa.text("DELETE FROM match WHERE CAST(follow_ids AS TEXT) = '[]'"))
         conn.execute(sa.text("DELETE FROM recommend_cursor"))
 
 
 def votes(
-    store: Store, args: argparse.Namespace, day: list[PaperIn], pool: list[PaperIn]
+    db: Database, args: argparse.Namespace, day: list[PaperIn], pool: list[PaperIn]
 ) -> tuple[list[float], list[float], list[int]]:
     """Readers with 3, 10, 30 or 100 stored likes cast one more: wall and CPU ms of each cast_vote, and the
     sizes of the models they leave."""
@@ -249,12 +256,12 @@ def votes(
     sizes: list[int] = []
     for n in range(args.vote_readers):
         liked = (3, 10, 30, 100)[n % 4]
-        subscriber, _ = store.subscribers.ensure_subscriber(
-            f"email:voter{n}@example.org", timezone="UTC", schedule="daily 08:00"
+        subscriber, _ = subscriber_records.ensure_subscriber(
+            db, f"email:voter{n}@example.org", timezone="UTC", schedule="daily 08:00"
         )
         sid = subscriber.id or 0
         picked = rng.sample(pool, liked + 1)
-        with store.engine.begin() as conn:
+        with db.engine.begin() as conn:
             found: dict[str, int] = dict(
                 conn.execute(
                     sa.text("SELECT paper_id, id FROM version WHERE paper_id IN :ids").bindparams(
@@ -276,10 +283,10 @@ def votes(
                 ],
             )
         wall, cpu = time.perf_counter(), time.process_time()
-        cast_vote(store, sid, picked[-1].arxiv_id, LIKE)
+        cast_vote(db, sid, picked[-1].arxiv_id, LIKE)
         wall_ms.append((time.perf_counter() - wall) * 1e3)
         cpu_ms.append((time.process_time() - cpu) * 1e3)
-        with store.engine.begin() as conn:
+        with db.engine.begin() as conn:
             size = conn.execute(
                 sa.text("SELECT length(data) FROM taste_model WHERE subscriber_id = :s"), {"s": sid}
             ).scalar_one()
@@ -288,12 +295,12 @@ def votes(
 
 
 @contextmanager
-def database(kind: str) -> Iterator[Store]:
+def database(kind: str) -> Iterator[Database]:
     if kind == "sqlite":
         with tempfile.TemporaryDirectory() as folder:
             engine = make_engine(f"sqlite:///{folder}/bench.db")
             migrate(engine)
-            yield Store(engine)
+            yield Database(engine)
             engine.dispose()
         return
     schema = f"bench_{uuid.uuid4().hex[:10]}"
@@ -304,7 +311,7 @@ def database(kind: str) -> Iterator[Store]:
     engine = make_engine(f"{POSTGRES_URL}{sep}options=-csearch_path%3D{schema}")
     try:
         migrate(engine)
-        yield Store(engine)
+        yield Database(engine)
     finally:
         engine.dispose()
         with admin.begin() as conn:
@@ -375,18 +382,18 @@ def main() -> None:
     sizes = sorted(len(b) for b in blobs)
     print(f"trained {len(blobs)} distinct models in {time.process_time() - started:.1f} s CPU", flush=True)
     for kind in args.db.split(","):
-        with database(kind) as store:
+        with database(kind) as db:
             started = time.perf_counter()
-            populate(store, args, day, pool, blobs)
+            populate(db, args, day, pool, blobs)
             print(f"{kind}: population in {time.perf_counter() - started:.0f} s", flush=True)
             runs = []
             for attempt in range(args.repeat):
                 if attempt:
-                    reset(store)
-                runs.append(run_pass(store))
+                    reset(db)
+                runs.append(run_pass(db))
                 wall, cpu, report, _ = runs[-1]
                 print(f"{kind}: pass {attempt + 1}: {wall:.2f} s wall, {cpu:.2f} s CPU, {report}", flush=True)
-            vote_wall, vote_cpu, vote_sizes = votes(store, args, day, pool)
+            vote_wall, vote_cpu, vote_sizes = votes(db, args, day, pool)
             print(f"\n### {kind}\n")
             for line in table(args, day, runs, (vote_wall, vote_cpu), sizes + vote_sizes):
                 print(line)

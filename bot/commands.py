@@ -58,12 +58,13 @@ from bot.commands_base import (
 from bot.commands_follows import follow_items
 from bot.commands_status import describe_schedule
 from core.config_edges import ChatSettings
+from core.db import Database
 from core.delivery.digests import resume as resume_subscriber
 from core.delivery.escaping import strip_control
+from core.follows import subscriber_records
 from core.follows.query import QueryError, parse
 from core.i18n.languages import N_, Translator, translator
 from core.models import Subscriber, SubscriberStatus, utcnow
-from core.store.facade import Store
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ COMMANDS = texts.COMMANDS
 
 
 def handle(
-    store: Store, settings: ChatSettings, ctx: ChatContext, text: str, *, now: datetime | None = None
+    db: Database, settings: ChatSettings, ctx: ChatContext, text: str, *, now: datetime | None = None
 ) -> Reply:
     """Run one chat message as a command and return the reply to send; never raises.
 
@@ -83,10 +84,10 @@ def handle(
     """
     now = now or utcnow()
     try:
-        reply = _dispatch(store, settings, ctx, text, now)
+        reply = _dispatch(db, settings, ctx, text, now)
     except Exception:
         log.exception("chat command from %s failed: %r", ctx.address, text[:200])
-        t = translator(stored_language(store, ctx.address, ctx.language, default=settings.default_language))
+        t = translator(stored_language(db, ctx.address, ctx.language, default=settings.default_language))
         reply = Reply((Block(t.gettext(SORRY)),), error=Problem.INTERNAL, language=t.language)
     return _finish(reply)
 
@@ -112,9 +113,9 @@ def split_command(text: str) -> tuple[str, str]:
     return word, " ".join(words[1:])
 
 
-def _dispatch(store: Store, settings: ChatSettings, ctx: ChatContext, text: str, now: datetime) -> Reply:
+def _dispatch(db: Database, settings: ChatSettings, ctx: ChatContext, text: str, now: datetime) -> Reply:
     p = ctx.prefix
-    language = reply_language(store, ctx, default=settings.default_language)
+    language = reply_language(db, ctx, default=settings.default_language)
     t = translator(language)
     if len(text) > MAX_INPUT_CHARS:
         return Reply(
@@ -143,7 +144,7 @@ def _dispatch(store: Store, settings: ChatSettings, ctx: ChatContext, text: str,
     run = _COMMANDS.get(name)
     if run is None:
         return _unknown(ctx, t, word, args, text)
-    call = Call(store, settings, ctx, now, name, args, language)
+    call = Call(db, settings, ctx, now, name, args, language)
     # `digest`, `timezone`, `language` and `recommend` without arguments only show the setting, `join`
     # lists the newsletters; `start` decides for itself.
     changes = texts.BY_NAME[name].changes and name != "start"
@@ -267,14 +268,14 @@ def _start(call: Call) -> Reply:
     t, p = call.t, call.p
     existing = call.subscriber()
     if existing is not None:
-        count = len(call.store.subscribers.follows_of(existing.id or 0))
+        count = len(subscriber_records.follows_of(call.db, existing.id or 0))
         note = call.inactive_note(existing)
         if _failed_delivery(existing) and call.ctx.can_change:
             # Telegram sends /start when someone unblocks the bot: the chat works again, so resume.
             note = t.gettext(
                 "Digests were paused ({why}); they are on again.", why=reason_text(t, existing.status_reason)
             )
-            existing = resume_subscriber(call.store, existing.address)
+            existing = resume_subscriber(call.db, existing.address)
         return call.reply(
             t.ngettext(
                 "Welcome back. {Place} follows {n} query; digests go out {schedule}.",

@@ -17,6 +17,8 @@ from enum import StrEnum
 
 from core.channel import normalise_address
 from core.config_edges import ChatSettings
+from core.db import Database
+from core.follows import subscriber_records
 from core.i18n.languages import (
     DEFAULT_LANGUAGE,
     LANGUAGES,
@@ -27,7 +29,6 @@ from core.i18n.languages import (
     translator,
 )
 from core.models import Subscriber, SubscriberStatus
-from core.store.facade import Store
 
 MAX_INPUT_CHARS = 2000
 """Longer messages are refused politely: a follow query is at most 1,000 characters (core.follows.query)."""
@@ -175,7 +176,7 @@ class Call:
     ``language`` is the reply's language (:func:`reply_language`); :attr:`t` translates into it.
     """
 
-    store: Store
+    db: Database
     settings: ChatSettings
     ctx: ChatContext
     now: datetime
@@ -218,7 +219,7 @@ class Call:
 
     def subscriber(self) -> Subscriber | None:
         """The chat's subscriber, None when it has none yet."""
-        found = self.store.subscribers.get_subscriber(self.ctx.address)
+        found = subscriber_records.get_subscriber(self.db, self.ctx.address)
         return found if found is not None and found.id is not None else None
 
     def ensure_subscriber(self) -> Subscriber:
@@ -227,8 +228,11 @@ class Call:
         A new subscriber gets the platform's language of the sender (None when unknown): see
         :meth:`adopt_language`.
         """
-        subscriber, _ = self.store.subscribers.ensure_subscriber(
-            self.ctx.address, timezone=self.settings.default_timezone, schedule=self.settings.default_schedule
+        subscriber, _ = subscriber_records.ensure_subscriber(
+            self.db,
+            self.ctx.address,
+            timezone=self.settings.default_timezone,
+            schedule=self.settings.default_schedule,
         )
         return self.adopt_language(subscriber)
 
@@ -243,7 +247,7 @@ class Call:
             return subscriber
         if not self.ctx.can_change:
             return subscriber
-        return self.store.subscribers.update_subscriber(subscriber.id, language=platform)
+        return subscriber_records.update_subscriber(self.db, subscriber.id, language=platform)
 
     def not_subscribed(self) -> Reply:
         """The answer to a command that needs a subscription this chat does not have."""
@@ -271,7 +275,7 @@ class Call:
         )
 
 
-def reply_language(store: Store, ctx: ChatContext, *, default: str) -> str:
+def reply_language(db: Database, ctx: ChatContext, *, default: str) -> str:
     """The language to answer ``ctx`` in: the chat's stored language, else the platform's, else ``default``
     (the operator's ``Settings.default_language``).
 
@@ -280,16 +284,16 @@ def reply_language(store: Store, ctx: ChatContext, *, default: str) -> str:
     ``language_code`` or Slack's locale once, and an explicit ``language`` choice is never overwritten.
     """
     platform = normalize_language(ctx.language)
-    subscriber = store.subscribers.get_subscriber(ctx.address)
+    subscriber = subscriber_records.get_subscriber(db, ctx.address)
     if subscriber is not None and subscriber.id is not None:
         if subscriber.language in LANGUAGES:
             return str(subscriber.language)
         if subscriber.language is None and platform is not None and ctx.can_change:
-            store.subscribers.update_subscriber(subscriber.id, language=platform)
+            subscriber_records.update_subscriber(db, subscriber.id, language=platform)
     return reader_language(platform, default=default)
 
 
-def stored_language(store: Store, address: str, platform: str | None = None, *, default: str) -> str:
+def stored_language(db: Database, address: str, platform: str | None = None, *, default: str) -> str:
     """The reply language for ``address`` without changing anything: stored, else ``platform``'s, else
     ``default`` (the operator's); never raises (the platform's or the default on failure).
 
@@ -297,7 +301,7 @@ def stored_language(store: Store, address: str, platform: str | None = None, *, 
     """
     fallback = reader_language(platform, default=default)
     try:
-        subscriber = store.subscribers.get_subscriber(normalise_address(address))
+        subscriber = subscriber_records.get_subscriber(db, normalise_address(address))
     except Exception:  # the database is down: the apology still goes out
         return fallback
     if subscriber is not None and subscriber.language in LANGUAGES:

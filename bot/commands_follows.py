@@ -8,12 +8,13 @@ from bot import commands_recommend
 from bot.commands_base import Block, Call, FollowItem, Problem, Reply, cut
 from bot.commands_status import describe_schedule
 from core.channel import normalise_address
+from core.db import Database
 from core.delivery.render import reasons_text
+from core.follows import subscriber_records
 from core.follows.manage import follow as add_follow
 from core.follows.manage import try_query
 from core.follows.query import QueryError, parse
 from core.models import Follow, Subscriber
-from core.store.facade import Store
 from core.taste.recommend import PREVIEW_DAYS
 
 FOLLOWS_PER_PAGE = 20
@@ -92,7 +93,7 @@ def follow(call: Call) -> Reply:
         )
     try:
         result = add_follow(
-            call.store,
+            call.db,
             call.ctx.address,
             query,
             timezone=call.settings.default_timezone,
@@ -105,7 +106,7 @@ def follow(call: Call) -> Reply:
     subscriber, stored = result.subscriber, result.follow
     if result.subscriber_created:
         subscriber = call.adopt_language(subscriber)
-    listing = _lists_all(call, len(call.store.subscribers.follows_of(subscriber.id or 0)))
+    listing = _lists_all(call, len(subscriber_records.follows_of(call.db, subscriber.id or 0)))
     shown = cut(stored.query)
     lines = (
         [t.gettext("{Place} is now subscribed.", Place=call.capital_place)]
@@ -193,7 +194,7 @@ def unfollow(call: Call) -> Reply:
             suggestions=("follows",),
         )
     subscriber = call.subscriber()
-    follows = call.store.subscribers.follows_of(subscriber.id or 0) if subscriber else []
+    follows = subscriber_records.follows_of(call.db, subscriber.id or 0) if subscriber else []
     if not follows:
         return call.reply(
             t.gettext(
@@ -243,7 +244,7 @@ def unfollow(call: Call) -> Reply:
                 suggestions=("follows",),
             )
         target = found
-    call.store.subscribers.remove_follow(target.id or 0)
+    subscriber_records.remove_follow(call.db, target.id or 0)
     left = len(follows) - 1
     return call.reply(
         t.gettext("Stopped following: {query}", query=cut(target.query)),
@@ -268,24 +269,24 @@ def _find_follow(follows: list[Follow], text: str) -> Follow | None:
     return None
 
 
-def follow_items(store: Store, address: str) -> tuple[FollowItem, ...]:
+def follow_items(db: Database, address: str) -> tuple[FollowItem, ...]:
     """Every follow of ``address``, numbered as ``follows`` and ``unfollow NUMBER`` number them.
 
     For views that list follows outside a reply (Slack's App Home). Empty for an unknown address.
     """
-    subscriber = store.subscribers.get_subscriber(normalise_address(address))
+    subscriber = subscriber_records.get_subscriber(db, normalise_address(address))
     if subscriber is None or subscriber.id is None:
         return ()
     return tuple(
         FollowItem(number, row.query, not row.revisions, row.instant)
-        for number, row in enumerate(store.subscribers.follows_of(subscriber.id), 1)
+        for number, row in enumerate(subscriber_records.follows_of(db, subscriber.id), 1)
     )
 
 
 def follows(call: Call) -> Reply:
     """``follows [PAGE]``: the follows, numbered, with their options, 20 to a page."""
     t, p = call.t, call.p
-    items = follow_items(call.store, call.ctx.address)
+    items = follow_items(call.db, call.ctx.address)
     if not items:
         return call.reply(
             t.gettext(
@@ -336,7 +337,7 @@ def try_(call: Call) -> Reply:
             error=Problem.BAD_ARGUMENT,
         )
     try:
-        hits = try_query(call.store, query, days=TRY_DAYS, now=call.now)
+        hits = try_query(call.db, query, days=TRY_DAYS, now=call.now)
     except QueryError as exc:
         return _query_error(call, exc, "try")
     shown_query = cut(query, 80)

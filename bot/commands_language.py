@@ -11,6 +11,7 @@ from __future__ import annotations
 import unicodedata
 
 from bot.commands_base import Call, Problem, Reply, cut
+from core.follows import subscriber_records
 from core.i18n.languages import LANGUAGE_NAMES, LANGUAGES, N_, Translator, normalize_language, translator
 
 # Names people write for a language, folded (NFKC, casefold); codes go through normalize_language.
@@ -88,7 +89,7 @@ def language(call: Call) -> Reply:
     subscriber = call.ensure_subscriber()
     already = subscriber.language == chosen_language
     if not already:
-        call.store.subscribers.update_subscriber(subscriber.id or 0, language=chosen_language)
+        subscriber_records.update_subscriber(call.db, subscriber.id or 0, language=chosen_language)
     # The answer is in the language just chosen: it is the first reply the chat gets in it.
     new = translator(chosen_language)
     name, place = LANGUAGE_NAMES[chosen_language], call.ctx.place(new, capital=True)

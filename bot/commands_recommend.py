@@ -36,7 +36,7 @@ def recommend(call: Call) -> Reply:
         subscriber = call.subscriber()
         if subscriber is None:
             return call.not_subscribed()
-        state = taste_state(call.store, subscriber)
+        state = taste_state(call.db, subscriber)
         return call.reply(
             _setting_text(call, state),
             _signals_text(call, state),
@@ -54,7 +54,7 @@ def recommend(call: Call) -> Reply:
         subscriber = call.subscriber()
         if subscriber is None:
             return call.not_subscribed()
-        turn_off(call.store, subscriber)
+        turn_off(call.db, subscriber)
         return call.reply(
             t.gettext(
                 "Recommendations are off. The papers you liked are kept: {p}recommend on turns them on "
@@ -77,7 +77,7 @@ def recommend(call: Call) -> Reply:
         )
     subscriber = call.ensure_subscriber()
     try:
-        state = turn_on(call.store, subscriber, count)
+        state = turn_on(call.db, subscriber, count)
     except NotEnoughLikes as exc:
         return call.reply(
             _not_enough(call, exc.state), error=Problem.BAD_ARGUMENT, suggestions=("help recommend",)
@@ -169,9 +169,9 @@ def try_recommended(call: Call) -> Reply:
     subscriber = call.subscriber()
     if subscriber is None:
         return call.not_subscribed()
-    state = taste_state(call.store, subscriber)
+    state = taste_state(call.db, subscriber)
     shown = state.recommend or DEFAULT_COUNT
-    picks = preview(call.store, subscriber.id or 0, limit=shown, days=PREVIEW_DAYS, now=call.now)
+    picks = preview(call.db, subscriber.id or 0, limit=shown, days=PREVIEW_DAYS, now=call.now)
     if picks is None:
         return call.reply(
             _not_enough(call, state)

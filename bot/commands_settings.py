@@ -15,7 +15,9 @@ from bot.commands_status import (
     source_line,
 )
 from core.channel import split_address
+from core.delivery import ledger_records, outcome_records
 from core.delivery.digests import resume as resume_subscriber
+from core.follows import subscriber_records
 from core.i18n.languages import Alternatives, Refusal
 from core.models import Subscriber, SubscriberStatus
 from core.people.timezones import TimezoneLookup, lookup
@@ -105,7 +107,7 @@ def digest(call: Call) -> Reply:
     if subscriber.status == SubscriberStatus.PAUSED and subscriber.status_reason == PAUSED_BY_CHAT:
         # Choosing a time after `digest off` means "on again, at this time".
         fields.update(status=SubscriberStatus.ACTIVE, status_reason=None)
-    updated = call.store.subscribers.update_subscriber(subscriber.id or 0, **fields)
+    updated = subscriber_records.update_subscriber(call.db, subscriber.id or 0, **fields)
     return call.reply(
         t.gettext(
             "Digests now go out {schedule}; {next}.",
@@ -148,7 +150,7 @@ def heartbeat(call: Call, choice: str) -> Reply:
         )
     wanted = choice in _ON
     subscriber = call.ensure_subscriber()
-    updated = call.store.subscribers.update_subscriber(subscriber.id or 0, heartbeat=wanted)
+    updated = subscriber_records.update_subscriber(call.db, subscriber.id or 0, heartbeat=wanted)
     if not wanted:
         return call.reply(
             t.gettext("Heartbeat off: on a day when nothing matched, nothing is sent."),
@@ -199,7 +201,7 @@ def digest_now(call: Call) -> Reply:
         return call.reply(
             t.gettext("Digests are paused; send {p}resume first.", p=p), error=Problem.BAD_ARGUMENT
         )
-    waiting = call.store.ledger.count_pending(subscriber.id or 0)
+    waiting = ledger_records.count_pending(call.db, subscriber.id or 0)
     if not waiting:
         return call.reply(
             t.gettext(
@@ -210,8 +212,10 @@ def digest_now(call: Call) -> Reply:
     # An open digest is due at once (next_attempt_at = now), whatever the schedule; dead-lettered ones
     # are put back in the queue, as `papertrail retry` does.
     channel = split_address(subscriber.address)[0]
-    opened = call.store.ledger.open_digest(subscriber.id or 0, channel, instant_only=False, now=call.now)
-    requeued = call.store.outcomes.requeue_dead(address=subscriber.address, now=call.now)
+    opened = ledger_records.open_digest(
+        call.db, subscriber.id or 0, channel, instant_only=False, now=call.now
+    )
+    requeued = outcome_records.requeue_dead(call.db, address=subscriber.address, now=call.now)
     if opened is None and not requeued:
         return call.reply(
             t.ngettext(
@@ -279,7 +283,7 @@ def timezone(call: Call) -> Reply:
             error=Problem.BAD_ARGUMENT,
         )
     subscriber = call.ensure_subscriber()
-    updated = call.store.subscribers.update_subscriber(subscriber.id or 0, timezone=found.zone)
+    updated = subscriber_records.update_subscriber(call.db, subscriber.id or 0, timezone=found.zone)
     return call.reply(
         t.gettext(
             "Timezone set to {zone} (now {time} there). Digests go out {schedule}; {next}.",
@@ -300,10 +304,10 @@ def pause(call: Call) -> Reply:
         return call.not_subscribed()
     if subscriber.status != SubscriberStatus.ACTIVE:
         return call.reply(t.gettext("Digests are already paused. {p}resume restarts them.", p=p))
-    call.store.subscribers.update_subscriber(
-        subscriber.id or 0, status=SubscriberStatus.PAUSED, status_reason=PAUSED_BY_CHAT
+    subscriber_records.update_subscriber(
+        call.db, subscriber.id or 0, status=SubscriberStatus.PAUSED, status_reason=PAUSED_BY_CHAT
     )
-    if call.store.subscribers.follows_of(subscriber.id or 0):
+    if subscriber_records.follows_of(call.db, subscriber.id or 0):
         return call.reply(
             t.gettext(
                 "Paused: no digests, and no new papers collected, until {p}resume. The follows are kept.", p=p
@@ -323,7 +327,7 @@ def resume(call: Call) -> Reply:
             t.gettext("Digests are already on. {p}status shows when the next one goes out.", p=p)
         )
     reason = subscriber.status_reason
-    resumed = resume_subscriber(call.store, subscriber.address)
+    resumed = resume_subscriber(call.db, subscriber.address)
     schedule, next_one = describe_schedule(resumed, t), next_text(call, resumed)
     if reason and reason != PAUSED_BY_CHAT:
         return call.reply(
@@ -349,17 +353,17 @@ def status(call: Call) -> Reply:
     """``status``: the subscription, the next digest, and the sources' health in one line."""
     t, p = call.t, call.p
     subscriber = call.subscriber()
-    sources = source_line(call.store, call.settings, call.now, HEALTH_SOURCES, t)
+    sources = source_line(call.db, call.settings, call.now, HEALTH_SOURCES, t)
     if subscriber is None:
         return call.reply(
             t.gettext("{Place} has no subscription yet: send {p}start.", Place=call.capital_place, p=p),
             t.gettext("Sources — {sources}", sources=sources),
             error=Problem.NOT_SUBSCRIBED,
         )
-    follows = len(call.store.subscribers.follows_of(subscriber.id or 0))
+    follows = len(subscriber_records.follows_of(call.db, subscriber.id or 0))
     # Learned recommendations wait in the ledger like any match (issue 17); the line says how many of the
     # waiting ones they are, and only when there are some.
-    waiting, recommended = call.store.ledger.count_pending_split(subscriber.id or 0)
+    waiting, recommended = ledger_records.count_pending_split(call.db, subscriber.id or 0)
     active = subscriber.status == SubscriberStatus.ACTIVE
     state = state_text(t, subscriber.status)
     if subscriber.status == SubscriberStatus.PAUSED and subscriber.status_reason == PAUSED_BY_CHAT:

@@ -11,11 +11,12 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from core.config_edges import ChatSettings
+from core.db import Database
 from core.i18n.languages import N_, Translator
 from core.models import Subscriber
+from core.overview import dashboard_records
 from core.papers.status import source_statuses
 from core.schedule import next_due, parse_schedule, zone
-from core.store.facade import Store
 
 HEALTH_SOURCES = ("arxiv-rss", "hf-daily")
 """Sources always named in ``status``; any other source is named only while it fails."""
@@ -111,10 +112,10 @@ def duration(delta: timedelta, t: Translator) -> str:
 
 
 def source_line(
-    store: Store, settings: ChatSettings, now: datetime, names: Sequence[str], t: Translator
+    db: Database, settings: ChatSettings, now: datetime, names: Sequence[str], t: Translator
 ) -> str:
     """One line on source health: ``arXiv: ok, checked 12 min ago; Hugging Face: quiet, checked 3 h ago``."""
-    summary = store.dashboard.status(now=now, sources=names)
+    summary = dashboard_records.status(db, now=now, sources=names)
     judged = source_statuses(
         summary,
         now=now,

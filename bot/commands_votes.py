@@ -19,9 +19,12 @@ from datetime import datetime
 
 from bot.commands_base import Call, ChatContext, Problem, Reply, cut, reply_language, stored_language
 from core.config_edges import ChatSettings
+from core.db import Database
+from core.follows import subscriber_records
 from core.i18n.languages import N_, Translator, listing, translator
 from core.models import Version, utcnow
-from core.store.facade import Store
+from core.papers import paper_records
+from core.taste import taste_records
 from core.taste.votes import DISLIKE, LIKE, VoteState, cast_vote, paper_name, read_paper_ref, undo_vote, votes
 
 log = logging.getLogger(__name__)
@@ -75,7 +78,7 @@ def _paper(call: Call) -> tuple[str, int | None] | Reply:
 def _stored(call: Call, arxiv_id: str, version: int | None) -> list[Version] | Reply:
     """The stored versions of the paper, or the reply saying PaperTrail does not have it (or that version)."""
     t, p = call.t, call.p
-    stored = call.store.papers.versions_of(arxiv_id)
+    stored = paper_records.versions_of(call.db, arxiv_id)
     if not stored:
         return call.reply(
             t.gettext(
@@ -135,7 +138,7 @@ def _vote(call: Call, value: int) -> Reply:
     stored = _stored(call, arxiv_id, version)
     if isinstance(stored, Reply):
         return stored
-    outcome = cast_vote(call.store, subscriber_id, arxiv_id, value, version=version, now=call.now)
+    outcome = cast_vote(call.db, subscriber_id, arxiv_id, value, version=version, now=call.now)
     if outcome.state is VoteState.UNKNOWN_PAPER:  # removed between the two reads
         return call.reply(t.gettext("PaperTrail has not stored {id}.", id=arxiv_id), error=Problem.NOT_FOUND)
     name = paper_name(arxiv_id, outcome.version)
@@ -177,7 +180,7 @@ def unvote(call: Call) -> Reply:
         return target
     subscriber_id, arxiv_id, version = target
     name = paper_name(arxiv_id, version)
-    outcome = undo_vote(call.store, subscriber_id, arxiv_id, version=version)
+    outcome = undo_vote(call.db, subscriber_id, arxiv_id, version=version)
     if outcome.state is VoteState.NOT_VOTED:
         return call.reply(
             t.gettext(
@@ -204,7 +207,7 @@ def likes(call: Call) -> Reply:
     if subscriber is None:
         return call.not_subscribed()
     sid = subscriber.id or 0
-    liked, disliked, seeds = call.store.taste.vote_counts(sid)
+    liked, disliked, seeds = taste_records.vote_counts(call.db, sid)
     imported = (
         t.ngettext(
             "{n} paper imported from a library counts as liked too.",
@@ -225,7 +228,7 @@ def likes(call: Call) -> Reply:
             imported,
             suggestions=("help like",),
         )
-    shown = votes(call.store, sid, limit=LIKES_SHOWN)
+    shown = votes(call.db, sid, limit=LIKES_SHOWN)
     head = t.ngettext(
         "{Place} voted on {n} paper: 👍 {likes} · 👎 {dislikes}",
         "{Place} voted on {n} papers: 👍 {likes} · 👎 {dislikes}",
@@ -265,7 +268,7 @@ class Pressed:
 
 
 def press_vote(
-    store: Store,
+    db: Database,
     settings: ChatSettings,
     ctx: ChatContext,
     arxiv_id: str,
@@ -285,15 +288,15 @@ def press_vote(
     :func:`bot.commands.handle` does.
     """
     try:
-        return _press(store, settings, ctx, arxiv_id, version, value, chosen, now or utcnow())
+        return _press(db, settings, ctx, arxiv_id, version, value, chosen, now or utcnow())
     except Exception:
         log.exception("vote button from %s on %s failed", ctx.address, paper_name(arxiv_id, version))
-        language = stored_language(store, ctx.address, ctx.language, default=settings.default_language)
+        language = stored_language(db, ctx.address, ctx.language, default=settings.default_language)
         return Pressed(translator(language).gettext(SORRY), None, Problem.INTERNAL, language)
 
 
 def _press(
-    store: Store,
+    db: Database,
     settings: ChatSettings,
     ctx: ChatContext,
     arxiv_id: str,
@@ -302,13 +305,13 @@ def _press(
     chosen: bool,
     now: datetime,
 ) -> Pressed:
-    language = reply_language(store, ctx, default=settings.default_language)
+    language = reply_language(db, ctx, default=settings.default_language)
     t = translator(language)
     name = paper_name(arxiv_id, version)
     if not ctx.can_change:
         text = t.gettext(NOT_ALLOWED, place=ctx.place(t), p=ctx.prefix)
         return Pressed(text, None, Problem.NOT_ALLOWED, language)
-    subscriber = store.subscribers.get_subscriber(ctx.address)
+    subscriber = subscriber_records.get_subscriber(db, ctx.address)
     if subscriber is None or subscriber.id is None:
         text = t.gettext(
             "{Place} has no subscription any more: {p}start sets it up again.",
@@ -316,15 +319,15 @@ def _press(
             p=ctx.prefix,
         )
         return Pressed(text, None, Problem.NOT_SUBSCRIBED, language)
-    row = next((row for row in store.papers.versions_of(arxiv_id) if row.number == version), None)
+    row = next((row for row in paper_records.versions_of(db, arxiv_id) if row.number == version), None)
     if row is None or row.id is None:
         return Pressed(
             t.gettext("PaperTrail has not stored {id}.", id=name), None, Problem.NOT_FOUND, language
         )
     if chosen:
-        undo_vote(store, subscriber.id, arxiv_id, version=version)
+        undo_vote(db, subscriber.id, arxiv_id, version=version)
         return Pressed(t.gettext("Vote on {paper} taken back.", paper=name), 0, None, language)
-    cast_vote(store, subscriber.id, arxiv_id, value, version=version, now=now)
+    cast_vote(db, subscriber.id, arxiv_id, value, version=version, now=now)
     if value == LIKE:
         text = t.gettext("👍 Liked {paper}. Press again to take it back.", paper=name)
     else:

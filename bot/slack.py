@@ -7,7 +7,8 @@
   ``v0:{timestamp}:{body}`` with ``PAPERTRAIL_SLACK_SIGNING_SECRET``) and refuses a bad one, or one whose
   timestamp is more than 5 minutes off, with 401. A validly signed request whose signature was accepted
   before (a byte-identical replay within those 5 minutes) is answered 200 with nothing done: the signatures
-  are remembered in the database (``store.replays``), so every web process refuses what another accepted.
+  are remembered in the database (``core.replay_records``), so every web process refuses what another
+  accepted.
 * **Socket Mode**: :meth:`SlackBot.run_socket_mode` when ``PAPERTRAIL_SLACK_APP_TOKEN`` (xapp-…) is set:
   the app dials out to Slack over a WebSocket, so it needs no public URL.
 
@@ -63,10 +64,12 @@ from bot.commands_status import describe_schedule
 from bot.commands_votes import VOTE_COMMANDS
 from bot.slack_format import RUN_ACTION, UNFOLLOW_ACTION, VOTE_ACTIONS, home_view, reply_message
 from bot.slack_workspace import Conversation, SlackChannel, SlackUser, Workspace, chat_context, why
+from core import replay_records
 from core.config_edges import SlackBotSettings
+from core.db import Database
+from core.follows import subscriber_records
 from core.i18n.languages import LANGUAGES, N_, Translator, reader_language, translator
 from core.models import SubscriberStatus, utcnow
-from core.store.facade import Store
 
 log = logging.getLogger(__name__)
 
@@ -143,14 +146,14 @@ class SlackBot:
     def __init__(
         self,
         settings: SlackBotSettings,
-        store: Store,
+        db: Database,
         *,
         client: AsyncWebClient | None = None,
         clock: Callable[[], datetime] = utcnow,
         ack_budget: float = ACK_BUDGET,
     ) -> None:
         self.settings = settings
-        self.store = store
+        self.db = db
         self.clock = clock
         self.ack_budget = ack_budget
         self.client = client or self._build_client(settings)
@@ -236,7 +239,7 @@ class SlackBot:
         # The real time, not self.clock (pinned in tests): the signature's window is Slack's real one.
         # A database failure propagates (500): unchecked, a replay would run; the command needs it anyway.
         first = await asyncio.to_thread(
-            self.store.replays.first_use, signature, signed_at, now=utcnow(), keep=REPLAY_MEMORY
+            replay_records.first_use, self.db, signature, signed_at, now=utcnow(), keep=REPLAY_MEMORY
         )
         return not first
 
@@ -380,7 +383,7 @@ class SlackBot:
             log.exception("slack: answering a command from %s failed: %r", conversation.address, text[:200])
             language = await asyncio.to_thread(
                 stored_language,
-                self.store,
+                self.db,
                 conversation.address,
                 default=self.settings.commands.default_language,
             )
@@ -396,9 +399,7 @@ class SlackBot:
         except ValueError:  # ids that are no Slack ids: not a payload Slack sends
             t = translator(reader_language(user.locale, default=self.settings.commands.default_language))
             return _plain_answer(NO_CONVERSATION, Problem.BAD_ARGUMENT, prefix, t)
-        reply = await asyncio.to_thread(
-            handle, self.store, self.settings.commands, ctx, text, now=self.clock()
-        )
+        reply = await asyncio.to_thread(handle, self.db, self.settings.commands, ctx, text, now=self.clock())
         changed = ctx.is_group and changes_subscription(reply, text)
         invite = changed and channel is not None and channel.is_member is False
         message = reply_message(
@@ -426,8 +427,8 @@ class SlackBot:
         """Publish the App Home of ``user_id``: their follows, how digests reach them, short help."""
         address = f"slack:{user_id}"
         try:
-            items = await asyncio.to_thread(follow_items, self.store, address)
-            subscriber = await asyncio.to_thread(self.store.subscribers.get_subscriber, address)
+            items = await asyncio.to_thread(follow_items, self.db, address)
+            subscriber = await asyncio.to_thread(subscriber_records.get_subscriber, self.db, address)
         except ValueError:
             log.warning("slack: app_home_opened for a malformed user id %r", user_id[:40])
             return

@@ -51,10 +51,10 @@ from telegram.ext import (
 from bot.commands import COMMANDS
 from bot.telegram_chat import ChatHandlers, Context
 from core.config_edges import TelegramBotSettings
+from core.db import Database
 from core.i18n.languages import LANGUAGES, translator
 from core.json_input import JSONLimitError, JSONReader
 from core.models import utcnow
-from core.store.facade import Store
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class TelegramBot:
     def __init__(
         self,
         settings: TelegramBotSettings,
-        store: Store,
+        db: Database,
         *,
         bot: telegram.Bot | None = None,
         clock: Callable[[], datetime] = utcnow,
@@ -102,9 +102,9 @@ class TelegramBot:
         when neither a Bot nor a token is given.
         """
         self.settings = settings
-        self.store = store
+        self.db = db
         self._app = self._build(bot)
-        self.handlers = ChatHandlers(settings.commands, store, lambda: self._app.bot, clock)
+        self.handlers = ChatHandlers(settings.commands, db, lambda: self._app.bot, clock)
         self._register(self._app, self.handlers)
         self._lock = asyncio.Lock()
         self._started = False

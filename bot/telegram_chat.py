@@ -55,9 +55,10 @@ from bot.telegram_render import (
     without_button,
 )
 from core.config_edges import ChatSettings
+from core.db import Database
+from core.follows import subscriber_records
 from core.i18n.languages import DEFAULT_LANGUAGE, N_, Translator, translator
 from core.models import SubscriberStatus
-from core.store.facade import Store
 
 log = logging.getLogger(__name__)
 
@@ -99,13 +100,13 @@ class ChatHandlers:
     def __init__(
         self,
         settings: ChatSettings,
-        store: Store,
+        db: Database,
         bot: Callable[[], telegram.Bot],
         clock: Callable[[], datetime],
     ) -> None:
         """``bot`` returns the initialised Bot (the Application's); ``clock`` is "now" for the grammar."""
         self.settings = settings
-        self.store = store
+        self.db = db
         self._bot = bot
         self._clock = clock
         self._admins: dict[tuple[int, int], tuple[float, bool]] = {}
@@ -117,7 +118,7 @@ class ChatHandlers:
         else the operator's default."""
         code = user.language_code if user is not None else None
         language = await asyncio.to_thread(
-            stored_language, self.store, address_of(chat_id), code, default=self.settings.default_language
+            stored_language, self.db, address_of(chat_id), code, default=self.settings.default_language
         )
         return translator(language)
 
@@ -236,7 +237,7 @@ class ChatHandlers:
 
     def _handle(self, ctx: ChatContext, text: str) -> tuple[Reply, dict[int, int]]:
         """Run the grammar (in a worker thread: the store is synchronous) and find the listed follows' ids."""
-        reply = handle(self.store, self.settings, ctx, text, now=self._clock())
+        reply = handle(self.db, self.settings, ctx, text, now=self._clock())
         return reply, self._follow_ids(ctx, reply)
 
     def _follow_ids(self, ctx: ChatContext, reply: Reply) -> dict[int, int]:
@@ -244,10 +245,10 @@ class ChatHandlers:
         if not reply.follows:
             return {}
         try:
-            subscriber = self.store.subscribers.get_subscriber(ctx.address)
+            subscriber = subscriber_records.get_subscriber(self.db, ctx.address)
             if subscriber is None or subscriber.id is None:
                 return {}
-            rows = self.store.subscribers.follows_of(subscriber.id)
+            rows = subscriber_records.follows_of(self.db, subscriber.id)
         except Exception:  # the reply still goes out, without buttons
             log.exception("telegram: cannot read the follows of %s for buttons", ctx.address)
             return {}
@@ -306,7 +307,7 @@ class ChatHandlers:
         chosen = is_chosen(markup, query.data or "")
         pressed = await asyncio.to_thread(
             press_vote,
-            self.store,
+            self.db,
             self.settings,
             ctx,
             vote.arxiv_id,
@@ -342,7 +343,7 @@ class ChatHandlers:
             number = self._number_of(ctx.address, int(button.value))
             if number is None:
                 language = stored_language(
-                    self.store, ctx.address, ctx.language, default=self.settings.default_language
+                    self.db, ctx.address, ctx.language, default=self.settings.default_language
                 )
                 t = translator(language)
                 return text_reply(t.gettext(FOLLOW_GONE), Problem.NOT_FOUND, t.language), {}
@@ -351,10 +352,10 @@ class ChatHandlers:
 
     def _number_of(self, address: str, follow_id: int) -> int | None:
         """The number ``follows`` shows for follow ``follow_id`` of this chat; None when it is not there."""
-        subscriber = self.store.subscribers.get_subscriber(address)
+        subscriber = subscriber_records.get_subscriber(self.db, address)
         if subscriber is None or subscriber.id is None:
             return None
-        for number, row in enumerate(self.store.subscribers.follows_of(subscriber.id), 1):
+        for number, row in enumerate(subscriber_records.follows_of(self.db, subscriber.id), 1):
             if row.id == follow_id:
                 return number
         return None
@@ -392,31 +393,31 @@ class ChatHandlers:
             reason = BLOCKED if chat.type == ChatType.PRIVATE else REMOVED
             await asyncio.to_thread(self._pause, address_of(chat.id), reason)
         elif old in _GONE and new not in _GONE and chat.type != ChatType.PRIVATE:
-            known = await asyncio.to_thread(self.store.subscribers.get_subscriber, address_of(chat.id))
+            known = await asyncio.to_thread(subscriber_records.get_subscriber, self.db, address_of(chat.id))
             t = await self.language(chat.id, change.from_user)
             await self.send(chat.id, text_reply(greeting(change, known is not None, t), language=t.language))
 
     def _pause(self, address: str, reason: str) -> None:
         """Pause an active subscriber with ``reason``; a chat paused by its own ``pause`` stays as it is."""
-        subscriber = self.store.subscribers.get_subscriber(address)
+        subscriber = subscriber_records.get_subscriber(self.db, address)
         if subscriber is None or subscriber.id is None or subscriber.status != SubscriberStatus.ACTIVE:
             return
-        self.store.subscribers.update_subscriber(
-            subscriber.id, status=SubscriberStatus.PAUSED, status_reason=reason
+        subscriber_records.update_subscriber(
+            self.db, subscriber.id, status=SubscriberStatus.PAUSED, status_reason=reason
         )
         log.info("telegram: %s paused: %s", address, reason, extra={"role": "bots"})
 
     def _move(self, old_id: int, new_id: int) -> None:
         """Move the subscription of a group that Telegram upgraded to a supergroup with a new id."""
         old, new = address_of(old_id), address_of(new_id)
-        subscriber = self.store.subscribers.get_subscriber(old)
+        subscriber = subscriber_records.get_subscriber(self.db, old)
         if (
             subscriber is None
             or subscriber.id is None
-            or self.store.subscribers.get_subscriber(new) is not None
+            or subscriber_records.get_subscriber(self.db, new) is not None
         ):
             return
-        self.store.subscribers.update_subscriber(subscriber.id, address=new)
+        subscriber_records.update_subscriber(self.db, subscriber.id, address=new)
         log.info("telegram: %s moved to %s (supergroup)", old, new, extra={"role": "bots"})
 
     # -- sending ---------------------------------------------------------------------------------------

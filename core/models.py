@@ -101,12 +101,12 @@ class Paper(SQLModel, table=True):
     __tablename__ = "paper"
     __table_args__ = (
         # The paper browser's three orders, each served by one index walked backwards from a cursor
-        # (core.store.browse): no sort, and no OFFSET, over the whole library (migration 0018).
+        # (core.overview.dashboard_records): no sort, and no OFFSET, over the whole library (migration 0018).
         sa.Index("ix_paper_browse_updated", "browse_key", "id"),
         sa.Index("ix_paper_browse_ingested", "news", "first_seen_at", "id"),
         sa.Index("ix_paper_browse_published", "published_key", "id"),
-        # The papers whose search index entry is still to be written (core.store.search): a backfill and
-        # migration 0018 leave that to the indexer, which reads this index.
+        # The papers whose search index entry is still to be written (core.papers.search_index): a backfill
+        # and migration 0018 leave that to the indexer, which reads this index.
         sa.Index(
             "ix_paper_search_stale",
             "search_stale",
@@ -119,12 +119,12 @@ class Paper(SQLModel, table=True):
     latest_version: int = 1
     first_seen_at: datetime = utc_field(default_factory=utcnow)
     # What the library totals count, kept per paper so that a write knows when a paper starts to count
-    # (core.store.counts): a stored version is AI-related, a stored version is v2 or later, a community
-    # pick is stored. Each only ever turns true: versions and picks are never deleted.
+    # (core.papers.count_records): a stored version is AI-related, a stored version is v2 or later, a
+    # community pick is stored. Each only ever turns true: versions and picks are never deleted.
     ai_related: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
     revised: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
     picked: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
-    # The browser's sort keys (core.store.sort_keys), kept by every write like the flags above. ``news``: a
+    # The browser's sort keys (core.papers.sort_keys), kept by every write like the flags above. ``news``: a
     # version of the paper was stored as news, or a community source picked it (it arrived as news, not
     # from a backfill). ``browse_key``: news first, then the newest version's arrival: the id of the
     # newest version (ids grow with arrival) plus NEWS_BIT for news; it is also the row id of the
@@ -133,7 +133,7 @@ class Paper(SQLModel, table=True):
     news: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
     browse_key: int = Field(default=0, sa_type=sa.BigInteger, sa_column_kwargs={"server_default": "0"})
     published_key: int = Field(default=0, sa_type=sa.BigInteger, sa_column_kwargs={"server_default": "0"})
-    # Its search index entry is missing or out of date: the indexer will write it (core.store.search).
+    # Its search index entry is missing or out of date: the indexer will write it (core.papers.search_index).
     search_stale: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
 
 
@@ -147,7 +147,8 @@ class Version(SQLModel, table=True):
         sa.Index("ix_version_news_announced_at", "news", "announced_at"),
         # The 24-hour numbers and the chart read the news of a window: a range of this index, which holds
         # news only, so it skips the history a backfill stored in the same hours and a backfill does not
-        # write to it (migration 0017). Queries say ``news = true`` (core.store.browse.IS_NEWS) to use it.
+        # write to it (migration 0017). Queries say ``news = true`` (core.overview.dashboard_records.IS_NEWS)
+        # to use it.
         sa.Index(
             "ix_version_news_first_seen_at",
             # news leads though every entry has it true: an equality and a range on one index is what
@@ -193,7 +194,7 @@ class Version(SQLModel, table=True):
 
 
 class LibraryTotal(SQLModel, table=True):
-    """The library totals, kept up to date by every write in its own transaction (core.store.counts).
+    """The library totals, kept up to date by every write in its own transaction (core.papers.count_records).
 
     One row (``id`` 1), created by migration 0017 from the rows stored then. The status page, ``/metrics``
     and ``papertrail status`` read it instead of counting millions of rows on every load.
@@ -263,7 +264,7 @@ class Subscriber(SQLModel, table=True):
     language: str | None = Field(default=None, max_length=8)
     # When the delivery ledger paused this subscriber because the platform refused a digest for good
     # (None: not paused by a refusal; a reader's own pause, or blocking the bot, leaves it None). Such a
-    # subscriber is still matched for a while and its matches are held for its resume (core.store.fanout).
+    # subscriber is still matched for a while and its matches are held for its resume (core.follows.fanout).
     refused_at: datetime | None = utc_field(default=None)
     # A one-line message with the scan receipt on an announcement day when nothing matched, so that
     # silence is never ambiguous (issue 18; `digest heartbeat on|off`, the manage page). Off unless asked.
@@ -299,8 +300,9 @@ class QueryMatch(SQLModel, table=True):
     """One distinct follow query (its normal form) matched one version: matching's output, once per query.
 
     Matching writes these, so its cost follows the number of distinct queries, not of followers. Before
-    digests are planned they are fanned out to the followers' Match rows (``store.matches.expand_matches``),
-    which applies each follow's options, and deleted: the table only holds what is waiting to be fanned out.
+    digests are planned they are fanned out to the followers' Match rows
+    (``match_records.expand_matches``), which applies each follow's options, and deleted: the
+    table only holds what is waiting to be fanned out.
     """
 
     __tablename__ = "query_match"
@@ -516,7 +518,7 @@ class SlackReplay(SQLModel, table=True):
     Slack signs ``v0:{timestamp}:{body}``; a byte-identical copy posted again within the window carries a
     valid signature, so the one edge that verifies signatures (bot.slack) refuses a signature seen before.
     In the database, so every web process refuses what another one accepted. Rows older than the window
-    are deleted as new ones come (core.store.replays).
+    are deleted as new ones come (core.replay_records).
     """
 
     __tablename__ = "slack_replay"

@@ -285,7 +285,8 @@ class CommunityPick:
 @dataclass(frozen=True, slots=True)
 class DayCounts:
     """What arrived on one calendar day (of the zone the store counted in, see
-    ``store.dashboard.daily_counts``): new papers (v1), revisions (v2+) and the AI-related ones among them."""
+    ``dashboard_records.daily_counts``): new papers (v1), revisions (v2+) and the AI-related
+    ones among them."""
 
     day: date
     new: int = 0

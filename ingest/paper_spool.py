@@ -2,8 +2,9 @@
 
 A feed of 30,000 versions parsed into ``PaperIn`` values takes about 1.2 times its body in memory. A
 ``PaperSpool`` keeps the first ``keep`` versions in a list and writes later ones, ``BATCH`` at a time, to a
-temporary file; reading them back (``store.papers.save_versions`` iterates once, in batches) costs one batch
-in memory. arXiv's largest real day (1,504 versions) stays in memory and pays nothing for the spool.
+temporary file; reading them back (``paper_records.save_versions`` iterates once, in batches)
+costs one batch in memory. arXiv's largest real day (1,504 versions) stays in memory and pays nothing for the
+spool.
 
 The file holds pickles this process wrote itself, read back only by it; it is deleted when the spool is
 closed or garbage-collected.

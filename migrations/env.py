@@ -1,4 +1,4 @@
-"""Alembic environment: runs on the connection that core.store.migrate hands over."""
+"""Alembic environment: runs on the connection that core.db_migrate hands over."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def _is_model_object(
 ) -> bool:
     """Leave the search index out of autogenerate and ``alembic check``: it is not a model (its table
     differs by database: FTS5 and its shadow tables on SQLite, a tsvector table on PostgreSQL; see
-    core.store.search), so a comparison would otherwise propose to drop it."""
+    core.papers.search_index), so a comparison would otherwise propose to drop it."""
     return not (type_ in ("table", "index") and (name or "").startswith("search_doc"))
 
 

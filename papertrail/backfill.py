@@ -11,8 +11,9 @@ from typing import IO, cast
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
+from core.db import Database
 from core.papers.pipeline import Batch, IngestReport, backfill
-from core.store.facade import SaveResult, Store
+from core.papers.saving import SaveResult
 from core.values import PaperIn
 from ingest.snapshot_parse import SnapshotRecord, SnapshotSkip, iter_snapshot
 
@@ -85,7 +86,7 @@ def snapshot_batches(path: Path, on_position: Callable[[int], None] | None = Non
             on_position(raw.tell())
 
 
-def run_snapshot_backfill(store: Store, path: Path, console: Console) -> IngestReport:
+def run_snapshot_backfill(db: Database, path: Path, console: Console) -> IngestReport:
     """Backfill from ``path`` as history, with a progress bar on ``console``.
 
     Raises ``BackfillFailed`` when the file cannot be read to its end, saying what was stored before.
@@ -108,7 +109,7 @@ def run_snapshot_backfill(store: Store, path: Path, console: Console) -> IngestR
 
         batches = snapshot_batches(path, lambda done: progress.update(task, completed=done))
         try:
-            return backfill(store, "snapshot", batches, on_batch=advance)
+            return backfill(db, "snapshot", batches, on_batch=advance)
         except SnapshotUnreadable as exc:
             raise BackfillFailed(_failure(path, exc, stored)) from exc
 

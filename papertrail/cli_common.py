@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     import asyncio
 
     from core.config import Settings
+    from core.db import Database
     from core.models import Subscriber
-    from core.store.facade import Store
     from papertrail.context import AppContext
     from papertrail.store_context import StoreContext
 
@@ -164,13 +164,14 @@ def _context() -> Iterator[AppContext]:
                 _RUNNER.reset(token)
 
 
-def _known_subscriber(store: Store, address: str) -> Subscriber:
+def _known_subscriber(db: Database, address: str) -> Subscriber:
     """The stored subscriber at ``address`` (its id set); exit 2 for a malformed address, 1 for an
     unknown one."""
     from core.channel import normalise_address
+    from core.follows import subscriber_records
 
     try:
-        found = store.subscribers.get_subscriber(normalise_address(address))
+        found = subscriber_records.get_subscriber(db, normalise_address(address))
     except ValueError as exc:
         raise _fail(str(exc), USAGE) from exc
     if found is None or found.id is None:
@@ -185,10 +186,10 @@ def _store_context() -> Iterator[StoreContext]:
 
     settings = _settings()
     try:
-        store = open_store(settings)
+        db = open_store(settings)
     except Exception as exc:  # cannot reach or migrate the database: say which one, without the password
         raise _cannot_open(settings, exc) from exc
-    ctx = StoreContext(settings, store)
+    ctx = StoreContext(settings, db)
     try:
         yield ctx
     finally:
@@ -197,7 +198,7 @@ def _store_context() -> Iterator[StoreContext]:
 
 def _cannot_open(settings: Settings, exc: Exception) -> typer.Exit:
     from core.config import mask_url_password
-    from core.store.facade import DatabaseFolderMissing
+    from core.db import DatabaseFolderMissing
 
     # A mistyped path is configuration (exit 2); a server that cannot be reached, a failure (exit 1).
     code = USAGE if isinstance(exc, DatabaseFolderMissing) else FAILURE

@@ -70,6 +70,7 @@ def resume_command(
     is resumed at once (a reader's own pause is left alone); their held matches go out with their next
     digest.
     """
+    from core.delivery import alarm_records
     from core.delivery.digests import resume
     from core.models import utcnow
     from core.people.masking import mask_address
@@ -90,13 +91,13 @@ def resume_command(
             if dry_run:
                 raise _fail("--dry-run goes with --reason/--since; `papertrail follows ADDRESS` shows one", 2)
             try:
-                subscriber = resume(ctx.store, address)
+                subscriber = resume(ctx.db, address)
             except (LookupError, ValueError) as exc:
                 raise _fail(_explain(exc), _code(exc)) from exc
             out.print(f"{mask_address(subscriber.address)} is active again")
             return
-        count, addresses = ctx.store.alarms.refused_subscribers(
-            reason=reason, since=after, limit=RESUME_LISTED
+        count, addresses = alarm_records.refused_subscribers(
+            ctx.db, reason=reason, since=after, limit=RESUME_LISTED
         )
         cause = " and ".join(
             part
@@ -119,7 +120,7 @@ def resume_command(
             if count > len(addresses):
                 out.print(f"  …and {count - len(addresses)} more")
             return
-        resumed = ctx.store.alarms.resume_refused(reason=reason, since=after, now=utcnow())
+        resumed = alarm_records.resume_refused(ctx.db, reason=reason, since=after, now=utcnow())
     out.print(
         f"resumed {_n(resumed, 'subscriber')} paused by a delivery refusal ({cause}); their held matches "
         "go out with their next digest"
@@ -160,7 +161,7 @@ def digest(
             # Chat clients are bound to the event loop that opened them: close them in the same one.
             try:
                 return await send_due_digests(
-                    ctx.store, ctx.notifiers, ctx.renderer, force=now, address=address, policy=ctx.policy
+                    ctx.db, ctx.notifiers, ctx.renderer, force=now, address=address, policy=ctx.policy
                 )
             finally:
                 await ctx.close_notifiers()
@@ -246,13 +247,14 @@ def retry(
 ) -> None:
     """Re-queue dead-lettered digests (they gave up after PAPERTRAIL_DELIVERY_MAX_ATTEMPTS failures)."""
     from core.channel import normalise_address
+    from core.delivery import outcome_records
 
     with _store_context() as ctx:
         try:
             target = normalise_address(address) if address else None
         except ValueError as exc:
             raise _fail(str(exc), 2) from exc
-        count = ctx.store.outcomes.requeue_dead(address=target)
+        count = outcome_records.requeue_dead(ctx.db, address=target)
     out.print(f"re-queued {_n(count, 'dead-lettered digest')}; they go out with the next digest pass")
 
 
@@ -266,10 +268,12 @@ app.add_typer(alarms_app, name="alarms")
 @alarms_app.callback()
 def alarms_list(ctx: typer.Context) -> None:
     """List the raised delivery alarms (the same as in `papertrail status`)."""
+    from core.delivery import alarm_records
+
     if ctx.invoked_subcommand is not None:
         return
     with _store_context() as app_ctx:
-        alarms = app_ctx.store.alarms.delivery_alarms()
+        alarms = alarm_records.delivery_alarms(app_ctx.db)
     if not alarms:
         out.print("no delivery alarm is raised")
         return
@@ -286,10 +290,13 @@ def alarms_clear(
     While raised, an alarm holds its kind of refusal for a retry; once cleared, the next refusals are
     judged afresh: a few are paused as the recipients', many raise the alarm again.
     """
+    from core.delivery import alarm_records
     from core.models import utcnow
 
     with _store_context() as ctx:
-        cleared = ctx.store.alarms.clear_alarms(channel.strip().lower() if channel else None, now=utcnow())
+        cleared = alarm_records.clear_alarms(
+            ctx.db, channel.strip().lower() if channel else None, now=utcnow()
+        )
     if not cleared:
         raise _fail(f"no delivery alarm is raised{f' on {channel}' if channel else ''}", 1)
     for name, kind in cleared:
@@ -325,8 +332,8 @@ def guides(
         async def main() -> list[GuideReport]:
             now = utcnow()
             if language is None:
-                return await make_reader_guides(ctx.store, model, ctx.settings, now=now)
-            return [await make_guides(ctx.store, model, ctx.settings, language=language, now=now)]
+                return await make_reader_guides(ctx.db, model, ctx.settings, now=now)
+            return [await make_guides(ctx.db, model, ctx.settings, language=language, now=now)]
 
         reports = _run(main())
     for report in reports:

@@ -48,6 +48,7 @@ def follow(
     ] = None,
 ) -> None:
     """Add a follow (or change its options); creates the subscriber when the address is new."""
+    from core.follows import subscriber_records
     from core.follows.manage import follow as add_follow
     from core.follows.query import QueryError
     from core.people.masking import mask_address
@@ -58,7 +59,7 @@ def follow(
         _check_webhook(address, ctx.settings)
         try:
             result = add_follow(
-                ctx.store,
+                ctx.db,
                 address,
                 query,
                 timezone=timezone or ctx.settings.default_timezone,
@@ -81,7 +82,7 @@ def follow(
             if timezone is not None and timezone != who.timezone:
                 fields["timezone"] = timezone
         if fields:
-            who = ctx.store.subscribers.update_subscriber(who.id or 0, **fields)
+            who = subscriber_records.update_subscriber(ctx.db, who.id or 0, **fields)
     if result.subscriber_created:
         out.print(
             f"new subscriber {mask_address(who.address)} (schedule {who.schedule}, timezone {who.timezone})"
@@ -148,7 +149,7 @@ def unfollow_command(
 
     with _store_context() as ctx:
         try:
-            removed = unfollow(ctx.store, address, which)
+            removed = unfollow(ctx.db, address, which)
         except (LookupError, QueryError, ValueError) as exc:
             raise _fail(_explain(exc), _code(exc)) from exc
     out.print(f"removed: {removed.query}")
@@ -158,16 +159,17 @@ def unfollow_command(
 def follows(address: Annotated[str, typer.Argument(help="The subscriber address.")]) -> None:
     """List a subscriber's follows, numbered."""
     from core.channel import normalise_address
+    from core.follows import subscriber_records
     from core.people.masking import mask_address, mask_text
 
     with _store_context() as ctx:
         try:
-            subscriber = ctx.store.subscribers.get_subscriber(normalise_address(address))
+            subscriber = subscriber_records.get_subscriber(ctx.db, normalise_address(address))
         except ValueError as exc:
             raise _fail(str(exc), 2) from exc
         if subscriber is None or subscriber.id is None:
             raise _fail(f"no subscriber {address}; add a follow with: papertrail follow {address} QUERY", 1)
-        rows = ctx.store.subscribers.follows_of(subscriber.id)
+        rows = subscriber_records.follows_of(ctx.db, subscriber.id)
     out.print(
         f"{mask_address(subscriber.address)} · {subscriber.status} · "
         f"schedule {subscriber.schedule} ({subscriber.timezone})"
@@ -196,6 +198,7 @@ def schedule(
 ) -> None:
     """Change when a subscriber's digests go out (and optionally their timezone and heartbeat)."""
     from core.channel import normalise_address
+    from core.follows import subscriber_records
     from core.people.masking import mask_address
     from core.schedule import parse_schedule, zone
 
@@ -204,7 +207,7 @@ def schedule(
             parsed = parse_schedule(when)
             if timezone:
                 zone(timezone)
-            subscriber = ctx.store.subscribers.get_subscriber(normalise_address(address))
+            subscriber = subscriber_records.get_subscriber(ctx.db, normalise_address(address))
         except ValueError as exc:
             raise _fail(str(exc), 2) from exc
         if subscriber is None or subscriber.id is None:
@@ -214,7 +217,7 @@ def schedule(
             fields["timezone"] = timezone
         if heartbeat is not None:
             fields["heartbeat"] = heartbeat
-        updated = ctx.store.subscribers.update_subscriber(subscriber.id, **fields)
+        updated = subscriber_records.update_subscriber(ctx.db, subscriber.id, **fields)
     beat = ", heartbeat on" if updated.heartbeat else ""
     out.print(f"{mask_address(updated.address)}: schedule {updated.schedule} ({updated.timezone}){beat}")
 
@@ -247,7 +250,7 @@ def subscribe(
         try:
             check_available(ctx)
             outcome = sign_up(
-                ctx.store,
+                ctx.db,
                 address,
                 queries or [],
                 timezone=timezone or ctx.settings.default_timezone,

@@ -22,7 +22,7 @@ from papertrail.cli_common import FAILURE, USAGE, _code, _explain, _fail, _n, _s
 from papertrail.cli_follows import _webhook_refusal
 
 if TYPE_CHECKING:
-    from core.store.subscription import Restored
+    from core.people.subscription_records import Restored
 
 
 import_app = typer.Typer(
@@ -60,7 +60,7 @@ def import_follows_command(
         raise _fail(f"{path} is not a file", 2)
     with _store_context() as ctx, sys.stdin.buffer if str(path) == "-" else path.open("rb") as stream:
         report = import_follows(
-            ctx.store,
+            ctx.db,
             read_lines(stream),
             skip_invalid=skip_invalid,
             timezone=ctx.settings.default_timezone,
@@ -109,7 +109,7 @@ def export_follows_command(
     with _store_context() as ctx:
         try:
             lines = export_follows(
-                ctx.store,
+                ctx.db,
                 address,
                 timezone=ctx.settings.default_timezone,
                 schedule=ctx.settings.default_schedule,
@@ -161,7 +161,7 @@ def export_subscription_command(
 
     with _store_context() as ctx:
         try:
-            export = exported(ctx.store, address)
+            export = exported(ctx.db, address)
         except (LookupError, ValueError) as exc:
             raise _fail(_explain(exc), _code(exc)) from exc
     doc = export.document
@@ -200,6 +200,7 @@ def export_opml_command(
     from core.channel import NEWSLETTER_CHANNEL, normalise_address, split_address
     from core.delivery.feed_links import opml
     from core.delivery.feeds import private_feed_url
+    from core.follows import subscriber_records
     from core.models import utcnow
 
     with _store_context() as ctx:
@@ -209,12 +210,12 @@ def export_opml_command(
                 raise ValueError(f"{normal} is a newsletter, not a reader's subscription")
         except ValueError as exc:
             raise _fail(_explain(exc), USAGE) from exc
-        subscriber = ctx.store.subscribers.get_subscriber(normal)
+        subscriber = subscriber_records.get_subscriber(ctx.db, normal)
         if subscriber is None or subscriber.id is None:
             raise _fail(f"no subscriber {address}", FAILURE)
-        queries = [f.query for f in ctx.store.subscribers.follows_of(subscriber.id)]
+        queries = [f.query for f in subscriber_records.follows_of(ctx.db, subscriber.id)]
         # The private feed's link is made here if the reader never opened it (as the manage page does).
-        private = private_feed_url(ctx.store, ctx.settings, subscriber)
+        private = private_feed_url(ctx.db, ctx.settings, subscriber)
         text = opml(ctx.settings, subscriber, queries, private=private, now=utcnow())
     if private is None:
         err.print("note: no private feed in the file: PAPERTRAIL_SECRET_KEY is not set")
@@ -270,7 +271,7 @@ def import_subscription_command(
             raise _fail(f"cannot read {path}: {exc}", FAILURE) from exc
         try:
             wanted, done = import_subscription(
-                ctx.store, data, mode=mode, refuse_address=_webhook_refusal(ctx.settings)
+                ctx.db, data, mode=mode, refuse_address=_webhook_refusal(ctx.settings)
             )
         except DocumentError as exc:
             raise _fail(

@@ -52,6 +52,7 @@ def import_library_command(
     paper the reader likes. Every entry not used is listed with its line and reason; importing the same
     file again adds nothing."""
     from core.channel import normalise_address
+    from core.follows import subscriber_records
     from core.taste.library_file import MAX_FILE_BYTES, LibraryFileError, read_library
     from core.taste.library_import import import_library
 
@@ -80,12 +81,12 @@ def import_library_command(
     except LibraryFileError as exc:
         raise _fail(f"{name}: {exc}; nothing imported", USAGE) from exc
     with _context() as ctx:
-        subscriber = ctx.store.subscribers.get_subscriber(normal)
+        subscriber = subscriber_records.get_subscriber(ctx.db, normal)
         if subscriber is None or subscriber.id is None:
             raise _fail(
                 f"no subscriber {address}; add a follow with: papertrail follow {address} QUERY", FAILURE
             )
-        report = _run(import_library(ctx.store, subscriber.id, read, lookup=ctx.api))
+        report = _run(import_library(ctx.db, subscriber.id, read, lookup=ctx.api))
     out.print(summary(name, read, report))
     if report.lookup_failed:
         err.print(

@@ -14,8 +14,8 @@ import typer
 from papertrail.cli_common import FAILURE, USAGE, _explain, _fail, _iso, _n, _store_context, app, out
 
 if TYPE_CHECKING:
+    from core.db import Database
     from core.models import Newsletter, Subscriber
-    from core.store.facade import Store
 
 
 newsletter_app = typer.Typer(
@@ -39,12 +39,12 @@ def newsletter_create(
     """Define a newsletter. People join it with `subscribe --newsletter`, the /subscribe form or `join`;
     the operator adds existing subscribers with `newsletter add`."""
     from core.follows.query import QueryError
-    from core.people import newsletters
+    from core.people import newsletter_records, newsletters
 
     with _store_context() as ctx:
         try:
             created = newsletters.create(
-                ctx.store,
+                ctx.db,
                 name,
                 title,
                 follows,
@@ -53,7 +53,7 @@ def newsletter_create(
             )
         except (QueryError, ValueError) as exc:
             raise _fail(_explain(exc), 2) from exc
-        shown = ctx.store.newsletters.newsletter_info(created.id or 0)
+        shown = newsletter_records.newsletter_info(ctx.db, created.id or 0)
     out.print(
         f"newsletter {created.name} ({created.title}): {_n(len(shown.follows), 'follow')}, "
         f"schedule {shown.subscriber.schedule} ({shown.subscriber.timezone}); "
@@ -66,8 +66,13 @@ def newsletter_list() -> None:
     """Every newsletter: name, title, schedule, members and follows."""
     from rich.table import Table
 
+    from core.people import newsletter_records
+
     with _store_context() as ctx:
-        infos = [ctx.store.newsletters.newsletter_info(n.id or 0) for n in ctx.store.newsletters.all()]
+        infos = [
+            newsletter_records.newsletter_info(ctx.db, n.id or 0)
+            for n in newsletter_records.all_newsletters(ctx.db)
+        ]
     if not infos:
         out.print("no newsletters; create one with: papertrail newsletter create NAME --title T --follow Q")
         return
@@ -90,7 +95,7 @@ def newsletter_show(name: Annotated[str, typer.Argument(help="The newsletter's n
 
     with _store_context() as ctx:
         try:
-            info = newsletters.info(ctx.store, name)
+            info = newsletters.info(ctx.db, name)
         except LookupError as exc:
             raise _fail(_explain(exc), 1) from exc
     who = info.subscriber
@@ -109,26 +114,27 @@ def newsletter_show(name: Annotated[str, typer.Argument(help="The newsletter's n
         out.print(f"{number:>3}. {query}")
 
 
-def _membership(store: Store, name: str, address: str) -> tuple[Newsletter, Subscriber]:
+def _membership(db: Database, name: str, address: str) -> tuple[Newsletter, Subscriber]:
     """The newsletter and the subscriber of ``newsletter add|remove NAME ADDRESS``, or exit saying which is
     missing: 2 for an address that is not one, 1 for a newsletter or a subscriber the store does not know."""
     from core.channel import normalise_address
-    from core.people import newsletters
+    from core.follows import subscriber_records
+    from core.people import newsletter_records, newsletters
 
     try:
         normalised = normalise_address(address)
     except ValueError as exc:
         raise _fail(_explain(exc), USAGE) from exc
     try:
-        newsletter = newsletters.find(store, name)
+        newsletter = newsletters.find(db, name)
     except LookupError as exc:
         how = (
             "`papertrail newsletter list` shows them"
-            if store.newsletters.all()
+            if newsletter_records.all_newsletters(db)
             else "create one with: papertrail newsletter create NAME --title T --follow Q"
         )
         raise _fail(f"{_explain(exc)}; {how}", FAILURE) from exc
-    subscriber = store.subscribers.get_subscriber(normalised)
+    subscriber = subscriber_records.get_subscriber(db, normalised)
     if subscriber is None or subscriber.id is None:
         # An email address may rather be signed up, double opt-in, as a member from the start.
         signup = (
@@ -157,7 +163,7 @@ def newsletter_add(
     from core.people.masking import mask_address
 
     with _store_context() as ctx:
-        newsletter, subscriber = _membership(ctx.store, name, address)
+        newsletter, subscriber = _membership(ctx.db, name, address)
         who = mask_address(subscriber.address)
         # An address's owner must have asked for mail: a pending sign-up has not shown it owns the address,
         # and an unsubscribed one asked for nothing more (a newsletter would reach it on re-subscribing).
@@ -174,7 +180,7 @@ def newsletter_add(
                 FAILURE,
             )
         try:
-            added = newsletters.join(ctx.store, newsletter.name, subscriber)
+            added = newsletters.join(ctx.db, newsletter.name, subscriber)
         except ValueError as exc:  # a newsletter's own hidden subscriber
             raise _fail(_explain(exc), USAGE) from exc
     if not added:
@@ -196,8 +202,8 @@ def newsletter_remove(
     from core.people.masking import mask_address
 
     with _store_context() as ctx:
-        newsletter, subscriber = _membership(ctx.store, name, address)
-        left = newsletters.leave(ctx.store, newsletter.name, subscriber)
+        newsletter, subscriber = _membership(ctx.db, name, address)
+        left = newsletters.leave(ctx.db, newsletter.name, subscriber)
     who = mask_address(subscriber.address)
     if not left:
         out.print(f"{who} is not a member of {newsletter.name}; nothing changed")

@@ -53,14 +53,14 @@ def recommend_command(
     except ValueError as exc:
         raise _fail(str(exc), USAGE) from exc
     with _store_context() as ctx:
-        subscriber = _known_subscriber(ctx.store, address)
+        subscriber = _known_subscriber(ctx.db, address)
         try:
             if wanted == "on":
-                shown = turn_on(ctx.store, subscriber, DEFAULT_COUNT if count is None else count)
+                shown = turn_on(ctx.db, subscriber, DEFAULT_COUNT if count is None else count)
             elif wanted == "off":
-                shown = turn_off(ctx.store, subscriber)
+                shown = turn_off(ctx.db, subscriber)
             else:
-                shown = taste_state(ctx.store, subscriber)
+                shown = taste_state(ctx.db, subscriber)
         except NotEnoughLikes as exc:
             raise _fail(str(exc), FAILURE) from exc
     setting = f"on, up to {_n(shown.recommend, 'paper')} per digest" if shown.recommend else "off"
@@ -96,11 +96,11 @@ def try_recommended_command(
     from core.taste.settings import taste_state
 
     with _store_context() as ctx:
-        subscriber = _known_subscriber(ctx.store, address)
+        subscriber = _known_subscriber(ctx.db, address)
         assert subscriber.id is not None  # a stored subscriber
         shown = limit or subscriber.recommend or PREVIEW_SHOWN
-        picks = preview(ctx.store, subscriber.id, limit=shown, days=days)
-        state = taste_state(ctx.store, subscriber) if picks is None else None
+        picks = preview(ctx.db, subscriber.id, limit=shown, days=days)
+        state = taste_state(ctx.db, subscriber) if picks is None else None
     if state is not None:
         raise _fail(f"{address}: {_model_text(state)}", FAILURE)
     assert picks is not None

@@ -98,9 +98,10 @@ def ingest(
     arxiv-oai fills gaps: versions announced after the newest announcement already seen are news, older
     ones are stored as history.
     """
+    from core.follows import match_records
     from core.models import utcnow
     from core.papers.pipeline import complete_papers, ingest_community, ingest_once, ingest_paged
-    from core.store.facade import Novelty
+    from core.papers.saving import Novelty
 
     if source not in SOURCE_NAMES:
         raise _fail(f"unknown source {source!r}; choose one of: {', '.join(SOURCE_NAMES)}", 2)
@@ -118,16 +119,16 @@ def ingest(
     with _context() as ctx:
         if source == "arxiv-api":
             assert ctx.api is not None
-            work = complete_papers(ctx.store, ctx.api)
+            work = complete_papers(ctx.db, ctx.api)
         elif source in ctx.paged:
             novelty = Novelty.HISTORY if history else Novelty.GAP
-            work = ingest_paged(ctx.store, ctx.paged[source], since=from_date, novelty=novelty)
+            work = ingest_paged(ctx.db, ctx.paged[source], since=from_date, novelty=novelty)
         elif source in ctx.community:
-            work = ingest_community(ctx.store, ctx.community[source], wanted)
+            work = ingest_community(ctx.db, ctx.community[source], wanted)
         else:
-            work = ingest_once(ctx.store, ctx.sources[source])
+            work = ingest_once(ctx.db, ctx.sources[source])
         try:
-            with claim_source(ctx.store, source):
+            with claim_source(ctx.db, source):
                 # Ctrl-C and SIGTERM as for `papertrail run`: the run finishes, or is closed as interrupted.
                 report = _run(run_once(ctx, work))
         except SourceBusy as exc:
@@ -143,8 +144,8 @@ def ingest(
     # recommendations of the new papers (core.taste.recommend).
     from core.taste.recommend import recommend_new
 
-    fanned = ctx.store.matches.expand_matches()
-    recommended = recommend_new(ctx.store).written
+    fanned = match_records.expand_matches(ctx.db)
+    recommended = recommend_new(ctx.db).written
     out.print(
         f"{source}: {report.state}; {_n(report.fetched, 'item')}, {_n(report.new_papers, 'new paper')}, "
         f"{_n(report.revisions, 'revision')}, {report.duplicates} already known, "
@@ -163,16 +164,17 @@ def backfill_snapshot(
     path: Annotated[Path, typer.Argument(help="arxiv-metadata-oai-snapshot.json[.gz] (JSON Lines).")],
 ) -> None:
     """Stream the arXiv metadata snapshot into the store as history, with a progress bar."""
+    from core.papers import paper_records
     from papertrail.backfill import BackfillFailed, run_snapshot_backfill
 
     if not path.is_file():
         raise _fail(f"{path} is not a file; download arxiv-metadata-oai-snapshot.json (Kaggle) first", 2)
     with _store_context() as ctx:
         try:
-            report = run_snapshot_backfill(ctx.store, path, err)
+            report = run_snapshot_backfill(ctx.db, path, err)
         except BackfillFailed as exc:  # a cut-short or corrupt gzip: click alone would print "Aborted."
             raise _fail(str(exc), 1) from exc
-        backlog = ctx.store.papers.search_backlog()
+        backlog = paper_records.search_backlog(ctx.db)
     out.print(
         f"snapshot: {report.state}; {_n(report.fetched, 'version')} read, {report.duplicates} already known"
     )
@@ -194,11 +196,12 @@ def index(
     """Write the search index entries a backfill left (the running service does it in the background)."""
     import time
 
-    from core.store.search import INDEX_BATCH
+    from core.papers import paper_records
+    from core.papers.search_index import INDEX_BATCH
 
     with _store_context() as ctx:
-        store = ctx.store
-        waiting = store.papers.search_backlog()
+        db = ctx.db
+        waiting = paper_records.search_backlog(db)
         if not waiting:
             out.print("search index: up to date")
             return
@@ -206,13 +209,13 @@ def index(
         started = time.monotonic()
         done = 0
         while not limit or done < limit:
-            written = store.papers.index_search(INDEX_BATCH)
+            written = paper_records.index_search(db, INDEX_BATCH)
             done += written
             if written < INDEX_BATCH:
                 break
             if done % (INDEX_BATCH * 25) == 0:
                 err.print(f"  {done:,} indexed, {done / (time.monotonic() - started):,.0f} papers/s")
-        store.papers.tidy_search_index()
+        paper_records.tidy_search_index(db)
         seconds = time.monotonic() - started
-        left = store.papers.search_backlog()
+        left = paper_records.search_backlog(db)
     out.print(f"search index: {_n(done, 'paper')} indexed in {seconds:,.0f} s; {left} left")

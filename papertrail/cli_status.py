@@ -28,19 +28,21 @@ if TYPE_CHECKING:
 @app.command()
 def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
     """Papers stored; new papers, revisions and AI-related papers in the last 24 h; health of each source."""
+    from core.delivery import ledger_records
+    from core.papers import paper_records
     from core.papers.status import source_statuses
     from core.people.masking import mask_address, mask_text
     from notifiers.channels import unconfigured_channels
     from papertrail.ingest_claim import status_summary
 
     with _store_context() as ctx:
-        summary = status_summary(ctx.store, SOURCE_NAMES)
-        dead = ctx.store.ledger.dead_digests()
-        backlog = ctx.store.papers.search_backlog()
+        summary = status_summary(ctx.db, SOURCE_NAMES)
+        dead = ledger_records.dead_digests(ctx.db)
+        backlog = paper_records.search_backlog(ctx.db)
         settings = ctx.settings
         waiting = {
             channel: (count, unconfigured_channels(settings)[channel])
-            for channel, count in ctx.store.ledger.pending_by_channel().items()
+            for channel, count in ledger_records.pending_by_channel(ctx.db).items()
             if channel in unconfigured_channels(settings)
         }
     judged = source_statuses(
@@ -208,7 +210,7 @@ def show(
 
     with _store_context() as ctx:
         try:
-            paper = show_paper(ctx.store, arxiv_id)
+            paper = show_paper(ctx.db, arxiv_id)
         except LookupError as exc:
             raise _fail(_explain(exc), 1) from exc
     if as_json:
@@ -273,7 +275,7 @@ def try_command(
 
     with _store_context() as ctx:
         try:
-            hits = try_query(ctx.store, query, days=days)
+            hits = try_query(ctx.db, query, days=days)
         except QueryError as exc:
             raise _fail(_explain(exc), 2) from exc
     for hit in hits[:limit]:

@@ -18,8 +18,8 @@ import typer
 from papertrail.cli_common import FAILURE, USAGE, _fail, _known_subscriber, _store_context, app, out
 
 if TYPE_CHECKING:
+    from core.db import Database
     from core.models import Version
-    from core.store.facade import Store
 
 _ADDRESS = typer.Argument(help="The subscriber address, e.g. telegram:12345 or email:ada@example.org.")
 _PAPER = typer.Argument(
@@ -42,9 +42,11 @@ def _paper(text: str) -> tuple[str, int | None]:
     return ref
 
 
-def _versions(store: Store, address: str, arxiv_id: str, version: int | None) -> list[Version]:
+def _versions(db: Database, address: str, arxiv_id: str, version: int | None) -> list[Version]:
     """The stored versions of the paper; exit 1 when it (or the version asked for) is not stored."""
-    stored = store.papers.versions_of(arxiv_id)
+    from core.papers import paper_records
+
+    stored = paper_records.versions_of(db, arxiv_id)
     if not stored:
         raise _fail(
             f"PaperTrail has not stored {arxiv_id}: votes go to papers it has collected; "
@@ -63,9 +65,9 @@ def _vote(address: str, paper: str, value: int) -> None:
 
     arxiv_id, version = _paper(paper)
     with _store_context() as ctx:
-        subscriber = _known_subscriber(ctx.store, address)
-        stored = _versions(ctx.store, address, arxiv_id, version)
-        outcome = cast_vote(ctx.store, subscriber.id or 0, arxiv_id, value, version=version)
+        subscriber = _known_subscriber(ctx.db, address)
+        stored = _versions(ctx.db, address, arxiv_id, version)
+        outcome = cast_vote(ctx.db, subscriber.id or 0, arxiv_id, value, version=version)
     if outcome.state is VoteState.UNKNOWN_PAPER:  # removed between the two reads
         raise _fail(f"PaperTrail has not stored {arxiv_id}", FAILURE)
     title = next((row.title for row in stored if row.number == outcome.version), "")
@@ -108,8 +110,8 @@ def unvote(
     arxiv_id, version = _paper(paper)
     name = paper_name(arxiv_id, version)
     with _store_context() as ctx:
-        subscriber = _known_subscriber(ctx.store, address)
-        outcome = undo_vote(ctx.store, subscriber.id or 0, arxiv_id, version=version)
+        subscriber = _known_subscriber(ctx.db, address)
+        outcome = undo_vote(ctx.db, subscriber.id or 0, arxiv_id, version=version)
     who = mask_address(subscriber.address)
     if outcome.state is VoteState.NOT_VOTED:
         raise _fail(f"{who} has no vote on {name}; papertrail likes {address} lists the votes", FAILURE)
@@ -124,13 +126,14 @@ def likes(
     """List a subscriber's votes, newest first, with how many papers it liked and disliked."""
     from core.i18n.english import counted
     from core.people.masking import mask_address
+    from core.taste import taste_records
     from core.taste.votes import votes
 
     with _store_context() as ctx:
-        subscriber = _known_subscriber(ctx.store, address)
+        subscriber = _known_subscriber(ctx.db, address)
         sid = subscriber.id or 0
-        liked, disliked, seeds = ctx.store.taste.vote_counts(sid)
-        shown = votes(ctx.store, sid, limit=limit)
+        liked, disliked, seeds = taste_records.vote_counts(ctx.db, sid)
+        shown = votes(ctx.db, sid, limit=limit)
     counts = [counted(liked, "like"), counted(disliked, "dislike")]
     if seeds:
         counts.append(counted(seeds, "library paper"))

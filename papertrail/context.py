@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, TextIO
 
 from core.channel import Notifier
 from core.config import Settings
+from core.db import Database
 from core.delivery.digests import DeliveryPolicy
 from core.delivery.rate_limit import rate_limit_for
 from core.delivery.render import Renderer
 from core.follows.index import FollowIndex
 from core.papers.sources import CommunitySource, PagedSource, Source
-from core.store.facade import Store
 from ingest.arxiv_api import ArxivApiSource
 from ingest.arxiv_oai import ArxivOaiSource
 from ingest.arxiv_rss import ArxivRssSource
@@ -35,7 +35,7 @@ class AppContext:
     """Everything a command or the runtime needs, built once and passed down."""
 
     settings: Settings
-    store: Store
+    db: Database
     renderer: Renderer
     notifiers: dict[str, Notifier]
     http: HttpClient
@@ -60,7 +60,7 @@ class AppContext:
         if self._telegram_bot is None and self.settings.telegram_token is not None:
             from bot.telegram import TelegramBot  # python-telegram-bot's ext only where a bot runs
 
-            self._telegram_bot = TelegramBot(self.settings.telegram_bot(), self.store)
+            self._telegram_bot = TelegramBot(self.settings.telegram_bot(), self.db)
         return self._telegram_bot
 
     async def close_notifiers(self) -> None:
@@ -78,7 +78,7 @@ class AppContext:
         await self.close_notifiers()
         if self._telegram_bot is not None:
             await self._telegram_bot.stop()
-        self.store.engine.dispose()
+        self.db.engine.dispose()
 
 
 def delivery_policy(settings: Settings) -> DeliveryPolicy:
@@ -97,8 +97,8 @@ def delivery_policy(settings: Settings) -> DeliveryPolicy:
 
 def build_context(settings: Settings, *, console: TextIO | None = None) -> AppContext:
     """Connect to the database, apply migrations and wire every adapter this build has."""
-    store = open_store(settings)
-    engine = store.engine
+    db = open_store(settings)
+    engine = db.engine
     polite = settings.http()
     politeness = Politeness(
         intervals={"arxiv.org": polite.arxiv_min_interval},
@@ -120,7 +120,7 @@ def build_context(settings: Settings, *, console: TextIO | None = None) -> AppCo
     }
     return AppContext(
         settings=settings,
-        store=store,
+        db=db,
         renderer=Renderer(
             public_url=settings.public_url,
             max_items=settings.digest_max_items,

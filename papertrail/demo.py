@@ -24,6 +24,7 @@ from typing import TextIO
 
 from core.config import Settings
 from core.delivery.digests import send_due_digests
+from core.follows import match_records
 from core.follows.manage import follow
 from core.papers.pipeline import IngestReport, ingest_once
 from papertrail.context import build_context
@@ -84,15 +85,15 @@ async def run_demo(out: TextIO, database_url: str | None = None, max_items: int 
         ctx = build_context(settings, console=out)
         try:
             for query in DEMO_FOLLOWS:
-                follow(ctx.store, DEMO_ADDRESS, query)
+                follow(ctx.db, DEMO_ADDRESS, query)
                 out.write(f"follow  {DEMO_ADDRESS}  {query}\n")
-            report = await ingest_once(ctx.store, ctx.sources["arxiv-rss"])
+            report = await ingest_once(ctx.db, ctx.sources["arxiv-rss"])
             out.write(
                 f"ingest  {report.fetched} items: {report.new_papers} new papers, "
                 f"{report.revisions} revisions, "
                 f"{report.duplicates} duplicates, {report.matches} query matches\n\n"
             )
-            reports = await send_due_digests(ctx.store, ctx.notifiers, ctx.renderer, force=True)
+            reports = await send_due_digests(ctx.db, ctx.notifiers, ctx.renderer, force=True)
             return sum(r.items for r in reports if r.sent)
         finally:
             await ctx.aclose()
@@ -108,8 +109,8 @@ async def load_demo_day(settings: Settings) -> tuple[IngestReport, int]:
     with serve_bytes(demo_feed_bytes()) as url:
         ctx = build_context(settings.model_copy(update={"arxiv_rss_url": url, "arxiv_categories": "cs"}))
         try:
-            report = await ingest_once(ctx.store, ctx.sources["arxiv-rss"])
+            report = await ingest_once(ctx.db, ctx.sources["arxiv-rss"])
             # As `papertrail ingest` does: each follower's Match rows now, not at the next digest's planning.
-            return report, ctx.store.matches.expand_matches()
+            return report, match_records.expand_matches(ctx.db)
         finally:
             await ctx.aclose()

@@ -18,7 +18,10 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 
-from core.store.facade import StatusSummary, Store
+from core.db import Database
+from core.overview import dashboard_records
+from core.overview.dashboard_records import StatusSummary
+from core.papers import run_records
 from papertrail.leader import Lock, PostgresLock, lock_for
 
 log = logging.getLogger(__name__)
@@ -43,8 +46,8 @@ class SourceBusy(RuntimeError):
         self.started_at = started_at
 
 
-def _lock(store: Store, source: str) -> Lock:
-    return lock_for(store.engine, f"papertrail-ingest/{source}")
+def _lock(db: Database, source: str) -> Lock:
+    return lock_for(db.engine, f"papertrail-ingest/{source}")
 
 
 def _take(lock: Lock) -> bool:
@@ -56,23 +59,23 @@ def _take(lock: Lock) -> bool:
 
 
 @contextmanager
-def claim_source(store: Store, source: str) -> Iterator[None]:
+def claim_source(db: Database, source: str) -> Iterator[None]:
     """Hold ``source``'s ingest lock for the block, closing the runs a dead process left ``running``.
 
     Raises :class:`SourceBusy` when another process holds it.
     """
-    lock = _lock(store, source)
+    lock = _lock(db, source)
     if not _take(lock):
-        running = store.runs.running_run(source)
+        running = run_records.running_run(db, source)
         raise SourceBusy(source, running.started_at if running else None)
     try:
-        _close_abandoned(store, source)
+        _close_abandoned(db, source)
         yield
     finally:
         lock.release()
 
 
-def reap_abandoned(store: Store, sources: Iterable[str]) -> int:
+def reap_abandoned(db: Database, sources: Iterable[str]) -> int:
     """Close the abandoned ``running`` runs of ``sources`` whose lock is free; returns how many.
 
     For the status readers: they call it for the sources whose newest run is ``running``, so that a
@@ -80,7 +83,7 @@ def reap_abandoned(store: Store, sources: Iterable[str]) -> int:
     """
     closed = 0
     for source in sources:
-        lock = _lock(store, source)
+        lock = _lock(db, source)
         try:
             if not _take(lock):
                 continue  # a live ingest holds it: its run is really in flight
@@ -88,14 +91,14 @@ def reap_abandoned(store: Store, sources: Iterable[str]) -> int:
             log.warning("%s: cannot look at the ingest lock: %s", source, exc, extra={"source": source})
             continue
         try:
-            closed += _close_abandoned(store, source)
+            closed += _close_abandoned(db, source)
         finally:
             lock.release()
     return closed
 
 
-def _close_abandoned(store: Store, source: str) -> int:
-    ids = store.runs.close_abandoned(source, reason=ABANDONED)
+def _close_abandoned(db: Database, source: str) -> int:
+    ids = run_records.close_abandoned(db, source, reason=ABANDONED)
     if ids:
         log.warning(
             "%s: closed %d run(s) left running by a process that is gone (%s)",
@@ -107,12 +110,12 @@ def _close_abandoned(store: Store, source: str) -> int:
     return len(ids)
 
 
-def status_summary(store: Store, sources: Iterable[str], now: datetime | None = None) -> StatusSummary:
+def status_summary(db: Database, sources: Iterable[str], now: datetime | None = None) -> StatusSummary:
     """The store's status summary for the status readers (``papertrail status``, the status page), with
     the runs a dead process left ``running`` closed first: a source reads "checking" only while a live
     process checks it."""
-    summary = store.dashboard.status(now, sources=sources)
+    summary = dashboard_records.status(db, now, sources=sources)
     checking = [facts.source for facts in summary.sources if facts.checking_since is not None]
-    if checking and reap_abandoned(store, checking):
-        summary = store.dashboard.status(now, sources=sources)
+    if checking and reap_abandoned(db, checking):
+        summary = dashboard_records.status(db, now, sources=sources)
     return summary

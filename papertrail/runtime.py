@@ -36,8 +36,9 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from core.guides.service import make_reader_guides
 from core.models import utcnow
+from core.papers import paper_records
 from core.papers.pipeline import complete_papers, ingest_community, ingest_once
-from core.store.search import INDEX_BATCH
+from core.papers.search_index import INDEX_BATCH
 from papertrail.context import AppContext
 from papertrail.ingest_claim import SourceBusy, claim_source
 from papertrail.leader import POLL_SECONDS, Leader, lock_for
@@ -62,7 +63,7 @@ CANCEL_GRACE = 3.0
 # Hugging Face's daily list grows and its upvotes move during the day; hourly is plenty.
 COMMUNITY_INTERVAL_MINUTES = 60
 # The search indexer (Jobs.index_search): a run every minute writes entries for up to 40 s, a batch
-# (core.store.search.INDEX_BATCH) per transaction, so a backfill's million papers are searchable within
+# (core.papers.search_index.INDEX_BATCH) per transaction, so a backfill's million papers are searchable within
 # the hour or so.
 INDEX_INTERVAL_SECONDS = 60
 INDEX_RUN_SECONDS = 40
@@ -134,8 +135,8 @@ class Jobs:
                 )
                 return
             try:
-                with claim_source(ctx.store, name):
-                    report = await ingest_once(ctx.store, ctx.sources[name], index=ctx.follows)
+                with claim_source(ctx.db, name):
+                    report = await ingest_once(ctx.db, ctx.sources[name], index=ctx.follows)
             except SourceBusy as exc:  # a `papertrail ingest` (or another service) runs it: it does the work
                 log.info("skipped: %s", exc, extra={"source": name})
                 return
@@ -163,8 +164,8 @@ class Jobs:
                 if self.stop.is_set():
                     return
                 try:
-                    with claim_source(ctx.store, source.name):
-                        report = await ingest_community(ctx.store, source, utcnow().date())
+                    with claim_source(ctx.db, source.name):
+                        report = await ingest_community(ctx.db, source, utcnow().date())
                 except SourceBusy as exc:
                     log.info("skipped: %s", exc, extra={"source": source.name})
                     continue
@@ -172,8 +173,8 @@ class Jobs:
                     log.info("%s: %s", report.source, report.note, extra={"source": report.source})
             if ctx.api is not None and not self.stop.is_set():
                 try:
-                    with claim_source(ctx.store, ctx.api.name):
-                        report = await complete_papers(ctx.store, ctx.api)
+                    with claim_source(ctx.db, ctx.api.name):
+                        report = await complete_papers(ctx.db, ctx.api)
                 except SourceBusy as exc:
                     log.info("skipped: %s", exc, extra={"source": ctx.api.name})
                 else:
@@ -183,23 +184,23 @@ class Jobs:
         await self.guides()
 
     async def index_search(self) -> None:
-        """Write the search index entries a backfill or migration 0018 left (core.store.search), in
+        """Write the search index entries a backfill or migration 0018 left (core.papers.search_index), in
         batches of INDEX_BATCH, for at most INDEX_RUN_SECONDS a run: the rest waits for the next run.
         Then merge the index's pending entries (PostgreSQL), the day's news among them."""
-        store = self.ctx.store
+        db = self.ctx.db
         async with self._busy["index"]:
             started = time.monotonic()
             written = 0
             while not self.stop.is_set() and time.monotonic() - started < INDEX_RUN_SECONDS:
-                done = await asyncio.to_thread(store.papers.index_search, INDEX_BATCH)
+                done = await asyncio.to_thread(paper_records.index_search, db, INDEX_BATCH)
                 written += done
                 if done < INDEX_BATCH:
                     break
             if written:
-                left = await asyncio.to_thread(store.papers.search_backlog)
+                left = await asyncio.to_thread(paper_records.search_backlog, db)
                 log.info("search index: %d papers indexed, %d to go", written, left)
             # The news written since the last run, merged into PostgreSQL's GIN index proper.
-            await asyncio.to_thread(store.papers.tidy_search_index)
+            await asyncio.to_thread(paper_records.tidy_search_index, db)
 
     async def guides(self) -> None:
         """Make the AI guides readers are waiting for (core.guides.service); nothing without an endpoint.
@@ -211,7 +212,7 @@ class Jobs:
         if ctx.guide_model is None or self.stop.is_set():
             return
         async with self._busy["guides"]:
-            for report in await make_reader_guides(ctx.store, ctx.guide_model, ctx.settings, now=utcnow()):
+            for report in await make_reader_guides(ctx.db, ctx.guide_model, ctx.settings, now=utcnow()):
                 if report.made or report.failures or report.capped:
                     log.info(
                         "guides (%s): %d made, %d failed%s",
@@ -283,7 +284,7 @@ def add_jobs(scheduler: AsyncIOScheduler, jobs: Jobs, run: Callable[..., Awaitab
 
 async def scheduler_role(ctx: AppContext, stop: asyncio.Event, *, poll: float = POLL_SECONDS) -> None:
     """Lead (or wait to lead), run the ingest jobs while leading, release the lock when stopping."""
-    leader = Leader(lock_for(ctx.store.engine), poll=poll)
+    leader = Leader(lock_for(ctx.db.engine), poll=poll)
     jobs = Jobs(ctx, stop)
     try:
         while await leader.acquire(stop):
@@ -451,7 +452,7 @@ async def bots_role(ctx: AppContext, stop: asyncio.Event) -> None:
 
     async def slack() -> None:
         try:
-            await SlackBot(ctx.settings.slack_bot(), ctx.store).run_socket_mode(stop)
+            await SlackBot(ctx.settings.slack_bot(), ctx.db).run_socket_mode(stop)
         except SlackSetupError as exc:
             raise RoleError(f"the Slack app cannot run: {exc}") from None
 

@@ -77,7 +77,7 @@ async def mail_outcome(ctx: AppContext, outcome: SignupOutcome, *, language: str
         await ctx.notifiers["email"].send(target, message)
     except DeliveryError:
         # Not sent: the next sign-up of this address may mail it at once instead of waiting out the pause.
-        mail_not_sent(ctx.store, outcome)
+        mail_not_sent(ctx.db, outcome)
         raise
     return True
 

@@ -10,20 +10,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.config import DEFAULT_DATABASE_URL, Settings
-from core.store.facade import Store, make_engine
-from core.store.migrate import migrate
+from core.db import Database, make_engine
+from core.db_migrate import migrate
 
 
-def open_store(settings: Settings) -> Store:
+def open_store(settings: Settings) -> Database:
     """The store at ``settings.database_url``, its schema brought up to date.
 
     Only the default SQLite file's folder (``./data/``) is created; any other database URL names a
-    folder that must exist (``core.store.facade.DatabaseFolderMissing`` otherwise).
+    folder that must exist (``core.db.DatabaseFolderMissing`` otherwise).
     """
     url = settings.database_url
     engine = make_engine(url, create_folder=url == DEFAULT_DATABASE_URL)
     migrate(engine)
-    return Store(engine)
+    return Database(engine)
 
 
 @dataclass
@@ -31,8 +31,8 @@ class StoreContext:
     """The settings and the store of one command that needs nothing else."""
 
     settings: Settings
-    store: Store
+    db: Database
 
     def close(self) -> None:
         """Release the database connections."""
-        self.store.engine.dispose()
+        self.db.engine.dispose()

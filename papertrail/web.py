@@ -54,8 +54,11 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from core.guides import guide_records
 from core.i18n.languages import Translator, listing, translator
 from core.models import utcnow
+from core.overview import dashboard_records
+from core.papers import paper_records
 from core.papers.citations import highwire_tags
 from core.papers.health import Health
 from core.papers.revisions import history
@@ -114,7 +117,7 @@ def build_app(ctx: AppContext, *, clock: Callable[[], datetime] = utcnow) -> Sta
     if serves_http(ctx.settings.slack_bot()):
         from bot.slack import SlackBot
 
-        routes += SlackBot(ctx.settings.slack_bot(), ctx.store).routes()
+        routes += SlackBot(ctx.settings.slack_bot(), ctx.db).routes()
     telegram = ctx.telegram_bot() if ctx.settings.telegram_mode == "webhook" else None
     if telegram is not None:
         routes.append(telegram.webhook_route())  # POST /telegram/webhook, secret-checked
@@ -295,10 +298,10 @@ class _Web:
 
     def __init__(self, ctx: AppContext, pages: Pages, clock: Callable[[], datetime]) -> None:
         self.ctx = ctx
-        self.store = ctx.store
+        self.db = ctx.db
         self.pages = pages
         self.clock = clock
-        self.registry = metrics_registry(StoreCollector(ctx.store, ctx.settings, SOURCE_NAMES, clock))
+        self.registry = metrics_registry(StoreCollector(ctx.db, ctx.settings, SOURCE_NAMES, clock))
 
     # -- pages -------------------------------------------------------------------------------------------
 
@@ -307,12 +310,12 @@ class _Web:
         reader = self.pages.reader(request)
         t = reader.t
         now = self.clock()
-        judged, summary = judged_sources(self.store, self.ctx.settings, SOURCE_NAMES, now)
-        counts = self.store.dashboard.dashboard_counts(now)
-        guides_24h = self.store.guides.count_guided_versions_since(now - timedelta(hours=24))
-        facts = self.store.dashboard.source_facts([item.facts.source for item in judged])
+        judged, summary = judged_sources(self.db, self.ctx.settings, SOURCE_NAMES, now)
+        counts = dashboard_records.dashboard_counts(self.db, now)
+        guides_24h = guide_records.count_guided_versions_since(self.db, now - timedelta(hours=24))
+        facts = dashboard_records.source_facts(self.db, [item.facts.source for item in judged])
         shown = self.pages.display(reader)
-        days = self.store.dashboard.daily_counts(now, CHART_DAYS, shown.zone)
+        days = dashboard_records.daily_counts(self.db, now, CHART_DAYS, shown.zone)
         day_zone = shown.day_name(now)
         chart = Markup(
             daily_chart(
@@ -346,8 +349,8 @@ class _Web:
         bare = bare_paper_id(raw)
         if not bare:
             return language_headers(RedirectResponse("/papers", status_code=307), reader)
-        versions = self.store.papers.versions_of(bare)
-        picks = self.store.papers.picks_of(bare)
+        versions = paper_records.versions_of(self.db, bare)
+        picks = paper_records.picks_of(self.db, bare)
         if not versions and not picks:
             return self.pages.message(
                 reader,
@@ -356,7 +359,9 @@ class _Web:
                 hint=t.gettext("Check the id (e.g. 2411.17700), or search the library on the papers page."),
                 status=404,
             )
-        guides = self.store.guides.guides_for([v.id for v in versions if v.id is not None], reader.language)
+        guides = guide_records.guides_for(
+            self.db, [v.id for v in versions if v.id is not None], reader.language
+        )
         return self.pages.render(
             reader,
             "paper.html.j2",
@@ -379,7 +384,7 @@ class _Web:
         t = reader.t
         name = request.path_params["name"]
         now = self.clock()
-        judged, _ = judged_sources(self.store, self.ctx.settings, SOURCE_NAMES, now)
+        judged, _ = judged_sources(self.db, self.ctx.settings, SOURCE_NAMES, now)
         verdict = next((item for item in judged if item.facts.source == name), None)
         if verdict is None:
             return self.pages.message(
@@ -397,7 +402,7 @@ class _Web:
             "source.html.j2",
             now=now,
             source=verdict,
-            runs=self.store.dashboard.source_runs(name, limit=50),
+            runs=dashboard_records.source_runs(self.db, name, limit=50),
         )
 
     # -- operations (machine-readable: English) --------------------------------------------------------
@@ -408,7 +413,7 @@ class _Web:
 
     async def readyz(self, request: Request) -> Response:
         """Readiness: the database answers ``SELECT 1``."""
-        reason = await run_in_threadpool(readiness, self.store, self.ctx.settings)
+        reason = await run_in_threadpool(readiness, self.db, self.ctx.settings)
         if reason is None:
             return PlainTextResponse("ready")
         return PlainTextResponse(f"not ready: {reason}", status_code=503)

@@ -7,7 +7,7 @@
   suffix dropped, old-style ids keep their slash (``/papers/hep-th/9901001.bib``). A paper PaperTrail has
   not seen, or knows only from a community pick (no arXiv metadata yet), is a 404 page.
 * ``GET /manage/{token}/papers.bib``: behind the manage link's token, one entry per paper that a sent
-  digest of the subscriber carried (``core.store.ledger_sent``), the most recently sent first, at most
+  digest of the subscriber carried (``core.delivery.ledger_sent``), the most recently sent first, at most
   :data:`MAX_HISTORY_PAPERS`; streamed a page of the ledger at a time. Its ``@comment`` lines are in the
   reader's language; the entries are data and never translated. Not cached, not referred (like the manage
   page). Only what digests carried: the papers a subscriber liked are the next file.
@@ -24,11 +24,13 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from core.db import Database
+from core.delivery.ledger_sent import NEWEST_FIRST, sent_items
 from core.i18n.languages import Translator
 from core.models import Subscriber, Version
+from core.papers import paper_records
 from core.papers.citations import MAX_HISTORY_PAPERS, MEDIA_TYPE, entry, file_name
-from core.store.facade import Store
-from core.store.ledger_sent import NEWEST_FIRST, sent_items
+from core.taste import taste_records
 from papertrail.context import AppContext
 from papertrail.web_pages import PRIVATE_HEADERS, Pages, bare_paper_id, language_headers, paper_path
 from papertrail.web_subscribers import SubscriberPages
@@ -52,7 +54,7 @@ class BibtexRoutes:
     """The three ``.bib`` routes of one app."""
 
     def __init__(self, ctx: AppContext, pages: Pages, subscribers: SubscriberPages) -> None:
-        self.store = ctx.store
+        self.db = ctx.db
         self.pages = pages
         self.subscribers = subscribers
 
@@ -71,9 +73,9 @@ class BibtexRoutes:
         t = reader.t
         raw = request.path_params["arxiv_id"]
         bare = bare_paper_id(raw)
-        versions = self.store.papers.versions_of(bare) if bare else []
+        versions = paper_records.versions_of(self.db, bare) if bare else []
         if not versions:
-            known = bool(bare) and bool(self.store.papers.picks_of(bare))
+            known = bool(bare) and bool(paper_records.picks_of(self.db, bare))
             return self.pages.message(
                 reader,
                 t.gettext("Paper not found"),
@@ -124,7 +126,7 @@ class BibtexRoutes:
         yield _comment(
             t.gettext("PaperTrail: the papers you liked, most recent first; one entry per version.")
         )
-        liked = self.store.taste.liked_versions(subscriber.id, limit=MAX_HISTORY_PAPERS + 1)
+        liked = taste_records.liked_versions(self.db, subscriber.id, limit=MAX_HISTORY_PAPERS + 1)
         yield from _entries(liked, t, none=t.gettext("You have liked no paper yet."))
 
     def _history(self, subscriber: Subscriber, t: Translator) -> Iterator[str]:
@@ -136,33 +138,34 @@ class BibtexRoutes:
             )
         )
         # One more than the limit: the extra one only says that the file stops short.
-        sent = _sent_papers(self.store, subscriber.id, limit=MAX_HISTORY_PAPERS + 1)
+        sent = _sent_papers(self.db, subscriber.id, limit=MAX_HISTORY_PAPERS + 1)
         yield from _entries(sent, t, none=t.gettext("PaperTrail has sent you no digest yet."))
 
 
-def _sent_papers(store: Store, subscriber_id: int, *, limit: int) -> Iterator[Version]:
+def _sent_papers(db: Database, subscriber_id: int, *, limit: int) -> Iterator[Version]:
     """The newest stored version of each paper the subscriber was sent, at most ``limit``: the papers in the
-    order of their most recent sending (what was sent is ``core.store.ledger_sent``'s), each once, whichever
-    of its versions were sent (a paper sent as v1 and again as v3 is one entry, its newest stored version).
-    Read :data:`HISTORY_CHUNK` papers at a time, each chunk's ledger pages and versions in short transactions.
+    order of their most recent sending (what was sent is ``core.delivery.ledger_sent``'s), each once,
+    whichever of its versions were sent (a paper sent as v1 and again as v3 is one entry, its newest stored
+    version). Read :data:`HISTORY_CHUNK` papers at a time, each chunk's ledger pages and versions in short
+    transactions.
     """
     seen: set[str] = set()
     chunk: list[str] = []
-    for item in sent_items(store, subscriber_id, order=NEWEST_FIRST):
+    for item in sent_items(db, subscriber_id, order=NEWEST_FIRST):
         if item.arxiv_id in seen:
             continue
         seen.add(item.arxiv_id)
         chunk.append(item.arxiv_id)
         if len(chunk) == HISTORY_CHUNK or len(seen) == limit:
-            yield from _newest(store, chunk)
+            yield from _newest(db, chunk)
             chunk = []
             if len(seen) == limit:
                 return
-    yield from _newest(store, chunk)
+    yield from _newest(db, chunk)
 
 
-def _newest(store: Store, papers: list[str]) -> Iterator[Version]:
-    newest = store.papers.newest_versions(papers) if papers else {}
+def _newest(db: Database, papers: list[str]) -> Iterator[Version]:
+    newest = paper_records.newest_versions(db, papers) if papers else {}
     return (newest[paper] for paper in papers if paper in newest)
 
 

@@ -3,7 +3,8 @@ and AI relevance, searched in the follow language (``core.follows.search_text``)
 
 Its query parameters are checked by :func:`parse_filter` and :func:`parse_cursor`, which answer what is
 wrong in the reader's language (a 400 page that keeps the form as typed); the SQL is
-``core/store/browser.py``'s. Every filter is kept in the links the page makes (:data:`FILTER_PARAMS`).
+``core/papers/browser_records.py``'s. Every filter is kept in the links the page makes
+(:data:`FILTER_PARAMS`).
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from core.follows.search_text import SearchError, compile_search
+from core.guides import guide_records
 from core.i18n.languages import Translator, listing, translator
-from core.store.browser import (
+from core.papers import browser_records
+from core.papers.browser_records import (
     MAX_CATEGORY,
     MAX_RELEVANCE_PAGE,
     MAX_SEARCH,
@@ -45,7 +48,7 @@ class BrowserPages:
     """The ``/papers`` route of one app."""
 
     def __init__(self, ctx: AppContext, pages: Pages, clock: Callable[[], datetime]) -> None:
-        self.store = ctx.store
+        self.db = ctx.db
         self.pages = pages
         self.clock = clock
 
@@ -64,7 +67,8 @@ class BrowserPages:
         error = parsed if isinstance(parsed, str) else parse_cursor(parsed, cursor, reader.t)
         if not error and isinstance(parsed, PaperFilter):
             try:
-                result = self.store.browser.browse_papers(
+                result = browser_records.browse_papers(
+                    self.db,
                     parsed,
                     after=cursor["after"] or None,
                     before=cursor["before"] or None,
@@ -92,8 +96,8 @@ class BrowserPages:
                 max_relevance_page=MAX_RELEVANCE_PAGE,
             )
         assert isinstance(parsed, PaperFilter)
-        guides = self.store.guides.guides_for(
-            [row.version_id for row in result.rows if row.version_id is not None], reader.language
+        guides = guide_records.guides_for(
+            self.db, [row.version_id for row in result.rows if row.version_id is not None], reader.language
         )
         return self.pages.render(
             reader,

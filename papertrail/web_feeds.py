@@ -3,8 +3,8 @@ their digests carried (docs/feeds.md).
 
 * ``GET /feeds?q=QUERY[&lang=en|zh]``: the newest :data:`core.delivery.feeds.QUERY_FEED_ENTRIES` news
 versions a
-  follow of ``QUERY`` finds (core.store.feeds), new papers and revisions each as their own entry. Kept in
-  an in-process cache per normalised query and language for :data:`FEED_CACHE_SECONDS` (at most
+  follow of ``QUERY`` finds (core.delivery.feed_records), new papers and revisions each as their own entry.
+  Kept in an in-process cache per normalised query and language for :data:`FEED_CACHE_SECONDS` (at most
   :data:`FEED_CACHE_ENTRIES` feeds), answered with ``ETag`` and ``Last-Modified`` and ``304`` to a
   matching ``If-None-Match`` or ``If-Modified-Since``. A query that does not parse gets ``400`` with the
   parser's message and a caret under the position, in plain text.
@@ -39,8 +39,10 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
+from core.delivery import feed_records
 from core.delivery.escaping import strip_control
 from core.delivery.feed_links import PRIVATE_FEED_PREFIX, query_feed_url
+from core.delivery.feed_records import FeedVersion
 from core.delivery.feeds import PRIVATE_FEED_ENTRIES, QUERY_FEED_ENTRIES, FeedRevoked, feed_subscriber
 from core.delivery.render import changes_text, reasons_text, short_authors
 from core.follows.query import QueryError, parse
@@ -48,7 +50,6 @@ from core.follows.search_text import SearchError, compile_search
 from core.i18n.languages import LANGUAGE_TAGS, Translator, normalize_language, translator
 from core.models import Subscriber
 from core.people import tokens
-from core.store.feeds import FeedVersion
 from papertrail.context import AppContext
 from papertrail.web_atom import MEDIA_TYPE, Entry, Feed, Link, Paragraph, serialize
 from papertrail.web_pages import PRIVATE_HEADERS, SECURITY_HEADERS, Pages, arxiv_url, paper_path
@@ -160,7 +161,7 @@ class FeedPages:
 
     def __init__(self, ctx: AppContext, pages: Pages, clock: Callable[[], datetime]) -> None:
         self.ctx = ctx
-        self.store = ctx.store
+        self.db = ctx.db
         self.pages = pages
         self.clock = clock
         self.cache = FeedCache()
@@ -206,7 +207,7 @@ class FeedPages:
         key = (canonical, language)
         rendered = self.cache.get(key, now)
         if rendered is None:
-            versions = self.store.feeds.query_feed(search, limit=QUERY_FEED_ENTRIES, language=language)
+            versions = feed_records.query_feed(self.db, search, limit=QUERY_FEED_ENTRIES, language=language)
             # The links name the language unless it is the default: the document then depends on the
             # cache's key alone, whichever request built it.
             chosen = {"lang": language} if language != self.pages.default_language else {}
@@ -249,7 +250,7 @@ class FeedPages:
         subscriber: Subscriber | None = None
         if key:
             try:
-                subscriber = feed_subscriber(self.store, key, token)
+                subscriber = feed_subscriber(self.db, key, token)
             except tokens.InvalidToken:
                 subscriber = None
             except FeedRevoked:
@@ -264,7 +265,9 @@ class FeedPages:
             return self._refused(text, language, status=gone, private=True)
         language = asked or normalize_language(subscriber.language) or self.pages.default_language
         t = translator(language)
-        versions = self.store.feeds.sent_feed(subscriber.id, limit=PRIVATE_FEED_ENTRIES, language=language)
+        versions = feed_records.sent_feed(
+            self.db, subscriber.id, limit=PRIVATE_FEED_ENTRIES, language=language
+        )
         updated = max((v.updated_at for v in versions), default=subscriber.created_at or _EPOCH)
         own = self.public_url + PRIVATE_FEED_PREFIX + quote(token, safe="")
         feed = Feed(

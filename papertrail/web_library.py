@@ -189,7 +189,7 @@ class LibraryRoutes:
                 t.gettext("Nothing was imported. Fix the file, or export the library again, and import it."),
             )
         assert subscriber.id is not None
-        report = await import_library(self.ctx.store, subscriber.id, read, lookup=self.ctx.api)
+        report = await import_library(self.ctx.db, subscriber.id, read, lookup=self.ctx.api)
         log.info(
             "library import: subscriber %s, %s, %d entries, %d used, %d new",
             subscriber.id,

@@ -19,9 +19,12 @@ from prometheus_client.registry import Collector
 
 from core.channel import KNOWN_CHANNELS, NEWSLETTER_CHANNEL
 from core.config import Settings
+from core.db import Database
+from core.guides import guide_records
+from core.overview import dashboard_records
+from core.overview.dashboard_records import StatusSummary
 from core.papers.health import Health
 from core.papers.status import SourceStatus, source_statuses
-from core.store.facade import StatusSummary, Store
 from papertrail.ingest_claim import status_summary
 from papertrail.redact import SecretRedactor, secrets_of
 
@@ -32,10 +35,10 @@ ALARM_CHANNELS = tuple(c for c in KNOWN_CHANNELS if c != NEWSLETTER_CHANNEL)
 
 
 def judged_sources(
-    store: Store, settings: Settings, names: Sequence[str], now: datetime
+    db: Database, settings: Settings, names: Sequence[str], now: datetime
 ) -> tuple[list[SourceStatus], StatusSummary]:
     """Every source's verdict (with the settings' holidays and grace, as ``papertrail status``)."""
-    summary = status_summary(store, names, now)
+    summary = status_summary(db, names, now)
     judged = source_statuses(
         summary,
         now=now,
@@ -49,9 +52,9 @@ class StoreCollector(Collector):
     """PaperTrail's numbers, read from the store on every scrape."""
 
     def __init__(
-        self, store: Store, settings: Settings, sources: Sequence[str], clock: Callable[[], datetime]
+        self, db: Database, settings: Settings, sources: Sequence[str], clock: Callable[[], datetime]
     ) -> None:
-        self.store = store
+        self.db = db
         self.settings = settings
         self.sources = tuple(sources)
         self.clock = clock
@@ -65,11 +68,11 @@ class StoreCollector(Collector):
         up = GaugeMetricFamily("papertrail_database_up", "1 when the last scrape could read the database.")
         now = self.clock()
         try:
-            counts = self.store.dashboard.metric_counts()
-            judged, summary = judged_sources(self.store, self.settings, self.sources, now)
+            counts = dashboard_records.metric_counts(self.db)
+            judged, summary = judged_sources(self.db, self.settings, self.sources, now)
             day_ago = now - timedelta(hours=24)
-            guides_made = self.store.guides.count_made_since(day_ago)
-            versions_guided = self.store.guides.count_guided_versions_since(day_ago)
+            guides_made = guide_records.count_made_since(self.db, day_ago)
+            versions_guided = guide_records.count_guided_versions_since(self.db, day_ago)
         except sa.exc.SQLAlchemyError as exc:
             log.warning("metrics: cannot read the database: %s", type(exc).__name__)
             up.add_metric([], 0)
@@ -189,10 +192,10 @@ def exposition(registry: CollectorRegistry) -> bytes:
     return generate_latest(registry)
 
 
-def readiness(store: Store, settings: Settings) -> str | None:
+def readiness(db: Database, settings: Settings) -> str | None:
     """None when ``SELECT 1`` works; else why not, with every secret and the database password masked."""
     try:
-        with store.engine.connect() as connection:
+        with db.engine.connect() as connection:
             connection.execute(sa.text("SELECT 1"))
     except Exception as exc:  # any failure to reach the database means "not ready", whatever raised it
         original = getattr(exc, "orig", None) or exc
@@ -201,7 +204,7 @@ def readiness(store: Store, settings: Settings) -> str | None:
             f"database unreachable ({type(original).__name__}: {detail})"
         )
         # The redactor skips short secrets (they would mask innocent words); a password never shows.
-        password = store.engine.url.password
+        password = db.engine.url.password
         if password and len(str(password)) >= 4:
             reason = reason.replace(str(password), "********")
         return reason

@@ -33,7 +33,7 @@ from starlette.routing import Route
 from core.channel import DeliveryError
 from core.follows.query import QueryError
 from core.i18n.languages import normalize_language, said
-from core.people import tokens
+from core.people import newsletter_records, tokens
 from core.people.signup import (
     RESEND_AFTER,
     SignupChanged,
@@ -103,7 +103,7 @@ class SignupPages:
             error=error,
             excerpt=excerpt,
             form={**defaults, **values},
-            newsletters=self.ctx.store.newsletters.all(),
+            newsletters=newsletter_records.all_newsletters(self.ctx.db),
         )
 
     async def form(self, request: Request) -> Response:
@@ -131,7 +131,7 @@ class SignupPages:
         try:
             wanted: SignupRequest = await run_in_threadpool(
                 lambda: prepare(
-                    self.ctx.store,
+                    self.ctx.db,
                     address,
                     queries,
                     timezone=values["timezone"].strip() or self.ctx.settings.default_timezone,
@@ -151,7 +151,7 @@ class SignupPages:
         refusal = await run_in_threadpool(self._take_quota, request, now)
         if refusal is not None:
             return self._refused(reader, refusal)
-        outcome: SignupOutcome = await run_in_threadpool(lambda: record(self.ctx.store, wanted, now=now))
+        outcome: SignupOutcome = await run_in_threadpool(lambda: record(self.ctx.db, wanted, now=now))
         if outcome.state == SignupState.THROTTLED:
             return self._throttled(reader, outcome, now)
         t = reader.t
@@ -191,7 +191,7 @@ class SignupPages:
             per_hour=settings.signup_mails_per_hour,
             secret=check_available(self.ctx),
         )
-        return take(self.ctx.store, quotas, now)
+        return take(self.ctx.db, quotas, now)
 
     def _too_many(self, reader: Reader, title: str, text: str, hint: str, seconds: int) -> Response:
         """A 429 page that says what to do, with Retry-After."""
@@ -298,7 +298,7 @@ class SignupPages:
         token = self._token(request)
         key = check_available(self.ctx)
         try:
-            subscriber, pending = await run_in_threadpool(pending_sign_up, self.ctx.store, key, token)
+            subscriber, pending = await run_in_threadpool(pending_sign_up, self.ctx.db, key, token)
         except (tokens.InvalidToken, LookupError) as exc:
             return self._link_problem(reader, exc)
         return self.pages.render(
@@ -319,7 +319,7 @@ class SignupPages:
         await request.form(max_fields=10, max_files=0)
         key = check_available(self.ctx)
         try:
-            subscriber = await run_in_threadpool(confirm, self.ctx.store, key, self._token(request))
+            subscriber = await run_in_threadpool(confirm, self.ctx.db, key, self._token(request))
         except (tokens.InvalidToken, LookupError) as exc:
             return self._link_problem(reader, exc)
         manage = tokens.sign(key, tokens.MANAGE, subscriber.address)

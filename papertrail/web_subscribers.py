@@ -47,16 +47,18 @@ from core.channel import normalise_address
 from core.delivery.digests import resume
 from core.delivery.feed_links import opml
 from core.delivery.feeds import private_feed_url, renew_private_feed
+from core.follows import subscriber_records
 from core.follows.manage import follow
 from core.follows.query import QueryError
 from core.i18n.languages import LANGUAGES, N_, listing, normalize_language, said
 from core.models import Follow, Newsletter, Subscriber, SubscriberStatus
 from core.papers.citations import MAX_HISTORY_PAPERS
-from core.people import tokens
+from core.people import newsletter_records, tokens
 from core.people.masking import mask_address
 from core.people.subscription import export_subscription
 from core.people.subscription_file import dumps
 from core.schedule import parse_schedule, zone
+from core.taste import taste_records
 from core.taste.library_file import MAX_FILE_BYTES
 from core.taste.votes import VoteState, undo_vote, votes
 from papertrail.context import AppContext
@@ -114,7 +116,7 @@ class SubscriberPages:
 
     def __init__(self, ctx: AppContext, pages: Pages) -> None:
         self.ctx = ctx
-        self.store = ctx.store
+        self.db = ctx.db
         self.pages = pages
 
     def routes(self) -> list[Route]:
@@ -199,10 +201,10 @@ class SubscriberPages:
 
     def _find(self, address: str, reader: Reader) -> Subscriber | Response:
         """The subscriber at ``address``, or the page that says there is none."""
-        subscriber = self.store.subscribers.get_subscriber(address)
+        subscriber = subscriber_records.get_subscriber(self.db, address)
         if subscriber is None:
             try:
-                subscriber = self.store.subscribers.get_subscriber(normalise_address(address))
+                subscriber = subscriber_records.get_subscriber(self.db, normalise_address(address))
             except ValueError:
                 subscriber = None
         if subscriber is None or subscriber.id is None:
@@ -253,8 +255,8 @@ class SubscriberPages:
         already = found.status == SubscriberStatus.UNSUBSCRIBED
         if not already:
             assert found.id is not None
-            self.store.subscribers.unsubscribe(found.id, reason=UNSUBSCRIBE_REASON)
-            found = self.store.subscribers.get_subscriber(found.address) or found
+            subscriber_records.unsubscribe(self.db, found.id, reason=UNSUBSCRIBE_REASON)
+            found = subscriber_records.get_subscriber(self.db, found.address) or found
         return self._unsubscribe_view(found, reader, done=True)
 
     def _unsubscribe_view(self, subscriber: Subscriber, reader: Reader, *, done: bool) -> Response:
@@ -265,7 +267,7 @@ class SubscriberPages:
             "unsubscribe.html.j2",
             private=True,
             subscriber=subscriber,
-            follows=len(self.store.subscribers.follows_of(subscriber.id)),
+            follows=len(subscriber_records.follows_of(self.db, subscriber.id)),
             done=done,
             unsubscribed=subscriber.status == SubscriberStatus.UNSUBSCRIBED,
             action=unsubscribe_path,
@@ -286,7 +288,7 @@ class SubscriberPages:
         subscriber = self._find(address, reader)
         if isinstance(subscriber, Response):
             return subscriber
-        newsletter = self.store.newsletters.get_newsletter(name)
+        newsletter = newsletter_records.get_newsletter(self.db, name)
         if newsletter is None or newsletter.id is None:
             reader = reader.with_stored(subscriber.language)
             t = reader.t
@@ -323,7 +325,7 @@ class SubscriberPages:
             return found
         subscriber, newsletter = found
         assert subscriber.id is not None and newsletter.id is not None
-        left = self.store.newsletters.leave_newsletter(newsletter.id, subscriber.id)
+        left = newsletter_records.leave_newsletter(self.db, newsletter.id, subscriber.id)
         # Left already (a second click): the page says so rather than claiming it just happened.
         return self._leave_view(subscriber, newsletter, reader, done=left)
 
@@ -335,7 +337,7 @@ class SubscriberPages:
         token = tokens.sign(
             self._key(), tokens.LEAVE, tokens.leave_subject(subscriber.address, newsletter.name)
         )
-        member = any(n.id == newsletter.id for n in self.store.newsletters.newsletters_of(subscriber.id))
+        member = any(n.id == newsletter.id for n in newsletter_records.newsletters_of(self.db, subscriber.id))
         return self.pages.render(
             reader.with_stored(subscriber.language),
             "leave.html.j2",
@@ -411,7 +413,7 @@ class SubscriberPages:
         text = fields.get("query", "")
         try:
             result = follow(
-                self.store,
+                self.db,
                 subscriber.address,
                 text,
                 timezone=subscriber.timezone,
@@ -431,7 +433,8 @@ class SubscriberPages:
         assert subscriber.id is not None
         wanted = fields.get("follow", "")
         target: Follow | None = next(
-            (f for f in self.store.subscribers.follows_of(subscriber.id) if str(f.id) == wanted.strip()), None
+            (f for f in subscriber_records.follows_of(self.db, subscriber.id) if str(f.id) == wanted.strip()),
+            None,
         )
         if target is None or target.id is None:
             return FormError(
@@ -439,7 +442,7 @@ class SubscriberPages:
                     "that follow is not on your list (removed already?); the list below is current"
                 )
             )
-        self.store.subscribers.remove_follow(target.id)
+        subscriber_records.remove_follow(self.db, target.id)
         return "removed"
 
     def _do_schedule(
@@ -452,7 +455,7 @@ class SubscriberPages:
             zone(timezone)
         except ValueError as exc:
             return FormError(said(exc, reader.t))
-        self.store.subscribers.update_subscriber(subscriber.id, schedule=parsed.text, timezone=timezone)
+        subscriber_records.update_subscriber(self.db, subscriber.id, schedule=parsed.text, timezone=timezone)
         return "schedule"
 
     def _do_heartbeat(
@@ -464,7 +467,7 @@ class SubscriberPages:
             return FormError(
                 reader.t.gettext("unknown heartbeat choice {choice!r}; choose on or off", choice=chosen)
             )
-        self.store.subscribers.update_subscriber(subscriber.id, heartbeat=chosen == "on")
+        subscriber_records.update_subscriber(self.db, subscriber.id, heartbeat=chosen == "on")
         return f"heartbeat_{chosen}"
 
     def _do_language(
@@ -480,7 +483,7 @@ class SubscriberPages:
                     choices=listing(reader.t, LANGUAGES),
                 )
             )
-        self.store.subscribers.update_subscriber(subscriber.id, language=normalize_language(chosen))
+        subscriber_records.update_subscriber(self.db, subscriber.id, language=normalize_language(chosen))
         return "language"
 
     def _do_unsubscribe(
@@ -488,7 +491,7 @@ class SubscriberPages:
     ) -> str | FormError:
         assert subscriber.id is not None
         if subscriber.status != SubscriberStatus.UNSUBSCRIBED:
-            self.store.subscribers.unsubscribe(subscriber.id, reason="unsubscribed on the manage page")
+            subscriber_records.unsubscribe(self.db, subscriber.id, reason="unsubscribed on the manage page")
         return "unsubscribed"
 
     def _do_resubscribe(
@@ -497,7 +500,7 @@ class SubscriberPages:
         if subscriber.status == SubscriberStatus.ACTIVE:
             return "active"
         # The same as `papertrail resume`: active again, dead-lettered digests re-queued.
-        resume(self.store, subscriber.address)
+        resume(self.db, subscriber.address)
         return "resubscribed"
 
     def _do_unvote(
@@ -508,7 +511,7 @@ class SubscriberPages:
         version = fields.get("version", "").strip()
         if not paper or not version.isdigit():
             return FormError(reader.t.gettext("that vote is not on your list; the list below is current"))
-        outcome = undo_vote(self.store, subscriber.id, paper, version=int(version))
+        outcome = undo_vote(self.db, subscriber.id, paper, version=int(version))
         if outcome.state == VoteState.NOT_VOTED:
             return FormError(
                 reader.t.gettext("that vote is not on your list (undone already?); the list below is current")
@@ -524,7 +527,7 @@ class SubscriberPages:
         found = self._subscriber(request.path_params["token"], tokens.MANAGE, reader)
         if not isinstance(found, Subscriber):
             return found
-        body = dumps(export_subscription(self.store, found.address, now=self.pages.clock()))
+        body = dumps(export_subscription(self.db, found.address, now=self.pages.clock()))
         return _download(body, "application/json", "papertrail-subscription.json")
 
     def feeds_opml(self, request: Request) -> Response:
@@ -534,14 +537,14 @@ class SubscriberPages:
         if not isinstance(found, Subscriber):
             return found
         assert found.id is not None
-        queries = [f.query for f in self.store.subscribers.follows_of(found.id)]
-        private = private_feed_url(self.store, self.ctx.settings, found)
+        queries = [f.query for f in subscriber_records.follows_of(self.db, found.id)]
+        private = private_feed_url(self.db, self.ctx.settings, found)
         body = opml(self.ctx.settings, found, queries, private=private, now=self.pages.clock())
         return _download(body, "text/x-opml", "papertrail-feeds.opml")
 
     def _do_feed(self, subscriber: Subscriber, fields: Mapping[str, str], reader: Reader) -> str | FormError:
         assert subscriber.id is not None
-        renew_private_feed(self.store, subscriber.id)
+        renew_private_feed(self.db, subscriber.id)
         return "feed"
 
     def _manage_view(
@@ -565,7 +568,7 @@ class SubscriberPages:
             status=status,
             private=True,
             subscriber=subscriber,
-            follows=self.store.subscribers.follows_of(subscriber.id),
+            follows=subscriber_records.follows_of(self.db, subscriber.id),
             action=manage_path,
             downloads={"export": f"{manage_path}/export.json", "feeds": f"{manage_path}/feeds.opml"},
             notice=notice,
@@ -575,11 +578,11 @@ class SubscriberPages:
             # What a subscriber who chose no language gets: the operator's default (issue 20).
             default_language=self.pages.default_language,
             # The private Atom feed's link; its nonce is drawn the first time the page shows it.
-            feed_url=private_feed_url(self.store, self.ctx.settings, subscriber),
+            feed_url=private_feed_url(self.db, self.ctx.settings, subscriber),
             max_history=MAX_HISTORY_PAPERS,
             # Learned follows (issue 17): the newest votes, and (likes, dislikes, library seeds).
-            votes=votes(self.store, subscriber.id, limit=MAX_VOTES_SHOWN),
-            vote_counts=self.store.taste.vote_counts(subscriber.id),
+            votes=votes(self.db, subscriber.id, limit=MAX_VOTES_SHOWN),
+            vote_counts=taste_records.vote_counts(self.db, subscriber.id),
             # The library upload's form posts to {action}/library (papertrail.web_library); its limit.
             library_mb=f"{MAX_FILE_BYTES / 1e6:,.0f}",
         )

@@ -36,7 +36,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from core.models import Subscriber
+from core.papers import paper_records
 from core.people import tokens
+from core.taste import taste_records
 from core.taste.votes import VoteState, cast_vote, undo_vote
 from papertrail.context import AppContext
 from papertrail.web_pages import Pages, Reader
@@ -60,7 +62,7 @@ class VoteRoutes:
     """The three ``/vote`` routes of one app."""
 
     def __init__(self, ctx: AppContext, pages: Pages, subscribers: SubscriberPages) -> None:
-        self.store = ctx.store
+        self.db = ctx.db
         self.pages = pages
         self.subscribers = subscribers
 
@@ -80,7 +82,7 @@ class VoteRoutes:
         if isinstance(found, Response):
             return found
         assert found.subscriber.id is not None
-        current = self.store.taste.votes_on(found.subscriber.id, [found.version_id])
+        current = taste_records.votes_on(self.db, found.subscriber.id, [found.version_id])
         return self._view(found, token, reader, state="ask", current=current.get(found.version_id))
 
     async def vote(self, request: Request) -> Response:
@@ -101,9 +103,7 @@ class VoteRoutes:
         if isinstance(found, Response):
             return found
         assert found.subscriber.id is not None
-        outcome = cast_vote(
-            self.store, found.subscriber.id, found.arxiv_id, found.value, version=found.version
-        )
+        outcome = cast_vote(self.db, found.subscriber.id, found.arxiv_id, found.value, version=found.version)
         if outcome.state == VoteState.UNKNOWN_PAPER:  # removed since the page was shown
             return self._gone(found.arxiv_id, found.version, reader.with_stored(found.subscriber.language))
         return self._view(found, token, reader, state=outcome.state, current=found.value)
@@ -113,7 +113,7 @@ class VoteRoutes:
         if isinstance(found, Response):
             return found
         assert found.subscriber.id is not None
-        outcome = undo_vote(self.store, found.subscriber.id, found.arxiv_id, version=found.version)
+        outcome = undo_vote(self.db, found.subscriber.id, found.arxiv_id, version=found.version)
         return self._view(found, token, reader, state=outcome.state, current=None)
 
     def _ballot(self, token: str, reader: Reader) -> Ballot | Response:
@@ -128,7 +128,7 @@ class VoteRoutes:
         subscriber = self.subscribers.subscriber_at(address, reader)
         if isinstance(subscriber, Response):
             return subscriber
-        stored = next((v for v in self.store.papers.versions_of(arxiv_id) if v.number == number), None)
+        stored = next((v for v in paper_records.versions_of(self.db, arxiv_id) if v.number == number), None)
         if stored is None or stored.id is None:
             return self._gone(arxiv_id, number, reader.with_stored(subscriber.language))
         return Ballot(

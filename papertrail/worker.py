@@ -91,7 +91,7 @@ async def _one_pass(
     """One plan-claim-send pass, each sent digest logged with its subscriber and id."""
     try:
         reports = await send_due_digests(
-            ctx.store, ctx.notifiers, ctx.renderer, policy=ctx.policy, worker=name, stop=stop
+            ctx.db, ctx.notifiers, ctx.renderer, policy=ctx.policy, worker=name, stop=stop
         )
     except Exception:
         if until_idle:

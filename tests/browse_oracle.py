@@ -13,15 +13,15 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from core.db import Database
 from core.follows.query import PaperText
 from core.follows.search_text import paper_doc, tsvector_literal
-from core.store.facade import Store
-from core.store.sort_keys import NEWS_BIT, published_key
+from core.papers.sort_keys import NEWS_BIT, published_key
 from core.values import AnnounceType, PaperIn
 
 
-def _latest_versions(store: Store) -> dict[str, PaperIn]:
-    with store.engine.connect() as connection:
+def _latest_versions(db: Database) -> dict[str, PaperIn]:
+    with db.engine.connect() as connection:
         rows = connection.execute(
             sa.text(
                 "SELECT v.paper_id, v.number, v.title, v.abstract, v.authors, v.categories FROM version v "
@@ -38,9 +38,9 @@ def _latest_versions(store: Store) -> dict[str, PaperIn]:
     }
 
 
-def expected_keys(store: Store) -> dict[str, tuple[bool, int | None, int]]:
+def expected_keys(db: Database) -> dict[str, tuple[bool, int | None, int]]:
     """Per paper: (news, browse_key or None for a stub, published_key), from the versions and picks."""
-    with store.engine.connect() as connection:
+    with db.engine.connect() as connection:
         papers: dict[str, int] = {
             pid: number for pid, number in connection.execute(sa.text("SELECT id, latest_version FROM paper"))
         }
@@ -72,10 +72,10 @@ def _as_datetime(value: object) -> datetime:
     return value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
 
 
-def assert_keys_and_index(store: Store) -> None:
+def assert_keys_and_index(db: Database) -> None:
     """The stored keys equal :func:`expected_keys`; each paper's index entry is its newest version's."""
-    expected = expected_keys(store)
-    with store.engine.connect() as connection:
+    expected = expected_keys(db)
+    with db.engine.connect() as connection:
         stored = {
             pid: (bool(news), key, published)
             for pid, news, key, published in connection.execute(
@@ -90,8 +90,8 @@ def assert_keys_and_index(store: Store) -> None:
             assert news and got_key >= NEWS_BIT, pid
         else:
             assert got_key == key, pid
-    latest = _latest_versions(store)
-    with store.engine.connect() as connection:
+    latest = _latest_versions(db)
+    with db.engine.connect() as connection:
         # A paper marked stale waits for the indexer (a backfill's): only the others must have their entry.
         stale = set(connection.execute(sa.text("SELECT id FROM paper WHERE search_stale = true")).scalars())
         latest = {pid: paper for pid, paper in latest.items() if pid not in stale}
@@ -121,6 +121,6 @@ def assert_keys_and_index(store: Store) -> None:
             assert found == 1, (pid, paper.title)
 
 
-def newest_text(store: Store) -> dict[str, PaperText]:
+def newest_text(db: Database) -> dict[str, PaperText]:
     """The follow matcher's view of every paper's newest version: the search oracle's input."""
-    return {pid: PaperText.of(paper) for pid, paper in _latest_versions(store).items()}
+    return {pid: PaperText.of(paper) for pid, paper in _latest_versions(db).items()}

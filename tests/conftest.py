@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from core.store.facade import Store, make_engine
+from core.db import Database, make_engine
 from tests.schema_template import apply_template
 
 # Recorded responses: the copies in tests/corpus (see its README), or another corpus folder.
@@ -46,7 +46,7 @@ DB_FIXTURES = frozenset(
         "postgres_url",
         "sqlite_store",
         "sqlite_url",
-        "store",
+        "db",
         # of one module each: tests/support/chat_commands.py, test_web.py, test_claim_race.py,
         # test_match_pipeline.py, tests/support/subscription_export.py
         "migrated_template",
@@ -243,7 +243,7 @@ def db_url(request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue(name))
 
 
-def migrated_store(url: str) -> Iterator[Store]:
+def migrated_store(url: str) -> Iterator[Database]:
     """A store on ``url`` with every migration applied; the engine is disposed afterwards.
 
     An empty database gets the schema from this process's template (tests/schema_template.py): the same
@@ -251,23 +251,23 @@ def migrated_store(url: str) -> Iterator[Store]:
     """
     engine = make_engine(url)
     apply_template(engine)
-    yield Store(engine)
+    yield Database(engine)
     engine.dispose()
 
 
 @pytest.fixture
-def store(db_url: str) -> Iterator[Store]:
+def db(db_url: str) -> Iterator[Database]:
     """A migrated store on each database."""
     yield from migrated_store(db_url)
 
 
 @pytest.fixture
-def sqlite_store(sqlite_url: str) -> Iterator[Store]:
+def sqlite_store(sqlite_url: str) -> Iterator[Database]:
     """A migrated store on SQLite only (for tests about the pipeline, not the database)."""
     yield from migrated_store(sqlite_url)
 
 
 @pytest.fixture
-def pg_store(postgres_url: str) -> Iterator[Store]:
+def pg_store(postgres_url: str) -> Iterator[Database]:
     """A migrated store on PostgreSQL only (for tests of what only PostgreSQL does: workers, locks)."""
     yield from migrated_store(postgres_url)

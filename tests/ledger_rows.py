@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
+from core.db import Database
 from core.follows.reasons import Reason, hit_data
 from core.models import Match
-from core.store.facade import Store
 
 
 def add_matches(
-    store: Store,
+    db: Database,
     subscriber_id: int,
     version_ids: Iterable[int],
     reasons: Sequence[Reason],
@@ -26,7 +26,7 @@ def add_matches(
     instant: bool = False,
 ) -> None:
     """One Match row of ``subscriber_id`` per version, each with ``reasons`` given by ``follow_id``."""
-    with store.session() as session:
+    with db.session() as session:
         for version_id in version_ids:
             session.add(
                 Match(

@@ -31,8 +31,8 @@ import sqlalchemy as sa
 from alembic import command
 from sqlalchemy.engine import Engine
 
-from core.store.facade import make_engine
-from core.store.migrate import alembic_config, migrate
+from core.db import make_engine
+from core.db_migrate import alembic_config, migrate
 
 # Statements a migration sends that only read: not needed to rebuild the schema.
 _READS = ("select", "show")

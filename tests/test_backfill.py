@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from core.store.facade import Store
+from core.db import Database
+from core.follows import match_records
+from core.overview import dashboard_records
+from core.papers import paper_records, run_records
 from papertrail.backfill import snapshot_batches
 from papertrail.cli import app
 from tests.conftest import CORPUS
@@ -32,7 +35,7 @@ def test_batches_cover_every_version_and_report_position(tmp_path: Path) -> None
 
 @pytest.mark.parametrize("packed", [False, True], ids=["jsonl", "jsonl.gz"])
 def test_cli_backfill_is_history_and_idempotent(
-    sqlite_store: Store, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, packed: bool
+    sqlite_store: Database, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, packed: bool
 ) -> None:
     path = SAMPLE
     if packed:
@@ -46,11 +49,11 @@ def test_cli_backfill_is_history_and_idempotent(
     assert f"{total} versions read, 0 already known" in first.stdout
     again = runner.invoke(app, ["backfill", "snapshot", str(path)])
     assert f"{total} already known" in again.stdout
-    summary = sqlite_store.dashboard.status()
+    summary = dashboard_records.status(sqlite_store)
     assert summary.versions == total and summary.papers == 200
     assert (summary.new_papers_24h, summary.revisions_24h) == (0, 0)  # history, not news
-    assert sqlite_store.matches.unmatched_versions() == []
-    first_run, second_run = reversed(sqlite_store.runs.latest_runs(2))
+    assert match_records.unmatched_versions(sqlite_store) == []
+    first_run, second_run = reversed(run_records.latest_runs(sqlite_store, 2))
     assert first_run.note == f"{total} versions stored as history" and first_run.state == "ok"
     assert second_run.duplicates == total
     # The backfill's papers wait for the search indexer; `papertrail index` writes their entries now.
@@ -60,11 +63,11 @@ def test_cli_backfill_is_history_and_idempotent(
     indexed = runner.invoke(app, ["index"])
     assert indexed.exit_code == 0, indexed.stderr
     assert "search index: 200 papers to index" in indexed.stdout and "200 papers indexed" in indexed.stdout
-    assert sqlite_store.papers.search_backlog() == 0
+    assert paper_records.search_backlog(sqlite_store) == 0
     assert runner.invoke(app, ["index"]).stdout.strip() == "search index: up to date"
 
 
-def test_cli_backfill_missing_file(sqlite_store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_backfill_missing_file(sqlite_store: Database, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", str(sqlite_store.engine.url))
     result = CliRunner().invoke(app, ["backfill", "snapshot", "/nonexistent/snapshot.json"])
     assert result.exit_code == 2 and "is not a file" in result.stderr
@@ -94,7 +97,7 @@ def _broken(tmp_path: Path, kind: str) -> Path:
     ],
 )
 def test_cli_backfill_of_a_broken_gzip_says_what_is_wrong_and_that_nothing_was_stored(
-    sqlite_store: Store, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, kind: str, problem: str
+    sqlite_store: Database, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, kind: str, problem: str
 ) -> None:
     # Issue 16: a truncated file printed only "Aborted." (click's answer to EOFError), a corrupt one a
     # zlib/BadGzipFile traceback.
@@ -106,23 +109,23 @@ def test_cli_backfill_of_a_broken_gzip_says_what_is_wrong_and_that_nothing_was_s
     assert f"error: {path}: unreadable " in message and problem in message
     assert message.endswith("; nothing was stored"), message
     assert "Aborted" not in result.output and "Traceback" not in result.output
-    assert sqlite_store.dashboard.status().versions == 0
-    (run,) = sqlite_store.runs.latest_runs(1)
+    assert dashboard_records.status(sqlite_store).versions == 0
+    (run,) = run_records.latest_runs(sqlite_store, 1)
     assert run.state == "error"  # the run record says it failed too
 
 
 def test_cli_backfill_of_a_truncated_gzip_says_what_it_stored_before(
-    sqlite_store: Store, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    sqlite_store: Database, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", str(sqlite_store.engine.url))
     monkeypatch.setattr("papertrail.backfill.BATCH_VERSIONS", 20)  # so batches are stored before the cut
     path = _broken(tmp_path, "truncated")
     result = CliRunner().invoke(app, ["backfill", "snapshot", str(path)])
     assert result.exit_code == 1
-    stored = sqlite_store.dashboard.status().versions
+    stored = dashboard_records.status(sqlite_store).versions
     assert stored > 0
     message = " ".join(result.stderr.split())
     assert f"; {stored:,} versions from the lines before it were stored as history" in message
     again = CliRunner().invoke(app, ["backfill", "snapshot", str(path)])
     assert "nothing new was stored (" in " ".join(again.stderr.split())
-    assert sqlite_store.dashboard.status().versions == stored
+    assert dashboard_records.status(sqlite_store).versions == stored

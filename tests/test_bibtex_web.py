@@ -21,13 +21,16 @@ import sqlalchemy as sa
 from pybtex.database.input.bibtex import Parser
 
 from core.channel import Notifier
+from core.db import Database
+from core.delivery import ledger_records
 from core.delivery.digests import send_due_digests
 from core.delivery.render import Renderer
+from core.follows import match_records, subscriber_records
 from core.follows.manage import follow
 from core.models import utcnow
+from core.papers import paper_records
 from core.papers.pipeline import match_new
 from core.people import tokens
-from core.store.facade import Store
 from core.values import AnnounceType, CommunityPick, DigestItem, PaperIn
 from ingest.arxiv_rss_parse import parse_feed
 from notifiers.console import ConsoleNotifier
@@ -86,11 +89,11 @@ def picked_papers() -> tuple[PaperIn, ...]:
     return tuple(found[key] for key in sorted(found))
 
 
-def test_paper_bib_is_the_newest_version_read_back_by_pybtex(store: Store) -> None:
-    store.papers.save_versions(picked_papers())
-    client = client_for(store)
+def test_paper_bib_is_the_newest_version_read_back_by_pybtex(db: Database) -> None:
+    paper_records.save_versions(db, picked_papers())
+    client = client_for(db)
     for arxiv_id in sorted({p.arxiv_id for p in picked_papers()}):
-        newest = store.papers.versions_of(arxiv_id)[-1]
+        newest = paper_records.versions_of(db, arxiv_id)[-1]
         response = client.get(f"/papers/{arxiv_id}.bib")
         assert response.status_code == 200, arxiv_id
         assert response.headers["content-type"] == "application/x-bibtex; charset=utf-8"
@@ -112,12 +115,14 @@ def test_paper_bib_is_the_newest_version_read_back_by_pybtex(store: Store) -> No
     assert "  doi = {10.1016/j.physletb.2003.08.045},\n" in plain
 
 
-def test_unknown_and_pick_only_papers_are_404(store: Store) -> None:
-    client = client_for(store)
+def test_unknown_and_pick_only_papers_are_404(db: Database) -> None:
+    client = client_for(db)
     missing = client.get("/papers/2611.99999.bib")
     assert missing.status_code == 404 and "text/html" in missing.headers["content-type"]
     assert "PaperTrail has not seen 2611.99999." in missing.text
-    store.papers.save_picks([CommunityPick("2611.00777", date(2026, 8, 21), "A pick", "Summary.", ("Ada",))])
+    paper_records.save_picks(
+        db, [CommunityPick("2611.00777", date(2026, 8, 21), "A pick", "Summary.", ("Ada",))]
+    )
     pick_only = client.get("/papers/2611.00777.bib")
     assert pick_only.status_code == 404 and "only from a community pick" in pick_only.text
     assert client.get("/papers/2611.00777").status_code == 200  # its page still shows
@@ -125,17 +130,18 @@ def test_unknown_and_pick_only_papers_are_404(store: Store) -> None:
     assert "尚未收录" in client.get("/papers/2611.99999.bib?lang=zh").text
 
 
-def test_paper_page_carries_escaped_citation_tags_for_a_hostile_title(store: Store) -> None:
+def test_paper_page_carries_escaped_citation_tags_for_a_hostile_title(db: Database) -> None:
     hostile = hostile_items()[0]  # <script> title, "Ada <Lovelace>", 'Bob "Tables" O'Brien'
-    store.papers.save_versions(
+    paper_records.save_versions(
+        db,
         [
             PaperIn(
                 hostile.arxiv_id, 1, hostile.title, hostile.abstract, hostile.authors, hostile.categories
             ),
             *picked_papers(),
-        ]
+        ],
     )
-    client = client_for(store)
+    client = client_for(db)
     html = client.get(f"/papers/{hostile.arxiv_id}").text
     head = html.split("</head>")[0]
     assert "<script>" not in head and "<b>" not in head and "Ada <Lovelace>" not in head
@@ -158,7 +164,9 @@ def test_paper_page_carries_escaped_citation_tags_for_a_hostile_title(store: Sto
     assert old_style["citation_doi"] == "10.1016/j.physletb.2003.08.045"
     assert "citation_journal_title" not in old_style
     # A paper known from a community pick only has no tags (nothing to cite yet) and no BibTeX link.
-    store.papers.save_picks([CommunityPick("2611.00777", date(2026, 8, 21), "A pick", "Summary.", ("Ada",))])
+    paper_records.save_picks(
+        db, [CommunityPick("2611.00777", date(2026, 8, 21), "A pick", "Summary.", ("Ada",))]
+    )
     pick_page = client.get("/papers/2611.00777").text
     assert not [name for name, _ in head_of(pick_page).meta if name.startswith("citation_")]
     assert ".bib" not in pick_page
@@ -179,10 +187,10 @@ def _news(category: str, count: int) -> list[PaperIn]:
     return news[:count]
 
 
-def _sent_papers_sql(store: Store, subscriber_id: int) -> list[str]:
+def _sent_papers_sql(db: Database, subscriber_id: int) -> list[str]:
     """The ledger's sent papers of one subscriber, most recently sent first (by the digest's sending, then
     the digest, then the match), each once, in plain SQL."""
-    with store.engine.connect() as conn:
+    with db.engine.connect() as conn:
         rows = conn.execute(
             sa.text(
                 "SELECT v.paper_id FROM match m JOIN digest d ON d.id = m.digest_id "
@@ -200,42 +208,42 @@ def _keys(text: str) -> list[str]:
 
 
 @pytest.fixture
-def history(store: Store) -> tuple[Store, int, list[str]]:
+def history(db: Database) -> tuple[Database, int, list[str]]:
     """Ada follows cs.DC and was sent two digests (capped at 2 items each, 3 and 4 matches); a third
     batch is matched and planned into a digest that is still pending. Bob follows something else and was
     sent his own."""
-    ada = follow(store, "console:ada", "cat:cs.DC", schedule="instant").subscriber
-    follow(store, "console:bob", "cat:cs.LG", schedule="instant")
+    ada = follow(db, "console:ada", "cat:cs.DC", schedule="instant").subscriber
+    follow(db, "console:bob", "cat:cs.LG", schedule="instant")
     papers = _news("cs.DC", 8)
     out = io.StringIO()
     notifiers = {"console": ConsoleNotifier(out)}
     renderer = Renderer(max_items=2)
 
     def send() -> None:
-        asyncio.run(_send(store, notifiers, renderer))
+        asyncio.run(_send(db, notifiers, renderer))
 
-    store.papers.save_versions([*papers[:3], *_news("cs.LG", 3)])
-    match_new(store)
+    paper_records.save_versions(db, [*papers[:3], *_news("cs.LG", 3)])
+    match_new(db)
     send()
     revised = dataclasses.replace(papers[0], version=2, title="Revised: " + papers[0].title,
                                   announce_type=AnnounceType.REPLACE)  # fmt: skip
-    store.papers.save_versions([*papers[3:6], revised])
-    match_new(store)
+    paper_records.save_versions(db, [*papers[3:6], revised])
+    match_new(db)
     send()
-    store.papers.save_versions(
-        [*papers[6:], dataclasses.replace(papers[3], version=2, announce_type=AnnounceType.REPLACE)]
+    paper_records.save_versions(
+        db, [*papers[6:], dataclasses.replace(papers[3], version=2, announce_type=AnnounceType.REPLACE)]
     )
-    match_new(store)
+    match_new(db)
     assert ada.id is not None
     # Planned into a digest that is not sent (yet): in the ledger, not in the history.
-    store.matches.expand_matches(now=utcnow())
-    assert store.ledger.open_digest(ada.id, "console", instant_only=False, now=utcnow()) is not None
+    match_records.expand_matches(db, now=utcnow())
+    assert ledger_records.open_digest(db, ada.id, "console", instant_only=False, now=utcnow()) is not None
     assert "…and 1 more not shown" in out.getvalue()
-    return store, ada.id, [p.arxiv_id for p in papers]
+    return db, ada.id, [p.arxiv_id for p in papers]
 
 
-async def _send(store: Store, notifiers: Mapping[str, Notifier], renderer: Renderer) -> None:
-    reports = await send_due_digests(store, notifiers, renderer)
+async def _send(db: Database, notifiers: Mapping[str, Notifier], renderer: Renderer) -> None:
+    reports = await send_due_digests(db, notifiers, renderer)
     assert reports and all(r.sent for r in reports)
 
 
@@ -244,14 +252,14 @@ def _history_url(address: str) -> str:
 
 
 def test_history_lists_exactly_the_sent_papers_newest_version_each(
-    history: tuple[Store, int, list[str]], monkeypatch: pytest.MonkeyPatch
+    history: tuple[Database, int, list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store, ada, papers = history
-    expected = _sent_papers_sql(store, ada)
+    db, ada, papers = history
+    expected = _sent_papers_sql(db, ada)
     # Both digests, the matches past their cap too; not the pending third batch; each paper once.
     assert sorted(expected) == sorted(papers[:6])
     assert expected[0] in (papers[0], *papers[3:6]) and expected[-1] in papers[:3]
-    client = client_for(store)
+    client = client_for(db)
     response = client.get(_history_url("console:ada"))
     assert response.status_code == 200
     assert response.headers["content-type"] == "application/x-bibtex; charset=utf-8"
@@ -271,20 +279,20 @@ def test_history_lists_exactly_the_sent_papers_newest_version_each(
     assert versions[f"arXiv:{papers[1]}"] == "1"
     # The walk stops at its limit, a chunk of papers at a time.
     monkeypatch.setattr(web_bibtex, "HISTORY_CHUNK", 2)
-    assert [v.paper_id for v in web_bibtex._sent_papers(store, ada, limit=100)] == expected
-    assert [v.paper_id for v in web_bibtex._sent_papers(store, ada, limit=3)] == expected[:3]
+    assert [v.paper_id for v in web_bibtex._sent_papers(db, ada, limit=100)] == expected
+    assert [v.paper_id for v in web_bibtex._sent_papers(db, ada, limit=3)] == expected[:3]
     # Bob's file holds Bob's papers only.
     bob = client.get(_history_url("console:bob")).text
     assert _keys(bob) and not set(_keys(bob)) & set(_keys(text))
 
 
 def test_history_stops_at_its_limit_and_says_so(
-    history: tuple[Store, int, list[str]], monkeypatch: pytest.MonkeyPatch
+    history: tuple[Database, int, list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store, ada, _ = history
+    db, ada, _ = history
     monkeypatch.setattr(web_bibtex, "MAX_HISTORY_PAPERS", 4)
-    text = client_for(store).get(_history_url("console:ada")).text
-    assert _keys(text) == [f"arXiv:{arxiv_id}" for arxiv_id in _sent_papers_sql(store, ada)[:4]]
+    text = client_for(db).get(_history_url("console:ada")).text
+    assert _keys(text) == [f"arXiv:{arxiv_id}" for arxiv_id in _sent_papers_sql(db, ada)[:4]]
     assert text.rstrip().endswith(
         "@comment{PaperTrail stopped at 4 papers, the most one download holds: older papers are not in "
         "this file.}"
@@ -292,21 +300,21 @@ def test_history_stops_at_its_limit_and_says_so(
 
 
 def test_history_speaks_the_subscribers_language_and_checks_the_token(
-    history: tuple[Store, int, list[str]],
+    history: tuple[Database, int, list[str]],
 ) -> None:
-    store, ada, _ = history
-    store.subscribers.update_subscriber(ada, language="zh")
-    client = client_for(store)
+    db, ada, _ = history
+    subscriber_records.update_subscriber(db, ada, language="zh")
+    client = client_for(db)
     text = client.get(_history_url("console:ada")).text
     assert text.startswith("@comment{PaperTrail：发给你的摘要中的论文") and len(_keys(text)) == 6
-    follow(store, "console:carol", "cat:cs.RO")
+    follow(db, "console:carol", "cat:cs.RO")
     empty = client.get(_history_url("console:carol")).text
     assert _keys(empty) == [] and "PaperTrail has sent you no digest yet." in empty
     forged = client.get("/manage/not-a-token/papers.bib")
     assert forged.status_code == 400 and "text/html" in forged.headers["content-type"]
     unsubscribe_token = tokens.sign(KEY, tokens.UNSUBSCRIBE, "console:ada")
     assert client.get(f"/manage/{unsubscribe_token}/papers.bib").status_code == 400
-    assert client_for(store, secret_key=None).get(_history_url("console:ada")).status_code == 404
+    assert client_for(db, secret_key=None).get(_history_url("console:ada")).status_code == 404
     # The manage page links the download.
     manage = client.get(_history_url("console:ada").removesuffix("/papers.bib")).text
     assert f'href="{_history_url("console:ada")}" download' in manage
@@ -353,16 +361,18 @@ def test_every_channel_links_each_items_bibtex() -> None:
 
 
 def test_the_liked_papers_download_cites_each_liked_version_newest_vote_first(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from core.store.taste import DISLIKE, LIKE
+    from core.taste.taste_records import DISLIKE, LIKE
     from core.taste.votes import cast_vote
 
     papers = parse_feed(BIG_FEED.read_bytes()).items[:40]
-    store.papers.save_versions(papers)
-    subscriber, _ = store.subscribers.ensure_subscriber("console:ada", timezone="UTC", schedule="daily 08:00")
+    paper_records.save_versions(db, papers)
+    subscriber, _ = subscriber_records.ensure_subscriber(
+        db, "console:ada", timezone="UTC", schedule="daily 08:00"
+    )
     assert subscriber.id is not None
-    client = client_for(store)
+    client = client_for(db)
     url = _history_url("console:ada").replace("/papers.bib", "/likes.bib")
     assert (
         client.get(url).text.rstrip()
@@ -371,8 +381,8 @@ def test_the_liked_papers_download_cites_each_liked_version_newest_vote_first(
     )
     liked = [papers[0], papers[5], papers[9]]
     for at, paper in enumerate(liked):
-        cast_vote(store, subscriber.id, paper.arxiv_id, LIKE, now=datetime(2026, 12, 1, 8, at, tzinfo=UTC))
-    cast_vote(store, subscriber.id, papers[2].arxiv_id, DISLIKE)
+        cast_vote(db, subscriber.id, paper.arxiv_id, LIKE, now=datetime(2026, 12, 1, 8, at, tzinfo=UTC))
+    cast_vote(db, subscriber.id, papers[2].arxiv_id, DISLIKE)
     response = client.get(url)
     assert response.status_code == 200
     assert response.headers["content-disposition"] == 'attachment; filename="papertrail-likes.bib"'

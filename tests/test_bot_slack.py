@@ -36,7 +36,8 @@ from bot.slack import (
 )
 from bot.slack_format import MAX_SECTION_CHARS, block_sections
 from core.config import Settings
-from core.store.facade import Store
+from core.db import Database
+from core.follows import subscriber_records
 from tests.fakes.slack_api import FakeSlack, api_error, fake_socket_mode
 from tests.support.chat_commands import NOW, backdate, ingest_recorded_feed, record_runs
 from tests.support.command_text import command_text
@@ -172,10 +173,10 @@ PaperTrail is not in this channel yet, so digests cannot be posted here: /invite
 IN_DM = "Ada, in a DM with PaperTrail"
 
 
-async def test_a_slack_session_reads_as_documented(slack: FakeSlack, sqlite_store: Store) -> None:
-    store = sqlite_store
+async def test_a_slack_session_reads_as_documented(slack: FakeSlack, sqlite_store: Database) -> None:
+    db = sqlite_store
     turns: list[str] = []
-    with serve(make_bot(slack, store)) as client:
+    with serve(make_bot(slack, db)) as client:
 
         def run(text: str, who: str = IN_DM, user: str = ADA, channel: str = DM) -> None:
             turns.append(
@@ -184,9 +185,9 @@ async def test_a_slack_session_reads_as_documented(slack: FakeSlack, sqlite_stor
 
         for text in ("start", "follow cat:cs.DC", 'follow ti:"operating system" --instant', "follows"):
             run(text)
-        backdate(store, f"slack:{ADA}")
-        await ingest_recorded_feed(store)
-        record_runs(store)
+        backdate(db, f"slack:{ADA}")
+        await ingest_recorded_feed(db)
+        record_runs(db)
         for text in (
             'try ti:"operating system"',
             "status",
@@ -203,7 +204,9 @@ async def test_a_slack_session_reads_as_documented(slack: FakeSlack, sqlite_stor
     assert "\n".join(turns) == TRANSCRIPT
 
 
-def test_replies_are_sections_with_the_monospace_block_fenced(slack: FakeSlack, sqlite_store: Store) -> None:
+def test_replies_are_sections_with_the_monospace_block_fenced(
+    slack: FakeSlack, sqlite_store: Database
+) -> None:
     with serve(make_bot(slack, sqlite_store)) as client:
         answer = slash(client, slack, "follow cat:cs.LG AND (graph OR")
     assert answer["blocks"] == [
@@ -225,18 +228,18 @@ def test_replies_are_sections_with_the_monospace_block_fenced(slack: FakeSlack, 
 
 
 def test_a_dm_manages_the_persons_own_subscription_and_a_channel_the_channels(
-    slack: FakeSlack, sqlite_store: Store
+    slack: FakeSlack, sqlite_store: Database
 ) -> None:
-    store = sqlite_store
-    with serve(make_bot(slack, store)) as client:
+    db = sqlite_store
+    with serve(make_bot(slack, db)) as client:
         slash(client, slack, 'follow au:"Zeng Li"', ADA, DM)
         slash(client, slack, "follow cat:cs.DC", BOB, LAB)
         # A DM with another person (channel_name "directmessage") is still the sender's own subscription.
         slash(client, slack, "follow ti:scheduling", BOB, "D0BOBANDADA")
-    assert [f.query for f in follow_items(store, f"slack:{ADA}")] == ['au:"Zeng Li"']
-    assert [f.query for f in follow_items(store, f"slack:{LAB}")] == ["cat:cs.DC"]
-    assert [f.query for f in follow_items(store, f"slack:{BOB}")] == ["ti:scheduling"]
-    assert store.subscribers.get_subscriber("slack:D0BOBANDADA") is None
+    assert [f.query for f in follow_items(db, f"slack:{ADA}")] == ['au:"Zeng Li"']
+    assert [f.query for f in follow_items(db, f"slack:{LAB}")] == ["cat:cs.DC"]
+    assert [f.query for f in follow_items(db, f"slack:{BOB}")] == ["ti:scheduling"]
+    assert subscriber_records.get_subscriber(db, "slack:D0BOBANDADA") is None
     # users.info is asked for the locale, conversations.info only about channels.
     assert {call.params["user"] for call in slack.calls_to("users.info")} == {ADA, BOB}
     assert all(call.params["include_locale"] in ("1", "true") for call in slack.calls_to("users.info"))
@@ -244,7 +247,7 @@ def test_a_dm_manages_the_persons_own_subscription_and_a_channel_the_channels(
 
 
 async def test_the_context_carries_the_locale_and_the_channels_rule(
-    slack: FakeSlack, sqlite_store: Store
+    slack: FakeSlack, sqlite_store: Database
 ) -> None:
     bot = make_bot(slack, sqlite_store)
     dm = await bot.chat_context(Conversation(EVE, "D0EVE", "directmessage"), "/papertrail ")
@@ -268,9 +271,9 @@ async def test_the_context_carries_the_locale_and_the_channels_rule(
     assert (private.creator, private.is_member) == ("", False)
 
 
-def test_a_member_cannot_change_a_channel_but_may_read_it(slack: FakeSlack, sqlite_store: Store) -> None:
-    store = sqlite_store
-    with serve(make_bot(slack, store)) as client:
+def test_a_member_cannot_change_a_channel_but_may_read_it(slack: FakeSlack, sqlite_store: Database) -> None:
+    db = sqlite_store
+    with serve(make_bot(slack, db)) as client:
         slash(client, slack, "follow cat:cs.DC --instant", BOB, LAB)
         for text in ("unfollow 1", "pause", "digest daily 9", "timezone Europe/Berlin", "follow cat:cs.AI"):
             refused = slash(client, slack, text, EVE, LAB)
@@ -281,13 +284,13 @@ def test_a_member_cannot_change_a_channel_but_may_read_it(slack: FakeSlack, sqli
         # The same member manages her own DM freely.
         own = slash(client, slack, "follow cat:cs.AI", EVE, "D0EVE")
         assert own["text"].startswith("This chat is now subscribed.\nNow following: cat:cs.AI\n")
-    subscriber = store.subscribers.get_subscriber(f"slack:{LAB}")
+    subscriber = subscriber_records.get_subscriber(db, f"slack:{LAB}")
     assert subscriber is not None and subscriber.schedule == "daily 08:00"
-    assert [(f.query, f.instant) for f in follow_items(store, f"slack:{LAB}")] == [("cat:cs.DC", True)]
+    assert [(f.query, f.instant) for f in follow_items(db, f"slack:{LAB}")] == [("cat:cs.DC", True)]
 
 
 def test_without_the_lookup_scopes_a_channel_is_read_only(
-    slack: FakeSlack, sqlite_store: Store, caplog: pytest.LogCaptureFixture
+    slack: FakeSlack, sqlite_store: Database, caplog: pytest.LogCaptureFixture
 ) -> None:
     with serve(make_bot(slack, sqlite_store)) as client:
         slash(client, slack, "help", BOB, LAB)  # Bolt's auth.test happens once, before the script
@@ -305,7 +308,7 @@ def test_without_the_lookup_scopes_a_channel_is_read_only(
     assert len(warnings) == 3 and TOKEN not in caplog.text
 
 
-def test_a_renamed_command_is_used_in_every_example(slack: FakeSlack, sqlite_store: Store) -> None:
+def test_a_renamed_command_is_used_in_every_example(slack: FakeSlack, sqlite_store: Database) -> None:
     assert command_prefix("/pt") == "/pt "
     assert command_prefix("not a command") == "/papertrail "
     with serve(make_bot(slack, sqlite_store)) as client:
@@ -321,7 +324,7 @@ def test_a_renamed_command_is_used_in_every_example(slack: FakeSlack, sqlite_sto
 # Signatures
 
 
-def test_requests_without_a_valid_signature_are_refused(slack: FakeSlack, sqlite_store: Store) -> None:
+def test_requests_without_a_valid_signature_are_refused(slack: FakeSlack, sqlite_store: Database) -> None:
     with serve(make_bot(slack, sqlite_store)) as client:
         body = command_body(slack, "follow cat:cs.DC")
         form = "application/x-www-form-urlencoded"
@@ -347,7 +350,7 @@ def test_requests_without_a_valid_signature_are_refused(slack: FakeSlack, sqlite
     assert len(slack.calls_to("users.info")) == 1
 
 
-def test_unparsable_bodies_are_refused_without_a_500(slack: FakeSlack, sqlite_store: Store) -> None:
+def test_unparsable_bodies_are_refused_without_a_500(slack: FakeSlack, sqlite_store: Database) -> None:
     with serve(make_bot(slack, sqlite_store)) as client:
         for body, kind in (
             (b"\xff\xfe not utf-8", "application/x-www-form-urlencoded"),
@@ -360,7 +363,7 @@ def test_unparsable_bodies_are_refused_without_a_500(slack: FakeSlack, sqlite_st
 
 
 def test_failures_inside_are_answered_with_an_apology_not_a_500(
-    slack: FakeSlack, sqlite_store: Store
+    slack: FakeSlack, sqlite_store: Database
 ) -> None:
     def broken_clock() -> datetime:
         raise RuntimeError("a bug around the grammar")
@@ -383,7 +386,7 @@ def test_failures_inside_are_answered_with_an_apology_not_a_500(
     assert odd["text"] == "PaperTrail cannot tell which Slack conversation this command came from."
 
 
-def test_events_url_verification_is_answered(slack: FakeSlack, sqlite_store: Store) -> None:
+def test_events_url_verification_is_answered(slack: FakeSlack, sqlite_store: Database) -> None:
     body = json.dumps(
         {
             "token": "t",
@@ -404,7 +407,7 @@ def test_events_url_verification_is_answered(slack: FakeSlack, sqlite_store: Sto
 HOSTILE = 'ti:"<!channel> & <https://evil.example|click here>" OR abs:"a>b"'
 
 
-def test_hostile_query_text_is_escaped_in_replies(slack: FakeSlack, sqlite_store: Store) -> None:
+def test_hostile_query_text_is_escaped_in_replies(slack: FakeSlack, sqlite_store: Database) -> None:
     with serve(make_bot(slack, sqlite_store)) as client:
         followed = slash(client, slack, f"follow {HOSTILE}")
         broken = slash(client, slack, 'try ti:"<b>&amp;" AND (```<!here>')
@@ -438,7 +441,7 @@ def test_long_blocks_are_split_into_sections_without_breaking_an_entity() -> Non
 # App Home and buttons
 
 
-def test_app_home_lists_the_follows_escaped(slack: FakeSlack, sqlite_store: Store) -> None:
+def test_app_home_lists_the_follows_escaped(slack: FakeSlack, sqlite_store: Database) -> None:
     with serve(make_bot(slack, sqlite_store)) as client:
         slash(client, slack, "follow cat:cs.DC")
         slash(client, slack, f"follow {HOSTILE} --new-only --instant")
@@ -478,7 +481,7 @@ def test_app_home_lists_the_follows_escaped(slack: FakeSlack, sqlite_store: Stor
 
 
 def test_the_home_unfollow_button_removes_the_follow_and_republishes(
-    slack: FakeSlack, sqlite_store: Store
+    slack: FakeSlack, sqlite_store: Database
 ) -> None:
     with serve(make_bot(slack, sqlite_store)) as client:
         slash(client, slack, "follow cat:cs.DC")
@@ -503,7 +506,7 @@ CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
 def test_a_chinese_speaker_gets_chinese_replies_and_a_chinese_app_home(
-    slack: FakeSlack, sqlite_store: Store
+    slack: FakeSlack, sqlite_store: Database
 ) -> None:
     slack.users[LI] = {"id": LI, "name": "li", "locale": "zh-CN", "profile": {"real_name": "Li Wei"}}
     slack.channels[ZH_LAB] = {
@@ -536,7 +539,7 @@ def test_a_chinese_speaker_gets_chinese_replies_and_a_chinese_app_home(
     )
     assert [b["text"]["text"] for b in answer["blocks"][-1]["elements"]] == ["/papertrail try cat:cs.DC"]
     assert "\n/papertrail language [en|zh] — 回复、摘要和导读所用的语言\n" in helped["text"]
-    subscriber = sqlite_store.subscribers.get_subscriber(f"slack:{LI}")
+    subscriber = subscriber_records.get_subscriber(sqlite_store, f"slack:{LI}")
     assert subscriber is not None and subscriber.language == "zh"
     blocks = published.params["view"]["blocks"]
     texts = [b["text"]["text"] if b["type"] == "section" else "" for b in blocks]
@@ -557,7 +560,7 @@ def test_a_chinese_speaker_gets_chinese_replies_and_a_chinese_app_home(
 
 
 def test_a_channel_member_is_refused_in_their_language_until_the_channel_has_one(
-    slack: FakeSlack, sqlite_store: Store
+    slack: FakeSlack, sqlite_store: Database
 ) -> None:
     slack.users[LI] = {"id": LI, "name": "li", "locale": "zh-TW", "profile": {"real_name": "Li Wei"}}
     with serve(make_bot(slack, sqlite_store)) as client:
@@ -574,7 +577,7 @@ def test_a_channel_member_is_refused_in_their_language_until_the_channel_has_one
 
 
 def test_a_suggestion_button_runs_its_command_for_whoever_clicks(
-    slack: FakeSlack, sqlite_store: Store
+    slack: FakeSlack, sqlite_store: Database
 ) -> None:
     with serve(make_bot(slack, sqlite_store)) as client:
         suggested = slash(client, slack, "statsu")
@@ -593,11 +596,11 @@ def test_a_suggestion_button_runs_its_command_for_whoever_clicks(
     assert refused.params["replace_original"] is False
     assert refused.params["text"].startswith("Only admins of this channel can change")
     assert status.params["text"].startswith("This channel has no subscription yet: send /papertrail start.")
-    assert sqlite_store.subscribers.get_subscriber(f"slack:{LAB}") is None
+    assert subscriber_records.get_subscriber(sqlite_store, f"slack:{LAB}") is None
 
 
 def test_a_slow_reply_is_acknowledged_and_sent_to_the_response_url(
-    slack: FakeSlack, sqlite_store: Store
+    slack: FakeSlack, sqlite_store: Database
 ) -> None:
     with serve(make_bot(slack, sqlite_store, ack_budget=0.0)) as client:
         body = command_body(slack, "follow cat:cs.DC", BOB, LAB)
@@ -623,7 +626,7 @@ def test_a_slow_reply_is_acknowledged_and_sent_to_the_response_url(
     where=st.sampled_from([(ADA, DM), (BOB, LAB), (EVE, LAB), (EVE, NEWS)]),
 )
 def test_any_slash_command_text_gets_an_escaped_reply(
-    slack: FakeSlack, sqlite_store: Store, text: str, where: tuple[str, str]
+    slack: FakeSlack, sqlite_store: Database, text: str, where: tuple[str, str]
 ) -> None:
     with serve(make_bot(slack, sqlite_store)) as client:
         response = post(client, command_body(slack, text, *where), "application/x-www-form-urlencoded")
@@ -644,7 +647,7 @@ def test_any_slash_command_text_gets_an_escaped_reply(
 
 
 async def test_socket_mode_answers_commands_and_events_then_stops_cleanly(
-    slack: FakeSlack, sqlite_store: Store
+    slack: FakeSlack, sqlite_store: Database
 ) -> None:
     settings = Settings(slack_bot_token=TOKEN, slack_app_token=APP_TOKEN, slack_api_url=slack.base_url)
     assert uses_socket_mode(settings.slack_bot()) and not serves_http(settings.slack_bot())
@@ -674,7 +677,7 @@ async def test_socket_mode_answers_commands_and_events_then_stops_cleanly(
 
 
 async def test_socket_mode_with_a_refused_app_token_says_what_to_fix(
-    slack: FakeSlack, sqlite_store: Store
+    slack: FakeSlack, sqlite_store: Database
 ) -> None:
     settings = Settings(slack_bot_token=TOKEN, slack_app_token="xapp-wrong", slack_api_url=slack.base_url)
     with pytest.raises(SlackSetupError, match=r"invalid_auth.*PAPERTRAIL_SLACK_APP_TOKEN") as caught:
@@ -682,7 +685,7 @@ async def test_socket_mode_with_a_refused_app_token_says_what_to_fix(
     assert "xapp-wrong" not in str(caught.value)
 
 
-def test_missing_settings_are_named(sqlite_store: Store) -> None:
+def test_missing_settings_are_named(sqlite_store: Database) -> None:
     with pytest.raises(SlackSetupError, match="PAPERTRAIL_SLACK_BOT_TOKEN"):
         SlackBot(Settings().slack_bot(), sqlite_store)
     client = AsyncWebClient(token=TOKEN, base_url="http://127.0.0.1:9/api/")
@@ -693,7 +696,7 @@ def test_missing_settings_are_named(sqlite_store: Store) -> None:
 
 
 def test_building_the_app_leaves_papertrails_own_log_levels_alone(
-    slack: FakeSlack, sqlite_store: Store
+    slack: FakeSlack, sqlite_store: Database
 ) -> None:
     # Bolt sets the level of a logger named after the app; named "papertrail" it silenced papertrail.* INFO.
     import logging

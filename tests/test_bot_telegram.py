@@ -34,8 +34,9 @@ from bot.telegram_render import (
     utf16_len,
 )
 from core.config import Settings
+from core.db import Database
+from core.follows import subscriber_records
 from core.models import SubscriberStatus
-from core.store.facade import Store
 from tests.fakes.telegram_api import (
     ADA,
     ADA_CHAT,
@@ -164,7 +165,7 @@ To follow that, send /follow cat:cs.DC au:Li — or /try cat:cs.DC au:Li to see 
 
 
 async def test_a_private_session_reads_as_documented(
-    tbot: TelegramBot, api: FakeTelegram, updates: Updates, store: Store
+    tbot: TelegramBot, api: FakeTelegram, updates: Updates, db: Database
 ) -> None:
     ada = Chat(tbot, api, updates, ADA_CHAT, ADA)
     entries: list[str] = []
@@ -179,9 +180,9 @@ async def test_a_private_session_reads_as_documented(
     await say("/follow cat:cs.DC")
     await say('/follow ti:"operating system" --instant')
     (listing,) = await say("/follows")
-    backdate(store, "telegram:4242")
-    await ingest_recorded_feed(store)
-    record_runs(store)
+    backdate(db, "telegram:4242")
+    await ingest_recorded_feed(db)
+    record_runs(db)
     await say('/try ti:"operating system"')
     await say("/status")
     (caret,) = await say("/follow cat:cs.LG AND (graph OR")
@@ -212,7 +213,10 @@ async def test_a_private_session_reads_as_documented(
         None,
         {"inline_keyboard": [[{"text": "✕ 1. cat:cs.DC", "callback_data": buttons(listing)[0][1]}]]},
     ]
-    follows = store.subscribers.follows_of(store.subscribers.get_subscriber("telegram:4242").id or 0)  # type: ignore[union-attr]
+    follows = subscriber_records.follows_of(
+        db,
+        subscriber_records.get_subscriber(db, "telegram:4242").id or 0,  # type: ignore[union-attr]
+    )
     assert [f.query for f in follows] == ["cat:cs.DC", "cat:cs.AI"]
 
 
@@ -237,7 +241,7 @@ async def test_start_sets_the_command_menu_in_every_language(tbot: TelegramBot, 
 
 
 async def test_in_a_group_only_admins_change_and_anyone_lists(
-    tbot: TelegramBot, api: FakeTelegram, updates: Updates, store: Store
+    tbot: TelegramBot, api: FakeTelegram, updates: Updates, db: Database
 ) -> None:
     admin = Chat(tbot, api, updates, LAB, ADMIN)
     member = Chat(tbot, api, updates, LAB, MEMBER)
@@ -272,8 +276,8 @@ async def test_in_a_group_only_admins_change_and_anyone_lists(
     alert = api.calls_of("answerCallbackQuery")[-1].params
     assert alert["show_alert"] is True
     assert alert["text"].startswith("Only admins of this group can change its follows")
-    subscriber = store.subscribers.get_subscriber("telegram:-100200300")
-    assert subscriber is not None and len(store.subscribers.follows_of(subscriber.id or 0)) == 1
+    subscriber = subscriber_records.get_subscriber(db, "telegram:-100200300")
+    assert subscriber is not None and len(subscriber_records.follows_of(db, subscriber.id or 0)) == 1
 
     # An anonymous admin writes as the group itself: an admin, without asking Telegram.
     anonymous = updates.message(
@@ -302,7 +306,7 @@ async def test_a_group_leaves_other_bots_commands_and_chatter_alone(
 
 
 async def test_bot_added_to_a_group_greets_it_and_removed_pauses_it(
-    tbot: TelegramBot, api: FakeTelegram, updates: Updates, store: Store
+    tbot: TelegramBot, api: FakeTelegram, updates: Updates, db: Database
 ) -> None:
     await feed(tbot, updates.my_chat_member(LAB, ADMIN, "left", "member"))
     (hello,) = api.sent(LAB.id)
@@ -313,7 +317,7 @@ async def test_bot_added_to_a_group_greets_it_and_removed_pauses_it(
     )
     await Chat(tbot, api, updates, LAB, ADMIN).say("/follow cat:cs.DC")
     await feed(tbot, updates.my_chat_member(LAB, ADMIN, "member", "kicked"))
-    subscriber = store.subscribers.get_subscriber("telegram:-100200300")
+    subscriber = subscriber_records.get_subscriber(db, "telegram:-100200300")
     assert subscriber is not None
     assert (subscriber.status, subscriber.status_reason) == (SubscriberStatus.PAUSED, REMOVED)
     # Promoted to admin later: no second greeting.
@@ -331,14 +335,14 @@ async def test_bot_added_to_a_group_greets_it_and_removed_pauses_it(
 
 
 async def test_blocking_the_bot_pauses_the_chat_and_start_resumes_it(
-    tbot: TelegramBot, api: FakeTelegram, updates: Updates, store: Store
+    tbot: TelegramBot, api: FakeTelegram, updates: Updates, db: Database
 ) -> None:
     ada = Chat(tbot, api, updates, ADA_CHAT, ADA)
     await ada.say("/follow cat:cs.DC")
     before = len(api.sent())
     await feed(tbot, updates.my_chat_member(ADA_CHAT, ADA, "member", "kicked"))
     assert len(api.sent()) == before  # nothing can be sent to someone who blocked the bot
-    subscriber = store.subscribers.get_subscriber("telegram:4242")
+    subscriber = subscriber_records.get_subscriber(db, "telegram:4242")
     assert subscriber is not None
     assert (subscriber.status, subscriber.status_reason) == (SubscriberStatus.PAUSED, BLOCKED)
 
@@ -351,28 +355,28 @@ async def test_blocking_the_bot_pauses_the_chat_and_start_resumes_it(
         f"Digests were paused ({BLOCKED}); they are on again.\n"
         "/follows lists them, /follow QUERY adds one, /help shows all commands."
     )
-    subscriber = store.subscribers.get_subscriber("telegram:4242")
+    subscriber = subscriber_records.get_subscriber(db, "telegram:4242")
     assert subscriber is not None and subscriber.status == SubscriberStatus.ACTIVE
 
 
 async def test_a_chat_paused_by_itself_stays_paused_by_itself_when_blocked(
-    tbot: TelegramBot, api: FakeTelegram, updates: Updates, store: Store
+    tbot: TelegramBot, api: FakeTelegram, updates: Updates, db: Database
 ) -> None:
     ada = Chat(tbot, api, updates, ADA_CHAT, ADA)
     await ada.say("/start")
     await ada.say("/pause")
     await feed(tbot, updates.my_chat_member(ADA_CHAT, ADA, "member", "kicked"))
-    subscriber = store.subscribers.get_subscriber("telegram:4242")
+    subscriber = subscriber_records.get_subscriber(db, "telegram:4242")
     assert subscriber is not None and subscriber.status_reason == "paused from the chat"
 
 
 async def test_edited_messages_are_not_run_again(
-    tbot: TelegramBot, api: FakeTelegram, updates: Updates, store: Store
+    tbot: TelegramBot, api: FakeTelegram, updates: Updates, db: Database
 ) -> None:
     await feed(tbot, updates.edited(ADA_CHAT, ADA, "/follow cat:cs.AI"))
     (answer,) = api.sent(ADA.id)
     assert shown(answer) == EDITED
-    assert store.subscribers.get_subscriber("telegram:4242") is None
+    assert subscriber_records.get_subscriber(db, "telegram:4242") is None
     # In a group, an edited command to this bot gets the same answer, quoting the edited message.
     await feed(tbot, updates.edited(LAB, MEMBER, "/follow cat:cs.AI"))
     (answer,) = api.sent(LAB.id)
@@ -380,11 +384,11 @@ async def test_edited_messages_are_not_run_again(
 
 
 async def test_stickers_get_a_hint_in_private_and_silence_in_groups(
-    api: FakeTelegram, updates: Updates, store: Store
+    api: FakeTelegram, updates: Updates, db: Database
 ) -> None:
     # This bot gets its Bot injected (the constructor's test hook) instead of building one from settings.
     injected = telegram.Bot(TOKEN, base_url=f"{api.base_url}/bot")
-    tbot = TelegramBot(Settings().telegram_bot(), store, bot=injected, clock=lambda: NOW)
+    tbot = TelegramBot(Settings().telegram_bot(), db, bot=injected, clock=lambda: NOW)
     await tbot.start()
     await feed(tbot, updates.sticker(ADA_CHAT, ADA))
     (hint,) = api.sent(ADA.id)
@@ -397,7 +401,7 @@ async def test_stickers_get_a_hint_in_private_and_silence_in_groups(
 
 
 async def test_a_group_upgraded_to_a_supergroup_keeps_its_subscription(
-    tbot: TelegramBot, api: FakeTelegram, updates: Updates, store: Store
+    tbot: TelegramBot, api: FakeTelegram, updates: Updates, db: Database
 ) -> None:
     old = Place(-4001, "group", "Lab")
     api.set_member(old.id, ADMIN.id, "administrator")
@@ -405,9 +409,9 @@ async def test_a_group_upgraded_to_a_supergroup_keeps_its_subscription(
     # Telegram tells the old group where it went, and the new supergroup where it came from.
     await feed(tbot, updates.message(old, ADMIN, None, migrate_to_chat_id=LAB.id))
     await feed(tbot, updates.message(LAB, ADMIN, None, migrate_from_chat_id=old.id))
-    assert store.subscribers.get_subscriber("telegram:-4001") is None
-    moved = store.subscribers.get_subscriber("telegram:-100200300")
-    assert moved is not None and [f.query for f in store.subscribers.follows_of(moved.id or 0)] == [
+    assert subscriber_records.get_subscriber(db, "telegram:-4001") is None
+    moved = subscriber_records.get_subscriber(db, "telegram:-100200300")
+    assert moved is not None and [f.query for f in subscriber_records.follows_of(db, moved.id or 0)] == [
         "cat:cs.DC"
     ]
 
@@ -425,7 +429,7 @@ async def test_telegram_sized_messages_are_refused_politely(
 
 
 async def test_the_watch_button_follows_the_paper_for_revisions(
-    tbot: TelegramBot, api: FakeTelegram, updates: Updates, store: Store
+    tbot: TelegramBot, api: FakeTelegram, updates: Updates, db: Database
 ) -> None:
     ada = Chat(tbot, api, updates, ADA_CHAT, ADA)
     # A digest message as the notifier would send it, with the buttons under an item.
@@ -451,7 +455,10 @@ async def test_the_watch_button_follows_the_paper_for_revisions(
     assert shown(gone) == "That follow is no longer in this chat's follows. /follows lists them."
     assert await ada.send_update(updates.callback(ADA_CHAT, ADA, "watch:not-an-id", digest)) == []
     assert api.calls_of("answerCallbackQuery")[-1].params["text"].startswith("This button no longer works")
-    follows = store.subscribers.follows_of(store.subscribers.get_subscriber("telegram:4242").id or 0)  # type: ignore[union-attr]
+    follows = subscriber_records.follows_of(
+        db,
+        subscriber_records.get_subscriber(db, "telegram:4242").id or 0,  # type: ignore[union-attr]
+    )
     assert [f.query for f in follows] == ["id:2411.17710"]
 
 
@@ -460,7 +467,7 @@ async def test_the_watch_button_follows_the_paper_for_revisions(
 
 
 async def test_a_chinese_speaker_gets_chinese_replies_end_to_end(
-    tbot: TelegramBot, api: FakeTelegram, updates: Updates, store: Store
+    tbot: TelegramBot, api: FakeTelegram, updates: Updates, db: Database
 ) -> None:
     li = Chat(tbot, api, updates, Place(LI.id), LI)
     (welcome,) = await li.say("/start")
@@ -472,7 +479,7 @@ async def test_a_chinese_speaker_gets_chinese_replies_end_to_end(
     )
     # Buttons are command lines: typed the same in every language.
     assert [label for label, _ in buttons(welcome)] == ["/help follow", "/try cat:cs.DC"]
-    subscriber = store.subscribers.get_subscriber(f"telegram:{LI.id}")
+    subscriber = subscriber_records.get_subscriber(db, f"telegram:{LI.id}")
     assert subscriber is not None and subscriber.language == "zh"  # from Telegram's language_code
     await li.say("/follow cat:cs.DC")
     await li.say("/follow ti:scheduling --instant")
@@ -503,7 +510,7 @@ async def test_a_chinese_speaker_gets_chinese_replies_end_to_end(
 
 
 async def test_a_group_is_greeted_and_refused_in_the_senders_language(
-    tbot: TelegramBot, api: FakeTelegram, updates: Updates, store: Store
+    tbot: TelegramBot, api: FakeTelegram, updates: Updates, db: Database
 ) -> None:
     # Added by a Chinese speaker: the greeting is Chinese.
     await feed(tbot, updates.my_chat_member(LAB, LI, "left", "member"))
@@ -523,7 +530,7 @@ async def test_a_group_is_greeted_and_refused_in_the_senders_language(
     alert = api.calls_of("answerCallbackQuery")[-1].params
     assert alert["show_alert"] is True
     assert alert["text"].startswith("只有本群组的管理员可以更改关注和设置。")
-    subscriber = store.subscribers.get_subscriber(f"telegram:{LAB.id}")
+    subscriber = subscriber_records.get_subscriber(db, f"telegram:{LAB.id}")
     assert subscriber is not None and subscriber.language is None  # a member's language is not the group's
     # An admin whose Telegram names a language gives the group its language; then everyone reads it.
     await Chat(tbot, api, updates, LAB, ADMIN).say("/status")
@@ -579,9 +586,9 @@ def test_buttons_carry_at_most_64_bytes() -> None:
 
 
 async def test_long_polling_answers_and_stops_promptly(
-    api: FakeTelegram, updates: Updates, store: Store
+    api: FakeTelegram, updates: Updates, db: Database
 ) -> None:
-    bot = TelegramBot(bot_settings(api).telegram_bot(), store, clock=lambda: NOW)
+    bot = TelegramBot(bot_settings(api).telegram_bot(), db, clock=lambda: NOW)
     stop = asyncio.Event()
     polling = asyncio.create_task(bot.run_polling(stop))
     api.push_update(updates.message(ADA_CHAT, ADA, "/start"))
@@ -607,12 +614,12 @@ async def test_long_polling_answers_and_stops_promptly(
 
 
 async def test_webhook_route_checks_the_secret_and_processes_updates(
-    api: FakeTelegram, updates: Updates, store: Store
+    api: FakeTelegram, updates: Updates, db: Database
 ) -> None:
     settings = bot_settings(
         api, telegram_mode="webhook", public_url="https://papertrail.example.org/", secret_key="k" * 32
     )
-    bot = TelegramBot(settings.telegram_bot(), store, clock=lambda: NOW)
+    bot = TelegramBot(settings.telegram_bot(), db, clock=lambda: NOW)
     await bot.register_webhook()
     secret = bot.webhook_secret()
     assert len(secret) == 64 and secret != "k" * 32
@@ -654,31 +661,31 @@ async def test_webhook_route_checks_the_secret_and_processes_updates(
     await bot.stop()
 
     configured = Settings(**(settings.model_dump() | {"telegram_webhook_secret": "my_secret-1"}))
-    assert TelegramBot(configured.telegram_bot(), store).webhook_secret() == "my_secret-1"
+    assert TelegramBot(configured.telegram_bot(), db).webhook_secret() == "my_secret-1"
 
 
-async def test_webhook_settings_that_cannot_work_are_refused(api: FakeTelegram, store: Store) -> None:
-    plain_http = TelegramBot(bot_settings(api, secret_key="k" * 32).telegram_bot(), store)
+async def test_webhook_settings_that_cannot_work_are_refused(api: FakeTelegram, db: Database) -> None:
+    plain_http = TelegramBot(bot_settings(api, secret_key="k" * 32).telegram_bot(), db)
     with pytest.raises(TelegramBotError, match="only to https:// addresses") as raised:
         await plain_http.register_webhook()
     assert raised.value.permanent
-    no_secret = TelegramBot(bot_settings(api, public_url="https://example.org").telegram_bot(), store)
+    no_secret = TelegramBot(bot_settings(api, public_url="https://example.org").telegram_bot(), db)
     with pytest.raises(TelegramBotError, match="needs a secret"):
         no_secret.webhook_route()
-    bad = TelegramBot(bot_settings(api, telegram_webhook_secret="has space").telegram_bot(), store)
+    bad = TelegramBot(bot_settings(api, telegram_webhook_secret="has space").telegram_bot(), db)
     with pytest.raises(TelegramBotError, match="may hold only"):
         bad.webhook_secret()
     assert api.calls_of("setWebhook") == []
 
 
-async def test_run_in_webhook_mode_registers_and_waits_for_stop(api: FakeTelegram, store: Store) -> None:
+async def test_run_in_webhook_mode_registers_and_waits_for_stop(api: FakeTelegram, db: Database) -> None:
     settings = bot_settings(
         api,
         telegram_mode="webhook",
         public_url="https://papertrail.example.org",
         telegram_webhook_secret="s3",
     )
-    bot = TelegramBot(settings.telegram_bot(), store)
+    bot = TelegramBot(settings.telegram_bot(), db)
     stop = asyncio.Event()
     running = asyncio.create_task(bot.run(stop))
     for _ in range(500):
@@ -692,9 +699,9 @@ async def test_run_in_webhook_mode_registers_and_waits_for_stop(api: FakeTelegra
     assert not bot.application.running
 
 
-async def test_an_unreachable_bot_api_is_retried_until_stop(store: Store) -> None:
+async def test_an_unreachable_bot_api_is_retried_until_stop(db: Database) -> None:
     settings = Settings(telegram_token=TOKEN, telegram_api_url=f"http://127.0.0.1:{closed_port()}")
-    bot = TelegramBot(settings.telegram_bot(), store)
+    bot = TelegramBot(settings.telegram_bot(), db)
     stop = asyncio.Event()
     running = asyncio.create_task(bot.run_polling(stop))
     await asyncio.sleep(0.2)  # let it fail at least once (or not: stopping must work either way)
@@ -704,17 +711,17 @@ async def test_an_unreachable_bot_api_is_retried_until_stop(store: Store) -> Non
 
 
 async def test_a_rejected_token_stops_the_bot_without_showing_the_token(
-    api: FakeTelegram, store: Store
+    api: FakeTelegram, db: Database
 ) -> None:
     settings = Settings(telegram_token="999:WRONG-token-value", telegram_api_url=api.base_url)
-    bot = TelegramBot(settings.telegram_bot(), store)
+    bot = TelegramBot(settings.telegram_bot(), db)
     with pytest.raises(TelegramBotError) as raised:
         await bot.run_polling(asyncio.Event())
     assert raised.value.permanent
     assert "WRONG-token-value" not in str(raised.value)
     assert "rejected the bot token; check PAPERTRAIL_TELEGRAM_TOKEN" in str(raised.value)
     with pytest.raises(TelegramBotError, match="needs PAPERTRAIL_TELEGRAM_TOKEN"):
-        TelegramBot(Settings().telegram_bot(), store)
+        TelegramBot(Settings().telegram_bot(), db)
 
 
 # ---------------------------------------------------------------------------------------------------------

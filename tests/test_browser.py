@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from core.store.facade import Store
+from core.db import Database
 from tests.chromium import ensure_chromium
 from tests.servers import free_port
 from tests.support.service_process import ServiceProcess, service_env, wait_until
@@ -35,19 +35,19 @@ def chromium() -> str:
 
 
 @pytest.fixture
-def web(sqlite_url: str, sqlite_store: Store, tmp_path: Path) -> Iterator[tuple[str, Store]]:
+def web(sqlite_url: str, sqlite_store: Database, tmp_path: Path) -> Iterator[tuple[str, Database]]:
     """A seeded store and `papertrail run --role web` serving it; yields the page's base URL."""
     with serving(sqlite_url, sqlite_store, tmp_path) as base:
         yield base, sqlite_store
 
 
 @contextmanager
-def serving(url: str, store: Store, tmp_path: Path, **settings: str) -> Iterator[str]:
+def serving(url: str, db: Database, tmp_path: Path, **settings: str) -> Iterator[str]:
     """``store`` seeded from the corpus and served by `papertrail run --role web` with ``settings``
     (PAPERTRAIL_ names without the prefix); yields the base URL."""
     import asyncio
 
-    asyncio.run(seed_store(store))
+    asyncio.run(seed_store(db))
     port = free_port()
     env = service_env(tmp_path, DATABASE_URL=url, WEB_PORT=str(port), SECRET_KEY="k" * 32, **settings)
     service = ServiceProcess(["run", "--role", "web"], env)
@@ -68,19 +68,19 @@ def serving(url: str, store: Store, tmp_path: Path, **settings: str) -> Iterator
 
 
 def test_the_status_page_shows_the_database_numbers(
-    chromium: str, web: tuple[str, Store], tmp_path: Path
+    chromium: str, web: tuple[str, Database], tmp_path: Path
 ) -> None:
     from playwright.sync_api import sync_playwright
 
     from core.models import utcnow
 
-    base, store = web
+    base, db = web
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.goto(base + "/", wait_until="load")
-            expected = expected_numbers(store, utcnow())
+            expected = expected_numbers(db, utcnow())
             shown = {
                 name: int(re.sub(r"\D", "", page.locator(f'[data-count="{name}"]').first.inner_text()))
                 for name in DASHBOARD_COUNTS
@@ -138,7 +138,7 @@ def test_the_status_page_shows_the_database_numbers(
 
 
 def test_a_chinese_first_deployment_shows_beijing_time_to_a_reader_who_chose_nothing(
-    chromium: str, sqlite_url: str, sqlite_store: Store, tmp_path: Path
+    chromium: str, sqlite_url: str, sqlite_store: Database, tmp_path: Path
 ) -> None:
     # Issue 20: deployed like the original 研踪 site. The browser asks for German, which PaperTrail does
     # not speak, so the operator's default decides; every time is in Beijing time.

@@ -20,10 +20,11 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
+from core.db import Database
 from core.follows.search_text import compile_search
+from core.papers import browser_records, count_records, paper_records
+from core.papers.browser_records import PaperFilter, Sort, TotalKind
 from core.papers.pipeline import backfill
-from core.store.browser import PaperFilter, Sort, TotalKind
-from core.store.facade import Store
 from core.values import CommunityPick
 from ingest.arxiv_rss_parse import parse_feed
 from ingest.hf_daily_parse import parse_daily
@@ -61,69 +62,69 @@ SEARCHES = (
 
 
 @pytest.fixture
-def library(store: Store) -> Store:
+def library(db: Database) -> Database:
     """News (the recorded RSS day), a later backfill (history), then a day of picks."""
-    store.papers.save_versions(parse_feed(BIG_FEED.read_bytes()).items, now=NOW - timedelta(days=2))
-    backfill(store, "snapshot", snapshot_batches(SNAPSHOT), now=NOW - timedelta(days=1))
+    paper_records.save_versions(db, parse_feed(BIG_FEED.read_bytes()).items, now=NOW - timedelta(days=2))
+    backfill(db, "snapshot", snapshot_batches(SNAPSHOT), now=NOW - timedelta(days=1))
     day = date.fromisoformat(HF_DAY.stem)
-    store.papers.save_picks(parse_daily(HF_DAY.read_bytes(), day).picks, now=NOW - timedelta(hours=1))
+    paper_records.save_picks(db, parse_daily(HF_DAY.read_bytes(), day).picks, now=NOW - timedelta(hours=1))
     # The backfill left its papers' search entries to the indexer, which the service runs every minute.
-    while store.papers.index_search(limit=64):
+    while paper_records.index_search(db, limit=64):
         pass
-    return store
+    return db
 
 
-def walk(store: Store, flt: PaperFilter, per_page: int) -> list[str]:
+def walk(db: Database, flt: PaperFilter, per_page: int) -> list[str]:
     """Every page from the first, following ``after``; checks ``before`` leads back page by page."""
     pages: list[list[str]] = []
-    page = store.browser.browse_papers(flt, per_page=per_page)
+    page = browser_records.browse_papers(db, flt, per_page=per_page)
     assert page.before is None
     while True:
         pages.append([row.id for row in page.rows])
         if page.after is None:
             break
-        following = store.browser.browse_papers(flt, after=page.after, per_page=per_page)
+        following = browser_records.browse_papers(db, flt, after=page.after, per_page=per_page)
         assert following.before is not None
-        back = store.browser.browse_papers(flt, before=following.before, per_page=per_page)
+        back = browser_records.browse_papers(db, flt, before=following.before, per_page=per_page)
         assert [row.id for row in back.rows] == pages[-1]
         page = following
         assert len(pages) < 500, "the walk does not end"
     return [pid for ids in pages for pid in ids]
 
 
-def keyed_order(store: Store, sort: Sort) -> list[str]:
+def keyed_order(db: Database, sort: Sort) -> list[str]:
     """Every paper in ``sort``'s order, sorted in Python from the stored keys."""
     columns = {
         Sort.UPDATED: "browse_key, id",
         Sort.INGESTED: "news, first_seen_at, id",
         Sort.PUBLISHED: "published_key, id",
     }[sort]
-    with store.engine.connect() as connection:
+    with db.engine.connect() as connection:
         rows = connection.execute(sa.text(f"SELECT {columns} FROM paper")).all()
     return [row[-1] for row in sorted(rows, key=lambda r: tuple(r), reverse=True)]
 
 
 @pytest.mark.parametrize("sort", [Sort.UPDATED, Sort.INGESTED, Sort.PUBLISHED])
-def test_walking_the_pages_lists_every_paper_once_in_order(library: Store, sort: Sort) -> None:
+def test_walking_the_pages_lists_every_paper_once_in_order(library: Database, sort: Sort) -> None:
     listed = walk(library, PaperFilter(sort=sort), per_page=97)
-    assert len(listed) == len(set(listed)) == library.counts.library_totals().papers
+    assert len(listed) == len(set(listed)) == count_records.library_totals(library).papers
     assert listed == keyed_order(library, sort)
 
 
-def test_news_comes_before_a_later_backfill(library: Store) -> None:
+def test_news_comes_before_a_later_backfill(library: Database) -> None:
     with library.engine.connect() as connection:
         news: dict[str, bool] = {
             pid: bool(flag) for pid, flag in connection.execute(sa.text("SELECT id, news FROM paper"))
         }
     backfilled = {json.loads(line)["id"] for line in SNAPSHOT.read_text().splitlines()}
     assert not any(news[pid] for pid in backfilled), "the sample is history"
-    first = library.browser.browse_papers(PaperFilter())
+    first = browser_records.browse_papers(library, PaperFilter())
     assert all(row.news for row in first.rows) and first.has_history
     everything = walk(library, PaperFilter(), per_page=250)
     flags = [bool(news[pid]) for pid in everything]
     # All news, then all history (the backfill arrived a day after the news): the flag changes once.
     assert flags == sorted(flags, reverse=True) and not flags[-1]
-    start = library.browser.browse_papers(PaperFilter(), from_history=True)
+    start = browser_records.browse_papers(library, PaperFilter(), from_history=True)
     assert start.rows and not any(row.news for row in start.rows)
     assert start.rows[0].id == everything[flags.index(False)]
     assert start.before is not None and not start.has_history
@@ -133,7 +134,7 @@ def test_news_comes_before_a_later_backfill(library: Store) -> None:
 
 
 @pytest.mark.parametrize("text", SEARCHES)
-def test_a_search_lists_what_the_follow_would_match(library: Store, text: str) -> None:
+def test_a_search_lists_what_the_follow_would_match(library: Database, text: str) -> None:
     search = compile_search(text)
     texts = newest_text(library)
     order = keyed_order(library, Sort.UPDATED)
@@ -141,17 +142,19 @@ def test_a_search_lists_what_the_follow_would_match(library: Store, text: str) -
     assert expected, f"{text!r} matches nothing on the recorded data: pick another search"
     flt = PaperFilter(search=search)
     assert walk(library, flt, per_page=23) == expected
-    page = library.browser.browse_papers(flt)
+    page = browser_records.browse_papers(library, flt)
     if search.exact or page.total_kind is TotalKind.EXACT:
         assert (page.total, page.total_kind) == (len(expected), TotalKind.EXACT)
     else:  # an author search: the index's candidates, checked one by one when shown
         assert page.total_kind is TotalKind.ABOUT and page.total >= len(expected)
     # The relevance order ranks the same papers.
-    ranked = library.browser.browse_papers(PaperFilter(search=search, sort=Sort.RELEVANCE), per_page=1000)
+    ranked = browser_records.browse_papers(
+        library, PaperFilter(search=search, sort=Sort.RELEVANCE), per_page=1000
+    )
     assert {row.id for row in ranked.rows} == set(expected[:1000])
 
 
-def test_an_author_search_is_checked_against_the_follow_rules(library: Store) -> None:
+def test_an_author_search_is_checked_against_the_follow_rules(library: Database) -> None:
     broad = compile_search("au:Wang")
     narrow = compile_search('au:"Y. Wang"')
     assert not narrow.exact
@@ -162,8 +165,8 @@ def test_an_author_search_is_checked_against_the_follow_rules(library: Store) ->
     # Relevance pages of a checked search never overlap and together hold every match.
     ranked: list[str] = []
     for number in range(1, 20):
-        page = library.browser.browse_papers(
-            PaperFilter(search=narrow, sort=Sort.RELEVANCE), page=number, per_page=3
+        page = browser_records.browse_papers(
+            library, PaperFilter(search=narrow, sort=Sort.RELEVANCE), page=number, per_page=3
         )
         ranked += [row.id for row in page.rows]
         if len(page.rows) < 3:
@@ -171,7 +174,7 @@ def test_an_author_search_is_checked_against_the_follow_rules(library: Store) ->
     assert len(ranked) == len(set(ranked)) and set(ranked) == set(close)
 
 
-def test_filters_and_search_combine(library: Store) -> None:
+def test_filters_and_search_combine(library: Database) -> None:
     search = compile_search("learning")
     texts = newest_text(library)
     flt = PaperFilter(search=search, ai=True)
@@ -183,11 +186,11 @@ def test_filters_and_search_combine(library: Store) -> None:
 
 @pytest.mark.parametrize("plan", ["walk", "counted-over", "materialized-over-the-count", "materialized"])
 def test_every_search_plan_lists_the_same_papers(
-    library: Store, plan: str, monkeypatch: pytest.MonkeyPatch
+    library: Database, plan: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """PostgreSQL picks a plan by how many entries match (store_browser._postgresql_candidates): each of
     the three must list what the follow matches. On SQLite the plan is one, and the test checks it too."""
-    import core.store.browser as browser
+    import core.papers.browser_records as browser
 
     if plan == "walk":  # as if every word were common: the planner walks the order's index
         monkeypatch.setattr(browser, "WALK_ABOVE", -1)
@@ -201,24 +204,28 @@ def test_every_search_plan_lists_the_same_papers(
         search = compile_search(text)
         expected = [pid for pid in order if pid in texts and search.query.evaluate(texts[pid]) is not None]
         assert walk(library, PaperFilter(search=search), per_page=31) == expected, text
-        ranked = library.browser.browse_papers(PaperFilter(search=search, sort=Sort.RELEVANCE), per_page=1000)
+        ranked = browser_records.browse_papers(
+            library, PaperFilter(search=search, sort=Sort.RELEVANCE), per_page=1000
+        )
         assert {row.id for row in ranked.rows} == set(expected), text
 
 
-def test_a_backfill_leaves_its_search_entries_to_the_indexer(store: Store) -> None:
-    store.papers.save_versions(parse_feed(BIG_FEED.read_bytes()).items, now=NOW - timedelta(days=2))
-    assert store.papers.search_backlog() == 0  # news is searchable when it is stored
-    backfill(store, "snapshot", snapshot_batches(SNAPSHOT), now=NOW - timedelta(days=1))
+def test_a_backfill_leaves_its_search_entries_to_the_indexer(db: Database) -> None:
+    paper_records.save_versions(db, parse_feed(BIG_FEED.read_bytes()).items, now=NOW - timedelta(days=2))
+    assert paper_records.search_backlog(db) == 0  # news is searchable when it is stored
+    backfill(db, "snapshot", snapshot_batches(SNAPSHOT), now=NOW - timedelta(days=1))
     first = json.loads(SNAPSHOT.read_text().splitlines()[0])
-    assert store.papers.search_backlog() == 200
+    assert paper_records.search_backlog(db) == 200
     by_id = PaperFilter(search=compile_search(f"id:{first['id']}"))
-    assert store.browser.browse_papers(by_id).rows == ()  # listed by the browser, not yet found by a search
-    assert_keys_and_index(store)
-    assert store.papers.index_search(limit=150) == 150 and store.papers.search_backlog() == 50
-    assert store.papers.index_search(limit=150) == 50 and store.papers.index_search() == 0
-    assert [row.id for row in store.browser.browse_papers(by_id).rows] == [first["id"]]
-    assert_keys_and_index(store)
+    assert (
+        browser_records.browse_papers(db, by_id).rows == ()
+    )  # listed by the browser, not yet found by a search
+    assert_keys_and_index(db)
+    assert paper_records.index_search(db, limit=150) == 150 and paper_records.search_backlog(db) == 50
+    assert paper_records.index_search(db, limit=150) == 50 and paper_records.index_search(db) == 0
+    assert [row.id for row in browser_records.browse_papers(db, by_id).rows] == [first["id"]]
+    assert_keys_and_index(db)
     # A pick of a backfilled paper makes it news under a new key: its entry follows at once.
-    store.papers.save_picks([CommunityPick(first["id"], NOW.date(), "Picked", "", (), 3)], now=NOW)
-    assert [row.id for row in store.browser.browse_papers(by_id).rows] == [first["id"]]
-    assert_keys_and_index(store)
+    paper_records.save_picks(db, [CommunityPick(first["id"], NOW.date(), "Picked", "", (), 3)], now=NOW)
+    assert [row.id for row in browser_records.browse_papers(db, by_id).rows] == [first["id"]]
+    assert_keys_and_index(db)

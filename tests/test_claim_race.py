@@ -17,26 +17,28 @@ import pytest
 import sqlalchemy as sa
 from sqlmodel import col
 
+from core.db import Database
+from core.delivery import claim_records
+from core.follows import subscriber_records
 from core.models import Digest, DigestState, utcnow
-from core.store.facade import Store
 from tests.conftest import migrated_store
 
 DIGESTS = 40
 
 
 @pytest.fixture
-def file_store(tmp_path: Path) -> Iterator[Store]:
+def file_store(tmp_path: Path) -> Iterator[Database]:
     yield from migrated_store(f"sqlite:///{tmp_path}/race.db")
 
 
-def pending_digests(store: Store, n: int) -> None:
+def pending_digests(db: Database, n: int) -> None:
     """``n`` due pending digests, one subscriber each (the claim reads nothing else)."""
     now = utcnow()
     for i in range(n):
-        subscriber, _ = store.subscribers.ensure_subscriber(
-            f"console:r{i}", timezone="UTC", schedule="instant"
+        subscriber, _ = subscriber_records.ensure_subscriber(
+            db, f"console:r{i}", timezone="UTC", schedule="instant"
         )
-        with store.session() as session:
+        with db.session() as session:
             session.add(
                 Digest(
                     subscriber_id=subscriber.id or 0,
@@ -51,7 +53,7 @@ def pending_digests(store: Store, n: int) -> None:
             )
 
 
-def test_two_claimers_that_selected_the_same_digests_share_none(file_store: Store) -> None:
+def test_two_claimers_that_selected_the_same_digests_share_none(file_store: Database) -> None:
     pending_digests(file_store, DIGESTS)
     barrier = threading.Barrier(2, timeout=30)
     waited: set[int] = set()
@@ -68,7 +70,9 @@ def test_two_claimers_that_selected_the_same_digests_share_none(file_store: Stor
 
     def claim(worker: str) -> None:
         try:
-            got = file_store.claims.claim_digests(utcnow(), worker, limit=DIGESTS, lease=timedelta(minutes=5))
+            got = claim_records.claim_digests(
+                file_store, utcnow(), worker, limit=DIGESTS, lease=timedelta(minutes=5)
+            )
             claimed[worker] = [c.digest_id for c in got]
         except BaseException as exc:  # reported below, not lost in the thread
             errors.append(exc)

@@ -122,16 +122,17 @@ def test_demo_prints_a_digest(env: Path) -> None:
 def test_show_paper_versions_and_changes(env: Path) -> None:
     from dataclasses import replace
 
-    from core.store.facade import Store, make_engine
-    from core.store.migrate import migrate
+    from core.db import Database, make_engine
+    from core.db_migrate import migrate
+    from core.papers import paper_records
     from ingest.arxiv_rss_parse import parse_feed
 
     papers = parse_feed(BIG_FEED.read_bytes()).items
     revised = next(p for p in papers if p.version == 4)  # 1401.3665v4, "The existence of designs"
-    store = Store(make_engine(f"sqlite:///{env}"))
-    migrate(store.engine)
+    db = Database(make_engine(f"sqlite:///{env}"))
+    migrate(db.engine)
     earlier = replace(revised, version=3, title="The existence of designs (draft)", comment="v3")
-    store.papers.save_versions([earlier, revised])
+    paper_records.save_versions(db, [earlier, revised])
 
     code, out, _ = invoke("show", f"arXiv:{revised.arxiv_id}v4", "--json")
     assert code == 0

@@ -353,15 +353,16 @@ def test_plural_helper() -> None:
 
 
 def test_status_counts_one_paused_subscriber_in_the_singular(env: Path) -> None:
+    from core.db import Database, make_engine
+    from core.follows import subscriber_records
     from core.models import SubscriberStatus
-    from core.store.facade import Store, make_engine
 
     invoke("follow", "console:me", "cat:cs.DC")
-    store = Store(make_engine(f"sqlite:///{env}"))
-    subscriber = store.subscribers.get_subscriber("console:me")
+    db = Database(make_engine(f"sqlite:///{env}"))
+    subscriber = subscriber_records.get_subscriber(db, "console:me")
     assert subscriber is not None and subscriber.id is not None
-    store.subscribers.update_subscriber(subscriber.id, status=SubscriberStatus.PAUSED)
-    store.engine.dispose()
+    subscriber_records.update_subscriber(db, subscriber.id, status=SubscriberStatus.PAUSED)
+    db.engine.dispose()
     code, out, _ = invoke("status")
     text = one_line(out)
     assert code == 0 and "0 digests queued" in text and "1 subscriber paused" in text, text

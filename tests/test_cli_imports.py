@@ -126,7 +126,7 @@ def test_a_store_command_opens_the_store_alone(tmp_path: Path, monkeypatch: pyte
     assert "alembic" in first  # a new database is migrated (and the probe sees such an import)
     modules, out = imported(tmp_path, "follows", "console:ada")
     assert "1. cat:cs.DC" in out
-    assert "sqlalchemy" in modules and "core.store.facade" in modules
+    assert "sqlalchemy" in modules and "core.db" in modules
     assert among(modules, NOT_FOR_THE_STORE) == []
     # The vote commands (papertrail/cli_votes.py) too.
     modules, out = imported(tmp_path, "likes", "console:ada")

@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from core.store.facade import Store
+from core.db import Database
+from core.follows import subscriber_records
+from core.papers import paper_records
+from core.taste import taste_records
 from papertrail.cli import app
 from tests.cli_helpers import invoke
 from tests.servers import Reply, feed_server
@@ -34,17 +37,17 @@ SUMMARY = re.compile(
 )
 
 
-def _url(store: Store) -> str:
-    return store.engine.url.render_as_string(hide_password=False)
+def _url(db: Database) -> str:
+    return db.engine.url.render_as_string(hide_password=False)
 
 
 @pytest.fixture
-def cli_store(store: Store, monkeypatch: pytest.MonkeyPatch) -> Store:
+def cli_store(db: Database, monkeypatch: pytest.MonkeyPatch) -> Database:
     """The recorded day and Ada in ``store``, which the command line opens; no retries of the arXiv API."""
-    _reader(store)
-    monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", _url(store))
+    _reader(db)
+    monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", _url(db))
     monkeypatch.setenv("PAPERTRAIL_HTTP_RETRIES", "0")
-    return store
+    return db
 
 
 def _counts(out: str) -> dict[str, str]:
@@ -53,10 +56,10 @@ def _counts(out: str) -> dict[str, str]:
     return found.groupdict()
 
 
-def _seeds(store: Store) -> int:
-    subscriber = store.subscribers.get_subscriber(ADDRESS)
+def _seeds(db: Database) -> int:
+    subscriber = subscriber_records.get_subscriber(db, ADDRESS)
     assert subscriber is not None and subscriber.id is not None
-    return store.taste.vote_counts(subscriber.id)[2]
+    return taste_records.vote_counts(db, subscriber.id)[2]
 
 
 @pytest.mark.parametrize(
@@ -64,7 +67,7 @@ def _seeds(store: Store) -> int:
     ["zotero.bib", "jabref.bib", "mendeley.bib", "zotero.ris", "endnote.ris", "scholar.ris", "zotero.json"],
 )
 def test_every_format_is_imported_and_counted(
-    cli_store: Store, monkeypatch: pytest.MonkeyPatch, name: str
+    cli_store: Database, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
     missing = LOOKED_UP.get(name)
     body = next(BODIES.glob(ANSWERS[missing])).read_bytes() if missing else b""
@@ -86,7 +89,7 @@ def test_every_format_is_imported_and_counted(
         assert sum(int(n) for n in re.findall(r"(\d+) ", how)) == used > 0
         assert "stored paper" in how and added == used == _seeds(cli_store)
         if missing:
-            assert "1 looked up on arXiv" in how and cli_store.papers.versions_of(missing)
+            assert "1 looked up on arXiv" in how and paper_records.versions_of(cli_store, missing)
             assert f"id_list={missing}" in api.paths[0]
         else:
             assert not api.paths
@@ -95,7 +98,7 @@ def test_every_format_is_imported_and_counted(
     assert code == 0 and _counts(again)["added"] == "0" and _seeds(cli_store) == added
 
 
-def test_a_broken_file_lists_each_problem_with_its_line_and_uses_the_rest(cli_store: Store) -> None:
+def test_a_broken_file_lists_each_problem_with_its_line_and_uses_the_rest(cli_store: Database) -> None:
     path = LIBRARY / "broken.bib"
     code, out, err = invoke("import", "library", ADDRESS, str(path))
     assert code == 0 and err == ""
@@ -111,7 +114,9 @@ def test_a_broken_file_lists_each_problem_with_its_line_and_uses_the_rest(cli_st
     assert _seeds(cli_store) == 2
 
 
-def test_a_csl_file_nested_too_deeply_is_refused_and_nothing_stored(cli_store: Store, tmp_path: Path) -> None:
+def test_a_csl_file_nested_too_deeply_is_refused_and_nothing_stored(
+    cli_store: Database, tmp_path: Path
+) -> None:
     """The shared limit of untrusted JSON (core.json_input): one item 65 arrays deep refuses the file."""
     path = tmp_path / "deep.json"
     path.write_bytes(b'[{"type": "article", "title": "A", "note": ' + b"[" * 65 + b"]" * 65 + b"}]")
@@ -122,7 +127,7 @@ def test_a_csl_file_nested_too_deeply_is_refused_and_nothing_stored(cli_store: S
 
 
 def test_an_unreachable_api_names_the_entries_it_leaves_out(
-    cli_store: Store, monkeypatch: pytest.MonkeyPatch
+    cli_store: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with feed_server(Reply(503, b"busy")) as api:
         monkeypatch.setenv("PAPERTRAIL_ARXIV_API_URL", api.url)

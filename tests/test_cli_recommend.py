@@ -10,10 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from core.db import Database, make_engine
+from core.follows import subscriber_records
 from core.models import utcnow
+from core.papers import paper_records
 from core.papers.pipeline import match_new
-from core.store.facade import Store, make_engine
-from core.store.taste import LIKE
+from core.taste import recommend_records, taste_records
+from core.taste.taste_records import LIKE
 from core.taste.training import retrain
 from tests.cli_helpers import invoke
 from tests.conftest import BIG_FEED
@@ -24,29 +27,29 @@ ADDRESS = "email:ada@example.org"
 
 
 @pytest.fixture
-def cli_store(env: Path) -> Iterator[Store]:
+def cli_store(env: Path) -> Iterator[Database]:
     """The command line's database with Ada (following ti:segmentation) and the recorded day in it."""
     code, _, stderr = invoke("follow", ADDRESS, "ti:segmentation")
     assert code == 0, stderr
     engine = make_engine(f"sqlite:///{env}")
-    store = Store(engine)
+    db = Database(engine)
     now = utcnow()
-    store.papers.save_versions(earlier(), now=now - timedelta(days=2))
-    store.papers.save_versions(later(), now=now + timedelta(minutes=1))
-    match_new(store, now=now)
-    yield store
+    paper_records.save_versions(db, earlier(), now=now - timedelta(days=2))
+    paper_records.save_versions(db, later(), now=now + timedelta(minutes=1))
+    match_new(db, now=now)
+    yield db
     engine.dispose()
 
 
-def like(store: Store, count: int) -> None:
-    subscriber = store.subscribers.get_subscriber(ADDRESS)
+def like(db: Database, count: int) -> None:
+    subscriber = subscriber_records.get_subscriber(db, ADDRESS)
     assert subscriber is not None and subscriber.id is not None
     for paper in liked_papers(count):
-        store.taste.vote(subscriber.id, paper.arxiv_id, LIKE)
-    retrain(store, subscriber.id)
+        taste_records.vote(db, subscriber.id, paper.arxiv_id, LIKE)
+    retrain(db, subscriber.id)
 
 
-def test_recommend_shows_turns_on_and_off(cli_store: Store) -> None:
+def test_recommend_shows_turns_on_and_off(cli_store: Database) -> None:
     assert invoke("recommend", ADDRESS) == (
         0,
         "email:ada@example.org: recommendations off; 0 liked, 0 disliked, 0 from a library; no model: it "
@@ -63,12 +66,12 @@ def test_recommend_shows_turns_on_and_off(cli_store: Store) -> None:
         "from a library; model trained\n",
         "",
     )
-    assert cli_store.subscribers.get_subscriber(ADDRESS).recommend == 12  # type: ignore[union-attr]
+    assert subscriber_records.get_subscriber(cli_store, ADDRESS).recommend == 12  # type: ignore[union-attr]
     code, stdout, _ = invoke("recommend", ADDRESS, "ON")
     assert code == 0 and "up to 5 papers per digest" in stdout
     code, stdout, _ = invoke("recommend", ADDRESS, "off")
     assert code == 0 and "recommendations off; 3 liked" in stdout
-    assert cli_store.subscribers.get_subscriber(ADDRESS).recommend is None  # type: ignore[union-attr]
+    assert subscriber_records.get_subscriber(cli_store, ADDRESS).recommend is None  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(
@@ -80,17 +83,17 @@ def test_recommend_shows_turns_on_and_off(cli_store: Store) -> None:
         (("off", "--count", "3"), "--count goes with 'on'"),
     ],
 )
-def test_recommend_refuses_what_it_cannot_read(cli_store: Store, args: tuple[str, ...], said: str) -> None:
+def test_recommend_refuses_what_it_cannot_read(cli_store: Database, args: tuple[str, ...], said: str) -> None:
     code, _, stderr = invoke("recommend", ADDRESS, *args)
     assert code == 2 and said in stderr
 
 
-def test_recommend_for_an_unknown_subscriber(cli_store: Store) -> None:
+def test_recommend_for_an_unknown_subscriber(cli_store: Database) -> None:
     code, _, stderr = invoke("recommend", "email:nobody@example.org")
     assert code == 1 and "no subscriber email:nobody@example.org" in stderr
 
 
-def test_try_recommended_lists_the_picks_with_reasons(cli_store: Store) -> None:
+def test_try_recommended_lists_the_picks_with_reasons(cli_store: Database) -> None:
     code, _, stderr = invoke("try-recommended", ADDRESS)
     assert code == 1 and "no model: it needs 3 liked papers" in stderr
     like(cli_store, LIKES)
@@ -107,16 +110,16 @@ def test_try_recommended_lists_the_picks_with_reasons(cli_store: Store) -> None:
 def test_a_one_shot_ingest_writes_the_recommendations(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert invoke("follow", ADDRESS, "ti:segmentation")[0] == 0
     engine = make_engine(f"sqlite:///{env}")
-    store = Store(engine)
-    store.papers.save_versions(earlier(), now=utcnow() - timedelta(days=2))
-    match_new(store)
-    like(store, LIKES)
+    db = Database(engine)
+    paper_records.save_versions(db, earlier(), now=utcnow() - timedelta(days=2))
+    match_new(db)
+    like(db, LIKES)
     assert invoke("recommend", ADDRESS, "on")[0] == 0
     with feed_server(Reply(200, BIG_FEED.read_bytes())) as server:
         monkeypatch.setenv("PAPERTRAIL_ARXIV_RSS_URL", server.url)
         code, stdout, stderr = invoke("ingest")
     assert code == 0, stderr
-    recommended = store.recommend.unsent([store.subscribers.get_subscriber(ADDRESS).id or 0])  # type: ignore[union-attr]
+    recommended = recommend_records.unsent(db, [subscriber_records.get_subscriber(db, ADDRESS).id or 0])  # type: ignore[union-attr]
     assert recommended and f"for subscribers), {_n(recommended)}" in stdout
     engine.dispose()
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from core.store.facade import Store, make_engine
+from core.db import Database, make_engine
+from core.papers import paper_records
 from tests.cli_helpers import invoke
 from tests.support.taste_day import day
 
@@ -17,7 +18,7 @@ def stored(env: Path) -> tuple[str, str]:
     """A subscriber (console:me) and 20 recorded papers in the command line's database; two paper ids."""
     assert invoke("follow", "console:me", "cat:cs.DC")[0] == 0  # creates and migrates the database
     engine = make_engine(f"sqlite:///{env}")
-    Store(engine).papers.save_versions(day()[:20], now=NOW)
+    paper_records.save_versions(Database(engine), day()[:20], now=NOW)
     engine.dispose()
     return day()[0].arxiv_id, day()[1].arxiv_id
 

@@ -16,12 +16,13 @@ import sqlalchemy as sa
 
 from bot.commands import MAX_INPUT_CHARS, ChatContext, Problem, follow_items, split_command
 from core.config import Settings
+from core.db import Database
 from core.delivery.digests import send_due_digests
 from core.delivery.render import Renderer
+from core.follows import subscriber_records
 from core.models import SubscriberStatus
 from core.people.timezones import lookup
 from core.schedule import next_due, next_slot, parse_schedule
-from core.store.facade import Store
 from notifiers.console import ConsoleNotifier
 from tests.support.chat_commands import (  # noqa: F401  (fixtures)
     GROUP_ADMIN,
@@ -41,7 +42,7 @@ from tests.support.chat_commands import (  # noqa: F401  (fixtures)
 
 
 @pytest.fixture
-def subscribed_store(subscribed_template: Path, tmp_path: Path) -> Iterator[Store]:
+def subscribed_store(subscribed_template: Path, tmp_path: Path) -> Iterator[Database]:
     """A store holding the recorded feed and PRIVATE's two follows with their 19 matches."""
     yield from open_copy(subscribed_template, tmp_path)
 
@@ -106,17 +107,17 @@ Unknown command "folow". Did you mean /follow? /help lists all commands.
 """  # noqa: E501 - the replies as sent, one line each
 
 
-async def test_a_session_reads_as_documented(store: Store) -> None:
+async def test_a_session_reads_as_documented(db: Database) -> None:
     lines: list[str] = []
 
     def run(text: str) -> None:
-        lines.append(f"> {text}\n{say(store, text).text}\n")
+        lines.append(f"> {text}\n{say(db, text).text}\n")
 
     for text in ("/start", "/follow cat:cs.DC", '/follow ti:"operating system" --instant', "/follows"):
         run(text)
-    backdate(store, PRIVATE.address)
-    await ingest_recorded_feed(store)
-    record_runs(store)
+    backdate(db, PRIVATE.address)
+    await ingest_recorded_feed(db)
+    record_runs(db)
     for text in (
         '/try ti:"operating system"',
         "/status",
@@ -135,30 +136,30 @@ async def test_a_session_reads_as_documented(store: Store) -> None:
 # start, help
 
 
-def test_start_creates_the_subscriber_with_the_default_schedule(store: Store) -> None:
+def test_start_creates_the_subscriber_with_the_default_schedule(db: Database) -> None:
     settings = Settings(default_schedule="weekdays 07:30", default_timezone="Europe/Berlin")
-    reply = say(store, "/start", settings=settings)
+    reply = say(db, "/start", settings=settings)
     assert reply.ok and reply.command == "start"
     assert reply.text.startswith(
         "Welcome to PaperTrail, Ada Lovelace! New arXiv papers matching this chat's follows will arrive "
         "in a digest weekdays 07:30 (Europe/Berlin).\n"
     )
-    subscriber = store.subscribers.get_subscriber("telegram:4242")
+    subscriber = subscriber_records.get_subscriber(db, "telegram:4242")
     assert subscriber is not None
     assert (subscriber.schedule, subscriber.timezone, subscriber.status) == (
         "weekdays 07:30",
         "Europe/Berlin",
         SubscriberStatus.ACTIVE,
     )
-    again = say(store, "/start", settings=settings)
+    again = say(db, "/start", settings=settings)
     assert again.text == (
         "Welcome back. This chat follows 0 queries; digests go out weekdays 07:30 (Europe/Berlin).\n"
         "/follows lists them, /follow QUERY adds one, /help shows all commands."
     )
 
 
-def test_help_lists_every_command_in_the_platforms_form(store: Store) -> None:
-    reply = say(store, "help", SLACK)
+def test_help_lists_every_command_in_the_platforms_form(db: Database) -> None:
+    reply = say(db, "help", SLACK)
     for name in (
         "start",
         "help",
@@ -173,10 +174,10 @@ def test_help_lists_every_command_in_the_platforms_form(store: Store) -> None:
     ):
         assert f"\n/papertrail {name}" in reply.text
     assert "/papertrail status — this subscription and the sources' health" in reply.text
-    page = say(store, "/help follow").text
+    page = say(db, "/help follow").text
     assert page.startswith("/follow QUERY [--new-only] [--instant]\nQUERY uses arXiv's search syntax:\n")
     assert '  /follow au:"Yann LeCun" --new-only\n' in page
-    wrong = say(store, "/help folows")
+    wrong = say(db, "/help folows")
     assert wrong.error is Problem.NOT_FOUND
     assert wrong.text.startswith('There is no command "folows". Did you mean /help follows?\n/start — ')
 
@@ -185,11 +186,11 @@ def test_help_lists_every_command_in_the_platforms_form(store: Store) -> None:
 # follow, follows, unfollow
 
 
-def test_follow_options_are_stored_and_listed(store: Store) -> None:
-    say(store, "/follow cat:cs.DC")
-    reply = say(store, '/follow au:"Zeng Li" --new-only —instant')  # a phone's dash works too
+def test_follow_options_are_stored_and_listed(db: Database) -> None:
+    say(db, "/follow cat:cs.DC")
+    reply = say(db, '/follow au:"Zeng Li" --new-only —instant')  # a phone's dash works too
     assert reply.text.split("\n")[:2] == ['Now following: au:"Zeng Li"', "New papers only, sent at once."]
-    listing = say(store, "/follows")
+    listing = say(db, "/follows")
     assert listing.text == (
         "This chat follows 2 queries:\n"
         "1. cat:cs.DC\n"
@@ -201,80 +202,79 @@ def test_follow_options_are_stored_and_listed(store: Store) -> None:
         (2, 'au:"Zeng Li"', True, True),
     ]
     # The same query in another spelling, without options: its options go back to the defaults.
-    updated = say(store, '/follow au:"Li, Zeng"')
+    updated = say(db, '/follow au:"Li, Zeng"')
     assert updated.text == (
         'Updated: au:"Zeng Li"\nNow new papers and revisions, in the digest daily 08:00 (UTC). '
         "/follows lists all 2."
     )
-    unchanged = say(store, "/FOLLOW   cat:cs.dc")
+    unchanged = say(db, "/FOLLOW   cat:cs.dc")
     assert unchanged.text == (
         "Already following: cat:cs.DC (new papers and revisions, in the digest daily 08:00 (UTC)). "
         "/follows lists all 2."
     )
-    assert [(f.query, f.new_only, f.instant) for f in follow_items(store, PRIVATE.address)] == [
+    assert [(f.query, f.new_only, f.instant) for f in follow_items(db, PRIVATE.address)] == [
         ("cat:cs.DC", False, False),
         ('au:"Zeng Li"', False, False),
     ]
 
 
-def test_a_bad_query_points_at_its_position_and_stores_nothing(store: Store) -> None:
-    reply = say(store, "/follow cat:cs.LG AND (graph OR")
+def test_a_bad_query_points_at_its_position_and_stores_nothing(db: Database) -> None:
+    reply = say(db, "/follow cat:cs.LG AND (graph OR")
     assert reply.error is Problem.BAD_QUERY
     assert [(b.text, b.monospace) for b in reply.blocks] == [
         ("That query does not parse: expected a search term after 'OR' at position 23", False),
         ("cat:cs.LG AND (graph OR\n                       ^", True),
         ("Fix it and send /follow again; /help follow shows examples.", False),
     ]
-    typo = say(store, "/try cat:cs.LGG")
+    typo = say(db, "/try cat:cs.LGG")
     assert (
         typo.blocks[0].text
         == "That query does not parse: unknown category 'cs.LGG' at position 4; did you mean cs.LG?"
     )
     assert typo.blocks[1].text == "cat:cs.LGG\n    ^"
-    assert store.subscribers.get_subscriber(PRIVATE.address) is None
-    option = say(store, "/follow cat:cs.DC --revisions")
+    assert subscriber_records.get_subscriber(db, PRIVATE.address) is None
+    option = say(db, "/follow cat:cs.DC --revisions")
     assert option.error is Problem.BAD_ARGUMENT
     assert option.text.startswith('Unknown option "--revisions". Options are --new-only and --instant')
 
 
-def test_unfollow_by_number_or_by_query(store: Store) -> None:
+def test_unfollow_by_number_or_by_query(db: Database) -> None:
     for query in ("cat:cs.DC", 'au:"Zeng Li"', 'ti:"policy lag"'):
-        say(store, f"/follow {query}")
-    out_of_range = say(store, "/unfollow 4")
+        say(db, f"/follow {query}")
+    out_of_range = say(db, "/unfollow 4")
     assert out_of_range.error is Problem.NOT_FOUND
     assert out_of_range.text == (
         "There is no follow number 4: this chat has 3 follows, numbered 1 to 3. /follows lists them."
     )
-    assert say(store, "/unfollow 0").error is Problem.NOT_FOUND
+    assert say(db, "/unfollow 0").error is Problem.NOT_FOUND
     assert (
-        say(store, "/unfollow 2").text
-        == 'Stopped following: au:"Zeng Li"\n2 follows left; /follows lists them.'
+        say(db, "/unfollow 2").text == 'Stopped following: au:"Zeng Li"\n2 follows left; /follows lists them.'
     )
     # By query, in any spelling with the same normal form.
-    assert say(store, '/unfollow ti:"Policy  LAG"').text.startswith('Stopped following: ti:"policy lag"\n')
-    missing = say(store, "/unfollow cat:cs.AI")
+    assert say(db, '/unfollow ti:"Policy  LAG"').text.startswith('Stopped following: ti:"policy lag"\n')
+    missing = say(db, "/unfollow cat:cs.AI")
     assert missing.text == (
         "This chat does not follow cat:cs.AI. /follows lists what it follows; remove one by its number, "
         "e.g. /unfollow 1."
     )
-    assert [f.query for f in follow_items(store, PRIVATE.address)] == ["cat:cs.DC"]
+    assert [f.query for f in follow_items(db, PRIVATE.address)] == ["cat:cs.DC"]
     assert (
-        say(store, "/unfollow #1").text
+        say(db, "/unfollow #1").text
         == "Stopped following: cat:cs.DC\nNo follows left; /follow QUERY adds one."
     )
-    assert say(store, "/unfollow 1").text == (
+    assert say(db, "/unfollow 1").text == (
         "This chat follows nothing yet, so there is nothing to remove. /follow QUERY adds a follow."
     )
 
 
-def test_long_follow_lists_come_in_pages(store: Store) -> None:
+def test_long_follow_lists_come_in_pages(db: Database) -> None:
     for n in range(45):
-        say(store, f"/follow ti:word{n}")
-    first = say(store, "/follows")
+        say(db, f"/follow ti:word{n}")
+    first = say(db, "/follows")
     assert first.text.startswith("This chat follows 45 queries (page 1 of 3):\n1. ti:word0\n")
     assert first.text.endswith("/follows 2 shows the next page.")
     assert len(first.follows) == 20
-    last = say(store, "/follows 3")
+    last = say(db, "/follows 3")
     assert [f.number for f in last.follows] == [41, 42, 43, 44, 45]
     assert last.text.endswith("Remove one with /unfollow NUMBER, add one with /follow QUERY.")
 
@@ -283,9 +283,9 @@ def test_long_follow_lists_come_in_pages(store: Store) -> None:
 # try
 
 
-def test_try_caps_the_list_and_counts_the_rest(subscribed_store: Store) -> None:
-    store = subscribed_store
-    reply = say(store, "/try cat:cs.DC")
+def test_try_caps_the_list_and_counts_the_rest(subscribed_store: Database) -> None:
+    db = subscribed_store
+    reply = say(db, "/try cat:cs.DC")
     lines = reply.text.split("\n")
     assert lines[0] == "cat:cs.DC would have matched 19 papers in the last 7 days; the newest 5:"
     assert lines[1:3] == [
@@ -294,152 +294,155 @@ def test_try_caps_the_list_and_counts_the_rest(subscribed_store: Store) -> None:
     ]
     assert lines[-1] == "…and 14 more. Follow it with /follow cat:cs.DC."
     assert reply.suggestions == ("follow cat:cs.DC",)
-    none = say(store, '/try ti:"no such phrase anywhere"', GROUP_MEMBER)  # anyone may try
+    none = say(db, '/try ti:"no such phrase anywhere"', GROUP_MEMBER)  # anyone may try
     assert none.text.startswith('Nothing of the last 7 days matches ti:"no such phrase anywhere". ')
-    assert store.subscribers.get_subscriber(GROUP_MEMBER.address) is None  # trying saves nothing
+    assert subscriber_records.get_subscriber(db, GROUP_MEMBER.address) is None  # trying saves nothing
 
 
 # ---------------------------------------------------------------------------------------------------------
 # digest, timezone, pause, resume, status
 
 
-def test_digest_schedule_forms(store: Store) -> None:
-    reply = say(store, "/digest weekly Monday 9am")
+def test_digest_schedule_forms(db: Database) -> None:
+    reply = say(db, "/digest weekly Monday 9am")
     assert reply.text == (
         "Digests now go out weekly mon 09:00 (UTC); the next Mon 2 Dec 09:00 UTC (in 3 days), "
         "if anything matched."
     )
-    subscriber = store.subscribers.get_subscriber(PRIVATE.address)
+    subscriber = subscriber_records.get_subscriber(db, PRIVATE.address)
     assert subscriber is not None and subscriber.schedule == "weekly mon 09:00"
-    assert say(store, "/digest daily 7.30").text.startswith("Digests now go out daily 07:30 (UTC)")
-    assert say(store, "/schedule weekdays 18:00").text.startswith("Digests now go out weekdays 18:00 (UTC)")
-    assert say(store, "/digest instant").text == (
+    assert say(db, "/digest daily 7.30").text.startswith("Digests now go out daily 07:30 (UTC)")
+    assert say(db, "/schedule weekdays 18:00").text.startswith("Digests now go out weekdays 18:00 (UTC)")
+    assert say(db, "/digest instant").text == (
         "Digests now go out as soon as something matches; the next at the next delivery pass, "
         "if anything matched."
     )
-    bad = say(store, "/digest daily 25:00")
+    bad = say(db, "/digest daily 25:00")
     assert bad.error is Problem.BAD_ARGUMENT
     assert bad.text.startswith(
         "Cannot use \"daily 25:00\": time '25:00' in schedule 'daily 25:00' is not a valid 24-hour time. "
         "Write /digest daily 08:00"
     )
-    assert say(store, "/digest hourly").text.startswith('Cannot read "hourly". Write /digest daily 08:00, ')
-    stored = store.subscribers.get_subscriber(PRIVATE.address)
+    assert say(db, "/digest hourly").text.startswith('Cannot read "hourly". Write /digest daily 08:00, ')
+    stored = subscriber_records.get_subscriber(db, PRIVATE.address)
     assert stored is not None and stored.schedule == "instant"
 
 
-async def test_digest_now_sends_at_the_next_pass_whatever_the_schedule(subscribed_store: Store) -> None:
-    store = subscribed_store
+async def test_digest_now_sends_at_the_next_pass_whatever_the_schedule(subscribed_store: Database) -> None:
+    db = subscribed_store
     out = io.StringIO()
     notifiers = {"telegram": ConsoleNotifier(out)}
     # Not due (today's 08:00 digest went out): a pass sends only the instant follow's match.
-    reports = await send_due_digests(store, notifiers, Renderer(max_items=100), now=NOW)
+    reports = await send_due_digests(db, notifiers, Renderer(max_items=100), now=NOW)
     assert [(r.address, r.items) for r in reports] == [("telegram:4242", 1)]
-    reply = say(store, "/digest now")
+    reply = say(db, "/digest now")
     assert reply.text == "The 18 waiting matches will go out with the next delivery pass, within about 1 min."
-    assert say(store, "/digest now").text == "A digest with the 18 waiting matches is already on its way."
-    reports = await send_due_digests(store, notifiers, Renderer(max_items=100), now=NOW)
+    assert say(db, "/digest now").text == "A digest with the 18 waiting matches is already on its way."
+    reports = await send_due_digests(db, notifiers, Renderer(max_items=100), now=NOW)
     assert [(r.address, r.items, r.sent) for r in reports] == [("telegram:4242", 18, True)]
-    assert say(store, "/digest now").text == (
+    assert say(db, "/digest now").text == (
         "Nothing is waiting: every match has been sent. /try QUERY shows what a query would match."
     )
 
 
-def test_timezone_suggests_the_closest_names(store: Store) -> None:
-    reply = say(store, "/timezone Europe/Berln")
+def test_timezone_suggests_the_closest_names(db: Database) -> None:
+    reply = say(db, "/timezone Europe/Berln")
     assert reply.error is Problem.BAD_ARGUMENT
     assert reply.suggestions == ("timezone Europe/Berlin", "timezone Europe/Dublin")
-    assert store.subscribers.get_subscriber(PRIVATE.address) is None
-    pst = say(store, "/timezone PST")
+    assert subscriber_records.get_subscriber(db, PRIVATE.address) is None
+    pst = say(db, "/timezone PST")
     assert pst.text == (
         'Unknown timezone "PST". Did you mean America/Los_Angeles? (PST is an abbreviation; write the zone '
         "of your city so daylight saving is right.)\nSend e.g. /timezone America/Los_Angeles."
     )
-    nothing = say(store, "/timezone Atlantis")
+    nothing = say(db, "/timezone Atlantis")
     assert nothing.text.startswith('Unknown timezone "Atlantis". Write an IANA name, Area/City')
     # A bare city, in any case, is enough.
-    assert say(store, "/timezone new york").text.startswith(
+    assert say(db, "/timezone new york").text.startswith(
         "Timezone set to America/New_York (now 10:00 EST there). "
         "Digests go out daily 08:00 (America/New_York); the next Fri 29 Nov 08:00 EST (in 22 h)"
     )
-    subscriber = store.subscribers.get_subscriber(PRIVATE.address)
+    subscriber = subscriber_records.get_subscriber(db, PRIVATE.address)
     assert subscriber is not None and subscriber.timezone == "America/New_York"
-    assert say(store, "/timezone").text == (
+    assert say(db, "/timezone").text == (
         "This chat's timezone is America/New_York (now 10:00 EST there). "
         "Change it with /timezone Area/City, e.g. /timezone Europe/Berlin."
     )
 
 
-def test_pause_and_resume(store: Store) -> None:
-    assert say(store, "/pause").error is Problem.NOT_SUBSCRIBED
-    say(store, "/follow cat:cs.DC")
-    assert say(store, "/pause").text == (
+def test_pause_and_resume(db: Database) -> None:
+    assert say(db, "/pause").error is Problem.NOT_SUBSCRIBED
+    say(db, "/follow cat:cs.DC")
+    assert say(db, "/pause").text == (
         "Paused: no digests, and no new papers collected, until /resume. The follows are kept."
     )
-    subscriber = store.subscribers.get_subscriber(PRIVATE.address)
+    subscriber = subscriber_records.get_subscriber(db, PRIVATE.address)
     assert subscriber is not None and subscriber.status == SubscriberStatus.PAUSED
-    assert store.subscribers.active_follows() == []  # a paused subscriber is not matched
-    assert say(store, "/digest off").text == "Digests are already paused. /resume restarts them."
-    assert say(store, "/status").text.split("\n")[:2] == [
+    assert subscriber_records.active_follows(db) == []  # a paused subscriber is not matched
+    assert say(db, "/digest off").text == "Digests are already paused. /resume restarts them."
+    assert say(db, "/status").text.split("\n")[:2] == [
         "Subscription telegram:4242: paused by the chat",
         "Digest: daily 08:00 (UTC); none while paused",
     ]
-    assert say(store, "/resume").text == (
+    assert say(db, "/resume").text == (
         "Digests are on again. They go out daily 08:00 (UTC); the next Fri 29 Nov 08:00 UTC (in 17 h), "
         "if anything matched. Papers announced from now on are collected."
     )
-    assert say(store, "/resume").text == "Digests are already on. /status shows when the next one goes out."
+    assert say(db, "/resume").text == "Digests are already on. /status shows when the next one goes out."
     # `digest off` then a new time: on again at that time.
-    say(store, "/digest off")
-    say(store, "/digest daily 06:00")
-    subscriber = store.subscribers.get_subscriber(PRIVATE.address)
+    say(db, "/digest off")
+    say(db, "/digest daily 06:00")
+    subscriber = subscriber_records.get_subscriber(db, PRIVATE.address)
     assert subscriber is not None and (subscriber.status, subscriber.schedule) == (
         SubscriberStatus.ACTIVE,
         "daily 06:00",
     )
 
 
-def test_resume_after_a_failed_delivery_says_why_it_was_paused(store: Store) -> None:
-    say(store, "/start")
-    subscriber = store.subscribers.get_subscriber(PRIVATE.address)
+def test_resume_after_a_failed_delivery_says_why_it_was_paused(db: Database) -> None:
+    say(db, "/start")
+    subscriber = subscriber_records.get_subscriber(db, PRIVATE.address)
     assert subscriber is not None and subscriber.id is not None
-    store.subscribers.update_subscriber(
-        subscriber.id, status=SubscriberStatus.PAUSED, status_reason="Forbidden: bot was blocked by the user"
+    subscriber_records.update_subscriber(
+        db,
+        subscriber.id,
+        status=SubscriberStatus.PAUSED,
+        status_reason="Forbidden: bot was blocked by the user",
     )
-    assert say(store, "/status").text.split("\n")[0] == (
+    assert say(db, "/status").text.split("\n")[0] == (
         "Subscription telegram:4242: paused after a failed delivery: Forbidden: bot was blocked by the user"
     )
-    assert say(store, "/resume").text.startswith(
+    assert say(db, "/resume").text.startswith(
         "Digests are on again (they were paused because: Forbidden: bot was blocked by the user). "
     )
     # Telegram sends /start when someone unblocks the bot: that resumes too.
-    store.subscribers.update_subscriber(
-        subscriber.id, status=SubscriberStatus.PAUSED, status_reason="Forbidden: blocked"
+    subscriber_records.update_subscriber(
+        db, subscriber.id, status=SubscriberStatus.PAUSED, status_reason="Forbidden: blocked"
     )
-    assert say(store, "/start").text == (
+    assert say(db, "/start").text == (
         "Welcome back. This chat follows 0 queries; digests go out daily 08:00 (UTC).\n"
         "Digests were paused (Forbidden: blocked); they are on again.\n"
         "/follows lists them, /follow QUERY adds one, /help shows all commands."
     )
-    resumed = store.subscribers.get_subscriber(PRIVATE.address)
+    resumed = subscriber_records.get_subscriber(db, PRIVATE.address)
     assert resumed is not None and resumed.status == SubscriberStatus.ACTIVE
     # Not for a group member who may not change the subscription, nor for a pause the chat asked for.
-    say(store, "/start", GROUP_ADMIN)
-    group = store.subscribers.get_subscriber(GROUP_MEMBER.address)
+    say(db, "/start", GROUP_ADMIN)
+    group = subscriber_records.get_subscriber(db, GROUP_MEMBER.address)
     assert group is not None and group.id is not None
-    store.subscribers.update_subscriber(
-        group.id, status=SubscriberStatus.PAUSED, status_reason="Forbidden: kicked"
+    subscriber_records.update_subscriber(
+        db, group.id, status=SubscriberStatus.PAUSED, status_reason="Forbidden: kicked"
     )
-    assert "paused (Forbidden: kicked): /resume" in say(store, "/start", GROUP_MEMBER).text
-    group = store.subscribers.get_subscriber(GROUP_MEMBER.address)
+    assert "paused (Forbidden: kicked): /resume" in say(db, "/start", GROUP_MEMBER).text
+    group = subscriber_records.get_subscriber(db, GROUP_MEMBER.address)
     assert group is not None and group.status == SubscriberStatus.PAUSED
-    say(store, "/pause")
-    assert "Digests are paused: /resume restarts them." in say(store, "/start").text
+    say(db, "/pause")
+    assert "Digests are paused: /resume restarts them." in say(db, "/start").text
 
 
-def test_status_before_start_still_reports_the_sources(store: Store) -> None:
-    record_runs(store)
-    reply = say(store, "/status", GROUP_MEMBER)
+def test_status_before_start_still_reports_the_sources(db: Database) -> None:
+    record_runs(db)
+    reply = say(db, "/status", GROUP_MEMBER)
     assert reply.error is Problem.NOT_SUBSCRIBED
     assert reply.text == (
         "This group has no subscription yet: send /start.\n"
@@ -451,28 +454,28 @@ def test_status_before_start_still_reports_the_sources(store: Store) -> None:
 # groups, unknown commands, odd input
 
 
-def test_group_members_may_list_but_not_change(store: Store) -> None:
-    assert say(store, "/start", GROUP_MEMBER).text == (
+def test_group_members_may_list_but_not_change(db: Database) -> None:
+    assert say(db, "/start", GROUP_MEMBER).text == (
         "PaperTrail is not set up in this group yet, and only its admins can set it up: "
         "ask one to send /start."
     )
-    assert say(store, "/start@PaperTrailBot", GROUP_ADMIN).ok
-    say(store, "/follow@PaperTrailBot cat:cs.DC", GROUP_ADMIN)
+    assert say(db, "/start@PaperTrailBot", GROUP_ADMIN).ok
+    say(db, "/follow@PaperTrailBot cat:cs.DC", GROUP_ADMIN)
     refusal = (
         "Only admins of this group can change its follows and settings. "
         "Anyone can use /follows, /status, /try and /help."
     )
     for text in ("/follow cat:cs.AI", "/unfollow 1", "/digest now", "/digest daily 09:00", "/timezone Berlin",
                  "/pause", "/resume"):  # fmt: skip
-        reply = say(store, text, GROUP_MEMBER)
+        reply = say(db, text, GROUP_MEMBER)
         assert (reply.text, reply.error) == (refusal, Problem.NOT_ALLOWED), text
     for text in ("/follows", "/status", "/help", "/try cat:cs.DC", "/digest", "/timezone"):
-        assert say(store, text, GROUP_MEMBER).error is None, text
-    assert [f.query for f in follow_items(store, GROUP_MEMBER.address)] == ["cat:cs.DC"]
-    subscriber = store.subscribers.get_subscriber(GROUP_MEMBER.address)
+        assert say(db, text, GROUP_MEMBER).error is None, text
+    assert [f.query for f in follow_items(db, GROUP_MEMBER.address)] == ["cat:cs.DC"]
+    subscriber = subscriber_records.get_subscriber(db, GROUP_MEMBER.address)
     assert subscriber is not None and (subscriber.schedule, subscriber.timezone) == ("daily 08:00", "UTC")
     slack = say(
-        store,
+        db,
         "follow cat:cs.AI",
         ChatContext("slack:C0999", "slack", can_change=False, is_group=True, prefix="/papertrail "),
     )
@@ -481,22 +484,21 @@ def test_group_members_may_list_but_not_change(store: Store) -> None:
     )
 
 
-def test_unknown_commands_suggest_the_closest(store: Store) -> None:
-    typo = say(store, "/folows")
+def test_unknown_commands_suggest_the_closest(db: Database) -> None:
+    typo = say(db, "/folows")
     assert (typo.text, typo.suggestions) == (
         'Unknown command "folows". Did you mean /follows? /help lists all commands.',
         ("follows",),
     )
-    assert say(store, "/list").command == "follows"  # an alias runs
-    assert say(store, "unsubscribe").suggestions == ("pause",)
-    query = say(store, 'au:"Zeng Li" cat:cs.DC')
+    assert say(db, "/list").command == "follows"  # an alias runs
+    assert say(db, "unsubscribe").suggestions == ("pause",)
+    query = say(db, 'au:"Zeng Li" cat:cs.DC')
     assert query.text == (
         'To follow that, send /follow au:"Zeng Li" cat:cs.DC — '
         'or /try au:"Zeng Li" cat:cs.DC to see what it matches.'
     )
     assert (
-        say(store, "/xyzzy").text
-        == 'Unknown command "xyzzy". /help lists the commands, e.g. /follow cat:cs.DC.'
+        say(db, "/xyzzy").text == 'Unknown command "xyzzy". /help lists the commands, e.g. /follow cat:cs.DC.'
     )
 
 
@@ -517,23 +519,23 @@ def test_unknown_commands_suggest_the_closest(store: Store) -> None:
         ("/timezone " + "é" * 500, Problem.BAD_ARGUMENT),
     ],
 )
-def test_odd_input_always_gets_a_reply(store: Store, text: str, error: Problem | None) -> None:
-    reply = say(store, text)
+def test_odd_input_always_gets_a_reply(db: Database, text: str, error: Problem | None) -> None:
+    reply = say(db, text)
     assert reply.error is error, reply.text
 
 
-def test_oversized_input_is_refused_politely(store: Store) -> None:
-    reply = say(store, "/follow " + "x" * 10_000)
+def test_oversized_input_is_refused_politely(db: Database) -> None:
+    reply = say(db, "/follow " + "x" * 10_000)
     assert reply.text == (
         "That message is 10,008 characters long; a command can be at most 2,000 "
         "(a follow query at most 1,000). Send a shorter one; /help lists the commands."
     )
 
 
-def test_control_characters_never_reach_a_reply_or_the_store(store: Store) -> None:
-    reply = say(store, "/follow ti:\u202eevil\x07 cat:cs.DC")
+def test_control_characters_never_reach_a_reply_or_the_store(db: Database) -> None:
+    reply = say(db, "/follow ti:\u202eevil\x07 cat:cs.DC")
     assert "\u202e" not in reply.text and "\x07" not in reply.text
-    assert [f.query for f in follow_items(store, PRIVATE.address)] == ["ti:evil cat:cs.DC"]
+    assert [f.query for f in follow_items(db, PRIVATE.address)] == ["ti:evil cat:cs.DC"]
 
 
 def test_split_command_forms() -> None:
@@ -543,11 +545,11 @@ def test_split_command_forms() -> None:
     assert split_command("status?") == ("status", "")
 
 
-def test_a_broken_store_gets_an_apology_not_an_exception(store: Store) -> None:
-    store.engine.dispose()
-    with store.engine.begin() as conn:
+def test_a_broken_store_gets_an_apology_not_an_exception(db: Database) -> None:
+    db.engine.dispose()
+    with db.engine.begin() as conn:
         conn.execute(sa.text("DROP TABLE follow"))
-    reply = say(store, "/follow cat:cs.DC")
+    reply = say(db, "/follow cat:cs.DC")
     assert reply.error is Problem.INTERNAL
     assert (
         reply.text == "Sorry, something went wrong on PaperTrail's side. Please try again in a few minutes."

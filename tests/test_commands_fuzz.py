@@ -24,11 +24,12 @@ from sqlmodel import select
 
 from bot.commands import MAX_INPUT_CHARS, MAX_REPLY_CHARS, ChatContext, Problem, handle
 from core.config import Settings
+from core.db import Database
+from core.follows import subscriber_records
 from core.follows.query import parse
 from core.i18n.languages import LANGUAGES
 from core.models import Follow, Subscriber, SubscriberStatus
 from core.schedule import parse_schedule, zone
-from core.store.facade import Store
 from tests.support.chat_commands import migrated_template_fixture, store_fixture
 from tests.support.command_text import command_text
 
@@ -54,12 +55,14 @@ MEMBER = CONTEXTS[2]
 _SHOWN_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
-def snapshot(store: Store, address: str) -> tuple[object, ...]:
+def snapshot(db: Database, address: str) -> tuple[object, ...]:
     """What a chat's subscription is, to compare before and after a command."""
-    subscriber = store.subscribers.get_subscriber(address)
+    subscriber = subscriber_records.get_subscriber(db, address)
     if subscriber is None or subscriber.id is None:
         return ()
-    follows = tuple((f.query, f.revisions, f.instant) for f in store.subscribers.follows_of(subscriber.id))
+    follows = tuple(
+        (f.query, f.revisions, f.instant) for f in subscriber_records.follows_of(db, subscriber.id)
+    )
     return (
         subscriber.schedule,
         subscriber.timezone,
@@ -70,9 +73,9 @@ def snapshot(store: Store, address: str) -> tuple[object, ...]:
     )
 
 
-def check(store: Store, ctx: ChatContext, text: str) -> None:
-    before = snapshot(store, MEMBER.address) if ctx is MEMBER else ()
-    reply = handle(store, Settings().chat(), ctx, text, now=NOW)
+def check(db: Database, ctx: ChatContext, text: str) -> None:
+    before = snapshot(db, MEMBER.address) if ctx is MEMBER else ()
+    reply = handle(db, Settings().chat(), ctx, text, now=NOW)
     event(f"{reply.command or '-'}: {reply.error or 'ok'}")  # --hypothesis-show-statistics shows the mix
     assert reply.error is not Problem.INTERNAL, (text, reply.text)
     assert reply.text.strip(), text
@@ -80,13 +83,13 @@ def check(store: Store, ctx: ChatContext, text: str) -> None:
     assert not _SHOWN_CONTROL.search(reply.text), (text, reply.text)
     assert reply.language in LANGUAGES, text
     if ctx is MEMBER:
-        assert snapshot(store, MEMBER.address) == before, text
-    assert_consistent(store)
+        assert snapshot(db, MEMBER.address) == before, text
+    assert_consistent(db)
 
 
-def assert_consistent(store: Store) -> None:
+def assert_consistent(db: Database) -> None:
     """Only the chats' own subscribers exist, and every stored setting and follow reads back."""
-    with store.session() as session:
+    with db.session() as session:
         subscribers = list(session.exec(select(Subscriber)))
         follows = list(session.exec(select(Follow)))
     assert {s.address for s in subscribers} <= {ctx.address for ctx in CONTEXTS}
@@ -107,21 +110,21 @@ def assert_consistent(store: Store) -> None:
     ),
     which=st.sampled_from(CONTEXTS),
 )
-def test_any_text_gets_a_reply(store: Store, text: str, which: ChatContext) -> None:
-    check(store, which, text)
+def test_any_text_gets_a_reply(db: Database, text: str, which: ChatContext) -> None:
+    check(db, which, text)
 
 
 @FUZZ
 @given(text=command_text(), which=st.sampled_from(CONTEXTS))
-def test_command_shaped_text_gets_a_reply(store: Store, text: str, which: ChatContext) -> None:
-    check(store, which, text)
+def test_command_shaped_text_gets_a_reply(db: Database, text: str, which: ChatContext) -> None:
+    check(db, which, text)
 
 
-def test_the_fuzzed_store_is_not_trivially_empty(store: Store) -> None:
+def test_the_fuzzed_store_is_not_trivially_empty(db: Database) -> None:
     """The properties above mean something only if commands do change the store: they do."""
     for text in ("/follow cat:cs.DC --instant", "/digest weekly mon 9", "/timezone berlin", "/pause"):
-        assert handle(store, Settings().chat(), CONTEXTS[0], text, now=NOW).ok, text
-    assert snapshot(store, CONTEXTS[0].address) == (
+        assert handle(db, Settings().chat(), CONTEXTS[0], text, now=NOW).ok, text
+    assert snapshot(db, CONTEXTS[0].address) == (
         "weekly mon 09:00",
         "Europe/Berlin",
         SubscriberStatus.PAUSED,

@@ -18,11 +18,12 @@ import sqlalchemy as sa
 from bot.commands import COMMANDS, ChatContext, Problem, Reply, handle
 from bot.commands_help import BY_NAME, command_list, overview, page
 from core.config import Settings
+from core.db import Database
+from core.follows import subscriber_records
 from core.follows.query import QueryError, parse
 from core.i18n.languages import translator
 from core.models import SubscriberStatus
 from core.people import newsletters
-from core.store.facade import Store
 from tests.support.chat_commands import (
     GROUP_ADMIN,
     GROUP_MEMBER,
@@ -56,18 +57,18 @@ ZH_SLACK = ChatContext(
 
 
 @pytest.fixture
-def store(migrated_template: Path, tmp_path: Path) -> Iterator[Store]:
+def db(migrated_template: Path, tmp_path: Path) -> Iterator[Database]:
     yield from open_copy(migrated_template, tmp_path)
 
 
-def say(store: Store, text: str, ctx: ChatContext = ZH_PRIVATE) -> Reply:
-    reply = handle(store, Settings().chat(), ctx, text, now=NOW)
+def say(db: Database, text: str, ctx: ChatContext = ZH_PRIVATE) -> Reply:
+    reply = handle(db, Settings().chat(), ctx, text, now=NOW)
     assert reply.text.strip(), text
     return reply
 
 
-def language_of(store: Store, address: str) -> str | None:
-    subscriber = store.subscribers.get_subscriber(address)
+def language_of(db: Database, address: str) -> str | None:
+    subscriber = subscriber_records.get_subscriber(db, address)
     assert subscriber is not None
     return subscriber.language
 
@@ -76,8 +77,8 @@ def language_of(store: Store, address: str) -> str | None:
 # The language command
 
 
-def test_language_shows_the_language_and_the_choices(store: Store) -> None:
-    shown = say(store, "/language", PRIVATE)
+def test_language_shows_the_language_and_the_choices(db: Database) -> None:
+    shown = say(db, "/language", PRIVATE)
     assert shown.ok and shown.language == "en"
     assert shown.text == (
         "PaperTrail speaks English in this chat, the language of your Telegram or Slack settings "
@@ -87,40 +88,40 @@ def test_language_shows_the_language_and_the_choices(store: Store) -> None:
     )
     assert shown.suggestions == ("language zh",)
     # Showing changes nothing: no subscriber is created for it.
-    assert store.subscribers.get_subscriber(PRIVATE.address) is None
-    chinese = say(store, "/language", ZH_GROUP_MEMBER)  # anyone may look, in a group too
+    assert subscriber_records.get_subscriber(db, PRIVATE.address) is None
+    chinese = say(db, "/language", ZH_GROUP_MEMBER)  # anyone may look, in a group too
     assert chinese.ok and chinese.language == "zh"
     assert chinese.text.startswith("PaperTrail 在本群组中使用中文，即你的 Telegram 或 Slack 设置中的语言")
     assert chinese.suggestions == ("language en",)
 
 
-def test_language_sets_the_language_and_answers_in_it(store: Store) -> None:
-    say(store, "/start", PRIVATE)
-    assert language_of(store, PRIVATE.address) is None  # the platform named none
-    chosen = say(store, "/language zh", PRIVATE)
+def test_language_sets_the_language_and_answers_in_it(db: Database) -> None:
+    say(db, "/start", PRIVATE)
+    assert language_of(db, PRIVATE.address) is None  # the platform named none
+    chosen = say(db, "/language zh", PRIVATE)
     assert chosen.ok and chosen.language == "zh"
     assert (
         chosen.text == "本会话现在使用中文。\n从现在起，回复和摘要（以及本服务器生成的 AI 导读）都使用中文。"
     )
-    assert language_of(store, PRIVATE.address) == "zh"
+    assert language_of(db, PRIVATE.address) == "zh"
     # From now on every reply is Chinese, whatever the platform says.
-    assert say(store, "/follows", PRIVATE).text.startswith("本会话还没有任何关注。")
-    assert say(store, "/language", EN_PRIVATE).text.startswith("PaperTrail 在本会话中使用中文。")
-    again = say(store, "/language chinese", PRIVATE)
+    assert say(db, "/follows", PRIVATE).text.startswith("本会话还没有任何关注。")
+    assert say(db, "/language", EN_PRIVATE).text.startswith("PaperTrail 在本会话中使用中文。")
+    again = say(db, "/language chinese", PRIVATE)
     assert again.text.startswith("本会话已经在使用中文。")
-    back = say(store, "/language en", PRIVATE)
+    back = say(db, "/language en", PRIVATE)
     assert back.text == (
         "This chat now uses English.\n"
         "Replies and digests, with their AI reading guides where this server makes them, are in English from "
         "now on."
     )
-    assert language_of(store, PRIVATE.address) == "en"
+    assert language_of(db, PRIVATE.address) == "en"
 
 
-def test_language_without_a_subscription_creates_one_with_the_choice(store: Store) -> None:
-    reply = say(store, "/language zh", PRIVATE)
+def test_language_without_a_subscription_creates_one_with_the_choice(db: Database) -> None:
+    reply = say(db, "/language zh", PRIVATE)
     assert reply.ok
-    subscriber = store.subscribers.get_subscriber(PRIVATE.address)
+    subscriber = subscriber_records.get_subscriber(db, PRIVATE.address)
     assert subscriber is not None and subscriber.language == "zh"
     assert subscriber.status == SubscriberStatus.ACTIVE
 
@@ -145,114 +146,114 @@ def test_language_without_a_subscription_creates_one_with_the_choice(store: Stor
         ("英文", "en"),
     ],
 )
-def test_language_accepts_codes_and_names(store: Store, typed: str, language: str) -> None:
+def test_language_accepts_codes_and_names(db: Database, typed: str, language: str) -> None:
     other = "en" if language == "zh" else "zh"
-    say(store, f"/language {other}", PRIVATE)
-    reply = say(store, f"/language {typed}", PRIVATE)
+    say(db, f"/language {other}", PRIVATE)
+    reply = say(db, f"/language {typed}", PRIVATE)
     assert reply.ok and reply.language == language, reply.text
-    assert language_of(store, PRIVATE.address) == language
+    assert language_of(db, PRIVATE.address) == language
 
 
 @pytest.mark.parametrize("typed", ["fr", "klingon", "zh en", "de-DE", "x" * 300, "<b>"])
-def test_a_language_papertrail_does_not_speak_is_refused_with_the_choices(store: Store, typed: str) -> None:
-    say(store, "/start", PRIVATE)
-    reply = say(store, f"/language {typed}", PRIVATE)
+def test_a_language_papertrail_does_not_speak_is_refused_with_the_choices(db: Database, typed: str) -> None:
+    say(db, "/start", PRIVATE)
+    reply = say(db, f"/language {typed}", PRIVATE)
     assert reply.error == Problem.BAD_ARGUMENT
     assert reply.text.startswith('PaperTrail does not speak "')
     assert reply.text.endswith('". Choose /language en (English) or /language zh (中文).')
     assert len(reply.text) < 200  # what was typed is cut
     assert reply.suggestions == ("language en", "language zh")
-    assert language_of(store, PRIVATE.address) is None
-    chinese = say(store, "/language fr", ZH_PRIVATE)
+    assert language_of(db, PRIVATE.address) is None
+    chinese = say(db, "/language fr", ZH_PRIVATE)
     assert chinese.text == "PaperTrail 不支持“fr”。请选择 /language en (English) 或 /language zh (中文)。"
 
 
-def test_a_group_member_may_look_but_not_choose(store: Store) -> None:
-    say(store, "/start", GROUP_ADMIN)
-    refused = say(store, "/language zh", GROUP_MEMBER)
+def test_a_group_member_may_look_but_not_choose(db: Database) -> None:
+    say(db, "/start", GROUP_ADMIN)
+    refused = say(db, "/language zh", GROUP_MEMBER)
     assert refused.error == Problem.NOT_ALLOWED
     assert refused.text.startswith("Only admins of this group can change its follows and settings.")
-    assert language_of(store, GROUP_ADMIN.address) is None
+    assert language_of(db, GROUP_ADMIN.address) is None
     # A Chinese-speaking member is refused in Chinese, and still changes nothing.
-    refused = say(store, "/language zh", ZH_GROUP_MEMBER)
+    refused = say(db, "/language zh", ZH_GROUP_MEMBER)
     assert refused.error == Problem.NOT_ALLOWED
     assert refused.text.startswith("只有本群组的管理员可以更改关注和设置。")
-    assert language_of(store, GROUP_ADMIN.address) is None
-    assert say(store, "/language", GROUP_MEMBER).ok
-    chosen = say(store, "/language 中文", GROUP_ADMIN)
+    assert language_of(db, GROUP_ADMIN.address) is None
+    assert say(db, "/language", GROUP_MEMBER).ok
+    chosen = say(db, "/language 中文", GROUP_ADMIN)
     assert chosen.ok and chosen.text.startswith("本群组现在使用中文。")
     # Now the group speaks Chinese to everyone, whatever their own settings.
-    assert CJK.search(say(store, "/follows", GROUP_MEMBER).text)
+    assert CJK.search(say(db, "/follows", GROUP_MEMBER).text)
 
 
-def test_a_mistyped_language_word_suggests_the_command_that_sets_it(store: Store) -> None:
-    reply = say(store, "中文", PRIVATE)
+def test_a_mistyped_language_word_suggests_the_command_that_sets_it(db: Database) -> None:
+    reply = say(db, "中文", PRIVATE)
     assert reply.error == Problem.UNKNOWN_COMMAND
     assert reply.text == 'Unknown command "中文". Did you mean /language? /help lists all commands.'
     assert reply.suggestions == ("language zh",)
-    assert say(store, "/english", ZH_PRIVATE).suggestions == ("language en",)
-    assert say(store, "/lang zh", PRIVATE).ok  # a short form of the command
+    assert say(db, "/english", ZH_PRIVATE).suggestions == ("language en",)
+    assert say(db, "/lang zh", PRIVATE).ok  # a short form of the command
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Defaults from the platform
 
 
-def test_a_new_chat_takes_the_platforms_language(store: Store) -> None:
-    welcome = say(store, "/start", ZH_PRIVATE)
+def test_a_new_chat_takes_the_platforms_language(db: Database) -> None:
+    welcome = say(db, "/start", ZH_PRIVATE)
     assert welcome.language == "zh"
     assert welcome.text.split("\n")[0] == (
         "欢迎使用 PaperTrail，Ada Lovelace！"
         "与本会话的关注相匹配的 arXiv 新论文将汇总成摘要发送，时间：每天 08:00（UTC）。"
     )
-    assert language_of(store, ZH_PRIVATE.address) == "zh"
+    assert language_of(db, ZH_PRIVATE.address) == "zh"
     # Any command that creates the subscription stores it, a follow as well as start.
-    follow = say(store, "/follow cat:cs.DC", ChatContext("telegram:5151", language="zh-TW"))
+    follow = say(db, "/follow cat:cs.DC", ChatContext("telegram:5151", language="zh-TW"))
     assert follow.text.startswith("本会话已订阅。\n已关注：cat:cs.DC\n")
-    assert language_of(store, "telegram:5151") == "zh"
-    say(store, "/timezone Berlin", ChatContext("telegram:5252", language="en-US"))
-    assert language_of(store, "telegram:5252") == "en"
+    assert language_of(db, "telegram:5151") == "zh"
+    say(db, "/timezone Berlin", ChatContext("telegram:5252", language="en-US"))
+    assert language_of(db, "telegram:5252") == "en"
 
 
 @pytest.mark.parametrize("code", [None, "", "fr", "de-DE", "zh;DROP"])
 def test_an_unknown_platform_language_is_not_stored_and_replies_are_english(
-    store: Store, code: str | None
+    db: Database, code: str | None
 ) -> None:
     ctx = ChatContext("telegram:6161", language=code)
-    welcome = say(store, "/start", ctx)
+    welcome = say(db, "/start", ctx)
     assert welcome.language == "en" and welcome.text.startswith("Welcome to PaperTrail!")
-    assert language_of(store, ctx.address) is None
+    assert language_of(db, ctx.address) is None
 
 
-def test_a_chat_without_a_language_takes_the_platforms_when_it_names_one(store: Store) -> None:
-    say(store, "/follow cat:cs.DC", PRIVATE)
-    assert language_of(store, PRIVATE.address) is None
-    assert CJK.search(say(store, "/follows", ZH_PRIVATE).text)
-    assert language_of(store, PRIVATE.address) == "zh"
+def test_a_chat_without_a_language_takes_the_platforms_when_it_names_one(db: Database) -> None:
+    say(db, "/follow cat:cs.DC", PRIVATE)
+    assert language_of(db, PRIVATE.address) is None
+    assert CJK.search(say(db, "/follows", ZH_PRIVATE).text)
+    assert language_of(db, PRIVATE.address) == "zh"
     # Stored now: the chat stays Chinese even when the next message comes from an English app.
-    assert CJK.search(say(store, "/follows", EN_PRIVATE).text)
-    assert language_of(store, PRIVATE.address) == "zh"
+    assert CJK.search(say(db, "/follows", EN_PRIVATE).text)
+    assert language_of(db, PRIVATE.address) == "zh"
 
 
-def test_an_explicit_choice_is_never_overwritten_by_the_platform(store: Store) -> None:
-    say(store, "/start", ZH_PRIVATE)
-    say(store, "/language en", ZH_PRIVATE)
+def test_an_explicit_choice_is_never_overwritten_by_the_platform(db: Database) -> None:
+    say(db, "/start", ZH_PRIVATE)
+    say(db, "/language en", ZH_PRIVATE)
     for text in ("/follows", "/status", "/help", "/start"):
-        reply = say(store, text, ZH_PRIVATE)
+        reply = say(db, text, ZH_PRIVATE)
         assert reply.language == "en" and not CJK.search(reply.text.replace("中文", "")), text
-    assert language_of(store, ZH_PRIVATE.address) == "en"
+    assert language_of(db, ZH_PRIVATE.address) == "en"
 
 
-def test_a_group_members_language_answers_them_but_does_not_decide_the_groups(store: Store) -> None:
-    say(store, "/start", GROUP_ADMIN)  # the admin's app named no language
-    assert language_of(store, GROUP_ADMIN.address) is None
-    member = say(store, "/follows", ZH_GROUP_MEMBER)
+def test_a_group_members_language_answers_them_but_does_not_decide_the_groups(db: Database) -> None:
+    say(db, "/start", GROUP_ADMIN)  # the admin's app named no language
+    assert language_of(db, GROUP_ADMIN.address) is None
+    member = say(db, "/follows", ZH_GROUP_MEMBER)
     assert member.language == "zh" and member.text.startswith("本群组还没有任何关注。")
-    assert language_of(store, GROUP_ADMIN.address) is None
-    assert say(store, "/follows", GROUP_MEMBER).language == "en"
+    assert language_of(db, GROUP_ADMIN.address) is None
+    assert say(db, "/follows", GROUP_MEMBER).language == "en"
     # An admin whose app speaks Chinese gives the group its default.
-    say(store, "/follows", ZH_GROUP_ADMIN)
-    assert language_of(store, GROUP_ADMIN.address) == "zh"
+    say(db, "/follows", ZH_GROUP_ADMIN)
+    assert language_of(db, GROUP_ADMIN.address) == "zh"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -260,10 +261,10 @@ def test_a_group_members_language_answers_them_but_does_not_decide_the_groups(st
 
 
 @pytest.fixture
-def twin_stores(subscribed_template: Path, tmp_path: Path) -> Iterator[tuple[Store, Store]]:
+def twin_stores(subscribed_template: Path, tmp_path: Path) -> Iterator[tuple[Database, Database]]:
     """Two copies of the subscribed store with a newsletter: PRIVATE follows two queries, 19 matches wait."""
     copies = [open_copy(subscribed_template, tmp_path / name) for name in ("en", "zh")]
-    pair: list[Store] = []
+    pair: list[Database] = []
     for name, copy in zip(("en", "zh"), copies, strict=True):
         (tmp_path / name).mkdir()
         prepared = next(copy)
@@ -375,7 +376,7 @@ def english_sentences(text: str) -> list[str]:
     return found
 
 
-def test_every_reply_is_chinese_for_a_chinese_chat(twin_stores: tuple[Store, Store]) -> None:
+def test_every_reply_is_chinese_for_a_chinese_chat(twin_stores: tuple[Database, Database]) -> None:
     english_store, chinese_store = twin_stores
     english_ctx = ChatContext(PRIVATE.address, chat_name="Ada Lovelace", language="en")
     say(english_store, "/language en", english_ctx)
@@ -396,12 +397,12 @@ def test_every_reply_is_chinese_for_a_chinese_chat(twin_stores: tuple[Store, Sto
     assert {info.name for info in COMMANDS} <= seen_commands
 
 
-def test_slack_and_group_replies_name_the_place_in_chinese(store: Store) -> None:
-    say(store, "/start", ZH_SLACK)
-    follows = say(store, "/papertrail follows", ZH_SLACK)
+def test_slack_and_group_replies_name_the_place_in_chinese(db: Database) -> None:
+    say(db, "/start", ZH_SLACK)
+    follows = say(db, "/papertrail follows", ZH_SLACK)
     assert follows.text.startswith("本频道还没有任何关注。用 /papertrail follow QUERY 添加关注")
     refused = say(
-        store,
+        db,
         "/papertrail pause",
         ChatContext(
             ZH_SLACK.address, platform="slack", is_group=True, can_change=False, prefix="/papertrail "
@@ -433,8 +434,8 @@ def test_why_a_query_does_not_parse_is_said_in_both_languages(query: str) -> Non
     assert f"位置 {error.position}" in chinese
 
 
-def test_a_query_error_reply_is_chinese_with_the_caret_under_the_query(store: Store) -> None:
-    reply = say(store, "/follow cat:cs.LG AND (graph OR")
+def test_a_query_error_reply_is_chinese_with_the_caret_under_the_query(db: Database) -> None:
+    reply = say(db, "/follow cat:cs.LG AND (graph OR")
     assert reply.error == Problem.BAD_QUERY
     assert [block.text for block in reply.blocks] == [
         "无法解析这个查询：“OR”后面应有检索词（位置 23）",
@@ -448,9 +449,9 @@ def test_a_query_error_reply_is_chinese_with_the_caret_under_the_query(store: St
 # Help in both languages
 
 
-def test_help_lists_every_command_in_both_languages(store: Store) -> None:
-    english = say(store, "/help", PRIVATE).text
-    chinese = say(store, "/help", ZH_PRIVATE).text
+def test_help_lists_every_command_in_both_languages(db: Database) -> None:
+    english = say(db, "/help", PRIVATE).text
+    chinese = say(db, "/help", ZH_PRIVATE).text
     assert english.startswith(
         "PaperTrail sends new arXiv papers and revisions that match this chat's follows"
     )
@@ -468,9 +469,9 @@ def test_help_lists_every_command_in_both_languages(store: Store) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(BY_NAME))
-def test_every_help_page_exists_in_both_languages(store: Store, name: str) -> None:
-    english = say(store, f"/help {name}", PRIVATE)
-    chinese = say(store, f"/help {name}", ZH_PRIVATE)
+def test_every_help_page_exists_in_both_languages(db: Database, name: str) -> None:
+    english = say(db, f"/help {name}", PRIVATE)
+    chinese = say(db, f"/help {name}", ZH_PRIVATE)
     assert english.ok and chinese.ok
     assert english.text == page(name, "/") and chinese.text == page(name, "/", translator("zh"))
     assert CJK.search(chinese.text) and chinese.text != english.text
@@ -486,23 +487,23 @@ def test_help_texts_use_the_platforms_prefix_in_both_languages() -> None:
     assert command_list("/") == command_list("/", translator("en"))
 
 
-def test_an_apology_is_in_the_chats_language_even_when_the_database_is_gone(store: Store) -> None:
-    say(store, "/language zh", PRIVATE)
-    store.engine.dispose()
-    with store.engine.begin() as conn:
+def test_an_apology_is_in_the_chats_language_even_when_the_database_is_gone(db: Database) -> None:
+    say(db, "/language zh", PRIVATE)
+    db.engine.dispose()
+    with db.engine.begin() as conn:
         conn.execute(sa.text("DROP TABLE follow"))
     # The subscriber's language can still be read: the apology is in it.
-    broken = handle(store, Settings().chat(), PRIVATE, "/follow cat:cs.DC", now=NOW)
+    broken = handle(db, Settings().chat(), PRIVATE, "/follow cat:cs.DC", now=NOW)
     assert broken.error is Problem.INTERNAL
     assert broken.text == "抱歉，PaperTrail 这边出了点问题。请过几分钟再试。"
-    with store.engine.begin() as conn:
+    with db.engine.begin() as conn:
         conn.execute(sa.text("DROP TABLE subscriber"))
     # Nothing can be read: the platform's language, else English.
-    assert handle(store, Settings().chat(), ZH_PRIVATE, "/status", now=NOW).text.startswith("抱歉")
-    assert handle(store, Settings().chat(), PRIVATE, "/status", now=NOW).text.startswith("Sorry")
+    assert handle(db, Settings().chat(), ZH_PRIVATE, "/status", now=NOW).text.startswith("抱歉")
+    assert handle(db, Settings().chat(), PRIVATE, "/status", now=NOW).text.startswith("Sorry")
 
 
-def test_try_words_its_reasons_in_the_chats_language(twin_stores: tuple[Store, Store]) -> None:
+def test_try_words_its_reasons_in_the_chats_language(twin_stores: tuple[Database, Database]) -> None:
     english_store, chinese_store = twin_stores
     ctx = ChatContext(PRIVATE.address, language="en")
     say(chinese_store, "/language zh", ctx)

@@ -16,8 +16,11 @@ import pytest
 from bot.commands import ChatContext, Problem
 from bot.commands_votes import LIKES_SHOWN, press_vote
 from core.config import Settings
-from core.store.facade import Store
-from core.store.taste import DISLIKE, LIKE, SeedIn
+from core.db import Database
+from core.follows import subscriber_records
+from core.papers import paper_records
+from core.taste import taste_records
+from core.taste.taste_records import DISLIKE, LIKE, SeedIn
 from core.taste.votes import votes
 from tests.support.chat_commands import (
     GROUP_ADMIN,
@@ -39,13 +42,13 @@ ZH_PRIVATE = ChatContext("telegram:4343", chat_name="李雷", language="zh-CN")
 
 
 @pytest.fixture
-def store(subscribed_template: Path, tmp_path: Path) -> Iterator[Store]:
+def db(subscribed_template: Path, tmp_path: Path) -> Iterator[Database]:
     """The recorded day stored, PRIVATE subscribed (two follows): a copy per test."""
     yield from open_copy(subscribed_template, tmp_path)
 
 
-def subscriber_id(store: Store, address: str) -> int:
-    found = store.subscribers.get_subscriber(address)
+def subscriber_id(db: Database, address: str) -> int:
+    found = subscriber_records.get_subscriber(db, address)
     assert found is not None and found.id is not None
     return found.id
 
@@ -92,7 +95,7 @@ PaperTrail has no v3 of {PAPER}; it has stored v1. /like {PAPER} votes on the ne
 """  # noqa: E501 - the replies as sent, one line each
 
 
-def test_a_vote_session_reads_as_documented(store: Store) -> None:
+def test_a_vote_session_reads_as_documented(db: Database) -> None:
     lines = []
     for text in (
         "/likes",
@@ -107,16 +110,16 @@ def test_a_vote_session_reads_as_documented(store: Store) -> None:
         "/like 2501.00001",
         f"/like {PAPER}v3",
     ):
-        lines.append(f"> {text}\n{say(store, text).text}\n")
+        lines.append(f"> {text}\n{say(db, text).text}\n")
     assert "\n".join(lines) == TRANSCRIPT
-    assert votes(store, subscriber_id(store, PRIVATE.address)) == []
+    assert votes(db, subscriber_id(db, PRIVATE.address)) == []
 
 
-def test_replies_offer_undo_and_say_what_went_wrong(store: Store) -> None:
-    liked = say(store, f"/like {PAPER}")
+def test_replies_offer_undo_and_say_what_went_wrong(db: Database) -> None:
+    liked = say(db, f"/like {PAPER}")
     assert (liked.command, liked.error, liked.suggestions) == ("like", None, (f"unvote {PAPER}v1",))
-    assert say(store, "/like 2501.00001").suggestions == ("follow id:2501.00001",)
-    assert say(store, f"/dislike {PAPER}v7").suggestions == (f"dislike {PAPER}",)
+    assert say(db, "/like 2501.00001").suggestions == ("follow id:2501.00001",)
+    assert say(db, f"/dislike {PAPER}v7").suggestions == (f"dislike {PAPER}",)
     for text, problem in (
         ("/like", Problem.BAD_ARGUMENT),
         ("/like 2306", Problem.BAD_ARGUMENT),
@@ -124,72 +127,75 @@ def test_replies_offer_undo_and_say_what_went_wrong(store: Store) -> None:
         ("/unvote 2501.00001", Problem.NOT_FOUND),
         ("/like 2411.17710", None),
     ):
-        assert say(store, text).error is problem, text
+        assert say(db, text).error is problem, text
     # The vote is the chat's, on the version the reply names; voting again replaces it.
-    (view,) = votes(store, subscriber_id(store, PRIVATE.address))
+    (view,) = votes(db, subscriber_id(db, PRIVATE.address))
     assert (view.arxiv_id, view.version, view.value) == (PAPER, 1, LIKE)
     # Other names for the commands: "unlike" runs unvote, typos and synonyms are suggested.
-    assert say(store, f"/unlike {PAPER}").command == "unvote"
-    assert say(store, f"/upvote {PAPER}").suggestions == (f"like {PAPER}",)
-    assert say(store, f"/dislik {PAPER}").suggestions == (f"dislike {PAPER}",)
+    assert say(db, f"/unlike {PAPER}").command == "unvote"
+    assert say(db, f"/upvote {PAPER}").suggestions == (f"like {PAPER}",)
+    assert say(db, f"/dislik {PAPER}").suggestions == (f"dislike {PAPER}",)
 
 
-def test_a_chat_without_a_subscription_is_told_to_start(store: Store) -> None:
+def test_a_chat_without_a_subscription_is_told_to_start(db: Database) -> None:
     other = ChatContext("telegram:999", chat_name="Bob")
     for text in (f"/like {PAPER}", f"/dislike {PAPER}", f"/unvote {PAPER}", "/likes"):
-        reply = say(store, text, other)
+        reply = say(db, text, other)
         assert reply.error is Problem.NOT_SUBSCRIBED, text
         assert reply.text.startswith("This chat has no subscription yet. Send /start"), text
-    assert store.subscribers.get_subscriber(other.address) is None  # a vote never creates a subscription
+    assert subscriber_records.get_subscriber(db, other.address) is None  # a vote never creates a subscription
 
 
-def test_in_a_group_only_admins_vote_and_anyone_lists(store: Store) -> None:
-    say(store, "/start", GROUP_ADMIN)
-    refused = say(store, f"/like {PAPER}", GROUP_MEMBER)
+def test_in_a_group_only_admins_vote_and_anyone_lists(db: Database) -> None:
+    say(db, "/start", GROUP_ADMIN)
+    refused = say(db, f"/like {PAPER}", GROUP_MEMBER)
     assert (refused.text, refused.error) == (
         "Only admins of this group can vote for it: its votes teach PaperTrail what this group reads. "
         "Anyone can use /likes, /follows, /status, /try and /help.",
         Problem.NOT_ALLOWED,
     )
-    assert say(store, f"/unvote {PAPER}", GROUP_MEMBER).error is Problem.NOT_ALLOWED
-    assert say(store, f"/dislike {PAPER}", GROUP_ADMIN).text.startswith(f"👎 Disliked {PAPER}v1: ")
-    listing = say(store, "/likes", GROUP_MEMBER)
+    assert say(db, f"/unvote {PAPER}", GROUP_MEMBER).error is Problem.NOT_ALLOWED
+    assert say(db, f"/dislike {PAPER}", GROUP_ADMIN).text.startswith(f"👎 Disliked {PAPER}v1: ")
+    listing = say(db, "/likes", GROUP_MEMBER)
     assert listing.error is None
     assert listing.text.startswith(f"This group voted on 1 paper: 👍 0 · 👎 1\n👎 {PAPER}v1 Agent Centric")
     # The group's vote is not the private chat's.
-    assert votes(store, subscriber_id(store, PRIVATE.address)) == []
+    assert votes(db, subscriber_id(db, PRIVATE.address)) == []
 
 
-def test_slack_examples_use_its_command(store: Store) -> None:
-    say(store, "/papertrail start", SLACK)
-    reply = say(store, f"/papertrail like {PAPER}", SLACK)
+def test_slack_examples_use_its_command(db: Database) -> None:
+    say(db, "/papertrail start", SLACK)
+    reply = say(db, f"/papertrail like {PAPER}", SLACK)
     assert reply.text.endswith(
         f"/papertrail likes lists them, /papertrail unvote {PAPER}v1 takes this one back."
     )
     assert reply.suggestions == (f"unvote {PAPER}v1",)  # a command line, without the prefix
 
 
-def test_chinese_replies(store: Store) -> None:
-    say(store, "/start", ZH_PRIVATE)
-    assert say(store, f"/like {PAPER}", ZH_PRIVATE).text == (
+def test_chinese_replies(db: Database) -> None:
+    say(db, "/start", ZH_PRIVATE)
+    assert say(db, f"/like {PAPER}", ZH_PRIVATE).text == (
         f"👍 已喜欢 {PAPER}v1：{TITLE}\n"
         f"投票让 PaperTrail 了解本会话爱读什么；/likes 列出所有投票，/unvote {PAPER}v1 撤回这一票。"
     )
-    assert say(store, "/likes", ZH_PRIVATE).text == (
+    assert say(db, "/likes", ZH_PRIVATE).text == (
         f"本会话对 1 篇论文投了票：👍 1 · 👎 0\n👍 {PAPER}v1 {TITLE}\n/unvote ID 撤回一票。"
     )
-    assert say(store, "/like 2306", ZH_PRIVATE).text.startswith("“2306”不是 arXiv 编号。")
+    assert say(db, "/like 2306", ZH_PRIVATE).text.startswith("“2306”不是 arXiv 编号。")
 
 
-def test_likes_lists_the_newest_and_counts_the_rest(store: Store) -> None:
-    sid = subscriber_id(store, PRIVATE.address)
-    taste = store.taste
-    papers = [row.paper_id for row in store.papers.versions_since(NOW - timedelta(days=1))][: LIKES_SHOWN + 5]
+def test_likes_lists_the_newest_and_counts_the_rest(db: Database) -> None:
+    sid = subscriber_id(db, PRIVATE.address)
+    papers = [row.paper_id for row in paper_records.versions_since(db, NOW - timedelta(days=1))][
+        : LIKES_SHOWN + 5
+    ]
     assert len(papers) == LIKES_SHOWN + 5
     for minute, paper in enumerate(papers):
-        taste.vote(sid, paper, DISLIKE if minute % 5 == 0 else LIKE, now=NOW + timedelta(minutes=minute))
-    taste.add_seeds(sid, [SeedIn("title:a paper", None, "A paper", "Its abstract")], now=NOW)
-    reply = say(store, "/likes")
+        taste_records.vote(
+            db, sid, paper, DISLIKE if minute % 5 == 0 else LIKE, now=NOW + timedelta(minutes=minute)
+        )
+    taste_records.add_seeds(db, sid, [SeedIn("title:a paper", None, "A paper", "Its abstract")], now=NOW)
+    reply = say(db, "/likes")
     lines = reply.text.split("\n")
     assert lines[0] == "This chat voted on 25 papers: 👍 20 · 👎 5"
     listed = lines[1 : 1 + LIKES_SHOWN]
@@ -202,45 +208,46 @@ def test_likes_lists_the_newest_and_counts_the_rest(store: Store) -> None:
     ]
 
 
-def test_a_digest_button_does_what_the_keyboard_shows(store: Store) -> None:
+def test_a_digest_button_does_what_the_keyboard_shows(db: Database) -> None:
     settings = Settings()
-    sid = subscriber_id(store, PRIVATE.address)
+    sid = subscriber_id(db, PRIVATE.address)
 
     def press(
         value: int, ctx: ChatContext = PRIVATE, version: int = 1, *, chosen: bool = False
     ) -> tuple[str, int | None]:
-        pressed = press_vote(store, settings.chat(), ctx, PAPER, version, value, chosen=chosen, now=NOW)
+        pressed = press_vote(db, settings.chat(), ctx, PAPER, version, value, chosen=chosen, now=NOW)
         return pressed.text, pressed.vote
 
     assert press(LIKE) == (f"👍 Liked {PAPER}v1. Press again to take it back.", LIKE)
     assert press(DISLIKE) == (f"👎 Disliked {PAPER}v1. Press again to take it back.", DISLIKE)
-    assert [v.value for v in votes(store, sid)] == [DISLIKE]
+    assert [v.value for v in votes(db, sid)] == [DISLIKE]
     # The chosen button ("👎 ✓") pressed again takes the vote back.
     assert press(DISLIKE, chosen=True) == (f"Vote on {PAPER}v1 taken back.", 0)
-    assert votes(store, sid) == []
+    assert votes(db, sid) == []
     # A paper liked with the command before its digest came: the digest's plain 👍 keeps the like.
-    say(store, f"/like {PAPER}")
+    say(db, f"/like {PAPER}")
     assert press(LIKE) == (f"👍 Liked {PAPER}v1. Press again to take it back.", LIKE)
-    assert [v.value for v in votes(store, sid)] == [LIKE]
+    assert [v.value for v in votes(db, sid)] == [LIKE]
     assert press(LIKE, chosen=True)[1] == 0
     # Refused, with the reason: a version not stored, a group member, a chat without a subscription.
     assert press(LIKE, version=4) == (f"PaperTrail has not stored {PAPER}v4.", None)
-    say(store, "/start", GROUP_ADMIN)
-    member = press_vote(store, settings.chat(), GROUP_MEMBER, PAPER, 1, LIKE, now=NOW)
+    say(db, "/start", GROUP_ADMIN)
+    member = press_vote(db, settings.chat(), GROUP_MEMBER, PAPER, 1, LIKE, now=NOW)
     assert (member.vote, member.error) == (None, Problem.NOT_ALLOWED)
     assert member.text.startswith("Only admins of this group can vote for it")
-    gone = press_vote(store, settings.chat(), ChatContext("telegram:31337"), PAPER, 1, LIKE, now=NOW)
+    gone = press_vote(db, settings.chat(), ChatContext("telegram:31337"), PAPER, 1, LIKE, now=NOW)
     assert (gone.text, gone.error) == (
         "This chat has no subscription any more: /start sets it up again.",
         Problem.NOT_SUBSCRIBED,
     )
-    chinese = press_vote(store, settings.chat(), ZH_PRIVATE, PAPER, 1, LIKE, now=NOW)
+    chinese = press_vote(db, settings.chat(), ZH_PRIVATE, PAPER, 1, LIKE, now=NOW)
     assert (chinese.text, chinese.language) == ("本会话已没有订阅：/start 可重新设置。", "zh")
 
 
-def test_a_failing_store_gets_an_apology_not_an_exception(store: Store) -> None:
-    broken = Store(store.engine)
-    broken.papers.versions_of = None  # type: ignore[method-assign, assignment]  # any failure inside
-    pressed = press_vote(broken, Settings().chat(), PRIVATE, PAPER, 1, LIKE, now=NOW)
+def test_a_failing_store_gets_an_apology_not_an_exception(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(paper_records, "versions_of", None)  # any failure inside
+    pressed = press_vote(db, Settings().chat(), PRIVATE, PAPER, 1, LIKE, now=NOW)
     assert (pressed.vote, pressed.error) == (None, Problem.INTERNAL)
     assert pressed.text.startswith("Sorry, the vote was not recorded")

@@ -26,14 +26,16 @@ from bot.commands import COMMANDS, ChatContext, handle
 from bot.slack import SlackBot
 from bot.telegram import TelegramBot
 from core.config import Settings
+from core.db import Database
 from core.delivery.digests import send_due_digests
 from core.delivery.render import Renderer
+from core.follows import subscriber_records
 from core.follows.manage import follow
+from core.guides import guide_records
 from core.guides.service import make_reader_guides
 from core.i18n.languages import reader_language
 from core.models import Match
 from core.people import tokens
-from core.store.facade import Store
 from core.values import Message
 from ingest.llm import ChatClient
 from notifiers.slack_blocks import build_payloads
@@ -216,19 +218,19 @@ async def test_the_running_service_makes_and_sends_chinese_guides_to_readers_wit
         ctx = build_context(settings, console=out)
         try:
             for address, language in (("console:ada", None), ("console:bo", "en")):
-                follow(ctx.store, address, "cat:cs.OS")
-                subscriber = ctx.store.subscribers.get_subscriber(address)
+                follow(ctx.db, address, "cat:cs.OS")
+                subscriber = subscriber_records.get_subscriber(ctx.db, address)
                 assert subscriber is not None and subscriber.id is not None
-                ctx.store.subscribers.update_subscriber(subscriber.id, language=language)
+                subscriber_records.update_subscriber(ctx.db, subscriber.id, language=language)
             await Jobs(ctx).ingest("arxiv-rss")
-            with ctx.store.session() as session:
+            with ctx.db.session() as session:
                 matched = sorted(set(session.exec(select(Match.version_id))))
             assert matched
-            assert sorted(ctx.store.guides.guides_for(matched, "zh")) == matched
-            assert sorted(ctx.store.guides.guides_for(matched, "en")) == matched  # bo chose English
+            assert sorted(guide_records.guides_for(ctx.db, matched, "zh")) == matched
+            assert sorted(guide_records.guides_for(ctx.db, matched, "en")) == matched  # bo chose English
             systems = [r.messages[0]["content"] for r in llm.requests]
             assert sum("Simplified Chinese" in s for s in systems) == len(matched)
-            await send_due_digests(ctx.store, ctx.notifiers, ctx.renderer, force=True)
+            await send_due_digests(ctx.db, ctx.notifiers, ctx.renderer, force=True)
         finally:
             await ctx.aclose()
     digests = out.getvalue().split("--- digest for ")
@@ -242,32 +244,32 @@ async def test_the_running_service_makes_and_sends_chinese_guides_to_readers_wit
 # -- guide selection (both databases) ----------------------------------------------------------------------
 
 
-def test_guides_are_selected_in_the_default_for_readers_without_a_language(store: Store) -> None:
-    [unchosen] = _seed(store, _paper("2611.00041"), readers=(None,))
+def test_guides_are_selected_in_the_default_for_readers_without_a_language(db: Database) -> None:
+    [unchosen] = _seed(db, _paper("2611.00041"), readers=(None,))
     # Under zh, readers without a language read Chinese: a Chinese guide, no English one.
-    assert store.guides.languages_in_use("zh") == ["zh"]
-    assert [s.version_id for s in store.guides.versions_needing_guides("zh", 10, default_language="zh")] == [
-        unchosen
-    ]
-    assert store.guides.versions_needing_guides("en", 10, default_language="zh") == []
+    assert guide_records.languages_in_use(db, "zh") == ["zh"]
+    assert [
+        s.version_id for s in guide_records.versions_needing_guides(db, "zh", 10, default_language="zh")
+    ] == [unchosen]
+    assert guide_records.versions_needing_guides(db, "en", 10, default_language="zh") == []
     # Under en (the default), as before.
-    assert store.guides.languages_in_use() == ["en"]
-    assert [s.version_id for s in store.guides.versions_needing_guides("en", 10)] == [unchosen]
-    assert store.guides.versions_needing_guides("zh", 10) == []
+    assert guide_records.languages_in_use(db) == ["en"]
+    assert [s.version_id for s in guide_records.versions_needing_guides(db, "en", 10)] == [unchosen]
+    assert guide_records.versions_needing_guides(db, "zh", 10) == []
     # A reader who chose English adds English, after the default: the daily cap serves the default first.
-    [chosen] = _seed(store, _paper("2611.00042"), readers=("en",))
-    assert store.guides.languages_in_use("zh") == ["zh", "en"]
-    assert [s.version_id for s in store.guides.versions_needing_guides("en", 10, default_language="zh")] == [
-        chosen
-    ]
+    [chosen] = _seed(db, _paper("2611.00042"), readers=("en",))
+    assert guide_records.languages_in_use(db, "zh") == ["zh", "en"]
+    assert [
+        s.version_id for s in guide_records.versions_needing_guides(db, "en", 10, default_language="zh")
+    ] == [chosen]
 
 
-async def test_the_guide_step_asks_for_the_default_language_first(store: Store, llm: FakeOpenAI) -> None:
-    _seed(store, _paper("2611.00051"), readers=(None, "en"))
+async def test_the_guide_step_asks_for_the_default_language_first(db: Database, llm: FakeOpenAI) -> None:
+    _seed(db, _paper("2611.00051"), readers=(None, "en"))
     settings = _settings(llm, default_language="zh", llm_daily_limit=1)
     client = ChatClient(settings.llm())
     try:
-        reports = await make_reader_guides(store, client, settings, now=GUIDES_NOW)
+        reports = await make_reader_guides(db, client, settings, now=GUIDES_NOW)
     finally:
         await client.aclose()
     # The cap of one guide goes to the default's readers; English waits for tomorrow's room.
@@ -279,11 +281,11 @@ async def test_the_guide_step_asks_for_the_default_language_first(store: Store, 
 
 
 @pytest.fixture
-def chat_store(migrated_template: Path, tmp_path: Path) -> Iterator[Store]:
+def chat_store(migrated_template: Path, tmp_path: Path) -> Iterator[Database]:
     yield from open_copy(migrated_template, tmp_path)
 
 
-def test_chat_replies_follow_choice_then_platform_then_the_default(chat_store: Store) -> None:
+def test_chat_replies_follow_choice_then_platform_then_the_default(chat_store: Database) -> None:
     def say(text: str, platform: str | None, settings: Settings = CHINESE) -> Any:
         ctx = ChatContext("telegram:4242", chat_name="Ada", language=platform)
         return handle(chat_store, settings.chat(), ctx, text, now=NOW)
@@ -318,7 +320,7 @@ def telegram_api() -> Iterator[FakeTelegram]:
 
 
 async def test_telegram_speaks_the_default_to_a_user_whose_app_names_no_language(
-    telegram_api: FakeTelegram, chat_store: Store
+    telegram_api: FakeTelegram, chat_store: Database
 ) -> None:
     settings = Settings(
         telegram_token=TELEGRAM_TOKEN, telegram_api_url=telegram_api.base_url, default_language="zh"
@@ -334,7 +336,7 @@ async def test_telegram_speaks_the_default_to_a_user_whose_app_names_no_language
         assert shown(welcome).startswith("欢迎使用 PaperTrail，Wu！")
         (hint,) = await quiet.send_update(updates.sticker(Place(nobody.id), nobody))
         assert shown(hint).startswith("PaperTrail 只读取文字命令")
-        subscriber = chat_store.subscribers.get_subscriber(f"telegram:{nobody.id}")
+        subscriber = subscriber_records.get_subscriber(chat_store, f"telegram:{nobody.id}")
         assert subscriber is not None and subscriber.language is None  # the default is not stored
         (hello,) = await Chat(tbot, telegram_api, updates, Place(english.id), english).say("/start")
         assert shown(hello).startswith("Welcome to PaperTrail, Grace!")
@@ -355,7 +357,7 @@ async def test_telegram_speaks_the_default_to_a_user_whose_app_names_no_language
 
 
 def test_slack_speaks_the_default_when_the_locale_names_no_language_papertrail_speaks(
-    slack: FakeSlack, sqlite_store: Store
+    slack: FakeSlack, sqlite_store: Database
 ) -> None:
     settings = Settings(
         slack_bot_token=SLACK_TOKEN,
@@ -380,7 +382,7 @@ ADDRESS = "email:ada@example.org"
 
 
 @pytest.fixture
-def site(sqlite_store: Store) -> Iterator[tuple[TestClient, SinkHandler]]:
+def site(sqlite_store: Database) -> Iterator[tuple[TestClient, SinkHandler]]:
     follow(sqlite_store, ADDRESS, "cat:cs.DC")  # a subscriber who never chose a language
     with smtp_sink() as (sink, port):
         ctx = context(sqlite_store, port, default_language="zh")
@@ -448,7 +450,7 @@ def test_the_sign_up_mail_is_chinese_under_zh(site: tuple[TestClient, SinkHandle
 
 def test_the_command_line_sign_up_mail_follows_the_setting(
     sqlite_url: str,
-    sqlite_store: Store,
+    sqlite_store: Database,
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
@@ -464,5 +466,5 @@ def test_the_command_line_sign_up_mail_follows_the_setting(
         chosen = CliRunner().invoke(app, ["subscribe", "email:dan@example.org", "--language", "en"])
         assert chosen.exit_code == 0, chosen.stderr
         assert sink.received[-1].message["Subject"] == "Confirm your PaperTrail subscription"
-    subscriber = sqlite_store.subscribers.get_subscriber("email:carol@example.org")
+    subscriber = subscriber_records.get_subscriber(sqlite_store, "email:carol@example.org")
     assert subscriber is not None and subscriber.language is None  # it follows the setting, not a copy

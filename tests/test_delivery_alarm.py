@@ -28,15 +28,19 @@ from typer.testing import CliRunner
 
 from core.channel import DeliveryError, Notifier
 from core.config import Settings
+from core.db import Database, make_engine
+from core.db_migrate import alembic_config
+from core.delivery import alarm_records, ledger_records
 from core.delivery.alarm import HOLD_WAIT_MIN, Refused, judge
 from core.delivery.digests import DeliveryPolicy, DigestReport, resume, send_due_digests
 from core.delivery.render import Renderer
+from core.follows import subscriber_records
+from core.follows.fanout import HOLD_MATCHES_FOR
 from core.follows.manage import follow
 from core.models import DigestState, SubscriberStatus, utcnow
+from core.overview import dashboard_records
+from core.papers import paper_records
 from core.papers.pipeline import match_new
-from core.store.facade import Store, make_engine
-from core.store.fanout import HOLD_MATCHES_FOR
-from core.store.migrate import alembic_config
 from notifiers.registry import build_notifiers
 from papertrail.cli import app
 from tests.servers import LoopbackController
@@ -96,27 +100,27 @@ def relay(**options: Any) -> Iterator[tuple[Relay, Settings]]:
         controller.stop()
 
 
-def readers(store: Store, count: int, *, papers: int = 1) -> list[str]:
+def readers(db: Database, count: int, *, papers: int = 1) -> list[str]:
     """``count`` email subscribers following cs.DC with instant digests and ``papers`` matched papers."""
     addresses = [f"email:reader{n:03d}@example.org" for n in range(count)]
     for address in addresses:
-        follow(store, address, "cat:cs.DC", schedule="instant")
-    store.papers.save_versions([paper(f"2611.{n:05d}") for n in range(papers)])
-    match_new(store)
+        follow(db, address, "cat:cs.DC", schedule="instant")
+    paper_records.save_versions(db, [paper(f"2611.{n:05d}") for n in range(papers)])
+    match_new(db)
     return addresses
 
 
-async def one_pass(store: Store, settings: Settings, **options: Any) -> list[DigestReport]:
+async def one_pass(db: Database, settings: Settings, **options: Any) -> list[DigestReport]:
     notifiers = build_notifiers(settings)
     try:
-        return await send_due_digests(store, notifiers, Renderer(), **options)
+        return await send_due_digests(db, notifiers, Renderer(), **options)
     finally:
         for notifier in notifiers.values():
             await notifier.aclose()
 
 
-def paused(store: Store, addresses: list[str]) -> list[str]:
-    found = [store.subscribers.get_subscriber(a) for a in addresses]
+def paused(db: Database, addresses: list[str]) -> list[str]:
+    found = [subscriber_records.get_subscriber(db, a) for a in addresses]
     return [s.address for s in found if s is not None and s.status == SubscriberStatus.PAUSED]
 
 
@@ -124,45 +128,45 @@ def paused(store: Store, addresses: list[str]) -> list[str]:
 
 
 async def test_a_relay_refusing_every_recipient_pauses_nobody_and_alarms_once(
-    sqlite_store: Store, caplog: pytest.LogCaptureFixture
+    sqlite_store: Database, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store = sqlite_store
-    addresses = readers(store, 200)
+    db = sqlite_store
+    addresses = readers(db, 200)
     with relay() as (server, settings):
         start = utcnow()
         with caplog.at_level(logging.WARNING):
-            reports = await one_pass(store, settings)
+            reports = await one_pass(db, settings)
         # One pass: every digest tried once, nobody paused, nothing dead, everything held for a retry.
         assert len(reports) == 200 and len(set(server.rcpts)) == 200
         assert not any(r.sent or r.paused or r.dead for r in reports)
-        assert paused(store, addresses) == [] and store.dashboard.status().paused_subscribers == 0
-        (alarm,) = store.alarms.delivery_alarms()
+        assert paused(db, addresses) == [] and dashboard_records.status(db).paused_subscribers == 0
+        (alarm,) = alarm_records.delivery_alarms(db)
         assert (alarm.channel, alarm.kind) == ("email", "rcpt 550 5.7.1")
         assert alarm.recipients == DeliveryPolicy().batch and alarm.held == 200
         assert "Relay access denied" in alarm.sample and "<recipient>" in alarm.sample
         assert "example.org" not in alarm.sample  # the status page never names a subscriber
         errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
         assert len(errors) == 1 and "delivery alarm on email" in errors[0].getMessage()
-        with store.engine.connect() as conn:
+        with db.engine.connect() as conn:
             rows = conn.execute(sa.text("select state, attempts, next_attempt_at from digest")).all()
         assert Counter((state, attempts) for state, attempts, _ in rows) == {(DigestState.PENDING, 0): 200}
-        assert store.dashboard.status().dead_digests == 0
+        assert dashboard_records.status(db).dead_digests == 0
         # Held, not hammered: nothing is due again straight away.
-        assert await one_pass(store, settings) == []
+        assert await one_pass(db, settings) == []
 
         # The operator fixes the relay: the next pass after the hold delivers everything and clears it.
         server.refuse_all = None
         later = start + HOLD_WAIT_MIN + timedelta(minutes=1)
-        again = await one_pass(store, settings, now=later)
+        again = await one_pass(db, settings, now=later)
     assert len(again) == 200 and all(r.sent for r in again)
     assert sorted(server.received) == sorted(a.removeprefix("email:") for a in addresses)
-    assert store.alarms.delivery_alarms() == []
-    (cleared,) = store.alarms.delivery_alarms(raised_only=False)
+    assert alarm_records.delivery_alarms(db) == []
+    (cleared,) = alarm_records.delivery_alarms(db, raised_only=False)
     assert cleared.cleared_at is not None
     assert "cleared" in caplog.text
 
 
-async def test_one_refused_recipient_among_accepted_ones_is_still_paused(sqlite_store: Store) -> None:
+async def test_one_refused_recipient_among_accepted_ones_is_still_paused(sqlite_store: Database) -> None:
     addresses = readers(sqlite_store, 6)
     gone = addresses[3]
     refusal = {gone.removeprefix("email:"): "550 5.1.1 mailbox unavailable"}
@@ -172,11 +176,11 @@ async def test_one_refused_recipient_among_accepted_ones_is_still_paused(sqlite_
     assert by_address[gone].paused and not by_address[gone].sent
     assert paused(sqlite_store, addresses) == [gone]
     assert sum(r.sent for r in reports) == 5 and len(server.received) == 5
-    assert sqlite_store.alarms.delivery_alarms() == []
+    assert alarm_records.delivery_alarms(sqlite_store) == []
 
 
 async def test_three_subscribers_all_refused_is_the_servers_refusal_one_alone_is_paused(
-    sqlite_store: Store,
+    sqlite_store: Database,
 ) -> None:
     # Fewer than PAPERTRAIL_DELIVERY_ALARM_RECIPIENTS on the channel: every one of them refused the same
     # way is server-wide too. A lone subscriber cannot tell the two apart and is paused, as before.
@@ -185,34 +189,36 @@ async def test_three_subscribers_all_refused_is_the_servers_refusal_one_alone_is
         reports = await one_pass(sqlite_store, settings)
     assert len(reports) == 3 and not any(r.paused for r in reports)
     assert paused(sqlite_store, three) == []
-    assert [(a.channel, a.recipients) for a in sqlite_store.alarms.delivery_alarms()] == [("email", 3)]
+    assert [(a.channel, a.recipients) for a in alarm_records.delivery_alarms(sqlite_store)] == [("email", 3)]
 
 
-async def test_a_lone_subscriber_refused_is_paused(sqlite_store: Store) -> None:
+async def test_a_lone_subscriber_refused_is_paused(sqlite_store: Database) -> None:
     (only,) = readers(sqlite_store, 1)
     with relay() as (_, settings):
         (report,) = await one_pass(sqlite_store, settings)
     assert report.paused and paused(sqlite_store, [only]) == [only]
-    assert sqlite_store.alarms.delivery_alarms() == []
+    assert alarm_records.delivery_alarms(sqlite_store) == []
 
 
-async def test_while_the_alarm_is_raised_a_small_batch_is_held_not_paused(sqlite_store: Store) -> None:
-    store = sqlite_store
-    addresses = readers(store, 6)
-    store.alarms.raise_alarm(
-        "email", "rcpt 550 5.7.1", recipients=40, held=40, sample="550 5.7.1", now=utcnow()
+async def test_while_the_alarm_is_raised_a_small_batch_is_held_not_paused(sqlite_store: Database) -> None:
+    db = sqlite_store
+    addresses = readers(db, 6)
+    alarm_records.raise_alarm(
+        db, "email", "rcpt 550 5.7.1", recipients=40, held=40, sample="550 5.7.1", now=utcnow()
     )
     # One refused recipient next to five delivered would be paused; the raised alarm holds it instead.
     refusal = {addresses[0].removeprefix("email:"): RELAY_DENIED}
     with relay(refuse_all=None, refuse=refusal) as (_, settings):
-        reports = await one_pass(store, settings)
+        reports = await one_pass(db, settings)
     assert sum(r.sent for r in reports) == 5 and not any(r.paused for r in reports)
-    assert paused(store, addresses) == []
-    (alarm,) = store.alarms.delivery_alarms()
+    assert paused(db, addresses) == []
+    (alarm,) = alarm_records.delivery_alarms(db)
     assert alarm.held == 41  # the batch refused that way again: the alarm stays raised
 
 
-async def test_a_refused_sender_raises_the_alarm_at_once_and_never_dead_letters(sqlite_store: Store) -> None:
+async def test_a_refused_sender_raises_the_alarm_at_once_and_never_dead_letters(
+    sqlite_store: Database,
+) -> None:
     (only,) = readers(sqlite_store, 1)
     policy = DeliveryPolicy(max_attempts=2)
     with relay(refuse_all=None, refuse_sender="550 5.7.1 Sender address rejected: not owned by user") as (
@@ -222,15 +228,15 @@ async def test_a_refused_sender_raises_the_alarm_at_once_and_never_dead_letters(
         for _ in range(4):  # twice max_attempts: an outage of the sender's setup dead-letters nothing
             (report,) = await one_pass(sqlite_store, settings, policy=policy, force=True)
             assert not (report.sent or report.paused or report.dead)
-        (alarm,) = sqlite_store.alarms.delivery_alarms()
+        (alarm,) = alarm_records.delivery_alarms(sqlite_store)
         assert (alarm.kind, alarm.held) == ("sender 550 5.7.1", 4)
-        assert sqlite_store.dashboard.status().dead_digests == 0 and paused(sqlite_store, [only]) == []
+        assert dashboard_records.status(sqlite_store).dead_digests == 0 and paused(sqlite_store, [only]) == []
         server.refuse_sender = None
         (report,) = await one_pass(sqlite_store, settings, policy=policy, force=True)
-    assert report.sent and sqlite_store.alarms.delivery_alarms() == []
+    assert report.sent and alarm_records.delivery_alarms(sqlite_store) == []
 
 
-async def test_a_refused_login_is_the_operators_alarm(sqlite_store: Store) -> None:
+async def test_a_refused_login_is_the_operators_alarm(sqlite_store: Database) -> None:
     readers(sqlite_store, 1)
     with smtp_server(authenticator=authenticate, auth_require_tls=False) as (_, controller):
         settings = Settings(
@@ -242,24 +248,24 @@ async def test_a_refused_login_is_the_operators_alarm(sqlite_store: Store) -> No
         )
         (report,) = await one_pass(sqlite_store, settings, policy=DeliveryPolicy(max_attempts=1))
     assert not (report.sent or report.paused or report.dead)
-    (alarm,) = sqlite_store.alarms.delivery_alarms()
+    (alarm,) = alarm_records.delivery_alarms(sqlite_store)
     assert alarm.kind.startswith("login 535") and "xyzzy" not in alarm.sample
 
 
-async def test_a_revoked_chat_token_pauses_nobody(store: Store) -> None:
+async def test_a_revoked_chat_token_pauses_nobody(db: Database) -> None:
     # The Slack adapter marks its token's errors as the operator's (tests/test_notifier_slack.py); the
     # ledger then holds the digest and raises the alarm, whatever the number of subscribers.
-    follow(store, "console:team", "cat:cs.DC", schedule="instant")
-    store.papers.save_versions([paper("2611.00001")])
-    match_new(store)
+    follow(db, "console:team", "cat:cs.DC", schedule="instant")
+    paper_records.save_versions(db, [paper("2611.00001")])
+    match_new(db)
     revoked = DeliveryError(
         "Slack refused the digest (token_revoked)", retryable=False, kind="token_revoked", operator=True
     )
-    (report,) = await send_due_digests(store, {"console": ScriptedNotifier([revoked])}, Renderer())
+    (report,) = await send_due_digests(db, {"console": ScriptedNotifier([revoked])}, Renderer())
     assert not (report.sent or report.paused or report.dead)
-    assert [(a.channel, a.kind) for a in store.alarms.delivery_alarms()] == [("console", "token_revoked")]
-    (again,) = await send_due_digests(store, {"console": ScriptedNotifier()}, Renderer(), force=True)
-    assert again.sent and store.alarms.delivery_alarms() == []
+    assert [(a.channel, a.kind) for a in alarm_records.delivery_alarms(db)] == [("console", "token_revoked")]
+    (again,) = await send_due_digests(db, {"console": ScriptedNotifier()}, Renderer(), force=True)
+    assert again.sent and alarm_records.delivery_alarms(db) == []
 
 
 # -- the verdict's rules ----------------------------------------------------------------------------------
@@ -306,47 +312,51 @@ def test_the_verdict_holds_operator_failures_and_raised_kinds_and_clears_disprov
 # -- held matches and resume ------------------------------------------------------------------------------
 
 
-async def test_papers_ingested_while_paused_arrive_after_resume(store: Store) -> None:
-    follow(store, "console:ada", "cat:cs.DC", schedule="instant")
-    store.papers.save_versions([paper("2611.00001"), paper("2611.00002")])
-    match_new(store)
+async def test_papers_ingested_while_paused_arrive_after_resume(db: Database) -> None:
+    follow(db, "console:ada", "cat:cs.DC", schedule="instant")
+    paper_records.save_versions(db, [paper("2611.00001"), paper("2611.00002")])
+    match_new(db)
     notifier = ScriptedNotifier([DeliveryError("Forbidden: bot was blocked by the user", retryable=False)])
     notifiers: dict[str, Notifier] = {"console": notifier}
-    (report,) = await send_due_digests(store, notifiers, Renderer())
+    (report,) = await send_due_digests(db, notifiers, Renderer())
     assert report.paused
     # A reader's own pause collects nothing, as the chat bots tell them.
-    chat = follow(store, "console:away", "cat:cs.DC", schedule="instant").subscriber
-    store.subscribers.update_subscriber(
-        chat.id or 0, status=SubscriberStatus.PAUSED, status_reason="paused from the chat"
+    chat = follow(db, "console:away", "cat:cs.DC", schedule="instant").subscriber
+    subscriber_records.update_subscriber(
+        db, chat.id or 0, status=SubscriberStatus.PAUSED, status_reason="paused from the chat"
     )
 
-    store.papers.save_versions([paper("2611.00003"), paper("2611.00004", version=2)])
-    match_new(store)
-    ada = store.subscribers.get_subscriber("console:ada")
+    paper_records.save_versions(db, [paper("2611.00003"), paper("2611.00004", version=2)])
+    match_new(db)
+    ada = subscriber_records.get_subscriber(db, "console:ada")
     assert ada is not None and ada.id is not None and ada.status == SubscriberStatus.PAUSED
-    assert len(store.ledger.pending_matches(ada.id)) == 4  # matched while paused, held
-    assert store.ledger.pending_matches(chat.id or 0) == []
-    assert await send_due_digests(store, notifiers, Renderer(), force=True) == []  # still paused
+    assert len(ledger_records.pending_matches(db, ada.id)) == 4  # matched while paused, held
+    assert ledger_records.pending_matches(db, chat.id or 0) == []
+    assert await send_due_digests(db, notifiers, Renderer(), force=True) == []  # still paused
 
-    resume(store, "console:ada")
-    (again,) = await send_due_digests(store, notifiers, Renderer())
+    resume(db, "console:ada")
+    (again,) = await send_due_digests(db, notifiers, Renderer())
     assert again.sent and again.items == 4
     shown = notifier.sent[-1][1].text
     assert "2611.00003" in shown and "2611.00004v2" in shown
 
 
-async def test_a_pause_nobody_resumes_stops_collecting_after_the_hold(store: Store) -> None:
-    subscriber = follow(store, "console:gone", "cat:cs.DC", schedule="instant").subscriber
+async def test_a_pause_nobody_resumes_stops_collecting_after_the_hold(db: Database) -> None:
+    subscriber = follow(db, "console:gone", "cat:cs.DC", schedule="instant").subscriber
     long_ago = utcnow() - HOLD_MATCHES_FOR - timedelta(hours=1)
-    store.subscribers.update_subscriber(
-        subscriber.id or 0, status=SubscriberStatus.PAUSED, status_reason="410 Gone", refused_at=long_ago
+    subscriber_records.update_subscriber(
+        db,
+        subscriber.id or 0,
+        status=SubscriberStatus.PAUSED,
+        status_reason="410 Gone",
+        refused_at=long_ago,
     )
-    store.papers.save_versions([paper("2611.00001")])
-    match_new(store)
-    assert store.ledger.pending_matches(subscriber.id or 0) == []
+    paper_records.save_versions(db, [paper("2611.00001")])
+    match_new(db)
+    assert ledger_records.pending_matches(db, subscriber.id or 0) == []
 
 
-def test_resume_refused_picks_refusal_pauses_only(store: Store) -> None:
+def test_resume_refused_picks_refusal_pauses_only(db: Database) -> None:
     now = utcnow()
     cases = {
         "console:a": ("550 5.7.1 Relay_access 100% denied", now),
@@ -354,16 +364,20 @@ def test_resume_refused_picks_refusal_pauses_only(store: Store) -> None:
         "console:c": ("550 5.1.1 no such user", now),
     }
     for address, (reason, refused_at) in cases.items():
-        subscriber = follow(store, address, "cat:cs.DC").subscriber
-        store.subscribers.update_subscriber(
-            subscriber.id or 0, status=SubscriberStatus.PAUSED, status_reason=reason, refused_at=refused_at
+        subscriber = follow(db, address, "cat:cs.DC").subscriber
+        subscriber_records.update_subscriber(
+            db,
+            subscriber.id or 0,
+            status=SubscriberStatus.PAUSED,
+            status_reason=reason,
+            refused_at=refused_at,
         )
     # LIKE's wildcards in the text are literal: "_" and "%" match only themselves.
-    assert store.alarms.refused_subscribers(reason="relay_access 100%") == (1, ["console:a"])
-    assert store.alarms.refused_subscribers(reason="relay access") == (0, [])
-    assert store.alarms.refused_subscribers(since=now + timedelta(seconds=1)) == (0, [])
-    assert store.alarms.resume_refused(reason="5.7.1", now=now) == 1
-    statuses = {a: (s.status if (s := store.subscribers.get_subscriber(a)) else None) for a in cases}
+    assert alarm_records.refused_subscribers(db, reason="relay_access 100%") == (1, ["console:a"])
+    assert alarm_records.refused_subscribers(db, reason="relay access") == (0, [])
+    assert alarm_records.refused_subscribers(db, since=now + timedelta(seconds=1)) == (0, [])
+    assert alarm_records.resume_refused(db, reason="5.7.1", now=now) == 1
+    statuses = {a: (s.status if (s := subscriber_records.get_subscriber(db, a)) else None) for a in cases}
     assert statuses == {"console:a": "active", "console:b": "paused", "console:c": "paused"}
 
 
@@ -379,7 +393,7 @@ def test_resume_by_reason_and_since_resumes_exactly_those_a_refusal_paused(
     url = f"sqlite:///{tmp_path}/cli.db"
     monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", url)
     assert runner.invoke(app, ["follow", "console:seed", "cat:cs.DC"]).exit_code == 0  # migrates the file
-    store = Store(make_engine(url))
+    db = Database(make_engine(url))
     now = utcnow()
     relay_denied = "SMTP server refused recipient {}: 550 5.7.1 Relay access denied"
     setup = {
@@ -390,8 +404,9 @@ def test_resume_by_reason_and_since_resumes_exactly_those_a_refusal_paused(
         "email:e@example.org": ("550 5.7.1 Relay access denied, typed by the reader", None),  # own pause
     }
     for address, (reason, refused_at) in setup.items():
-        subscriber = follow(store, address, "cat:cs.DC").subscriber
-        store.subscribers.update_subscriber(
+        subscriber = follow(db, address, "cat:cs.DC").subscriber
+        subscriber_records.update_subscriber(
+            db,
             subscriber.id or 0,
             status=SubscriberStatus.PAUSED,
             status_reason=reason.format(address),
@@ -399,7 +414,7 @@ def test_resume_by_reason_and_since_resumes_exactly_those_a_refusal_paused(
         )
 
     def status_of(address: str) -> str:
-        found = store.subscribers.get_subscriber(address)
+        found = subscriber_records.get_subscriber(db, address)
         assert found is not None
         return found.status
 
@@ -421,7 +436,7 @@ def test_resume_by_reason_and_since_resumes_exactly_those_a_refusal_paused(
     assert [status_of(a) for a in setup] == ["active", "active", "active", "active", "paused"]
     result = runner.invoke(app, ["resume", "email:a@example.org", "--reason", "550"])
     assert result.exit_code == 2 and "not both" in result.stderr
-    store.engine.dispose()
+    db.engine.dispose()
 
 
 @pytest.mark.db
@@ -431,9 +446,9 @@ def test_status_and_alarms_commands_show_and_clear_the_alarm(
     url = f"sqlite:///{tmp_path}/cli.db"
     monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", url)
     assert runner.invoke(app, ["alarms"]).stdout.strip() == "no delivery alarm is raised"
-    store = Store(make_engine(url))
-    store.alarms.raise_alarm(
-        "email", "rcpt 550 5.7.1", recipients=50, held=200, sample="550 5.7.1", now=utcnow()
+    db = Database(make_engine(url))
+    alarm_records.raise_alarm(
+        db, "email", "rcpt 550 5.7.1", recipients=50, held=200, sample="550 5.7.1", now=utcnow()
     )
     status = runner.invoke(app, ["status"])
     assert "delivery alarm on email: 50 recipients refused the same way (rcpt 550 5.7.1)" in status.stderr
@@ -442,16 +457,18 @@ def test_status_and_alarms_commands_show_and_clear_the_alarm(
     assert "delivery alarm on email" in runner.invoke(app, ["alarms"]).stdout
     cleared = runner.invoke(app, ["alarms", "clear", "email"])
     assert cleared.exit_code == 0 and "cleared the delivery alarm on email" in cleared.stdout
-    assert store.alarms.delivery_alarms() == []
+    assert alarm_records.delivery_alarms(db) == []
     assert runner.invoke(app, ["alarms", "clear"]).exit_code == 1
-    store.engine.dispose()
+    db.engine.dispose()
 
 
 @pytest.mark.parametrize(("lang", "headline"), [("en", "Delivery alarm: email"), ("zh", "投递告警：email")])
-def test_the_status_page_and_metrics_show_the_alarm(store: Store, lang: str, headline: str) -> None:
+def test_the_status_page_and_metrics_show_the_alarm(db: Database, lang: str, headline: str) -> None:
     hostile = "550 5.7.1 <script>alert(1)</script> & <b>denied</b>"
-    store.alarms.raise_alarm("email", "rcpt 550 5.7.1", recipients=50, held=200, sample=hostile, now=utcnow())
-    client = client_for(store)
+    alarm_records.raise_alarm(
+        db, "email", "rcpt 550 5.7.1", recipients=50, held=200, sample=hostile, now=utcnow()
+    )
+    client = client_for(db)
     page = client.get(f"/?lang={lang}").text
     assert headline in page and 'data-alarm="email"' in page
     assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
@@ -463,7 +480,7 @@ def test_the_status_page_and_metrics_show_the_alarm(store: Store, lang: str, hea
     }
     assert samples[("papertrail_delivery_alarm", "email")] == 1
     assert samples[("papertrail_delivery_alarm", "telegram")] == 0
-    store.alarms.clear_alarms("email", now=utcnow())
+    alarm_records.clear_alarms(db, "email", now=utcnow())
     assert 'data-alarm="email"' not in client.get("/").text
 
 

@@ -20,12 +20,15 @@ import pytest
 
 from core.channel import DeliveryError, Notifier, part_delivered
 from core.config import Settings
+from core.db import Database
+from core.delivery import claim_records, ledger_records
 from core.delivery.digests import DeliveryPolicy, send_due_digests
 from core.delivery.render import Renderer
+from core.follows import subscriber_records
 from core.follows.manage import follow
 from core.models import DigestState, SubscriberStatus, utcnow
+from core.papers import paper_records
 from core.papers.pipeline import match_new
-from core.store.facade import Store
 from core.values import Message, PaperIn, SendResult
 from notifiers.telegram import TelegramNotifier
 from tests.fakes.telegram_api import fake_telegram
@@ -52,18 +55,19 @@ class StepClock:
 
 
 async def test_a_long_telegram_digest_renews_its_lease_part_by_part(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    result = follow(store, "telegram:777", "cat:cs.DC", schedule="instant")
+    result = follow(db, "telegram:777", "cat:cs.DC", schedule="instant")
     subscriber_id = result.subscriber.id or 0
     abstract = "A long abstract about asynchronous rollouts. " * 20  # shortened in the digest, still long
-    store.papers.save_versions(
+    paper_records.save_versions(
+        db,
         [
             PaperIn(f"2611.{n:05d}", 1, "Asynchronous rollouts", abstract, ("Ada",), ("cs.DC",))
             for n in range(50)
-        ]
+        ],
     )
-    assert match_new(store) == 50
+    assert match_new(db) == 50
     # Each renewal is 0.4 leases after the one before: three parts outlast the claim's lease.
     start = utcnow()
     clock = StepClock(start, LEASE * 0.4)
@@ -74,14 +78,14 @@ async def test_a_long_telegram_digest_renews_its_lease_part_by_part(
         notifier = TelegramNotifier(settings.telegram())
         sending = asyncio.create_task(
             send_due_digests(
-                store, {"telegram": notifier}, Renderer(), policy=DeliveryPolicy(lease=LEASE), worker="one"
+                db, {"telegram": notifier}, Renderer(), policy=DeliveryPolicy(lease=LEASE), worker="one"
             )
         )
         taken = []
         while not sending.done():
             await asyncio.sleep(0.2)
             # Another worker looks for digests whose lease ran out, all along the send, at the ledger's time.
-            taken += store.claims.claim_digests(clock.now, "two", limit=10, lease=timedelta(minutes=5))
+            taken += claim_records.claim_digests(db, clock.now, "two", limit=10, lease=timedelta(minutes=5))
         (report,) = await sending
         await notifier.aclose()
     parts = len(api.sent())
@@ -89,7 +93,7 @@ async def test_a_long_telegram_digest_renews_its_lease_part_by_part(
     assert clock.now > start + 2 * LEASE, "in the ledger's time the send must outlast the claim's lease"
     assert taken == []
     assert report.sent
-    (digest,) = store.ledger.digests_of(subscriber_id)
+    (digest,) = ledger_records.digests_of(db, subscriber_id)
     assert (digest.state, digest.worker, digest.attempts, digest.parts_sent) == (
         DigestState.SENT,
         "one",
@@ -108,15 +112,15 @@ class PartsNotifier:
     parts: int = 4
     between: list[object] = field(default_factory=list)
     sent: list[int] = field(default_factory=list)
-    store: Store | None = None
+    db: Database | None = None
 
     async def send(self, address: str, message: Message) -> SendResult:
         for index in range(message.skip_parts, self.parts):
             self.sent.append(index)
-            if index == 1 and self.store is not None:
+            if index == 1 and self.db is not None:
                 # While this worker is slow, its lease runs out and another worker takes the digest.
-                self.between += self.store.claims.claim_digests(
-                    utcnow() + timedelta(hours=1), "thief", limit=10, lease=timedelta(hours=2)
+                self.between += claim_records.claim_digests(
+                    self.db, utcnow() + timedelta(hours=1), "thief", limit=10, lease=timedelta(hours=2)
                 )
             if index + 1 < self.parts:
                 await part_delivered(index + 1)
@@ -130,16 +134,16 @@ class Died(BaseException):
     """A process dying mid-send (not an Exception: the ledger must not get to record anything)."""
 
 
-async def test_progress_is_recorded_with_each_renewal(store: Store) -> None:
+async def test_progress_is_recorded_with_each_renewal(db: Database) -> None:
     """A crash mid-send leaves the parts already accepted recorded: the next claim resumes after them."""
-    subscriber_id = seed(store, papers=3)
+    subscriber_id = seed(db, papers=3)
     seen: list[int] = []
 
     class Crashing(PartsNotifier):
         async def send(self, address: str, message: Message) -> SendResult:
             for index in range(self.parts):
                 if index == 2:
-                    (digest,) = store.ledger.digests_of(subscriber_id)
+                    (digest,) = ledger_records.digests_of(db, subscriber_id)
                     seen.append(digest.parts_sent)
                     raise Died  # the process dies: nothing records the attempt
                 await part_delivered(index + 1)
@@ -147,20 +151,20 @@ async def test_progress_is_recorded_with_each_renewal(store: Store) -> None:
 
     notifiers: dict[str, Notifier] = {"console": Crashing()}
     with pytest.raises(Died):
-        await send_due_digests(store, notifiers, Renderer(), worker="one")
+        await send_due_digests(db, notifiers, Renderer(), worker="one")
     assert seen == [2]
 
 
-async def test_a_worker_that_lost_its_lease_stops_sending(store: Store) -> None:
-    subscriber_id = seed(store, papers=3)
-    notifier = PartsNotifier(parts=4, store=store)
-    (report,) = await send_due_digests(store, {"console": notifier}, Renderer(), worker="one")
+async def test_a_worker_that_lost_its_lease_stops_sending(db: Database) -> None:
+    subscriber_id = seed(db, papers=3)
+    notifier = PartsNotifier(parts=4, db=db)
+    (report,) = await send_due_digests(db, {"console": notifier}, Renderer(), worker="one")
     assert len(notifier.between) == 1, "the thief claimed the digest during the second part"
     # The first part was recorded by its renewal, the second was on its way; nothing after the failed one.
     assert notifier.sent == [0, 1]
     assert not report.sent and report.error is not None and "no longer held by one" in report.error
     # The digest is the thief's now: this worker recorded nothing over its claim.
-    (digest,) = store.ledger.digests_of(subscriber_id)
+    (digest,) = ledger_records.digests_of(db, subscriber_id)
     assert (digest.state, digest.worker, digest.attempts, digest.parts_sent) == (
         DigestState.SENDING,
         "thief",
@@ -171,25 +175,25 @@ async def test_a_worker_that_lost_its_lease_stops_sending(store: Store) -> None:
 
 @pytest.mark.parametrize("retryable", [True, False])
 async def test_a_failure_after_the_lease_was_lost_leaves_the_new_claim_alone(
-    store: Store, retryable: bool
+    db: Database, retryable: bool
 ) -> None:
     """A slow worker whose digest another worker took meanwhile records no failure over the new claim:
     putting it back in the queue (or pausing its subscriber) would let a third worker send it again."""
-    subscriber_id = seed(store, papers=3)
+    subscriber_id = seed(db, papers=3)
 
     class FailsLate(PartsNotifier):
         async def send(self, address: str, message: Message) -> SendResult:
-            assert self.store is not None
-            self.between += self.store.claims.claim_digests(
-                utcnow() + timedelta(hours=1), "thief", limit=10, lease=timedelta(hours=2)
+            assert self.db is not None
+            self.between += claim_records.claim_digests(
+                self.db, utcnow() + timedelta(hours=1), "thief", limit=10, lease=timedelta(hours=2)
             )
             raise DeliveryError("the platform timed out", retryable=retryable)
 
-    (report,) = await send_due_digests(store, {"console": FailsLate(store=store)}, Renderer(), worker="one")
+    (report,) = await send_due_digests(db, {"console": FailsLate(db=db)}, Renderer(), worker="one")
     assert not report.sent
-    (digest,) = store.ledger.digests_of(subscriber_id)
+    (digest,) = ledger_records.digests_of(db, subscriber_id)
     assert (digest.state, digest.worker, digest.attempts) == (DigestState.SENDING, "thief", 2)
-    subscriber = store.subscribers.get_subscriber("console:ada")
+    subscriber = subscriber_records.get_subscriber(db, "console:ada")
     assert subscriber is not None and subscriber.status == SubscriberStatus.ACTIVE
 
 
@@ -216,7 +220,7 @@ class SlowSerialNotifier:
 
     channel: ClassVar[str] = "console"
     max_length: ClassVar[int | None] = None
-    store: Store
+    db: Database
     clock: LedgerClock
     per_send: timedelta
     wait: float
@@ -225,8 +229,8 @@ class SlowSerialNotifier:
     session: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def steal(self) -> None:
-        self.taken += self.store.claims.claim_digests(
-            self.clock.now, "two", limit=10, lease=timedelta(hours=1)
+        self.taken += claim_records.claim_digests(
+            self.db, self.clock.now, "two", limit=10, lease=timedelta(hours=1)
         )
 
     async def send(self, address: str, message: Message) -> SendResult:
@@ -243,7 +247,7 @@ class SlowSerialNotifier:
 
 
 async def test_a_batch_slower_than_its_lease_stays_with_its_live_worker(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Four digests claimed in one batch go out one after another at 0.8 lease each (3.2 leases in all):
     the worker renews the lease of every digest it still holds every lease / 3, so another worker never
@@ -252,50 +256,52 @@ async def test_a_batch_slower_than_its_lease_stays_with_its_live_worker(
     lease = timedelta(seconds=3)
     addresses = [f"console:r{n}" for n in range(4)]
     for address in addresses:
-        follow(store, address, "cat:cs.DC", schedule="instant")
-    store.papers.save_versions([PaperIn("2611.00001", 1, "Rollouts", "An abstract.", ("Ada",), ("cs.DC",))])
-    assert match_new(store) == 1
+        follow(db, address, "cat:cs.DC", schedule="instant")
+    paper_records.save_versions(
+        db, [PaperIn("2611.00001", 1, "Rollouts", "An abstract.", ("Ada",), ("cs.DC",))]
+    )
+    assert match_new(db) == 1
     start = utcnow()
     clock = LedgerClock(start)
     monkeypatch.setattr("core.delivery.digests.utcnow", clock)
-    notifier = SlowSerialNotifier(store, clock, per_send=lease * 0.8, wait=lease.total_seconds() / 2)
+    notifier = SlowSerialNotifier(db, clock, per_send=lease * 0.8, wait=lease.total_seconds() / 2)
     reports = await send_due_digests(
-        store, {"console": notifier}, Renderer(), policy=DeliveryPolicy(lease=lease, batch=50), worker="one"
+        db, {"console": notifier}, Renderer(), policy=DeliveryPolicy(lease=lease, batch=50), worker="one"
     )
     assert clock.now - start > 3 * lease, "in the ledger's time the batch must outlast its lease"
     assert notifier.taken == []
     assert sorted(notifier.sent) == addresses
     assert [r.sent for r in reports] == [True] * 4
     for address in addresses:
-        subscriber = store.subscribers.get_subscriber(address)
+        subscriber = subscriber_records.get_subscriber(db, address)
         assert subscriber is not None
-        (digest,) = store.ledger.digests_of(subscriber.id or 0)
+        (digest,) = ledger_records.digests_of(db, subscriber.id or 0)
         assert (digest.state, digest.worker, digest.attempts) == (DigestState.SENT, "one", 1)
 
 
-async def test_a_send_accepted_after_the_lease_was_lost_leaves_the_new_claim_alone(store: Store) -> None:
+async def test_a_send_accepted_after_the_lease_was_lost_leaves_the_new_claim_alone(db: Database) -> None:
     """A worker that stalled past its lease, whose digest another worker took meanwhile, and whose send the
     platform then accepted, records nothing over the new claim: the new holder records its own attempt.
     It reports the delivery as late (a possible duplicate), not as sent."""
-    subscriber_id = seed(store, papers=3)
+    subscriber_id = seed(db, papers=3)
 
     class AcceptedLate(PartsNotifier):
         async def send(self, address: str, message: Message) -> SendResult:
-            assert self.store is not None
-            self.between += self.store.claims.claim_digests(
-                utcnow() + timedelta(hours=1), "thief", limit=10, lease=timedelta(hours=2)
+            assert self.db is not None
+            self.between += claim_records.claim_digests(
+                self.db, utcnow() + timedelta(hours=1), "thief", limit=10, lease=timedelta(hours=2)
             )
             return SendResult(platform_id="late", parts=1)
 
-    notifier = AcceptedLate(store=store)
-    (report,) = await send_due_digests(store, {"console": notifier}, Renderer(), worker="one")
+    notifier = AcceptedLate(db=db)
+    (report,) = await send_due_digests(db, {"console": notifier}, Renderer(), worker="one")
     assert len(notifier.between) == 1, "the thief claimed the digest during the send"
     assert not report.sent and report.late
-    (digest,) = store.ledger.digests_of(subscriber_id)
+    (digest,) = ledger_records.digests_of(db, subscriber_id)
     assert (digest.state, digest.worker, digest.attempts, digest.platform_id) == (
         DigestState.SENDING,
         "thief",
         2,
         None,
     )
-    assert len(store.ledger.pending_matches(subscriber_id)) == 3
+    assert len(ledger_records.pending_matches(db, subscriber_id)) == 3

@@ -5,7 +5,8 @@ counts the rest. ``core.delivery.digests_batch.batch_items`` ranks light rows wi
 builds full
 items for the shown ones only. Here 400-match digests (mixed reasons, upvotes, revisions with what they
 changed, newsletter copies, guides, two languages) are rendered for every channel both ways: from the
-capped batch, and from every item built by the ORM path (``store.claims.digests_items``), the reference.
+capped batch, and from every item built by the ORM path (``claim_records.digests_items``), the
+reference.
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ import sqlalchemy as sa
 from sqlmodel import SQLModel
 
 from core.channel import Notifier, split_address
-from core.delivery import digests_batch
+from core.db import Database
+from core.delivery import claim_records, digests_batch
 from core.delivery.digests import DeliveryPolicy, batch_items, plan_digests, send_due_digests
 from core.delivery.render import Renderer
 from core.follows.reasons import ABSTRACT, AUTHOR, CATEGORY, TITLE, Reason, hit_data
+from core.guides import guide_records
 from core.models import Version, utcnow
-from core.store.facade import Store
+from core.people import newsletter_records
 from core.values import Guide, Message, SendResult
 from notifiers.webhook_payload import digest_payload
 
@@ -55,11 +58,11 @@ def _paper(p: int) -> str:
     return f"2612.{p:05d}"
 
 
-def populate(store: Store) -> None:
+def populate(db: Database) -> None:
     """Papers (every fourth revised), upvotes, a newsletter, the subscribers and their matches."""
     now = utcnow()
     t = TABLES
-    with store.engine.begin() as conn:
+    with db.engine.begin() as conn:
         conn.execute(
             sa.insert(t["paper"]),
             [
@@ -188,26 +191,26 @@ def _match(
 
 
 @pytest.fixture
-def claimed_store(store: Store) -> Iterator[Store]:
+def claimed_store(db: Database) -> Iterator[Database]:
     """The population, planned into one digest per subscriber, with guides for some versions."""
-    populate(store)
-    with store.engine.connect() as conn:
+    populate(db)
+    with db.engine.connect() as conn:
         ids = [
             row[0] for row in conn.execute(sa.select(TABLES["version"].c.id).order_by(TABLES["version"].c.id))
         ]
     for vid in ids[::5]:
         for language in ("en", "zh"):
-            store.guides.save_guide(
-                vid, language, Guide(f"TL;DR {vid} {language}", ("one",)), model="m", now=utcnow()
+            guide_records.save_guide(
+                db, vid, language, Guide(f"TL;DR {vid} {language}", ("one",)), model="m", now=utcnow()
             )
     notifiers: dict[str, Notifier] = dict.fromkeys(("telegram", "email", "slack", "webhook", "console"))  # type: ignore[assignment]
-    assert plan_digests(store, notifiers, now=utcnow()) == len(SUBSCRIBERS)
-    yield store
+    assert plan_digests(db, notifiers, now=utcnow()) == len(SUBSCRIBERS)
+    yield db
 
 
-def test_a_capped_batch_renders_like_every_item_and_loads_only_the_shown(claimed_store: Store) -> None:
-    store = claimed_store
-    claimed = store.claims.claim_digests(utcnow(), "w", limit=100, lease=timedelta(minutes=5))
+def test_a_capped_batch_renders_like_every_item_and_loads_only_the_shown(claimed_store: Database) -> None:
+    db = claimed_store
+    claimed = claim_records.claim_digests(db, utcnow(), "w", limit=100, lease=timedelta(minutes=5))
     assert len(claimed) == len(SUBSCRIBERS)
     ids = [c.digest_id for c in claimed]
 
@@ -224,12 +227,12 @@ def test_a_capped_batch_renders_like_every_item_and_loads_only_the_shown(claimed
             text_reads.append(("match" if "follow_ids" in sql else "earlier", len(params)))
 
     sa.event.listen(Version, "load", loaded)
-    sa.event.listen(store.engine, "before_cursor_execute", statement)
+    sa.event.listen(db.engine, "before_cursor_execute", statement)
     try:
-        batch = batch_items(store, claimed, max_items=MAX_ITEMS)
+        batch = batch_items(db, claimed, max_items=MAX_ITEMS)
     finally:
         sa.event.remove(Version, "load", loaded)
-        sa.event.remove(store.engine, "before_cursor_execute", statement)
+        sa.event.remove(db.engine, "before_cursor_execute", statement)
     assert orm_versions == 0
     shown = sum(len(batch.items[d]) for d in ids)
     assert all(len(batch.items[d]) <= MAX_ITEMS for d in ids)
@@ -240,10 +243,10 @@ def test_a_capped_batch_renders_like_every_item_and_loads_only_the_shown(claimed
     assert sum(params for kind, params in text_reads if kind == "earlier") <= shown_revisions
 
     # The reference: every item, built by the ORM path, with guides.
-    full = digests_batch.with_guides(store, claimed, store.claims.digests_items(ids))
+    full = digests_batch.with_guides(db, claimed, claim_records.digests_items(db, ids))
     assert {d: len(full[d]) for d in ids} == {c.digest_id: SUBSCRIBERS[c.address][0] for c in claimed}
     assert any(batch.rest_of(d).count for d in ids) and not batch.rest_of(ids[-1]).count
-    titles = store.newsletters.newsletter_titles([NEWSLETTER])
+    titles = newsletter_records.newsletter_titles(db, [NEWSLETTER])
     renderer = Renderer(public_url="https://papertrail.example", secret_key="k", max_items=MAX_ITEMS)
     now = utcnow()
     for c in claimed:
@@ -284,19 +287,19 @@ class Capture:
         pass
 
 
-async def test_every_match_of_a_capped_digest_is_sent_with_it(claimed_store: Store) -> None:
-    store = claimed_store
+async def test_every_match_of_a_capped_digest_is_sent_with_it(claimed_store: Database) -> None:
+    db = claimed_store
     capture = Capture()
     notifiers: dict[str, Notifier] = dict.fromkeys(
         ("telegram", "email", "slack", "webhook", "console"), capture
     )
     reports = await send_due_digests(
-        store, notifiers, Renderer(max_items=MAX_ITEMS), policy=DeliveryPolicy(batch=2)
+        db, notifiers, Renderer(max_items=MAX_ITEMS), policy=DeliveryPolicy(batch=2)
     )
     assert sorted(r.items for r in reports) == sorted(count for count, _ in SUBSCRIBERS.values())
     assert all(r.sent for r in reports)
     assert all(len(m.items) == min(MAX_ITEMS, m.item_count) for m in capture.sent)
-    with store.engine.connect() as conn:
+    with db.engine.connect() as conn:
         match, digest = TABLES["match"], SQLModel.metadata.tables["digest"]
         unsent = conn.execute(
             sa.select(sa.func.count())

@@ -18,14 +18,17 @@ import pytest
 
 from bot.commands import ChatContext, handle
 from core.config import Settings
+from core.db import Database
+from core.delivery import ledger_records
 from core.delivery.digests import send_due_digests
 from core.delivery.digests_batch import cap_rows
+from core.delivery.ledger_records import RankedMatch
 from core.delivery.render import MAX_SHARED_TERMS, Renderer, reason_text, reasons_text
 from core.follows.manage import follow
 from core.follows.reasons import CATEGORY, LIKED, SHARED, Reason, recommendation_hit
 from core.models import Match
-from core.store.facade import Store
-from core.store.ledger import RankedMatch
+from core.overview import dashboard_records
+from core.papers import paper_records
 from core.values import DigestItem, Message
 from notifiers.console import ConsoleNotifier
 from notifiers.slack_blocks import build_payloads
@@ -314,9 +317,9 @@ def test_the_webhook_gives_the_score_and_the_reasons_as_data() -> None:
 # --- the ledger, end to end -----------------------------------------------------------------------------
 
 
-def _recommend(store: Store, subscriber_id: int, version_id: int, score: float, liked: str) -> None:
+def _recommend(db: Database, subscriber_id: int, version_id: int, score: float, liked: str) -> None:
     reasons = [Reason(LIKED, liked), Reason(SHARED, "policy lag"), Reason(SHARED, "<b>rollouts</b>")]
-    with store.session() as session:
+    with db.session() as session:
         session.add(
             Match(
                 subscriber_id=subscriber_id,
@@ -328,34 +331,32 @@ def _recommend(store: Store, subscriber_id: int, version_id: int, score: float, 
         )
 
 
-async def test_a_stored_recommendation_reaches_the_digest_and_the_counts(store: Store) -> None:
+async def test_a_stored_recommendation_reaches_the_digest_and_the_counts(db: Database) -> None:
     papers = day()[:4]
-    store.papers.save_versions(papers, now=NOW - timedelta(hours=1))
-    result = follow(store, "console:ada", "cat:cs.LG", schedule="daily 08:00")
+    paper_records.save_versions(db, papers, now=NOW - timedelta(hours=1))
+    result = follow(db, "console:ada", "cat:cs.LG", schedule="daily 08:00")
     sid, fid = result.subscriber.id, result.follow.id
     assert sid is not None and fid is not None
-    ids = [store.papers.versions_of(paper.arxiv_id)[0].id or 0 for paper in papers]
-    add_matches(store, sid, ids[:2], [Reason(CATEGORY, "cs.LG")], follow_id=fid, now=NOW)
-    _recommend(store, sid, ids[2], 0.42, papers[0].arxiv_id)
-    _recommend(store, sid, ids[3], 0.87, papers[1].arxiv_id)
+    ids = [paper_records.versions_of(db, paper.arxiv_id)[0].id or 0 for paper in papers]
+    add_matches(db, sid, ids[:2], [Reason(CATEGORY, "cs.LG")], follow_id=fid, now=NOW)
+    _recommend(db, sid, ids[2], 0.42, papers[0].arxiv_id)
+    _recommend(db, sid, ids[3], 0.87, papers[1].arxiv_id)
 
     # Counted like any match, and told apart where a breakdown is shown.
-    assert store.ledger.count_pending(sid) == 4
-    assert store.ledger.count_pending_split(sid) == (4, 2)
-    summary = store.dashboard.status(now=NOW)
+    assert ledger_records.count_pending(db, sid) == 4
+    assert ledger_records.count_pending_split(db, sid) == (4, 2)
+    summary = dashboard_records.status(db, now=NOW)
     assert (summary.pending_matches, summary.pending_recommended) == (4, 2)
-    reply = handle(store, Settings().chat(), ChatContext("console:ada"), "/status", now=NOW)
+    reply = handle(db, Settings().chat(), ChatContext("console:ada"), "/status", now=NOW)
     assert "Follows: 1 · matches waiting: 4, 2 of them recommended" in reply.text
-    with client_for(store) as client:
+    with client_for(db) as client:
         assert '<div class="sub">2 of them recommended</div>' in client.get("/").text
         assert "其中 2 条为推荐" in client.get("/?lang=zh").text
-    scores = [p.item.recommended for p in store.ledger.pending_matches(sid)]
+    scores = [p.item.recommended for p in ledger_records.pending_matches(db, sid)]
     assert scores[:2] == [None, None] and sorted(scores[2:]) == [0.42, 0.87]  # type: ignore[type-var]
 
     out = io.StringIO()
-    (report,) = await send_due_digests(
-        store, {"console": ConsoleNotifier(out)}, Renderer(), now=NOW, force=True
-    )
+    (report,) = await send_due_digests(db, {"console": ConsoleNotifier(out)}, Renderer(), now=NOW, force=True)
     assert report.sent and report.items == 4
     text = out.getvalue()
     section = text.index("Recommended for you (2)")
@@ -366,7 +367,7 @@ async def test_a_stored_recommendation_reaches_the_digest_and_the_counts(store: 
     assert f"Recommended because: {why}" in text
     # The scan receipt counts what matched the follows: the two recommendations did not.
     assert "; 2 matched your follows." in text
-    assert store.ledger.count_pending_split(sid) == (0, 0)
-    assert store.dashboard.status(now=NOW).pending_recommended == 0
-    reply = handle(store, Settings().chat(), ChatContext("console:ada"), "/status", now=NOW)
+    assert ledger_records.count_pending_split(db, sid) == (0, 0)
+    assert dashboard_records.status(db, now=NOW).pending_recommended == 0
+    reply = handle(db, Settings().chat(), ChatContext("console:ada"), "/status", now=NOW)
     assert "Follows: 1 · matches waiting: 0\n" in reply.text and "recommended" not in reply.text

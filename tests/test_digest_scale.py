@@ -14,11 +14,11 @@ import sqlalchemy as sa
 from sqlmodel import SQLModel
 
 from core.channel import Notifier
-from core.delivery import digests
+from core.db import Database
+from core.delivery import claim_records, digests
 from core.delivery.digests import PLAN_BATCH, batch_items, plan_digests
 from core.follows.reasons import CATEGORY, Reason, hit_data
 from core.models import utcnow
-from core.store.facade import Store
 
 PAPER, VERSION, SUBSCRIBER, FOLLOW, MATCH, NEWSLETTER, DIGEST = (
     SQLModel.metadata.tables[name]
@@ -36,12 +36,12 @@ PER_PAGE = 7
 PER_BATCH = 3 + 5 + 2 + 1
 
 
-def seed(store: Store, subscribers: int) -> None:
+def seed(db: Database, subscribers: int) -> None:
     """``subscribers`` due Telegram subscribers, bulk-inserted, each with a new paper and a revision
     matched; every third also holds a newsletter's copy, every tenth reads Chinese."""
     now = utcnow()
     created = now - timedelta(days=2)
-    with store.engine.begin() as conn:
+    with db.engine.begin() as conn:
         conn.execute(
             sa.insert(PAPER),
             [{"id": f"2611.{p:05d}", "latest_version": p + 1, "first_seen_at": now} for p in range(2)],
@@ -124,46 +124,46 @@ def seed(store: Store, subscribers: int) -> None:
         conn.execute(sa.insert(MATCH), rows)
 
 
-def statements(store: Store, subscribers: int) -> tuple[int, int, int]:
+def statements(db: Database, subscribers: int) -> tuple[int, int, int]:
     """Seed, then count the statements of planning and of claiming every digest with its items.
 
     Returns (planning statements, claiming + items statements, digests claimed).
     """
-    seed(store, subscribers)
+    seed(db, subscribers)
     count = 0
 
     def seen(*_: Any) -> None:
         nonlocal count
         count += 1
 
-    with store.engine.connect() as conn:  # the dialect's first-connection queries, outside the count
+    with db.engine.connect() as conn:  # the dialect's first-connection queries, outside the count
         conn.execute(sa.text("select 1"))
     notifiers: dict[str, Notifier] = {"telegram": None}  # type: ignore[dict-item]  # planning reads keys
     now = utcnow()
-    sa.event.listen(store.engine, "before_cursor_execute", seen)
+    sa.event.listen(db.engine, "before_cursor_execute", seen)
     try:
-        assert plan_digests(store, notifiers, now=now) == subscribers
+        assert plan_digests(db, notifiers, now=now) == subscribers
         planning, count = count, 0
         claimed_total = 0
         titled = 0
-        while claimed := store.claims.claim_digests(now, "w", limit=CLAIM, lease=timedelta(minutes=5)):
-            batch = batch_items(store, claimed)
+        while claimed := claim_records.claim_digests(db, now, "w", limit=CLAIM, lease=timedelta(minutes=5)):
+            batch = batch_items(db, claimed)
             claimed_total += len(claimed)
             assert all(len(batch.items[c.digest_id]) == 2 for c in claimed)
             titled += sum(1 for c in claimed if batch.titles_for(batch.items[c.digest_id]))
         assert titled == math.ceil(subscribers / 3)
     finally:
-        sa.event.remove(store.engine, "before_cursor_execute", seen)
+        sa.event.remove(db.engine, "before_cursor_execute", seen)
     return planning, count, claimed_total
 
 
-def test_statements_do_not_grow_with_subscribers(store: Store) -> None:
+def test_statements_do_not_grow_with_subscribers(db: Database) -> None:
     small, large = 200, 2_000
-    plan_small, claim_small, claimed_small = statements(store, small)
-    with store.engine.begin() as conn:  # the same database, emptied, for the larger population
+    plan_small, claim_small, claimed_small = statements(db, small)
+    with db.engine.begin() as conn:  # the same database, emptied, for the larger population
         for table in (MATCH, DIGEST, FOLLOW, NEWSLETTER, SUBSCRIBER, VERSION, PAPER):
             conn.execute(sa.delete(table))
-    plan_large, claim_large, claimed_large = statements(store, large)
+    plan_large, claim_large, claimed_large = statements(db, large)
     assert (claimed_small, claimed_large) == (small, large)
 
     # The fan-out's look for waiting query matches (on PostgreSQL with its lock: two statements),
@@ -186,15 +186,15 @@ def test_statements_do_not_grow_with_subscribers(store: Store) -> None:
     ) + PER_BATCH * (batches(large) - batches(small))
 
 
-def test_each_match_in_one_digest_after_paged_planning(store: Store, monkeypatch: Any) -> None:
+def test_each_match_in_one_digest_after_paged_planning(db: Database, monkeypatch: Any) -> None:
     """Pages smaller than the population: every subscriber gets one digest holding all its matches."""
     monkeypatch.setattr(digests, "PLAN_BATCH", 7)
-    seed(store, 50)
+    seed(db, 50)
     notifiers: dict[str, Notifier] = {"telegram": None}  # type: ignore[dict-item]
     now = utcnow()
-    assert plan_digests(store, notifiers, now=now) == 50
-    assert plan_digests(store, notifiers, now=now) == 0  # open digests: nobody is planned twice
-    with store.engine.connect() as conn:
+    assert plan_digests(db, notifiers, now=now) == 50
+    assert plan_digests(db, notifiers, now=now) == 0  # open digests: nobody is planned twice
+    with db.engine.connect() as conn:
         per_digest = Counter(
             conn.execute(sa.select(MATCH.c.digest_id).where(MATCH.c.subscriber_id.isnot(None))).scalars()
         )

@@ -21,10 +21,14 @@ import sqlalchemy as sa
 from pydantic import ValidationError
 
 from core.config import Settings
+from core.db import Database
+from core.delivery import alarm_records
 from core.i18n.languages import translator
 from core.models import RunState
+from core.overview import dashboard_records
+from core.papers import paper_records, run_records
+from core.papers.saving import Novelty
 from core.people.timezones import abbreviation, day_starts
-from core.store.facade import Novelty, Store
 from core.values import AnnounceType, PaperIn
 from papertrail.web import build_app
 from papertrail.web_pages import source_reason
@@ -54,16 +58,16 @@ def version(arxiv_id: str, number: int = 1, *, ai: bool = False) -> PaperIn:
     )
 
 
-def arrive(store: Store, at: datetime, *papers: PaperIn) -> None:
+def arrive(db: Database, at: datetime, *papers: PaperIn) -> None:
     """Store ``papers`` as news first seen at ``at``."""
-    assert store.papers.save_versions(list(papers), now=at).new_version_ids
+    assert paper_records.save_versions(db, list(papers), now=at).new_version_ids
 
 
-def counts(store: Store, now: datetime, days: int, zone: Any) -> dict[str, tuple[int, int, int]]:
+def counts(db: Database, now: datetime, days: int, zone: Any) -> dict[str, tuple[int, int, int]]:
     """``daily_counts`` as {day: (new, revisions, AI-related)}."""
     return {
         d.day.isoformat(): (d.new, d.revisions, d.ai_related)
-        for d in store.dashboard.daily_counts(now, days, zone)
+        for d in dashboard_records.daily_counts(db, now, days, zone)
     }
 
 
@@ -159,39 +163,37 @@ def test_an_unknown_zone_stops_the_command_at_start_up(env: Path, monkeypatch: p
 # -- the chart's days, counted by the store --------------------------------------------------------------
 
 
-def test_a_version_falls_on_the_day_of_the_display_zone(store: Store) -> None:
-    arrive(
-        store, datetime(2026, 11, 8, 15, 59, 59, tzinfo=UTC), version("2611.00001")
-    )  # 23:59:59 in Shanghai
-    arrive(store, datetime(2026, 11, 8, 16, 0, tzinfo=UTC), version("2611.00002"))  # 00:00 in Shanghai
-    arrive(store, datetime(2026, 11, 8, 16, 30, tzinfo=UTC), version("2611.00003", ai=True))
-    arrive(store, datetime(2026, 11, 9, 1, 0, tzinfo=UTC), version("2611.00001", 2))
+def test_a_version_falls_on_the_day_of_the_display_zone(db: Database) -> None:
+    arrive(db, datetime(2026, 11, 8, 15, 59, 59, tzinfo=UTC), version("2611.00001"))  # 23:59:59 in Shanghai
+    arrive(db, datetime(2026, 11, 8, 16, 0, tzinfo=UTC), version("2611.00002"))  # 00:00 in Shanghai
+    arrive(db, datetime(2026, 11, 8, 16, 30, tzinfo=UTC), version("2611.00003", ai=True))
+    arrive(db, datetime(2026, 11, 9, 1, 0, tzinfo=UTC), version("2611.00001", 2))
     now = datetime(2026, 11, 9, 12, 0, tzinfo=UTC)
-    assert counts(store, now, 3, SHANGHAI) == {
+    assert counts(db, now, 3, SHANGHAI) == {
         "2026-11-07": (0, 0, 0),
         "2026-11-08": (1, 0, 0),
         "2026-11-09": (2, 1, 1),
     }
-    assert counts(store, now, 3, UTC) == {
+    assert counts(db, now, 3, UTC) == {
         "2026-11-07": (0, 0, 0),
         "2026-11-08": (3, 0, 1),
         "2026-11-09": (0, 1, 0),
     }
     # Late in the UTC evening it is already tomorrow in Shanghai: the chart's today is Shanghai's.
     late = datetime(2026, 11, 9, 17, 0, tzinfo=UTC)
-    assert list(counts(store, late, 2, SHANGHAI)) == ["2026-11-09", "2026-11-10"]
-    assert list(counts(store, late, 2, UTC)) == ["2026-11-08", "2026-11-09"]
+    assert list(counts(db, late, 2, SHANGHAI)) == ["2026-11-09", "2026-11-10"]
+    assert list(counts(db, late, 2, UTC)) == ["2026-11-08", "2026-11-09"]
 
 
-def test_a_day_of_25_hours_keeps_all_of_its_news(store: Store) -> None:
-    arrive(store, datetime(2026, 10, 23, 21, 59, tzinfo=UTC), version("2610.00001"))  # before the window
-    arrive(store, datetime(2026, 10, 24, 21, 59, tzinfo=UTC), version("2610.00002"))  # 24 Oct 23:59 CEST
-    arrive(store, datetime(2026, 10, 24, 22, 0, tzinfo=UTC), version("2610.00003"))  # 25 Oct 00:00 CEST
-    arrive(store, datetime(2026, 10, 25, 22, 30, tzinfo=UTC), version("2610.00004"))  # 25 Oct 23:30 CET
-    arrive(store, datetime(2026, 10, 25, 23, 0, tzinfo=UTC), version("2610.00005"))  # 26 Oct 00:00 CET
-    arrive(store, datetime(2026, 10, 27, 9, 0, tzinfo=UTC), version("2610.00006"))  # after "now": not shown
+def test_a_day_of_25_hours_keeps_all_of_its_news(db: Database) -> None:
+    arrive(db, datetime(2026, 10, 23, 21, 59, tzinfo=UTC), version("2610.00001"))  # before the window
+    arrive(db, datetime(2026, 10, 24, 21, 59, tzinfo=UTC), version("2610.00002"))  # 24 Oct 23:59 CEST
+    arrive(db, datetime(2026, 10, 24, 22, 0, tzinfo=UTC), version("2610.00003"))  # 25 Oct 00:00 CEST
+    arrive(db, datetime(2026, 10, 25, 22, 30, tzinfo=UTC), version("2610.00004"))  # 25 Oct 23:30 CET
+    arrive(db, datetime(2026, 10, 25, 23, 0, tzinfo=UTC), version("2610.00005"))  # 26 Oct 00:00 CET
+    arrive(db, datetime(2026, 10, 27, 9, 0, tzinfo=UTC), version("2610.00006"))  # after "now": not shown
     now = datetime(2026, 10, 26, 12, 0, tzinfo=UTC)
-    assert counts(store, now, 3, BERLIN) == {
+    assert counts(db, now, 3, BERLIN) == {
         "2026-10-24": (1, 0, 0),
         "2026-10-25": (2, 0, 0),
         "2026-10-26": (1, 0, 0),
@@ -199,30 +201,32 @@ def test_a_day_of_25_hours_keeps_all_of_its_news(store: Store) -> None:
 
 
 @contextmanager
-def statements(store: Store) -> Iterator[list[tuple[str, Any]]]:
+def statements(db: Database) -> Iterator[list[tuple[str, Any]]]:
     """The SQL statements (with their parameters) the store sends while the block runs."""
     sent: list[tuple[str, Any]] = []
 
     def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
         sent.append((statement, parameters))
 
-    sa.event.listen(store.engine, "before_cursor_execute", record)
+    sa.event.listen(db.engine, "before_cursor_execute", record)
     try:
         yield sent
     finally:
-        sa.event.remove(store.engine, "before_cursor_execute", record)
+        sa.event.remove(db.engine, "before_cursor_execute", record)
 
 
-def test_the_chart_reads_the_window_through_the_news_index(store: Store) -> None:
-    arrive(store, datetime(2026, 11, 8, 16, 30, tzinfo=UTC), version("2611.00003"))
+def test_the_chart_reads_the_window_through_the_news_index(db: Database) -> None:
+    arrive(db, datetime(2026, 11, 8, 16, 30, tzinfo=UTC), version("2611.00003"))
     # A backfill in the window's days: history, which the partial index of news leaves out.
     history = [version(f"2611.{n:05d}") for n in range(100, 600)]
-    store.papers.save_versions(history, now=datetime(2026, 11, 9, 3, 0, tzinfo=UTC), novelty=Novelty.HISTORY)
-    with statements(store) as sent:
-        shown = store.dashboard.daily_counts(datetime(2026, 11, 9, 12, 0, tzinfo=UTC), 30, SHANGHAI)
+    paper_records.save_versions(
+        db, history, now=datetime(2026, 11, 9, 3, 0, tzinfo=UTC), novelty=Novelty.HISTORY
+    )
+    with statements(db) as sent:
+        shown = dashboard_records.daily_counts(db, datetime(2026, 11, 9, 12, 0, tzinfo=UTC), 30, SHANGHAI)
     assert sum(day.total for day in shown) == 1
     (statement, parameters), *_ = [(s, p) for s, p in sent if "CASE" in s]
-    with store.engine.begin() as connection:
+    with db.engine.begin() as connection:
         if connection.dialect.name == "postgresql":
             # At a test's size PostgreSQL's planner rates every index on first_seen_at, or on news only,
             # alike (at a library's size the partial one is the small one): they are dropped in this test's
@@ -252,15 +256,20 @@ NOW = datetime(2026, 11, 9, 12, 53, tzinfo=UTC)  # 20:53 in Shanghai
 
 
 @pytest.fixture
-def pages(store: Store) -> Store:
+def pages(db: Database) -> Database:
     """A store with news across Shanghai's midnight, a stale arXiv feed's runs and a delivery alarm."""
-    arrive(store, datetime(2026, 11, 8, 16, 30, tzinfo=UTC), version("2611.00003", ai=True))
-    run = store.runs.start_run("arxiv-rss", now=datetime(2026, 11, 9, 11, 59, tzinfo=UTC))
+    arrive(db, datetime(2026, 11, 8, 16, 30, tzinfo=UTC), version("2611.00003", ai=True))
+    run = run_records.start_run(db, "arxiv-rss", now=datetime(2026, 11, 9, 11, 59, tzinfo=UTC))
     # The feed still serves Thursday's mailing on Monday: stale, with arXiv's announcement time in the reason.
-    store.runs.finish_run(
-        run, RunState.OK, now=datetime(2026, 11, 9, 12, 0, tzinfo=UTC), cursor="2026-11-05T00:00:00-05:00"
+    run_records.finish_run(
+        db,
+        run,
+        RunState.OK,
+        now=datetime(2026, 11, 9, 12, 0, tzinfo=UTC),
+        cursor="2026-11-05T00:00:00-05:00",
     )
-    store.alarms.raise_alarm(
+    alarm_records.raise_alarm(
+        db,
         "email",
         "rcpt 550 5.7.1",
         recipients=9,
@@ -268,15 +277,15 @@ def pages(store: Store) -> Store:
         sample="550",
         now=datetime(2026, 11, 9, 2, tzinfo=UTC),
     )
-    return store
+    return db
 
 
-def client(store: Store, **settings: Any) -> TestClient:
+def client(db: Database, **settings: Any) -> TestClient:
     """The app over ``store`` at :data:`NOW`."""
-    return TestClient(build_app(web_context(store, secret_key=KEY, **settings), clock=lambda: NOW))
+    return TestClient(build_app(web_context(db, secret_key=KEY, **settings), clock=lambda: NOW))
 
 
-def test_the_status_page_shows_the_display_zone(pages: Store) -> None:
+def test_the_status_page_shows_the_display_zone(pages: Database) -> None:
     shanghai = client(pages, display_timezone="Asia/Shanghai")
     zh = shanghai.get("/?lang=zh").text
     assert "统计 2026-11-08 20:53 — 2026-11-09 20:53（北京时间）" in zh
@@ -299,7 +308,7 @@ def test_the_status_page_shows_the_display_zone(pages: Store) -> None:
     assert not re.search(r"\d\d:\d\d UTC", en)
 
 
-def test_utc_stays_the_default(pages: Store) -> None:
+def test_utc_stays_the_default(pages: Database) -> None:
     page = client(pages).get("/").text
     assert "Counted 2026-11-08 12:53 — 2026-11-09 12:53 (UTC)" in page
     assert "Page generated 2026-11-09 12:53 UTC" in page
@@ -309,7 +318,7 @@ def test_utc_stays_the_default(pages: Store) -> None:
     assert "北京时间" not in page and "Beijing time" not in page
 
 
-def test_the_browser_paper_and_source_pages_show_the_display_zone(pages: Store) -> None:
+def test_the_browser_paper_and_source_pages_show_the_display_zone(pages: Database) -> None:
     shanghai = client(pages, display_timezone="Asia/Shanghai")
     for language, name in (("zh", "北京时间"), ("en", "Beijing time")):
         listing = shanghai.get(f"/papers?lang={language}").text

@@ -7,13 +7,15 @@ from datetime import timedelta
 from email.message import EmailMessage
 
 from core.config import Settings
+from core.db import Database
+from core.delivery import ledger_records
 from core.delivery.digests import send_due_digests
 from core.delivery.render import Renderer
+from core.follows import match_records, subscriber_records
 from core.follows.manage import follow
 from core.models import SubscriberStatus, utcnow
 from core.papers.pipeline import ingest_once
 from core.people import tokens
-from core.store.facade import Store
 from ingest.arxiv_rss import ArxivRssSource
 from ingest.http import HttpClient
 from notifiers.registry import build_notifiers
@@ -42,7 +44,7 @@ def parts(message: EmailMessage) -> tuple[str, str]:
     return plain.get_content().replace("\r\n", "\n"), html.get_content().replace("\r\n", "\n")
 
 
-async def test_digests_by_email(sqlite_store: Store) -> None:
+async def test_digests_by_email(sqlite_store: Database) -> None:
     items = recorded_items()
     want_dc = {(i, v) for i, v, cats in items if "cs.DC" in cats}
     want_cr = {(i, v) for i, v, cats in items if "cs.CR" in cats and "cs.LG" not in cats}
@@ -67,7 +69,7 @@ async def test_digests_by_email(sqlite_store: Store) -> None:
             report = await ingest_once(sqlite_store, ArxivRssSource(http, feed.url))
         # Two subscribers share the cs.DC query: matched once per query, fanned out once per follower.
         assert report.matches == len(want_dc) + len(want_cr)
-        assert sqlite_store.matches.expand_matches() == 2 * len(want_dc) + len(want_cr)
+        assert match_records.expand_matches(sqlite_store) == 2 * len(want_dc) + len(want_cr)
 
         notifiers = build_notifiers(settings)
         renderer = Renderer(
@@ -86,10 +88,10 @@ async def test_digests_by_email(sqlite_store: Store) -> None:
     assert by_address["email:ada@example.org"].sent and by_address["email:bob@example.org"].sent
     refused = by_address["email:gone@example.org"]
     assert not refused.sent and refused.paused and "550" in (refused.error or "")
-    gone = sqlite_store.subscribers.get_subscriber("email:gone@example.org")
+    gone = subscriber_records.get_subscriber(sqlite_store, "email:gone@example.org")
     assert gone is not None and gone.id is not None
     assert gone.status == SubscriberStatus.PAUSED and "refused recipient" in (gone.status_reason or "")
-    assert len(sqlite_store.ledger.pending_matches(gone.id)) == len(want_dc)  # kept, not lost
+    assert len(ledger_records.pending_matches(sqlite_store, gone.id)) == len(want_dc)  # kept, not lost
 
     assert len(sink.received) == 2
     for received in sink.received:
@@ -122,7 +124,7 @@ async def test_digests_by_email(sqlite_store: Store) -> None:
         assert "Manage your follows: https://papertrail.test/manage/" in plain
 
 
-async def test_cap_ends_with_and_n_more(sqlite_store: Store) -> None:
+async def test_cap_ends_with_and_n_more(sqlite_store: Database) -> None:
     follow(sqlite_store, "email:ada@example.org", "cat:cs.DC", schedule="instant")
     with smtp_sink() as (sink, port), feed_server(Reply(200, BIG_FEED.read_bytes())) as feed:
         settings = Settings(smtp_host="127.0.0.1", smtp_port=port, digest_max_items=3)
@@ -135,7 +137,7 @@ async def test_cap_ends_with_and_n_more(sqlite_store: Store) -> None:
     assert f"and {report.matches - 3} more" in plain and f"and {report.matches - 3} more" in html
 
 
-async def test_follow_added_later_does_not_flood(sqlite_store: Store) -> None:
+async def test_follow_added_later_does_not_flood(sqlite_store: Database) -> None:
     with feed_server(Reply(200, BIG_FEED.read_bytes())) as feed:
         async with HttpClient("t", timeout=10) as http:
             await ingest_once(sqlite_store, ArxivRssSource(http, feed.url))
@@ -143,10 +145,10 @@ async def test_follow_added_later_does_not_flood(sqlite_store: Store) -> None:
     from core.papers.pipeline import match_new
 
     assert match_new(sqlite_store) == 0
-    assert sqlite_store.ledger.subscribers_to_plan(utcnow() + timedelta(days=1)) == []
+    assert ledger_records.subscribers_to_plan(sqlite_store, utcnow() + timedelta(days=1)) == []
 
 
-async def test_unreachable_smtp_keeps_matches_pending(sqlite_store: Store) -> None:
+async def test_unreachable_smtp_keeps_matches_pending(sqlite_store: Database) -> None:
     from tests.servers import closed_port
 
     follow(sqlite_store, "email:ada@example.org", "cat:cs.DC", schedule="instant")
@@ -157,10 +159,10 @@ async def test_unreachable_smtp_keeps_matches_pending(sqlite_store: Store) -> No
     (report,) = await send_due_digests(sqlite_store, build_notifiers(settings), Renderer())
     assert not report.sent and not report.paused
     assert "cannot reach SMTP server" in (report.error or "")
-    subscriber = sqlite_store.subscribers.get_subscriber("email:ada@example.org")
+    subscriber = subscriber_records.get_subscriber(sqlite_store, "email:ada@example.org")
     assert subscriber is not None and subscriber.id is not None
     assert subscriber.status == SubscriberStatus.ACTIVE and subscriber.retry_at is not None
-    assert len(sqlite_store.ledger.pending_matches(subscriber.id)) == report.items
+    assert len(ledger_records.pending_matches(sqlite_store, subscriber.id)) == report.items
     # Backing off: the scheduler leaves it alone, an explicit --now tries again.
     renderer = Renderer()
     assert await send_due_digests(sqlite_store, build_notifiers(settings), renderer) == []

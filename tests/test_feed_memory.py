@@ -16,12 +16,13 @@ from typing import TypeVar
 
 import pytest
 
-import core.store.papers
+import core.papers.paper_records
 import ingest.arxiv_rss
+from core.db import Database
+from core.follows import match_records
 from core.follows.search_text import paper_doc
+from core.papers import paper_records
 from core.papers.pipeline import ingest_once, match_new
-from core.store.facade import Store
-from core.store.matches import MatchStore
 from ingest import paper_spool
 from ingest.arxiv_rss import ArxivRssSource
 from ingest.arxiv_rss_parse import parse_feed
@@ -52,9 +53,9 @@ def small_batches(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     # raising=False: the same test runs on the code before the fix, where it fails on the memory bound.
     monkeypatch.setattr(ingest.arxiv_rss, "SPOOL_AFTER", 300, raising=False)
     monkeypatch.setattr(paper_spool, "BATCH", 100, raising=False)
-    monkeypatch.setattr(core.store.papers, "SAVE_BATCH", 500, raising=False)
+    monkeypatch.setattr(core.papers.paper_records, "SAVE_BATCH", 500, raising=False)
     monkeypatch.setattr(
-        MatchStore, "unmatched_versions", functools.partialmethod(MatchStore.unmatched_versions, limit=500)
+        match_records, "unmatched_versions", functools.partial(match_records.unmatched_versions, limit=500)
     )
     yield
 
@@ -90,7 +91,7 @@ async def test_downloading_holds_no_body(three_days: bytes) -> None:
 
 
 async def test_a_large_feeds_ingest_holds_batches_not_the_feed(
-    sqlite_store: Store, three_days: bytes, small_batches: None
+    sqlite_store: Database, three_days: bytes, small_batches: None
 ) -> None:
     """Before: the chunks and the joined body, the tree, every version, rows for all and two matching
     batches, more than 5x the body on this heap. Now: a spooled body, a few batches."""
@@ -112,14 +113,16 @@ async def test_a_large_feeds_ingest_holds_batches_not_the_feed(
     assert peak < len(three_days)  # 0.48x measured; 5.9x before
 
 
-def test_matching_holds_one_batch_at_a_time(sqlite_store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_matching_holds_one_batch_at_a_time(sqlite_store: Database, monkeypatch: pytest.MonkeyPatch) -> None:
     """match_new used to load each batch while still holding the previous one."""
     monkeypatch.setattr(
-        MatchStore, "unmatched_versions", functools.partialmethod(MatchStore.unmatched_versions, limit=400)
+        match_records, "unmatched_versions", functools.partial(match_records.unmatched_versions, limit=400)
     )
-    sqlite_store.papers.save_versions(parse_feed(feed_copies(1)).items)  # 1,504 versions: four batches
-    one_batch = peak_heap(lambda: len(sqlite_store.matches.unmatched_versions()))[1]
+    paper_records.save_versions(
+        sqlite_store, parse_feed(feed_copies(1)).items
+    )  # 1,504 versions: four batches
+    one_batch = peak_heap(lambda: len(match_records.unmatched_versions(sqlite_store)))[1]
     matched_versions, peak = peak_heap(lambda: match_new(sqlite_store))
     assert matched_versions == 0  # no follows: nothing to write, only versions to mark
-    assert not sqlite_store.matches.unmatched_versions()
+    assert not match_records.unmatched_versions(sqlite_store)
     assert peak < 1.4 * one_batch  # 1.03x measured; 1.8x before

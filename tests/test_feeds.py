@@ -1,5 +1,5 @@
-"""Atom feeds (papertrail/web_feeds.py, core/delivery/feeds.py, core/store/feeds.py) through the web app, on
-SQLite
+"""Atom feeds (papertrail/web_feeds.py, core/delivery/feeds.py, core/delivery/feed_records.py) through the web
+app, on SQLite
 and PostgreSQL.
 
 Every feed is checked three ways: feedparser reads it without complaint (``bozo`` false), it validates
@@ -25,15 +25,19 @@ import sqlalchemy as sa
 from lxml import etree
 from sqlmodel import col
 
+from core.db import Database
+from core.delivery import claim_records, feed_records, ledger_records, outcome_records
 from core.delivery.feed_links import query_feed_path
 from core.delivery.feeds import PRIVATE_FEED_ENTRIES, QUERY_FEED_ENTRIES
+from core.follows import match_records, subscriber_records
 from core.follows.manage import follow
 from core.follows.query import PaperText, QueryError, parse
+from core.guides import guide_records
 from core.i18n.languages import translator
 from core.models import Follow, Match, Subscriber, Version
+from core.papers import paper_records
 from core.papers.pipeline import match_new
 from core.people import tokens
-from core.store.facade import Store
 from core.values import Guide, PaperIn
 from papertrail.web_atom import Feed, Link, serialize, xml_text
 from papertrail.web_feeds import FEED_CACHE_SECONDS, FEED_MAX_AUTHORS, FeedCache, Rendered
@@ -62,12 +66,12 @@ with warnings.catch_warnings():
 # -- what every feed must be -----------------------------------------------------------------------------
 
 
-def oracle(store: Store, query: str, limit: int) -> list[str]:
+def oracle(db: Database, query: str, limit: int) -> list[str]:
     """The entry ids a query feed must list, from the stored rows: news versions that match ``query`` on
     their own text, of papers whose newest version matches it too (what the search index holds), newest
     arrival first, at most ``limit``."""
     parsed = parse(query)
-    with store.session() as session:
+    with db.session() as session:
         rows = session.execute(
             sa.select(
                 *(
@@ -104,20 +108,22 @@ def oracle(store: Store, query: str, limit: int) -> list[str]:
 # -- the query feed ----------------------------------------------------------------------------------------
 
 
-def test_query_feed_lists_the_newest_matching_versions_revisions_as_their_own(store: Store) -> None:
-    store.papers.save_versions(recorded(), now=T0)
+def test_query_feed_lists_the_newest_matching_versions_revisions_as_their_own(db: Database) -> None:
+    paper_records.save_versions(db, recorded(), now=T0)
     revised = next(p for p in dc_papers() if "cs.LG" not in p.categories)
-    store.papers.save_versions([revision_of(revised)], now=T0 + timedelta(hours=1))
-    v2 = store.papers.versions_of(revised.arxiv_id)[-1]
+    paper_records.save_versions(db, [revision_of(revised)], now=T0 + timedelta(hours=1))
+    v2 = paper_records.versions_of(db, revised.arxiv_id)[-1]
     assert v2.id is not None and v2.number == 2
     guide = Guide("The revision adds experiments.", ("More data", "A bound"))
-    store.guides.save_guide(v2.id, "en", guide, model="m", now=T0 + timedelta(hours=2))
-    store.guides.save_guide(v2.id, "zh", Guide("修订版补充了实验。"), model="m", now=T0 + timedelta(hours=2))
-    client = app_client(store)
+    guide_records.save_guide(db, v2.id, "en", guide, model="m", now=T0 + timedelta(hours=2))
+    guide_records.save_guide(
+        db, v2.id, "zh", Guide("修订版补充了实验。"), model="m", now=T0 + timedelta(hours=2)
+    )
+    client = app_client(db)
 
     # 177 papers of the recorded day: the bound cuts the feed at the newest 50 versions.
     busy = client.get("/feeds", params={"q": "cat:cs.LG ANDNOT cat:cs.CV"})
-    expected = oracle(store, "cat:cs.LG ANDNOT cat:cs.CV", QUERY_FEED_ENTRIES)
+    expected = oracle(db, "cat:cs.LG ANDNOT cat:cs.CV", QUERY_FEED_ENTRIES)
     assert len(expected) == QUERY_FEED_ENTRIES and entry_ids(valid_feed(busy.content)[0]) == expected
 
     query = "cat:cs.DC ANDNOT cat:cs.LG"
@@ -127,7 +133,7 @@ def test_query_feed_lists_the_newest_matching_versions_revisions_as_their_own(st
     assert response.headers["cache-control"] == f"public, max-age={FEED_CACHE_SECONDS}"
     doc, parsed = valid_feed(response.content)
     ids = entry_ids(doc)
-    assert ids == oracle(store, query, QUERY_FEED_ENTRIES) and 10 < len(ids) < QUERY_FEED_ENTRIES
+    assert ids == oracle(db, query, QUERY_FEED_ENTRIES) and 10 < len(ids) < QUERY_FEED_ENTRIES
     # The revision is an entry of its own, first (the newest arrival), and v1 stays an entry too.
     assert ids[0] == abs_id(revised.arxiv_id, 2) and abs_id(revised.arxiv_id, 1) in ids
     assert parsed.feed.title == "PaperTrail: cat:cs.DC AND NOT cat:cs.LG"
@@ -165,16 +171,16 @@ def test_query_feed_lists_the_newest_matching_versions_revisions_as_their_own(st
     assert "The revision adds experiments." not in zh_revision.content[0].value
 
 
-def test_query_feed_of_an_author_is_checked_paper_by_paper(store: Store) -> None:
-    store.papers.save_versions(recorded()[:400], now=T0)
+def test_query_feed_of_an_author_is_checked_paper_by_paper(db: Database) -> None:
+    paper_records.save_versions(db, recorded()[:400], now=T0)
     # au: is answered by the index only approximately (the last surname word): each candidate is checked.
     author = next(p.authors[0] for p in recorded()[:400] if len(p.authors[0].split()) == 2)
     query = f'au:"{author}"'
-    doc, _ = valid_feed(app_client(store).get("/feeds", params={"q": query}).content)
-    assert entry_ids(doc) == oracle(store, query, QUERY_FEED_ENTRIES) != []
+    doc, _ = valid_feed(app_client(db).get("/feeds", params={"q": query}).content)
+    assert entry_ids(doc) == oracle(db, query, QUERY_FEED_ENTRIES) != []
 
 
-def test_bad_queries_get_400_with_the_parsers_message(sqlite_store: Store) -> None:
+def test_bad_queries_get_400_with_the_parsers_message(sqlite_store: Database) -> None:
     client = app_client(sqlite_store)
     text = "cat:cs.DC AND (au:Li"
     with pytest.raises(QueryError) as caught:
@@ -196,10 +202,10 @@ def test_bad_queries_get_400_with_the_parsers_message(sqlite_store: Store) -> No
     assert hostile.status_code == 400 and "\x1b" not in hostile.text
 
 
-def test_conditional_get_gives_304_until_new_papers_arrive(sqlite_store: Store) -> None:
+def test_conditional_get_gives_304_until_new_papers_arrive(sqlite_store: Database) -> None:
     now = [T0 + timedelta(days=1)]
     papers = dc_papers()
-    sqlite_store.papers.save_versions(papers[:10], now=T0)
+    paper_records.save_versions(sqlite_store, papers[:10], now=T0)
     client = app_client(sqlite_store, clock=lambda: now[0])
     query = {"q": "cat:cs.DC"}
 
@@ -231,7 +237,7 @@ def test_conditional_get_gives_304_until_new_papers_arrive(sqlite_store: Store) 
     assert client.get("/feeds", params={"q": "  CAT:cs.dc "}).headers["etag"] == etag
 
     later = T0 + timedelta(days=1, minutes=1)
-    sqlite_store.papers.save_versions(papers[10:12], now=later)
+    paper_records.save_versions(sqlite_store, papers[10:12], now=later)
     cached = client.get("/feeds", params=query, headers={"If-None-Match": etag})
     assert cached.status_code == 304  # built less than FEED_CACHE_SECONDS ago: the cached copy
     now[0] += timedelta(seconds=FEED_CACHE_SECONDS)
@@ -254,10 +260,11 @@ def test_the_feed_cache_expires_and_keeps_the_recently_used() -> None:
     assert cache.get(("c", "zh"), T0) is None  # one copy per language
 
 
-def test_hostile_titles_authors_and_guides_are_escaped(store: Store) -> None:
+def test_hostile_titles_authors_and_guides_are_escaped(db: Database) -> None:
     items = hostile_items()
     # As stored: PostgreSQL text cannot hold NUL (the serializer's own test feeds it one).
-    store.papers.save_versions(
+    paper_records.save_versions(
+        db,
         [
             PaperIn(i.arxiv_id, i.version, i.title.replace("\x00", ""), i.abstract, i.authors, i.categories)
             for i in items
@@ -265,12 +272,10 @@ def test_hostile_titles_authors_and_guides_are_escaped(store: Store) -> None:
         now=T0,
     )
     for item in items:
-        version = store.papers.versions_of(item.arxiv_id)[-1]
+        version = paper_records.versions_of(db, item.arxiv_id)[-1]
         assert version.id is not None
-        store.guides.save_guide(version.id, "en", HOSTILE_GUIDE, model="m", now=T0)
-    response = app_client(store).get(
-        "/feeds", params={"q": "cat:cs.LG OR cat:cs.CL OR cat:cs.DC OR cat:cs.PL"}
-    )
+        guide_records.save_guide(db, version.id, "en", HOSTILE_GUIDE, model="m", now=T0)
+    response = app_client(db).get("/feeds", params={"q": "cat:cs.LG OR cat:cs.CL OR cat:cs.DC OR cat:cs.PL"})
     doc, parsed = valid_feed(response.content)
     assert len(parsed.entries) == len(items)
     body = response.content.decode()
@@ -281,7 +286,7 @@ def test_hostile_titles_authors_and_guides_are_escaped(store: Store) -> None:
         for e in doc.findall("a:entry", NS)
     }
     for item in items:
-        stored = store.papers.versions_of(item.arxiv_id)[-1].title
+        stored = paper_records.versions_of(db, item.arxiv_id)[-1].title
         expected = " ".join(xml_text(stored).split())
         if item.version > 1:
             expected += f" (revision v{item.version})"
@@ -327,56 +332,58 @@ class Ledger:
 
 
 def sent_digest(
-    store: Store, address: str, papers: list[PaperIn], now: datetime, *, send: bool = True
+    db: Database, address: str, papers: list[PaperIn], now: datetime, *, send: bool = True
 ) -> list[str]:
     """Store ``papers`` as news at ``now``, match and plan them for ``address``, and mark the digest sent
     (unless not ``send``); the entry ids of what it holds."""
-    store.papers.save_versions(papers, now=now)
-    match_new(store, now=now)
-    store.matches.expand_matches(now=now)
-    subscriber = store.subscribers.get_subscriber(address)
+    paper_records.save_versions(db, papers, now=now)
+    match_new(db, now=now)
+    match_records.expand_matches(db, now=now)
+    subscriber = subscriber_records.get_subscriber(db, address)
     assert subscriber is not None and subscriber.id is not None
-    digest = store.ledger.open_digest(subscriber.id, address.partition(":")[0], instant_only=False, now=now)
+    digest = ledger_records.open_digest(
+        db, subscriber.id, address.partition(":")[0], instant_only=False, now=now
+    )
     assert digest is not None
     if send:
-        store.outcomes.finish_sent(digest, platform_id=None, parts=1, now=now + timedelta(minutes=5))
-    return sorted(abs_id(item.arxiv_id, item.version) for item in store.claims.digest_items(digest))
+        outcome_records.finish_sent(db, digest, platform_id=None, parts=1, now=now + timedelta(minutes=5))
+    return sorted(abs_id(item.arxiv_id, item.version) for item in claim_records.digest_items(db, digest))
 
 
-def ledger(store: Store) -> Ledger:
+def ledger(db: Database) -> Ledger:
     papers = dc_papers()
-    follow(store, ADDRESS, "cat:cs.DC")
-    follow(store, "console:eve", "cat:cs.DC")
-    with store.session() as session:
+    follow(db, ADDRESS, "cat:cs.DC")
+    follow(db, "console:eve", "cat:cs.DC")
+    with db.session() as session:
         session.execute(sa.update(Follow).values(created_at=T0 - timedelta(days=1)))
-    first = sent_digest(store, ADDRESS, papers[:6], T0)
+    first = sent_digest(db, ADDRESS, papers[:6], T0)
     # The revision of a paper the first digest carried: an entry of its own.
-    second = sent_digest(store, ADDRESS, [revision_of(papers[0]), *papers[6:9]], T0 + timedelta(days=1))
-    sent_digest(store, "console:eve", [], T0 + timedelta(days=1))  # eve's digest: not ADDRESS's
-    unsent = sent_digest(store, ADDRESS, papers[9:12], T0 + timedelta(days=2), send=False)
-    subscriber = store.subscribers.get_subscriber(ADDRESS)
+    second = sent_digest(db, ADDRESS, [revision_of(papers[0]), *papers[6:9]], T0 + timedelta(days=1))
+    sent_digest(db, "console:eve", [], T0 + timedelta(days=1))  # eve's digest: not ADDRESS's
+    unsent = sent_digest(db, ADDRESS, papers[9:12], T0 + timedelta(days=2), send=False)
+    subscriber = subscriber_records.get_subscriber(db, ADDRESS)
     assert subscriber is not None and subscriber.id is not None
     assert abs_id(papers[0].arxiv_id, 2) in second and len(first) == 6 and len(unsent) == 3
     return Ledger(subscriber.id, [first, second], unsent)
 
 
-def test_private_feed_shows_exactly_what_sent_digests_carried(store: Store) -> None:
-    book = ledger(store)
-    with store.session() as session:
+def test_private_feed_shows_exactly_what_sent_digests_carried(db: Database) -> None:
+    book = ledger(db)
+    with db.session() as session:
         session.execute(
             sa.update(Subscriber).where(col(Subscriber.id) == book.subscriber_id).values(language="zh")
         )
     papers = dc_papers()
-    v2 = store.papers.versions_of(papers[0].arxiv_id)[-1]
-    v1_of_7 = store.papers.versions_of(papers[7].arxiv_id)[0]
+    v2 = paper_records.versions_of(db, papers[0].arxiv_id)[-1]
+    v1_of_7 = paper_records.versions_of(db, papers[7].arxiv_id)[0]
     assert v2.id is not None and v1_of_7.id is not None
-    store.guides.save_guide(
-        v2.id, "zh", Guide("中文导读", ("贡献一",), "改了标题"), model="m", now=T0 + timedelta(days=3)
+    guide_records.save_guide(
+        db, v2.id, "zh", Guide("中文导读", ("贡献一",), "改了标题"), model="m", now=T0 + timedelta(days=3)
     )
-    store.guides.save_guide(v1_of_7.id, "en", Guide("English only"), model="m", now=T0)
-    client = app_client(store)
-    path = feed_path(store)
-    assert feed_path(store) == path  # the nonce is drawn once
+    guide_records.save_guide(db, v1_of_7.id, "en", Guide("English only"), model="m", now=T0)
+    client = app_client(db)
+    path = feed_path(db)
+    assert feed_path(db) == path  # the nonce is drawn once
 
     response = client.get(path)
     assert response.status_code == 200
@@ -389,7 +396,7 @@ def test_private_feed_shows_exactly_what_sent_digests_carried(store: Store) -> N
     assert sorted(ids[: len(book.sent[1])]) == book.sent[1]
     assert sorted(ids[len(book.sent[1]) :]) == book.sent[0]
     assert not set(ids) & set(book.unsent)
-    with store.session() as session:
+    with db.session() as session:
         held = session.execute(
             sa.select(sa.func.count())
             .select_from(Match)
@@ -407,16 +414,16 @@ def test_private_feed_shows_exactly_what_sent_digests_carried(store: Store) -> N
     assert own is not None and own.get("href") == "http://localhost:8080" + path
 
     # Bounded: the newest entries only.
-    assert len(store.feeds.sent_feed(book.subscriber_id, limit=2, language="en")) == 2
+    assert len(feed_records.sent_feed(db, book.subscriber_id, limit=2, language="en")) == 2
     assert [
         abs_id(v.arxiv_id, v.number)
-        for v in store.feeds.sent_feed(book.subscriber_id, limit=PRIVATE_FEED_ENTRIES, language="en")
+        for v in feed_records.sent_feed(db, book.subscriber_id, limit=PRIVATE_FEED_ENTRIES, language="en")
     ] == ids
 
 
-def test_revoking_the_feed_link_kills_the_old_one(store: Store) -> None:
-    ledger(store)
-    client = app_client(store)
+def test_revoking_the_feed_link_kills_the_old_one(db: Database) -> None:
+    ledger(db)
+    client = app_client(db)
     manage = f"/manage/{tokens.sign(KEY, tokens.MANAGE, ADDRESS)}"
     page = client.get(manage)
     old = re.findall(r'value="http://localhost:8080(/feeds/private/[^"]+)"', page.text)
@@ -457,12 +464,12 @@ def test_revoking_the_feed_link_kills_the_old_one(store: Store) -> None:
         assert client.get(path).status_code == 404, variant
     for response in (revoked, forged, client.get(html.unescape(new[0]))):
         assert_secured(response)
-    keyless = app_client(store, secret_key=None)
+    keyless = app_client(db, secret_key=None)
     assert keyless.get(html.unescape(new[0])).status_code == 404
 
 
-def test_manage_and_papers_pages_link_the_feeds(sqlite_store: Store) -> None:
-    sqlite_store.papers.save_versions(dc_papers()[:3], now=T0)
+def test_manage_and_papers_pages_link_the_feeds(sqlite_store: Database) -> None:
+    paper_records.save_versions(sqlite_store, dc_papers()[:3], now=T0)
     follow(sqlite_store, ADDRESS, "cat:cs.DC")
     client = app_client(sqlite_store)
     papers = client.get("/papers", params={"q": "cat:cs.dc"}).text

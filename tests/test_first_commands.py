@@ -25,8 +25,9 @@ from bench.ingest import POSTGRES
 from bot.commands import SORRY
 from bot.slack import EVENTS_PATH
 from bot.telegram import TelegramBot
+from core.db import Database, make_engine
+from core.follows import subscriber_records
 from core.follows.manage import follow
-from core.store.facade import Store, make_engine
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import ADA, ADA_CHAT, FakeTelegram, Updates, fake_telegram, parse_html
 from tests.support.chat_commands import NOW
@@ -44,17 +45,17 @@ def api() -> Iterator[FakeTelegram]:
         yield server
 
 
-def stored_queries(store: Store, address: str) -> list[str]:
-    subscriber = store.subscribers.get_subscriber(address)
+def stored_queries(db: Database, address: str) -> list[str]:
+    subscriber = subscriber_records.get_subscriber(db, address)
     assert subscriber is not None and subscriber.id is not None
-    return sorted(f.query for f in store.subscribers.follows_of(subscriber.id))
+    return sorted(f.query for f in subscriber_records.follows_of(db, subscriber.id))
 
 
-async def test_concurrent_first_follows_on_telegram(api: FakeTelegram, store: Store) -> None:
+async def test_concurrent_first_follows_on_telegram(api: FakeTelegram, db: Database) -> None:
     from core.config import Settings
 
     settings = Settings(telegram_token=TOKEN, telegram_api_url=api.base_url)
-    tbot = TelegramBot(settings.telegram_bot(), store, clock=lambda: NOW)
+    tbot = TelegramBot(settings.telegram_bot(), db, clock=lambda: NOW)
     await tbot.start()
     try:
         app, updates = tbot.application, Updates(bot_id=api.bot_id)
@@ -67,11 +68,11 @@ async def test_concurrent_first_follows_on_telegram(api: FakeTelegram, store: St
     assert not [text for text in texts if SORRY in text]
     assert sum("Now following" in text for text in texts) == len(QUERIES)
     assert sum("is now subscribed" in text for text in texts) == 1
-    assert stored_queries(store, f"telegram:{ADA.id}") == sorted(QUERIES)
+    assert stored_queries(db, f"telegram:{ADA.id}") == sorted(QUERIES)
 
 
-async def test_concurrent_first_follows_on_slack(slack: FakeSlack, store: Store) -> None:
-    bot = make_bot(slack, store)
+async def test_concurrent_first_follows_on_slack(slack: FakeSlack, db: Database) -> None:
+    bot = make_bot(slack, db)
     queries = QUERIES[:8]
     transport = httpx.ASGITransport(app=Starlette(routes=bot.routes()))
     async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
@@ -86,18 +87,20 @@ async def test_concurrent_first_follows_on_slack(slack: FakeSlack, store: Store)
     assert [r.status_code for r in responses] == [200] * len(queries)
     assert not [a for a in answers if SORRY in a["text"]]
     assert sum("Now following" in a["text"] for a in answers) == len(queries)
-    assert stored_queries(store, f"slack:{SLACK_ADA}") == sorted(queries)
+    assert stored_queries(db, f"slack:{SLACK_ADA}") == sorted(queries)
 
 
-def at_once(db_url: str, call: Callable[[Store, int], T], n: int = 8) -> tuple[list[T], list[BaseException]]:
+def at_once(
+    db_url: str, call: Callable[[Database, int], T], n: int = 8
+) -> tuple[list[T], list[BaseException]]:
     """``call(store, i)`` from ``n`` threads released together, each with its own engine (as separate
     processes would have): the results, and the exceptions raised (the failures are the finding)."""
-    stores = [Store(make_engine(db_url)) for _ in range(n)]
+    stores = [Database(make_engine(db_url)) for _ in range(n)]
     barrier = threading.Barrier(n)
     results: list[T] = []
     errors: list[BaseException] = []
 
-    def run(own: Store, i: int) -> None:
+    def run(own: Database, i: int) -> None:
         barrier.wait()
         try:
             results.append(call(own, i))
@@ -115,7 +118,7 @@ def at_once(db_url: str, call: Callable[[Store, int], T], n: int = 8) -> tuple[l
 
 
 @pytest.mark.parametrize("same_query", [False, True])
-def test_concurrent_core_follow_from_separate_stores(db_url: str, store: Store, same_query: bool) -> None:
+def test_concurrent_core_follow_from_separate_stores(db_url: str, db: Database, same_query: bool) -> None:
     """One subscriber, every follow stored once, and exactly one call says it created the subscriber."""
     results, errors = at_once(
         db_url, lambda own, n: follow(own, "telegram:777", QUERIES[0] if same_query else QUERIES[n])
@@ -123,20 +126,22 @@ def test_concurrent_core_follow_from_separate_stores(db_url: str, store: Store, 
     assert errors == []
     assert sum(r.subscriber_created for r in results) == 1
     expected = [QUERIES[0]] if same_query else sorted(QUERIES[:8])
-    assert stored_queries(store, "telegram:777") == expected
+    assert stored_queries(db, "telegram:777") == expected
     assert sum(r.outcome == "added" for r in results) == len(expected)
 
 
-def test_concurrent_ensure_subscriber_creates_one(db_url: str, store: Store) -> None:
+def test_concurrent_ensure_subscriber_creates_one(db_url: str, db: Database) -> None:
     """What every other first command (start, digest, timezone, language, join) calls: one creation."""
     results, errors = at_once(
         db_url,
-        lambda own, _: own.subscribers.ensure_subscriber("slack:C0NEW", timezone="UTC", schedule="instant"),
+        lambda own, _: subscriber_records.ensure_subscriber(
+            own, "slack:C0NEW", timezone="UTC", schedule="instant"
+        ),
     )
     assert errors == []
     created = [was_created for _, was_created in results]
     assert sorted(created) == [False] * 7 + [True]
-    found = store.subscribers.get_subscriber("slack:C0NEW")
+    found = subscriber_records.get_subscriber(db, "slack:C0NEW")
     assert found is not None and found.schedule == "instant"
 
 

@@ -9,7 +9,7 @@ import pytest
 from core.follows import index as follow_index
 from core.follows.index import FollowIndex
 from core.follows.query import Query, parse
-from core.store.facade import StoredFollow
+from core.follows.subscriber_records import StoredFollow
 from core.values import PaperIn
 
 T0 = datetime(2024, 11, 28, tzinfo=UTC)

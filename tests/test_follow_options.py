@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from core.db import Database
 from core.delivery.digests import send_due_digests
 from core.delivery.render import Renderer
 from core.follows.manage import follow, try_query
 from core.follows.query import QueryError
 from core.papers.pipeline import ingest_once
-from core.store.facade import Store
 from ingest.arxiv_rss import ArxivRssSource
 from ingest.http import HttpClient
 from notifiers.console import ConsoleNotifier
@@ -35,10 +35,10 @@ def dc_versions() -> tuple[set[str], set[str]]:
     return new, revised
 
 
-async def ingest_feed(store: Store) -> None:
+async def ingest_feed(db: Database) -> None:
     with feed_server(Reply(200, BIG_FEED.read_bytes())) as server:
         async with HttpClient("t", timeout=10) as http:
-            report = await ingest_once(store, ArxivRssSource(http, server.url))
+            report = await ingest_once(db, ArxivRssSource(http, server.url))
     assert report.error is None
 
 
@@ -46,7 +46,7 @@ def sent_ids(text: str) -> set[str]:
     return set(re.findall(r"· (\S+v\d+)$", text, flags=re.M))
 
 
-async def test_new_only_and_instant_follows(sqlite_store: Store) -> None:
+async def test_new_only_and_instant_follows(sqlite_store: Database) -> None:
     new, revised = dc_versions()
     assert new and revised
     follow(sqlite_store, "console:newonly", "cat:cs.DC", revisions=False)
@@ -75,7 +75,7 @@ async def test_new_only_and_instant_follows(sqlite_store: Store) -> None:
     assert sent_ids(newonly) == new
 
 
-async def test_try_query_shows_matches_with_reasons(sqlite_store: Store) -> None:
+async def test_try_query_shows_matches_with_reasons(sqlite_store: Database) -> None:
     await ingest_feed(sqlite_store)
     new, revised = dc_versions()
     hits = try_query(sqlite_store, "cat:cs.DC")
@@ -86,7 +86,7 @@ async def test_try_query_shows_matches_with_reasons(sqlite_store: Store) -> None
         try_query(sqlite_store, "cat:cs.DC AND (")
 
 
-def test_try_command(sqlite_store: Store, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_try_command(sqlite_store: Database, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import asyncio
 
     monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", str(sqlite_store.engine.url))

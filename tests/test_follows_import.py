@@ -12,11 +12,12 @@ import pytest
 from sqlmodel import col, select
 from typer.testing import CliRunner
 
+from core.db import Database
+from core.follows import subscriber_records
 from core.follows.file import MAX_LINE_BYTES, check_lines, read_lines
 from core.follows.manage import export_follows, follow, import_follows
 from core.models import Follow, Subscriber, SubscriberStatus
 from core.people import newsletters
-from core.store.facade import Store
 from papertrail.cli import app
 from tests.conftest import migrated_store
 
@@ -34,11 +35,11 @@ def lines_of(data: bytes) -> Iterator[bytes]:
     return read_lines(io.BytesIO(data))
 
 
-def state(store: Store) -> dict[str, tuple[object, ...]]:
+def state(db: Database) -> dict[str, tuple[object, ...]]:
     """Every subscriber with its options, status and follows (query, revisions, instant) in the order they
     were added (as ``follows_of`` lists them), by address. Two queries, not one per subscriber: with 1,200
     subscribers that was most of this file's time."""
-    with store.session() as session:
+    with db.session() as session:
         subscribers = list(session.exec(select(Subscriber)))
         follows: dict[int, list[tuple[str, bool, bool]]] = {}
         for f in session.exec(select(Follow).order_by(col(Follow.id))):
@@ -122,7 +123,7 @@ def test_subscriber_options_conflicting_between_lines_refuse_the_later_line() ->
 # -- the store: both databases --------------------------------------------------------------------------
 
 
-def test_import_is_idempotent_and_updates_options(store: Store) -> None:
+def test_import_is_idempotent_and_updates_options(db: Database) -> None:
     # 1,200 subscribers: more than one IN (...) slice of the bulk look-ups.
     records: list[object] = []
     for n in range(1200):
@@ -134,11 +135,11 @@ def test_import_is_idempotent_and_updates_options(store: Store) -> None:
             {"address": address, "query": f'au:"Reader {n}"', "new_only": True, "instant": n % 5 == 0},
         ]
     data = jsonl(*records)
-    first = import_follows(store, lines_of(data), skip_invalid=False, timezone="UTC", schedule="daily 08:00")
+    first = import_follows(db, lines_of(data), skip_invalid=False, timezone="UTC", schedule="daily 08:00")
     assert first.counts is not None and not first.bad
     assert (first.counts.subscribers_created, first.counts.follows_added) == (1200, 2400)
-    before = state(store)
-    again = import_follows(store, lines_of(data), skip_invalid=False, timezone="UTC", schedule="daily 08:00")
+    before = state(db)
+    again = import_follows(db, lines_of(data), skip_invalid=False, timezone="UTC", schedule="daily 08:00")
     assert again.counts is not None
     assert (again.counts.subscribers_created, again.counts.subscribers_updated) == (0, 0)
     assert (again.counts.follows_added, again.counts.follows_updated, again.counts.follows_unchanged) == (
@@ -146,7 +147,7 @@ def test_import_is_idempotent_and_updates_options(store: Store) -> None:
         0,
         2400,
     )
-    assert state(store) == before
+    assert state(db) == before
     assert before["telegram:3"] == ("daily 08:00", "Asia/Tokyo", None, "active", before["telegram:3"][4])
     # Operator's action, like `papertrail follow`: an email address is active at once, not unconfirmed.
     assert before["email:r0@example.org"][3] == SubscriberStatus.ACTIVE
@@ -156,16 +157,14 @@ def test_import_is_idempotent_and_updates_options(store: Store) -> None:
         {"address": "telegram:1", "query": 'AU:"reader 1"', "schedule": "instant", "language": "zh-CN"},
         {"address": "telegram:1", "query": "cat:cs.LG"},
     )
-    third = import_follows(
-        store, lines_of(changed), skip_invalid=False, timezone="UTC", schedule="daily 08:00"
-    )
+    third = import_follows(db, lines_of(changed), skip_invalid=False, timezone="UTC", schedule="daily 08:00")
     assert third.counts is not None
     assert (third.counts.follows_added, third.counts.follows_updated, third.counts.subscribers_updated) == (
         1,
         1,
         1,
     )
-    assert state(store)["telegram:1"] == (
+    assert state(db)["telegram:1"] == (
         "instant",
         "UTC",
         "zh",
@@ -174,14 +173,14 @@ def test_import_is_idempotent_and_updates_options(store: Store) -> None:
     )
 
 
-def test_import_behaves_like_follow_for_existing_subscribers(store: Store) -> None:
-    follow(store, "email:gone@example.org", "cat:cs.DC")
-    gone = store.subscribers.get_subscriber("email:gone@example.org")
+def test_import_behaves_like_follow_for_existing_subscribers(db: Database) -> None:
+    follow(db, "email:gone@example.org", "cat:cs.DC")
+    gone = subscriber_records.get_subscriber(db, "email:gone@example.org")
     assert gone is not None and gone.id is not None
-    store.subscribers.update_subscriber(gone.id, status=SubscriberStatus.UNSUBSCRIBED)
-    follow(store, "console:me", "cat:CS.DC", schedule="weekly fri 17:00")
+    subscriber_records.update_subscriber(db, gone.id, status=SubscriberStatus.UNSUBSCRIBED)
+    follow(db, "console:me", "cat:CS.DC", schedule="weekly fri 17:00")
     report = import_follows(
-        store,
+        db,
         lines_of(
             jsonl(
                 {"address": "email:gone@example.org", "query": "cat:cs.OS"},
@@ -193,38 +192,38 @@ def test_import_behaves_like_follow_for_existing_subscribers(store: Store) -> No
         schedule="daily 08:00",
     )
     assert report.counts is not None and report.counts.inactive == 1
-    after = state(store)
+    after = state(db)
     # The reader who unsubscribed stays unsubscribed; an option the file does not give is left alone.
     assert after["email:gone@example.org"][3] == SubscriberStatus.UNSUBSCRIBED
     assert after["console:me"][:2] == ("weekly fri 17:00", "UTC")
     assert after["console:me"][4] == [("cat:CS.DC", True, False)]
 
 
-def test_bad_lines_import_nothing_unless_skipped(store: Store) -> None:
+def test_bad_lines_import_nothing_unless_skipped(db: Database) -> None:
     data = jsonl({"address": "console:a", "query": "cat:cs.DC"}, {"address": "console:b", "query": "ti:("})
-    refused = import_follows(
-        store, lines_of(data), skip_invalid=False, timezone="UTC", schedule="daily 08:00"
-    )
+    refused = import_follows(db, lines_of(data), skip_invalid=False, timezone="UTC", schedule="daily 08:00")
     assert refused.counts is None and [b.line for b in refused.bad] == [2]
-    assert state(store) == {}
-    skipped = import_follows(store, lines_of(data), skip_invalid=True, timezone="UTC", schedule="daily 08:00")
+    assert state(db) == {}
+    skipped = import_follows(db, lines_of(data), skip_invalid=True, timezone="UTC", schedule="daily 08:00")
     assert skipped.counts is not None and skipped.counts.follows_added == 1
-    assert list(state(store)) == ["console:a"]
+    assert list(state(db)) == ["console:a"]
 
 
-def test_export_then_import_into_an_empty_store_round_trips(store: Store, tmp_path: Path) -> None:
+def test_export_then_import_into_an_empty_store_round_trips(db: Database, tmp_path: Path) -> None:
     for source_store in migrated_store(f"sqlite:///{tmp_path}/source.db"):
         follow(source_store, "webhook:https://hooks.example.org/x?token=s3cret", "cat:cs.DC", instant=True)
         follow(source_store, "email:ada@example.org", 'au:"Zeng Li" OR ti:"policy lag"', revisions=False)
         follow(source_store, "email:ada@example.org", "cat:cs.DC ANDNOT cat:cs.LG", timezone="Europe/Berlin")
         follow(source_store, "slack:C0123ABC", "αβ «quoted» 量子", schedule="weekdays 07:30")
-        ada = source_store.subscribers.get_subscriber("email:ada@example.org")
+        ada = subscriber_records.get_subscriber(source_store, "email:ada@example.org")
         assert ada is not None and ada.id is not None
-        source_store.subscribers.update_subscriber(ada.id, language="zh", status=SubscriberStatus.PAUSED)
+        subscriber_records.update_subscriber(
+            source_store, ada.id, language="zh", status=SubscriberStatus.PAUSED
+        )
         follow(source_store, "console:left", "cat:cs.OS")
-        left = source_store.subscribers.get_subscriber("console:left")
+        left = subscriber_records.get_subscriber(source_store, "console:left")
         assert left is not None and left.id is not None
-        source_store.subscribers.update_subscriber(left.id, status=SubscriberStatus.UNCONFIRMED)
+        subscriber_records.update_subscriber(source_store, left.id, status=SubscriberStatus.UNCONFIRMED)
         newsletters.create(source_store, "ml", "ML", ["cat:cs.LG"], timezone="UTC", schedule="daily 08:00")
         exported = list(export_follows(source_store, None, timezone="UTC", schedule="daily 08:00"))
         expected = state(source_store)
@@ -246,9 +245,9 @@ def test_export_then_import_into_an_empty_store_round_trips(store: Store, tmp_pa
         },
     ]
     data = b"".join(line.encode() + b"\n" for line in exported)
-    report = import_follows(store, lines_of(data), skip_invalid=False, timezone="UTC", schedule="daily 08:00")
+    report = import_follows(db, lines_of(data), skip_invalid=False, timezone="UTC", schedule="daily 08:00")
     assert report.counts is not None and report.counts.follows_added == 4
-    imported = state(store)
+    imported = state(db)
     # Status is not part of the file: the paused reader comes back active, as a new `follow` would.
     assert imported["email:ada@example.org"] == (
         *expected["email:ada@example.org"][:3],
@@ -262,18 +261,18 @@ def test_export_then_import_into_an_empty_store_round_trips(store: Store, tmp_pa
         "slack:C0123ABC",
         "webhook:https://hooks.example.org/x?token=s3cret",
     }
-    assert list(export_follows(store, None, timezone="UTC", schedule="daily 08:00")) == exported
+    assert list(export_follows(db, None, timezone="UTC", schedule="daily 08:00")) == exported
 
 
-def test_export_of_one_address(store: Store) -> None:
-    follow(store, "console:a", "cat:cs.DC")
-    follow(store, "console:b", "cat:cs.OS")
+def test_export_of_one_address(db: Database) -> None:
+    follow(db, "console:a", "cat:cs.DC")
+    follow(db, "console:b", "cat:cs.OS")
     assert [
         json.loads(x)["address"]
-        for x in export_follows(store, "CONSOLE:b", timezone="UTC", schedule="daily 08:00")
+        for x in export_follows(db, "CONSOLE:b", timezone="UTC", schedule="daily 08:00")
     ] == ["console:b"]
     with pytest.raises(LookupError, match="no subscriber console:c"):
-        export_follows(store, "console:c", timezone="UTC", schedule="daily 08:00")
+        export_follows(db, "console:c", timezone="UTC", schedule="daily 08:00")
 
 
 # -- the command line -----------------------------------------------------------------------------------
@@ -366,7 +365,7 @@ def test_cli_prints_at_most_1000_bad_lines_and_notes_inactive_subscribers(env: P
     assert code == 0 and f"{path}:1001: not JSON" in err and f"{path}:1002:" not in err
     assert "... and 5 more invalid lines" in err and "1,005 invalid lines skipped" in out
     for cli_store in migrated_store(f"sqlite:///{env}/cli.db"):
-        cli_store.subscribers.update_subscriber(1, status=SubscriberStatus.UNSUBSCRIBED)
+        subscriber_records.update_subscriber(cli_store, 1, status=SubscriberStatus.UNSUBSCRIBED)
     path.write_bytes(jsonl({"address": "console:a", "query": "cat:cs.OS"}))
     code, out, _ = invoke("import", "follows", str(path))
     assert code == 0 and "follows: 1 added" in out
@@ -374,7 +373,7 @@ def test_cli_prints_at_most_1000_bad_lines_and_notes_inactive_subscribers(env: P
 
 
 def test_cli_reports_lines_nested_too_deeply_and_skips_them(
-    store: Store, db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    db: Database, db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A line nesting arrays thousands deep is a bad line like any other (no RecursionError traceback);
     with --skip-invalid the good lines are imported. On both databases."""
@@ -393,12 +392,12 @@ def test_cli_reports_lines_nested_too_deeply_and_skips_them(
     for line in (2, 3, 4):
         assert f"{path}:{line}: nested too deeply" in err
     assert "3 of 4 lines invalid; nothing imported" in err
-    assert store.subscribers.get_subscriber("console:a") is None
+    assert subscriber_records.get_subscriber(db, "console:a") is None
 
     code, out, err = invoke("import", "follows", str(path), "--skip-invalid")
     assert code == 0 and f"{path}:2: nested too deeply" in err
     assert "follows: 1 added" in out and "3 invalid lines skipped" in out
-    imported = store.subscribers.get_subscriber("console:a")
+    imported = subscriber_records.get_subscriber(db, "console:a")
     assert imported is not None and imported.id is not None
-    assert [f.query for f in store.subscribers.follows_of(imported.id)] == ["cat:cs.DC"]
-    assert all(store.subscribers.get_subscriber(f"console:{x}") is None for x in "bcd")
+    assert [f.query for f in subscriber_records.follows_of(db, imported.id)] == ["cat:cs.DC"]
+    assert all(subscriber_records.get_subscriber(db, f"console:{x}") is None for x in "bcd")

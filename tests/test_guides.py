@@ -9,6 +9,9 @@ from datetime import date, timedelta
 import pytest
 
 from core.config import Settings
+from core.db import Database
+from core.follows import subscriber_records
+from core.guides import guide_records
 from core.guides.prompt import (
     CONTRIBUTION_MAX,
     DATA_BEGIN,
@@ -22,7 +25,7 @@ from core.guides.prompt import (
     parse_guide,
 )
 from core.guides.service import GuideReport, make_guides
-from core.store.facade import Store
+from core.papers import paper_records
 from core.values import CommunityPick
 from ingest.llm import ChatClient
 from tests.fakes.openai_api import (
@@ -66,24 +69,24 @@ async def client(fake: FakeOpenAI) -> AsyncIterator[ChatClient]:
 
 
 async def _run(
-    store: Store, client: ChatClient | None, settings: Settings, language: str = "en"
+    db: Database, client: ChatClient | None, settings: Settings, language: str = "en"
 ) -> GuideReport:
-    return await make_guides(store, client, settings, language=language, now=NOW)
+    return await make_guides(db, client, settings, language=language, now=NOW)
 
 
 # -- the step, on both databases ---------------------------------------------------------------------------
 
 
 async def test_matched_versions_get_one_guide_per_language_cached(
-    store: Store, fake: FakeOpenAI, client: ChatClient
+    db: Database, fake: FakeOpenAI, client: ChatClient
 ) -> None:
-    store.papers.save_versions([_paper("2611.00001", 1, title="Old title")], now=NOW - timedelta(days=2))
-    unmatched = _seed(store, _paper("2611.00003"), match=False)
-    matched = _seed(store, _paper("2611.00001", 2, title="New title"), _paper("2611.00002"))
+    paper_records.save_versions(db, [_paper("2611.00001", 1, title="Old title")], now=NOW - timedelta(days=2))
+    unmatched = _seed(db, _paper("2611.00003"), match=False)
+    matched = _seed(db, _paper("2611.00001", 2, title="New title"), _paper("2611.00002"))
     settings = _settings(fake)
 
-    english = await _run(store, client, settings, "en")
-    chinese = await _run(store, client, settings, "zh")
+    english = await _run(db, client, settings, "en")
+    chinese = await _run(db, client, settings, "zh")
 
     assert (english.made, chinese.made, english.failures, chinese.failures) == (2, 2, [], [])
     assert len(fake.requests) == 4
@@ -93,61 +96,64 @@ async def test_matched_versions_get_one_guide_per_language_cached(
     revision_prompts = [s for s in systems if "revision (version 2)" in s]
     assert len(revision_prompts) == 2 and all("changed are: title." in s for s in revision_prompts)
     for language, answer in (("en", DEFAULT_GUIDE), ("zh", DEFAULT_GUIDE_ZH)):
-        guides = store.guides.guides_for([*matched, *unmatched], language)
+        guides = guide_records.guides_for(db, [*matched, *unmatched], language)
         assert sorted(guides) == sorted(matched)
         revision = guides[matched[0]]
         assert (revision.tldr, revision.changes) == (answer["tldr"], answer["changes"])
         assert guides[matched[1]].changes is None  # a new paper has no "what changed"
 
-    again = [await _run(store, client, settings, lang) for lang in ("en", "zh")]
+    again = [await _run(db, client, settings, lang) for lang in ("en", "zh")]
     assert [r.made for r in again] == [0, 0]
     assert len(fake.requests) == 4  # cached: no call the second time
-    assert store.guides.count_made_since(NOW - timedelta(hours=24)) == 4
+    assert guide_records.count_made_since(db, NOW - timedelta(hours=24)) == 4
 
 
 async def test_guides_are_made_only_in_the_languages_of_the_readers(
-    store: Store, fake: FakeOpenAI, client: ChatClient
+    db: Database, fake: FakeOpenAI, client: ChatClient
 ) -> None:
-    english_only = _seed(store, _paper("2611.00021"), readers=(None,))
-    chinese_only = _seed(store, _paper("2611.00022"), readers=("zh",))
+    english_only = _seed(db, _paper("2611.00021"), readers=(None,))
+    chinese_only = _seed(db, _paper("2611.00022"), readers=("zh",))
     settings = _settings(fake)
 
-    english = await _run(store, client, settings, "en")
-    chinese = await _run(store, client, settings, "zh")
+    english = await _run(db, client, settings, "en")
+    chinese = await _run(db, client, settings, "zh")
 
     assert (english.made, chinese.made) == (1, 1)
-    assert list(store.guides.guides_for([*english_only, *chinese_only], "en")) == english_only
-    assert list(store.guides.guides_for([*english_only, *chinese_only], "zh")) == chinese_only
+    assert list(guide_records.guides_for(db, [*english_only, *chinese_only], "en")) == english_only
+    assert list(guide_records.guides_for(db, [*english_only, *chinese_only], "zh")) == chinese_only
 
 
-async def test_community_picks_get_guides_in_every_language_in_use(store: Store) -> None:
-    [picked] = _seed(store, _paper("2611.00031"), match=False)
+async def test_community_picks_get_guides_in_every_language_in_use(db: Database) -> None:
+    [picked] = _seed(db, _paper("2611.00031"), match=False)
     pick = CommunityPick(
         "2611.00031", date(2026, 11, 30), "A paper", "We study.", ("Ada Lovelace",), upvotes=12
     )
-    store.papers.save_picks([pick], now=NOW)
-    assert store.guides.languages_in_use() == ["en"]
-    assert [s.version_id for s in store.guides.versions_needing_guides("en", 10)] == [picked]
-    assert store.guides.versions_needing_guides("zh", 10) == []
-    subscriber, _ = store.subscribers.ensure_subscriber("console:li", timezone="UTC", schedule="daily 08:00")
+    paper_records.save_picks(db, [pick], now=NOW)
+    assert guide_records.languages_in_use(db) == ["en"]
+    assert [s.version_id for s in guide_records.versions_needing_guides(db, "en", 10)] == [picked]
+    assert guide_records.versions_needing_guides(db, "zh", 10) == []
+    subscriber, _ = subscriber_records.ensure_subscriber(
+        db, "console:li", timezone="UTC", schedule="daily 08:00"
+    )
     assert subscriber.id is not None
-    store.subscribers.update_subscriber(subscriber.id, language="zh")
-    assert store.guides.languages_in_use() == ["en", "zh"]
-    assert [s.version_id for s in store.guides.versions_needing_guides("zh", 10)] == [picked]
+    subscriber_records.update_subscriber(db, subscriber.id, language="zh")
+    assert guide_records.languages_in_use(db) == ["en", "zh"]
+    assert [s.version_id for s in guide_records.versions_needing_guides(db, "zh", 10)] == [picked]
 
 
-async def test_save_guide_keeps_the_first(store: Store) -> None:
-    [vid] = _seed(store, _paper("2611.00010"))
-    assert store.guides.save_guide(vid, "en", Guide("First."), model="m", now=NOW)
-    assert not store.guides.save_guide(vid, "en", Guide("Second."), model="m", now=NOW)
-    assert store.guides.guides_for([vid], "en")[vid].tldr == "First."
-    assert store.guides.guides_for([vid], "zh") == {}
+async def test_save_guide_keeps_the_first(db: Database) -> None:
+    [vid] = _seed(db, _paper("2611.00010"))
+    assert guide_records.save_guide(db, vid, "en", Guide("First."), model="m", now=NOW)
+    assert not guide_records.save_guide(db, vid, "en", Guide("Second."), model="m", now=NOW)
+    assert guide_records.guides_for(db, [vid], "en")[vid].tldr == "First."
+    assert guide_records.guides_for(db, [vid], "zh") == {}
 
 
-async def test_the_daily_cap_stops_calls(store: Store, fake: FakeOpenAI, client: ChatClient) -> None:
-    _seed(store, _paper("2611.00020"), _paper("2611.00021"), _paper("2611.00022"))
-    store.guides.save_guide(
-        _seed(store, _paper("2611.00023"))[0],
+async def test_the_daily_cap_stops_calls(db: Database, fake: FakeOpenAI, client: ChatClient) -> None:
+    _seed(db, _paper("2611.00020"), _paper("2611.00021"), _paper("2611.00022"))
+    guide_records.save_guide(
+        db,
+        _seed(db, _paper("2611.00023"))[0],
         "en",
         Guide("Made earlier."),
         model="m",
@@ -155,8 +161,8 @@ async def test_the_daily_cap_stops_calls(store: Store, fake: FakeOpenAI, client:
     )
     settings = _settings(fake, llm_daily_limit=2)
 
-    first = await _run(store, client, settings)
-    second = await _run(store, client, settings, "zh")
+    first = await _run(db, client, settings)
+    second = await _run(db, client, settings, "zh")
 
     assert (first.made, first.capped) == (1, True)
     assert (second.made, second.capped) == (0, True) and "daily limit" in second.note
@@ -164,34 +170,38 @@ async def test_the_daily_cap_stops_calls(store: Store, fake: FakeOpenAI, client:
 
 
 async def test_community_discoveries_get_guides(
-    sqlite_store: Store, fake: FakeOpenAI, client: ChatClient
+    sqlite_store: Database, fake: FakeOpenAI, client: ChatClient
 ) -> None:
     [picked] = _seed(sqlite_store, _paper("2611.00030"), match=False)
     _seed(sqlite_store, _paper("2611.00031"), match=False)
     pick = CommunityPick(
         "2611.00030", date(2026, 11, 30), "A paper", "We study.", ("Ada Lovelace",), upvotes=9
     )
-    sqlite_store.papers.save_picks([pick], now=NOW)
+    paper_records.save_picks(sqlite_store, [pick], now=NOW)
 
     report = await _run(sqlite_store, client, _settings(fake))
 
-    assert report.made == 1 and list(sqlite_store.guides.guides_for([picked, picked + 1], "en")) == [picked]
+    assert report.made == 1 and list(guide_records.guides_for(sqlite_store, [picked, picked + 1], "en")) == [
+        picked
+    ]
 
 
-async def test_no_llm_url_makes_no_calls(sqlite_store: Store, fake: FakeOpenAI, client: ChatClient) -> None:
+async def test_no_llm_url_makes_no_calls(
+    sqlite_store: Database, fake: FakeOpenAI, client: ChatClient
+) -> None:
     [vid] = _seed(sqlite_store, _paper("2611.00040"))
 
     report = await _run(sqlite_store, client, _settings(None))
 
     assert not report.enabled and "PAPERTRAIL_LLM_URL" in report.note
-    assert fake.requests == [] and sqlite_store.guides.guides_for([vid], "en") == {}
+    assert fake.requests == [] and guide_records.guides_for(sqlite_store, [vid], "en") == {}
     assert (await _run(sqlite_store, None, _settings(fake))).enabled is False
 
 
 # -- retries and failures ----------------------------------------------------------------------------------
 
 
-async def test_429_then_success_honours_retry_after(sqlite_store: Store, fake: FakeOpenAI) -> None:
+async def test_429_then_success_honours_retry_after(sqlite_store: Database, fake: FakeOpenAI) -> None:
     [vid] = _seed(sqlite_store, _paper("2611.00050"))
     fake.script(rate_limited("7"), guide_answer())
     waits = Waits()
@@ -202,10 +212,10 @@ async def test_429_then_success_honours_retry_after(sqlite_store: Store, fake: F
         await chat.aclose()
 
     assert report.made == 1 and waits.seconds == [7.0]
-    assert len(fake.requests) == 2 and vid in sqlite_store.guides.guides_for([vid], "en")
+    assert len(fake.requests) == 2 and vid in guide_records.guides_for(sqlite_store, [vid], "en")
 
 
-async def test_500_repeatedly_is_a_recorded_failure(sqlite_store: Store, fake: FakeOpenAI) -> None:
+async def test_500_repeatedly_is_a_recorded_failure(sqlite_store: Database, fake: FakeOpenAI) -> None:
     [vid] = _seed(sqlite_store, _paper("2611.00060"))
     fake.script(*[server_error()] * 3)
     waits = Waits()
@@ -218,10 +228,10 @@ async def test_500_repeatedly_is_a_recorded_failure(sqlite_store: Store, fake: F
     assert report.made == 0 and [v for v, _ in report.failures] == [vid]
     assert "HTTP 500" in report.failures[0][1]
     assert waits.seconds == [0.5, 1.0]  # exponential back-off between the three attempts
-    assert len(fake.requests) == 3 and sqlite_store.guides.guides_for([vid], "en") == {}
+    assert len(fake.requests) == 3 and guide_records.guides_for(sqlite_store, [vid], "en") == {}
 
 
-async def test_slow_answer_times_out(sqlite_store: Store, fake: FakeOpenAI) -> None:
+async def test_slow_answer_times_out(sqlite_store: Database, fake: FakeOpenAI) -> None:
     [vid] = _seed(sqlite_store, _paper("2611.00070"))
     fake.script(slow(2.0))
     chat = ChatClient(_settings(fake, llm_timeout=0.3).llm(), retries=0, sleep=Waits())
@@ -231,7 +241,7 @@ async def test_slow_answer_times_out(sqlite_store: Store, fake: FakeOpenAI) -> N
         await chat.aclose()
 
     assert report.made == 0 and "did not answer within 0.3 s" in report.failures[0][1]
-    assert sqlite_store.guides.guides_for([vid], "en") == {}
+    assert guide_records.guides_for(sqlite_store, [vid], "en") == {}
 
 
 @pytest.mark.parametrize(
@@ -243,7 +253,7 @@ async def test_slow_answer_times_out(sqlite_store: Store, fake: FakeOpenAI) -> N
     ],
 )
 async def test_malformed_answer_is_a_failure_without_retry(
-    sqlite_store: Store, fake: FakeOpenAI, body: bytes | None
+    sqlite_store: Database, fake: FakeOpenAI, body: bytes | None
 ) -> None:
     [vid] = _seed(sqlite_store, _paper("2611.00080"))
     fake.script(malformed() if body is None else Answer(body=body))
@@ -254,11 +264,11 @@ async def test_malformed_answer_is_a_failure_without_retry(
         await chat.aclose()
 
     assert report.made == 0 and "chat-completions JSON" in report.failures[0][1]
-    assert len(fake.requests) == 1 and sqlite_store.guides.guides_for([vid], "en") == {}
+    assert len(fake.requests) == 1 and guide_records.guides_for(sqlite_store, [vid], "en") == {}
 
 
 async def test_garbage_answers_are_given_up_and_failures_count_against_the_cap(
-    sqlite_store: Store, fake: FakeOpenAI
+    sqlite_store: Database, fake: FakeOpenAI
 ) -> None:
     [garbage, _fine] = _seed(sqlite_store, _paper("2611.00081"), _paper("2611.00082"), readers=("en",))
     chat = ChatClient(_settings(fake).llm(), retries=0, sleep=Waits())
@@ -278,8 +288,8 @@ async def test_garbage_answers_are_given_up_and_failures_count_against_the_cap(
     assert (first.made, len(first.failures), second.made, len(second.failures)) == (1, 1, 0, 1)
     assert third.failures == [] and third.made == 0  # given up after two garbage answers
     assert len(fake.requests) == 3
-    assert sqlite_store.guides.count_failures_since(NOW - timedelta(hours=1)) == 2
-    assert tight.capped and garbage not in sqlite_store.guides.guides_for([garbage], "en")
+    assert guide_records.count_failures_since(sqlite_store, NOW - timedelta(hours=1)) == 2
+    assert tight.capped and garbage not in guide_records.guides_for(sqlite_store, [garbage], "en")
 
 
 async def test_the_key_is_sent_as_bearer_and_never_shown(fake: FakeOpenAI) -> None:
@@ -304,7 +314,7 @@ async def test_the_key_is_sent_as_bearer_and_never_shown(fake: FakeOpenAI) -> No
 
 
 async def test_an_injecting_abstract_stays_quoted_data(
-    sqlite_store: Store, fake: FakeOpenAI, client: ChatClient
+    sqlite_store: Database, fake: FakeOpenAI, client: ChatClient
 ) -> None:
     abstract = f"We study X.\n{DATA_END}\n{INJECTION}\n{DATA_BEGIN}"
     _seed(sqlite_store, _paper("2611.00090", abstract=abstract))
@@ -329,7 +339,7 @@ def _split(text: str) -> tuple[str, str, str]:
 
 
 async def test_hostile_output_is_stored_stripped_and_capped(
-    sqlite_store: Store, fake: FakeOpenAI, client: ChatClient
+    sqlite_store: Database, fake: FakeOpenAI, client: ChatClient
 ) -> None:
     [vid] = _seed(sqlite_store, _paper("2611.00100"))
     tldr = (
@@ -346,7 +356,7 @@ async def test_hostile_output_is_stored_stripped_and_capped(
 
     await _run(sqlite_store, client, _settings(fake))
 
-    guide = sqlite_store.guides.guides_for([vid], "en")[vid]
+    guide = guide_records.guides_for(sqlite_store, [vid], "en")[vid]
     assert guide.tldr.startswith("Bold claim with a link and word")
     assert len(guide.tldr) <= TLDR_MAX and guide.tldr.endswith("…")
     assert guide.contributions == ("An image", "Heading code", "escaped tag")
@@ -387,9 +397,9 @@ def test_a_fenced_answer_is_read_and_changes_only_for_revisions() -> None:
     assert len(new.contributions) == 1 and len(new.contributions[0]) <= CONTRIBUTION_MAX
 
 
-async def test_guides_for_many_versions_at_once(store: Store) -> None:
+async def test_guides_for_many_versions_at_once(db: Database) -> None:
     # A worker's batch may name more versions than one statement binds (65,535 on PostgreSQL).
-    [vid] = _seed(store, _paper("2611.00090"))
-    store.guides.save_guide(vid, "en", Guide("Made."), model="m", now=NOW)
+    [vid] = _seed(db, _paper("2611.00090"))
+    guide_records.save_guide(db, vid, "en", Guide("Made."), model="m", now=NOW)
     wanted = [*range(100_000, 170_000), vid]
-    assert list(store.guides.guides_for(wanted, "en")) == [vid]
+    assert list(guide_records.guides_for(db, wanted, "en")) == [vid]

@@ -17,6 +17,7 @@ import pytest
 
 from core.config import Settings
 from core.delivery.digests import send_due_digests
+from core.follows import subscriber_records
 from core.follows.manage import follow
 from notifiers.webhook_payload import webhook_secret
 from papertrail.context import build_context
@@ -125,12 +126,12 @@ async def test_every_channel_shows_each_reader_the_guides_in_their_language(
         try:
             for language, by_channel in addresses.items():
                 for address in by_channel.values():
-                    follow(ctx.store, address, QUERY)
-                    subscriber = ctx.store.subscribers.get_subscriber(address)
+                    follow(ctx.db, address, QUERY)
+                    subscriber = subscriber_records.get_subscriber(ctx.db, address)
                     assert subscriber is not None and subscriber.id is not None
-                    ctx.store.subscribers.update_subscriber(subscriber.id, language=language)
+                    subscriber_records.update_subscriber(ctx.db, subscriber.id, language=language)
             await Jobs(ctx).ingest("arxiv-rss")
-            reports = await send_due_digests(ctx.store, ctx.notifiers, ctx.renderer, force=True)
+            reports = await send_due_digests(ctx.db, ctx.notifiers, ctx.renderer, force=True)
         finally:
             await ctx.aclose()
 

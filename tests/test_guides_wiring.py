@@ -18,7 +18,9 @@ from typer.testing import CliRunner
 
 from core.config import Settings
 from core.delivery.digests import send_due_digests
+from core.follows import subscriber_records
 from core.follows.manage import follow
+from core.guides import guide_records
 from core.models import Match, utcnow
 from ingest.llm import ChatClient
 from papertrail.cli import app
@@ -49,15 +51,15 @@ def _context(tmp_path: Path, feed_url: str, llm_url: str | None, out: io.StringI
     )
     ctx = build_context(settings, console=out)
     for address, language in (("console:ada", "en"), ("console:li", "zh"), ("console:bo", "zh")):
-        follow(ctx.store, address, QUERY)
-        subscriber = ctx.store.subscribers.get_subscriber(address)
+        follow(ctx.db, address, QUERY)
+        subscriber = subscriber_records.get_subscriber(ctx.db, address)
         assert subscriber is not None and subscriber.id is not None
-        ctx.store.subscribers.update_subscriber(subscriber.id, language=language)
+        subscriber_records.update_subscriber(ctx.db, subscriber.id, language=language)
     return ctx
 
 
 def _matched_versions(ctx: AppContext) -> list[int]:
-    with ctx.store.session() as session:
+    with ctx.db.session() as session:
         return sorted(set(session.exec(select(Match.version_id))))
 
 
@@ -73,16 +75,16 @@ async def test_each_matched_version_gets_one_guide_per_reader_language_shown_in_
             assert 1 <= len(matched) <= 3
             # One request per version and language: two Chinese readers share one Chinese guide.
             assert len(fake.requests) == 2 * len(matched)
-            assert sorted(ctx.store.guides.guides_for(matched, "en")) == matched
-            assert sorted(ctx.store.guides.guides_for(matched, "zh")) == matched
-            assert ctx.store.guides.count_guided_versions_since(utcnow() - timedelta(hours=24)) == len(
+            assert sorted(guide_records.guides_for(ctx.db, matched, "en")) == matched
+            assert sorted(guide_records.guides_for(ctx.db, matched, "zh")) == matched
+            assert guide_records.count_guided_versions_since(ctx.db, utcnow() - timedelta(hours=24)) == len(
                 matched
             )
 
             await Jobs(ctx).guides()  # cached: a second run asks nothing
             assert len(fake.requests) == 2 * len(matched)
 
-            await send_due_digests(ctx.store, ctx.notifiers, ctx.renderer, force=True)
+            await send_due_digests(ctx.db, ctx.notifiers, ctx.renderer, force=True)
         finally:
             await ctx.aclose()
     digests = out.getvalue().split("--- digest for ")
@@ -101,7 +103,7 @@ async def test_without_an_endpoint_nothing_is_asked_and_digests_have_no_guides(
         try:
             assert ctx.guide_model is None
             await Jobs(ctx).ingest("arxiv-rss")
-            await send_due_digests(ctx.store, ctx.notifiers, ctx.renderer, force=True)
+            await send_due_digests(ctx.db, ctx.notifiers, ctx.renderer, force=True)
         finally:
             await ctx.aclose()
     assert fake.requests == []
@@ -118,11 +120,11 @@ async def test_a_failing_endpoint_does_not_hold_up_the_digest(tmp_path: Path, fa
         ctx.guide_model = ChatClient(ctx.settings.llm(), backoff=0.01)  # the production back-off is seconds
         try:
             await Jobs(ctx).ingest("arxiv-rss")
-            reports = await send_due_digests(ctx.store, ctx.notifiers, ctx.renderer, force=True)
+            reports = await send_due_digests(ctx.db, ctx.notifiers, ctx.renderer, force=True)
         finally:
             await ctx.aclose()
     assert fake.requests  # it tried
-    assert ctx.store.guides.guides_for(_matched_versions(ctx), "en") == {}
+    assert guide_records.guides_for(ctx.db, _matched_versions(ctx), "en") == {}
     assert {r.address for r in reports if r.sent} == {"console:ada", "console:li", "console:bo"}
 
 

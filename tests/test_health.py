@@ -6,7 +6,10 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
+from core.db import Database
 from core.models import RunState
+from core.overview import dashboard_records
+from core.papers import run_records
 from core.papers.health import (
     Health,
     announcement_expected_today,
@@ -15,7 +18,6 @@ from core.papers.health import (
     parse_holidays,
 )
 from core.papers.status import source_statuses
-from core.store.facade import Store
 
 THU_MAILING = date(2024, 11, 28)  # the recorded feed: announced Wed 27 Nov 2024, 20:00 New York
 
@@ -91,14 +93,16 @@ def test_bad_holiday_setting_explains() -> None:
         parse_holidays("2026-12-25, christmas")
 
 
-def test_source_statuses_from_stored_runs(sqlite_store: Store) -> None:
+def test_source_statuses_from_stored_runs(sqlite_store: Database) -> None:
     now = at("2024-11-28T15:00:00")
-    run = sqlite_store.runs.start_run("arxiv-rss", now=now)
-    sqlite_store.runs.finish_run(run, RunState.OK, now=now, cursor="2024-11-28T00:00:00-05:00", new_papers=3)
+    run = run_records.start_run(sqlite_store, "arxiv-rss", now=now)
+    run_records.finish_run(
+        sqlite_store, run, RunState.OK, now=now, cursor="2024-11-28T00:00:00-05:00", new_papers=3
+    )
     later = now + timedelta(minutes=30)
-    run = sqlite_store.runs.start_run("arxiv-rss", now=later)
-    sqlite_store.runs.finish_run(run, RunState.NOT_MODIFIED, now=later)
-    summary = sqlite_store.dashboard.status(later, sources=["arxiv-rss", "hf-daily"])
+    run = run_records.start_run(sqlite_store, "arxiv-rss", now=later)
+    run_records.finish_run(sqlite_store, run, RunState.NOT_MODIFIED, now=later)
+    summary = dashboard_records.status(sqlite_store, later, sources=["arxiv-rss", "hf-daily"])
     rss, hf = source_statuses(summary, now=later)
     assert rss.verdict.state == Health.OK and rss.facts.last_success == later
     assert rss.facts.served_cursor == "2024-11-28T00:00:00-05:00"

@@ -7,10 +7,12 @@ from datetime import date
 
 import pytest
 
+from core.db import Database
+from core.follows import match_records
 from core.models import RunState
+from core.papers import paper_records
 from core.papers.pipeline import complete_papers
 from core.papers.status import show_paper
-from core.store.facade import Store
 from core.values import CommunityPick
 from ingest.arxiv_api import ArxivApiSource
 from ingest.http import HttpClient, Politeness
@@ -25,9 +27,9 @@ def body(name: str) -> bytes:
     return path.read_bytes()
 
 
-async def test_community_stub_is_completed_as_history(sqlite_store: Store) -> None:
+async def test_community_stub_is_completed_as_history(sqlite_store: Database) -> None:
     pick = CommunityPick("1707.08567", date(2024, 3, 1), "From HF", "summary", (), upvotes=5)
-    sqlite_store.papers.save_picks([pick])
+    paper_records.save_picks(sqlite_store, [pick])
     with feed_server(Reply(200, body("id_1707.08567_s0_m100"))) as server:
         async with HttpClient("t", politeness=Politeness(retries=0)) as http:
             report = await complete_papers(sqlite_store, ArxivApiSource(http, server.url + "query"))
@@ -35,20 +37,20 @@ async def test_community_stub_is_completed_as_history(sqlite_store: Store) -> No
     assert "id_list=1707.08567" in server.paths[0]
     view = show_paper(sqlite_store, "1707.08567")
     assert view.versions and view.sources == ("arxiv-api", "hf-daily") and view.upvotes == 5
-    assert sqlite_store.papers.papers_without_versions() == []
-    assert sqlite_store.matches.unmatched_versions() == []  # history: nobody is notified
+    assert paper_records.papers_without_versions(sqlite_store) == []
+    assert match_records.unmatched_versions(sqlite_store) == []  # history: nobody is notified
 
 
-async def test_unknown_ids_are_named(sqlite_store: Store) -> None:
-    sqlite_store.papers.save_picks([CommunityPick("0808.05394", date(2024, 3, 1), "t", "s", ())])
+async def test_unknown_ids_are_named(sqlite_store: Database) -> None:
+    paper_records.save_picks(sqlite_store, [CommunityPick("0808.05394", date(2024, 3, 1), "t", "s", ())])
     with feed_server(Reply(200, body("id_0808.05394_s0_m100"))) as server:
         async with HttpClient("t", politeness=Politeness(retries=0)) as http:
             report = await complete_papers(sqlite_store, ArxivApiSource(http, server.url))
     assert report.note and "arXiv does not know 0808.05394" in report.note
 
 
-async def test_error_feed_becomes_a_failed_run(sqlite_store: Store) -> None:
-    sqlite_store.papers.save_picks([CommunityPick("2401.00001", date(2024, 3, 1), "t", "s", ())])
+async def test_error_feed_becomes_a_failed_run(sqlite_store: Database) -> None:
+    paper_records.save_picks(sqlite_store, [CommunityPick("2401.00001", date(2024, 3, 1), "t", "s", ())])
     with feed_server(Reply(400, body("id_abc_s0_m100"))) as server:
         async with HttpClient("t", politeness=Politeness(retries=0)) as http:
             report = await complete_papers(sqlite_store, ArxivApiSource(http, server.url))

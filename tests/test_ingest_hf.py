@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from core.db import Database
+from core.overview import dashboard_records
+from core.papers import paper_records, run_records
 from core.papers.pipeline import ingest_community
 from core.papers.status import show_paper
-from core.store.facade import Store
 from ingest.arxiv_rss_parse import parse_feed
 from ingest.hf_daily import HfDailySource
 from ingest.http import HttpClient, Politeness
@@ -23,7 +25,7 @@ DAY = date(2026, 8, 21)
 RECORDED = CORPUS / "hf-daily" / "api-objects-reserialized" / "2026-08-21.json"
 
 
-async def test_recorded_day_is_attached_to_papers(sqlite_store: Store) -> None:
+async def test_recorded_day_is_attached_to_papers(sqlite_store: Database) -> None:
     items = json.loads(RECORDED.read_bytes())
     ids = {item["paper"]["id"] for item in items}
     with feed_server(Reply(200, RECORDED.read_bytes())) as server:
@@ -34,27 +36,27 @@ async def test_recorded_day_is_attached_to_papers(sqlite_store: Store) -> None:
     assert report.error is None and report.fetched == len(ids)
     assert again.duplicates == len(ids)  # the same day again: signals refreshed, nothing new
     assert server.paths == ["/api/daily_papers?date=2026-08-21"] * 2
-    summary = sqlite_store.dashboard.status()
+    summary = dashboard_records.status(sqlite_store)
     assert summary.community_24h == len(ids) and summary.papers == len(ids)
     top = max(items, key=lambda item: item["paper"]["upvotes"])
     view = show_paper(sqlite_store, top["paper"]["id"])
     assert view.upvotes == top["paper"]["upvotes"] and view.sources == ("hf-daily",)
 
 
-async def test_html_instead_of_json_is_a_failing_run(sqlite_store: Store) -> None:
+async def test_html_instead_of_json_is_a_failing_run(sqlite_store: Database) -> None:
     with feed_server(Reply(200, b"<!DOCTYPE html><html>Bad gateway</html>")) as server:
         async with HttpClient("t", politeness=Politeness(retries=0)) as http:
             report = await ingest_community(sqlite_store, HfDailySource(http, server.url), DAY)
     assert report.error and "HTML" in report.error
-    assert sqlite_store.runs.latest_runs(1)[0].state == "error"
+    assert run_records.latest_runs(sqlite_store, 1)[0].state == "error"
 
 
 def test_cli_ingest_hf_daily_then_show(
-    sqlite_store: Store, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    sqlite_store: Database, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     # A paper known from arXiv first, then picked on Hugging Face: one paper, two sources.
     paper = parse_feed(BIG_FEED.read_bytes()).items[0]
-    sqlite_store.papers.save_versions([paper])
+    paper_records.save_versions(sqlite_store, [paper])
     day = [
         {
             "paper": {

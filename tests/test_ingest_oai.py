@@ -8,9 +8,13 @@ from datetime import UTC, datetime
 import pytest
 from typer.testing import CliRunner
 
+from core.db import Database
+from core.follows import match_records
 from core.models import RunState
+from core.overview import dashboard_records
+from core.papers import paper_records, run_records
 from core.papers.pipeline import IngestReport, ingest_paged
-from core.store.facade import Novelty, Store
+from core.papers.saving import Novelty
 from core.values import PaperIn
 from ingest.arxiv_oai import ArxivOaiSource
 from ingest.http import HttpClient, Politeness
@@ -39,15 +43,17 @@ def versions_in(data: bytes) -> int:
 
 
 async def harvest(
-    store: Store, *replies: Reply, since: str | None = "2016-10-20", novelty: Novelty = Novelty.GAP
+    db: Database, *replies: Reply, since: str | None = "2016-10-20", novelty: Novelty = Novelty.GAP
 ) -> tuple[IngestReport, FeedServer]:
     with feed_server(*replies) as server:
         async with HttpClient("t", politeness=Politeness(retries=0)) as http:
-            report = await ingest_paged(store, ArxivOaiSource(http, server.url), since=since, novelty=novelty)
+            report = await ingest_paged(db, ArxivOaiSource(http, server.url), since=since, novelty=novelty)
     return report, server
 
 
-async def test_resumption_pages_are_followed_and_the_cursor_advances_at_the_end(sqlite_store: Store) -> None:
+async def test_resumption_pages_are_followed_and_the_cursor_advances_at_the_end(
+    sqlite_store: Database,
+) -> None:
     report, server = await harvest(sqlite_store, Reply(200, LIST.read_bytes()), Reply(200, last_page()))
     assert report.error is None and report.state == RunState.OK
     first, second = server.paths
@@ -56,14 +62,16 @@ async def test_resumption_pages_are_followed_and_the_cursor_advances_at_the_end(
     total = versions_in(LIST.read_bytes())
     assert report.fetched == 2 * total and report.duplicates == total
     # Nothing was stored as news before: no gap, so the whole harvest is history, matched by nobody.
-    assert sqlite_store.dashboard.status().versions == total
-    assert sqlite_store.matches.unmatched_versions() == []
-    assert sqlite_store.runs.last_cursor("arxiv-oai") == "2016-10-21"
+    assert dashboard_records.status(sqlite_store).versions == total
+    assert match_records.unmatched_versions(sqlite_store) == []
+    assert run_records.last_cursor(sqlite_store, "arxiv-oai") == "2016-10-21"
 
 
-async def test_gap_fill_makes_only_newer_announcements_news(sqlite_store: Store) -> None:
+async def test_gap_fill_makes_only_newer_announcements_news(sqlite_store: Database) -> None:
     seen = datetime(2016, 10, 19, tzinfo=UTC)
-    sqlite_store.papers.save_versions([PaperIn("1610.00001", 1, "t", "a", (), ("cs.DC",), announced_at=seen)])
+    paper_records.save_versions(
+        sqlite_store, [PaperIn("1610.00001", 1, "t", "a", (), ("cs.DC",), announced_at=seen)]
+    )
     report, _ = await harvest(sqlite_store, Reply(200, last_page()))
     dates = [
         datetime.strptime(d.decode(), "%a, %d %b %Y %H:%M:%S %Z").replace(tzinfo=UTC)
@@ -72,19 +80,20 @@ async def test_gap_fill_makes_only_newer_announcements_news(sqlite_store: Store)
     newer = sum(1 for d in dates if d > seen)
     assert 0 < newer < len(dates)
     assert report.new_papers + report.revisions == newer
-    summary = sqlite_store.dashboard.status()
+    summary = dashboard_records.status(sqlite_store)
     assert summary.new_papers_24h + summary.revisions_24h == newer + 1  # plus the one seen before
 
 
-async def test_history_flag_notifies_nobody(sqlite_store: Store) -> None:
-    sqlite_store.papers.save_versions(
-        [PaperIn("1610.00001", 1, "t", "a", (), ("cs.DC",), announced_at=datetime(2000, 1, 1, tzinfo=UTC))]
+async def test_history_flag_notifies_nobody(sqlite_store: Database) -> None:
+    paper_records.save_versions(
+        sqlite_store,
+        [PaperIn("1610.00001", 1, "t", "a", (), ("cs.DC",), announced_at=datetime(2000, 1, 1, tzinfo=UTC))],
     )
     report, _ = await harvest(sqlite_store, Reply(200, last_page()), novelty=Novelty.HISTORY)
     assert (report.new_papers, report.revisions) == (0, 0) and report.note and "as history" in report.note
 
 
-async def test_bad_resumption_token_restarts_from_the_cursor(sqlite_store: Store) -> None:
+async def test_bad_resumption_token_restarts_from_the_cursor(sqlite_store: Database) -> None:
     report, server = await harvest(
         sqlite_store, Reply(200, LIST.read_bytes()), Reply(200, bad_token()), Reply(200, last_page())
     )
@@ -93,21 +102,21 @@ async def test_bad_resumption_token_restarts_from_the_cursor(sqlite_store: Store
     assert "from=2016-10-20" in server.paths[2]
 
 
-async def test_an_error_part_way_keeps_stored_pages_and_the_old_cursor(sqlite_store: Store) -> None:
+async def test_an_error_part_way_keeps_stored_pages_and_the_old_cursor(sqlite_store: Database) -> None:
     report, _ = await harvest(sqlite_store, Reply(200, LIST.read_bytes()), Reply(500, b"down"))
     assert report.state == RunState.ERROR and "HTTP 500" in (report.error or "")
-    assert sqlite_store.dashboard.status().versions == versions_in(LIST.read_bytes())
-    assert sqlite_store.runs.last_cursor("arxiv-oai") is None
-    run = sqlite_store.runs.latest_runs(1)[0]
+    assert dashboard_records.status(sqlite_store).versions == versions_in(LIST.read_bytes())
+    assert run_records.last_cursor(sqlite_store, "arxiv-oai") is None
+    run = run_records.latest_runs(sqlite_store, 1)[0]
     assert run.fetched == versions_in(LIST.read_bytes()) and run.state == RunState.ERROR
 
 
-async def test_oai_error_is_explained(sqlite_store: Store) -> None:
+async def test_oai_error_is_explained(sqlite_store: Database) -> None:
     report, _ = await harvest(sqlite_store, Reply(200, ERROR.read_bytes()))
     assert report.state == RunState.ERROR and "idDoesNotExist" in (report.error or "")
 
 
-def test_cli_since_must_be_a_date(sqlite_store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_since_must_be_a_date(sqlite_store: Database, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", str(sqlite_store.engine.url))
     result = CliRunner().invoke(app, ["ingest", "--source", "arxiv-oai", "--since", "last week"])
     assert result.exit_code == 2 and "not a date" in result.stderr

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-import core.store.papers
+import core.papers.paper_records
+from core.db import Database
 from core.models import RunState, SourceRun, Version
+from core.papers import run_records
 from core.papers.pipeline import ingest_once
-from core.store.facade import Store
 from ingest import arxiv_rss, paper_spool
 from ingest.arxiv_rss import ArxivRssSource
 from ingest.http import HttpClient, Politeness
@@ -32,19 +33,19 @@ def guid_versions(path: Path) -> set[tuple[str, int]]:
     return {(m[1], int(m[2])) for m in re.finditer(r"<guid[^>]*>oai:arXiv\.org:(.+?)v(\d+)</guid>", text)}
 
 
-async def ingest(store: Store, url: str) -> tuple[object, SourceRun]:
+async def ingest(db: Database, url: str) -> tuple[object, SourceRun]:
     async with HttpClient("PaperTrail-tests/1 (mailto:test@example.org)", timeout=5, politeness=FAST) as http:
-        report = await ingest_once(store, ArxivRssSource(http, url))
-    run = store.runs.latest_runs(1)[0]
+        report = await ingest_once(db, ArxivRssSource(http, url))
+    run = run_records.latest_runs(db, 1)[0]
     return report, run
 
 
-def versions(store: Store) -> list[Version]:
-    with store.session() as session:
+def versions(db: Database) -> list[Version]:
+    with db.session() as session:
         return list(session.exec(select(Version)))
 
 
-async def test_recorded_feed_is_stored_once(sqlite_store: Store) -> None:
+async def test_recorded_feed_is_stored_once(sqlite_store: Database) -> None:
     expected = guid_versions(BIG_FEED)
     with feed_server(Reply(200, BIG_FEED.read_bytes())) as server:
         _, run = await ingest(sqlite_store, server.url)
@@ -63,7 +64,7 @@ async def test_recorded_feed_is_stored_once(sqlite_store: Store) -> None:
     assert "PaperTrail-tests" in server.requests[0]["User-Agent"]
 
 
-async def test_conditional_get_uses_stored_etag(sqlite_store: Store) -> None:
+async def test_conditional_get_uses_stored_etag(sqlite_store: Database) -> None:
     with feed_server(Reply(200, EMPTY_FEED.read_bytes()), etag='"v1"') as server:
         _, first = await ingest(sqlite_store, server.url)
         _, second = await ingest(sqlite_store, server.url)
@@ -72,7 +73,7 @@ async def test_conditional_get_uses_stored_etag(sqlite_store: Store) -> None:
     assert second.state == RunState.NOT_MODIFIED
 
 
-async def test_empty_feed_is_reported_as_empty_not_as_no_news(sqlite_store: Store) -> None:
+async def test_empty_feed_is_reported_as_empty_not_as_no_news(sqlite_store: Database) -> None:
     with feed_server(Reply(200, EMPTY_FEED.read_bytes())) as server:
         _, run = await ingest(sqlite_store, server.url)
     assert run.state == RunState.EMPTY
@@ -97,7 +98,7 @@ def _truncated() -> bytes:
     ids=["arxiv-error-feed", "html-page", "truncated-xml", "http-500", "http-429", "http-404"],
 )
 async def test_bad_responses_become_error_runs_and_store_nothing(
-    sqlite_store: Store, reply: Reply, message: str
+    sqlite_store: Database, reply: Reply, message: str
 ) -> None:
     with feed_server(reply) as server:
         _, run = await ingest(sqlite_store, server.url)
@@ -105,16 +106,16 @@ async def test_bad_responses_become_error_runs_and_store_nothing(
     assert run.error and message in run.error
     assert run.finished_at is not None
     assert versions(sqlite_store) == []
-    assert sqlite_store.runs.validator_for(server.url) is None
+    assert run_records.validator_for(sqlite_store, server.url) is None
 
 
-async def test_retry_after_is_reported(sqlite_store: Store) -> None:
+async def test_retry_after_is_reported(sqlite_store: Database) -> None:
     with feed_server(Reply(429, b"", {"Retry-After": "120"})) as server:
         report, _ = await ingest(sqlite_store, server.url)
     assert report.retry_after == 120  # type: ignore[attr-defined]
 
 
-async def test_refused_connection(sqlite_store: Store) -> None:
+async def test_refused_connection(sqlite_store: Database) -> None:
     url = f"http://127.0.0.1:{closed_port()}/rss/cs"
     _, run = await ingest(sqlite_store, url)
     assert run.state == RunState.ERROR
@@ -130,7 +131,7 @@ async def test_refused_connection(sqlite_store: Store) -> None:
 def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(arxiv_rss, "SPOOL_AFTER", 300)
     monkeypatch.setattr(paper_spool, "BATCH", 100)
-    monkeypatch.setattr(core.store.papers, "SAVE_BATCH", 700)
+    monkeypatch.setattr(core.papers.paper_records, "SAVE_BATCH", 700)
 
 
 def _break_last(data: bytes, old: bytes, new: bytes) -> bytes:
@@ -145,7 +146,7 @@ def _versions_in(data: bytes) -> set[tuple[str, int]]:
     }
 
 
-async def test_a_large_feed_is_stored_whole(sqlite_store: Store, small_batches: None) -> None:
+async def test_a_large_feed_is_stored_whole(sqlite_store: Database, small_batches: None) -> None:
     data = feed_copies(3)
     expected = _versions_in(data)
     with feed_server(Reply(200, data)) as server:
@@ -167,7 +168,7 @@ async def test_a_large_feed_is_stored_whole(sqlite_store: Store, small_batches: 
     ids=["after_last_item", "last_20_bytes", "ill_formed_late"],
 )
 async def test_a_large_feed_cut_or_broken_late_stores_nothing(
-    sqlite_store: Store, small_batches: None, cut: Callable[[bytes], bytes]
+    sqlite_store: Database, small_batches: None, cut: Callable[[bytes], bytes]
 ) -> None:
     """Thousands of items were read (and spooled) before the fault showed: still nothing is stored."""
     with feed_server(Reply(200, cut(feed_copies(3)))) as server:
@@ -175,11 +176,11 @@ async def test_a_large_feed_cut_or_broken_late_stores_nothing(
     assert run.state == RunState.ERROR
     assert run.error and ("cut short" in run.error or "not well-formed" in run.error)
     assert versions(sqlite_store) == []
-    assert sqlite_store.runs.validator_for(server.url) is None
+    assert run_records.validator_for(sqlite_store, server.url) is None
 
 
 async def test_a_bad_byte_late_in_a_large_feed_costs_no_item(
-    sqlite_store: Store, small_batches: None
+    sqlite_store: Database, small_batches: None
 ) -> None:
     data = feed_copies(3)
     last_title = data.rindex(b"<title>") + len(b"<title>")

@@ -15,8 +15,9 @@ import pytest
 import sqlalchemy as sa
 
 from core.config import Settings
+from core.db import Database
 from core.models import RunState
-from core.store.facade import Store
+from core.papers import run_records
 from papertrail.context import build_context
 from papertrail.leader import FileLock, PostgresLock, PrivateLock, lock_for, lock_key
 from papertrail.runtime import scheduler_role
@@ -27,10 +28,12 @@ from tests.support.service_process import ServiceProcess, service_env, wait_unti
 EMPTY_FEED = CORPUS / "arxiv-rss" / "aioarxiv_empty_rss_mock_feed.xml"
 
 
-def rss_runs(store: Store) -> list[str]:
+def rss_runs(db: Database) -> list[str]:
     """States of the finished arxiv-rss runs, oldest first."""
     return [
-        r.state for r in reversed(store.runs.latest_runs(100)) if r.source == "arxiv-rss" and r.finished_at
+        r.state
+        for r in reversed(run_records.latest_runs(db, 100))
+        if r.source == "arxiv-rss" and r.finished_at
     ]
 
 
@@ -48,7 +51,7 @@ def test_lock_fits_the_database(tmp_path: Path) -> None:
 
 
 def test_two_scheduler_processes_on_postgres_one_leads_the_other_takes_over(
-    pg_store: Store, postgres_url: str, tmp_path: Path
+    pg_store: Database, postgres_url: str, tmp_path: Path
 ) -> None:
     with feed_server(Reply(200, EMPTY_FEED.read_bytes())) as server:
         dead = f"http://127.0.0.1:{closed_port()}"
@@ -84,7 +87,7 @@ def test_two_scheduler_processes_on_postgres_one_leads_the_other_takes_over(
             assert {"time", "level", "logger", "message"} <= json.loads(line).keys(), line
 
 
-def test_postgres_lock_is_visible_and_goes_with_its_connection(pg_store: Store) -> None:
+def test_postgres_lock_is_visible_and_goes_with_its_connection(pg_store: Database) -> None:
     first, second = PostgresLock(pg_store.engine), PostgresLock(pg_store.engine)
     try:
         assert first.try_acquire() and not second.try_acquire()
@@ -135,7 +138,7 @@ async def test_sqlite_file_lock_one_scheduler_leads_and_the_other_takes_over(tmp
                 stop.set()
             for ctx in contexts:
                 await ctx.aclose()
-    assert rss_runs(contexts[0].store) == [RunState.EMPTY, RunState.EMPTY]
+    assert rss_runs(contexts[0].db) == [RunState.EMPTY, RunState.EMPTY]
 
 
 async def async_wait(probe: object, timeout: float = 10.0) -> bool:

@@ -16,8 +16,10 @@ import httpx
 import markupsafe
 import pytest
 
+from core.db import Database
+from core.follows import subscriber_records
 from core.people import tokens
-from core.store.facade import Store
+from core.taste import taste_records
 from core.taste.library_file import MAX_FILE_BYTES, LibraryRead, read_library
 from papertrail import web_library
 from papertrail.web import build_app
@@ -44,8 +46,8 @@ def _upload(client: TestClient, name: str, data: bytes | None = None, *, path: s
     )
 
 
-def _seeds(store: Store, sid: int) -> int:
-    return store.taste.vote_counts(sid)[2]
+def _seeds(db: Database, sid: int) -> int:
+    return taste_records.vote_counts(db, sid)[2]
 
 
 def _main(page: str) -> str:
@@ -54,9 +56,9 @@ def _main(page: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", main))
 
 
-def test_the_manage_page_has_the_form(store: Store) -> None:
-    _reader(store)
-    page = client_for(store).get(_manage())
+def test_the_manage_page_has_the_form(db: Database) -> None:
+    _reader(db)
+    page = client_for(db).get(_manage())
     assert page.status_code == 200
     form = re.search(r"<form [^>]*data-library-upload[^>]*>.*?</form>", page.text, flags=re.S)
     assert form is not None
@@ -65,9 +67,9 @@ def test_the_manage_page_has_the_form(store: Store) -> None:
     assert "at most 5 MB" in page.text
 
 
-def test_a_zotero_export_is_imported_counted_and_shown(store: Store) -> None:
-    sid = _reader(store)
-    client = client_for(store)
+def test_a_zotero_export_is_imported_counted_and_shown(db: Database) -> None:
+    sid = _reader(db)
+    client = client_for(db)
     response = _upload(client, "zotero.bib")
     assert response.status_code == 200
     assert_secured(response)
@@ -86,15 +88,15 @@ def test_a_zotero_export_is_imported_counted_and_shown(store: Store) -> None:
     ):
         assert line in text, line
     assert f'href="{_manage()}#library"' in response.text
-    assert _seeds(store, sid) == 4
+    assert _seeds(db, sid) == 4
     # The manage page counts them; a second upload adds nothing and says so.
     assert 'data-vote-counts="0 0 4"' in client.get(_manage()).text
     again = _main(_upload(client, "zotero.bib").text)
     assert "0 papers are new in your library. 4 were imported before." in " ".join(again.split())
-    assert _seeds(store, sid) == 4
+    assert _seeds(db, sid) == 4
 
 
-def test_a_broken_file_lists_every_problem_and_keeps_its_good_entries(sqlite_store: Store) -> None:
+def test_a_broken_file_lists_every_problem_and_keeps_its_good_entries(sqlite_store: Database) -> None:
     sid = _reader(sqlite_store)
     response = _upload(client_for(sqlite_store), "broken.ris")
     assert response.status_code == 200
@@ -109,7 +111,7 @@ def test_a_broken_file_lists_every_problem_and_keeps_its_good_entries(sqlite_sto
     assert _seeds(sqlite_store, sid) == 2
 
 
-def test_what_the_file_says_is_escaped_and_long_keys_are_cut(sqlite_store: Store) -> None:
+def test_what_the_file_says_is_escaped_and_long_keys_are_cut(sqlite_store: Database) -> None:
     _reader(sqlite_store)
     key = "<b>" + "k" * 200
     data = f"@misc{{{key},\n  title = {{<script>alert(1)</script>}}\n}}\n".encode()
@@ -137,7 +139,7 @@ def test_what_the_file_says_is_escaped_and_long_keys_are_cut(sqlite_store: Store
     ],
 )
 def test_a_file_that_is_not_a_library_is_refused_with_what_to_do(
-    sqlite_store: Store, name: str, data: bytes, says: str
+    sqlite_store: Database, name: str, data: bytes, says: str
 ) -> None:
     sid = _reader(sqlite_store)
     response = _upload(client_for(sqlite_store), name, data)
@@ -147,9 +149,9 @@ def test_a_file_that_is_not_a_library_is_refused_with_what_to_do(
     assert _seeds(sqlite_store, sid) == 0
 
 
-def test_a_too_large_upload_is_refused_with_a_page_and_nothing_stored(store: Store) -> None:
-    sid = _reader(store)
-    client = client_for(store)
+def test_a_too_large_upload_is_refused_with_a_page_and_nothing_stored(db: Database) -> None:
+    sid = _reader(db)
+    client = client_for(db)
     # The declared length is over the limit: refused before the body is read.
     big = _upload(client, "big.bib", b"%" * (MAX_UPLOAD_BYTES + 1))
     # The body fits the limit, the file does not: refused after reading MAX_FILE_BYTES + 1 bytes of it.
@@ -160,7 +162,7 @@ def test_a_too_large_upload_is_refused_with_a_page_and_nothing_stored(store: Sto
         text = _main(response.text)
         assert "The file is larger than 5 MB, the most PaperTrail reads." in text
         assert "Export one collection at a time, and import each file." in text
-    assert _seeds(store, sid) == 0
+    assert _seeds(db, sid) == 0
     # A body that does not declare its length is not read either.
     chunked = client.post(
         f"{_manage()}/library",
@@ -170,7 +172,7 @@ def test_a_too_large_upload_is_refused_with_a_page_and_nothing_stored(store: Sto
     assert chunked.status_code == 411 and "did not say how large it is" in chunked.text
 
 
-def test_a_post_that_is_not_the_form_is_refused(sqlite_store: Store) -> None:
+def test_a_post_that_is_not_the_form_is_refused(sqlite_store: Database) -> None:
     _reader(sqlite_store)
     client = client_for(sqlite_store)
     path = f"{_manage()}/library"
@@ -184,9 +186,9 @@ def test_a_post_that_is_not_the_form_is_refused(sqlite_store: Store) -> None:
     assert client.get(path).status_code == 405
 
 
-def test_forged_and_wrong_purpose_links_are_refused(store: Store) -> None:
-    sid = _reader(store)
-    client = client_for(store)
+def test_forged_and_wrong_purpose_links_are_refused(db: Database) -> None:
+    sid = _reader(db)
+    client = client_for(db)
     token = tokens.sign(KEY, tokens.MANAGE, ADDRESS)
     for path in (
         f"/manage/{token[:-2]}xx",  # altered
@@ -198,10 +200,10 @@ def test_forged_and_wrong_purpose_links_are_refused(store: Store) -> None:
         assert_secured(response)
     gone = _upload(client, "zotero.bib", path=_manage("email:nobody@example.org"))
     assert gone.status_code == 404
-    assert _seeds(store, sid) == 0
+    assert _seeds(db, sid) == 0
 
 
-def test_one_import_per_subscriber_at_a_time(sqlite_store: Store) -> None:
+def test_one_import_per_subscriber_at_a_time(sqlite_store: Database) -> None:
     sid = _reader(sqlite_store)
     app = build_app(web_context(sqlite_store, secret_key=KEY))
     (route,) = [r for r in app.routes if getattr(r, "path", "") == "/manage/{token}/library"]
@@ -216,9 +218,9 @@ def test_one_import_per_subscriber_at_a_time(sqlite_store: Store) -> None:
     assert _seeds(sqlite_store, sid) == 4
 
 
-def test_the_page_speaks_chinese_to_a_chinese_reader(sqlite_store: Store) -> None:
+def test_the_page_speaks_chinese_to_a_chinese_reader(sqlite_store: Database) -> None:
     sid = _reader(sqlite_store)
-    sqlite_store.subscribers.update_subscriber(sid, language="zh")
+    subscriber_records.update_subscriber(sqlite_store, sid, language="zh")
     client = client_for(sqlite_store)
     page = client.get(_manage()).text
     assert "导入你的文献库" in page and "最大 5 MB" in page
@@ -255,7 +257,7 @@ class _Gate:
 
 
 async def test_healthz_answers_while_an_upload_is_read_and_a_cancel_does_not_wait_for_it(
-    sqlite_store: Store, monkeypatch: pytest.MonkeyPatch
+    sqlite_store: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The reading of an upload runs off the event loop: /healthz answers while it is under way (a reading
     on the loop would block it, and the gate would time out), and cancelling the request, as a stop does

@@ -19,13 +19,15 @@ from typer.testing import CliRunner
 
 from core.channel import DeliveryError, Notifier
 from core.config import Settings
+from core.db import Database
+from core.delivery import ledger_records
 from core.delivery.digests import DeliveryPolicy, send_due_digests
 from core.delivery.render import Renderer
 from core.follows.manage import follow
 from core.models import Digest
+from core.papers import paper_records
 from core.papers.pipeline import match_new
 from core.people.masking import mask_address, mask_text
-from core.store.facade import Store
 from core.values import Message, PaperIn, SendResult
 from papertrail.cli import app
 from papertrail.logs import NOISY_LOGGERS, configure_logging
@@ -77,11 +79,13 @@ class FailingNotifier:
         pass
 
 
-def seed(store: Store) -> None:
+def seed(db: Database) -> None:
     for address in (WEBHOOK, APPRISE, BASIC):
-        follow(store, address, "cat:cs.DC", schedule="instant")
-    store.papers.save_versions([PaperIn("2611.00001", 1, "Rollouts", "An abstract.", ("Ada",), ("cs.DC",))])
-    assert match_new(store) == 1  # one paper, matched for all three
+        follow(db, address, "cat:cs.DC", schedule="instant")
+    paper_records.save_versions(
+        db, [PaperIn("2611.00001", 1, "Rollouts", "An abstract.", ("Ada",), ("cs.DC",))]
+    )
+    assert match_new(db) == 1  # one paper, matched for all three
 
 
 @pytest.fixture
@@ -109,7 +113,7 @@ def assert_clean(text: str) -> None:
 
 @pytest.mark.parametrize("log_format", ["text", "json"])
 async def test_failed_deliveries_leave_no_credential_in_logs(
-    sqlite_store: Store, log_format: str, caplog: pytest.LogCaptureFixture, restore_logging: None
+    sqlite_store: Database, log_format: str, caplog: pytest.LogCaptureFixture, restore_logging: None
 ) -> None:
     seed(sqlite_store)
     stream = io.StringIO()
@@ -134,12 +138,12 @@ async def test_failed_deliveries_leave_no_credential_in_logs(
         assert_clean(" ".join(v for v in vars(record).values() if isinstance(v, str)))
     for report in reports:
         assert_clean(report.error or "")
-    for digest, _address in sqlite_store.ledger.dead_digests():
+    for digest, _address in ledger_records.dead_digests(sqlite_store):
         assert_clean(digest.error or "")  # stored masked: `status` and the pages list it later
 
 
 def test_cli_output_masks_addresses(
-    sqlite_store: Store, sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+    sqlite_store: Database, sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
 
     seed(sqlite_store)
@@ -154,7 +158,7 @@ def test_cli_output_masks_addresses(
         )
     )
     # An old row written before masking (or by a hand): the listing masks it on the way out too.
-    (dead, _address) = sqlite_store.ledger.dead_digests()[0]
+    (dead, _address) = ledger_records.dead_digests(sqlite_store)[0]
     with sqlite_store.session() as session:
         row = session.get(Digest, dead.id)
         assert row is not None
@@ -180,7 +184,7 @@ def test_cli_output_masks_addresses(
     assert_clean(text)
 
 
-def test_pages_show_the_address_masked(sqlite_store: Store) -> None:
+def test_pages_show_the_address_masked(sqlite_store: Database) -> None:
     from core.people import tokens
     from tests.support.token_clients import KEY, client_for
 

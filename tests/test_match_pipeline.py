@@ -25,11 +25,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlmodel import col, select
 
+from core.db import Database
+from core.follows import match_records, subscriber_records
 from core.follows.query import Query, parse
 from core.follows.reasons import reasons_from_data
 from core.models import Follow, Match, Version
+from core.papers import paper_records
 from core.papers.pipeline import match_new
-from core.store.facade import Store
 from tests.conftest import migrated_store
 from tests.support.match_corpus import corpus, queries
 
@@ -48,16 +50,17 @@ class Spec:
     late: bool = False
 
 
-def store_follows(store: Store, specs: Sequence[Spec]) -> dict[int, Spec]:
+def store_follows(db: Database, specs: Sequence[Spec]) -> dict[int, Spec]:
     """Create the subscribers and follows; returns follow id -> spec (the store keeps one follow per
     subscriber and query: a repeated one changes its options, as ``papertrail follow`` does)."""
     made: dict[int, Spec] = {}
     for spec in specs:
-        subscriber, _ = store.subscribers.ensure_subscriber(
-            f"console:s{spec.subscriber}", timezone="UTC", schedule="daily 08:00"
+        subscriber, _ = subscriber_records.ensure_subscriber(
+            db, f"console:s{spec.subscriber}", timezone="UTC", schedule="daily 08:00"
         )
         assert subscriber.id is not None
-        follow, outcome = store.subscribers.add_follow(
+        follow, outcome = subscriber_records.add_follow(
+            db,
             subscriber.id,
             spec.query.canonical(),
             spec.query.canonical(),
@@ -68,15 +71,15 @@ def store_follows(store: Store, specs: Sequence[Spec]) -> dict[int, Spec]:
             made[follow.id or 0] = dataclasses.replace(spec, late=made[follow.id or 0].late)
             continue
         created = NOW + timedelta(hours=1) if spec.late else NOW - timedelta(hours=1)
-        with store.session() as session:
+        with db.session() as session:
             session.execute(sa.update(Follow).where(col(Follow.id) == follow.id).values(created_at=created))
         made[follow.id or 0] = spec
     return made
 
 
-def expected_rows(store: Store, follows: dict[int, Spec]) -> dict[tuple[int, int], Row]:
+def expected_rows(db: Database, follows: dict[int, Spec]) -> dict[tuple[int, int], Row]:
     """The plain evaluator's rows: (subscriber id, version id) -> (follow ids, (reason, follow), instant)."""
-    with store.session() as session:
+    with db.session() as session:
         subscriber_of = {f.id: f.subscriber_id for f in session.exec(select(Follow))}
         versions = list(session.exec(select(Version)))
     by_number = {(p.arxiv_id, p.version): p for p in corpus().papers}
@@ -99,11 +102,11 @@ def expected_rows(store: Store, follows: dict[int, Spec]) -> dict[tuple[int, int
     return {k: (tuple(ids), tuple(found.items()), instant) for k, (ids, found, instant) in rows.items()}
 
 
-def production_rows(store: Store) -> dict[tuple[int, int], Row]:
+def production_rows(db: Database) -> dict[tuple[int, int], Row]:
     """What match_new and the fan-out stored."""
-    match_new(store, now=NOW)
-    store.matches.expand_matches(now=NOW)
-    with store.session() as session:
+    match_new(db, now=NOW)
+    match_records.expand_matches(db, now=NOW)
+    with db.session() as session:
         matches = list(session.exec(select(Match)))
     return {
         (m.subscriber_id, m.version_id): (
@@ -115,12 +118,12 @@ def production_rows(store: Store) -> dict[tuple[int, int], Row]:
     }
 
 
-def check(store: Store, specs: Sequence[Spec]) -> int:
+def check(db: Database, specs: Sequence[Spec]) -> int:
     """Store the sampled day and the follows, run both, compare; returns the number of rows."""
-    store.papers.save_versions(list(corpus().papers), now=NOW)
-    follows = store_follows(store, specs)
-    expected = expected_rows(store, follows)
-    assert production_rows(store) == expected
+    paper_records.save_versions(db, list(corpus().papers), now=NOW)
+    follows = store_follows(db, specs)
+    expected = expected_rows(db, follows)
+    assert production_rows(db) == expected
     return len(expected)
 
 
@@ -161,8 +164,8 @@ seeds = st.integers(0, 2**16)
 def check_random_day(folder: Path, pool: list[Query], seed: int) -> None:
     """One example: a fresh SQLite store, 30 follows over ``pool`` with mixed options, both paths compared."""
     url = f"sqlite:///{folder}/{seed}-{len(pool)}-{id(pool)}.db"
-    for store in migrated_store(url):
-        check(store, mixed_specs(seed, pool, 30))
+    for db in migrated_store(url):
+        check(db, mixed_specs(seed, pool, 30))
 
 
 # Each example is a fresh store and a stored day (~1 s): `make test` runs two, `make test-slow` six.
@@ -194,7 +197,7 @@ FIXED = [
 ]
 
 
-def test_production_path_on_both_databases(store: Store) -> None:
+def test_production_path_on_both_databases(db: Database) -> None:
     names = [f'au:"{a}"' for p in corpus().papers[:8] for a in p.authors[:1]]
     pool = [parse(q) for q in itertools.chain(FIXED, names)]
-    assert check(store, mixed_specs(7, pool, 60)) > 100
+    assert check(db, mixed_specs(7, pool, 60)) > 100

@@ -14,9 +14,9 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.script import ScriptDirectory
 
+from core.db import make_engine
+from core.db_migrate import alembic_config, database_revisions, migrate, newest_revision
 from core.resources import resource_dir
-from core.store.facade import make_engine
-from core.store.migrate import alembic_config, database_revisions, migrate, newest_revision
 
 
 def _assigned(path: Path, name: str) -> object:

@@ -26,12 +26,12 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import command
 
+from core.db import Database, make_engine
+from core.db_migrate import alembic_config
 from core.follows.query import QueryError, parse
-from core.papers import classify
+from core.papers import classify, paper_records
 from core.papers.pipeline import backfill
 from core.resources import resource_dir
-from core.store.facade import Store, make_engine
-from core.store.migrate import alembic_config
 from ingest.arxiv_rss_parse import parse_feed
 from ingest.hf_daily_parse import parse_daily
 from papertrail.backfill import snapshot_batches
@@ -59,20 +59,20 @@ def _rows(connection: sa.Connection, sql: str) -> list[tuple[Any, ...]]:
     return [tuple(row) for row in connection.execute(sa.text(sql))]
 
 
-def _library(store: Store) -> None:
+def _library(db: Database) -> None:
     """History first, then the day's news, then the picks (a stub's key is the newest version id then)."""
-    backfill(store, "snapshot", snapshot_batches(SNAPSHOT), now=NOW - timedelta(days=2))
-    store.papers.save_versions(parse_feed(BIG_FEED.read_bytes()).items, now=NOW - timedelta(hours=5))
+    backfill(db, "snapshot", snapshot_batches(SNAPSHOT), now=NOW - timedelta(days=2))
+    paper_records.save_versions(db, parse_feed(BIG_FEED.read_bytes()).items, now=NOW - timedelta(hours=5))
     for day_file in HF_DAYS:
         day = datetime.strptime(day_file.stem, "%Y-%m-%d").date()
-        store.papers.save_picks(parse_daily(day_file.read_bytes(), day).picks, now=NOW)
-    while store.papers.index_search():
+        paper_records.save_picks(db, parse_daily(day_file.read_bytes(), day).picks, now=NOW)
+    while paper_records.index_search(db):
         pass
 
 
-def test_0007_0017_0018_leave_what_the_application_computes(store: Store) -> None:
-    _library(store)
-    with store.engine.connect() as connection:
+def test_0007_0017_0018_leave_what_the_application_computes(db: Database) -> None:
+    _library(db)
+    with db.engine.connect() as connection:
         versions = _rows(
             connection, "SELECT id, categories, title, abstract, ai_related FROM version ORDER BY id"
         )
@@ -91,7 +91,7 @@ def test_0007_0017_0018_leave_what_the_application_computes(store: Store) -> Non
         papers
     )  # both kinds, stubs
 
-    engine = store.engine
+    engine = db.engine
     config = alembic_config(engine)
     with engine.begin() as connection:
         config.attributes["connection"] = connection
@@ -126,9 +126,9 @@ def test_0007_0017_0018_leave_what_the_application_computes(store: Store) -> Non
         assert connection.execute(sa.text("SELECT count(*) FROM search_doc")).scalar_one() == 0
     with upgrade("head"):
         pass
-    while store.papers.index_search():
+    while paper_records.index_search(db):
         pass
-    assert_keys_and_index(store)
+    assert_keys_and_index(db)
 
 
 # Pieces of follows: every field, quotes (typographic too), TeX, accents, names in both orders, particles,

@@ -10,10 +10,10 @@ from pathlib import Path
 import sqlalchemy as sa
 from alembic import command
 
+from core.db import make_engine
+from core.db_migrate import alembic_config
 from core.follows.query import parse
 from core.resources import resource_dir
-from core.store.facade import make_engine
-from core.store.migrate import alembic_config
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -185,14 +185,14 @@ def test_the_migrations_build_the_schema_the_models_describe(db_url: str) -> Non
     from sqlmodel import SQLModel
 
     import core.models  # noqa: F401 - registers every table on SQLModel.metadata
-    from core.store.migrate import migrate
+    from core.db_migrate import migrate
 
     engine = make_engine(db_url)
     try:
         migrate(engine)
         with engine.connect() as connection:
             context = MigrationContext.configure(connection, opts={"compare_type": False})
-            # The search index is no model: its table differs by database (core.store.search); the
+            # The search index is no model: its table differs by database (core.papers.search_index); the
             # migrations' environment leaves it out the same way.
             diffs = [
                 d

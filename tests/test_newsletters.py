@@ -21,15 +21,18 @@ from typer.testing import CliRunner
 from bot.commands import ChatContext, Problem, handle
 from core.channel import Notifier
 from core.config import Settings
+from core.db import Database
+from core.delivery import ledger_records
 from core.delivery.digests import send_due_digests
 from core.delivery.render import Renderer
+from core.follows import match_records, subscriber_records
 from core.follows.manage import follow
 from core.follows.reasons import CATEGORY, NEWSLETTER, TITLE, Reason
 from core.models import Digest, DigestState, Match, SubscriberStatus, utcnow
+from core.papers import paper_records
 from core.papers.pipeline import match_new
-from core.people import newsletters, tokens
+from core.people import newsletter_records, newsletters, tokens
 from core.people.signup import confirm, confirm_token, sign_up
-from core.store.facade import Store
 from core.values import DigestItem, Message, PaperIn, SendResult
 from notifiers.email_message import list_unsubscribe_headers
 from papertrail.cli import app
@@ -66,39 +69,39 @@ def paper(arxiv_id: str) -> PaperIn:
     return PaperIn(arxiv_id, 1, "Asynchronous rollouts", "An abstract.", ("Ada Lovelace",), ("cs.DC",))
 
 
-def member(store: Store, address: str, status: SubscriberStatus = SubscriberStatus.ACTIVE) -> None:
-    subscriber, _ = store.subscribers.ensure_subscriber(address, timezone="UTC", schedule="daily 08:00")
-    store.subscribers.update_subscriber(subscriber.id or 0, status=status)
-    newsletters.join(store, NAME, subscriber)
+def member(db: Database, address: str, status: SubscriberStatus = SubscriberStatus.ACTIVE) -> None:
+    subscriber, _ = subscriber_records.ensure_subscriber(db, address, timezone="UTC", schedule="daily 08:00")
+    subscriber_records.update_subscriber(db, subscriber.id or 0, status=status)
+    newsletters.join(db, NAME, subscriber)
 
 
 def ids(message: Message) -> list[str]:
     return sorted(item.arxiv_id for item in message.items)
 
 
-async def test_an_issue_reaches_every_active_member_once(store: Store) -> None:
+async def test_an_issue_reaches_every_active_member_once(db: Database) -> None:
     newsletters.create(
-        store, NAME, "Distributed weekly", ["cat:cs.DC"], schedule="weekly sun 03:00", timezone="UTC"
+        db, NAME, "Distributed weekly", ["cat:cs.DC"], schedule="weekly sun 03:00", timezone="UTC"
     )
-    member(store, "console:ada")
-    member(store, "console:bob")
-    member(store, "console:gone", SubscriberStatus.UNSUBSCRIBED)
+    member(db, "console:ada")
+    member(db, "console:bob")
+    member(db, "console:gone", SubscriberStatus.UNSUBSCRIBED)
     # Carol follows the same papers herself and gets them instantly: the issue must not repeat them.
-    follow(store, "console:carol", "cat:cs.DC", schedule="instant")
-    member(store, "console:carol")
+    follow(db, "console:carol", "cat:cs.DC", schedule="instant")
+    member(db, "console:carol")
     # Email members sign up the self-service way: one confirms, one does not.
     for address in ("email:dora@example.org", "email:eve@example.org"):
-        sign_up(store, address, [], timezone="UTC", schedule="daily 08:00", newsletter=NAME)
-    pending = store.subscribers.get_subscriber("email:dora@example.org")
+        sign_up(db, address, [], timezone="UTC", schedule="daily 08:00", newsletter=NAME)
+    pending = subscriber_records.get_subscriber(db, "email:dora@example.org")
     assert pending is not None
-    confirm(store, KEY, confirm_token(KEY, pending))
+    confirm(db, KEY, confirm_token(KEY, pending))
 
-    store.papers.save_versions([paper(f"2611.0000{n}") for n in range(3)])
-    assert match_new(store) == 3  # one query, cat:cs.DC, on three papers ...
-    assert store.matches.expand_matches() == 6  # ... for the newsletter and for Carol's own follow
-    letter = store.subscribers.get_subscriber("newsletter:dc-weekly")
+    paper_records.save_versions(db, [paper(f"2611.0000{n}") for n in range(3)])
+    assert match_new(db) == 3  # one query, cat:cs.DC, on three papers ...
+    assert match_records.expand_matches(db) == 6  # ... for the newsletter and for Carol's own follow
+    letter = subscriber_records.get_subscriber(db, "newsletter:dc-weekly")
     assert letter is not None and letter.status == SubscriberStatus.ACTIVE
-    with store.session() as session:
+    with db.session() as session:
         per_version = session.execute(
             sa.select(col(Match.version_id), sa.func.count())
             .where(col(Match.subscriber_id) == letter.id)
@@ -109,12 +112,12 @@ async def test_an_issue_reaches_every_active_member_once(store: Store) -> None:
     console, mail = Recorder(), MailRecorder()
     notifiers: dict[str, Notifier] = {"console": console, "email": mail}
     renderer = Renderer(public_url="https://papertrail.example", secret_key=KEY)
-    first = await send_due_digests(store, notifiers, renderer)
+    first = await send_due_digests(db, notifiers, renderer)
     # Before Sunday's slot only Carol's own instant digest goes out; the newsletter waits for its schedule.
     assert [(r.address, r.items) for r in first] == [("console:carol", 3)]
 
     sunday = utcnow() + timedelta(days=8)
-    second = await send_due_digests(store, notifiers, renderer, now=sunday)
+    second = await send_due_digests(db, notifiers, renderer, now=sunday)
     assert sorted((r.address, r.items, r.sent) for r in second) == [
         ("console:ada", 3, True),
         ("console:bob", 3, True),
@@ -134,19 +137,17 @@ async def test_an_issue_reaches_every_active_member_once(store: Store) -> None:
     token = re.search(r"/leave/([^/?\s\"]+)", dora.unsubscribe_url)
     assert token and tokens.verify(KEY, tokens.LEAVE, token[1]) == f"email:dora@example.org\0{NAME}"
 
-    (issue,) = [d for d in store.ledger.digests_of(letter.id or 0)]
+    (issue,) = [d for d in ledger_records.digests_of(db, letter.id or 0)]
     assert (issue.state, issue.channel, issue.item_count) == (DigestState.SENT, "newsletter", 3)
-    shown = newsletters.info(store, NAME)
+    shown = newsletters.info(db, NAME)
     assert (shown.members, shown.active_members, shown.issues, shown.last_issue_items) == (6, 4, 1, 3)
 
     # Nothing more: the issue is closed and every copy is sent.
-    assert (
-        await send_due_digests(store, notifiers, renderer, now=sunday + timedelta(days=7), force=True) == []
-    )
+    assert await send_due_digests(db, notifiers, renderer, now=sunday + timedelta(days=7), force=True) == []
     for address in ("email:eve@example.org", "console:gone"):
-        found = store.subscribers.get_subscriber(address)
-        assert found is not None and store.ledger.digests_of(found.id or 0) == []
-    with store.session() as session:
+        found = subscriber_records.get_subscriber(db, address)
+        assert found is not None and ledger_records.digests_of(db, found.id or 0) == []
+    with db.session() as session:
         unsent = session.execute(
             sa.select(sa.func.count()).select_from(Match).where(col(Match.digest_id).is_(None))
         )
@@ -158,26 +159,26 @@ async def test_an_issue_reaches_every_active_member_once(store: Store) -> None:
 
 
 async def test_a_member_on_an_unconfigured_channel_keeps_the_copies_until_it_can_be_served(
-    store: Store,
+    db: Database,
 ) -> None:
-    newsletters.create(store, NAME, "Distributed", ["cat:cs.DC"], schedule="instant", timezone="UTC")
-    member(store, "console:ada")
-    member(store, "email:far@example.org")
-    store.papers.save_versions([paper("2611.00001")])
-    match_new(store)
+    newsletters.create(db, NAME, "Distributed", ["cat:cs.DC"], schedule="instant", timezone="UTC")
+    member(db, "console:ada")
+    member(db, "email:far@example.org")
+    paper_records.save_versions(db, [paper("2611.00001")])
+    match_new(db)
     console = Recorder()
-    (report,) = await send_due_digests(store, {"console": console}, Renderer())
+    (report,) = await send_due_digests(db, {"console": console}, Renderer())
     assert (report.address, report.items) == ("console:ada", 1)
-    far = store.subscribers.get_subscriber("email:far@example.org")
-    assert far is not None and len(store.ledger.pending_matches(far.id or 0)) == 1  # kept, not lost
+    far = subscriber_records.get_subscriber(db, "email:far@example.org")
+    assert far is not None and len(ledger_records.pending_matches(db, far.id or 0)) == 1  # kept, not lost
     mail = MailRecorder()
-    (later,) = await send_due_digests(store, {"console": console, "email": mail}, Renderer())
+    (later,) = await send_due_digests(db, {"console": console, "email": mail}, Renderer())
     assert (later.address, later.items, len(mail.sent)) == ("email:far@example.org", 1, 1)
 
 
 def test_cli_create_list_show_and_subscribe(
     sqlite_url: str,
-    sqlite_store: Store,
+    sqlite_store: Database,
     smtp: tuple[SinkHandler, int],
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
@@ -221,7 +222,7 @@ def test_cli_create_list_show_and_subscribe(
     assert missing.exit_code == 1 and "newsletters: dc-weekly" in missing.stderr
 
 
-def test_cli_adds_and_removes_members(db_url: str, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_adds_and_removes_members(db_url: str, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
     """`newsletter add|remove NAME ADDRESS` (issue 20): confirmed subscribers only, idempotent, the exit
     codes of README's scheme, and the member then gets the issue through its own channel."""
     monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", db_url)
@@ -234,7 +235,7 @@ def test_cli_adds_and_removes_members(db_url: str, store: Store, monkeypatch: py
     code, _, err = run("newsletter", "add", NAME, "console:ada")
     assert code == 1 and "no newsletter named 'dc-weekly'; newsletters: none yet; create one with:" in err
     newsletters.create(
-        store, NAME, "Distributed weekly", ["cat:cs.DC"], schedule="weekly sun 03:00", timezone="UTC"
+        db, NAME, "Distributed weekly", ["cat:cs.DC"], schedule="weekly sun 03:00", timezone="UTC"
     )
     code, _, err = run("newsletter", "add", "nope", "console:ada")
     assert code == 1 and "newsletters: dc-weekly; `papertrail newsletter list` shows them" in err
@@ -250,18 +251,18 @@ def test_cli_adds_and_removes_members(db_url: str, store: Store, monkeypatch: py
     assert code == 2 and "a newsletter cannot be a member of a newsletter" in err
 
     # A pending sign-up has not shown it owns the address; an unsubscribed one asked for nothing more.
-    sign_up(store, "email:eve@example.org", ["cat:cs.AI"], timezone="UTC", schedule="daily 08:00")
+    sign_up(db, "email:eve@example.org", ["cat:cs.AI"], timezone="UTC", schedule="daily 08:00")
     code, _, err = run("newsletter", "add", NAME, "email:eve@example.org")
     assert code == 1 and "has not confirmed its sign-up; it must follow the link in its confirmation" in err
-    gone, _ = store.subscribers.ensure_subscriber("console:gone", timezone="UTC", schedule="daily 08:00")
-    store.subscribers.update_subscriber(gone.id or 0, status=SubscriberStatus.UNSUBSCRIBED)
+    gone, _ = subscriber_records.ensure_subscriber(db, "console:gone", timezone="UTC", schedule="daily 08:00")
+    subscriber_records.update_subscriber(db, gone.id or 0, status=SubscriberStatus.UNSUBSCRIBED)
     code, _, err = run("newsletter", "add", NAME, "console:gone")
     assert code == 1 and "console:gone unsubscribed" in err
     for refused in ("email:eve@example.org", "console:gone"):
-        who = store.subscribers.get_subscriber(refused)
-        assert who is not None and store.newsletters.newsletters_of(who.id or 0) == []
+        who = subscriber_records.get_subscriber(db, refused)
+        assert who is not None and newsletter_records.newsletters_of(db, who.id or 0) == []
 
-    follow(store, "console:ada", "cat:cs.AI")  # confirmed: an operator's follow
+    follow(db, "console:ada", "cat:cs.AI")  # confirmed: an operator's follow
     code, out, _ = run("newsletter", "add", NAME.upper(), "CONSOLE:ada")
     assert code == 0 and out == (
         "console:ada joined dc-weekly (Distributed weekly): it gets each issue from the next one on"
@@ -271,8 +272,8 @@ def test_cli_adds_and_removes_members(db_url: str, store: Store, monkeypatch: py
     code, out, _ = run("newsletter", "list")
     assert code == 0 and "1 active of 1" in out
 
-    store.papers.save_versions([paper("2611.00001")])
-    assert match_new(store) == 1
+    paper_records.save_versions(db, [paper("2611.00001")])
+    assert match_new(db) == 1
     code, out, err = run("digest", "--now")
     assert code == 0, err
     assert "--- digest for console:ada ---" in out and "newsletter dc-weekly: category cs.DC" in out
@@ -284,18 +285,18 @@ def test_cli_adds_and_removes_members(db_url: str, store: Store, monkeypatch: py
     )
     code, out, _ = run("newsletter", "remove", NAME, "console:ada")
     assert code == 0 and out == "console:ada is not a member of dc-weekly; nothing changed"
-    ada = store.subscribers.get_subscriber("console:ada")
+    ada = subscriber_records.get_subscriber(db, "console:ada")
     assert ada is not None and ada.status == SubscriberStatus.ACTIVE  # subscribed still, follows kept
-    assert [f.query for f in store.subscribers.follows_of(ada.id or 0)] == ["cat:cs.AI"]
-    store.papers.save_versions([paper("2611.00002")])
-    assert match_new(store) == 1
+    assert [f.query for f in subscriber_records.follows_of(db, ada.id or 0)] == ["cat:cs.AI"]
+    paper_records.save_versions(db, [paper("2611.00002")])
+    assert match_new(db) == 1
     code, out, _ = run("digest", "--now")
     assert code == 0 and "console:ada" not in out  # the next issue is nobody's: no member left
     code, _, err = run("newsletter", "remove", NAME, "console:nobody")
     assert code == 1 and "no subscriber console:nobody" in err
 
 
-def test_join_and_leave_from_a_chat(sqlite_store: Store) -> None:
+def test_join_and_leave_from_a_chat(sqlite_store: Database) -> None:
     settings = Settings()
     chat = ChatContext("telegram:42")
     assert "no newsletters yet" in handle(sqlite_store, settings.chat(), chat, "/join").text
@@ -311,9 +312,9 @@ def test_join_and_leave_from_a_chat(sqlite_store: Store) -> None:
 
     joined = handle(sqlite_store, settings.chat(), chat, "/join dc-weekly")
     assert joined.ok and joined.text.startswith("This chat joined Distributed weekly (dc-weekly)")
-    subscriber = sqlite_store.subscribers.get_subscriber("telegram:42")
+    subscriber = subscriber_records.get_subscriber(sqlite_store, "telegram:42")
     assert subscriber is not None
-    assert [n.name for n in sqlite_store.newsletters.newsletters_of(subscriber.id or 0)] == [NAME]
+    assert [n.name for n in newsletter_records.newsletters_of(sqlite_store, subscriber.id or 0)] == [NAME]
     assert "already" in handle(sqlite_store, settings.chat(), chat, "/join DC-Weekly").text
 
     typo = handle(sqlite_store, settings.chat(), chat, "/join dc-weekli")
@@ -324,12 +325,12 @@ def test_join_and_leave_from_a_chat(sqlite_store: Store) -> None:
 
     left = handle(sqlite_store, settings.chat(), chat, "/leave dc-weekly")
     assert left.ok and "left Distributed weekly" in left.text
-    assert sqlite_store.newsletters.newsletters_of(subscriber.id or 0) == []
+    assert newsletter_records.newsletters_of(sqlite_store, subscriber.id or 0) == []
     assert handle(sqlite_store, settings.chat(), chat, "/leave dc-weekly").error == Problem.NOT_FOUND
     assert "/join" in handle(sqlite_store, settings.chat(), chat, "/help").text
 
 
-def test_the_form_offers_the_newsletters(sqlite_store: Store, smtp: tuple[SinkHandler, int]) -> None:
+def test_the_form_offers_the_newsletters(sqlite_store: Database, smtp: tuple[SinkHandler, int]) -> None:
     from starlette.testclient import TestClient
 
     from papertrail.web import build_app
@@ -346,15 +347,15 @@ def test_the_form_offers_the_newsletters(sqlite_store: Store, smtp: tuple[SinkHa
     assert wrong.status_code == 400 and "no newsletter named" in wrong.text and not sink.received
     done = client.post("/subscribe", data={"address": "ada@example.org", "follows": "", "newsletter": NAME})
     assert done.status_code == 200 and "Check your mail" in done.text
-    ada = sqlite_store.subscribers.get_subscriber("email:ada@example.org")
+    ada = subscriber_records.get_subscriber(sqlite_store, "email:ada@example.org")
     assert ada is not None and ada.status == SubscriberStatus.UNCONFIRMED
-    assert [n.name for n in sqlite_store.newsletters.newsletters_of(ada.id or 0)] == [NAME]
-    sqlite_store.papers.save_versions([paper("2611.00001")])
+    assert [n.name for n in newsletter_records.newsletters_of(sqlite_store, ada.id or 0)] == [NAME]
+    paper_records.save_versions(sqlite_store, [paper("2611.00001")])
     match_new(sqlite_store)
     # Unconfirmed: the issue opens, and Ada gets no copy.
     assert newsletters.open_due_issues(sqlite_store, now=utcnow(), due=lambda *_: True)[0].copies == 0
     client.post(f"/confirm/{token_in(sink)}")
-    sqlite_store.papers.save_versions([paper("2611.00002")])
+    paper_records.save_versions(sqlite_store, [paper("2611.00002")])
     match_new(sqlite_store)
     assert newsletters.open_due_issues(sqlite_store, now=utcnow(), due=lambda *_: True)[0].copies == 1
 
@@ -362,18 +363,18 @@ def test_the_form_offers_the_newsletters(sqlite_store: Store, smtp: tuple[SinkHa
 # -- the member's digest: titled with the newsletter, and a link that leaves only it ----------------------
 
 
-async def test_an_issue_only_digest_is_titled_and_leaves_only_the_newsletter(store: Store) -> None:
-    newsletters.create(store, NAME, "Distributed <weekly>", ["cat:cs.DC"], schedule="instant", timezone="UTC")
-    member(store, "email:ada@example.org")
+async def test_an_issue_only_digest_is_titled_and_leaves_only_the_newsletter(db: Database) -> None:
+    newsletters.create(db, NAME, "Distributed <weekly>", ["cat:cs.DC"], schedule="instant", timezone="UTC")
+    member(db, "email:ada@example.org")
     # Carol also follows cs.LG herself: her digest mixes her own match with the issue.
-    follow(store, "email:carol@example.org", "cat:cs.LG", schedule="instant")
-    member(store, "email:carol@example.org")
+    follow(db, "email:carol@example.org", "cat:cs.LG", schedule="instant")
+    member(db, "email:carol@example.org")
     lg = PaperIn("2611.00009", 1, "Learning", "An abstract.", ("Bo Li",), ("cs.LG",))
-    store.papers.save_versions([paper("2611.00001"), paper("2611.00002"), lg])
-    match_new(store)
+    paper_records.save_versions(db, [paper("2611.00001"), paper("2611.00002"), lg])
+    match_new(db)
     mail = MailRecorder()
     renderer = Renderer(public_url="https://papertrail.example", secret_key=KEY)
-    await send_due_digests(store, {"email": mail}, renderer)
+    await send_due_digests(db, {"email": mail}, renderer)
     sent = dict(mail.sent)
 
     ada = sent["ada@example.org"]
@@ -422,7 +423,7 @@ def test_several_newsletters_in_one_digest_keep_the_whole_address_link() -> None
     assert Renderer().view(items[:1], "ada", "console:ada").unsubscribe_url == ""
 
 
-def test_the_leave_link_asks_then_leaves_one_newsletter_only(sqlite_store: Store) -> None:
+def test_the_leave_link_asks_then_leaves_one_newsletter_only(sqlite_store: Database) -> None:
     from tests.support.web import client_for
 
     address = "email:ada@example.org"
@@ -431,13 +432,13 @@ def test_the_leave_link_asks_then_leaves_one_newsletter_only(sqlite_store: Store
     )
     newsletters.create(sqlite_store, "other", "Other", ["cat:cs.LG"], schedule="instant", timezone="UTC")
     follow(sqlite_store, address, "cat:cs.AI")
-    subscriber = sqlite_store.subscribers.get_subscriber(address)
+    subscriber = subscriber_records.get_subscriber(sqlite_store, address)
     assert subscriber is not None and subscriber.id is not None
     for name in (NAME, "other"):
         newsletters.join(sqlite_store, name, subscriber)
 
     def names() -> list[str]:
-        return [n.name for n in sqlite_store.newsletters.newsletters_of(subscriber.id or 0)]
+        return [n.name for n in newsletter_records.newsletters_of(sqlite_store, subscriber.id or 0)]
 
     client = client_for(sqlite_store, secret_key=KEY)
     token = tokens.sign(KEY, tokens.LEAVE, tokens.leave_subject(address, NAME))
@@ -454,9 +455,9 @@ def test_the_leave_link_asks_then_leaves_one_newsletter_only(sqlite_store: Store
     )
     assert done.status_code == 200 and "You left Distributed &lt;weekly&gt;" in done.text
     assert names() == ["other"]  # only that newsletter
-    after = sqlite_store.subscribers.get_subscriber(address)
+    after = subscriber_records.get_subscriber(sqlite_store, address)
     assert after is not None and after.status == SubscriberStatus.ACTIVE
-    assert len(sqlite_store.subscribers.follows_of(subscriber.id)) == 1  # own follows kept
+    assert len(subscriber_records.follows_of(sqlite_store, subscriber.id)) == 1  # own follows kept
     assert re.search(r'href="/manage/[^"]+"', done.text)
     again = client.post(f"/leave/{token}", data={"List-Unsubscribe": "One-Click"})
     assert again.status_code == 200 and "Not a member of" in again.text

@@ -2,8 +2,9 @@
 measures both; docs/architecture.md, "Measured structure", records them).
 
 The goal is one package per strongly connected component (no cycle between core's packages) and no file of
-bot/ or papertrail/ importing core.store. Today's numbers are pinned: the test fails when either grows, and
-when either shrinks, so that the pin moves down with the code (lower it in the same change).
+bot/ or papertrail/ importing one of core's SQL modules (each package's ``*_records`` and their helpers).
+Today's numbers are pinned: the test fails when either grows, and when either shrinks, so that the pin moves
+down with the code (lower it in the same change).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from bench.architecture import measure, strongly_connected_components
 
 # Today: every package of core/ and the shared modules form one component (9 members).
 LARGEST_COMPONENT = 9
-SHELL_FILES_IMPORTING_STORE = 20
+# Since the Store facade went, every reach of the shell into SQL is an import: these 32 files are the 20 that
+# imported core.store and the 12 that reached a repository only through the facade (``store.papers.x()``).
+SHELL_FILES_IMPORTING_STORE = 32
 
 
 def test_the_package_cycles_of_core_do_not_grow() -> None:
@@ -24,9 +27,9 @@ def test_the_package_cycles_of_core_do_not_grow() -> None:
 
 def test_the_shell_does_not_import_the_store_more() -> None:
     _, shell = measure()
-    assert len(shell) <= SHELL_FILES_IMPORTING_STORE, f"more shell files import core.store: {shell}"
+    assert len(shell) <= SHELL_FILES_IMPORTING_STORE, f"more shell files import core's SQL modules: {shell}"
     assert len(shell) == SHELL_FILES_IMPORTING_STORE, (
-        f"fewer shell files import core.store ({len(shell)}): lower SHELL_FILES_IMPORTING_STORE to match"
+        f"fewer shell files import SQL modules ({len(shell)}): lower SHELL_FILES_IMPORTING_STORE to match"
     )
 
 

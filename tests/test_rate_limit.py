@@ -17,8 +17,8 @@ import pytest
 import sqlalchemy as sa
 
 from core.config import Settings
+from core.db import make_engine
 from core.delivery.rate_limit import LocalRateLimit, PostgresRateLimit, RateLimit, rate_limit_for
-from core.store.facade import make_engine
 from notifiers.ratelimit import HEADROOM, RateLimiter, Window
 from notifiers.telegram import TelegramNotifier
 from tests.fakes.telegram_api import fake_telegram

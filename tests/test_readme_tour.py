@@ -149,7 +149,7 @@ def test_the_readme_tour_runs_offline(monkeypatch: pytest.MonkeyPatch, tmp_path:
     try:
         page = TestClient(build_app(ctx)).get("/")
     finally:
-        ctx.store.engine.dispose()
+        ctx.db.engine.dispose()
     assert page.status_code == 200
     assert re.search(r'data-count="new_24h">9\d\d<', page.text)
 

@@ -28,6 +28,8 @@ from sqlmodel import col
 from bot.commands import ChatContext, Problem, handle
 from core.channel import DeliveryError, Notifier
 from core.config import Settings
+from core.db import Database
+from core.delivery import ledger_records
 from core.delivery.digests import (
     DeliveryPolicy,
     DigestReport,
@@ -35,17 +37,18 @@ from core.delivery.digests import (
     plan_heartbeats,
     send_due_digests,
 )
+from core.delivery.ledger_records import DigestPlan
 from core.delivery.receipt_text import word_receipt
 from core.delivery.receipts import LOOKBACK, RunLog, receipt_window
 from core.delivery.render import Renderer
+from core.follows import subscriber_records
 from core.follows.manage import follow
 from core.i18n.languages import translator
 from core.models import DigestState, Follow, RunState, SourceRun, Subscriber
+from core.papers import paper_records, run_records
 from core.papers.health import recent_announcement
 from core.papers.pipeline import match_new
-from core.store.facade import SaveResult, Store
-from core.store.ledger import DigestPlan
-from core.store.runs import RunStore
+from core.papers.saving import SaveResult
 from core.values import Outage, PaperIn, Receipt, SourceScan
 from notifiers.console import ConsoleNotifier
 from notifiers.slack_blocks import build_payloads
@@ -217,7 +220,7 @@ def test_the_window_starts_at_the_previous_digest_at_most_a_week_back() -> None:
 
 
 def record(
-    store: Store,
+    db: Database,
     source: str,
     when: str,
     state: RunState = RunState.OK,
@@ -229,12 +232,13 @@ def record(
     versions, finish with their counts, match), with the test's clock for the run's end as well (ingest_once
     finishes a run at the real time)."""
     now = at(when)
-    run_id = store.runs.start_run(source, now=now)
+    run_id = run_records.start_run(db, source, now=now)
     if state == RunState.ERROR:
-        store.runs.finish_run(run_id, state, now=now, error="HTTP 503 from the feed")
+        run_records.finish_run(db, run_id, state, now=now, error="HTTP 503 from the feed")
         return SaveResult()
-    saved = store.papers.save_versions(papers, now=now)
-    store.runs.finish_run(
+    saved = paper_records.save_versions(db, papers, now=now)
+    run_records.finish_run(
+        db,
         run_id,
         state,
         now=now,
@@ -244,21 +248,22 @@ def record(
         duplicates=saved.duplicates,
         cursor=cursor,
     )
-    match_new(store, now=now)
+    match_new(db, now=now)
     return saved
 
 
-def test_the_store_reads_the_window_and_how_each_source_stood_before_it(store: Store) -> None:
-    record(store, "arxiv-rss", "2026-11-13T01:05", cursor=mailing("2026-11-13"))
-    record(store, "arxiv-rss", "2026-11-13T06:00", RunState.NOT_MODIFIED)
-    record(store, "arxiv-rss", "2026-11-14T01:05", RunState.ERROR)  # the failure streak starts
-    record(store, "arxiv-rss", "2026-11-15T01:05", RunState.ERROR)
-    record(store, "arxiv-rss", "2026-11-16T06:00", RunState.ERROR)  # the last run before the window
-    record(store, "arxiv-oai", "2026-11-16T05:00")  # before the window, and no run inside it
-    record(store, "arxiv-rss", "2026-11-17T01:05", cursor=mailing("2026-11-17"))
-    record(store, "hf-daily", "2026-11-17T02:00")
-    record(store, "arxiv-rss", "2026-11-18T01:05", cursor=mailing("2026-11-18"))  # after the window
-    runs = store.runs.receipt_runs(
+def test_the_store_reads_the_window_and_how_each_source_stood_before_it(db: Database) -> None:
+    record(db, "arxiv-rss", "2026-11-13T01:05", cursor=mailing("2026-11-13"))
+    record(db, "arxiv-rss", "2026-11-13T06:00", RunState.NOT_MODIFIED)
+    record(db, "arxiv-rss", "2026-11-14T01:05", RunState.ERROR)  # the failure streak starts
+    record(db, "arxiv-rss", "2026-11-15T01:05", RunState.ERROR)
+    record(db, "arxiv-rss", "2026-11-16T06:00", RunState.ERROR)  # the last run before the window
+    record(db, "arxiv-oai", "2026-11-16T05:00")  # before the window, and no run inside it
+    record(db, "arxiv-rss", "2026-11-17T01:05", cursor=mailing("2026-11-17"))
+    record(db, "hf-daily", "2026-11-17T02:00")
+    record(db, "arxiv-rss", "2026-11-18T01:05", cursor=mailing("2026-11-18"))  # after the window
+    runs = run_records.receipt_runs(
+        db,
         at("2026-11-16T07:00"),
         at("2026-11-17T07:00"),
         overlap=timedelta(days=1),
@@ -288,19 +293,19 @@ def paper(number: int, version: int = 1, category: str = "cs.DC") -> PaperIn:
     )
 
 
-def subscribe(store: Store, *, created: str = "2026-11-16T07:30", schedule: str = "daily 08:00") -> int:
+def subscribe(db: Database, *, created: str = "2026-11-16T07:30", schedule: str = "daily 08:00") -> int:
     """console:ada in Berlin, following cs.DC since ``created`` (a follow sees what arrives after it)."""
-    result = follow(store, ADDRESS, "cat:cs.DC", timezone=BERLIN, schedule=schedule)
+    result = follow(db, ADDRESS, "cat:cs.DC", timezone=BERLIN, schedule=schedule)
     subscriber_id = result.subscriber.id
     assert subscriber_id is not None
-    store.subscribers.update_subscriber(subscriber_id, created_at=at(created))
-    with store.session() as session:
+    subscriber_records.update_subscriber(db, subscriber_id, created_at=at(created))
+    with db.session() as session:
         session.execute(sa.update(Follow).values(created_at=at(created)))
     return subscriber_id
 
 
 async def deliver(
-    store: Store,
+    db: Database,
     when: str,
     *,
     policy: DeliveryPolicy | None = None,
@@ -310,7 +315,7 @@ async def deliver(
     """One delivery pass at ``when`` through the console adapter: the reports and what it printed."""
     out = io.StringIO()
     reports = await send_due_digests(
-        store,
+        db,
         {"console": notifier or ConsoleNotifier(out)},
         renderer or Renderer(),
         now=at(when),
@@ -319,9 +324,9 @@ async def deliver(
     return reports, out.getvalue()
 
 
-def stored_in(store: Store, since: str, until: str) -> int:
+def stored_in(db: Database, since: str, until: str) -> int:
     """New versions the source runs finished in (since, until] recorded, summed by the database."""
-    with store.session() as session:
+    with db.session() as session:
         return int(
             session.execute(
                 sa.select(sa.func.coalesce(sa.func.sum(SourceRun.new_papers + SourceRun.revisions), 0)).where(
@@ -331,19 +336,19 @@ def stored_in(store: Store, since: str, until: str) -> int:
         )
 
 
-async def test_receipts_equal_what_the_runs_stored_through_failure_and_recovery(store: Store) -> None:
-    subscriber_id = subscribe(store)
+async def test_receipts_equal_what_the_runs_stored_through_failure_and_recovery(db: Database) -> None:
+    subscriber_id = subscribe(db)
     # Tuesday: Monday evening's mailing, then the feed unchanged, then fetched again (all duplicates).
-    record(store, "arxiv-rss", "2026-11-17T01:05", papers=[paper(1), paper(2), paper(3, category="cs.AI")],
+    record(db, "arxiv-rss", "2026-11-17T01:05", papers=[paper(1), paper(2), paper(3, category="cs.AI")],
            cursor=mailing("2026-11-17"))  # fmt: skip
-    record(store, "arxiv-rss", "2026-11-17T01:35", RunState.NOT_MODIFIED)
+    record(db, "arxiv-rss", "2026-11-17T01:35", RunState.NOT_MODIFIED)
     again = record(
-        store, "arxiv-rss", "2026-11-17T06:30", papers=[paper(1), paper(2)], cursor=mailing("2026-11-17")
+        db, "arxiv-rss", "2026-11-17T06:30", papers=[paper(1), paper(2)], cursor=mailing("2026-11-17")
     )
     assert again.duplicates == 2
-    (report,), printed = await deliver(store, "2026-11-17T07:00")
+    (report,), printed = await deliver(db, "2026-11-17T07:00")
     assert report.sent and report.items == 2
-    scanned = stored_in(store, "2026-11-16T07:30", "2026-11-17T07:00")
+    scanned = stored_in(db, "2026-11-16T07:30", "2026-11-17T07:00")
     assert scanned == 3
     assert (
         f"Since Mon 08:30 CET: arXiv: 1 announcement, {scanned} new versions scanned; 2 matched your follows."
@@ -352,39 +357,39 @@ async def test_receipts_equal_what_the_runs_stored_through_failure_and_recovery(
     assert "⚠" not in printed
 
     # Wednesday: the feed fails twice after the announcement, then recovers with a new paper and a revision.
-    record(store, "arxiv-rss", "2026-11-18T01:05", RunState.ERROR)
-    record(store, "arxiv-rss", "2026-11-18T01:35", RunState.ERROR)
+    record(db, "arxiv-rss", "2026-11-18T01:05", RunState.ERROR)
+    record(db, "arxiv-rss", "2026-11-18T01:35", RunState.ERROR)
     wednesday = [paper(4), paper(1, 2), paper(5, category="cs.AI")]
-    saved = record(store, "arxiv-rss", "2026-11-18T03:00", papers=wednesday, cursor=mailing("2026-11-18"))
+    saved = record(db, "arxiv-rss", "2026-11-18T03:00", papers=wednesday, cursor=mailing("2026-11-18"))
     assert (saved.new_papers, saved.revisions) == (2, 1)
-    (report,), printed = await deliver(store, "2026-11-18T07:00")
+    (report,), printed = await deliver(db, "2026-11-18T07:00")
     assert report.items == 2
-    scanned = stored_in(store, "2026-11-17T07:00", "2026-11-18T07:00")
+    scanned = stored_in(db, "2026-11-17T07:00", "2026-11-18T07:00")
     assert f"Since Tue 08:00 CET: arXiv: 1 announcement, {scanned} new versions scanned; 2 matched" in printed
     assert "⚠ arXiv failing from Wed 02:05 to Wed 04:00 CET" in printed
 
     # Thursday: failing since the announcement. Nothing matched, and without a heartbeat nothing is sent...
-    record(store, "arxiv-rss", "2026-11-19T01:05", RunState.ERROR)
-    record(store, "arxiv-rss", "2026-11-19T06:00", RunState.ERROR)
-    assert await deliver(store, "2026-11-19T07:00") == ([], "")
+    record(db, "arxiv-rss", "2026-11-19T01:05", RunState.ERROR)
+    record(db, "arxiv-rss", "2026-11-19T06:00", RunState.ERROR)
+    assert await deliver(db, "2026-11-19T07:00") == ([], "")
     # ...with one, the silence is explained.
-    store.subscribers.update_subscriber(subscriber_id, heartbeat=True)
-    (report,), printed = await deliver(store, "2026-11-19T07:01")
+    subscriber_records.update_subscriber(db, subscriber_id, heartbeat=True)
+    (report,), printed = await deliver(db, "2026-11-19T07:01")
     assert report.sent and report.items == 0
     assert (
         "Nothing new matched your follows. Since Wed 08:00 CET: arXiv: 0 announcements, 0 new versions"
         in printed
     )
     assert "⚠ arXiv failing since Thu 02:05 CET, and still failing" in printed
-    assert [d.item_count for d in store.ledger.digests_of(subscriber_id)] == [2, 2, 0]
+    assert [d.item_count for d in ledger_records.digests_of(db, subscriber_id)] == [2, 2, 0]
 
 
 # -- heartbeats --------------------------------------------------------------------------------------------
 
 
-def heartbeats(store: Store, subscriber_id: int) -> list[datetime]:
+def heartbeats(db: Database, subscriber_id: int) -> list[datetime]:
     """When each heartbeat of the subscriber was planned."""
-    return [d.created_at for d in store.ledger.digests_of(subscriber_id) if d.item_count == 0]
+    return [d.created_at for d in ledger_records.digests_of(db, subscriber_id) if d.item_count == 0]
 
 
 def test_announcement_days_come_from_arxivs_calendar() -> None:
@@ -395,20 +400,20 @@ def test_announcement_days_come_from_arxivs_calendar() -> None:
 
 
 async def test_a_heartbeat_goes_out_on_announcement_days_when_nothing_matched_and_only_then(
-    store: Store,
+    db: Database,
 ) -> None:
-    subscriber_id = subscribe(store, created="2026-11-14T12:00")
-    store.subscribers.update_subscriber(subscriber_id, heartbeat=True)
+    subscriber_id = subscribe(db, created="2026-11-14T12:00")
+    subscriber_records.update_subscriber(db, subscriber_id, heartbeat=True)
     record(
-        store,
+        db,
         "arxiv-rss",
         "2026-11-16T01:05",
         papers=[paper(9, category="cs.AI")],
         cursor=mailing("2026-11-16"),
     )
 
-    assert await deliver(store, "2026-11-15T07:00") == ([], "")  # Sunday: no announcement since Thursday
-    (report,), printed = await deliver(store, "2026-11-16T07:00")  # Monday: Sunday evening's mailing
+    assert await deliver(db, "2026-11-15T07:00") == ([], "")  # Sunday: no announcement since Thursday
+    (report,), printed = await deliver(db, "2026-11-16T07:00")  # Monday: Sunday evening's mailing
     assert report.sent and report.items == 0
     assert printed.splitlines()[1:3] == ["PaperTrail: no new matches", "=========================="]
     assert (
@@ -417,84 +422,89 @@ async def test_a_heartbeat_goes_out_on_announcement_days_when_nothing_matched_an
     )
     assert "PaperTrail heartbeat for ada" in printed and "digest heartbeat off" in printed
     # Once: neither a second pass nor a later one the same day sends another.
-    assert await deliver(store, "2026-11-16T07:00") == ([], "")
-    assert await deliver(store, "2026-11-16T18:00") == ([], "")
-    assert heartbeats(store, subscriber_id) == [at("2026-11-16T07:00")]
+    assert await deliver(db, "2026-11-16T07:00") == ([], "")
+    assert await deliver(db, "2026-11-16T18:00") == ([], "")
+    assert heartbeats(db, subscriber_id) == [at("2026-11-16T07:00")]
 
     # Tuesday: a match goes out as a digest carrying the receipt, and no heartbeat.
-    record(store, "arxiv-rss", "2026-11-17T01:05", papers=[paper(10)], cursor=mailing("2026-11-17"))
-    (report,), printed = await deliver(store, "2026-11-17T07:00")
+    record(db, "arxiv-rss", "2026-11-17T01:05", papers=[paper(10)], cursor=mailing("2026-11-17"))
+    (report,), printed = await deliver(db, "2026-11-17T07:00")
     assert report.items == 1 and "Nothing new matched" not in printed
     assert "1 new version scanned; 1 matched your follows." in printed
 
     # Wednesday's mailing is a holiday: no announcement, no heartbeat.
     holiday = DeliveryPolicy(holidays=frozenset({date(2026, 11, 18)}))
-    assert await deliver(store, "2026-11-18T07:00", policy=holiday) == ([], "")
+    assert await deliver(db, "2026-11-18T07:00", policy=holiday) == ([], "")
     # Thursday, heartbeat off: nothing.
-    store.subscribers.update_subscriber(subscriber_id, heartbeat=False)
-    assert await deliver(store, "2026-11-19T07:00") == ([], "")
+    subscriber_records.update_subscriber(db, subscriber_id, heartbeat=False)
+    assert await deliver(db, "2026-11-19T07:00") == ([], "")
     # Friday, on again: one.
-    store.subscribers.update_subscriber(subscriber_id, heartbeat=True)
-    assert len((await deliver(store, "2026-11-20T07:00"))[0]) == 1
+    subscriber_records.update_subscriber(db, subscriber_id, heartbeat=True)
+    assert len((await deliver(db, "2026-11-20T07:00"))[0]) == 1
     # Saturday: Thursday evening's announcement is 30 hours old; no heartbeat.
-    assert await deliver(store, "2026-11-21T07:00") == ([], "")
+    assert await deliver(db, "2026-11-21T07:00") == ([], "")
     # Instant digests have no digest time, so no heartbeat either.
-    store.subscribers.update_subscriber(subscriber_id, schedule="instant")
-    assert await deliver(store, "2026-11-23T07:00") == ([], "")
-    assert heartbeats(store, subscriber_id) == [at("2026-11-16T07:00"), at("2026-11-20T07:00")]
+    subscriber_records.update_subscriber(db, subscriber_id, schedule="instant")
+    assert await deliver(db, "2026-11-23T07:00") == ([], "")
+    assert heartbeats(db, subscriber_id) == [at("2026-11-16T07:00"), at("2026-11-20T07:00")]
 
 
-async def test_a_failed_heartbeat_is_retried_never_doubled_and_a_dead_one_not_replaced(store: Store) -> None:
-    subscriber_id = subscribe(store, created="2026-11-14T12:00")
-    store.subscribers.update_subscriber(subscriber_id, heartbeat=True)
+async def test_a_failed_heartbeat_is_retried_never_doubled_and_a_dead_one_not_replaced(db: Database) -> None:
+    subscriber_id = subscribe(db, created="2026-11-14T12:00")
+    subscriber_records.update_subscriber(db, subscriber_id, heartbeat=True)
     busy = DeliveryError("console busy", retryable=True)
     notifier = ScriptedNotifier([busy])
-    (first,), _ = await deliver(store, "2026-11-16T07:00", notifier=notifier)
+    (first,), _ = await deliver(db, "2026-11-16T07:00", notifier=notifier)
     assert not first.sent and not first.dead
     # The next passes retry the same heartbeat (after its back-off); none opens a second one.
-    assert (await deliver(store, "2026-11-16T07:00:30", notifier=notifier))[0] == []
-    (second,), _ = await deliver(store, "2026-11-16T07:03", notifier=notifier)
+    assert (await deliver(db, "2026-11-16T07:00:30", notifier=notifier))[0] == []
+    (second,), _ = await deliver(db, "2026-11-16T07:03", notifier=notifier)
     assert second.sent and second.digest_id == first.digest_id
     (_, message) = notifier.sent[0]
     assert message.heartbeat and message.item_count == 0 and message.receipt is not None
-    assert [(d.state, d.attempts) for d in store.ledger.digests_of(subscriber_id)] == [(DigestState.SENT, 2)]
+    assert [(d.state, d.attempts) for d in ledger_records.digests_of(db, subscriber_id)] == [
+        (DigestState.SENT, 2)
+    ]
 
     # Tuesday: dead-lettered at its only attempt; no second heartbeat for that announcement.
     dead_end = DeliveryPolicy(max_attempts=1)
     notifier.outcomes.append(busy)
-    (third,), _ = await deliver(store, "2026-11-17T07:00", notifier=notifier, policy=dead_end)
+    (third,), _ = await deliver(db, "2026-11-17T07:00", notifier=notifier, policy=dead_end)
     assert third.dead
-    assert (await deliver(store, "2026-11-17T07:10", notifier=notifier, policy=dead_end))[0] == []
-    assert [d.state for d in store.ledger.digests_of(subscriber_id)] == [DigestState.SENT, DigestState.DEAD]
+    assert (await deliver(db, "2026-11-17T07:10", notifier=notifier, policy=dead_end))[0] == []
+    assert [d.state for d in ledger_records.digests_of(db, subscriber_id)] == [
+        DigestState.SENT,
+        DigestState.DEAD,
+    ]
 
 
-async def test_a_planner_with_stale_candidates_opens_no_second_heartbeat(store: Store) -> None:
-    subscriber_id = subscribe(store, created="2026-11-14T12:00")
-    store.subscribers.update_subscriber(subscriber_id, heartbeat=True)
+async def test_a_planner_with_stale_candidates_opens_no_second_heartbeat(db: Database) -> None:
+    subscriber_id = subscribe(db, created="2026-11-14T12:00")
+    subscriber_records.update_subscriber(db, subscriber_id, heartbeat=True)
     now = at("2026-11-16T07:00")
     announced = recent_announcement(now)
     assert announced is not None
     # Planner A reads its candidates; planner B opens the heartbeat and a worker sends it; then A opens.
-    stale = store.ledger.heartbeat_candidates(now, announced)
+    stale = ledger_records.heartbeat_candidates(db, now, announced)
     assert [s.id for s in stale] == [subscriber_id]
-    assert plan_heartbeats(store, {"console": ConsoleNotifier(io.StringIO())}, now=now) == 1
-    (sent,), _ = await deliver(store, "2026-11-16T07:00")
+    assert plan_heartbeats(db, {"console": ConsoleNotifier(io.StringIO())}, now=now) == 1
+    (sent,), _ = await deliver(db, "2026-11-16T07:00")
     assert sent.sent
     plans = [DigestPlan(subscriber_id, "console", instant_only=False)]
-    assert store.ledger.open_heartbeats(plans, not_since=announced, now=now) == []
-    assert heartbeats(store, subscriber_id) == [now]
+    assert ledger_records.open_heartbeats(db, plans, not_since=announced, now=now) == []
+    assert heartbeats(db, subscriber_id) == [now]
 
 
-def test_planners_at_once_open_one_heartbeat(store: Store) -> None:
-    subscriber_id = subscribe(store, created="2026-11-14T12:00")
-    store.subscribers.update_subscriber(subscriber_id, heartbeat=True)
+def test_planners_at_once_open_one_heartbeat(db: Database) -> None:
+    subscriber_id = subscribe(db, created="2026-11-14T12:00")
+    subscriber_records.update_subscriber(db, subscriber_id, heartbeat=True)
     notifiers: dict[str, Notifier] = {"console": ConsoleNotifier(io.StringIO())}
     start = threading.Barrier(4)
     opened: list[int] = []
 
     def plan() -> None:
         start.wait()
-        opened.append(plan_digests(store, notifiers, now=at("2026-11-16T07:00")))
+        opened.append(plan_digests(db, notifiers, now=at("2026-11-16T07:00")))
 
     threads = [threading.Thread(target=plan) for _ in range(4)]
     for thread in threads:
@@ -502,7 +512,7 @@ def test_planners_at_once_open_one_heartbeat(store: Store) -> None:
     for thread in threads:
         thread.join()
     assert sorted(opened) == [0, 0, 0, 1]
-    assert len(heartbeats(store, subscriber_id)) == 1
+    assert len(heartbeats(db, subscriber_id)) == 1
 
 
 # -- every channel, both languages ---------------------------------------------------------------------------
@@ -545,65 +555,60 @@ CHINESE = ChatContext("telegram:4343", language="zh-CN")
 GROUP_MEMBER = ChatContext("telegram:-100200300", is_group=True, can_change=False, chat_name="Lab")
 
 
-def say(store: Store, text: str, ctx: ChatContext = PRIVATE) -> str:
-    reply = handle(store, Settings().chat(), ctx, text, now=at("2026-11-16T12:00"))
+def say(db: Database, text: str, ctx: ChatContext = PRIVATE) -> str:
+    reply = handle(db, Settings().chat(), ctx, text, now=at("2026-11-16T12:00"))
     return reply.text
 
 
-def beats(store: Store, address: str) -> bool:
-    subscriber = store.subscribers.get_subscriber(address)
+def beats(db: Database, address: str) -> bool:
+    subscriber = subscriber_records.get_subscriber(db, address)
     assert subscriber is not None
     return subscriber.heartbeat
 
 
-def test_the_chat_command_turns_the_heartbeat_on_and_off(sqlite_store: Store) -> None:
-    store = sqlite_store
-    on = say(store, "/digest heartbeat on")
+def test_the_chat_command_turns_the_heartbeat_on_and_off(sqlite_store: Database) -> None:
+    db = sqlite_store
+    on = say(db, "/digest heartbeat on")
     assert on.startswith("Heartbeat on; digests go out daily 08:00 (UTC).")
     assert "so that a quiet day is not mistaken for a broken one" in on
-    assert beats(store, "telegram:4242") is True
-    assert say(store, "/digest heartbeat").startswith("The heartbeat is on.")
+    assert beats(db, "telegram:4242") is True
+    assert say(db, "/digest heartbeat").startswith("The heartbeat is on.")
     assert (
-        say(store, "/schedule heartbeat off")
-        == "Heartbeat off: on a day when nothing matched, nothing is sent."
+        say(db, "/schedule heartbeat off") == "Heartbeat off: on a day when nothing matched, nothing is sent."
     )
-    assert beats(store, "telegram:4242") is False
-    assert say(store, "/digest heartbeat").startswith("The heartbeat is off.")
-    bad = handle(store, Settings().chat(), PRIVATE, "/digest heartbeat sometimes")
+    assert beats(db, "telegram:4242") is False
+    assert say(db, "/digest heartbeat").startswith("The heartbeat is off.")
+    bad = handle(db, Settings().chat(), PRIVATE, "/digest heartbeat sometimes")
     assert bad.error == Problem.BAD_ARGUMENT and bad.suggestions == (
         "digest heartbeat on",
         "digest heartbeat off",
     )
     # Instant digests have no digest time: turning it on says so.
-    say(store, "/digest instant")
+    say(db, "/digest instant")
     assert "the heartbeat goes out only with a daily, weekdays or weekly schedule" in say(
-        store, "/digest heartbeat on"
+        db, "/digest heartbeat on"
     )
     # In a group only admins change it.
-    refused = handle(store, Settings().chat(), GROUP_MEMBER, "/digest heartbeat on")
+    refused = handle(db, Settings().chat(), GROUP_MEMBER, "/digest heartbeat on")
     assert (
         refused.error == Problem.NOT_ALLOWED
-        and store.subscribers.get_subscriber("telegram:-100200300") is None
+        and subscriber_records.get_subscriber(db, "telegram:-100200300") is None
     )
     # The help page documents it.
-    assert "/digest heartbeat on — on arXiv announcement days when nothing matched" in say(
-        store, "/help digest"
-    )
+    assert "/digest heartbeat on — on arXiv announcement days when nothing matched" in say(db, "/help digest")
 
 
-def test_the_chat_command_in_chinese(sqlite_store: Store) -> None:
-    store = sqlite_store
-    on = say(store, "/digest heartbeat on", CHINESE)
-    assert on.startswith("心跳消息已开启；摘要发送时间为") and beats(store, "telegram:4343") is True
-    assert say(store, "/digest heartbeat", CHINESE).startswith("心跳消息已开启。")
-    assert (
-        say(store, "/digest heartbeat off", CHINESE) == "心跳消息已关闭：没有匹配的日子里不会发送任何消息。"
-    )
-    assert beats(store, "telegram:4343") is False
-    assert "digest heartbeat on" in say(store, "/help digest", CHINESE)
+def test_the_chat_command_in_chinese(sqlite_store: Database) -> None:
+    db = sqlite_store
+    on = say(db, "/digest heartbeat on", CHINESE)
+    assert on.startswith("心跳消息已开启；摘要发送时间为") and beats(db, "telegram:4343") is True
+    assert say(db, "/digest heartbeat", CHINESE).startswith("心跳消息已开启。")
+    assert say(db, "/digest heartbeat off", CHINESE) == "心跳消息已关闭：没有匹配的日子里不会发送任何消息。"
+    assert beats(db, "telegram:4343") is False
+    assert "digest heartbeat on" in say(db, "/help digest", CHINESE)
 
 
-def test_the_manage_page_toggles_the_heartbeat(sqlite_store: Store) -> None:
+def test_the_manage_page_toggles_the_heartbeat(sqlite_store: Database) -> None:
     from core.people import tokens
 
     address = "email:ada@example.org"
@@ -642,37 +647,37 @@ def test_digests_rendered_outside_the_ledger_have_no_receipt() -> None:
     assert message.receipt is None and "Since" not in message.text
 
 
-async def test_the_delivery_pass_reads_the_runs_once(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_delivery_pass_reads_the_runs_once(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
     """Many digests in one pass share one read of the runs (core.delivery.digests.PassReceipts)."""
     for n in range(5):
-        follow(store, f"console:reader{n}", "cat:cs.DC", schedule="instant")
-    with store.session() as session:
+        follow(db, f"console:reader{n}", "cat:cs.DC", schedule="instant")
+    with db.session() as session:
         session.execute(sa.update(Follow).values(created_at=at("2026-11-16T00:00")))
         session.execute(sa.update(Subscriber).values(created_at=at("2026-11-16T00:00")))
-    record(store, "arxiv-rss", "2026-11-17T01:05", papers=[paper(1)], cursor=mailing("2026-11-17"))
+    record(db, "arxiv-rss", "2026-11-17T01:05", papers=[paper(1)], cursor=mailing("2026-11-17"))
     reads: list[tuple[datetime, datetime]] = []
-    real = RunStore.receipt_runs
+    real = run_records.receipt_runs
 
-    def counted(self: RunStore, since: datetime, until: datetime, **kwargs: object) -> list[SourceRun]:
+    def counted(db: Database, since: datetime, until: datetime, **kwargs: object) -> list[SourceRun]:
         reads.append((since, until))
-        return real(self, since, until, **kwargs)  # type: ignore[arg-type]
+        return real(db, since, until, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(RunStore, "receipt_runs", counted)
-    reports, printed = await deliver(store, "2026-11-17T07:00")
+    monkeypatch.setattr(run_records, "receipt_runs", counted)
+    reports, printed = await deliver(db, "2026-11-17T07:00")
     assert len(reports) == 5 and len(reads) == 1
     assert printed.count("arXiv: 1 announcement, 1 new version scanned; 1 matched your follows.") == 5
 
 
 async def test_a_receipt_that_cannot_be_made_never_holds_a_digest_back(
-    sqlite_store: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    sqlite_store: Database, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     subscribe(sqlite_store)
     record(sqlite_store, "arxiv-rss", "2026-11-17T01:05", papers=[paper(1)], cursor=mailing("2026-11-17"))
 
-    def unreachable(self: RunStore, *args: object, **kwargs: object) -> list[SourceRun]:
+    def unreachable(*args: object, **kwargs: object) -> list[SourceRun]:
         raise sa.exc.OperationalError("SELECT … FROM source_run", {}, Exception("database is locked"))
 
-    monkeypatch.setattr(RunStore, "receipt_runs", unreachable)
+    monkeypatch.setattr(run_records, "receipt_runs", unreachable)
     (report,), printed = await deliver(sqlite_store, "2026-11-17T07:00")
     assert report.sent and report.items == 1
     assert "Paper 1" in printed and "Since" not in printed

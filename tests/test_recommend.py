@@ -17,14 +17,17 @@ import pytest
 import sqlalchemy as sa
 from sqlmodel import col, select
 
+from core.db import Database
+from core.delivery import ledger_records, outcome_records
 from core.delivery.digests import send_due_digests
 from core.delivery.render import Renderer
+from core.follows import match_records, subscriber_records
 from core.follows.manage import follow
 from core.follows.reasons import LIKED, SHARED, recommended_score
 from core.models import Match, Version, utcnow
+from core.papers import paper_records
 from core.papers.pipeline import match_new
-from core.store.facade import Store
-from core.store.taste import DISLIKE, LIKE
+from core.taste import recommend_records, taste_records
 from core.taste.model import (
     DEFAULT_THRESHOLD,
     Example,
@@ -39,6 +42,7 @@ from core.taste.model import (
     vectorise,
 )
 from core.taste.recommend import preview, recommend_new
+from core.taste.taste_records import DISLIKE, LIKE
 from core.taste.training import retrain
 from core.taste.votes import cast_vote, undo_vote
 from core.values import PaperIn
@@ -53,45 +57,44 @@ MODEL_BYTES_LIMIT = 100_000
 class Day:
     """A store with the earlier papers, subscribers made before the news, and the time of the news."""
 
-    store: Store
+    db: Database
     now: datetime
 
     def reader(self, address: str, *, likes: int = LIKES, recommend: int | None = 5, query: str = "") -> int:
         """A subscriber (with a follow when ``query``) who liked ``likes`` papers, its model trained."""
         if query:
-            subscriber = follow(self.store, address, query).subscriber
+            subscriber = follow(self.db, address, query).subscriber
         else:
-            subscriber, _ = self.store.subscribers.ensure_subscriber(
-                address, timezone="UTC", schedule="daily 08:00"
+            subscriber, _ = subscriber_records.ensure_subscriber(
+                self.db, address, timezone="UTC", schedule="daily 08:00"
             )
         sid = subscriber.id
         assert sid is not None
-        taste = self.store.taste
         for paper in liked_papers(likes):
-            taste.vote(sid, paper.arxiv_id, LIKE, now=self.now)
-        retrain(self.store, sid, now=self.now)
+            taste_records.vote(self.db, sid, paper.arxiv_id, LIKE, now=self.now)
+        retrain(self.db, sid, now=self.now)
         if recommend is not None:
-            self.store.subscribers.update_subscriber(sid, recommend=recommend)
+            subscriber_records.update_subscriber(self.db, sid, recommend=recommend)
         return sid
 
     def news(self, papers: tuple[PaperIn, ...] | list[PaperIn], *, match: bool = True) -> None:
         """Store ``papers`` as news first seen at :attr:`now`, run them against the follows, fan out."""
-        self.store.papers.save_versions(papers, now=self.now)
+        paper_records.save_versions(self.db, papers, now=self.now)
         if match:
-            match_new(self.store, now=self.now)
-            self.store.matches.expand_matches(now=self.now)
+            match_new(self.db, now=self.now)
+            match_records.expand_matches(self.db, now=self.now)
 
 
-def a_day(store: Store) -> Day:
+def a_day(db: Database) -> Day:
     # The news arrives after the readers (and their follows) were made: a follow sees only later papers.
     now = utcnow() + timedelta(minutes=5)
-    store.papers.save_versions(earlier(), now=now - timedelta(days=2))
-    match_new(store, now=now - timedelta(days=2))
-    return Day(store, now)
+    paper_records.save_versions(db, earlier(), now=now - timedelta(days=2))
+    match_new(db, now=now - timedelta(days=2))
+    return Day(db, now)
 
 
-def rows_of(store: Store, subscriber_id: int) -> list[tuple[Match, Version]]:
-    with store.session() as session:
+def rows_of(db: Database, subscriber_id: int) -> list[tuple[Match, Version]]:
+    with db.session() as session:
         return list(
             session.exec(
                 select(Match, Version)
@@ -101,78 +104,77 @@ def rows_of(store: Store, subscriber_id: int) -> list[tuple[Match, Version]]:
         )
 
 
-def newest_version(store: Store) -> int:
-    with store.session() as session:
+def newest_version(db: Database) -> int:
+    with db.session() as session:
         return int(session.execute(sa.select(sa.func.max(Version.id))).scalar_one())
 
 
-def recommendations(store: Store, subscriber_id: int) -> list[tuple[Match, Version]]:
-    return [(m, v) for m, v in rows_of(store, subscriber_id) if recommended_score(m.reasons) is not None]
+def recommendations(db: Database, subscriber_id: int) -> list[tuple[Match, Version]]:
+    return [(m, v) for m, v in rows_of(db, subscriber_id) if recommended_score(m.reasons) is not None]
 
 
-def scores(store: Store, subscriber_id: int, papers: Sequence[PaperIn]) -> dict[str, float]:
+def scores(db: Database, subscriber_id: int, papers: Sequence[PaperIn]) -> dict[str, float]:
     """The subscriber's model's score of each paper."""
-    row = store.taste.model_of(subscriber_id)
+    row = taste_records.model_of(db, subscriber_id)
     assert row is not None
     found = score_many([TasteModel.from_bytes(row.data)], vectorise([(p.title, p.abstract) for p in papers]))
     return {p.arxiv_id: float(s) for p, s in zip(papers, found[0], strict=True)}
 
 
-def above(store: Store, subscriber_id: int, papers: Sequence[PaperIn], threshold: float) -> set[str]:
+def above(db: Database, subscriber_id: int, papers: Sequence[PaperIn], threshold: float) -> set[str]:
     """The papers the subscriber's model scores at or above ``threshold``."""
-    return {a for a, s in scores(store, subscriber_id, papers).items() if s >= threshold}
+    return {a for a, s in scores(db, subscriber_id, papers).items() if s >= threshold}
 
 
-def nth_best(store: Store, subscriber_id: int, papers: Sequence[PaperIn], n: int) -> float:
+def nth_best(db: Database, subscriber_id: int, papers: Sequence[PaperIn], n: int) -> float:
     """A threshold that ``n`` of ``papers`` reach (ties aside)."""
-    return sorted(scores(store, subscriber_id, papers).values(), reverse=True)[n - 1]
+    return sorted(scores(db, subscriber_id, papers).values(), reverse=True)[n - 1]
 
 
 # -- training ---------------------------------------------------------------------------------------
 
 
-def test_a_model_follows_every_vote_and_its_undo(store: Store) -> None:
-    d = a_day(store)
+def test_a_model_follows_every_vote_and_its_undo(db: Database) -> None:
+    d = a_day(db)
     sid = d.reader("email:ada@example.org", likes=0, recommend=None)
-    taste = store.taste
     one, two, three = (p.arxiv_id for p in liked_papers(3))
-    cast_vote(store, sid, one, LIKE, now=d.now)
-    cast_vote(store, sid, two, LIKE, now=d.now)
-    assert taste.model_of(sid) is None  # two liked papers are not a taste yet
-    cast_vote(store, sid, three, LIKE, now=d.now)
-    model = taste.model_of(sid)
+    cast_vote(db, sid, one, LIKE, now=d.now)
+    cast_vote(db, sid, two, LIKE, now=d.now)
+    assert taste_records.model_of(db, sid) is None  # two liked papers are not a taste yet
+    cast_vote(db, sid, three, LIKE, now=d.now)
+    model = taste_records.model_of(db, sid)
     assert model is not None and model.positives == 3 and model.negatives == 0
     assert len(model.data) < MODEL_BYTES_LIMIT
     # A dislike retrains with it.
-    cast_vote(store, sid, earlier()[1].arxiv_id, DISLIKE, now=d.now)
-    again = taste.model_of(sid)
+    cast_vote(db, sid, earlier()[1].arxiv_id, DISLIKE, now=d.now)
+    again = taste_records.model_of(db, sid)
     assert again is not None and again.negatives == 1 and again.data != model.data
     # Undoing a like leaves two: the model goes with it.
-    undo_vote(store, sid, three)
-    assert taste.model_of(sid) is None
+    undo_vote(db, sid, three)
+    assert taste_records.model_of(db, sid) is None
 
 
-def test_a_vote_that_changes_nothing_does_not_retrain(store: Store) -> None:
-    d = a_day(store)
+def test_a_vote_that_changes_nothing_does_not_retrain(db: Database) -> None:
+    d = a_day(db)
     sid = d.reader("email:ada@example.org", likes=3, recommend=None)
-    trained = store.taste.model_of(sid)
+    trained = taste_records.model_of(db, sid)
     assert trained is not None
-    cast_vote(store, sid, liked_papers(1)[0].arxiv_id, LIKE, now=d.now + timedelta(hours=1))
-    same = store.taste.model_of(sid)
+    cast_vote(db, sid, liked_papers(1)[0].arxiv_id, LIKE, now=d.now + timedelta(hours=1))
+    same = taste_records.model_of(db, sid)
     assert same is not None and same.trained_at == trained.trained_at
 
 
-def test_no_model_without_anything_to_contrast_with(store: Store) -> None:
+def test_no_model_without_anything_to_contrast_with(db: Database) -> None:
     # Three liked papers and nothing else stored this week: nothing says what the reader does not want.
     now = utcnow()
-    store.papers.save_versions(liked_papers(3), now=now)
-    subscriber, _ = store.subscribers.ensure_subscriber(
-        "email:ada@example.org", timezone="UTC", schedule="daily 08:00"
+    paper_records.save_versions(db, liked_papers(3), now=now)
+    subscriber, _ = subscriber_records.ensure_subscriber(
+        db, "email:ada@example.org", timezone="UTC", schedule="daily 08:00"
     )
     assert subscriber.id is not None
     for paper in liked_papers(3):
-        cast_vote(store, subscriber.id, paper.arxiv_id, LIKE, now=now)
-    assert store.taste.model_of(subscriber.id) is None
+        cast_vote(db, subscriber.id, paper.arxiv_id, LIKE, now=now)
+    assert taste_records.model_of(db, subscriber.id) is None
 
 
 def test_a_paper_prepared_once_is_explained_as_explain_does() -> None:
@@ -206,29 +208,29 @@ def test_a_paper_prepared_once_is_explained_as_explain_does() -> None:
 
 
 def test_the_pass_recommends_to_readers_who_asked_never_what_follows_brought_or_votes_named(
-    store: Store,
+    db: Database,
 ) -> None:
-    d = a_day(store)
+    d = a_day(db)
     ada = d.reader("email:ada@example.org")
-    threshold = nth_best(store, ada, later(), 20)
-    liked_today = sorted(above(store, ada, later(), threshold))
+    threshold = nth_best(db, ada, later(), 20)
+    liked_today = sorted(above(db, ada, later(), threshold))
     # Ada follows two of the papers her model likes: the exclusion is exercised, not vacuous.
-    follow(store, "email:ada@example.org", f"id:{liked_today[0]} OR id:{liked_today[1]}")
+    follow(db, "email:ada@example.org", f"id:{liked_today[0]} OR id:{liked_today[1]}")
     quiet = d.reader("email:quiet@example.org", recommend=None)  # a model, recommendations off
     novice = d.reader("email:novice@example.org", likes=2)  # on, but no model
     d.news(later())
-    brought = {v.paper_id for _, v in rows_of(store, ada)}
+    brought = {v.paper_id for _, v in rows_of(db, ada)}
     assert brought == set(liked_today[:2])
     # A vote on one of the day's papers the model likes keeps it out as well.
     voted = liked_today[2]
-    store.taste.vote(ada, voted, DISLIKE, now=d.now)
+    taste_records.vote(db, ada, voted, DISLIKE, now=d.now)
 
-    report = recommend_new(store, now=d.now, threshold=threshold)
+    report = recommend_new(db, now=d.now, threshold=threshold)
 
-    mine = recommendations(store, ada)
+    mine = recommendations(db, ada)
     assert len(mine) == 5 and report.written == len(mine)
     assert report.papers == len(later()) and report.models == 1
-    assert recommendations(store, quiet) == [] and recommendations(store, novice) == []
+    assert recommendations(db, quiet) == [] and recommendations(db, novice) == []
     papers = {v.paper_id for _, v in mine}
     assert not papers & brought and voted not in papers
     assert papers <= {p.arxiv_id for p in later()}
@@ -242,202 +244,201 @@ def test_the_pass_recommends_to_readers_who_asked_never_what_follows_brought_or_
         assert all(r["term"] in liked for r in hit["reasons"] if r["field"] == LIKED)
         assert version.number == 1
     # The best: no paper left out (and allowed) scores more than the weakest written.
-    allowed = {a: x for a, x in scores(store, ada, later()).items() if a not in brought and a != voted}
+    allowed = {a: x for a, x in scores(db, ada, later()).items() if a not in brought and a != voted}
     weakest = min(m.reasons[0]["recommended"] for m, _ in mine)
     assert sorted(allowed.values(), reverse=True)[4] == pytest.approx(weakest, abs=1e-3)
-    assert store.recommend.cursor() == newest_version(store)
-    assert recommend_new(store, now=d.now, threshold=threshold) == type(report)()  # nothing new
-    assert len(recommendations(store, ada)) == len(mine)
+    assert recommend_records.cursor(db) == newest_version(db)
+    assert recommend_new(db, now=d.now, threshold=threshold) == type(report)()  # nothing new
+    assert len(recommendations(db, ada)) == len(mine)
 
 
-def test_the_default_threshold_is_the_models(store: Store) -> None:
-    d = a_day(store)
+def test_the_default_threshold_is_the_models(db: Database) -> None:
+    d = a_day(db)
     ada = d.reader("email:ada@example.org", recommend=20)
     d.news(later())
-    expected = above(store, ada, later(), DEFAULT_THRESHOLD)
-    recommend_new(store, now=d.now)
-    assert {v.paper_id for _, v in recommendations(store, ada)} == set(sorted(expected)[:20])
+    expected = above(db, ada, later(), DEFAULT_THRESHOLD)
+    recommend_new(db, now=d.now)
+    assert {v.paper_id for _, v in recommendations(db, ada)} == set(sorted(expected)[:20])
 
 
-def test_a_digest_holds_at_most_n_recommendations(store: Store) -> None:
-    d = a_day(store)
+def test_a_digest_holds_at_most_n_recommendations(db: Database) -> None:
+    d = a_day(db)
     ada = d.reader("email:ada@example.org", recommend=2)
     first, second, third = later()[:150], later()[150:300], later()[300:]
-    threshold = min(nth_best(store, ada, part, 3) for part in (first, second, third))
+    threshold = min(nth_best(db, ada, part, 3) for part in (first, second, third))
     d.news(first)
-    assert recommend_new(store, now=d.now, threshold=threshold).written == 2
+    assert recommend_new(db, now=d.now, threshold=threshold).written == 2
     d.news(second)
     # Two are waiting for the digest: no room for more.
-    assert recommend_new(store, now=d.now, threshold=threshold).written == 0
-    digest = store.ledger.open_digest(ada, "email", instant_only=False, now=d.now)
+    assert recommend_new(db, now=d.now, threshold=threshold).written == 0
+    digest = ledger_records.open_digest(db, ada, "email", instant_only=False, now=d.now)
     assert digest is not None
     d.news(third)
     # Planned but not sent yet: still waiting.
-    assert recommend_new(store, now=d.now, threshold=threshold).written == 0
-    assert len(recommendations(store, ada)) == 2
+    assert recommend_new(db, now=d.now, threshold=threshold).written == 0
+    assert len(recommendations(db, ada)) == 2
 
 
-def test_room_comes_back_once_the_digest_is_sent(store: Store) -> None:
-    d = a_day(store)
+def test_room_comes_back_once_the_digest_is_sent(db: Database) -> None:
+    d = a_day(db)
     ada = d.reader("email:ada@example.org", recommend=2)
     first, second = later()[:230], later()[230:]
-    threshold = min(nth_best(store, ada, part, 3) for part in (first, second))
+    threshold = min(nth_best(db, ada, part, 3) for part in (first, second))
     d.news(first)
-    assert recommend_new(store, now=d.now, threshold=threshold).written == 2
-    digest = store.ledger.open_digest(ada, "email", instant_only=False, now=d.now)
+    assert recommend_new(db, now=d.now, threshold=threshold).written == 2
+    digest = ledger_records.open_digest(db, ada, "email", instant_only=False, now=d.now)
     assert digest is not None
-    store.outcomes.finish_sent(digest, platform_id="x", parts=1, now=d.now)
+    outcome_records.finish_sent(db, digest, platform_id="x", parts=1, now=d.now)
     d.news(second)
-    assert recommend_new(store, now=d.now, threshold=threshold).written == 2
-    assert len(recommendations(store, ada)) == 4
+    assert recommend_new(db, now=d.now, threshold=threshold).written == 2
+    assert len(recommendations(db, ada)) == 4
 
 
-def test_a_first_pass_starts_at_the_last_day(store: Store) -> None:
-    d = a_day(store)
+def test_a_first_pass_starts_at_the_last_day(db: Database) -> None:
+    d = a_day(db)
     ada = d.reader("email:ada@example.org", recommend=20)
     d.news(later())
-    first_new = min(v.id or 0 for v in store.papers.versions_since(d.now - timedelta(hours=1)))
-    batch = store.recommend.next_papers(now=d.now, limit=10_000)
+    first_new = min(v.id or 0 for v in paper_records.versions_since(db, d.now - timedelta(hours=1)))
+    batch = recommend_records.next_papers(db, now=d.now, limit=10_000)
     assert batch.after == 0 and batch.papers[0].version_id == first_new
     assert len(batch.papers) == len(later())
-    threshold = nth_best(store, ada, later(), 10)
-    assert recommend_new(store, now=d.now, threshold=threshold).written == 10
-    assert {v.paper_id for _, v in recommendations(store, ada)} == above(store, ada, later(), threshold)
+    threshold = nth_best(db, ada, later(), 10)
+    assert recommend_new(db, now=d.now, threshold=threshold).written == 10
+    assert {v.paper_id for _, v in recommendations(db, ada)} == above(db, ada, later(), threshold)
     # Earlier papers the model likes (other than the liked ones) were there to pick, and never scored.
-    assert above(store, ada, earlier(), threshold) - {p.arxiv_id for p in liked_papers()}
+    assert above(db, ada, earlier(), threshold) - {p.arxiv_id for p in liked_papers()}
 
 
-def test_papers_not_yet_matched_wait_for_matching(store: Store) -> None:
-    d = a_day(store)
+def test_papers_not_yet_matched_wait_for_matching(db: Database) -> None:
+    d = a_day(db)
     ada = d.reader("email:ada@example.org", query="ti:segmentation")
     d.news(later(), match=False)
-    threshold = nth_best(store, ada, later(), 20)
-    assert recommend_new(store, now=d.now, threshold=threshold).papers == 0
-    assert recommendations(store, ada) == []
-    match_new(store, now=d.now)
+    threshold = nth_best(db, ada, later(), 20)
+    assert recommend_new(db, now=d.now, threshold=threshold).papers == 0
+    assert recommendations(db, ada) == []
+    match_new(db, now=d.now)
     # The pass fans the new query matches out itself before it reads what the follows brought.
-    assert recommend_new(store, now=d.now, threshold=threshold).written == 5
-    brought = {v.paper_id for m, v in rows_of(store, ada) if m.follow_ids}
-    assert brought and not brought & {v.paper_id for _, v in recommendations(store, ada)}
+    assert recommend_new(db, now=d.now, threshold=threshold).written == 5
+    brought = {v.paper_id for m, v in rows_of(db, ada) if m.follow_ids}
+    assert brought and not brought & {v.paper_id for _, v in recommendations(db, ada)}
 
 
-def test_revisions_are_not_scored(store: Store) -> None:
-    d = a_day(store)
+def test_revisions_are_not_scored(db: Database) -> None:
+    d = a_day(db)
     revisions = [p for p in day() if p.version > 1][:100]
     d.news([*later()[:100], *revisions])
-    batch = store.recommend.next_papers(now=d.now, limit=10_000)
+    batch = recommend_records.next_papers(db, now=d.now, limit=10_000)
     assert len(batch.papers) == 100
     assert {p.arxiv_id for p in batch.papers} == {p.arxiv_id for p in later()[:100]}
 
 
-def test_the_cursor_moves_one_batch_at_a_time(store: Store) -> None:
-    d = a_day(store)
+def test_the_cursor_moves_one_batch_at_a_time(db: Database) -> None:
+    d = a_day(db)
     ada = d.reader("email:ada@example.org", recommend=20)
     d.news(later())
     bob = d.reader("email:bob@example.org", recommend=20)
-    threshold = nth_best(store, ada, later(), 10)
-    report = recommend_new(store, now=d.now, papers_per_batch=100, models_per_slice=1, threshold=threshold)
+    threshold = nth_best(db, ada, later(), 10)
+    report = recommend_new(db, now=d.now, papers_per_batch=100, models_per_slice=1, threshold=threshold)
     assert report.papers == len(later()) and report.models == 2 * 5
-    assert report.written == len(recommendations(store, ada)) + len(recommendations(store, bob))
-    assert len(recommendations(store, ada)) >= 10
+    assert report.written == len(recommendations(db, ada)) + len(recommendations(db, bob))
+    assert len(recommendations(db, ada)) >= 10
 
 
-def test_two_passes_over_the_same_papers_write_once(store: Store) -> None:
-    d = a_day(store)
+def test_two_passes_over_the_same_papers_write_once(db: Database) -> None:
+    d = a_day(db)
     ada = d.reader("email:ada@example.org", recommend=20)
     d.news(later())
-    repository = store.recommend
-    one = repository.next_papers(now=d.now, limit=10_000)
-    two = repository.next_papers(now=d.now, limit=10_000)
+    one = recommend_records.next_papers(db, now=d.now, limit=10_000)
+    two = recommend_records.next_papers(db, now=d.now, limit=10_000)
     assert one == two
     from core.taste.recommend import _score_batch
 
-    threshold = nth_best(store, ada, later(), 10)
-    rows, _ = _score_batch(repository, one, now=d.now, per_slice=100, threshold=threshold)
+    threshold = nth_best(db, ada, later(), 10)
+    rows, _ = _score_batch(db, one, now=d.now, per_slice=100, threshold=threshold)
     assert rows
-    assert repository.write(one, rows, now=d.now) == len(rows)
-    assert repository.write(two, rows, now=d.now) is None  # the cursor had moved: nothing written
-    assert len(recommendations(store, ada)) == len(rows)
+    assert recommend_records.write(db, one, rows, now=d.now) == len(rows)
+    assert recommend_records.write(db, two, rows, now=d.now) is None  # the cursor had moved: nothing written
+    assert len(recommendations(db, ada)) == len(rows)
 
 
-def test_two_passes_at_once_do_not_duplicate(store: Store) -> None:
-    d = a_day(store)
+def test_two_passes_at_once_do_not_duplicate(db: Database) -> None:
+    d = a_day(db)
     readers = [d.reader(f"email:r{n}@example.org", recommend=3) for n in range(3)]
     d.news(later())
-    threshold = min(nth_best(store, sid, later(), 3) for sid in readers)
+    threshold = min(nth_best(db, sid, later(), 3) for sid in readers)
     start = threading.Barrier(2)
     reports = []
 
     def run() -> None:
         start.wait()
-        reports.append(recommend_new(store, now=d.now, threshold=threshold))
+        reports.append(recommend_new(db, now=d.now, threshold=threshold))
 
     threads = [threading.Thread(target=run) for _ in range(2)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    written = [len(recommendations(store, sid)) for sid in readers]
+    written = [len(recommendations(db, sid)) for sid in readers]
     assert written == [3, 3, 3]
     assert sum(r.written for r in reports) == sum(written)
-    with store.session() as session:
+    with db.session() as session:
         pairs = session.execute(sa.select(col(Match.subscriber_id), col(Match.version_id))).all()
     assert len(pairs) == len(set(pairs))
 
 
-def test_a_model_that_cannot_be_read_is_skipped(store: Store) -> None:
-    d = a_day(store)
+def test_a_model_that_cannot_be_read_is_skipped(db: Database) -> None:
+    d = a_day(db)
     ada = d.reader("email:ada@example.org")
     broken = d.reader("email:broken@example.org")
-    store.taste.save_model(broken, b"not a model", positives=3, negatives=0)
+    taste_records.save_model(db, broken, b"not a model", positives=3, negatives=0)
     d.news(later())
-    report = recommend_new(store, now=d.now, threshold=nth_best(store, ada, later(), 5))
-    assert report.models == 1 and recommendations(store, broken) == []
-    assert len(recommendations(store, ada)) == 5
+    report = recommend_new(db, now=d.now, threshold=nth_best(db, ada, later(), 5))
+    assert report.models == 1 and recommendations(db, broken) == []
+    assert len(recommendations(db, ada)) == 5
 
 
-def test_paused_readers_get_no_recommendations(store: Store) -> None:
-    d = a_day(store)
+def test_paused_readers_get_no_recommendations(db: Database) -> None:
+    d = a_day(db)
     ada = d.reader("email:ada@example.org")
-    store.subscribers.update_subscriber(ada, status="paused", status_reason="paused from the chat")
+    subscriber_records.update_subscriber(db, ada, status="paused", status_reason="paused from the chat")
     d.news(later())
-    assert recommend_new(store, now=d.now, threshold=-1e9).models == 0
-    assert recommendations(store, ada) == []
+    assert recommend_new(db, now=d.now, threshold=-1e9).models == 0
+    assert recommendations(db, ada) == []
 
 
 # -- try recommended ----------------------------------------------------------------------------------
 
 
-def test_preview_shows_what_the_week_would_have_brought(store: Store) -> None:
-    d = a_day(store)
+def test_preview_shows_what_the_week_would_have_brought(db: Database) -> None:
+    d = a_day(db)
     ada = d.reader("email:ada@example.org", query="ti:segmentation")
     d.news(later())
-    threshold = nth_best(store, ada, later(), 20)
-    shown = preview(store, ada, limit=4, now=d.now, threshold=threshold)
+    threshold = nth_best(db, ada, later(), 20)
+    shown = preview(db, ada, limit=4, now=d.now, threshold=threshold)
     assert shown is not None and len(shown) == 4
-    brought = {v.paper_id for _, v in rows_of(store, ada)}
+    brought = {v.paper_id for _, v in rows_of(db, ada)}
     liked = {p.arxiv_id for p in liked_papers()}
     assert not {r.arxiv_id for r in shown} & (brought | liked)
     assert [r.score for r in shown] == sorted((r.score for r in shown), reverse=True)
     assert all(r.score >= threshold and r.reasons for r in shown)
     # Nothing was written.
-    assert recommendations(store, ada) == []
+    assert recommendations(db, ada) == []
     novice = d.reader("email:novice@example.org", likes=2)
-    assert preview(store, novice, now=d.now) is None
+    assert preview(db, novice, now=d.now) is None
 
 
 # -- wired into delivery ------------------------------------------------------------------------------
 
 
-async def test_a_delivery_pass_sends_the_recommendations(store: Store) -> None:
-    d = a_day(store)
+async def test_a_delivery_pass_sends_the_recommendations(db: Database) -> None:
+    d = a_day(db)
     ada = d.reader("console:ada")
     d.news(later())
     # The production threshold: a model of nine likes finds a few of the day's papers above it.
-    assert above(store, ada, later(), DEFAULT_THRESHOLD)
+    assert above(db, ada, later(), DEFAULT_THRESHOLD)
     notifier = ScriptedNotifier()
-    reports = await send_due_digests(store, {"console": notifier}, Renderer(), force=True, now=d.now)
-    mine = recommendations(store, ada)
+    reports = await send_due_digests(db, {"console": notifier}, Renderer(), force=True, now=d.now)
+    mine = recommendations(db, ada)
     assert mine and [r.sent for r in reports] == [True]
     ((_, message),) = notifier.sent
     assert all(v.paper_id in message.text for _, v in mine)

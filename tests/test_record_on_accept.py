@@ -20,12 +20,13 @@ import sqlalchemy as sa
 from sqlmodel import col
 
 from core.config import Settings
+from core.db import Database
 from core.delivery.digests import DeliveryPolicy, send_due_digests
 from core.delivery.render import Renderer
 from core.follows.manage import follow
 from core.models import Digest, DigestState
+from core.papers import paper_records
 from core.papers.pipeline import match_new
-from core.store.facade import Store
 from core.values import PaperIn
 from notifiers.email import EmailNotifier
 from tests.servers import LoopbackController, SinkHandler
@@ -36,13 +37,13 @@ SUBSCRIBERS = 12
 class LedgerCheckingSink(SinkHandler):
     """Accepts every mail, and before each notes how many accepted mails the ledger does not show as sent."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, db: Database) -> None:
         super().__init__()
-        self.store = store
+        self.db = db
         self.unrecorded: list[int] = []
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        with self.store.session() as db:
+        with self.db.session() as db:
             sent = db.execute(
                 sa.select(sa.func.count()).select_from(Digest).where(col(Digest.state) == DigestState.SENT)
             ).scalar_one()
@@ -58,14 +59,15 @@ async def busy_loop(until: asyncio.Event) -> None:
 
 
 @pytest.mark.parametrize("concurrency", [1, 20])
-async def test_each_mail_is_recorded_before_the_next_is_sent(store: Store, concurrency: int) -> None:
+async def test_each_mail_is_recorded_before_the_next_is_sent(db: Database, concurrency: int) -> None:
     for n in range(SUBSCRIBERS):
-        follow(store, f"email:reader{n}@example.org", "cat:cs.DC", schedule="instant")
-    store.papers.save_versions(
-        [PaperIn(f"2611.{n:05d}", 1, f"Paper {n}", "An abstract.", ("Ada",), ("cs.DC",)) for n in range(3)]
+        follow(db, f"email:reader{n}@example.org", "cat:cs.DC", schedule="instant")
+    paper_records.save_versions(
+        db,
+        [PaperIn(f"2611.{n:05d}", 1, f"Paper {n}", "An abstract.", ("Ada",), ("cs.DC",)) for n in range(3)],
     )
-    match_new(store)
-    sink = LedgerCheckingSink(store)
+    match_new(db)
+    sink = LedgerCheckingSink(db)
     controller = LoopbackController(sink)
     controller.start()
     port = controller.port
@@ -76,7 +78,7 @@ async def test_each_mail_is_recorded_before_the_next_is_sent(store: Store, concu
     try:
         busy = asyncio.create_task(busy_loop(done))
         reports = await send_due_digests(
-            store, {"email": notifier}, Renderer(), policy=DeliveryPolicy(concurrency=concurrency)
+            db, {"email": notifier}, Renderer(), policy=DeliveryPolicy(concurrency=concurrency)
         )
         done.set()
         await busy

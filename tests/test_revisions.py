@@ -16,13 +16,16 @@ from pathlib import Path
 
 import pytest
 
+from core.db import Database
+from core.delivery import claim_records, feed_records, ledger_records
 from core.delivery.digests import send_due_digests
 from core.delivery.render import CHANGE_LABELS, Renderer, changes_text
 from core.follows.manage import follow
+from core.guides import guide_records
 from core.models import Version
+from core.papers import paper_records
 from core.papers.pipeline import match_new
 from core.papers.revisions import CHANGE_NAMES, changes_of, history, what_changed
-from core.store.facade import Store
 from core.values import AnnounceType, PaperIn
 from ingest.arxiv_rss_parse import parse_feed
 from tests.cli_helpers import invoke
@@ -123,12 +126,12 @@ def test_every_change_name_has_a_digest_label() -> None:
     )
 
 
-def test_changes_of_reads_a_batch(store: Store) -> None:
+def test_changes_of_reads_a_batch(db: Database) -> None:
     v1, v2 = _example()
     v3 = replace(v2, version=3, comment="Accepted.")
-    store.papers.save_versions([v1])
-    store.papers.save_versions([v2, v3])
-    with store.engine.connect() as connection:
+    paper_records.save_versions(db, [v1])
+    paper_records.save_versions(db, [v2, v3])
+    with db.engine.connect() as connection:
         found = changes_of(
             connection, [(v1.arxiv_id, 1), (v1.arxiv_id, 2), (v1.arxiv_id, 3), ("2999.99999", 2)]
         )
@@ -144,22 +147,24 @@ def test_changes_of_reads_a_batch(store: Store) -> None:
 
 
 @pytest.fixture
-def cli_store(store: Store, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
+def cli_store(db: Database, monkeypatch: pytest.MonkeyPatch) -> Iterator[Database]:
     """The store, also as the command line's database."""
-    monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", store.engine.url.render_as_string(hide_password=False))
-    yield store
+    monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", db.engine.url.render_as_string(hide_password=False))
+    yield db
 
 
-async def test_a_whitespace_abstract_a_category_and_a_licence_read_alike_everywhere(cli_store: Store) -> None:
-    store = cli_store
+async def test_a_whitespace_abstract_a_category_and_a_licence_read_alike_everywhere(
+    cli_store: Database,
+) -> None:
+    db = cli_store
     v1, v2 = _example()
-    added = follow(store, "console:ada", f"cat:{v1.categories[0]}", schedule="instant")
+    added = follow(db, "console:ada", f"cat:{v1.categories[0]}", schedule="instant")
     subscriber = added.subscriber.id or 0
-    store.papers.save_versions([v1])
-    store.papers.save_versions([v2])
-    assert match_new(store) == 2
+    paper_records.save_versions(db, [v1])
+    paper_records.save_versions(db, [v2])
+    assert match_new(db) == 2
     notifier = ScriptedNotifier()
-    (report,) = await send_due_digests(store, {"console": notifier}, Renderer())
+    (report,) = await send_due_digests(db, {"console": notifier}, Renderer())
     assert report.sent
 
     # The digest as rendered, and its items read again the other way (a digest's items by id).
@@ -167,8 +172,8 @@ async def test_a_whitespace_abstract_a_category_and_a_licence_read_alike_everywh
     items = {item.version: item for item in message.items}
     assert items[2].changes == ("categories", "license") and items[1].changes == ()
     assert "changed: categories, license\n" in message.text
-    (digest,) = store.ledger.digests_of(subscriber)
-    again = {item.version: item.changes for item in store.claims.digest_items(digest.id or 0)}
+    (digest,) = ledger_records.digests_of(db, subscriber)
+    again = {item.version: item.changes for item in claim_records.digest_items(db, digest.id or 0)}
     assert again == {1: (), 2: ("categories", "license")}
 
     # papertrail show, as text and as JSON.
@@ -180,13 +185,13 @@ async def test_a_whitespace_abstract_a_category_and_a_licence_read_alike_everywh
     assert [v["changed"] for v in json.loads(out)["versions"]] == [[], ["categories", "license"]]
 
     # The paper page.
-    page = client_for(store).get(f"/papers/{v2.arxiv_id}").text
+    page = client_for(db).get(f"/papers/{v2.arxiv_id}").text
     assert re.search(r'data-version="2">.*?<td>categories, license</td>', page, flags=re.S)
 
     # The Atom feeds (a query's and the subscriber's) and the AI guides' prompt.
-    sent = store.feeds.sent_feed(subscriber, limit=10, language="en")
+    sent = feed_records.sent_feed(db, subscriber, limit=10, language="en")
     assert {e.number: e.changes for e in sent} == {1: (), 2: ("categories", "license")}
-    subjects = store.guides.versions_needing_guides("en", 10)
+    subjects = guide_records.versions_needing_guides(db, "en", 10)
     assert {s.number: s.changed for s in subjects} == {1: (), 2: ("categories", "license")}
 
 
@@ -247,7 +252,8 @@ def test_only_the_owner_says_what_a_revision_changed() -> None:
                 found[path.relative_to(ROOT).as_posix()] = where
     assert found == {}, "ask core.papers.revisions what a revision changed"
     # The rule's own comparison is found by the same check, so the check can see one; before the owner, it
-    # found core/papers/status.py (show), core/store/ledger_items.py (digests) and core/store/guides.py.
+    # found core/papers/status.py (show), core/delivery/ledger_items.py (digests) and
+    # core/guides/guide_records.py.
     assert _compares_two_versions(ast.parse(owner.read_text(encoding="utf-8")))
     assert _compares_two_versions(ast.parse("older = [v for v in stored if v.number < revision.number]"))
     assert _compares_two_versions(ast.parse("changed = getattr(row, f) != getattr(previous, f)"))

@@ -20,9 +20,10 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from typer.testing import CliRunner
 
 from core.config import Settings
+from core.db import Database, make_engine
 from core.follows.manage import follow
 from core.models import RunState
-from core.store.facade import Store, make_engine
+from core.papers import run_records
 from papertrail.cli import app
 from papertrail.context import AppContext, build_context
 from papertrail.runtime import (
@@ -69,7 +70,7 @@ def test_the_service_runs_every_role_survives_a_dead_network_and_stops_on_sigter
             try:
                 return [
                     r
-                    for r in Store(make_engine(f"sqlite:///{db}")).runs.latest_runs()
+                    for r in run_records.latest_runs(Database(make_engine(f"sqlite:///{db}")))
                     if r.state == RunState.ERROR
                 ]
             except Exception:  # the schema may still be migrating
@@ -100,7 +101,7 @@ async def test_run_forever_ingests_and_sends_instant_digests(tmp_path: Path) -> 
             digest_check_seconds=1,
         )
         ctx = build_context(settings, console=out)
-        follow(ctx.store, "console:me", "cat:cs.DC", schedule="instant")
+        follow(ctx.db, "console:me", "cat:cs.DC", schedule="instant")
         stop = asyncio.Event()
         task = asyncio.create_task(run_forever(ctx, stop, roles=("scheduler", "worker")))
         for _ in range(120):
@@ -157,7 +158,7 @@ async def test_stopping_lets_an_ingest_in_flight_finish_and_be_recorded(tmp_path
             await asyncio.wait_for(task, 30)
         finally:
             await ctx.aclose()
-    runs = [r for r in ctx.store.runs.latest_runs() if r.source == "arxiv-rss"]
+    runs = [r for r in run_records.latest_runs(ctx.db) if r.source == "arxiv-rss"]
     assert [(r.state, r.finished_at is not None) for r in runs] == [(RunState.EMPTY, True)]
 
 
@@ -191,7 +192,7 @@ async def test_stopping_cuts_the_retry_back_off_short(tmp_path: Path) -> None:
     # Generous: the point is "not after the retries" (15 s), not a timing benchmark.
     assert took < 5, f"the stop waited {took:.1f} s for the back-off"
     assert len(server.requests) == 1  # nothing retried after the stop
-    (run,) = [r for r in ctx.store.runs.latest_runs() if r.source == "arxiv-rss"]
+    (run,) = [r for r in run_records.latest_runs(ctx.db) if r.source == "arxiv-rss"]
     assert run.state == RunState.ERROR and run.finished_at is not None and "503" in (run.error or "")
 
 
@@ -226,8 +227,8 @@ async def test_a_failed_delivery_pass_is_logged_and_the_worker_goes_on(
     ctx = build_context(
         Settings(database_url=f"sqlite:///{tmp_path}/w.db", digest_check_seconds=1), console=out
     )
-    seed_due_digests(ctx.store, 1)
-    with ctx.store.engine.begin() as conn:  # the ledger's table disappears for a moment
+    seed_due_digests(ctx.db, 1)
+    with ctx.db.engine.begin() as conn:  # the ledger's table disappears for a moment
         conn.exec_driver_sql("ALTER TABLE digest RENAME TO digest_away")
     stop = asyncio.Event()
     task = asyncio.create_task(run_worker(ctx, stop=stop, handle_signals=False))
@@ -237,7 +238,7 @@ async def test_a_failed_delivery_pass_is_logged_and_the_worker_goes_on(
                 break
             await asyncio.sleep(0.02)
         assert "delivery pass failed; next try in 1 s" in caplog.text and not task.done()
-        with ctx.store.engine.begin() as conn:
+        with ctx.db.engine.begin() as conn:
             conn.exec_driver_sql("ALTER TABLE digest_away RENAME TO digest")
         for _ in range(250):
             if "--- digest for console:s00000 ---" in out.getvalue():

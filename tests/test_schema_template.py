@@ -11,8 +11,8 @@ from alembic import command
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from core.store.facade import make_engine
-from core.store.migrate import alembic_config, migrate
+from core.db import make_engine
+from core.db_migrate import alembic_config, migrate
 from tests.conftest import migrated_store
 from tests.schema_template import apply_template
 
@@ -148,7 +148,7 @@ def test_a_database_that_has_tables_is_migrated_not_overwritten(db_url: str) -> 
             {"t": "2024-01-01 00:00:00"},
         )
     engine.dispose()
-    for store in migrated_store(db_url):
-        assert _revision(store.engine) == _head(store.engine)
-        with store.engine.connect() as conn:
+    for db in migrated_store(db_url):
+        assert _revision(db.engine) == _head(db.engine)
+        with db.engine.connect() as conn:
             assert conn.exec_driver_sql("SELECT id FROM paper").scalar_one() == "2411.00001"

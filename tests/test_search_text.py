@@ -58,8 +58,8 @@ def paper(arxiv_id: str) -> PaperIn:
 
 
 # The FTS5 table the module docstring suggests; options as there (tokens are already [a-z0-9], so the
-# tokenizer only splits at spaces). Production's table is contentless (core.store.search), which changes
-# nothing for MATCH; here a normal table lets the test read the entries back.
+# tokenizer only splits at spaces). Production's table is contentless (core.papers.search_index), which
+# changes nothing for MATCH; here a normal table lets the test read the entries back.
 FTS5_TABLE = (
     "CREATE VIRTUAL TABLE s USING fts5(title, abstract, meta, tokenize='unicode61 remove_diacritics 0')"
 )

@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from core.db import Database
+from core.follows import subscriber_records
 from core.models import SubscriberStatus, utcnow
+from core.papers import paper_records
 from core.papers.pipeline import match_new
-from core.people import tokens
+from core.people import newsletter_records, tokens
 from core.people.signup import RESEND_AFTER
-from core.store.facade import Store
 from core.values import PaperIn
 from papertrail.cli import app
 from papertrail.web import build_app
@@ -42,7 +44,7 @@ def paper(arxiv_id: str) -> PaperIn:
 
 
 def test_web_sign_up_confirms_before_anything_is_matched(
-    sqlite_store: Store, smtp: tuple[SinkHandler, int]
+    sqlite_store: Database, smtp: tuple[SinkHandler, int]
 ) -> None:
     sink, port = smtp
     client = TestClient(build_app(context(sqlite_store, port)), follow_redirects=False)
@@ -54,12 +56,12 @@ def test_web_sign_up_confirms_before_anything_is_matched(
         mail.rcpt_tos == ["ada@example.org"]
         and mail.message["Subject"] == "Confirm your PaperTrail subscription"
     )
-    subscriber = sqlite_store.subscribers.get_subscriber("email:ada@example.org")
+    subscriber = subscriber_records.get_subscriber(sqlite_store, "email:ada@example.org")
     assert subscriber is not None and subscriber.status == SubscriberStatus.UNCONFIRMED
-    assert subscriber.id is not None and len(sqlite_store.subscribers.follows_of(subscriber.id)) == 2
+    assert subscriber.id is not None and len(subscriber_records.follows_of(sqlite_store, subscriber.id)) == 2
 
     # Unconfirmed: a matching paper is not matched for it, so nothing can be sent.
-    sqlite_store.papers.save_versions([paper("2611.00001")])
+    paper_records.save_versions(sqlite_store, [paper("2611.00001")])
     assert match_new(sqlite_store) == 0
 
     # The same form again within ten minutes: no second mail, and a page that says why and when.
@@ -74,18 +76,21 @@ def test_web_sign_up_confirms_before_anything_is_matched(
     # The page lists what the button confirms (the mail named none of it), escaped.
     assert "<code>cat:cs.DC</code>" in ask.text and "<code>au:&#34;Zeng Li&#34;</code>" in ask.text
     assert (
-        sqlite_store.subscribers.get_subscriber("email:ada@example.org").status  # type: ignore[union-attr]
+        subscriber_records.get_subscriber(sqlite_store, "email:ada@example.org").status  # type: ignore[union-attr]
         == SubscriberStatus.UNCONFIRMED
     )
     done = client.post(f"/confirm/{token}")
     assert done.status_code == 200 and "Subscription confirmed" in done.text and "/manage/" in done.text
-    assert sqlite_store.subscribers.get_subscriber("email:ada@example.org").status == SubscriberStatus.ACTIVE  # type: ignore[union-attr]
-    sqlite_store.papers.save_versions([paper("2611.00002")])
+    assert (
+        subscriber_records.get_subscriber(sqlite_store, "email:ada@example.org").status  # type: ignore[union-attr]
+        == SubscriberStatus.ACTIVE
+    )
+    paper_records.save_versions(sqlite_store, [paper("2611.00002")])
     assert match_new(sqlite_store) == 1
 
 
 def test_a_subscribed_address_gets_its_manage_link_and_the_form_says_the_same(
-    sqlite_store: Store, smtp: tuple[SinkHandler, int]
+    sqlite_store: Database, smtp: tuple[SinkHandler, int]
 ) -> None:
     sink, port = smtp
     client = TestClient(build_app(context(sqlite_store, port)), follow_redirects=False)
@@ -97,13 +102,15 @@ def test_a_subscribed_address_gets_its_manage_link_and_the_form_says_the_same(
     (mail,) = sink.received
     assert mail.message["Subject"] == "Your PaperTrail subscription"
     assert "/manage/" in mail.message.get_body(preferencelist=("plain",)).get_content()  # type: ignore[union-attr]
-    bob = sqlite_store.subscribers.get_subscriber("email:bob@example.org")
+    bob = subscriber_records.get_subscriber(sqlite_store, "email:bob@example.org")
     assert bob is not None and bob.id is not None and bob.status == SubscriberStatus.ACTIVE
-    assert [f.query for f in sqlite_store.subscribers.follows_of(bob.id)] == ["cat:cs.LG"]  # nothing changed
+    assert [f.query for f in subscriber_records.follows_of(sqlite_store, bob.id)] == [
+        "cat:cs.LG"
+    ]  # nothing changed
 
 
 def test_bad_input_forged_links_and_a_server_without_mail(
-    sqlite_store: Store, smtp: tuple[SinkHandler, int]
+    sqlite_store: Database, smtp: tuple[SinkHandler, int]
 ) -> None:
     sink, port = smtp
     client = TestClient(build_app(context(sqlite_store, port)), follow_redirects=False)
@@ -121,7 +128,7 @@ def test_bad_input_forged_links_and_a_server_without_mail(
 
 def test_cli_subscribe_sends_the_link(
     sqlite_url: str,
-    sqlite_store: Store,
+    sqlite_store: Database,
     smtp: tuple[SinkHandler, int],
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
@@ -152,7 +159,7 @@ def bodies(sink: SinkHandler, index: int = -1) -> tuple[str, str]:
 
 
 async def test_the_page_language_words_the_confirmation_and_is_stored(
-    sqlite_store: Store, smtp: tuple[SinkHandler, int]
+    sqlite_store: Database, smtp: tuple[SinkHandler, int]
 ) -> None:
     from core.people import newsletters
     from core.people.signup import sign_up
@@ -207,11 +214,11 @@ async def test_the_page_language_words_the_confirmation_and_is_stored(
     assert await mail_outcome(ctx, again, language="en")
     assert sink.received[-1].message["Subject"] == "Confirm your PaperTrail subscription"
     assert "The sign-up has 0 follows." in bodies(sink)[0] and "newsletter" not in bodies(sink)[0]
-    assert sqlite_store.newsletters.newsletters_of(again.subscriber.id or 0) == []
+    assert newsletter_records.newsletters_of(sqlite_store, again.subscriber.id or 0) == []
 
 
 async def test_a_known_address_gets_the_manage_mail_in_its_own_language(
-    sqlite_store: Store, smtp: tuple[SinkHandler, int]
+    sqlite_store: Database, smtp: tuple[SinkHandler, int]
 ) -> None:
     from core.follows.manage import follow
     from core.people.signup import sign_up
@@ -220,9 +227,9 @@ async def test_a_known_address_gets_the_manage_mail_in_its_own_language(
     sink, port = smtp
     ctx = context(sqlite_store, port)
     follow(sqlite_store, "email:bob@example.org", "cat:cs.LG")
-    bob = sqlite_store.subscribers.get_subscriber("email:bob@example.org")
+    bob = subscriber_records.get_subscriber(sqlite_store, "email:bob@example.org")
     assert bob is not None and bob.id is not None
-    sqlite_store.subscribers.update_subscriber(bob.id, language="zh")
+    subscriber_records.update_subscriber(sqlite_store, bob.id, language="zh")
 
     # Someone signs Bob up from the English page: Bob's own language wins, and nothing about Bob changes.
     outcome = sign_up(
@@ -238,7 +245,7 @@ async def test_a_known_address_gets_the_manage_mail_in_its_own_language(
     plain, html = bodies(sink)
     assert "有人请 PaperTrail 订阅 bob@example.org，但这个地址已经订阅过了" in plain and "/manage/" in plain
     assert "<strong>bob@example.org</strong>" in html and "管理你的关注、发送时间或订阅" in html
-    assert sqlite_store.subscribers.get_subscriber("email:bob@example.org").language == "zh"  # type: ignore[union-attr]
+    assert subscriber_records.get_subscriber(sqlite_store, "email:bob@example.org").language == "zh"  # type: ignore[union-attr]
 
     # A known address without a language of its own: the page's.
     follow(sqlite_store, "email:carol@example.org", "cat:cs.LG")
@@ -254,13 +261,13 @@ async def test_a_known_address_gets_the_manage_mail_in_its_own_language(
     assert sink.received[-1].message["Content-Language"] == "en"
 
 
-def test_an_unknown_sign_up_language_is_refused(sqlite_store: Store) -> None:
+def test_an_unknown_sign_up_language_is_refused(sqlite_store: Database) -> None:
     from core.people.signup import sign_up
 
     with pytest.raises(ValueError, match="en, zh"):
         sign_up(
             sqlite_store, "email:ada@example.org", [], timezone="UTC", schedule="daily 08:00", language="fr"
         )
-    assert sqlite_store.subscribers.get_subscriber("email:ada@example.org") is None
+    assert subscriber_records.get_subscriber(sqlite_store, "email:ada@example.org") is None
     plain = sign_up(sqlite_store, "email:ada@example.org", [], timezone="UTC", schedule="daily 08:00")
     assert plain.subscriber.language is None

@@ -21,10 +21,11 @@ from typing import Any
 import httpx
 import pytest
 
+from core.db import Database, make_engine
+from core.follows import subscriber_records
 from core.models import SubscriberStatus, utcnow
 from core.people import tokens
 from core.people.signup import RESEND_AFTER, confirm, sign_up
-from core.store.facade import Store, make_engine
 from papertrail.web import build_app
 from tests.servers import SinkHandler, free_port, smtp_sink
 from tests.support.signup import KEY, context, token_in
@@ -47,8 +48,8 @@ def smtp() -> Iterator[tuple[SinkHandler, int]]:
 NOW = utcnow().replace(minute=20, second=0, microsecond=0)
 
 
-def app_for(store: Store, port: int, **settings: Any) -> Any:
-    return build_app(context(store, port, **settings), clock=lambda: NOW)
+def app_for(db: Database, port: int, **settings: Any) -> Any:
+    return build_app(context(db, port, **settings), clock=lambda: NOW)
 
 
 def client_at(app: Any, ip: str) -> TestClient:
@@ -70,7 +71,7 @@ def plain_and_html(sink: SinkHandler, index: int = -1) -> str:
 
 
 def test_one_client_sends_its_hourly_allowance_of_mails_and_no_more(
-    sqlite_store: Store, smtp: tuple[SinkHandler, int]
+    sqlite_store: Database, smtp: tuple[SinkHandler, int]
 ) -> None:
     """The issue's attack: 100 different addresses from one client. Only the per-IP limit's worth of
     mails reach the SMTP server; the rest get a 429 page that says when to come back, and leave no row."""
@@ -85,8 +86,8 @@ def test_one_client_sends_its_hourly_allowance_of_mails_and_no_more(
     assert all(0 < int(a.headers["Retry-After"]) <= 3600 for a in refused)
     assert "Too many sign-ups" in refused[0].text and "from one internet address" in refused[0].text
     assert "Nothing was recorded and no mail was sent" in refused[0].text
-    assert sqlite_store.subscribers.get_subscriber("email:victim5@example.org") is None
-    assert sqlite_store.subscribers.get_subscriber("email:victim99@example.org") is None
+    assert subscriber_records.get_subscriber(sqlite_store, "email:victim5@example.org") is None
+    assert subscriber_records.get_subscriber(sqlite_store, "email:victim99@example.org") is None
 
     # The page is in the reader's language.
     chinese = browser.post("/subscribe", data=form("victim100@example.org", language="zh"))
@@ -97,7 +98,7 @@ def test_one_client_sends_its_hourly_allowance_of_mails_and_no_more(
 
 
 def test_neighbours_on_one_network_share_its_limit(
-    sqlite_store: Store, smtp: tuple[SinkHandler, int]
+    sqlite_store: Database, smtp: tuple[SinkHandler, int]
 ) -> None:
     """A client that walks through its /24 (or its IPv6 /64) is still one network."""
     sink, port = smtp
@@ -121,7 +122,7 @@ def test_neighbours_on_one_network_share_its_limit(
 
 
 def test_the_hourly_cap_holds_for_everyone_together(
-    sqlite_store: Store, smtp: tuple[SinkHandler, int]
+    sqlite_store: Database, smtp: tuple[SinkHandler, int]
 ) -> None:
     sink, port = smtp
     app = app_for(sqlite_store, port, signup_mails_per_hour=3)
@@ -133,22 +134,22 @@ def test_the_hourly_cap_holds_for_everyone_together(
     assert "from everyone together" in answers[3].text and len(sink.received) == 3
 
 
-def test_the_counts_live_in_the_database(store: Store) -> None:
+def test_the_counts_live_in_the_database(db: Database) -> None:
     """Two processes (two engines on one database) share one count, and the next hour starts afresh."""
     from core.people.signup_limits import Scope, quotas_for, take
 
-    other = Store(make_engine(store.engine.url.render_as_string(hide_password=False)))
+    other = Database(make_engine(db.engine.url.render_as_string(hide_password=False)))
     quotas = quotas_for(ip_address(CLIENT), per_client=3, per_network=10, per_hour=10, secret=KEY)
     now = NOW.replace(minute=30)
-    taken = [take(s, quotas, now) for s in (store, other, store, other)]
+    taken = [take(s, quotas, now) for s in (db, other, db, other)]
     other.engine.dispose()
     assert taken[:3] == [None, None, None]
     refusal = taken[3]
     assert refusal is not None and refusal.scope == Scope.CLIENT and refusal.retry_after == 30 * 60
-    assert take(store, quotas, now + timedelta(hours=1)) is None
+    assert take(db, quotas, now + timedelta(hours=1)) is None
 
 
-def test_concurrent_sign_ups_never_take_more_than_the_limit(pg_store: Store) -> None:
+def test_concurrent_sign_ups_never_take_more_than_the_limit(pg_store: Database) -> None:
     """Sixteen threads, each its own connection, take 40 sign-ups at once against a limit of 25."""
     from core.people.signup_limits import quotas_for, take
 
@@ -174,7 +175,7 @@ def test_concurrent_sign_ups_never_take_more_than_the_limit(pg_store: Store) -> 
 
 
 def test_x_forwarded_for_is_read_only_from_a_trusted_proxy(
-    sqlite_store: Store, smtp: tuple[SinkHandler, int]
+    sqlite_store: Database, smtp: tuple[SinkHandler, int]
 ) -> None:
     _sink, port = smtp
 
@@ -219,7 +220,7 @@ def test_the_client_address_behind_proxies() -> None:
 
 
 async def test_the_served_app_ignores_x_forwarded_for_unless_told(
-    sqlite_store: Store, smtp: tuple[SinkHandler, int]
+    sqlite_store: Database, smtp: tuple[SinkHandler, int]
 ) -> None:
     """Through the real web server (uvicorn would believe the header from 127.0.0.1 on its own)."""
     from papertrail.runtime import web_role
@@ -274,7 +275,7 @@ HOSTILE_FOLLOWS = 'ti:"https://win.example/prize"\nabs:"call +1 555 0100 now"\nt
 
 
 def test_the_confirmation_mail_carries_no_submitted_text(
-    sqlite_store: Store, smtp: tuple[SinkHandler, int]
+    sqlite_store: Database, smtp: tuple[SinkHandler, int]
 ) -> None:
     sink, port = smtp
     browser = client_at(app_for(sqlite_store, port), CLIENT)
@@ -298,7 +299,7 @@ def test_the_confirmation_mail_carries_no_submitted_text(
 
 
 def test_a_second_sign_up_cannot_change_what_the_first_link_confirms(
-    sqlite_store: Store, smtp: tuple[SinkHandler, int]
+    sqlite_store: Database, smtp: tuple[SinkHandler, int]
 ) -> None:
     """The issue's attack: within the resend pause, a stranger signs the pending address up again with
     other follows, schedule and language. Nothing changes, no mail goes out, and the owner's link confirms
@@ -322,16 +323,16 @@ def test_a_second_sign_up_cannot_change_what_the_first_link_confirms(
     )
     token = token_in(sink, 0)
     assert owner.post(f"/confirm/{token}").status_code == 200
-    ada = sqlite_store.subscribers.get_subscriber("email:ada@example.org")
+    ada = subscriber_records.get_subscriber(sqlite_store, "email:ada@example.org")
     assert ada is not None and ada.id is not None and ada.status == SubscriberStatus.ACTIVE
-    assert [f.query for f in sqlite_store.subscribers.follows_of(ada.id)] == ["cat:cs.DC"]
+    assert [f.query for f in subscriber_records.follows_of(sqlite_store, ada.id)] == ["cat:cs.DC"]
     assert (ada.schedule, ada.timezone, ada.language) == ("daily 08:00", "UTC", "en")
     # The attacker was told, in the attacker's language, that nothing changed; no mail went out.
     assert attack.status_code == 429 and "邮件已在路上" in attack.text and len(sink.received) == 1
 
 
 def test_a_later_sign_up_replaces_the_pending_one_and_kills_the_old_link(
-    sqlite_store: Store, smtp: tuple[SinkHandler, int]
+    sqlite_store: Database, smtp: tuple[SinkHandler, int]
 ) -> None:
     """The normal re-try (the owner fixes a typo after the pause) and the same move by a stranger: a new
     mail with a new link goes to the address, and the first link no longer confirms anything."""
@@ -341,10 +342,12 @@ def test_a_later_sign_up_replaces_the_pending_one_and_kills_the_old_link(
         owner.post("/subscribe", data=form("ada@example.org", 'ti:"asynchronus rollouts"')).status_code == 200
     )
     first = token_in(sink)
-    ada = sqlite_store.subscribers.get_subscriber("email:ada@example.org")
+    ada = subscriber_records.get_subscriber(sqlite_store, "email:ada@example.org")
     assert ada is not None and ada.id is not None and ada.confirm_sent_at is not None
     # The pause runs out.
-    sqlite_store.subscribers.update_subscriber(ada.id, confirm_sent_at=ada.confirm_sent_at - RESEND_AFTER)
+    subscriber_records.update_subscriber(
+        sqlite_store, ada.id, confirm_sent_at=ada.confirm_sent_at - RESEND_AFTER
+    )
     again = owner.post("/subscribe", data=form("ada@example.org", "cat:cs.DC\ncat:cs.LG", schedule="instant"))
     assert again.status_code == 200 and len(sink.received) == 2
     second = token_in(sink)
@@ -352,24 +355,30 @@ def test_a_later_sign_up_replaces_the_pending_one_and_kills_the_old_link(
     for answer in (owner.get(f"/confirm/{first}"), owner.post(f"/confirm/{first}")):
         assert answer.status_code == 410 and "This link was replaced" in answer.text
     assert (
-        sqlite_store.subscribers.get_subscriber("email:ada@example.org").status  # type: ignore[union-attr]
+        subscriber_records.get_subscriber(sqlite_store, "email:ada@example.org").status  # type: ignore[union-attr]
         == SubscriberStatus.UNCONFIRMED
     )
     assert second != first and "The sign-up has 2 follows." in plain_and_html(sink)
     page = owner.get(f"/confirm/{second}")
     assert "<code>cat:cs.DC</code>" in page.text and "asynchronus" not in page.text and "instant" in page.text
     assert owner.post(f"/confirm/{second}").status_code == 200
-    assert [f.query for f in sqlite_store.subscribers.follows_of(ada.id)] == ["cat:cs.DC", "cat:cs.LG"]
-    done = sqlite_store.subscribers.get_subscriber("email:ada@example.org")
+    assert [f.query for f in subscriber_records.follows_of(sqlite_store, ada.id)] == [
+        "cat:cs.DC",
+        "cat:cs.LG",
+    ]
+    done = subscriber_records.get_subscriber(sqlite_store, "email:ada@example.org")
     assert done is not None and done.status == SubscriberStatus.ACTIVE and done.schedule == "instant"
     # Confirming again is harmless; the dead link stays dead for a confirmed address too (it changes nothing).
     assert owner.post(f"/confirm/{second}").status_code == 200
     assert owner.post(f"/confirm/{first}").status_code == 200
-    assert [f.query for f in sqlite_store.subscribers.follows_of(ada.id)] == ["cat:cs.DC", "cat:cs.LG"]
+    assert [f.query for f in subscriber_records.follows_of(sqlite_store, ada.id)] == [
+        "cat:cs.DC",
+        "cat:cs.LG",
+    ]
 
 
 def test_a_link_of_an_older_release_confirms_nothing(
-    sqlite_store: Store, smtp: tuple[SinkHandler, int]
+    sqlite_store: Database, smtp: tuple[SinkHandler, int]
 ) -> None:
     """Links mailed before the nonce existed name only the address: they cannot say what they confirm."""
     _sink, port = smtp
@@ -379,13 +388,13 @@ def test_a_link_of_an_older_release_confirms_nothing(
     for answer in (browser.get(f"/confirm/{old_style}"), browser.post(f"/confirm/{old_style}")):
         assert answer.status_code == 400 and "from an older sign-up; sign up again" in answer.text
     assert (
-        sqlite_store.subscribers.get_subscriber("email:ada@example.org").status  # type: ignore[union-attr]
+        subscriber_records.get_subscriber(sqlite_store, "email:ada@example.org").status  # type: ignore[union-attr]
         == SubscriberStatus.UNCONFIRMED
     )
 
 
 def test_a_subscribed_address_is_throttled_in_the_same_words(
-    sqlite_store: Store, smtp: tuple[SinkHandler, int]
+    sqlite_store: Database, smtp: tuple[SinkHandler, int]
 ) -> None:
     """Manage-link mails are paced like confirmation mails, and the pages cannot tell the two apart."""
     from core.follows.manage import follow
@@ -403,7 +412,7 @@ def test_a_subscribed_address_is_throttled_in_the_same_words(
 
 
 def test_a_mail_that_failed_does_not_hold_up_the_next_try(
-    sqlite_store: Store, smtp: tuple[SinkHandler, int]
+    sqlite_store: Database, smtp: tuple[SinkHandler, int]
 ) -> None:
     sink, port = smtp
     browser = client_at(app_for(sqlite_store, port), CLIENT)
@@ -415,11 +424,11 @@ def test_a_mail_that_failed_does_not_hold_up_the_next_try(
     assert retry.status_code == 200 and len(sink.received) == 1
 
 
-def race_confirm_and_replace(store: Store, address: str) -> None:
+def race_confirm_and_replace(db: Database, address: str) -> None:
     """Sign ``address`` up, then confirm its link and replace its sign-up in two threads at once."""
     from core.people.signup import SignupChanged, confirm_token
 
-    first = sign_up(store, address, ["cat:cs.DC"], timezone="UTC", schedule="daily 08:00")
+    first = sign_up(db, address, ["cat:cs.DC"], timezone="UTC", schedule="daily 08:00")
     token = confirm_token(KEY, first.subscriber)
     later = utcnow() + RESEND_AFTER + timedelta(seconds=1)
     start = threading.Barrier(2)
@@ -428,7 +437,7 @@ def race_confirm_and_replace(store: Store, address: str) -> None:
     def confirm_it() -> None:
         start.wait()
         try:
-            confirm(store, KEY, token)
+            confirm(db, KEY, token)
         except SignupChanged:
             pass  # the replacement came first
         except BaseException as exc:  # reported below
@@ -437,7 +446,7 @@ def race_confirm_and_replace(store: Store, address: str) -> None:
     def replace_it() -> None:
         start.wait()
         try:
-            sign_up(store, address, ['au:"Spam"'], timezone="UTC", schedule="instant", now=later)
+            sign_up(db, address, ['au:"Spam"'], timezone="UTC", schedule="instant", now=later)
         except BaseException as exc:  # reported below
             errors.append(exc)
 
@@ -449,23 +458,23 @@ def race_confirm_and_replace(store: Store, address: str) -> None:
     assert not errors, errors
 
 
-def test_confirming_and_replacing_at_once_never_mixes_the_two(pg_store: Store) -> None:
+def test_confirming_and_replacing_at_once_never_mixes_the_two(pg_store: Database) -> None:
     """A confirmation racing a replacing sign-up: either the first sign-up is confirmed as it was (and
     the replacement finds a subscribed address), or it is replaced and stays unconfirmed. Never the
     first link confirming the second sign-up's follows."""
     for round_ in range(12):
         address = f"email:race{round_}@example.org"
         race_confirm_and_replace(pg_store, address)
-        after = pg_store.subscribers.get_subscriber(address)
+        after = subscriber_records.get_subscriber(pg_store, address)
         assert after is not None and after.id is not None
-        follows = [f.query for f in pg_store.subscribers.follows_of(after.id)]
+        follows = [f.query for f in subscriber_records.follows_of(pg_store, after.id)]
         if after.status == SubscriberStatus.ACTIVE:
             assert follows == ["cat:cs.DC"] and after.schedule == "daily 08:00"
         else:
             assert after.status == SubscriberStatus.UNCONFIRMED and follows == ['au:"Spam"']
 
 
-def test_the_cli_is_the_operator_and_is_not_counted(sqlite_store: Store) -> None:
+def test_the_cli_is_the_operator_and_is_not_counted(sqlite_store: Database) -> None:
     """Limits guard the public form; ``papertrail subscribe`` (core.people.signup.sign_up) takes no quota."""
     from core.people.signup import SignupState
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from core.db import Database
 from core.models import DigestState
-from core.store.facade import Store
 from tests.fakes.webhook_receiver import webhook_receiver
 from tests.servers import Answer
 from tests.support.due_digests import DIGEST, MATCH, SUBSCRIBER, seed_due_digests
@@ -22,7 +22,7 @@ IN_FLIGHT = 2
 
 
 def test_sigterm_during_sends_finishes_them_and_claims_nothing_more(
-    sqlite_store: Store, tmp_path: Path
+    sqlite_store: Database, tmp_path: Path
 ) -> None:
     seed_due_digests(sqlite_store, SUBSCRIBERS)
     slow = Answer(200, delay=1.0)

@@ -13,10 +13,11 @@ import asyncio
 from typing import Any
 
 from core.config import Settings
+from core.db import Database
 from core.delivery.digests import send_due_digests
 from core.delivery.render import Renderer
-from core.store.facade import Store
-from core.store.taste import DISLIKE, LIKE
+from core.follows import subscriber_records
+from core.taste.taste_records import DISLIKE, LIKE
 from core.taste.votes import votes
 from notifiers.slack import SlackNotifier
 from tests.fakes.slack_api import FakeSlack
@@ -42,17 +43,17 @@ PAPER = "2411.17710v1"  # the recorded day's one paper with "operating system" i
 FORM = "application/x-www-form-urlencoded"
 
 
-def deliver(slack: FakeSlack, store: Store, address: str) -> list[dict[str, Any]]:
+def deliver(slack: FakeSlack, db: Database, address: str) -> list[dict[str, Any]]:
     """Ingest the recorded day and deliver ``address``'s digest through the bot; the posted blocks."""
-    backdate(store, address)
-    asyncio.run(ingest_recorded_feed(store))
+    backdate(db, address)
+    asyncio.run(ingest_recorded_feed(db))
     settings = Settings(slack_bot_token=TOKEN, slack_api_url=slack.base_url, slack_channel_interval=0)
 
     async def send() -> None:
         notifier = SlackNotifier(settings.slack())
         try:
             reports = await send_due_digests(
-                store, {"slack": notifier}, Renderer(), now=NOW, force=True, address=address
+                db, {"slack": notifier}, Renderer(), now=NOW, force=True, address=address
             )
         finally:
             await notifier.aclose()
@@ -82,26 +83,26 @@ def where(channel: str, name: str, response: str) -> dict[str, Any]:
     }
 
 
-def vote_of(store: Store, address: str) -> list[tuple[str, int, int]]:
-    subscriber = store.subscribers.get_subscriber(address)
+def vote_of(db: Database, address: str) -> list[tuple[str, int, int]]:
+    subscriber = subscriber_records.get_subscriber(db, address)
     assert subscriber is not None and subscriber.id is not None
-    return [(v.arxiv_id, v.version, v.value) for v in votes(store, subscriber.id)]
+    return [(v.arxiv_id, v.version, v.value) for v in votes(db, subscriber.id)]
 
 
 def test_a_digest_vote_is_recorded_answered_privately_and_undone(
-    slack: FakeSlack, sqlite_store: Store
+    slack: FakeSlack, sqlite_store: Database
 ) -> None:
-    store = sqlite_store
-    with serve(make_bot(slack, store)) as client:
+    db = sqlite_store
+    with serve(make_bot(slack, db)) as client:
         slash(client, slack, 'follow ti:"operating system"', ADA, DM)
-        blocks = deliver(slack, store, f"slack:{ADA}")
+        blocks = deliver(slack, db, f"slack:{ADA}")
         # Under the paper: 👍 and 👎, each carrying the version it votes on.
         assert vote_buttons(blocks) == [("👍", "papertrail_like", PAPER), ("👎", "papertrail_dislike", PAPER)]
 
         place = where(DM, "directmessage", slack.response_url("vote"))
         assert post(client, click_body(slack, "papertrail_like", PAPER, ADA, place), FORM).status_code == 200
         (answer,) = slack.wait_for("response")
-        assert vote_of(store, f"slack:{ADA}") == [("2411.17710", 1, LIKE)]
+        assert vote_of(db, f"slack:{ADA}") == [("2411.17710", 1, LIKE)]
         # Ephemeral, beside the digest (not replacing it), with the Undo button.
         assert (answer.params["response_type"], answer.params["replace_original"]) == ("ephemeral", False)
         assert answer.params["text"].startswith(
@@ -118,39 +119,39 @@ def test_a_digest_vote_is_recorded_answered_privately_and_undone(
         assert post(client, pressed, FORM).status_code == 200
         undone = slack.wait_for("response", count=2)[-1]
         assert undone.params["text"].startswith(f"Vote on {PAPER} taken back.")
-        assert vote_of(store, f"slack:{ADA}") == []
+        assert vote_of(db, f"slack:{ADA}") == []
 
         # 👎 works the same way; a click on the digest again replaces the vote.
         post(client, click_body(slack, "papertrail_dislike", PAPER, ADA, place), FORM)
         slack.wait_for("response", count=3)  # the answer goes out once the vote is recorded
-        assert vote_of(store, f"slack:{ADA}") == [("2411.17710", 1, DISLIKE)]
+        assert vote_of(db, f"slack:{ADA}") == [("2411.17710", 1, DISLIKE)]
         post(client, click_body(slack, "papertrail_like", PAPER, ADA, place), FORM)
         changed = slack.wait_for("response", count=4)[-1]
         assert changed.params["text"].startswith(f"👍 Liked {PAPER} (it was 👎 before): ")
-        assert vote_of(store, f"slack:{ADA}") == [("2411.17710", 1, LIKE)]
+        assert vote_of(db, f"slack:{ADA}") == [("2411.17710", 1, LIKE)]
 
 
 def test_in_a_channel_only_its_admins_vote_and_everyone_is_answered_privately(
-    slack: FakeSlack, sqlite_store: Store
+    slack: FakeSlack, sqlite_store: Database
 ) -> None:
-    store = sqlite_store
-    with serve(make_bot(slack, store)) as client:
+    db = sqlite_store
+    with serve(make_bot(slack, db)) as client:
         slash(client, slack, 'follow ti:"operating system"', BOB, LAB)  # Bob created #lab: an admin
-        deliver(slack, store, f"slack:{LAB}")
+        deliver(slack, db, f"slack:{LAB}")
         place = where(LAB, "lab", slack.response_url("lab"))
 
         post(client, click_body(slack, "papertrail_like", PAPER, EVE, place), FORM)
         (refused,) = slack.wait_for("response")
         assert refused.params["response_type"] == "ephemeral"
         assert refused.params["text"].startswith("Only admins of this channel can vote for it")
-        assert vote_of(store, f"slack:{LAB}") == []
+        assert vote_of(db, f"slack:{LAB}") == []
 
         post(client, click_body(slack, "papertrail_dislike", PAPER, BOB, place), FORM)
         voted = slack.wait_for("response", count=2)[-1]
         # A vote is the voter's business: ephemeral even in a channel (a change of follows is in_channel).
         assert voted.params["response_type"] == "ephemeral"
         assert voted.params["text"].startswith(f"👎 Disliked {PAPER}: ")
-        assert vote_of(store, f"slack:{LAB}") == [("2411.17710", 1, DISLIKE)]
+        assert vote_of(db, f"slack:{LAB}") == [("2411.17710", 1, DISLIKE)]
         assert (
-            store.subscribers.get_subscriber(f"slack:{EVE}") is None
+            subscriber_records.get_subscriber(db, f"slack:{EVE}") is None
         )  # the member's click made nothing of hers

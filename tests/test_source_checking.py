@@ -17,8 +17,9 @@ from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
+from core.db import Database
 from core.models import RunState, utcnow
-from core.store.facade import Store
+from core.papers import run_records
 from papertrail.ingest_claim import claim_source
 from papertrail.web import build_app
 from tests.support.service_process import service_env
@@ -32,15 +33,15 @@ ERROR = "HTTP 503 from export.arxiv.org; retry later"
 
 
 @contextmanager
-def failures_then_a_check_in_flight(store: Store) -> Iterator[None]:
+def failures_then_a_check_in_flight(db: Database) -> Iterator[None]:
     """Three failed checks of arxiv-oai, then one in flight for the block: its lock held and its run
     open, as a live ingest has them."""
     now = utcnow()
     for minutes in (90, 60, 30):
-        run = store.runs.start_run("arxiv-oai", now=now - timedelta(minutes=minutes))
-        store.runs.finish_run(run, RunState.ERROR, now=now - timedelta(minutes=minutes - 1), error=ERROR)
-    with claim_source(store, "arxiv-oai"):
-        store.runs.start_run("arxiv-oai", now=now - timedelta(seconds=5))
+        run = run_records.start_run(db, "arxiv-oai", now=now - timedelta(minutes=minutes))
+        run_records.finish_run(db, run, RunState.ERROR, now=now - timedelta(minutes=minutes - 1), error=ERROR)
+    with claim_source(db, "arxiv-oai"):
+        run_records.start_run(db, "arxiv-oai", now=now - timedelta(seconds=5))
         yield
 
 
@@ -50,13 +51,13 @@ def source_row(page: str, source: str) -> str:
     return found[1] + " " + found[2]
 
 
-def test_a_check_in_flight_reads_as_checking_with_the_last_verdict(store: Store, tmp_path: Path) -> None:
-    client = TestClient(build_app(web_context(store)))
-    with failures_then_a_check_in_flight(store):
+def test_a_check_in_flight_reads_as_checking_with_the_last_verdict(db: Database, tmp_path: Path) -> None:
+    client = TestClient(build_app(web_context(db)))
+    with failures_then_a_check_in_flight(db):
         english = source_row(client.get("/?lang=en").text, "arxiv-oai")
         chinese = source_row(client.get("/?lang=zh").text, "arxiv-oai")
         detail = client.get("/sources/arxiv-oai?lang=en").text
-        env = service_env(tmp_path, database_url=store.engine.url.render_as_string(hide_password=False))
+        env = service_env(tmp_path, database_url=db.engine.url.render_as_string(hide_password=False))
         shown = subprocess.run(
             [sys.executable, "-m", "papertrail", "status", "--json"],
             env=env,
@@ -84,9 +85,9 @@ def test_a_check_in_flight_reads_as_checking_with_the_last_verdict(store: Store,
     assert "checking" in line and "last check: failing" in line and "ok" not in line.split()
 
 
-def test_the_banner_and_metrics_keep_the_standing_while_checking(store: Store) -> None:
-    client = TestClient(build_app(web_context(store)))
-    with failures_then_a_check_in_flight(store):
+def test_the_banner_and_metrics_keep_the_standing_while_checking(db: Database) -> None:
+    client = TestClient(build_app(web_context(db)))
+    with failures_then_a_check_in_flight(db):
         page = client.get("/?lang=en").text
         metrics = client.get("/metrics").text
     assert "Broken: arxiv-oai failing" in page  # a check in flight does not make a broken source healthy

@@ -10,11 +10,17 @@ import sqlalchemy as sa
 from alembic import command
 from sqlmodel import select
 
-import core.store.papers
+import core.papers.paper_records
+from core.db import Database
+from core.db_migrate import alembic_config
+from core.delivery import claim_records, ledger_records, outcome_records
+from core.follows import match_records, subscriber_records
+from core.follows.match_records import QueryHit
 from core.follows.reasons import CATEGORY, Reason
 from core.models import Follow, Paper, RunState, SourceRun, Version
-from core.store.facade import Novelty, QueryHit, Store
-from core.store.migrate import alembic_config
+from core.overview import dashboard_records
+from core.papers import paper_records, run_records
+from core.papers.saving import Novelty
 from core.values import AnnounceType, PaperIn, ResponseValidator
 
 NOW = datetime(2024, 11, 28, 6, 0, tzinfo=UTC)
@@ -34,42 +40,42 @@ def paper(arxiv_id: str, version: int = 1, categories: tuple[str, ...] = ("cs.DC
     )
 
 
-def test_schema_matches_models(store: Store) -> None:
-    config = alembic_config(store.engine)
-    with store.engine.begin() as conn:
+def test_schema_matches_models(db: Database) -> None:
+    config = alembic_config(db.engine)
+    with db.engine.begin() as conn:
         config.attributes["connection"] = conn
         command.check(config)  # raises if the models drifted from the migrations
 
 
-def test_save_versions_is_idempotent_and_counts_revisions(store: Store) -> None:
+def test_save_versions_is_idempotent_and_counts_revisions(db: Database) -> None:
     batch = [paper("2411.00001"), paper("2411.00002", categories=("cs.LG",)), paper("1401.3665", 4)]
-    first = store.papers.save_versions(batch, now=NOW)
+    first = paper_records.save_versions(db, batch, now=NOW)
     assert (first.new_papers, first.revisions, first.duplicates) == (2, 1, 0)
     assert len(first.new_version_ids) == 3
-    again = store.papers.save_versions(batch, now=NOW + timedelta(hours=1))
+    again = paper_records.save_versions(db, batch, now=NOW + timedelta(hours=1))
     assert (again.new_papers, again.revisions, again.duplicates) == (0, 0, 3)
     assert again.new_version_ids == []
     # The same version twice in one batch (a cross-list) is stored once.
-    twice = store.papers.save_versions(
-        [paper("2411.00003"), paper("2411.00003", categories=("math.CO",))], now=NOW
+    twice = paper_records.save_versions(
+        db, [paper("2411.00003"), paper("2411.00003", categories=("math.CO",))], now=NOW
     )
     assert (twice.new_papers, twice.duplicates) == (1, 1)
 
 
-def test_revision_updates_latest_version_and_keeps_history(store: Store) -> None:
-    store.papers.save_versions([paper("2411.00001")], now=NOW)
-    store.papers.save_versions(
-        [paper("2411.00001", 2, comment="v2: fixed proofs")], now=NOW + timedelta(days=1)
+def test_revision_updates_latest_version_and_keeps_history(db: Database) -> None:
+    paper_records.save_versions(db, [paper("2411.00001")], now=NOW)
+    paper_records.save_versions(
+        db, [paper("2411.00001", 2, comment="v2: fixed proofs")], now=NOW + timedelta(days=1)
     )
-    with store.session() as session:
+    with db.session() as session:
         rows = session.exec(select(Version).where(Version.paper_id == "2411.00001")).all()
     assert sorted(v.number for v in rows) == [1, 2]
     assert next(v for v in rows if v.number == 2).comment == "v2: fixed proofs"
 
 
-def test_timestamps_come_back_aware_utc(store: Store) -> None:
-    store.papers.save_versions([paper("2411.00001")], now=NOW)
-    with store.session() as session:
+def test_timestamps_come_back_aware_utc(db: Database) -> None:
+    paper_records.save_versions(db, [paper("2411.00001")], now=NOW)
+    with db.session() as session:
         version = session.exec(select(Version)).one()
     assert version.first_seen_at == NOW
     assert version.first_seen_at.tzinfo is not None
@@ -78,166 +84,170 @@ def test_timestamps_come_back_aware_utc(store: Store) -> None:
     assert version.ai_related is False
 
 
-def test_naive_datetime_is_refused(store: Store) -> None:
+def test_naive_datetime_is_refused(db: Database) -> None:
     with pytest.raises(Exception, match="naive datetime"):
-        store.papers.save_versions([paper("2411.00001")], now=datetime(2024, 1, 1))
+        paper_records.save_versions(db, [paper("2411.00001")], now=datetime(2024, 1, 1))
 
 
-def test_failed_batch_stores_nothing(store: Store) -> None:
+def test_failed_batch_stores_nothing(db: Database) -> None:
     bad = paper("2411.00009")
     object.__setattr__(bad, "title", None)  # NOT NULL violation half-way through the batch
     with pytest.raises(Exception):  # noqa: B017  (driver-specific IntegrityError)
-        store.papers.save_versions([paper("2411.00001"), bad], now=NOW)
-    with store.session() as session:
+        paper_records.save_versions(db, [paper("2411.00001"), bad], now=NOW)
+    with db.session() as session:
         assert session.exec(select(Version)).all() == []
 
 
-def test_validator_saved_with_batch(store: Store) -> None:
+def test_validator_saved_with_batch(db: Database) -> None:
     url = "http://127.0.0.1/rss/cs"
-    store.papers.save_versions(
-        [paper("2411.00001")], now=NOW, validator=ResponseValidator(url=url, etag='"abc"')
+    paper_records.save_versions(
+        db, [paper("2411.00001")], now=NOW, validator=ResponseValidator(url=url, etag='"abc"')
     )
-    found = store.runs.validator_for(url)
+    found = run_records.validator_for(db, url)
     assert found is not None and found.etag == '"abc"'
 
 
-def test_follows_matches_digests_ledger(store: Store) -> None:
-    subscriber, created = store.subscribers.ensure_subscriber(
-        "email:ada@example.org", timezone="UTC", schedule="daily 08:00"
+def test_follows_matches_digests_ledger(db: Database) -> None:
+    subscriber, created = subscriber_records.ensure_subscriber(
+        db, "email:ada@example.org", timezone="UTC", schedule="daily 08:00"
     )
     assert created and subscriber.id is not None
-    again, created_again = store.subscribers.ensure_subscriber(
-        "email:ada@example.org", timezone="UTC", schedule="instant"
+    again, created_again = subscriber_records.ensure_subscriber(
+        db, "email:ada@example.org", timezone="UTC", schedule="instant"
     )
     assert not created_again and again.id == subscriber.id
-    follow, added = store.subscribers.add_follow(subscriber.id, "cat:cs.DC", "cat:cs.dc")
-    _, added_twice = store.subscribers.add_follow(subscriber.id, "cat:CS.DC", "cat:cs.dc")
+    follow, added = subscriber_records.add_follow(db, subscriber.id, "cat:cs.DC", "cat:cs.dc")
+    _, added_twice = subscriber_records.add_follow(db, subscriber.id, "cat:CS.DC", "cat:cs.dc")
     assert (added, added_twice) == ("added", "unchanged")
-    same, updated = store.subscribers.add_follow(
-        subscriber.id, "cat:cs.DC", "cat:cs.dc", revisions=False, instant=True
+    same, updated = subscriber_records.add_follow(
+        db, subscriber.id, "cat:cs.DC", "cat:cs.dc", revisions=False, instant=True
     )
     assert updated == "updated" and same.id == follow.id and (same.revisions, same.instant) == (False, True)
-    store.subscribers.add_follow(subscriber.id, "cat:cs.DC", "cat:cs.dc")
-    assert [f.query for f in store.subscribers.follows_of(subscriber.id)] == ["cat:cs.DC"]
-    assert [f.id for f in store.subscribers.active_follows()] == [follow.id]
+    subscriber_records.add_follow(db, subscriber.id, "cat:cs.DC", "cat:cs.dc")
+    assert [f.query for f in subscriber_records.follows_of(db, subscriber.id)] == ["cat:cs.DC"]
+    assert [f.id for f in subscriber_records.active_follows(db)] == [follow.id]
 
-    saved = store.papers.save_versions([paper("2411.00001"), paper("1401.3665", 4)], now=NOW)
-    assert len(store.matches.unmatched_versions()) == 2
-    with store.session() as session:  # made before the versions arrived, so it sees them
+    saved = paper_records.save_versions(db, [paper("2411.00001"), paper("1401.3665", 4)], now=NOW)
+    assert len(match_records.unmatched_versions(db)) == 2
+    with db.session() as session:  # made before the versions arrived, so it sees them
         session.execute(sa.update(Follow).values(created_at=NOW - timedelta(days=1)))
     why = (Reason(CATEGORY, "cs.DC"),)
     hits = [QueryHit(vid, "cat:cs.dc", why) for vid in saved.new_version_ids]
-    assert store.matches.record_query_matches(saved.new_version_ids, hits, now=NOW) == 2
-    assert store.matches.unmatched_versions() == []
-    assert store.matches.expand_matches(now=NOW) == 2  # fanned out to the follower: one Match row per version
-    assert store.matches.expand_matches(now=NOW) == 0
+    assert match_records.record_query_matches(db, saved.new_version_ids, hits, now=NOW) == 2
+    assert match_records.unmatched_versions(db) == []
+    assert (
+        match_records.expand_matches(db, now=NOW) == 2
+    )  # fanned out to the follower: one Match row per version
+    assert match_records.expand_matches(db, now=NOW) == 0
 
-    assert [s.id for s in store.ledger.subscribers_to_plan(NOW)] == [subscriber.id]
-    pending = store.ledger.pending_matches(subscriber.id)
+    assert [s.id for s in ledger_records.subscribers_to_plan(db, NOW)] == [subscriber.id]
+    pending = ledger_records.pending_matches(db, subscriber.id)
     assert [(p.item.arxiv_id, p.item.version) for p in pending] == [("2411.00001", 1), ("1401.3665", 4)]
     assert pending[0].item.reasons == ("category cs.DC",)
     [stored] = pending[0].item.reasons
     assert (stored.field, stored.term, stored.follow) == (CATEGORY, "cs.DC", follow.id)
 
-    digest_id = store.ledger.open_digest(subscriber.id, "email", instant_only=False, now=NOW)
+    digest_id = ledger_records.open_digest(db, subscriber.id, "email", instant_only=False, now=NOW)
     assert digest_id is not None
     assert (
-        store.ledger.open_digest(subscriber.id, "email", instant_only=False, now=NOW) is None
+        ledger_records.open_digest(db, subscriber.id, "email", instant_only=False, now=NOW) is None
     )  # one open digest
-    assert store.ledger.subscribers_to_plan(NOW) == []
+    assert ledger_records.subscribers_to_plan(db, NOW) == []
     lease = timedelta(minutes=5)
-    (claimed,) = store.claims.claim_digests(NOW, "w1", limit=10, lease=lease)
+    (claimed,) = claim_records.claim_digests(db, NOW, "w1", limit=10, lease=lease)
     assert (claimed.digest_id, claimed.attempts, claimed.address) == (digest_id, 1, "email:ada@example.org")
-    assert store.claims.claim_digests(NOW, "w2", limit=10, lease=lease) == []  # held by w1
-    store.outcomes.finish_retry(
-        digest_id, error="boom", retry_at=NOW + lease, parts_sent=0, dead=False, now=NOW
+    assert claim_records.claim_digests(db, NOW, "w2", limit=10, lease=lease) == []  # held by w1
+    outcome_records.finish_retry(
+        db, digest_id, error="boom", retry_at=NOW + lease, parts_sent=0, dead=False, now=NOW
     )
-    assert store.claims.claim_digests(NOW, "w2", limit=10, lease=lease) == []  # backing off
-    assert len(pending) == len(store.ledger.pending_matches(subscriber.id))  # still unsent
-    (retried,) = store.claims.claim_digests(NOW + timedelta(minutes=6), "w2", limit=10, lease=lease)
+    assert claim_records.claim_digests(db, NOW, "w2", limit=10, lease=lease) == []  # backing off
+    assert len(pending) == len(ledger_records.pending_matches(db, subscriber.id))  # still unsent
+    (retried,) = claim_records.claim_digests(db, NOW + timedelta(minutes=6), "w2", limit=10, lease=lease)
     assert retried.attempts == 2
     # w2 dies holding it; once the lease runs out another worker takes it over.
-    (taken_over,) = store.claims.claim_digests(NOW + timedelta(minutes=12), "w3", limit=10, lease=lease)
+    (taken_over,) = claim_records.claim_digests(db, NOW + timedelta(minutes=12), "w3", limit=10, lease=lease)
     assert taken_over.digest_id == digest_id
 
-    store.outcomes.finish_sent(digest_id, platform_id="<id@x>", parts=1, now=NOW)
-    assert store.ledger.pending_matches(subscriber.id) == []
-    (digest,) = store.ledger.digests_of(subscriber.id)
+    outcome_records.finish_sent(db, digest_id, platform_id="<id@x>", parts=1, now=NOW)
+    assert ledger_records.pending_matches(db, subscriber.id) == []
+    (digest,) = ledger_records.digests_of(db, subscriber.id)
     assert (digest.state, digest.item_count, digest.attempts) == ("sent", 2, 3)
 
     # The same version matched again never reaches the subscriber twice: the ledger keeps one row.
-    store.matches.record_query_matches([], hits[:1], now=NOW)
-    assert store.matches.expand_matches(now=NOW) == 0
-    assert store.ledger.pending_matches(subscriber.id) == []
+    match_records.record_query_matches(db, [], hits[:1], now=NOW)
+    assert match_records.expand_matches(db, now=NOW) == 0
+    assert ledger_records.pending_matches(db, subscriber.id) == []
 
-    store.subscribers.remove_follow(follow.id or 0)
-    with store.session() as session:
+    subscriber_records.remove_follow(db, follow.id or 0)
+    with db.session() as session:
         assert session.exec(select(Follow)).all() == []
 
 
-def test_status_counts_last_24_hours_and_sources(store: Store) -> None:
-    store.papers.save_versions(
-        [paper("2411.00001", categories=("cs.LG",)), paper("2411.00002"), paper("1401.3665", 2)], now=NOW
+def test_status_counts_last_24_hours_and_sources(db: Database) -> None:
+    paper_records.save_versions(
+        db,
+        [paper("2411.00001", categories=("cs.LG",)), paper("2411.00002"), paper("1401.3665", 2)],
+        now=NOW,
     )
-    store.papers.save_versions([paper("2301.00001")], now=NOW - timedelta(days=3))
-    run_id = store.runs.start_run("arxiv-rss", now=NOW)
-    store.runs.finish_run(run_id, RunState.OK, now=NOW, new_papers=2, revisions=1, fetched=3)
-    failed = store.runs.start_run("arxiv-rss", now=NOW + timedelta(minutes=30))
-    store.runs.finish_run(failed, RunState.ERROR, now=NOW + timedelta(minutes=30), error="HTTP 503")
-    summary = store.dashboard.status(NOW + timedelta(hours=1), sources=["arxiv-rss", "hf-daily"])
+    paper_records.save_versions(db, [paper("2301.00001")], now=NOW - timedelta(days=3))
+    run_id = run_records.start_run(db, "arxiv-rss", now=NOW)
+    run_records.finish_run(db, run_id, RunState.OK, now=NOW, new_papers=2, revisions=1, fetched=3)
+    failed = run_records.start_run(db, "arxiv-rss", now=NOW + timedelta(minutes=30))
+    run_records.finish_run(db, failed, RunState.ERROR, now=NOW + timedelta(minutes=30), error="HTTP 503")
+    summary = dashboard_records.status(db, NOW + timedelta(hours=1), sources=["arxiv-rss", "hf-daily"])
     assert (summary.papers, summary.versions) == (4, 4)
     assert (summary.new_papers_24h, summary.revisions_24h, summary.ai_related_24h) == (2, 1, 1)
     rss, hf = summary.sources
     assert rss.last_state == "error" and rss.last_error == "HTTP 503"
     assert rss.last_new_version == NOW
     assert hf.last_state == "never run"
-    with store.session() as session:
+    with db.session() as session:
         assert len(session.exec(select(SourceRun)).all()) == 2
 
 
-def test_history_is_stored_but_never_news(store: Store) -> None:
-    saved = store.papers.save_versions(
-        [paper("2301.00001"), paper("2301.00002", 3)], now=NOW, novelty=Novelty.HISTORY
+def test_history_is_stored_but_never_news(db: Database) -> None:
+    saved = paper_records.save_versions(
+        db, [paper("2301.00001"), paper("2301.00002", 3)], now=NOW, novelty=Novelty.HISTORY
     )
     assert (saved.new_papers, saved.revisions, saved.history, saved.new_version_ids) == (0, 0, 2, [])
-    assert store.matches.unmatched_versions() == []  # history is never matched
-    summary = store.dashboard.status(NOW + timedelta(hours=1))
+    assert match_records.unmatched_versions(db) == []  # history is never matched
+    summary = dashboard_records.status(db, NOW + timedelta(hours=1))
     assert (summary.versions, summary.new_papers_24h, summary.revisions_24h) == (2, 0, 0)
 
 
-def test_gap_fill_news_only_after_the_newest_announcement_seen(store: Store) -> None:
+def test_gap_fill_news_only_after_the_newest_announcement_seen(db: Database) -> None:
     # With nothing stored there is no gap: everything a gap fill finds is history.
-    first = store.papers.save_versions([paper("2411.00001")], now=NOW, novelty=Novelty.GAP)
+    first = paper_records.save_versions(db, [paper("2411.00001")], now=NOW, novelty=Novelty.GAP)
     assert first.history == 1
-    seen = store.papers.save_versions([paper("2411.00002")], now=NOW)  # announced NOW - 1 h, news
+    seen = paper_records.save_versions(db, [paper("2411.00002")], now=NOW)  # announced NOW - 1 h, news
     assert seen.new_papers == 1
     older = PaperIn("2411.00003", 1, "t", "a", (), ("cs.DC",), announced_at=NOW - timedelta(days=2))
     newer = PaperIn("2411.00004", 2, "t", "a", (), ("cs.DC",), announced_at=NOW + timedelta(hours=5))
-    gap = store.papers.save_versions([older, newer, paper("2411.00002")], now=NOW, novelty=Novelty.GAP)
+    gap = paper_records.save_versions(db, [older, newer, paper("2411.00002")], now=NOW, novelty=Novelty.GAP)
     assert (gap.history, gap.revisions, gap.duplicates) == (1, 1, 1)
-    assert [v.paper_id for v in store.matches.unmatched_versions()] == ["2411.00002", "2411.00004"]
+    assert [v.paper_id for v in match_records.unmatched_versions(db)] == ["2411.00002", "2411.00004"]
 
 
-def test_community_picks_attach_to_the_paper(store: Store) -> None:
+def test_community_picks_attach_to_the_paper(db: Database) -> None:
     from datetime import date
 
     from core.values import CommunityPick
 
-    store.papers.save_versions([paper("2411.00001")], now=NOW)
+    paper_records.save_versions(db, [paper("2411.00001")], now=NOW)
     day = date(2024, 11, 28)
     known = CommunityPick("2411.00001", day, "Title", "Summary", ("A B",), upvotes=3, keywords=("llm",))
     unknown = CommunityPick("2411.99999", day, "Only on HF", "S", ("C D",), upvotes=7)
-    assert store.papers.save_picks([known, unknown], now=NOW) == (2, 1)
+    assert paper_records.save_picks(db, [known, unknown], now=NOW) == (2, 1)
     # Seen again the same day: the signals move, nothing new is created.
-    assert store.papers.save_picks(
-        [CommunityPick("2411.00001", day, "Title", "Summary", (), upvotes=9)], now=NOW
+    assert paper_records.save_picks(
+        db, [CommunityPick("2411.00001", day, "Title", "Summary", (), upvotes=9)], now=NOW
     ) == (0, 0)
-    assert [p.upvotes for p in store.papers.picks_of("2411.00001")] == [9]
-    assert store.papers.papers_without_versions() == ["2411.99999"]
+    assert [p.upvotes for p in paper_records.picks_of(db, "2411.00001")] == [9]
+    assert paper_records.papers_without_versions(db) == ["2411.99999"]
     # Its arXiv metadata arrives later: the stub becomes a normal paper, not a second one.
-    store.papers.save_versions([paper("2411.99999", 2)], now=NOW)
-    assert store.papers.papers_without_versions() == []
-    summary = store.dashboard.status(NOW + timedelta(hours=1))
+    paper_records.save_versions(db, [paper("2411.99999", 2)], now=NOW)
+    assert paper_records.papers_without_versions(db) == []
+    summary = dashboard_records.status(db, NOW + timedelta(hours=1))
     assert summary.community_24h == 2 and summary.papers == 2
 
 
@@ -247,10 +257,10 @@ def test_community_picks_attach_to_the_paper(store: Store) -> None:
 
 @pytest.mark.parametrize("batch", [1, 2, 3, 5000])
 def test_batches_store_what_one_batch_stores(
-    store: Store, batch: int, monkeypatch: pytest.MonkeyPatch
+    db: Database, batch: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store.papers.save_versions([paper("2411.00001")], now=NOW)
-    monkeypatch.setattr(core.store.papers, "SAVE_BATCH", batch)
+    paper_records.save_versions(db, [paper("2411.00001")], now=NOW)
+    monkeypatch.setattr(core.papers.paper_records, "SAVE_BATCH", batch)
     papers = [
         paper("2411.00002"),
         paper("2411.00003", 3),
@@ -261,9 +271,9 @@ def test_batches_store_what_one_batch_stores(
         paper("2411.00003", 2),
         paper("2411.00001"),  # stored before
     ]
-    saved = store.papers.save_versions(iter(papers), now=NOW)  # any iterable, read once
+    saved = paper_records.save_versions(db, iter(papers), now=NOW)  # any iterable, read once
     assert (saved.new_papers, saved.revisions, saved.duplicates, saved.history) == (2, 4, 2, 0)
-    with store.session() as session:
+    with db.session() as session:
         by_id = {v.id: (v.paper_id, v.number) for v in session.exec(select(Version))}
         latest = {row.id: row.latest_version for row in session.exec(select(Paper))}
         categories = session.exec(select(Version.categories).where(Version.paper_id == "2411.00002")).one()
@@ -279,20 +289,20 @@ def test_batches_store_what_one_batch_stores(
     assert categories == ["cs.DC"]
 
 
-def test_a_gap_is_the_one_before_the_call(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_gap_is_the_one_before_the_call(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
     """One version per batch: the news an earlier batch writes must not move the gap for later ones."""
-    monkeypatch.setattr(core.store.papers, "SAVE_BATCH", 1)
-    store.papers.save_versions([paper("2411.00001")], now=NOW)  # news announced NOW - 1 h
+    monkeypatch.setattr(core.papers.paper_records, "SAVE_BATCH", 1)
+    paper_records.save_versions(db, [paper("2411.00001")], now=NOW)  # news announced NOW - 1 h
     later = PaperIn("2411.00002", 1, "t", "a", (), ("cs.DC",), announced_at=NOW + timedelta(hours=5))
     between = PaperIn("2411.00003", 1, "t", "a", (), ("cs.DC",), announced_at=NOW + timedelta(hours=1))
-    gap = store.papers.save_versions([later, between], now=NOW, novelty=Novelty.GAP)
+    gap = paper_records.save_versions(db, [later, between], now=NOW, novelty=Novelty.GAP)
     assert (gap.new_papers, gap.history) == (2, 0)
 
 
 def test_input_failing_after_some_batches_stores_nothing(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(core.store.papers, "SAVE_BATCH", 2)
+    monkeypatch.setattr(core.papers.paper_records, "SAVE_BATCH", 2)
     url = "http://127.0.0.1/rss/cs"
 
     def papers() -> Iterator[PaperIn]:
@@ -301,8 +311,8 @@ def test_input_failing_after_some_batches_stores_nothing(
         raise RuntimeError("the spool could not be read back")
 
     with pytest.raises(RuntimeError, match="spool"):
-        store.papers.save_versions(papers(), now=NOW, validator=ResponseValidator(url=url, etag='"abc"'))
-    with store.session() as session:
+        paper_records.save_versions(db, papers(), now=NOW, validator=ResponseValidator(url=url, etag='"abc"'))
+    with db.session() as session:
         assert session.exec(select(Version)).all() == []
         assert session.exec(select(Paper)).all() == []
-    assert store.runs.validator_for(url) is None
+    assert run_records.validator_for(db, url) is None

@@ -17,12 +17,17 @@ import pytest
 import sqlalchemy as sa
 
 from core.config import Settings
+from core.db import Database
+from core.delivery import ledger_records, outcome_records
 from core.delivery.feed_links import opml, query_feed_url
 from core.delivery.feeds import private_feed_url
+from core.follows import match_records, subscriber_records
 from core.follows.manage import follow
 from core.models import Digest, DigestState, Follow, Match, Subscriber
+from core.papers import paper_records
 from core.papers.pipeline import match_new
-from core.people import newsletters, tokens
+from core.papers.saving import Novelty
+from core.people import newsletter_records, newsletters, tokens
 from core.people.subscription import Mode, SubscriptionExists, export_subscription, import_subscription
 from core.people.subscription_file import (
     MAX_FOLLOWS,
@@ -32,7 +37,6 @@ from core.people.subscription_file import (
     dumps,
     read_document,
 )
-from core.store.facade import Novelty, Store
 from core.values import PaperIn
 from ingest.arxiv_rss_parse import parse_feed
 from tests.conftest import BIG_FEED, migrated_store
@@ -63,47 +67,48 @@ N = 19
 # -- stores ------------------------------------------------------------------------------------------------
 
 
-def send_digest(store: Store, subscriber_id: int, papers: list[PaperIn], sent_at: datetime) -> int:
+def send_digest(db: Database, subscriber_id: int, papers: list[PaperIn], sent_at: datetime) -> int:
     """Store ``papers`` as news, match them, and record the subscriber's digest of them as sent."""
-    store.papers.save_versions(papers, now=sent_at - timedelta(hours=1))
-    match_new(store, now=sent_at - timedelta(minutes=30))
-    store.matches.expand_matches(now=sent_at - timedelta(minutes=30))
-    digest = store.ledger.open_digest(subscriber_id, "email", instant_only=False, now=sent_at)
+    paper_records.save_versions(db, papers, now=sent_at - timedelta(hours=1))
+    match_new(db, now=sent_at - timedelta(minutes=30))
+    match_records.expand_matches(db, now=sent_at - timedelta(minutes=30))
+    digest = ledger_records.open_digest(db, subscriber_id, "email", instant_only=False, now=sent_at)
     assert digest is not None
-    store.outcomes.finish_sent(digest, platform_id="<m@x>", parts=1, now=sent_at)
+    outcome_records.finish_sent(db, digest, platform_id="<m@x>", parts=1, now=sent_at)
     return digest
 
 
-def source_subscription(store: Store) -> Subscriber:
+def source_subscription(db: Database) -> Subscriber:
     """Ada on the exporting server: options, three follows, two newsletters, two sent digests of cs.DC."""
-    follow(store, ADDRESS, "cat:cs.DC", timezone="Asia/Shanghai", schedule="weekly mon 09:00")
-    follow(store, ADDRESS, 'au:"Li, Zeng" OR ti:"policy lag"', revisions=False)
-    follow(store, ADDRESS, "id:2411.17700", instant=True)
-    with store.session() as session:
+    follow(db, ADDRESS, "cat:cs.DC", timezone="Asia/Shanghai", schedule="weekly mon 09:00")
+    follow(db, ADDRESS, 'au:"Li, Zeng" OR ti:"policy lag"', revisions=False)
+    follow(db, ADDRESS, "id:2411.17700", instant=True)
+    with db.session() as session:
         session.execute(sa.update(Follow).values(created_at=T0 - timedelta(days=30)))
     for name in ("ml-weekly", "systems"):
-        newsletters.create(store, name, name.title(), ["cat:cs.LG"], schedule="daily 08:00", timezone="UTC")
-    subscriber = store.subscribers.get_subscriber(ADDRESS)
+        newsletters.create(db, name, name.title(), ["cat:cs.LG"], schedule="daily 08:00", timezone="UTC")
+    subscriber = subscriber_records.get_subscriber(db, ADDRESS)
     assert subscriber is not None and subscriber.id is not None
     for name in ("ml-weekly", "systems"):
-        newsletters.join(store, name, subscriber)
+        newsletters.join(db, name, subscriber)
     subscriber_id = subscriber.id
-    send_digest(store, subscriber_id, dc_papers()[:12], T0)
-    send_digest(store, subscriber_id, dc_papers()[12:], T0 + timedelta(days=1))
-    return store.subscribers.update_subscriber(subscriber_id, language="zh", heartbeat=True)
+    send_digest(db, subscriber_id, dc_papers()[:12], T0)
+    send_digest(db, subscriber_id, dc_papers()[12:], T0 + timedelta(days=1))
+    return subscriber_records.update_subscriber(db, subscriber_id, language="zh", heartbeat=True)
 
 
-def follows_state(store: Store, address: str) -> list[tuple[str, str, bool, bool]]:
+def follows_state(db: Database, address: str) -> list[tuple[str, str, bool, bool]]:
     """(query, canonical, revisions, instant) of the address's follows, in their order."""
-    subscriber = store.subscribers.get_subscriber(address)
+    subscriber = subscriber_records.get_subscriber(db, address)
     assert subscriber is not None and subscriber.id is not None
     return [
-        (f.query, f.canonical, f.revisions, f.instant) for f in store.subscribers.follows_of(subscriber.id)
+        (f.query, f.canonical, f.revisions, f.instant)
+        for f in subscriber_records.follows_of(db, subscriber.id)
     ]
 
 
-def settings_of(store: Store, address: str) -> tuple[object, ...]:
-    subscriber = store.subscribers.get_subscriber(address)
+def settings_of(db: Database, address: str) -> tuple[object, ...]:
+    subscriber = subscriber_records.get_subscriber(db, address)
     assert subscriber is not None
     return (
         subscriber.status,
@@ -114,8 +119,8 @@ def settings_of(store: Store, address: str) -> tuple[object, ...]:
     )
 
 
-def table_counts(store: Store) -> tuple[int, ...]:
-    with store.session() as session:
+def table_counts(db: Database) -> tuple[int, ...]:
+    with db.session() as session:
         return tuple(
             int(session.execute(sa.select(sa.func.count()).select_from(table)).scalar_one())
             for table in (Subscriber, Follow, Match, Digest)
@@ -125,9 +130,11 @@ def table_counts(store: Store) -> tuple[int, ...]:
 # -- the round trip ----------------------------------------------------------------------------------------
 
 
-def test_export_then_import_on_a_fresh_store_gives_the_same_subscription(store: Store, target: Store) -> None:
-    source_subscription(store)
-    doc = export_subscription(store, ADDRESS, now=T0 + timedelta(days=2))
+def test_export_then_import_on_a_fresh_store_gives_the_same_subscription(
+    db: Database, target: Database
+) -> None:
+    source_subscription(db)
+    doc = export_subscription(db, ADDRESS, now=T0 + timedelta(days=2))
     assert doc["format"] == "papertrail-subscription" and doc["version"] == 2
     assert doc["exported_at"] == "2026-12-02T07:00:00Z"
     assert (doc["recommend"], doc["votes"], doc["library"]) == (
@@ -158,7 +165,7 @@ def test_export_then_import_on_a_fresh_store_gives_the_same_subscription(store: 
     newsletters.create(
         target, "ml-weekly", "ML weekly", ["cat:cs.LG"], schedule="daily 08:00", timezone="UTC"
     )
-    target.papers.save_versions(dc_papers(), novelty=Novelty.HISTORY)
+    paper_records.save_versions(target, dc_papers(), novelty=Novelty.HISTORY)
     _, done = import_subscription(target, dumps(doc).encode(), now=T0 + timedelta(days=3))
     assert done.created and done.status == "active"
     assert (done.follows.follows_added, done.newsletters_joined, done.newsletters_missing) == (
@@ -168,19 +175,19 @@ def test_export_then_import_on_a_fresh_store_gives_the_same_subscription(store: 
     )
     assert (done.papers_recorded, done.digests_recorded, done.papers_missing) == (N, 2, 0)
 
-    assert settings_of(target, ADDRESS) == settings_of(store, ADDRESS)
-    assert follows_state(target, ADDRESS) == follows_state(store, ADDRESS)
+    assert settings_of(target, ADDRESS) == settings_of(db, ADDRESS)
+    assert follows_state(target, ADDRESS) == follows_state(db, ADDRESS)
     again = export_subscription(target, ADDRESS, now=T0 + timedelta(days=2))
     assert comparable(again) == {**comparable(doc), "newsletters": ["ml-weekly"]}
     # The imported digests are sent, at their own time, on the address's channel; nothing is pending.
-    subscriber = target.subscribers.get_subscriber(ADDRESS)
+    subscriber = subscriber_records.get_subscriber(target, ADDRESS)
     assert subscriber is not None and subscriber.id is not None
-    digests = target.ledger.digests_of(subscriber.id)
+    digests = ledger_records.digests_of(target, subscriber.id)
     assert [(d.state, d.sent_at, d.channel, d.item_count) for d in digests] == [
         (DigestState.SENT, T0, "email", 12),
         (DigestState.SENT, T0 + timedelta(days=1), "email", N - 12),
     ]
-    assert target.ledger.pending_matches(subscriber.id) == []
+    assert ledger_records.pending_matches(target, subscriber.id) == []
 
     # Importing the same file again changes nothing and records nothing twice.
     before = table_counts(target)
@@ -191,17 +198,17 @@ def test_export_then_import_on_a_fresh_store_gives_the_same_subscription(store: 
     assert table_counts(target) == before
 
 
-def test_history_of_papers_this_library_lacks_stays_in_the_file(store: Store, target: Store) -> None:
-    source_subscription(store)
-    doc = export_subscription(store, ADDRESS)
-    target.papers.save_versions(dc_papers()[:15], novelty=Novelty.HISTORY)
+def test_history_of_papers_this_library_lacks_stays_in_the_file(db: Database, target: Database) -> None:
+    source_subscription(db)
+    doc = export_subscription(db, ADDRESS)
+    paper_records.save_versions(target, dc_papers()[:15], novelty=Novelty.HISTORY)
     _, done = import_subscription(target, dumps(doc).encode())
     assert (done.papers_recorded, done.digests_recorded, done.papers_missing) == (15, 2, N - 15)
     assert len(export_subscription(target, ADDRESS)["received"]) == 15
 
 
 def test_a_newsletter_issue_does_not_copy_a_paper_the_reader_received(
-    sqlite_store: Store, tmp_path: Path
+    sqlite_store: Database, tmp_path: Path
 ) -> None:
     """The ledger's history keeps an imported reader from getting a paper again through a newsletter."""
     source_subscription(sqlite_store)
@@ -210,34 +217,36 @@ def test_a_newsletter_issue_does_not_copy_a_paper_the_reader_received(
         letter = newsletters.create(
             target, "systems", "Systems", ["cat:cs.DC"], schedule="daily 08:00", timezone="UTC", now=T0
         )
-        target.papers.save_versions(dc_papers(), now=T0 + timedelta(hours=1))
+        paper_records.save_versions(target, dc_papers(), now=T0 + timedelta(hours=1))
         match_new(target, now=T0 + timedelta(hours=1))
-        assert target.matches.expand_matches(now=T0 + timedelta(hours=1)) == N  # the newsletter's, waiting
+        assert (
+            match_records.expand_matches(target, now=T0 + timedelta(hours=1)) == N
+        )  # the newsletter's, waiting
         _, done = import_subscription(target, dumps(doc).encode())
         assert done.newsletters_joined == 1 and done.papers_recorded == N
-        issue = target.newsletters.open_issue(letter.id or 0, now=T0 + timedelta(hours=2))
+        issue = newsletter_records.open_issue(target, letter.id or 0, now=T0 + timedelta(hours=2))
         assert issue is not None and issue.items == N and issue.copies == 0
-        subscriber = target.subscribers.get_subscriber(ADDRESS)
-        assert subscriber is not None and target.ledger.pending_matches(subscriber.id or 0) == []
+        subscriber = subscriber_records.get_subscriber(target, ADDRESS)
+        assert subscriber is not None and ledger_records.pending_matches(target, subscriber.id or 0) == []
 
 
 # -- an address that exists already ------------------------------------------------------------------------
 
 
 def test_an_existing_address_with_other_settings_is_refused_unless_merge_or_replace(
-    store: Store, target: Store
+    db: Database, target: Database
 ) -> None:
-    source_subscription(store)
-    data = dumps(export_subscription(store, ADDRESS)).encode()
+    source_subscription(db)
+    data = dumps(export_subscription(db, ADDRESS)).encode()
     newsletters.create(target, "systems", "Systems", ["cat:cs.OS"], schedule="daily 08:00", timezone="UTC")
     newsletters.create(target, "other", "Other", ["cat:cs.OS"], schedule="daily 08:00", timezone="UTC")
     follow(target, ADDRESS, "cat:cs.OS", schedule="daily 07:00")
     follow(target, ADDRESS, "cat:cs.DC", instant=True)
-    here = target.subscribers.get_subscriber(ADDRESS)
+    here = subscriber_records.get_subscriber(target, ADDRESS)
     assert here is not None and here.id is not None
     newsletters.join(target, "other", here)
-    target.subscribers.unsubscribe(here.id, reason="asked to stop here")
-    target.papers.save_versions(dc_papers(), novelty=Novelty.HISTORY)
+    subscriber_records.unsubscribe(target, here.id, reason="asked to stop here")
+    paper_records.save_versions(target, dc_papers(), novelty=Novelty.HISTORY)
     before = (table_counts(target), settings_of(target, ADDRESS), follows_state(target, ADDRESS))
 
     with pytest.raises(SubscriptionExists) as refused:
@@ -262,13 +271,13 @@ def test_an_existing_address_with_other_settings_is_refused_unless_merge_or_repl
         ('au:"Li, Zeng" OR ti:"policy lag"', False, False),
         ("id:2411.17700", True, True),
     ]
-    assert [n.name for n in target.newsletters.newsletters_of(here.id)] == ["other", "systems"]
+    assert [n.name for n in newsletter_records.newsletters_of(target, here.id)] == ["other", "systems"]
     assert merged.papers_recorded == N
 
     _, replaced = import_subscription(target, data, mode=Mode.REPLACE)
     assert (replaced.follows_removed, replaced.newsletters_left, replaced.papers_known) == (1, 1, N)
-    assert follows_state(target, ADDRESS) == follows_state(store, ADDRESS)
-    assert [n.name for n in target.newsletters.newsletters_of(here.id)] == ["systems"]
+    assert follows_state(target, ADDRESS) == follows_state(db, ADDRESS)
+    assert [n.name for n in newsletter_records.newsletters_of(target, here.id)] == ["systems"]
     assert settings_of(target, ADDRESS)[0] == "unsubscribed"  # the status is never changed by a file
     # Now equal to the file: the default accepts it (a re-import).
     _, again = import_subscription(target, data)
@@ -276,10 +285,10 @@ def test_an_existing_address_with_other_settings_is_refused_unless_merge_or_repl
 
 
 def test_a_failure_while_storing_leaves_nothing_behind(
-    sqlite_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    sqlite_store: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One transaction: a failure after the subscriber, follows and memberships were written undoes them."""
-    import core.store.subscription
+    import core.people.subscription_records
 
     source_subscription(sqlite_store)
     data = dumps(export_subscription(sqlite_store, ADDRESS)).encode()
@@ -287,7 +296,7 @@ def test_a_failure_while_storing_leaves_nothing_behind(
     def broken(*args: object) -> None:
         raise RuntimeError("the disk is full")
 
-    monkeypatch.setattr(core.store.subscription, "_record_history", broken)
+    monkeypatch.setattr(core.people.subscription_records, "_record_history", broken)
     for target in migrated_store(f"sqlite:///{tmp_path}/target.db"):
         newsletters.create(
             target, "systems", "Systems", ["cat:cs.OS"], schedule="daily 08:00", timezone="UTC"
@@ -295,7 +304,7 @@ def test_a_failure_while_storing_leaves_nothing_behind(
         before = table_counts(target)
         with pytest.raises(RuntimeError):
             import_subscription(target, data)
-        assert table_counts(target) == before and target.subscribers.get_subscriber(ADDRESS) is None
+        assert table_counts(target) == before and subscriber_records.get_subscriber(target, ADDRESS) is None
 
 
 # -- the document's checks ---------------------------------------------------------------------------------
@@ -528,11 +537,11 @@ def _deep(key: str, depth: int, closed: bool = True) -> bytes:
 
 
 def test_cli_refuses_a_document_nested_too_deeply_and_stores_nothing(
-    store: Store, db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    db: Database, db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """No RecursionError traceback (exit 1): a clear refusal, exit 2, nothing stored; on both databases."""
     monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", db_url)
-    before = table_counts(store)
+    before = table_counts(db)
     path = tmp_path / "deep.json"
     for data in (_deep("heartbeat", 100_000), _deep("follows", 65), _deep("received", 5_000, closed=False)):
         path.write_bytes(data)
@@ -540,17 +549,17 @@ def test_cli_refuses_a_document_nested_too_deeply_and_stores_nothing(
         assert code == 2 and out == "" and "Traceback" not in err, err
         assert f"{path}: document: nested too deeply (more than 64 arrays or objects" in err
         assert "nothing imported" in err
-        assert table_counts(store) == before and store.subscribers.get_subscriber(ADDRESS) is None
+        assert table_counts(db) == before and subscriber_records.get_subscriber(db, ADDRESS) is None
     path.write_bytes(_deep("follows", 63))  # within the limit: read, and refused for what it is
     code, _, err = invoke("import", "subscription", str(path))
     assert code == 2 and "follows[0]: must be an object, not an array" in err
 
 
-def test_a_refused_document_stores_nothing(store: Store) -> None:
-    before = table_counts(store)
+def test_a_refused_document_stores_nothing(db: Database) -> None:
+    before = table_counts(db)
     with pytest.raises(DocumentError):
-        import_subscription(store, edited("received.0.version", -1))
-    assert table_counts(store) == before and store.subscribers.get_subscriber(ADDRESS) is None
+        import_subscription(db, edited("received.0.version", -1))
+    assert table_counts(db) == before and subscriber_records.get_subscriber(db, ADDRESS) is None
 
 
 # -- OPML ----------------------------------------------------------------------------------------------------
@@ -563,13 +572,13 @@ def outlines(text: str) -> list[dict[str, str]]:
     return [dict(o.attrib) for o in root.iterfind("body/outline")]
 
 
-def test_opml_lists_the_private_feed_and_one_public_feed_per_follow(sqlite_store: Store) -> None:
+def test_opml_lists_the_private_feed_and_one_public_feed_per_follow(sqlite_store: Database) -> None:
     settings = Settings(secret_key=KEY, public_url="https://papers.example.org/")
     follow(sqlite_store, ADDRESS, "cat:cs.DC")
     follow(sqlite_store, ADDRESS, 'au:"Zeng Li" ti:"a & <b>"')
-    subscriber = sqlite_store.subscribers.get_subscriber(ADDRESS)
+    subscriber = subscriber_records.get_subscriber(sqlite_store, ADDRESS)
     assert subscriber is not None and subscriber.id is not None
-    queries = [f.query for f in sqlite_store.subscribers.follows_of(subscriber.id)]
+    queries = [f.query for f in subscriber_records.follows_of(sqlite_store, subscriber.id)]
 
     # Without a private feed URL (no secret key to sign one), only the public feeds.
     listed = outlines(opml(settings, subscriber, queries, private=None, now=T0))
@@ -583,7 +592,7 @@ def test_opml_lists_the_private_feed_and_one_public_feed_per_follow(sqlite_store
     # Chinese.
     private = private_feed_url(sqlite_store, settings, subscriber)
     assert private is not None and private.startswith("https://papers.example.org/feeds/private/")
-    subscriber = sqlite_store.subscribers.update_subscriber(subscriber.id, language="zh")
+    subscriber = subscriber_records.update_subscriber(sqlite_store, subscriber.id, language="zh")
     listed = outlines(opml(settings, subscriber, queries, private=private, now=T0))
     assert listed[0]["xmlUrl"] == private and listed[0]["title"] == "PaperTrail：你的摘要"
     assert len(listed) == 3 and all(o["htmlUrl"] == "https://papers.example.org/" for o in listed)
@@ -593,13 +602,13 @@ def test_opml_lists_the_private_feed_and_one_public_feed_per_follow(sqlite_store
 # -- the manage page's downloads ---------------------------------------------------------------------------
 
 
-def test_manage_page_downloads_are_token_checked_and_not_cached(store: Store) -> None:
-    source_subscription(store)
-    subscriber = store.subscribers.get_subscriber(ADDRESS)
+def test_manage_page_downloads_are_token_checked_and_not_cached(db: Database) -> None:
+    source_subscription(db)
+    subscriber = subscriber_records.get_subscriber(db, ADDRESS)
     assert subscriber is not None and subscriber.id is not None
-    store.subscribers.update_subscriber(subscriber.id, feed_nonce="n0nce")
+    subscriber_records.update_subscriber(db, subscriber.id, feed_nonce="n0nce")
     manage = tokens.sign(KEY, tokens.MANAGE, ADDRESS)
-    web = client_for(store, public_url="https://papers.example.org")
+    web = client_for(db, public_url="https://papers.example.org")
 
     page = web.get(f"/manage/{manage}")
     assert (
@@ -612,7 +621,7 @@ def test_manage_page_downloads_are_token_checked_and_not_cached(store: Store) ->
     assert got.status_code == 200 and got.headers["content-type"].startswith("application/json")
     assert got.headers["content-disposition"] == 'attachment; filename="papertrail-subscription.json"'
     assert got.headers["cache-control"] == "no-store" and got.headers["referrer-policy"] == "no-referrer"
-    assert comparable(got.json()) == comparable(export_subscription(store, ADDRESS))
+    assert comparable(got.json()) == comparable(export_subscription(db, ADDRESS))
     assert read_document(got.content).address == ADDRESS  # what import subscription reads
 
     feeds = web.get(f"/manage/{manage}/feeds.opml")
@@ -621,7 +630,7 @@ def test_manage_page_downloads_are_token_checked_and_not_cached(store: Store) ->
     listed = outlines(feeds.text)
     token = tokens.sign(KEY, tokens.FEED, tokens.feed_subject(ADDRESS, "n0nce"))
     assert [o["xmlUrl"] for o in listed] == [f"https://papers.example.org/feeds/private/{token}"] + [
-        query_feed_url("https://papers.example.org", q) for q, *_ in follows_state(store, ADDRESS)
+        query_feed_url("https://papers.example.org", q) for q, *_ in follows_state(db, ADDRESS)
     ]
 
     forged = tokens.sign("another key", tokens.MANAGE, ADDRESS)
@@ -633,7 +642,7 @@ def test_manage_page_downloads_are_token_checked_and_not_cached(store: Store) ->
             assert response.status_code == status, (suffix, token_)
             assert "content-disposition" not in response.headers and ADDRESS not in response.text
             assert response.headers["cache-control"] == "no-store"
-        keyless = client_for(store, secret_key=None).get(f"/manage/{manage}/{suffix}")
+        keyless = client_for(db, secret_key=None).get(f"/manage/{manage}/{suffix}")
         assert keyless.status_code == 404 and "not enabled" in keyless.text
 
 
@@ -701,10 +710,10 @@ def test_cli_round_trip_and_exit_codes(
         ("unconfirmed", "waiting for confirmation"),
     ],
 )
-def test_a_new_subscriber_gets_the_files_status(sqlite_store: Store, status: str, reason: str) -> None:
+def test_a_new_subscriber_gets_the_files_status(sqlite_store: Database, status: str, reason: str) -> None:
     """A reader who stopped, or never confirmed, on the old server is not made active by the move."""
     doc = json.loads(edited("status", status))
     import_subscription(sqlite_store, json.dumps(doc).encode())
-    subscriber = sqlite_store.subscribers.get_subscriber(ADDRESS)
+    subscriber = subscriber_records.get_subscriber(sqlite_store, ADDRESS)
     assert subscriber is not None and (subscriber.status, subscriber.status_reason) == (status, reason)
-    assert sqlite_store.subscribers.active_follows() == []  # nothing of it is matched
+    assert subscriber_records.active_follows(sqlite_store) == []  # nothing of it is matched

@@ -15,12 +15,16 @@ import pytest
 import sqlalchemy as sa
 from sqlmodel import col
 
+from core.db import Database
+from core.follows import subscriber_records
 from core.follows.manage import follow
 from core.models import LibrarySeed, Subscriber, Version, Vote
+from core.papers import paper_records
+from core.papers.saving import Novelty
 from core.people.subscription import Mode, SubscriptionExists, exported, import_subscription
 from core.people.subscription_file import MAX_LIBRARY, MAX_VOTES, DocumentError, dumps, read_document
-from core.store.facade import Novelty, Store
-from core.store.taste import DISLIKE, LIKE, SeedIn
+from core.taste import taste_records
+from core.taste.taste_records import DISLIKE, LIKE, SeedIn
 from core.values import PaperIn
 from tests.conftest import migrated_store
 from tests.support.subscription_export import (  # noqa: F401  (fixtures)
@@ -44,8 +48,8 @@ def revision() -> PaperIn:
     return paper
 
 
-def version_id(store: Store, paper: PaperIn) -> int:
-    with store.session() as session:
+def version_id(db: Database, paper: PaperIn) -> int:
+    with db.session() as session:
         found = session.execute(
             sa.select(col(Version.id)).where(
                 col(Version.paper_id) == paper.arxiv_id, col(Version.number) == paper.version
@@ -54,22 +58,22 @@ def version_id(store: Store, paper: PaperIn) -> int:
     return int(found)
 
 
-def subscriber_id(store: Store, address: str = ADDRESS) -> int:
-    subscriber = store.subscribers.get_subscriber(address)
+def subscriber_id(db: Database, address: str = ADDRESS) -> int:
+    subscriber = subscriber_records.get_subscriber(db, address)
     assert subscriber is not None and subscriber.id is not None
     return subscriber.id
 
 
-def votes_state(store: Store, address: str = ADDRESS) -> list[tuple[str, int, int, datetime]]:
+def votes_state(db: Database, address: str = ADDRESS) -> list[tuple[str, int, int, datetime]]:
     """(arXiv id, version, value, voted at) of the address's votes, oldest first."""
-    views = store.taste.votes_of(subscriber_id(store, address))
+    views = taste_records.votes_of(db, subscriber_id(db, address))
     return sorted(((v.arxiv_id, v.version, v.value, v.created_at) for v in views), key=lambda v: v[3])
 
 
-def seeds_state(store: Store, address: str = ADDRESS) -> dict[str, tuple[str | None, int | None, str]]:
+def seeds_state(db: Database, address: str = ADDRESS) -> dict[str, tuple[str | None, int | None, str]]:
     """key -> (arXiv id, version, kept title) of the address's seeds."""
-    sid = subscriber_id(store, address)
-    with store.session() as session:
+    sid = subscriber_id(db, address)
+    with db.session() as session:
         rows = session.execute(
             sa.select(
                 col(LibrarySeed.key), col(Version.paper_id), col(Version.number), col(LibrarySeed.title)
@@ -80,27 +84,26 @@ def seeds_state(store: Store, address: str = ADDRESS) -> dict[str, tuple[str | N
     return {key: (paper, number, title) for key, paper, number, title in rows}
 
 
-def learned_source(store: Store) -> None:
+def learned_source(db: Database) -> None:
     """Ada on the exporting server: three votes (one on a revision), three library seeds of stored
     papers and one known by its text, and five recommendations a digest."""
-    store.papers.save_versions([*day()[:6], revision()], now=T0 - timedelta(days=1))
-    follow(store, ADDRESS, "cat:cs.DC", schedule="daily 08:00", timezone="UTC")
-    sid = subscriber_id(store)
-    taste = store.taste
-    assert taste.vote(sid, revision().arxiv_id, LIKE, now=T0 + timedelta(hours=1)) is not None
-    assert taste.vote(sid, day()[1].arxiv_id, DISLIKE, now=T0 + timedelta(hours=2)) is not None
-    assert taste.vote(sid, day()[2].arxiv_id, LIKE, now=T0 + timedelta(hours=3)) is not None
-    seeds = [SeedIn(p.arxiv_id, version_id(store, p)) for p in day()[3:6]] + [TEXT_SEED]
-    assert taste.add_seeds(sid, seeds, now=T0) == 4
-    store.subscribers.update_subscriber(sid, recommend=5)
+    paper_records.save_versions(db, [*day()[:6], revision()], now=T0 - timedelta(days=1))
+    follow(db, ADDRESS, "cat:cs.DC", schedule="daily 08:00", timezone="UTC")
+    sid = subscriber_id(db)
+    assert taste_records.vote(db, sid, revision().arxiv_id, LIKE, now=T0 + timedelta(hours=1)) is not None
+    assert taste_records.vote(db, sid, day()[1].arxiv_id, DISLIKE, now=T0 + timedelta(hours=2)) is not None
+    assert taste_records.vote(db, sid, day()[2].arxiv_id, LIKE, now=T0 + timedelta(hours=3)) is not None
+    seeds = [SeedIn(p.arxiv_id, version_id(db, p)) for p in day()[3:6]] + [TEXT_SEED]
+    assert taste_records.add_seeds(db, sid, seeds, now=T0) == 4
+    subscriber_records.update_subscriber(db, sid, recommend=5)
 
 
 # -- the round trip ----------------------------------------------------------------------------------------
 
 
-def test_votes_seeds_and_recommend_travel_with_the_subscription(store: Store, target: Store) -> None:
-    learned_source(store)
-    doc = exported(store, ADDRESS, now=T0 + timedelta(days=1)).document
+def test_votes_seeds_and_recommend_travel_with_the_subscription(db: Database, target: Database) -> None:
+    learned_source(db)
+    doc = exported(db, ADDRESS, now=T0 + timedelta(days=1)).document
     assert doc["version"] == 2 and doc["recommend"] == 5
     assert doc["votes"] == [
         {"arxiv_id": revision().arxiv_id, "version": 3, "value": 1, "voted_at": "2026-11-30T08:00:00Z"},
@@ -122,8 +125,8 @@ def test_votes_seeds_and_recommend_travel_with_the_subscription(store: Store, ta
     ]
 
     # The new server has the revision, day 1, day 3, and day 4 only as v2; not day 2 (voted) nor day 5.
-    target.papers.save_versions(
-        [revision(), day()[1], day()[3], replace(day()[4], version=2)], novelty=Novelty.HISTORY
+    paper_records.save_versions(
+        target, [revision(), day()[1], day()[3], replace(day()[4], version=2)], novelty=Novelty.HISTORY
     )
     _, done = import_subscription(target, dumps(doc).encode(), now=T0 + timedelta(days=2))
     assert done.created and done.learned_in_file and done.learned_changed
@@ -131,9 +134,9 @@ def test_votes_seeds_and_recommend_travel_with_the_subscription(store: Store, ta
     assert (done.library_added, done.library_as_text) == (4, 1)
     assert done.subscriber_id == subscriber_id(target)
 
-    theirs = target.subscribers.get_subscriber(ADDRESS)
+    theirs = subscriber_records.get_subscriber(target, ADDRESS)
     assert theirs is not None and theirs.recommend == 5
-    assert votes_state(target) == votes_state(store)[:2]  # the vote on day 2 was skipped
+    assert votes_state(target) == votes_state(db)[:2]  # the vote on day 2 was skipped
     assert seeds_state(target) == {
         day()[3].arxiv_id: (day()[3].arxiv_id, 1, ""),
         day()[4].arxiv_id: (day()[4].arxiv_id, 2, ""),  # the paper's version this server has
@@ -141,7 +144,7 @@ def test_votes_seeds_and_recommend_travel_with_the_subscription(store: Store, ta
         TEXT_SEED.key: (None, None, TEXT_SEED.title),
     }
     # The model learns from every seed and the like: the unknown paper by its text.
-    texts = target.taste.training_texts(subscriber_id(target), implicit=0)
+    texts = taste_records.training_texts(target, subscriber_id(target), implicit=0)
     assert {t.title for t in texts.positives} == {revision().title, TEXT_SEED.title} | {
         p.title for p in day()[3:6]
     }
@@ -157,7 +160,7 @@ def test_votes_seeds_and_recommend_travel_with_the_subscription(store: Store, ta
     _, twice = import_subscription(target, dumps(doc).encode(), now=T0 + timedelta(days=3))
     assert not twice.created and not twice.settings_changed and not twice.learned_changed
     assert (twice.votes_added, twice.library_added, twice.votes_missing) == (0, 0, 1)
-    assert votes_state(target) == votes_state(store)[:2]
+    assert votes_state(target) == votes_state(db)[:2]
 
 
 # -- an address that exists already ------------------------------------------------------------------------
@@ -198,59 +201,62 @@ def vote(paper: PaperIn, value: int, at: datetime) -> dict[str, Any]:
     return {"arxiv_id": paper.arxiv_id, "version": paper.version, "value": value, "voted_at": at.isoformat()}
 
 
-def test_merge_keeps_the_newer_vote_and_replace_makes_them_the_files(store: Store) -> None:
-    store.papers.save_versions(day()[:6], now=T0 - timedelta(days=1))
-    follow(store, ADDRESS, "cat:cs.DC", schedule="daily 08:00", timezone="UTC")
-    sid = subscriber_id(store)
-    store.subscribers.update_subscriber(sid, language="en", recommend=3)
-    taste = store.taste
-    taste.vote(sid, day()[0].arxiv_id, LIKE, now=T0 + timedelta(hours=5))  # after the file's dislike
-    taste.vote(sid, day()[1].arxiv_id, DISLIKE, now=T0)  # before the file's like
-    taste.vote(sid, day()[2].arxiv_id, LIKE, now=T0)  # not in the file
-    taste.add_seeds(sid, [SeedIn("title:here only", None, "Here", "only"), SeedIn(day()[4].arxiv_id, None)])
+def test_merge_keeps_the_newer_vote_and_replace_makes_them_the_files(db: Database) -> None:
+    paper_records.save_versions(db, day()[:6], now=T0 - timedelta(days=1))
+    follow(db, ADDRESS, "cat:cs.DC", schedule="daily 08:00", timezone="UTC")
+    sid = subscriber_id(db)
+    subscriber_records.update_subscriber(db, sid, language="en", recommend=3)
+    taste_records.vote(
+        db, sid, day()[0].arxiv_id, LIKE, now=T0 + timedelta(hours=5)
+    )  # after the file's dislike
+    taste_records.vote(db, sid, day()[1].arxiv_id, DISLIKE, now=T0)  # before the file's like
+    taste_records.vote(db, sid, day()[2].arxiv_id, LIKE, now=T0)  # not in the file
+    taste_records.add_seeds(
+        db, sid, [SeedIn("title:here only", None, "Here", "only"), SeedIn(day()[4].arxiv_id, None)]
+    )
     data = json.dumps(learned_document()).encode()
-    before = (votes_state(store), seeds_state(store))
+    before = (votes_state(db), seeds_state(db))
 
     with pytest.raises(SubscriptionExists) as refused:
-        import_subscription(store, data)
+        import_subscription(db, data)
     assert refused.value.differences == (
         "recommend: 3 here, None in the file",
         "votes: 1 here only, 1 in the file only, 2 with the other value",
         "library: 1 here only, 1 in the file only",
     )
-    assert (votes_state(store), seeds_state(store)) == before
+    assert (votes_state(db), seeds_state(db)) == before
 
-    _, merged = import_subscription(store, data, mode=Mode.MERGE)
+    _, merged = import_subscription(db, data, mode=Mode.MERGE)
     assert (merged.votes_added, merged.votes_changed, merged.votes_kept, merged.votes_removed) == (1, 1, 1, 0)
     assert (merged.votes_missing, merged.library_added, merged.library_removed) == (1, 1, 0)
     assert not merged.settings_changed  # a file with recommendations off keeps them on here
-    assert [(a, v, at) for a, _, v, at in votes_state(store)] == [
+    assert [(a, v, at) for a, _, v, at in votes_state(db)] == [
         (day()[2].arxiv_id, LIKE, T0),  # kept: merging removes nothing
         (day()[1].arxiv_id, LIKE, T0 + timedelta(hours=2)),  # the file's, the newer
         (day()[3].arxiv_id, LIKE, T0 + timedelta(hours=3)),  # added
         (day()[0].arxiv_id, LIKE, T0 + timedelta(hours=5)),  # here's, the newer
     ]
-    assert set(seeds_state(store)) == {"title:here only", day()[4].arxiv_id, "doi:10.1/x"}
-    assert store.subscribers.get_subscriber(ADDRESS).recommend == 3  # type: ignore[union-attr]
+    assert set(seeds_state(db)) == {"title:here only", day()[4].arxiv_id, "doi:10.1/x"}
+    assert subscriber_records.get_subscriber(db, ADDRESS).recommend == 3  # type: ignore[union-attr]
 
-    _, replaced = import_subscription(store, data, mode=Mode.REPLACE)
+    _, replaced = import_subscription(db, data, mode=Mode.REPLACE)
     assert (replaced.votes_added, replaced.votes_changed, replaced.votes_removed) == (0, 1, 1)
     assert (replaced.library_added, replaced.library_removed, replaced.settings_changed) == (0, 1, True)
-    assert [(a, v) for a, _, v, _ in votes_state(store)] == [
+    assert [(a, v) for a, _, v, _ in votes_state(db)] == [
         (day()[0].arxiv_id, DISLIKE),
         (day()[1].arxiv_id, LIKE),
         (day()[3].arxiv_id, LIKE),
     ]
-    assert set(seeds_state(store)) == {day()[4].arxiv_id, "doi:10.1/x"}
-    assert store.subscribers.get_subscriber(ADDRESS).recommend is None  # type: ignore[union-attr]
+    assert set(seeds_state(db)) == {day()[4].arxiv_id, "doi:10.1/x"}
+    assert subscriber_records.get_subscriber(db, ADDRESS).recommend is None  # type: ignore[union-attr]
 
     # Now equal to the file: the default accepts it and changes nothing.
-    _, again = import_subscription(store, data)
+    _, again = import_subscription(db, data)
     assert not again.learned_changed and not again.settings_changed and again.votes_missing == 1
 
     # A file with recommendations on sets them when merging.
-    _, on = import_subscription(store, json.dumps(learned_document(recommend=7)).encode(), mode=Mode.MERGE)
-    assert on.settings_changed and store.subscribers.get_subscriber(ADDRESS).recommend == 7  # type: ignore[union-attr]
+    _, on = import_subscription(db, json.dumps(learned_document(recommend=7)).encode(), mode=Mode.MERGE)
+    assert on.settings_changed and subscriber_records.get_subscriber(db, ADDRESS).recommend == 7  # type: ignore[union-attr]
 
 
 def version_1(doc: dict[str, Any]) -> bytes:
@@ -259,38 +265,38 @@ def version_1(doc: dict[str, Any]) -> bytes:
     return json.dumps({**doc, "version": 1}).encode()
 
 
-def test_a_version_1_file_still_imports_and_leaves_votes_and_seeds_alone(store: Store) -> None:
+def test_a_version_1_file_still_imports_and_leaves_votes_and_seeds_alone(db: Database) -> None:
     data = version_1(learned_document())
     checked = read_document(data)
     assert checked.version == 1 and checked.learned is None
     with pytest.raises(DocumentError, match="votes: unknown key; the keys of version 1 are: format"):
         read_document(json.dumps({**json.loads(data), "votes": []}).encode())
 
-    _, created = import_subscription(store, data)  # a new subscriber: nothing learned, recommendations off
+    _, created = import_subscription(db, data)  # a new subscriber: nothing learned, recommendations off
     assert (
         created.created
         and not created.learned_in_file
-        and store.subscribers.get_subscriber(ADDRESS).recommend is None  # type: ignore[union-attr]
+        and subscriber_records.get_subscriber(db, ADDRESS).recommend is None  # type: ignore[union-attr]
     )
 
-    store.papers.save_versions(day()[:2], now=T0)
-    sid = subscriber_id(store)
-    store.subscribers.update_subscriber(sid, recommend=4)
-    store.taste.vote(sid, day()[0].arxiv_id, LIKE, now=T0)
-    store.taste.add_seeds(sid, [TEXT_SEED])
-    before = (votes_state(store), seeds_state(store))
+    paper_records.save_versions(db, day()[:2], now=T0)
+    sid = subscriber_id(db)
+    subscriber_records.update_subscriber(db, sid, recommend=4)
+    taste_records.vote(db, sid, day()[0].arxiv_id, LIKE, now=T0)
+    taste_records.add_seeds(db, sid, [TEXT_SEED])
+    before = (votes_state(db), seeds_state(db))
     for mode in Mode:  # the default too: votes and seeds are not compared with a file that has none
-        _, done = import_subscription(store, data, mode=mode)
+        _, done = import_subscription(db, data, mode=mode)
         assert not done.learned_in_file and not done.learned_changed and not done.settings_changed, mode
-        assert (votes_state(store), seeds_state(store)) == before
-        assert store.subscribers.get_subscriber(ADDRESS).recommend == 4  # type: ignore[union-attr]
+        assert (votes_state(db), seeds_state(db)) == before
+        assert subscriber_records.get_subscriber(db, ADDRESS).recommend == 4  # type: ignore[union-attr]
 
 
 # -- limits and the one transaction ------------------------------------------------------------------------
 
 
 def test_documents_over_the_limits_are_refused_and_an_export_keeps_the_newest(
-    sqlite_store: Store, monkeypatch: pytest.MonkeyPatch
+    sqlite_store: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     one = learned_document()["votes"][0]
     too_many = learned_document(votes=[dict(one, version=n + 1) for n in range(MAX_VOTES + 1)])
@@ -303,11 +309,11 @@ def test_documents_over_the_limits_are_refused_and_an_export_keeps_the_newest(
     at_limit = learned_document(votes=too_many["votes"][:MAX_VOTES], library=entries[:MAX_LIBRARY])
     assert len(read_document(json.dumps(at_limit).encode()).learned.votes) == MAX_VOTES  # type: ignore[union-attr]
 
-    import core.store.subscription
+    import core.people.subscription_records
 
     learned_source(sqlite_store)
-    monkeypatch.setattr(core.store.subscription, "MAX_VOTES", 2)
-    monkeypatch.setattr(core.store.subscription, "MAX_LIBRARY", 3)
+    monkeypatch.setattr(core.people.subscription_records, "MAX_VOTES", 2)
+    monkeypatch.setattr(core.people.subscription_records, "MAX_LIBRARY", 3)
     export = exported(sqlite_store, ADDRESS)
     assert (export.votes_left_out, export.library_left_out) == (1, 1)
     assert [v["arxiv_id"] for v in export.document["votes"]] == [day()[1].arxiv_id, day()[2].arxiv_id]
@@ -319,9 +325,9 @@ def test_documents_over_the_limits_are_refused_and_an_export_keeps_the_newest(
 
 
 def test_a_failure_while_storing_seeds_leaves_no_vote_behind(
-    sqlite_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    sqlite_store: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import core.store.subscription
+    import core.people.subscription_records
 
     learned_source(sqlite_store)
     data = dumps(exported(sqlite_store, ADDRESS).document).encode()
@@ -329,9 +335,9 @@ def test_a_failure_while_storing_seeds_leaves_no_vote_behind(
     def broken(*args: object) -> None:
         raise RuntimeError("the disk is full")
 
-    monkeypatch.setattr(core.store.subscription, "_write_seeds", broken)
+    monkeypatch.setattr(core.people.subscription_records, "_write_seeds", broken)
     for target_store in migrated_store(f"sqlite:///{tmp_path}/target.db"):
-        target_store.papers.save_versions(day()[:6], novelty=Novelty.HISTORY)
+        paper_records.save_versions(target_store, day()[:6], novelty=Novelty.HISTORY)
         with pytest.raises(RuntimeError):
             import_subscription(target_store, data)
         with target_store.session() as session:
@@ -353,19 +359,19 @@ def test_cli_moves_votes_and_seeds_and_says_what_it_skipped(
     source, target_url = two_servers
     assert invoke("follow", ADDRESS, "cat:cs.DC")[0] == 0  # creates the source's database
     engine = sa.create_engine(source)
-    Store(engine).papers.save_versions(day()[:3], now=T0)
+    paper_records.save_versions(Database(engine), day()[:3], now=T0)
     engine.dispose()
     for args in (("like", ADDRESS, day()[0].arxiv_id), ("dislike", ADDRESS, day()[1].arxiv_id)):
         assert invoke(*args)[0] == 0
     for source_store in migrated_store(source):
-        source_store.taste.add_seeds(subscriber_id(source_store), [TEXT_SEED])
+        taste_records.add_seeds(source_store, subscriber_id(source_store), [TEXT_SEED])
     path = tmp_path / "ada.json"
     code, stdout, stderr = invoke("export", "subscription", ADDRESS, "--output", str(path))
     assert code == 0 and "1 follow, 0 received papers, 2 votes, 1 library entry written to" in stdout, stderr
     import core.people.subscription_file
-    import core.store.subscription
+    import core.people.subscription_records
 
-    monkeypatch.setattr(core.store.subscription, "MAX_VOTES", 1)
+    monkeypatch.setattr(core.people.subscription_records, "MAX_VOTES", 1)
     monkeypatch.setattr(core.people.subscription_file, "MAX_VOTES", 1)
     code, stdout, stderr = invoke("export", "subscription", ADDRESS)
     assert code == 0 and len(json.loads(stdout)["votes"]) == 1
@@ -375,7 +381,9 @@ def test_cli_moves_votes_and_seeds_and_says_what_it_skipped(
     monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", target_url)
     assert invoke("follow", "console:other", "cat:cs.OS")[0] == 0  # creates the target's database
     engine = sa.create_engine(target_url)
-    Store(engine).papers.save_versions(day()[1:2], now=T0)  # the liked paper is not on the new server
+    paper_records.save_versions(
+        Database(engine), day()[1:2], now=T0
+    )  # the liked paper is not on the new server
     engine.dispose()
     code, stdout, _ = invoke("import", "subscription", str(path))
     assert code == 0, stdout

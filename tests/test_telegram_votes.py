@@ -12,10 +12,11 @@ from typing import Any
 
 from bot.telegram import TelegramBot
 from bot.telegram_render import Action, Button, VotePress, read_callback, read_vote, voted_markup
+from core.db import Database
 from core.delivery.digests import send_due_digests
 from core.delivery.render import Renderer
-from core.store.facade import Store
-from core.store.taste import DISLIKE, LIKE
+from core.follows import subscriber_records
+from core.taste.taste_records import DISLIKE, LIKE
 from core.taste.votes import votes
 from notifiers.ratelimit import RateLimiter
 from notifiers.telegram import TelegramNotifier
@@ -42,16 +43,16 @@ PAPER = "2411.17710v1"  # the recorded day's one paper with "operating system" i
 LIKE_DATA, DISLIKE_DATA = f"vote:+:{PAPER}", f"vote:-:{PAPER}"
 
 
-async def digest_to(chat: Chat, store: Store, api: FakeTelegram) -> Call:
+async def digest_to(chat: Chat, db: Database, api: FakeTelegram) -> Call:
     """Follow ti:"operating system" in ``chat``, ingest the recorded day, deliver the digest; its message."""
     await chat.say('/follow ti:"operating system"')
     address = f"telegram:{chat.place.id}"
-    backdate(store, address)
-    await ingest_recorded_feed(store)
+    backdate(db, address)
+    await ingest_recorded_feed(db)
     notifier = TelegramNotifier(bot_settings(api).telegram(), limiter=RateLimiter())
     try:
         reports = await send_due_digests(
-            store, {"telegram": notifier}, Renderer(), now=NOW, force=True, address=address
+            db, {"telegram": notifier}, Renderer(), now=NOW, force=True, address=address
         )
     finally:
         await notifier.aclose()
@@ -71,20 +72,23 @@ def answered(api: FakeTelegram) -> dict[str, Any]:
     return api.calls_of("answerCallbackQuery")[-1].params
 
 
-def vote_of(store: Store, address: str) -> list[tuple[str, int, int]]:
-    subscriber = store.subscribers.get_subscriber(address)
+def vote_of(db: Database, address: str) -> list[tuple[str, int, int]]:
+    subscriber = subscriber_records.get_subscriber(db, address)
     assert subscriber is not None and subscriber.id is not None
-    return [(v.arxiv_id, v.version, v.value) for v in votes(store, subscriber.id)]
+    return [(v.arxiv_id, v.version, v.value) for v in votes(db, subscriber.id)]
 
 
 async def test_a_digest_carries_vote_buttons_that_vote_and_undo(
-    tbot: TelegramBot, api: FakeTelegram, updates: Updates, store: Store
+    tbot: TelegramBot, api: FakeTelegram, updates: Updates, db: Database
 ) -> None:
     ada = Chat(tbot, api, updates, ADA_CHAT, ADA)
     await ada.say("/start")
-    digest = await digest_to(ada, store, api)
+    digest = await digest_to(ada, db, api)
     # One row under the paper: unfollow the follow that matched, watch the paper, 👍, 👎.
-    (follow,) = store.subscribers.follows_of(store.subscribers.get_subscriber("telegram:4242").id or 0)  # type: ignore[union-attr]
+    (follow,) = subscriber_records.follows_of(
+        db,
+        subscriber_records.get_subscriber(db, "telegram:4242").id or 0,  # type: ignore[union-attr]
+    )
     assert buttons(digest) == [
         ('✕ Unfollow ti:"operating system"', f"unfollow:{follow.id}"),
         ("Watch 2411.17710", "watch:2411.17710"),
@@ -95,17 +99,17 @@ async def test_a_digest_carries_vote_buttons_that_vote_and_undo(
     # 👍: the vote is recorded, the presser gets a toast (not an alert), the button shows it is chosen,
     # and nothing is posted to the chat.
     assert await ada.press(digest, LIKE_DATA) == []
-    assert vote_of(store, "telegram:4242") == [("2411.17710", 1, LIKE)]
+    assert vote_of(db, "telegram:4242") == [("2411.17710", 1, LIKE)]
     assert answered(api)["text"] == f"👍 Liked {PAPER}. Press again to take it back."
     assert answered(api)["show_alert"] is False
     assert vote_labels(api, ada, digest) == ["👍 ✓", "👎"]
     # 👎 replaces it; the check moves.
     await ada.press(digest, DISLIKE_DATA)
-    assert vote_of(store, "telegram:4242") == [("2411.17710", 1, DISLIKE)]
+    assert vote_of(db, "telegram:4242") == [("2411.17710", 1, DISLIKE)]
     assert vote_labels(api, ada, digest) == ["👍", "👎 ✓"]
     # The chosen button pressed again takes the vote back.
     await ada.press(digest, DISLIKE_DATA)
-    assert vote_of(store, "telegram:4242") == []
+    assert vote_of(db, "telegram:4242") == []
     assert answered(api)["text"] == f"Vote on {PAPER} taken back."
     assert vote_labels(api, ada, digest) == ["👍", "👎"]
     # The other buttons of the row were left as they were.
@@ -118,37 +122,37 @@ async def test_a_digest_carries_vote_buttons_that_vote_and_undo(
     # Liked by command meanwhile: the plain 👍 does what it shows (like), it does not take the like back.
     await ada.say("/like 2411.17710")
     await ada.press(digest, LIKE_DATA)
-    assert vote_of(store, "telegram:4242") == [("2411.17710", 1, LIKE)]
+    assert vote_of(db, "telegram:4242") == [("2411.17710", 1, LIKE)]
     assert vote_labels(api, ada, digest) == ["👍 ✓", "👎"]
 
 
 async def test_in_a_group_only_admins_vote_and_members_are_told_privately(
-    tbot: TelegramBot, api: FakeTelegram, updates: Updates, store: Store
+    tbot: TelegramBot, api: FakeTelegram, updates: Updates, db: Database
 ) -> None:
     admin = Chat(tbot, api, updates, LAB, ADMIN)
     member = Chat(tbot, api, updates, LAB, MEMBER)
     await admin.say("/start")
-    digest = await digest_to(admin, store, api)
+    digest = await digest_to(admin, db, api)
     posted = len(api.sent(LAB.id))
 
     await member.press(digest, LIKE_DATA)
     assert answered(api)["show_alert"] is True
     assert answered(api)["text"].startswith("Only admins of this group can vote for it")
-    assert vote_of(store, f"telegram:{LAB.id}") == []
+    assert vote_of(db, f"telegram:{LAB.id}") == []
     assert api.calls_of("editMessageReplyMarkup") == []
 
     await admin.press(digest, LIKE_DATA)
-    assert vote_of(store, f"telegram:{LAB.id}") == [("2411.17710", 1, LIKE)]
+    assert vote_of(db, f"telegram:{LAB.id}") == [("2411.17710", 1, LIKE)]
     assert vote_labels(api, admin, digest) == ["👍 ✓", "👎"]
     assert len(api.sent(LAB.id)) == posted  # the group's chat stays quiet
 
 
 async def test_a_chinese_reader_gets_the_toast_in_chinese_and_stale_data_is_refused(
-    tbot: TelegramBot, api: FakeTelegram, updates: Updates, store: Store
+    tbot: TelegramBot, api: FakeTelegram, updates: Updates, db: Database
 ) -> None:
     li = Chat(tbot, api, updates, Place(LI.id), LI)
     await li.say("/start")
-    digest = await digest_to(li, store, api)
+    digest = await digest_to(li, db, api)
     await li.press(digest, LIKE_DATA)
     assert answered(api)["text"] == f"👍 已喜欢 {PAPER}。再按一次可撤回。"
     # A version the store does not hold (a button older than a reset), and data this bot never wrote.
@@ -157,7 +161,7 @@ async def test_a_chinese_reader_gets_the_toast_in_chinese_and_stale_data_is_refu
     assert answered(api)["text"] == "PaperTrail 没有存储 2411.17710v9。"
     await li.press(digest, "vote:*:2411.17710v1")
     assert answered(api)["text"] == "这个按钮已失效。/help 列出所有命令。"
-    assert vote_of(store, f"telegram:{LI.id}") == [("2411.17710", 1, LIKE)]
+    assert vote_of(db, f"telegram:{LI.id}") == [("2411.17710", 1, LIKE)]
 
 
 def test_vote_data_reads_back_and_fits_64_bytes() -> None:

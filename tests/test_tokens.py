@@ -8,10 +8,11 @@ import warnings
 
 import pytest
 
+from core.db import Database
+from core.follows import subscriber_records
 from core.follows.manage import follow
 from core.models import SubscriberStatus
 from core.people import tokens
-from core.store.facade import Store
 from tests.support.token_clients import KEY, _spare_bits_variant, client_for, variants
 
 with warnings.catch_warnings():
@@ -38,18 +39,18 @@ def test_a_spare_bits_variant_is_the_same_bytes_to_a_lenient_decoder() -> None:
     assert base64.urlsafe_b64decode(variant + "=") == base64.urlsafe_b64decode(mac + "=")
 
 
-def status_of(store: Store) -> str:
-    subscriber = store.subscribers.get_subscriber(ADDRESS)
+def status_of(db: Database) -> str:
+    subscriber = subscriber_records.get_subscriber(db, ADDRESS)
     assert subscriber is not None
     return subscriber.status
 
 
-def test_web_routes_refuse_variants_and_take_the_genuine_token(sqlite_store: Store) -> None:
+def test_web_routes_refuse_variants_and_take_the_genuine_token(sqlite_store: Database) -> None:
     follow(sqlite_store, ADDRESS, "cat:cs.DC")
-    subscriber = sqlite_store.subscribers.get_subscriber(ADDRESS)
+    subscriber = subscriber_records.get_subscriber(sqlite_store, ADDRESS)
     assert subscriber is not None and subscriber.id is not None
-    sqlite_store.subscribers.update_subscriber(
-        subscriber.id, status=SubscriberStatus.UNCONFIRMED, confirm_nonce="the-pending-sign-up"
+    subscriber_records.update_subscriber(
+        sqlite_store, subscriber.id, status=SubscriberStatus.UNCONFIRMED, confirm_nonce="the-pending-sign-up"
     )
     client = client_for(sqlite_store)
 

@@ -25,12 +25,17 @@ import sqlalchemy as sa
 from prometheus_client.parser import text_string_to_metric_families
 
 from core.config import Settings
+from core.db import Database, make_engine
+from core.delivery import ledger_records
+from core.follows import match_records, subscriber_records
 from core.follows.manage import follow
+from core.guides import guide_records
 from core.models import Digest, DigestState, Follow, RunState, SubscriberStatus, UTCDateTime, utcnow
+from core.overview import dashboard_records
+from core.papers import paper_records, run_records
 from core.papers.pipeline import match_new
 from core.papers.status import source_statuses
 from core.people import tokens
-from core.store.facade import Store, make_engine
 from core.values import PaperIn
 from ingest.arxiv_rss_parse import parse_feed
 from papertrail.context import SOURCE_NAMES
@@ -69,13 +74,13 @@ def esc(text: str, quote: bool = True) -> str:
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def seeded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+def seeded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
     """A store seeded from the recorded corpus (see tests/web_seed.py) on each database."""
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path_factory.mktemp('web')}/web.db"
-        for store in migrated_store(url):
-            asyncio.run(seed_store(store))
-            yield store
+        for db in migrated_store(url):
+            asyncio.run(seed_store(db))
+            yield db
         return
     if not postgres_available():
         pytest.skip(f"PostgreSQL unreachable at {POSTGRES_URL}")
@@ -85,9 +90,9 @@ def seeded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
     sep = "&" if "?" in POSTGRES_URL else "?"
     try:
-        for store in migrated_store(f"{POSTGRES_URL}{sep}options=-csearch_path%3D{schema}"):
-            asyncio.run(seed_store(store))
-            yield store
+        for db in migrated_store(f"{POSTGRES_URL}{sep}options=-csearch_path%3D{schema}"):
+            asyncio.run(seed_store(db))
+            yield db
     finally:
         with admin.begin() as conn:
             conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
@@ -95,7 +100,7 @@ def seeded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 
 
 @pytest.fixture
-def client(seeded: Store) -> TestClient:
+def client(seeded: Database) -> TestClient:
     """A test client over the seeded store."""
     return client_for(seeded)
 
@@ -123,7 +128,7 @@ def listed_ids(page: str) -> list[str]:
 # -- the status page -------------------------------------------------------------------------------------
 
 
-def test_status_page_numbers_equal_the_database(client: TestClient, seeded: Store) -> None:
+def test_status_page_numbers_equal_the_database(client: TestClient, seeded: Database) -> None:
     response = client.get("/")
     assert response.status_code == 200
     page = response.text
@@ -151,7 +156,7 @@ def test_status_page_numbers_equal_the_database(client: TestClient, seeded: Stor
     assert 'role="img"' in page and "<title id=" in page and "<desc id=" in page
 
 
-def test_the_chart_counts_the_days_of_the_display_zone(seeded: Store) -> None:
+def test_the_chart_counts_the_days_of_the_display_zone(seeded: Database) -> None:
     """In Asia/Shanghai the chart's days end at 16:00 UTC: each day's numbers are Shanghai's day's."""
     page = client_for(seeded, display_timezone="Asia/Shanghai").get("/?lang=zh").text
     expected = expected_numbers(seeded, utcnow(), ZoneInfo("Asia/Shanghai"))
@@ -162,12 +167,12 @@ def test_the_chart_counts_the_days_of_the_display_zone(seeded: Store) -> None:
     assert "<th>日期（北京时间）</th>" in page
 
 
-def test_status_page_states_and_escaping(client: TestClient, seeded: Store) -> None:
+def test_status_page_states_and_escaping(client: TestClient, seeded: Database) -> None:
     page = client.get("/").text
     now = utcnow()
     settings = Settings()
     judged = source_statuses(
-        seeded.dashboard.status(now, sources=SOURCE_NAMES),
+        dashboard_records.status(seeded, now, sources=SOURCE_NAMES),
         now=now,
         holidays=settings.holiday_dates,
         grace=timedelta(hours=settings.arxiv_stale_grace_hours),
@@ -184,13 +189,15 @@ def test_status_page_states_and_escaping(client: TestClient, seeded: Store) -> N
     assert "<script" not in page and "<b>oaipmh" not in page
 
 
-def test_quiet_ok_and_failing_read_differently(sqlite_store: Store) -> None:
+def test_quiet_ok_and_failing_read_differently(sqlite_store: Database) -> None:
     """A silent weekend is "quiet", a current feed "ok", a failed check "broken": told apart at a glance."""
     context = web_context(sqlite_store)
 
     def served(mailing: str, at: datetime, state: RunState = RunState.OK, error: str | None = None) -> None:
-        run = sqlite_store.runs.start_run("arxiv-rss", now=at)
-        sqlite_store.runs.finish_run(run, state, now=at, cursor=f"{mailing}T00:00:00-05:00", error=error)
+        run = run_records.start_run(sqlite_store, "arxiv-rss", now=at)
+        run_records.finish_run(
+            sqlite_store, run, state, now=at, cursor=f"{mailing}T00:00:00-05:00", error=error
+        )
 
     def banner(at: datetime) -> tuple[str, str]:
         page = TestClient(build_app(context, clock=lambda: at)).get("/").text
@@ -213,16 +220,16 @@ def test_quiet_ok_and_failing_read_differently(sqlite_store: Store) -> None:
 # -- the paper browser -----------------------------------------------------------------------------------
 
 
-# A paper arrived as news: a version stored as news, or a community pick (core.store.sort_keys).
+# A paper arrived as news: a version stored as news, or a community pick (core.papers.sort_keys).
 _IS_NEWS = (
     "(EXISTS (SELECT 1 FROM version n WHERE n.paper_id = p.id AND n.news = true) "
     "OR EXISTS (SELECT 1 FROM community_pick c WHERE c.paper_id = p.id))"
 )
 
 
-def _ids_by_sql(store: Store, order: str) -> list[str]:
+def _ids_by_sql(db: Database, order: str) -> list[str]:
     """Papers with a stored version, in ``order`` computed from the rows (not from the stored keys)."""
-    with store.engine.connect() as c:
+    with db.engine.connect() as c:
         return list(
             c.execute(
                 sa.text(
@@ -235,7 +242,7 @@ def _ids_by_sql(store: Store, order: str) -> list[str]:
         )
 
 
-def test_browser_sorts_follow_their_definitions(client: TestClient, seeded: Store) -> None:
+def test_browser_sorts_follow_their_definitions(client: TestClient, seeded: Database) -> None:
     orders = {
         # News before history, then the newest version's arrival (version ids grow with arrival).
         "updated": f"{_IS_NEWS} DESC, l.id DESC",
@@ -256,7 +263,7 @@ def test_browser_sorts_follow_their_definitions(client: TestClient, seeded: Stor
     assert updated[0] == HOSTILE_ID and pages["ingested"][0] != HOSTILE_ID
 
 
-def test_browser_filters_search_and_pages(client: TestClient, seeded: Store) -> None:
+def test_browser_filters_search_and_pages(client: TestClient, seeded: Database) -> None:
     def total(query: str) -> int:
         response = client.get(f"/papers?{query}")
         assert response.status_code == 200, query
@@ -314,7 +321,7 @@ BAD_PARAMETERS = {
 }
 
 
-def test_browser_refuses_bad_parameters(sqlite_store: Store) -> None:
+def test_browser_refuses_bad_parameters(sqlite_store: Database) -> None:
     app_client = client_for(sqlite_store)
     for query, message in BAD_PARAMETERS.items():
         response = app_client.get(f"/papers?{query}")
@@ -349,7 +356,7 @@ def test_hostile_text_is_escaped_everywhere(client: TestClient) -> None:
     assert HOSTILE_TITLE not in paper
 
 
-def test_paper_page_shows_versions_changes_and_picks(client: TestClient, seeded: Store) -> None:
+def test_paper_page_shows_versions_changes_and_picks(client: TestClient, seeded: Database) -> None:
     page = client.get(f"/papers/arXiv:{HOSTILE_ID}v2").text
     assert re.search(r'data-version="2">.*?<td>title</td>', page, flags=re.S)
     assert "first stored version" in page
@@ -368,7 +375,7 @@ def test_paper_page_shows_versions_changes_and_picks(client: TestClient, seeded:
     assert missing.status_code == 404 and "has not seen" in missing.text
 
 
-def test_guides_show_in_the_readers_language_under_the_paper(client: TestClient, seeded: Store) -> None:
+def test_guides_show_in_the_readers_language_under_the_paper(client: TestClient, seeded: Database) -> None:
     english = client.get(f"/papers/{HOSTILE_ID}").text
     chinese = client.get(f"/papers/{HOSTILE_ID}?lang=zh").text
     client.cookies.clear()
@@ -398,12 +405,18 @@ def test_guides_show_in_the_readers_language_under_the_paper(client: TestClient,
     assert "AI guide (machine-generated)" in client.get("/papers").text
 
 
-def test_guides_count_is_the_versions_first_guided_in_the_window(client: TestClient, seeded: Store) -> None:
+def test_guides_count_is_the_versions_first_guided_in_the_window(
+    client: TestClient, seeded: Database
+) -> None:
     now = utcnow()
     expected = expected_numbers(seeded, now)
     # The seed: the hostile revision (two languages, one version) and three versions in English; a
     # version whose first guide is 30 hours old is not counted though its Chinese one is an hour old.
-    assert expected.guides_24h == seeded.guides.count_guided_versions_since(now - timedelta(hours=24)) == 4
+    assert (
+        expected.guides_24h
+        == guide_records.count_guided_versions_since(seeded, now - timedelta(hours=24))
+        == 4
+    )
     for language, label in (("en", "New AI guides"), ("zh", "新增 AI 导读")):
         page = client.get(f"/?lang={language}").text
         client.cookies.clear()
@@ -413,15 +426,16 @@ def test_guides_count_is_the_versions_first_guided_in_the_window(client: TestCli
         assert "guides_24h" not in links_of(page)
 
 
-def test_guides_count_shows_when_guides_are_made_or_were(sqlite_store: Store) -> None:
+def test_guides_count_shows_when_guides_are_made_or_were(sqlite_store: Database) -> None:
     assert 'data-count="guides_24h"' not in client_for(sqlite_store).get("/").text
     configured = client_for(sqlite_store, llm_url="http://127.0.0.1:9/v1", llm_model="m").get("/").text
     assert shown_counts(configured)["guides_24h"] == 0
 
 
-def test_old_style_ids_keep_their_slash(sqlite_store: Store) -> None:
-    sqlite_store.papers.save_versions(
-        [PaperIn("hep-th/9901001", 1, "Old <style>", "An abstract.", ("A. Author",), ("hep-th",))]
+def test_old_style_ids_keep_their_slash(sqlite_store: Database) -> None:
+    paper_records.save_versions(
+        sqlite_store,
+        [PaperIn("hep-th/9901001", 1, "Old <style>", "An abstract.", ("A. Author",), ("hep-th",))],
     )
     app_client = client_for(sqlite_store)
     listing = app_client.get("/papers?cat=hep-th").text
@@ -431,9 +445,9 @@ def test_old_style_ids_keep_their_slash(sqlite_store: Store) -> None:
     assert app_client.get("/papers/").headers["location"] == "/papers"
 
 
-def test_source_page_lists_runs(client: TestClient, seeded: Store) -> None:
+def test_source_page_lists_runs(client: TestClient, seeded: Database) -> None:
     page = client.get("/sources/arxiv-rss").text
-    runs = seeded.dashboard.source_runs("arxiv-rss")
+    runs = dashboard_records.source_runs(seeded, "arxiv-rss")
     assert re.findall(r'data-run="(\d+)"', page) == [str(run.id) for run in runs]
     assert "stale" in page
     missing = client.get("/sources/%3Cscript%3E")
@@ -443,7 +457,7 @@ def test_source_page_lists_runs(client: TestClient, seeded: Store) -> None:
 # -- operations ------------------------------------------------------------------------------------------
 
 
-def test_metrics_equal_the_database(client: TestClient, seeded: Store) -> None:
+def test_metrics_equal_the_database(client: TestClient, seeded: Database) -> None:
     response = client.get("/metrics")
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
     samples = {
@@ -500,7 +514,7 @@ def test_health_and_readiness(client: TestClient) -> None:
     assert missing.status_code == 404 and "There is no page" in missing.text
 
 
-def test_readyz_503_when_the_database_is_unreachable(sqlite_store: Store, tmp_path: Path) -> None:
+def test_readyz_503_when_the_database_is_unreachable(sqlite_store: Database, tmp_path: Path) -> None:
     app_client = client_for(sqlite_store)
     assert app_client.get("/readyz").status_code == 200
     # The same app once its database is gone: a file in a folder that does not exist.
@@ -512,7 +526,9 @@ def test_readyz_503_when_the_database_is_unreachable(sqlite_store: Store, tmp_pa
     metrics = app_client.get("/metrics").text
     assert "papertrail_database_up 0.0" in metrics and "papertrail_papers" not in metrics
     # A PostgreSQL server that is down: the reason names it, never the password.
-    dead = Store(make_engine(f"postgresql+psycopg://pt:hunter2-secret@127.0.0.1:{closed_port()}/papertrail"))
+    dead = Database(
+        make_engine(f"postgresql+psycopg://pt:hunter2-secret@127.0.0.1:{closed_port()}/papertrail")
+    )
     response = client_for(dead).get("/readyz")
     assert response.status_code == 503 and "127.0.0.1" in response.text
     assert "hunter2" not in response.text
@@ -530,38 +546,38 @@ def dc_papers() -> list[PaperIn]:
     return [p for p in parse_feed(BIG_FEED.read_bytes()).items if "cs.DC" in p.categories][:20]
 
 
-def subscriber_with_digest(store: Store) -> int:
+def subscriber_with_digest(db: Database) -> int:
     """A subscriber whose digest of cs.DC papers is planned (pending); returns the digest id."""
-    follow(store, ADDRESS, "cat:cs.DC")
-    follow(store, ADDRESS, 'au:"Zeng Li"')
-    with store.session() as session:
+    follow(db, ADDRESS, "cat:cs.DC")
+    follow(db, ADDRESS, 'au:"Zeng Li"')
+    with db.session() as session:
         session.execute(sa.update(Follow).values(created_at=utcnow() - timedelta(days=1)))
-    store.papers.save_versions(dc_papers())
-    assert match_new(store) == len(dc_papers())
-    assert store.matches.expand_matches() == len(dc_papers())  # what planning does before it opens digests
-    subscriber = store.subscribers.get_subscriber(ADDRESS)
+    paper_records.save_versions(db, dc_papers())
+    assert match_new(db) == len(dc_papers())
+    assert match_records.expand_matches(db) == len(dc_papers())  # what planning does before it opens digests
+    subscriber = subscriber_records.get_subscriber(db, ADDRESS)
     assert subscriber is not None and subscriber.id is not None
-    digest = store.ledger.open_digest(subscriber.id, "email", instant_only=False, now=utcnow())
+    digest = ledger_records.open_digest(db, subscriber.id, "email", instant_only=False, now=utcnow())
     assert digest is not None
     return digest
 
 
-def status_of(store: Store) -> str:
-    subscriber = store.subscribers.get_subscriber(ADDRESS)
+def status_of(db: Database) -> str:
+    subscriber = subscriber_records.get_subscriber(db, ADDRESS)
     assert subscriber is not None
     return subscriber.status
 
 
-def test_unsubscribe_get_asks_and_post_unsubscribes(store: Store) -> None:
-    digest_id = subscriber_with_digest(store)
+def test_unsubscribe_get_asks_and_post_unsubscribes(db: Database) -> None:
+    digest_id = subscriber_with_digest(db)
     token = tokens.sign(KEY, tokens.UNSUBSCRIBE, ADDRESS)
-    app_client = client_for(store)
+    app_client = client_for(db)
 
     page = app_client.get(f"/unsubscribe/{token}")
     assert page.status_code == 200 and "Unsubscribe?" in page.text
     assert f'action="/unsubscribe/{token}"' in page.text and 'value="One-Click"' in page.text
     assert app_client.head(f"/unsubscribe/{token}").status_code == 200
-    assert status_of(store) == SubscriberStatus.ACTIVE  # a mail scanner's GET changes nothing
+    assert status_of(db) == SubscriberStatus.ACTIVE  # a mail scanner's GET changes nothing
     assert page.headers["cache-control"] == "no-store" and page.headers["referrer-policy"] == "no-referrer"
 
     # RFC 8058 one-click: a form-encoded POST, no cookie, no CSRF token.
@@ -572,15 +588,15 @@ def test_unsubscribe_get_asks_and_post_unsubscribes(store: Store) -> None:
     )
     assert done.status_code == 200 and "You are unsubscribed" in done.text
     assert "set-cookie" not in done.headers
-    assert status_of(store) == SubscriberStatus.UNSUBSCRIBED
-    subscriber = store.subscribers.get_subscriber(ADDRESS)
+    assert status_of(db) == SubscriberStatus.UNSUBSCRIBED
+    subscriber = subscriber_records.get_subscriber(db, ADDRESS)
     assert subscriber is not None and subscriber.id is not None
-    assert len(store.subscribers.follows_of(subscriber.id)) == 2  # kept for re-subscribing
+    assert len(subscriber_records.follows_of(db, subscriber.id)) == 2  # kept for re-subscribing
     # The planned digest is withdrawn, its matches kept; nothing is planned for an unsubscribed address.
-    assert [d.state for d in store.ledger.digests_of(subscriber.id)] == [DigestState.FAILED]
-    assert store.ledger.pending_matches(subscriber.id)
-    assert store.ledger.subscribers_to_plan(utcnow()) == []
-    with store.session() as session:
+    assert [d.state for d in ledger_records.digests_of(db, subscriber.id)] == [DigestState.FAILED]
+    assert ledger_records.pending_matches(db, subscriber.id)
+    assert ledger_records.subscribers_to_plan(db, utcnow()) == []
+    with db.session() as session:
         digest = session.get(Digest, digest_id)
         assert digest is not None and digest.error
     manage = re.search(r'href="(/manage/[^"]+)"', done.text)
@@ -589,7 +605,7 @@ def test_unsubscribe_get_asks_and_post_unsubscribes(store: Store) -> None:
     assert again.status_code == 200 and "unsubscribed" in again.text
 
 
-def test_bad_tokens_are_refused(sqlite_store: Store) -> None:
+def test_bad_tokens_are_refused(sqlite_store: Database) -> None:
     follow(sqlite_store, ADDRESS, "cat:cs.DC")
     app_client = client_for(sqlite_store)
     good = tokens.sign(KEY, tokens.UNSUBSCRIBE, ADDRESS)
@@ -615,7 +631,7 @@ def test_bad_tokens_are_refused(sqlite_store: Store) -> None:
         assert response.status_code == 404 and "not enabled" in response.text
 
 
-def test_manage_page_changes_follows_schedule_and_status(sqlite_store: Store) -> None:
+def test_manage_page_changes_follows_schedule_and_status(sqlite_store: Database) -> None:
     subscriber_with_digest(sqlite_store)
     token = tokens.sign(KEY, tokens.MANAGE, ADDRESS)
     path = f"/manage/{token}"
@@ -632,26 +648,26 @@ def test_manage_page_changes_follows_schedule_and_status(sqlite_store: Store) ->
     assert added.status_code == 303 and added.headers["location"] == f"{path}?done=added"
     page = app_client.get(added.headers["location"]).text
     assert "Follow added." in page and "&lt;script&gt;" in page and "<script>" not in page
-    subscriber = sqlite_store.subscribers.get_subscriber(ADDRESS)
+    subscriber = subscriber_records.get_subscriber(sqlite_store, ADDRESS)
     assert subscriber is not None and subscriber.id is not None
-    follows = sqlite_store.subscribers.follows_of(subscriber.id)
+    follows = subscriber_records.follows_of(sqlite_store, subscriber.id)
     assert len(follows) == 3 and follows[-1].revisions is False and follows[-1].instant is False
 
     bad = act(action="add", query="cat:cs.DC AND (au:Li")
     assert bad.status_code == 400
     assert "at position" in bad.text and "^" in bad.text and 'data-position="' in bad.text
     assert 'value="cat:cs.DC AND (au:Li"' in bad.text  # the query stays in the form to fix
-    assert len(sqlite_store.subscribers.follows_of(subscriber.id)) == 3
+    assert len(subscriber_records.follows_of(sqlite_store, subscriber.id)) == 3
 
     removed = act(action="remove", follow=str(follows[0].id))
     assert removed.status_code == 303
-    assert [f.query for f in sqlite_store.subscribers.follows_of(subscriber.id)] == [
+    assert [f.query for f in subscriber_records.follows_of(sqlite_store, subscriber.id)] == [
         f.query for f in follows[1:]
     ]
     assert act(action="remove", follow=str(follows[0].id)).status_code == 400  # gone already
 
     assert act(action="schedule", schedule="Weekly Monday 9:00", timezone="Europe/Berlin").status_code == 303
-    updated = sqlite_store.subscribers.get_subscriber(ADDRESS)
+    updated = subscriber_records.get_subscriber(sqlite_store, ADDRESS)
     assert updated is not None and (updated.schedule, updated.timezone) == (
         "weekly mon 09:00",
         "Europe/Berlin",
@@ -672,7 +688,7 @@ def test_manage_page_changes_follows_schedule_and_status(sqlite_store: Store) ->
     assert act().status_code == 400
 
 
-def test_the_chart_scroll_box_opens_at_the_newest_day(sqlite_store: Store) -> None:
+def test_the_chart_scroll_box_opens_at_the_newest_day(sqlite_store: Database) -> None:
     """Issue 16: on a phone the chart scrolls; a right-to-left box opens at its right end (today), with no
     script, and the chart inside stays left to right (tests/test_browser.py measures it in Chromium)."""
     page = client_for(sqlite_store).get("/").text

@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from core.store.facade import Store
+from core.db import Database
 from papertrail import runtime
 from papertrail.web import build_app
 from tests.support.web import client_for, web_context
@@ -25,7 +25,7 @@ with warnings.catch_warnings():
 METRICS_TOKEN = "metrics-token-0123456789"
 
 
-def test_every_response_has_the_security_headers(sqlite_store: Store) -> None:
+def test_every_response_has_the_security_headers(sqlite_store: Database) -> None:
     client = client_for(sqlite_store)
     responses = [
         client.get("/healthz"),
@@ -44,7 +44,7 @@ def test_every_response_has_the_security_headers(sqlite_store: Store) -> None:
     assert responses[-1].headers["referrer-policy"] == "no-referrer"
 
 
-def test_the_site_icon_is_served_and_linked(sqlite_store: Store) -> None:
+def test_the_site_icon_is_served_and_linked(sqlite_store: Database) -> None:
     """Browsers ask every site for /favicon.ico: it answers, cached, and every page links the icons."""
     client = client_for(sqlite_store)
     ico = client.get("/favicon.ico")
@@ -62,7 +62,7 @@ def test_the_site_icon_is_served_and_linked(sqlite_store: Store) -> None:
         assert '<link rel="icon" href="/favicon.ico"' in page, path
 
 
-def test_a_server_error_has_the_security_headers_and_no_details(sqlite_store: Store) -> None:
+def test_a_server_error_has_the_security_headers_and_no_details(sqlite_store: Database) -> None:
     app = build_app(web_context(sqlite_store))
 
     async def boom(request: Request) -> Response:
@@ -74,7 +74,7 @@ def test_a_server_error_has_the_security_headers_and_no_details(sqlite_store: St
     assert_secured(response)
 
 
-def test_metrics_behind_a_bearer_token(sqlite_store: Store) -> None:
+def test_metrics_behind_a_bearer_token(sqlite_store: Database) -> None:
     open_client = client_for(sqlite_store)
     assert open_client.get("/metrics").status_code == 200  # no token set: open, as before
     client = client_for(sqlite_store, metrics_token=METRICS_TOKEN)
@@ -96,7 +96,7 @@ def test_metrics_behind_a_bearer_token(sqlite_store: Store) -> None:
     assert client.get("/healthz").status_code == 200  # only /metrics is closed
 
 
-def test_the_web_server_gets_uvicorns_limits(sqlite_store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_web_server_gets_uvicorns_limits(sqlite_store: Database, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: dict[str, Any] = {}
 
     class Stop(Exception):

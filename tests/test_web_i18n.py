@@ -14,11 +14,14 @@ from urllib.parse import unquote
 
 import pytest
 
+from core.db import Database
+from core.follows import subscriber_records
 from core.follows.manage import follow
+from core.guides import guide_records
 from core.i18n.languages import translator
 from core.models import RunState, utcnow
+from core.papers import paper_records, run_records
 from core.people import newsletters, tokens
-from core.store.facade import Store
 from core.values import Guide, PaperIn
 from papertrail.web import build_app
 from papertrail.web_pages import source_reason
@@ -48,7 +51,7 @@ CONFIRM_SUBJECT = tokens.confirm_subject(ADDRESS, "a-nonce")
 class World:
     """A small store with one of everything the pages show, and a client over it."""
 
-    store: Store
+    db: Database
     client: TestClient
     sink: SinkHandler
 
@@ -62,30 +65,34 @@ class World:
 
 
 @pytest.fixture
-def world(sqlite_store: Store) -> Iterator[World]:
-    store = sqlite_store
+def world(sqlite_store: Database) -> Iterator[World]:
+    db = sqlite_store
     now = utcnow()
-    follow(store, ADDRESS, "cat:cs.DC")
+    follow(db, ADDRESS, "cat:cs.DC")
     newsletters.create(
-        store, NEWSLETTER, "Distributed weekly", ["cat:cs.DC"], schedule="instant", timezone="UTC"
+        db, NEWSLETTER, "Distributed weekly", ["cat:cs.DC"], schedule="instant", timezone="UTC"
     )
-    subscriber = store.subscribers.get_subscriber(ADDRESS)
+    subscriber = subscriber_records.get_subscriber(db, ADDRESS)
     assert subscriber is not None
-    newsletters.join(store, NEWSLETTER, subscriber)
+    newsletters.join(db, NEWSLETTER, subscriber)
 
     def version(number: int, title: str) -> PaperIn:
         return PaperIn(PAPER, number, title, "An abstract.", ("Ada Lovelace",), ("cs.DC",))
 
-    store.papers.save_versions([version(1, "Asynchronous rollouts")], now=now - timedelta(days=2))
-    store.papers.save_versions([version(2, "Asynchronous rollouts, revised")], now=now - timedelta(hours=1))
-    revision = store.papers.versions_of(PAPER)[-1]
+    paper_records.save_versions(db, [version(1, "Asynchronous rollouts")], now=now - timedelta(days=2))
+    paper_records.save_versions(
+        db, [version(2, "Asynchronous rollouts, revised")], now=now - timedelta(hours=1)
+    )
+    revision = paper_records.versions_of(db, PAPER)[-1]
     assert revision.id is not None
     for language, guide in GUIDES.items():
-        store.guides.save_guide(revision.id, language, guide, model="test", now=now - timedelta(minutes=5))
-    run = store.runs.start_run("arxiv-rss", now=now - timedelta(minutes=30))
-    store.runs.finish_run(run, RunState.ERROR, now=now - timedelta(minutes=29), error="cannot connect")
+        guide_records.save_guide(
+            db, revision.id, language, guide, model="test", now=now - timedelta(minutes=5)
+        )
+    run = run_records.start_run(db, "arxiv-rss", now=now - timedelta(minutes=30))
+    run_records.finish_run(db, run, RunState.ERROR, now=now - timedelta(minutes=29), error="cannot connect")
     with smtp_sink() as (sink, port):
-        yield World(store, TestClient(build_app(context(store, port)), follow_redirects=False), sink)
+        yield World(db, TestClient(build_app(context(db, port)), follow_redirects=False), sink)
 
 
 def pages(world: World) -> dict[str, tuple[str, str, int]]:
@@ -267,13 +274,13 @@ def test_machine_pages_stay_english(world: World) -> None:
 
 
 def set_language(world: World, language: str | None) -> None:
-    subscriber = world.store.subscribers.get_subscriber(ADDRESS)
+    subscriber = subscriber_records.get_subscriber(world.db, ADDRESS)
     assert subscriber is not None and subscriber.id is not None
-    world.store.subscribers.update_subscriber(subscriber.id, language=language)
+    subscriber_records.update_subscriber(world.db, subscriber.id, language=language)
 
 
 def stored_language(world: World) -> str | None:
-    subscriber = world.store.subscribers.get_subscriber(ADDRESS)
+    subscriber = subscriber_records.get_subscriber(world.db, ADDRESS)
     assert subscriber is not None
     return subscriber.language
 
@@ -376,7 +383,7 @@ def test_the_subscribe_form_stores_the_pages_language(world: World) -> None:
         "/subscribe", data={"address": "lin@example.org", "follows": "cat:cs.DC", "language": "zh"}
     )
     assert done.status_code == 200 and "请查收邮件" in done.text and '<html lang="zh-Hans">' in done.text
-    lin = world.store.subscribers.get_subscriber("email:lin@example.org")
+    lin = subscriber_records.get_subscriber(world.db, "email:lin@example.org")
     assert lin is not None and lin.language == "zh"
     # Without the field, the language the page is in: here from the browser's header.
     world.fresh().post(
@@ -384,11 +391,11 @@ def test_the_subscribe_form_stores_the_pages_language(world: World) -> None:
         data={"address": "max@example.org", "follows": "cat:cs.DC"},
         headers={"Accept-Language": "zh-CN"},
     )
-    max_ = world.store.subscribers.get_subscriber("email:max@example.org")
+    max_ = subscriber_records.get_subscriber(world.db, "email:max@example.org")
     assert max_ is not None and max_.language == "zh"
     english = world.fresh().post("/subscribe", data={"address": "eve@example.org", "follows": "cat:cs.DC"})
     assert "Check your mail" in english.text
-    eve = world.store.subscribers.get_subscriber("email:eve@example.org")
+    eve = subscriber_records.get_subscriber(world.db, "email:eve@example.org")
     assert eve is not None and eve.language == "en"
     # A bad follow is shown on the form in the page's language, the form kept.
     bad = world.fresh().post(
@@ -431,8 +438,8 @@ def test_guides_show_in_the_pages_language_marked_machine_generated(world: World
 
 
 def test_no_guide_shows_nothing(world: World) -> None:
-    world.store.papers.save_versions(
-        [PaperIn("2611.00002", 1, "Unguided", "Abstract.", ("B. Author",), ("cs.DC",))]
+    paper_records.save_versions(
+        world.db, [PaperIn("2611.00002", 1, "Unguided", "Abstract.", ("B. Author",), ("cs.DC",))]
     )
     paper = world.fresh().get("/papers/2611.00002").text
     assert 'class="guide"' not in paper and "machine-generated" not in paper
@@ -544,7 +551,7 @@ def test_the_headline_times_are_arxivs_last_scan_and_the_newest_arrival(world: W
     assert re.search(r'<span data-time="latest-arrival">全站最近入库：1 小时前', chinese)
 
 
-def test_a_store_without_runs_says_never(sqlite_store: Store) -> None:
+def test_a_store_without_runs_says_never(sqlite_store: Database) -> None:
     client = TestClient(build_app(context(sqlite_store, 1)), follow_redirects=False)
     page = client.get("/?lang=en").text
     assert "arXiv's last completed scan: never" in page and "Newest arrival on this site: never" in page

@@ -18,14 +18,17 @@ import pytest
 import sqlalchemy as sa
 
 from core.config import Settings
+from core.db import Database
 from core.delivery.digests import send_due_digests
 from core.delivery.render import Renderer
+from core.follows import match_records, subscriber_records
 from core.follows.manage import follow
 from core.models import Follow, utcnow
+from core.papers import paper_records
 from core.papers.pipeline import match_new
 from core.people import tokens
-from core.store.facade import Store
-from core.store.taste import DISLIKE, LIKE, SeedIn
+from core.taste import taste_records
+from core.taste.taste_records import DISLIKE, LIKE, SeedIn
 from core.taste.votes import cast_vote
 from core.values import PaperIn
 from notifiers.registry import build_notifiers
@@ -51,18 +54,18 @@ def _papers() -> list[PaperIn]:
     return [replace(papers[0], title=HOSTILE_TITLE), *papers[1:]]
 
 
-def _subscriber(store: Store, language: str | None = None, address: str = ADDRESS) -> int:
+def _subscriber(db: Database, language: str | None = None, address: str = ADDRESS) -> int:
     """Ada follows cs.DC since yesterday and the day's papers are stored and matched; returns her id."""
-    follow(store, address, "cat:cs.DC", schedule="instant")
-    with store.session() as session:
+    follow(db, address, "cat:cs.DC", schedule="instant")
+    with db.session() as session:
         session.execute(sa.update(Follow).values(created_at=utcnow() - timedelta(days=1)))
-    store.papers.save_versions(_papers())
-    match_new(store)
-    store.matches.expand_matches()
-    subscriber = store.subscribers.get_subscriber(address)
+    paper_records.save_versions(db, _papers())
+    match_new(db)
+    match_records.expand_matches(db)
+    subscriber = subscriber_records.get_subscriber(db, address)
     assert subscriber is not None and subscriber.id is not None
     if language:
-        store.subscribers.update_subscriber(subscriber.id, language=language)
+        subscriber_records.update_subscriber(db, subscriber.id, language=language)
     return subscriber.id
 
 
@@ -80,11 +83,11 @@ def _text_and_html(message: EmailMessage) -> tuple[str, str]:
     return plain.get_content().replace("\r\n", "\n"), rich.get_content().replace("\r\n", "\n")
 
 
-def _votes(store: Store, sid: int) -> list[tuple[str, int, int]]:
-    return [(v.arxiv_id, v.version, v.value) for v in store.taste.votes_of(sid)]
+def _votes(db: Database, sid: int) -> list[tuple[str, int, int]]:
+    return [(v.arxiv_id, v.version, v.value) for v in taste_records.votes_of(db, sid)]
 
 
-async def test_the_mailed_links_ask_then_vote_then_undo(sqlite_store: Store) -> None:
+async def test_the_mailed_links_ask_then_vote_then_undo(sqlite_store: Database) -> None:
     sid = _subscriber(sqlite_store)
     with smtp_sink() as (sink, port):
         settings = Settings(smtp_host="127.0.0.1", smtp_port=port, smtp_from="PaperTrail <a@papertrail.test>")
@@ -153,16 +156,16 @@ _PUBLIC_HREFS = re.compile(
 )
 
 
-async def test_a_webhook_vote_url_votes_and_opens_nothing_else(store: Store) -> None:
+async def test_a_webhook_vote_url_votes_and_opens_nothing_else(db: Database) -> None:
     """A vote URL of a webhook payload, followed in the real web app, votes and undoes; its pages link no
     manage page (whose export holds the webhook URL), and its token opens no other route."""
     with webhook_receiver() as receiver:
         address = f"webhook:{receiver.url}/hooks/PRIVATE7PATH"  # a secret path, as Slack's
-        sid = _subscriber(store, address=address)
+        sid = _subscriber(db, address=address)
         notifiers = build_notifiers(Settings(secret_key=KEY, webhook_allow_hosts="127.0.0.1"))
         try:
             (report,) = await send_due_digests(
-                store, notifiers, Renderer(secret_key=KEY, public_url=PUBLIC), force=True
+                db, notifiers, Renderer(secret_key=KEY, public_url=PUBLIC), force=True
             )
         finally:
             for notifier in notifiers.values():
@@ -172,7 +175,7 @@ async def test_a_webhook_vote_url_votes_and_opens_nothing_else(store: Store) -> 
     item = delivery.json["items"][0]
     like = _path(item["vote_urls"]["like"])
     token = like.rpartition("/")[2]
-    client = client_for(store)
+    client = client_for(db)
     manage = tokens.sign(KEY, tokens.MANAGE, address)
     unsubscribe = tokens.sign(KEY, tokens.UNSUBSCRIBE, address)
 
@@ -181,7 +184,7 @@ async def test_a_webhook_vote_url_votes_and_opens_nothing_else(store: Store) -> 
     undone = client.post(f"{like}/undo")
     assert [asked.status_code, voted.status_code, undone.status_code] == [200, 200, 200]
     assert 'data-state="recorded"' in voted.text and 'data-state="undone"' in undone.text
-    assert _votes(store, sid) == []
+    assert _votes(db, sid) == []
     for page in (asked, voted, undone):
         assert "/manage/" not in page.text and "/unsubscribe/" not in page.text
         assert manage not in page.text and unsubscribe not in page.text
@@ -207,7 +210,7 @@ async def test_a_webhook_vote_url_votes_and_opens_nothing_else(store: Store) -> 
     for response in refused:
         assert response.status_code in (400, 404), response.request.url
         assert "PRIVATE7PATH" not in response.text and manage not in response.text
-    subscriber = store.subscribers.get_subscriber(address)
+    subscriber = subscriber_records.get_subscriber(db, address)
     assert subscriber is not None and subscriber.status == "active"
 
 
@@ -215,10 +218,10 @@ def _subject(url: str) -> str:
     return tokens.verify(KEY, tokens.VOTE, urlsplit(url).path.rpartition("/")[2])
 
 
-def test_forged_and_broken_links_record_nothing(store: Store) -> None:
-    sid = _subscriber(store)
+def test_forged_and_broken_links_record_nothing(db: Database) -> None:
+    sid = _subscriber(db)
     paper = _papers()[1]
-    client = client_for(store)
+    client = client_for(db)
     genuine = tokens.sign(KEY, tokens.VOTE, tokens.vote_subject(ADDRESS, paper.arxiv_id, paper.version, 1))
     forged = tokens.sign("another key", tokens.VOTE, tokens.vote_subject(ADDRESS, paper.arxiv_id, 1, 1))
     altered = genuine[:-2] + ("AA" if genuine[-2:] != "AA" else "BB")
@@ -242,7 +245,7 @@ def test_forged_and_broken_links_record_nothing(store: Store) -> None:
             assert "This link is not valid" in response.text or "damaged" in response.text
             assert "most recent digest" in response.text and "<script>" not in response.text
             assert_secured(response)
-    assert _votes(store, sid) == []
+    assert _votes(db, sid) == []
 
     # A vote token opens neither the manage nor the unsubscribe page.
     assert client.get(f"/manage/{genuine}").status_code == 400
@@ -255,16 +258,16 @@ def test_forged_and_broken_links_record_nothing(store: Store) -> None:
         for response in (client.get(f"/vote/{token}"), client.post(f"/vote/{token}")):
             assert response.status_code == 404
             assert "Paper not stored" in response.text and f"arXiv:{arxiv_id}v{version}" in response.text
-    assert _votes(store, sid) == []
+    assert _votes(db, sid) == []
     # Without a secret key there are no links at all.
-    keyless = client_for(store, secret_key=None)
+    keyless = client_for(db, secret_key=None)
     assert keyless.post(f"/vote/{genuine}").status_code == 404
-    assert _votes(store, sid) == []
+    assert _votes(db, sid) == []
     assert client.post(f"/vote/{genuine}").status_code == 200
-    assert _votes(store, sid) == [(paper.arxiv_id, paper.version, LIKE)]
+    assert _votes(db, sid) == [(paper.arxiv_id, paper.version, LIKE)]
 
 
-def test_the_pages_speak_the_readers_language(sqlite_store: Store) -> None:
+def test_the_pages_speak_the_readers_language(sqlite_store: Database) -> None:
     sid = _subscriber(sqlite_store, language="zh")
     paper = _papers()[2]
     path = "/vote/" + tokens.sign(
@@ -285,15 +288,15 @@ def test_the_pages_speak_the_readers_language(sqlite_store: Store) -> None:
     assert _votes(sqlite_store, sid) == []
 
 
-def test_the_manage_page_lists_counts_and_undoes_votes(store: Store) -> None:
-    sid = _subscriber(store)
+def test_the_manage_page_lists_counts_and_undoes_votes(db: Database) -> None:
+    sid = _subscriber(db)
     papers = _papers()
     for paper in papers[:3]:
-        cast_vote(store, sid, paper.arxiv_id, LIKE, version=paper.version, now=utcnow() - timedelta(hours=1))
-    cast_vote(store, sid, papers[3].arxiv_id, DISLIKE, now=utcnow())
-    store.taste.add_seeds(sid, [SeedIn("doi:10.1000/x", None, "A seeded paper", "Its abstract")])
+        cast_vote(db, sid, paper.arxiv_id, LIKE, version=paper.version, now=utcnow() - timedelta(hours=1))
+    cast_vote(db, sid, papers[3].arxiv_id, DISLIKE, now=utcnow())
+    taste_records.add_seeds(db, sid, [SeedIn("doi:10.1000/x", None, "A seeded paper", "Its abstract")])
     path = "/manage/" + tokens.sign(KEY, tokens.MANAGE, ADDRESS)
-    client = client_for(store)
+    client = client_for(db)
 
     page = client.get(path).text
     assert 'data-vote-counts="3 1 1"' in page
@@ -310,18 +313,18 @@ def test_the_manage_page_lists_counts_and_undoes_votes(store: Store) -> None:
     assert done.status_code == 303 and done.headers["location"] == f"{path}?done=unvoted"
     after = client.get(done.headers["location"]).text
     assert "Vote undone." in after and 'data-vote-counts="2 1 1"' in after
-    assert papers[0].arxiv_id not in {arxiv_id for arxiv_id, _, _ in _votes(store, sid)}
+    assert papers[0].arxiv_id not in {arxiv_id for arxiv_id, _, _ in _votes(db, sid)}
     again = unvote(papers[0])
     assert again.status_code == 400 and "not on your list" in html.unescape(again.text)
     broken = client.post(path, data={"action": "unvote", "paper": papers[1].arxiv_id, "version": "x"})
     assert broken.status_code == 400
-    assert len(_votes(store, sid)) == 3
+    assert len(_votes(db, sid)) == 3
 
 
-def test_the_manage_page_lists_the_newest_votes_only(sqlite_store: Store) -> None:
+def test_the_manage_page_lists_the_newest_votes_only(sqlite_store: Database) -> None:
     sid = _subscriber(sqlite_store)
     others = day()[: MAX_VOTES_SHOWN + 5]
-    sqlite_store.papers.save_versions(others)
+    paper_records.save_versions(sqlite_store, others)
     for paper in others:
         cast_vote(sqlite_store, sid, paper.arxiv_id, LIKE)
     page = client_for(sqlite_store).get("/manage/" + tokens.sign(KEY, tokens.MANAGE, ADDRESS)).text
@@ -330,7 +333,7 @@ def test_the_manage_page_lists_the_newest_votes_only(sqlite_store: Store) -> Non
     assert f'data-vote-counts="{len(others)} 0 0"' in page
 
 
-def test_a_subscriber_without_votes_is_told_how_to_vote(sqlite_store: Store) -> None:
+def test_a_subscriber_without_votes_is_told_how_to_vote(sqlite_store: Database) -> None:
     _subscriber(sqlite_store)
     page = client_for(sqlite_store).get("/manage/" + tokens.sign(KEY, tokens.MANAGE, ADDRESS)).text
     assert 'data-vote-counts="0 0 0"' in page and "No votes yet." in page

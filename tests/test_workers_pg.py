@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from core.db import Database
 from core.models import DigestState
-from core.store.facade import Store
 from tests.support.due_digests import DIGEST, MATCH, seed_due_digests
 
 WORKERS = 3
@@ -27,7 +27,7 @@ WORKERS = 3
     ("subscribers", "batch"), [(300, 10), pytest.param(3000, 50, marks=pytest.mark.slow)]
 )
 def test_three_workers_send_every_digest_exactly_once(
-    pg_store: Store, postgres_url: str, tmp_path: Path, subscribers: int, batch: int
+    pg_store: Database, postgres_url: str, tmp_path: Path, subscribers: int, batch: int
 ) -> None:
     seed_due_digests(pg_store, subscribers)
     env = {

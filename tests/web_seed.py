@@ -16,7 +16,7 @@ started afterwards with the real clock shows the same numbers for the next 20 ho
   hour ago (its first guide is outside the 24 hours), and one two days ago.
 
 ``expected_numbers(store, now)`` counts what each number on the status page must be, with plain SQL
-written independently of ``core.store.browse``. The browser test uses both.
+written independently of ``core.overview.dashboard_records``. The browser test uses both.
 """
 
 from __future__ import annotations
@@ -28,12 +28,17 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from core.db import Database
+from core.delivery import claim_records, ledger_records, outcome_records
 from core.delivery.digests import DeliveryPolicy
+from core.delivery.ledger_records import DigestPlan
+from core.follows import match_records, subscriber_records
 from core.follows.manage import follow
+from core.guides import guide_records
 from core.models import Follow, RunState, Subscriber, SubscriberStatus, UTCDateTime, utcnow
+from core.papers import paper_records, run_records
 from core.papers.pipeline import ingest_community, ingest_once, match_new
-from core.store.facade import Novelty, Store
-from core.store.ledger import DigestPlan
+from core.papers.saving import Novelty
 from core.values import AnnounceType, CommunityPick, Guide, PaperIn
 from ingest.arxiv_oai_parse import parse_oai
 from ingest.arxiv_rss import ArxivRssSource
@@ -125,47 +130,47 @@ class Expected:
     per_day: dict[date, tuple[int, int, int]] = field(default_factory=dict)
 
 
-async def seed_store(store: Store, now: datetime | None = None) -> datetime:
+async def seed_store(db: Database, now: datetime | None = None) -> datetime:
     """Fill ``store`` as described in the module docstring; returns the ``now`` it was seeded for."""
     now = now or utcnow()
     for address, (query, _) in SUBSCRIBERS.items():
-        follow(store, address, query)
+        follow(db, address, query)
     # A follow sees only versions that arrive after it was made: date the follows before everything.
-    with store.session() as session:
+    with db.session() as session:
         session.execute(sa.update(Follow).values(created_at=now - timedelta(days=30)))
     feed = parse_feed(BIG_FEED.read_bytes()).items
-    store.papers.save_versions(feed[::10], now=now - timedelta(days=5))
-    assert match_new(store, now=now - timedelta(days=5)) > 0
-    store.matches.expand_matches(
-        now=now - timedelta(days=5)
+    paper_records.save_versions(db, feed[::10], now=now - timedelta(days=5))
+    assert match_new(db, now=now - timedelta(days=5)) > 0
+    match_records.expand_matches(
+        db, now=now - timedelta(days=5)
     )  # to the subscribers, before they are paused below
     # Matching tokenises every version; the rest of the feed needs no matches, so the subscribers sit
     # the big ingest out (only active subscribers are matched) and the fixture stays fast.
-    with store.session() as session:
+    with db.session() as session:
         session.execute(sa.update(Subscriber).values(status=SubscriberStatus.PAUSED))
     with feed_server(Reply(200, BIG_FEED.read_bytes())) as server:
         async with HttpClient("papertrail-tests", timeout=10, politeness=Politeness(retries=0)) as http:
-            report = await ingest_once(store, ArxivRssSource(http, server.url), now=now - timedelta(hours=1))
+            report = await ingest_once(db, ArxivRssSource(http, server.url), now=now - timedelta(hours=1))
             assert report.error is None, report.error
-    with store.session() as session:
+    with db.session() as session:
         session.execute(sa.update(Subscriber).values(status=SubscriberStatus.ACTIVE))
     for day, age in HF_DAYS.items():
         body = (CORPUS / "hf-daily" / "api-objects-reserialized" / f"{day.isoformat()}.json").read_bytes()
         with feed_server(Reply(200, body)) as server:
             async with HttpClient("papertrail-tests", timeout=10, politeness=Politeness(retries=0)) as http:
                 source = HfDailySource(http, server.url.replace("/rss/", "/api/"))
-                picked = await ingest_community(store, source, day, now=now - age)
+                picked = await ingest_community(db, source, day, now=now - age)
                 assert picked.error is None, picked.error
-    store.papers.save_versions(
-        parse_oai(OAI_PAGE.read_bytes()).papers, now=now - timedelta(days=10), novelty=Novelty.HISTORY
+    paper_records.save_versions(
+        db, parse_oai(OAI_PAGE.read_bytes()).papers, now=now - timedelta(days=10), novelty=Novelty.HISTORY
     )
-    _seed_hostile(store, now)
-    _seed_digests(store, now)
-    _seed_guides(store, now)
+    _seed_hostile(db, now)
+    _seed_digests(db, now)
+    _seed_guides(db, now)
     return now
 
 
-def _seed_hostile(store: Store, now: datetime) -> None:
+def _seed_hostile(db: Database, now: datetime) -> None:
     def version(number: int, title: str) -> PaperIn:
         return PaperIn(
             arxiv_id=HOSTILE_ID,
@@ -179,9 +184,10 @@ def _seed_hostile(store: Store, now: datetime) -> None:
             comment="10 pages, <i>appendix</i>",
         )
 
-    store.papers.save_versions([version(1, HOSTILE_TITLE)], now=now - timedelta(days=3))
-    store.papers.save_versions([version(2, HOSTILE_REVISED_TITLE)], now=now - timedelta(minutes=30))
-    store.papers.save_picks(
+    paper_records.save_versions(db, [version(1, HOSTILE_TITLE)], now=now - timedelta(days=3))
+    paper_records.save_versions(db, [version(2, HOSTILE_REVISED_TITLE)], now=now - timedelta(minutes=30))
+    paper_records.save_picks(
+        db,
         [
             CommunityPick(
                 arxiv_id=HOSTILE_PICK_ID,
@@ -196,18 +202,18 @@ def _seed_hostile(store: Store, now: datetime) -> None:
         ],
         now=now - timedelta(hours=3),
     )
-    run = store.runs.start_run("arxiv-oai", now=now - timedelta(minutes=25))
-    store.runs.finish_run(run, RunState.ERROR, now=now - timedelta(minutes=20), error=HOSTILE_ERROR)
+    run = run_records.start_run(db, "arxiv-oai", now=now - timedelta(minutes=25))
+    run_records.finish_run(db, run, RunState.ERROR, now=now - timedelta(minutes=20), error=HOSTILE_ERROR)
 
 
-def _seed_guides(store: Store, now: datetime) -> None:
-    revision = store.papers.versions_of(HOSTILE_ID)[-1]
+def _seed_guides(db: Database, now: datetime) -> None:
+    revision = paper_records.versions_of(db, HOSTILE_ID)[-1]
     assert revision.id is not None
     for language, guide in HOSTILE_GUIDES.items():
-        assert store.guides.save_guide(
-            revision.id, language, guide, model=GUIDE_MODEL, now=now - timedelta(minutes=10)
+        assert guide_records.save_guide(
+            db, revision.id, language, guide, model=GUIDE_MODEL, now=now - timedelta(minutes=10)
         )
-    with store.engine.connect() as c:
+    with db.engine.connect() as c:
         today = list(
             c.execute(
                 sa.text(
@@ -219,19 +225,19 @@ def _seed_guides(store: Store, now: datetime) -> None:
     assert len(today) == 5
     for version_id in today[:3]:
         guide = Guide(f"What version {version_id} is about.", ("A contribution.",))
-        store.guides.save_guide(version_id, "en", guide, model=GUIDE_MODEL, now=now - timedelta(hours=2))
+        guide_records.save_guide(db, version_id, "en", guide, model=GUIDE_MODEL, now=now - timedelta(hours=2))
     late = Guide("Guided long ago.")
-    store.guides.save_guide(today[3], "en", late, model=GUIDE_MODEL, now=now - timedelta(hours=30))
-    store.guides.save_guide(
-        today[3], "zh", Guide("很久以前的导读。"), model=GUIDE_MODEL, now=now - timedelta(hours=1)
+    guide_records.save_guide(db, today[3], "en", late, model=GUIDE_MODEL, now=now - timedelta(hours=30))
+    guide_records.save_guide(
+        db, today[3], "zh", Guide("很久以前的导读。"), model=GUIDE_MODEL, now=now - timedelta(hours=1)
     )
-    store.guides.save_guide(today[4], "en", late, model=GUIDE_MODEL, now=now - timedelta(days=2))
+    guide_records.save_guide(db, today[4], "en", late, model=GUIDE_MODEL, now=now - timedelta(days=2))
 
 
-def _seed_digests(store: Store, now: datetime) -> None:
+def _seed_digests(db: Database, now: datetime) -> None:
     ids = {}
     for address in SUBSCRIBERS:
-        subscriber = store.subscribers.get_subscriber(address)
+        subscriber = subscriber_records.get_subscriber(db, address)
         assert subscriber is not None and subscriber.id is not None
         ids[address] = subscriber.id
     plans = [
@@ -239,26 +245,26 @@ def _seed_digests(store: Store, now: datetime) -> None:
         for address, (_, fate) in SUBSCRIBERS.items()
         if fate != "unplanned"
     ]
-    opened = store.ledger.open_digests(plans, now=now)
+    opened = ledger_records.open_digests(db, plans, now=now)
     assert len(opened) == len(plans), "every planned subscriber has matches in the recorded feed"
     digest_of = {
         store_id: digest for store_id, digest in zip([p.subscriber_id for p in plans], opened, strict=True)
     }
     queued = digest_of[ids["slack:C0123ABC"]]
-    claimed = store.claims.claim_digests(
-        now, "seed", limit=10, lease=DeliveryPolicy().lease, exclude=[queued]
+    claimed = claim_records.claim_digests(
+        db, now, "seed", limit=10, lease=DeliveryPolicy().lease, exclude=[queued]
     )
     fates = {ids[address]: fate for address, (_, fate) in SUBSCRIBERS.items()}
     for digest in claimed:
         fate = fates[digest.subscriber_id]
         if fate == "sent":
-            store.outcomes.finish_sent(digest.digest_id, platform_id="m1", parts=1, now=now)
+            outcome_records.finish_sent(db, digest.digest_id, platform_id="m1", parts=1, now=now)
         elif fate == "dead":
-            store.outcomes.finish_retry(
-                digest.digest_id, error="timeout", retry_at=now, parts_sent=0, dead=True, now=now
+            outcome_records.finish_retry(
+                db, digest.digest_id, error="timeout", retry_at=now, parts_sent=0, dead=True, now=now
             )
         elif fate == "refused":
-            store.outcomes.finish_refused(digest.digest_id, error="bot was blocked by the user", now=now)
+            outcome_records.finish_refused(db, digest.digest_id, error="bot was blocked by the user", now=now)
 
 
 def _count(connection: sa.Connection, sql: str, **params: Any) -> int:
@@ -268,11 +274,11 @@ def _count(connection: sa.Connection, sql: str, **params: Any) -> int:
     return int(connection.execute(statement).scalar_one())
 
 
-def expected_numbers(store: Store, now: datetime, zone: tzinfo = UTC) -> Expected:
+def expected_numbers(db: Database, now: datetime, zone: tzinfo = UTC) -> Expected:
     """The status page's numbers for ``now``, counted from the tables with plain SQL; the chart's days are
     the calendar days of ``zone``."""
     since = now - timedelta(hours=24)
-    with store.engine.connect() as c:
+    with db.engine.connect() as c:
         recent = "FROM version WHERE news AND first_seen_at >= :since"
         numbers: dict[str, Any] = {
             "new_24h": _count(c, f"SELECT count(DISTINCT paper_id) {recent} AND number = 1", since=since),
@@ -325,9 +331,9 @@ def expected_numbers(store: Store, now: datetime, zone: tzinfo = UTC) -> Expecte
     return Expected(**numbers, digests=digests, per_day=per_day)
 
 
-def papers_with_category(store: Store, category: str) -> set[str]:
+def papers_with_category(db: Database, category: str) -> set[str]:
     """Papers one of whose stored versions lists ``category``, read in Python from the JSON lists."""
-    with store.engine.connect() as c:
+    with db.engine.connect() as c:
         rows = c.execute(sa.text("SELECT paper_id, categories FROM version"))
         return {
             pid

@@ -29,11 +29,13 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 
 from core.channel import DeliveryError, split_address
+from core.db import Database
+from core.delivery import alarm_records, outcome_records
+from core.delivery.alarm_records import HeldDigest
 from core.people.masking import mask_address, mask_recipients, mask_text
-from core.store.alarms import HeldDigest
-from core.store.facade import Store
 
 log = logging.getLogger(__name__)
 
@@ -134,21 +136,27 @@ def hold_wait(first_seen: datetime, now: datetime, retry_after: float | None = N
 
 
 def settle(
-    store: Store, refused: Sequence[Refused], accepted: Counter[str], *, threshold: int, now: datetime
+    db: Database, refused: Sequence[Refused], accepted: Counter[str], *, threshold: int, now: datetime
 ) -> dict[int, bool]:
     """Judge and record a batch's refusals; returns digest id -> True when its subscriber was paused.
 
     Costs nothing for a batch without refusals and without a raised alarm beyond one read of the
     (small) alarm table.
     """
-    raised = {(a.channel, a.kind) for a in store.alarms.delivery_alarms()} if (refused or accepted) else set()
+    raised = (
+        {(a.channel, a.kind) for a in alarm_records.delivery_alarms(db)} if (refused or accepted) else set()
+    )
     if not refused and not raised:
         return {}
     verdict = judge(
-        refused, accepted, raised, threshold=threshold, population=store.alarms.count_active_on_channel
+        refused,
+        accepted,
+        raised,
+        threshold=threshold,
+        population=partial(alarm_records.count_active_on_channel, db),
     )
     for channel, kind in verdict.cleared:
-        if store.alarms.clear_alarms(channel, [kind], now=now):
+        if alarm_records.clear_alarms(db, channel, [kind], now=now):
             log.warning(
                 "delivery alarm on %s cleared: the channel delivered again without a %r refusal",
                 channel,
@@ -157,10 +165,10 @@ def settle(
             )
     outcome: dict[int, bool] = {}
     for (channel, kind), group in verdict.held.items():
-        _hold(store, channel, kind, group, now)
+        _hold(db, channel, kind, group, now)
         outcome.update((r.digest_id, False) for r in group)
     for refusal in verdict.paused:
-        _pause(store, refusal, now)
+        _pause(db, refusal, now)
         outcome[refusal.digest_id] = True
     return outcome
 
@@ -171,11 +179,11 @@ def sample_error(refusal: Refused) -> str:
     return mask_text(mask_recipients(str(refusal.error), target))
 
 
-def _hold(store: Store, channel: str, kind: str, group: list[Refused], now: datetime) -> None:
+def _hold(db: Database, channel: str, kind: str, group: list[Refused], now: datetime) -> None:
     sample = sample_error(group[0])
     recipients = len({r.address for r in group})
-    raised, first_seen = store.alarms.raise_alarm(
-        channel, kind, recipients=recipients, held=len(group), sample=sample, now=now
+    raised, first_seen = alarm_records.raise_alarm(
+        db, channel, kind, recipients=recipients, held=len(group), sample=sample, now=now
     )
     if raised:
         log.error(
@@ -200,7 +208,7 @@ def _hold(store: Store, channel: str, kind: str, group: list[Refused], now: date
         )
         for r in group
     ]
-    store.alarms.hold_digests(held)
+    alarm_records.hold_digests(db, held)
     log.warning(
         "%d digests on %s held by the delivery alarm (%s), retry in %s",
         len(held),
@@ -211,11 +219,11 @@ def _hold(store: Store, channel: str, kind: str, group: list[Refused], now: date
     )
 
 
-def _pause(store: Store, refusal: Refused, now: datetime) -> None:
+def _pause(db: Database, refusal: Refused, now: datetime) -> None:
     # The error is stored, listed by the CLI and logged: an adapter may have quoted the address's URL in it.
     error = mask_text(str(refusal.error))
     held = (refusal.worker, refusal.attempts) if refusal.worker else None
-    store.outcomes.finish_refused(refusal.digest_id, error=error, now=now, held=held)
+    outcome_records.finish_refused(db, refusal.digest_id, error=error, now=now, held=held)
     log.warning(
         "delivery to %s refused, subscriber paused: %s",
         mask_address(refusal.address),

@@ -31,6 +31,8 @@ from collections.abc import Collection, Mapping
 from datetime import date, datetime, timedelta
 
 from core.channel import Notifier, normalise_address, split_address
+from core.db import Database
+from core.delivery import claim_records, ledger_records, outcome_records
 from core.delivery.alarm import settle
 from core.delivery.digests_batch import BatchLease, ClaimedBatch, batch_items
 from core.delivery.digests_deliver import (
@@ -42,16 +44,17 @@ from core.delivery.digests_deliver import (
     backoff,
     deliver,
 )
+from core.delivery.ledger_records import ClaimedDigest, DigestPlan
 from core.delivery.receipts import LOOKBACK, RUN_OVERLAP, RunLog, receipt_window
 from core.delivery.render import Renderer
+from core.follows import subscriber_records
 from core.models import Subscriber, SubscriberStatus, utcnow
+from core.papers import run_records
 from core.papers.health import recent_announcement
 from core.papers.status import CALENDAR_SOURCES
 from core.people.masking import mask_address
 from core.people.newsletters import open_due_issues
 from core.schedule import is_due, parse_schedule
-from core.store.facade import Store
-from core.store.ledger import ClaimedDigest, DigestPlan
 from core.taste.recommend import recommend_new
 from core.values import Receipt
 
@@ -92,7 +95,7 @@ def worker_name() -> str:
 
 
 async def send_due_digests(
-    store: Store,
+    db: Database,
     notifiers: Mapping[str, Notifier],
     renderer: Renderer,
     *,
@@ -122,16 +125,16 @@ async def send_due_digests(
     worker = worker or worker_name()
     if address is not None:
         address = normalise_address(address)
-        if store.subscribers.get_subscriber(address) is None:
+        if subscriber_records.get_subscriber(db, address) is None:
             raise LookupError(
                 f"no subscriber {address}; add a follow with: papertrail follow {address} QUERY"
             )
     # Learned recommendations join the ledger before planning, as matches without a follow (issue 17). In a
     # thread: a day's new papers scored for thousands of models is seconds of CPU the event loop (and the
     # chat bots sharing it) should not wait for.
-    await asyncio.to_thread(_recommend, store, clock())
-    plan_digests(store, notifiers, now=clock(), force=force, address=address, holidays=policy.holidays)
-    receipts = PassReceipts(store, clock(), holidays=policy.holidays, grace=policy.stale_grace)
+    await asyncio.to_thread(_recommend, db, clock())
+    plan_digests(db, notifiers, now=clock(), force=force, address=address, holidays=policy.holidays)
+    receipts = PassReceipts(db, clock(), holidays=policy.holidays, grace=policy.stale_grace)
     reports: list[DigestReport] = []
     # Digests attempted in this pass that are back in the queue (a retryable failure), kept out of the
     # later claims so that each is attempted once per pass. Sent, refused and dead-lettered ones cannot be
@@ -150,7 +153,7 @@ async def send_due_digests(
             if lease.lost(claimed.digest_id):
                 return _lost_before_send(claimed, worker, len(items) + rest.count)
             report = await deliver(
-                store, notifiers, renderer, claimed, items, policy, titles, worker, clock, rest, receipt
+                db, notifiers, renderer, claimed, items, policy, titles, worker, clock, rest, receipt
             )
         if report.refused is None:  # recorded (a refusal is, once the batch is judged)
             lease.release(claimed.digest_id)
@@ -160,7 +163,8 @@ async def send_due_digests(
         not (stop and stop.is_set())
         and len(retrying) <= MAX_RETRIES_PER_PASS
         and (
-            claimed := store.claims.claim_digests(
+            claimed := claim_records.claim_digests(
+                db,
                 clock(),
                 worker,
                 limit=policy.batch,
@@ -173,13 +177,13 @@ async def send_due_digests(
     ):
         # The batch's leases are renewed until each digest's outcome is recorded: a batch may take longer
         # to send than one lease (fifty mails through one slow SMTP session).
-        async with BatchLease(store, claimed, worker=worker, lease=policy.lease, clock=clock) as lease:
+        async with BatchLease(db, claimed, worker=worker, lease=policy.lease, clock=clock) as lease:
             # Only the items each digest shows are loaded in full; the rest are counted (DigestRest).
             batch = batch_items(
-                store, claimed, max_items=renderer.max_items, default_language=renderer.default_language
+                db, claimed, max_items=renderer.max_items, default_language=renderer.default_language
             )
             sent = await asyncio.gather(*(attempt(c, batch, lease) for c in claimed))
-            done = _settle_refusals(store, sent, policy)
+            done = _settle_refusals(db, sent, policy)
         retrying.extend(r.digest_id for r in done if not (r.sent or r.paused or r.dead))
         reports.extend(done)
     return reports
@@ -197,21 +201,21 @@ def _lost_before_send(claimed: ClaimedDigest, worker: str, items: int) -> Digest
     return DigestReport(claimed.address, items, False, error, digest_id=claimed.digest_id)
 
 
-def _recommend(store: Store, now: datetime) -> None:
+def _recommend(db: Database, now: datetime) -> None:
     """The recommendation pass (core.taste.recommend); a failure is logged and the digests go without the new
     recommendations, which the next pass writes (its cursor did not move)."""
     try:
-        recommend_new(store, now=now)
+        recommend_new(db, now=now)
     except Exception:  # the database away for a moment, a model that cannot be used: never hold digests back
         log.exception("recommendation pass failed; digests are planned without new recommendations")
 
 
-def _settle_refusals(store: Store, done: list[DigestReport], policy: DeliveryPolicy) -> list[DigestReport]:
+def _settle_refusals(db: Database, done: list[DigestReport], policy: DeliveryPolicy) -> list[DigestReport]:
     """Judge the batch's refusals together (core.delivery.alarm) and report what became of each: paused,
     or held by a delivery alarm for a retry. Also clears the alarms the batch's deliveries disproved."""
     refused = [report.refused for report in done if report.refused is not None]
     accepted = Counter(split_address(report.address)[0] for report in done if report.sent)
-    paused = settle(store, refused, accepted, threshold=policy.alarm_recipients, now=utcnow())
+    paused = settle(db, refused, accepted, threshold=policy.alarm_recipients, now=utcnow())
     return [
         dataclasses.replace(report, refused=None, paused=paused.get(report.digest_id, False))
         if report.refused is not None
@@ -221,7 +225,7 @@ def _settle_refusals(store: Store, done: list[DigestReport], policy: DeliveryPol
 
 
 def plan_digests(
-    store: Store,
+    db: Database,
     notifiers: Mapping[str, Notifier],
     *,
     now: datetime,
@@ -238,14 +242,14 @@ def plan_digests(
     for a mailing that does not exist); an operator's ``force`` sends what is pending, never a heartbeat.
     """
     # Fans what matching found out to the followers first: newsletters and subscribers plan from Match rows.
-    open_due_issues(store, now=now, due=_due, force=force, address=address)
+    open_due_issues(db, now=now, due=_due, force=force, address=address)
     opened = 0
     after = 0
     while True:
         # A page of candidates at a time, by id: a busy minute's 100,000 subscribers are never all in
         # memory, and each page costs the same few statements.
-        candidates = store.ledger.subscribers_to_plan(
-            now, address, channels=list(notifiers), ignore_backoff=force, after=after, limit=PLAN_BATCH
+        candidates = ledger_records.subscribers_to_plan(
+            db, now, address, channels=list(notifiers), ignore_backoff=force, after=after, limit=PLAN_BATCH
         )
         if not candidates:
             break
@@ -257,17 +261,17 @@ def plan_digests(
             )
             for subscriber in candidates
         ]
-        opened += len(store.ledger.open_digests(plans, now=now))
+        opened += len(ledger_records.open_digests(db, plans, now=now))
         if len(candidates) < PLAN_BATCH:
             break
     # After the digests: a subscriber whose digest was just opened has one open, and gets no heartbeat.
     if not force:
-        opened += plan_heartbeats(store, notifiers, now=now, address=address, holidays=holidays)
+        opened += plan_heartbeats(db, notifiers, now=now, address=address, holidays=holidays)
     return opened
 
 
 def plan_heartbeats(
-    store: Store,
+    db: Database,
     notifiers: Mapping[str, Notifier],
     *,
     now: datetime,
@@ -293,8 +297,8 @@ def plan_heartbeats(
     opened = 0
     after = 0
     while True:
-        candidates = store.ledger.heartbeat_candidates(
-            now, announced, address, channels=list(notifiers), after=after, limit=PLAN_BATCH
+        candidates = ledger_records.heartbeat_candidates(
+            db, now, announced, address, channels=list(notifiers), after=after, limit=PLAN_BATCH
         )
         if not candidates:
             return opened
@@ -304,7 +308,7 @@ def plan_heartbeats(
             for subscriber in candidates
             if _heartbeat_due(subscriber, now)
         ]
-        opened += len(store.ledger.open_heartbeats(plans, not_since=announced, now=now))
+        opened += len(ledger_records.open_heartbeats(db, plans, not_since=announced, now=now))
         if len(candidates) < PLAN_BATCH:
             return opened
 
@@ -325,15 +329,15 @@ class PassReceipts:
     # Digests planned this long before the pass still have their window in the pass's runs.
     SLACK = timedelta(hours=1)
 
-    def __init__(self, store: Store, now: datetime, *, holidays: Collection[date], grace: timedelta) -> None:
-        self.store = store
+    def __init__(self, db: Database, now: datetime, *, holidays: Collection[date], grace: timedelta) -> None:
+        self.db = db
         self.now = now
         self.holidays = holidays
         self.grace = grace
         self._log: tuple[datetime, datetime, RunLog] | None = None
 
     def _load(self, since: datetime, until: datetime) -> RunLog:
-        runs = self.store.runs.receipt_runs(since, until, overlap=RUN_OVERLAP, sources=CALENDAR_SOURCES)
+        runs = run_records.receipt_runs(self.db, since, until, overlap=RUN_OVERLAP, sources=CALENDAR_SOURCES)
         return RunLog(runs, holidays=self.holidays, grace=self.grace)
 
     def runs_for(self, since: datetime, until: datetime) -> RunLog:
@@ -381,13 +385,13 @@ def _due(subscriber: Subscriber, now: datetime) -> bool:
         return False
 
 
-def resume(store: Store, address: str) -> Subscriber:
+def resume(db: Database, address: str) -> Subscriber:
     """Re-activate a paused subscriber and re-queue its dead digests; pending matches go out when due."""
     address = normalise_address(address)
-    subscriber = store.subscribers.get_subscriber(address)
+    subscriber = subscriber_records.get_subscriber(db, address)
     if subscriber is None or subscriber.id is None:
         raise LookupError(f"no subscriber {address}")
-    store.outcomes.requeue_dead(address=address)
-    return store.subscribers.update_subscriber(
-        subscriber.id, status=SubscriberStatus.ACTIVE, status_reason=None, retry_at=None, failures=0
+    outcome_records.requeue_dead(db, address=address)
+    return subscriber_records.update_subscriber(
+        db, subscriber.id, status=SubscriberStatus.ACTIVE, status_reason=None, retry_at=None, failures=0
     )

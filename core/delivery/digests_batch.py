@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import TracebackType
 
+from core.db import Database
+from core.delivery import claim_records
+from core.delivery.ledger_records import ClaimedDigest, RankedMatch
 from core.delivery.ranking import (
     RankKey,
     RecommendationKey,
@@ -29,9 +32,9 @@ from core.delivery.ranking import (
     shown_recommended,
     split_recommended,
 )
+from core.guides import guide_records
 from core.i18n.languages import DEFAULT_LANGUAGE, reader_language
-from core.store.facade import Store
-from core.store.ledger import ClaimedDigest, RankedMatch
+from core.people import newsletter_records
 from core.values import DigestItem, DigestRest
 
 # The pass's logger: operators filter delivery's records by this name.
@@ -49,9 +52,9 @@ class BatchLease:
     longer to send than that: fifty mails through one SMTP session at 8 s each is 400 s, while the last ones
     wait their turn. Without renewal the lease of the waiting digests ran out mid-batch, another worker took
     them over and sent them too. So every ``lease / LEASE_RENEWALS`` the worker renews the lease of every
-    digest of the batch it still holds (one guarded statement, ``store.claims.renew_leases``), until it has
-    recorded that digest's outcome (:meth:`release`). A dead worker renews nothing: its digests are taken
-    over one lease after its last renewal, as before.
+    digest of the batch it still holds (one guarded statement, ``claim_records.renew_leases``), until it has
+    recorded that digest's outcome (:meth:`release`). A dead worker renews nothing: its digests are taken over
+    one lease after its last renewal, as before.
 
     A digest whose renewal finds it no longer this worker's (the worker stalled past its lease and another
     worker took it) is :meth:`lost`: its send is not started.
@@ -59,14 +62,14 @@ class BatchLease:
 
     def __init__(
         self,
-        store: Store,
+        db: Database,
         claimed: list[ClaimedDigest],
         *,
         worker: str,
         lease: timedelta,
         clock: Callable[[], datetime],
     ) -> None:
-        self.store = store
+        self.db = db
         self.worker = worker
         self.lease = lease
         self.clock = clock
@@ -103,8 +106,8 @@ class BatchLease:
         if not self._held:
             return
         try:
-            renewed = self.store.claims.renew_leases(
-                dict(self._held), worker=self.worker, until=self.clock() + self.lease
+            renewed = claim_records.renew_leases(
+                self.db, dict(self._held), worker=self.worker, until=self.clock() + self.lease
             )
         except Exception:  # the database away for a moment: the next renewal tries again, within the lease
             log.exception("worker %s could not renew the lease of its batch", self.worker)
@@ -144,7 +147,7 @@ class ClaimedBatch:
 
 
 def batch_items(
-    store: Store,
+    db: Database,
     claimed: list[ClaimedDigest],
     *,
     max_items: int | None = None,
@@ -164,7 +167,7 @@ def batch_items(
     Guides are read in each reader's language, ``default_language`` (the renderer's) for a reader who
     chose none: the language the digest will be worded in.
     """
-    ranked = store.claims.digests_ranked([c.digest_id for c in claimed])
+    ranked = claim_records.digests_ranked(db, [c.digest_id for c in claimed])
     keep: dict[int, list[RankedMatch]] = {}
     rest: dict[int, DigestRest] = {}
     for digest_id, rows in ranked.items():
@@ -178,16 +181,16 @@ def batch_items(
                 newsletters=frozenset(newsletter_names(left)),
                 own=any(newsletter_of(row) is None for row in left),
             )
-    full = store.claims.match_items([row for rows in keep.values() for row in rows])
+    full = claim_records.match_items(db, [row for rows in keep.values() for row in rows])
     items = with_guides(
-        store,
+        db,
         claimed,
         {digest_id: [full[row.match_id] for row in rows] for digest_id, rows in keep.items()},
         default_language,
     )
     names = {name for found in items.values() for name in newsletter_names(found)}
     names.update(name for summary in rest.values() for name in summary.newsletters)
-    return ClaimedBatch(items, store.newsletters.newsletter_titles(sorted(names)) if names else {}, rest)
+    return ClaimedBatch(items, newsletter_records.newsletter_titles(db, sorted(names)) if names else {}, rest)
 
 
 def _ranked_key(row: RankedMatch) -> RankKey:
@@ -222,7 +225,7 @@ def cap_rows(rows: list[RankedMatch], max_items: int | None) -> tuple[list[Ranke
 
 
 def with_guides(
-    store: Store,
+    db: Database,
     claimed: list[ClaimedDigest],
     items: dict[int, list[DigestItem]],
     default_language: str = DEFAULT_LANGUAGE,
@@ -238,7 +241,7 @@ def with_guides(
             for item in items.get(digest_id, [])
             if item.version_id is not None
         }
-        guides = store.guides.guides_for(sorted(ids), language)
+        guides = guide_records.guides_for(db, sorted(ids), language)
         if not guides:
             continue
         for digest_id, wanted in languages.items():

@@ -25,12 +25,13 @@ from core.channel import (
     on_part_delivered,
     split_address,
 )
+from core.db import Database
+from core.delivery import claim_records, outcome_records
 from core.delivery.alarm import Refused
+from core.delivery.ledger_records import ClaimedDigest
 from core.delivery.render import Renderer
 from core.models import utcnow
 from core.people.masking import mask_address, mask_text
-from core.store.facade import Store
-from core.store.ledger import ClaimedDigest
 from core.values import DigestItem, DigestRest, Receipt, SendResult
 
 # The pass's logger: delivery is one step of it, and operators filter its records by this name.
@@ -97,12 +98,12 @@ class SentRecorder:
 
     def __init__(
         self,
-        store: Store,
+        db: Database,
         claimed: ClaimedDigest,
         clock: Callable[[], datetime] = utcnow,
         worker: str = "",
     ) -> None:
-        self.store = store
+        self.db = db
         self.claimed = claimed
         self.clock = clock
         self.worker = worker
@@ -118,7 +119,8 @@ class SentRecorder:
                 return
             held = (self.worker, self.claimed.attempts) if self.worker else None
             try:
-                recorded = self.store.outcomes.finish_sent(
+                recorded = outcome_records.finish_sent(
+                    self.db,
                     self.claimed.digest_id,
                     platform_id=result.platform_id,
                     parts=self.claimed.parts_sent + result.parts,
@@ -156,7 +158,7 @@ class SentRecorder:
 
 
 async def deliver(
-    store: Store,
+    db: Database,
     notifiers: Mapping[str, Notifier],
     renderer: Renderer,
     claimed: ClaimedDigest,
@@ -172,12 +174,13 @@ async def deliver(
     # Reports count every item of the digest, shown or not (all of them are marked sent with it).
     count = len(items) + (rest.count if rest else 0)
     notifier = notifiers.get(channel)
-    recorder = SentRecorder(store, claimed, clock, worker)
+    recorder = SentRecorder(db, claimed, clock, worker)
 
     async def renew(parts: int) -> None:
         # A split digest goes out at a chat's pace (a 500-item Telegram digest is ~40 messages at 1/s):
         # each accepted part renews the lease, so it never runs out mid-send and no other worker repeats it.
-        if not store.claims.renew_lease(
+        if not claim_records.renew_lease(
+            db,
             claimed.digest_id,
             worker=worker,
             attempts=claimed.attempts,
@@ -221,7 +224,7 @@ async def deliver(
         )
         return DigestReport(claimed.address, count, False, str(exc), digest_id=claimed.digest_id)
     except DeliveryError as exc:
-        return _record_failure(store, claimed, exc, count, policy, worker, clock)
+        return _record_failure(db, claimed, exc, count, policy, worker, clock)
     except Exception as exc:  # an adapter bug must not stop the other deliveries, nor lose the digest
         log.exception(
             "delivery of digest %s to %s crashed",
@@ -230,7 +233,7 @@ async def deliver(
             extra={"subscriber": mask_address(claimed.address), "digest": claimed.digest_id},
         )
         error = DeliveryError(f"unexpected error in the {channel} adapter: {exc!r}", retryable=True)
-        return _record_failure(store, claimed, error, count, policy, worker, clock)
+        return _record_failure(db, claimed, error, count, policy, worker, clock)
     # Adapters that send from the event loop return right after the platform's acceptance: record it now
     # (no await in between). One that sent from its own thread has normally recorded it there already.
     recorder(result)
@@ -250,7 +253,7 @@ async def deliver(
 
 
 def _record_failure(
-    store: Store,
+    db: Database,
     claimed: ClaimedDigest,
     exc: DeliveryError,
     items: int,
@@ -273,7 +276,8 @@ def _record_failure(
         )
     dead = claimed.attempts >= policy.max_attempts
     wait = max(backoff(claimed.attempts), timedelta(seconds=exc.retry_after or 0))
-    if not store.outcomes.finish_retry(
+    if not outcome_records.finish_retry(
+        db,
         claimed.digest_id,
         error=error,
         retry_at=now + wait,

@@ -1,7 +1,7 @@
 """Atom feeds: their limits, and the links to them (docs/feeds.md).
 
 Two kinds of feed, both served by the web app (papertrail/web_feeds.py) from the store's reads
-(core/store/feeds.py):
+(core/delivery/feed_records.py):
 
 * a **query feed**, public: ``/feeds?q=QUERY``, the newest papers and revisions a follow of ``QUERY``
   finds in the library (core.delivery.feed_links.query_feed_url);
@@ -21,10 +21,12 @@ import secrets
 
 from core.channel import normalise_address
 from core.config import Settings
+from core.db import Database
+from core.delivery import feed_records
 from core.delivery.feed_links import private_feed_path
+from core.follows import subscriber_records
 from core.models import Subscriber
 from core.people import tokens
-from core.store.facade import Store
 
 # Entries in a subscriber's private feed: the items of their newest sent digests.
 PRIVATE_FEED_ENTRIES = 100
@@ -49,7 +51,7 @@ def _key(settings: Settings) -> str:
     return secret.get_secret_value() if secret else ""
 
 
-def private_feed_url(store: Store, settings: Settings, subscriber: Subscriber) -> str | None:
+def private_feed_url(db: Database, settings: Settings, subscriber: Subscriber) -> str | None:
     """The absolute URL of ``subscriber``'s private feed (under ``PAPERTRAIL_PUBLIC_URL``), drawing its
     nonce on first use; None when ``PAPERTRAIL_SECRET_KEY`` is not set (no signed links at all).
 
@@ -58,16 +60,16 @@ def private_feed_url(store: Store, settings: Settings, subscriber: Subscriber) -
     key = _key(settings)
     if not key or subscriber.id is None:
         return None
-    nonce = subscriber.feed_nonce or store.feeds.feed_nonce(subscriber.id, new_nonce())
+    nonce = subscriber.feed_nonce or feed_records.feed_nonce(db, subscriber.id, new_nonce())
     return settings.public_url.rstrip("/") + private_feed_path(key, subscriber.address, nonce)
 
 
-def renew_private_feed(store: Store, subscriber_id: int) -> None:
+def renew_private_feed(db: Database, subscriber_id: int) -> None:
     """Revoke the subscriber's private feed link and make a new one (a new nonce)."""
-    store.feeds.replace_feed_nonce(subscriber_id, new_nonce())
+    feed_records.replace_feed_nonce(db, subscriber_id, new_nonce())
 
 
-def feed_subscriber(store: Store, key: str, token: str) -> Subscriber:
+def feed_subscriber(db: Database, key: str, token: str) -> Subscriber:
     """The subscriber whose private feed ``token`` opens.
 
     Raises :class:`core.people.tokens.InvalidToken` for a link that was never genuine (forged, altered, made
@@ -75,10 +77,10 @@ def feed_subscriber(store: Store, key: str, token: str) -> Subscriber:
     another purpose or key) and :class:`FeedRevoked` for a genuine one that no longer works.
     """
     address, nonce = tokens.split_feed(tokens.verify(key, tokens.FEED, token))
-    subscriber = store.subscribers.get_subscriber(address)
+    subscriber = subscriber_records.get_subscriber(db, address)
     if subscriber is None:
         try:
-            subscriber = store.subscribers.get_subscriber(normalise_address(address))
+            subscriber = subscriber_records.get_subscriber(db, normalise_address(address))
         except ValueError:
             subscriber = None
     current = subscriber.feed_nonce if subscriber is not None else None

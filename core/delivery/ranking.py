@@ -26,7 +26,7 @@ _LAST = len(_REASON_RANK)
 
 
 class _WithReasons(Protocol):
-    """An item, or a stand-in for one (core.store.ledger.RankedMatch): what it matched for."""
+    """An item, or a stand-in for one (core.delivery.ledger_records.RankedMatch): what it matched for."""
 
     @property
     def reasons(self) -> Sequence[Reason]: ...

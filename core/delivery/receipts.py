@@ -7,11 +7,11 @@ failing or behind arXiv's calendar at any time in that window, with the gap in t
 
 Computed here, worded by core.delivery.receipt_text (which the renderer uses). Pure over the source runs the
 store
-returns (``store.runs.receipt_runs``): no I/O here. The counts are what the runs recorded (``new_papers +
-revisions``: the versions stored as news, which are what matching reads; the distinct mailing dates of the
-calendar source's runs that stored something), never estimates. The health of a source at any moment is
-the status page's own verdict (``core.papers.status.judge``) replayed over the runs, so a receipt never calls
-"stale" what the status page would not.
+returns (``run_records.receipt_runs``): no I/O here. The counts are what the runs recorded
+(``new_papers + revisions``: the versions stored as news, which are what matching reads; the distinct mailing
+dates of the calendar source's runs that stored something), never estimates. The health of a source at any
+moment is the status page's own verdict (``core.papers.status.judge``) replayed over the runs, so a receipt
+never calls "stale" what the status page would not.
 
 The window: from the reader's ``last_digest_at`` (a first digest: the subscriber's ``created_at``), at most
 :data:`LOOKBACK` back, to the digest's planning time (``Digest.created_at``), so every attempt of one digest
@@ -32,9 +32,9 @@ from datetime import date, datetime, timedelta
 from itertools import accumulate
 
 from core.models import RunState, SourceRun
+from core.overview.dashboard_records import SourceHealth
 from core.papers.health import Health, Verdict
 from core.papers.status import CALENDAR_SOURCES, judge, mailing_of
-from core.store.facade import SourceHealth
 from core.values import Outage, Receipt, SourceScan
 
 # A receipt covers at most this much time: a reader whose previous digest is older (a weekly digest
@@ -164,8 +164,8 @@ class _Timeline:
 
 
 class RunLog:
-    """Source runs read once (``store.runs.receipt_runs``), indexed so that each digest's receipt costs the
-    runs of its own window, however many digests share the log."""
+    """Source runs read once (``run_records.receipt_runs``), indexed so that each digest's
+    receipt costs the runs of its own window, however many digests share the log."""
 
     def __init__(
         self,

@@ -11,9 +11,11 @@ import logging
 from collections.abc import Iterable
 
 from core.follows.match import Matcher
+from core.follows.match_records import QueryHit
 from core.follows.query import Query, QueryError, parse
+from core.follows.subscriber_records import StoredFollow
 from core.models import Version
-from core.store.facade import QueryHit, StoredFollow, version_to_paper
+from core.papers.paper_records import version_to_paper
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +71,7 @@ class FollowIndex:
         The matcher answers once per distinct query (``match_groups``), so this costs what the versions'
         text and the distinct queries cost, whatever the number of follows sharing each. Each follow's
         options and its subscriber are applied when the hits are fanned out
-        (``store.matches.expand_matches``).
+        (``match_records.expand_matches``).
         """
         rows: list[QueryHit] = []
         if not self.follows:

@@ -8,13 +8,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from core.channel import normalise_address
+from core.db import Database
+from core.follows import follow_file_records, subscriber_records
 from core.follows.file import BadLine, FollowsFile, check_lines, export_line
+from core.follows.follow_file_records import ImportCounts
 from core.follows.query import parse
 from core.follows.reasons import Reason
 from core.models import Follow, Subscriber, SubscriberStatus, utcnow
+from core.papers import paper_records
+from core.papers.paper_records import version_to_paper
 from core.schedule import parse_schedule, zone
-from core.store.facade import Store, version_to_paper
-from core.store.follows import ImportCounts
 
 # Who `export follows` writes out: those whose follows are in use (matched, or matched again after
 # `papertrail resume`). Unsubscribed readers and unconfirmed sign-ups are not the operator's to move.
@@ -33,7 +36,7 @@ class FollowResult:
 
 
 def follow(
-    store: Store,
+    db: Database,
     address: str,
     text: str,
     *,
@@ -55,7 +58,8 @@ def follow(
     parse_schedule(schedule)
     # One step: the subscriber and its first follow are stored together, so that concurrent first
     # commands of a new chat neither fail on each other nor leave a subscriber without its follow.
-    subscriber, created, stored, outcome = store.subscribers.follow(
+    subscriber, created, stored, outcome = subscriber_records.follow(
+        db,
         address,
         text.strip(),
         query.canonical(),
@@ -67,16 +71,16 @@ def follow(
     return FollowResult(subscriber, stored, outcome, created)
 
 
-def unfollow(store: Store, address: str, which: str) -> Follow:
+def unfollow(db: Database, address: str, which: str) -> Follow:
     """Remove a follow by its number in ``follows`` (1-based) or by its query text.
 
     Raises LookupError naming the subscriber's follows when nothing fits.
     """
     address = normalise_address(address)
-    subscriber = store.subscribers.get_subscriber(address)
+    subscriber = subscriber_records.get_subscriber(db, address)
     if subscriber is None or subscriber.id is None:
         raise LookupError(f"{address} has no follows; add one with: papertrail follow {address} QUERY")
-    follows = store.subscribers.follows_of(subscriber.id)
+    follows = subscriber_records.follows_of(db, subscriber.id)
     target: Follow | None = None
     if which.strip().isdigit():
         number = int(which)
@@ -94,7 +98,7 @@ def unfollow(store: Store, address: str, which: str) -> Follow:
             listing = "; ".join(f"{i}. {f.query}" for i, f in enumerate(follows, 1)) or "none"
             raise LookupError(f"{address} does not follow {which!r}; its follows are: {listing}")
     assert target.id is not None
-    store.subscribers.remove_follow(target.id)
+    subscriber_records.remove_follow(db, target.id)
     return target
 
 
@@ -109,7 +113,7 @@ class TryHit:
     reasons: tuple[Reason, ...]
 
 
-def try_query(store: Store, text: str, *, days: int = 7, now: datetime | None = None) -> list[TryHit]:
+def try_query(db: Database, text: str, *, days: int = 7, now: datetime | None = None) -> list[TryHit]:
     """Which versions first seen in the last ``days`` days ``text`` would have matched, newest first.
 
     Raises QueryError for a query that does not parse, so people can tune a follow before saving it.
@@ -117,7 +121,7 @@ def try_query(store: Store, text: str, *, days: int = 7, now: datetime | None = 
     query = parse(text)
     since = (now or utcnow()) - timedelta(days=days)
     hits: list[TryHit] = []
-    for version in store.papers.versions_since(since):
+    for version in paper_records.versions_since(db, since):
         reasons = query.evaluate(version_to_paper(version))
         if reasons is not None:
             hits.append(
@@ -140,7 +144,7 @@ class ImportReport:
 
 
 def import_follows(
-    store: Store,
+    db: Database,
     lines: Iterable[bytes],
     *,
     skip_invalid: bool,
@@ -159,7 +163,8 @@ def import_follows(
     checked = check_lines(lines, refuse_address)
     if (checked.bad and not skip_invalid) or not checked.follows:
         return ImportReport(checked, None)
-    counts = store.follow_files.import_follows(
+    counts = follow_file_records.import_follows(
+        db,
         checked.subscribers.values(),
         checked.follows,
         timezone=timezone,
@@ -169,7 +174,7 @@ def import_follows(
     return ImportReport(checked, counts)
 
 
-def export_follows(store: Store, address: str | None, *, timezone: str, schedule: str) -> Iterator[str]:
+def export_follows(db: Database, address: str | None, *, timezone: str, schedule: str) -> Iterator[str]:
     """The follows file (lines without newlines) of every active and paused subscriber, or of ``address``.
 
     Ordered by address, then by follow number; options equal to the defaults ``timezone`` and
@@ -178,7 +183,7 @@ def export_follows(store: Store, address: str | None, *, timezone: str, schedule
     """
     if address is not None:
         address = normalise_address(address)
-        subscriber = store.subscribers.get_subscriber(address)
+        subscriber = subscriber_records.get_subscriber(db, address)
         if subscriber is None:
             raise LookupError(f"no subscriber {address}")
         if subscriber.status not in EXPORTED_STATUSES:
@@ -186,5 +191,5 @@ def export_follows(store: Store, address: str | None, *, timezone: str, schedule
                 f"{address} is {subscriber.status}: only active and paused subscribers are exported"
             )
     # Checked above, read lazily below: a generator body would raise the LookupError only when iterated.
-    rows = store.follow_files.export_rows(EXPORTED_STATUSES, address)
+    rows = follow_file_records.export_rows(db, EXPORTED_STATUSES, address)
     return (export_line(row, default_schedule=schedule, default_timezone=timezone) for row in rows)

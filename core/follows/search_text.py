@@ -18,7 +18,7 @@ a PostgreSQL tsquery literal over those terms. Neither database's own word rules
   paper id. FTS5 keeps them in three columns (``title``, ``abstract``, ``meta``); a tsvector gives them the
   weights A, B and C, and a query term carries the weights of its fields (``'graph':AB``).
 
-The store's tables (core.store.search): on SQLite a contentless FTS5 table
+The store's tables (core.papers.search_index): on SQLite a contentless FTS5 table
 ``search_doc(title, abstract, meta)`` with ``tokenize='ascii'`` (the tokens are already lower-case
 ``[a-z0-9]`` runs, so any tokenizer splits them exactly at the spaces; ``detail=full``, the default, keeps
 the positions phrases need); on PostgreSQL a ``tsvector`` column filled with ``CAST(literal AS tsvector)``.

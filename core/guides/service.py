@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from core.config import Settings
+from core.db import Database
+from core.follows import match_records
+from core.guides import guide_records
 from core.guides.prompt import (
     MAX_TOKENS,
     GuideError,
@@ -23,7 +26,6 @@ from core.guides.prompt import (
     parse_guide,
 )
 from core.i18n.languages import check_language
-from core.store.facade import Store
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +49,7 @@ class GuideReport:
 
 
 async def make_guides(
-    store: Store, client: GuideModel | None, settings: Settings, *, language: str, now: datetime
+    db: Database, client: GuideModel | None, settings: Settings, *, language: str, now: datetime
 ) -> GuideReport:
     """Make the missing guides in ``language`` within the daily cap; never raises for one bad guide."""
     check_language(language)
@@ -57,8 +59,8 @@ async def make_guides(
         report.note = "no PAPERTRAIL_LLM_URL configured: no guides are made"
         return report
     # Failed attempts spent requests too: the cap bounds what a broken model can cost in a day.
-    spent = store.guides.count_made_since(now - CAP_WINDOW) + store.guides.count_failures_since(
-        now - CAP_WINDOW
+    spent = guide_records.count_made_since(db, now - CAP_WINDOW) + guide_records.count_failures_since(
+        db, now - CAP_WINDOW
     )
     room = settings.llm_daily_limit - spent
     if room <= 0:
@@ -66,9 +68,10 @@ async def make_guides(
         report.note = f"daily limit of {settings.llm_daily_limit} guides reached"
         return report
     # Guides are made for the versions readers were matched: fan out what matching found first.
-    store.matches.expand_matches(now=now)
+    match_records.expand_matches(db, now=now)
     # One more than the room tells whether the cap leaves versions waiting.
-    subjects = store.guides.versions_needing_guides(
+    subjects = guide_records.versions_needing_guides(
+        db,
         language,
         room + 1,
         since=now - RECENT,
@@ -80,12 +83,12 @@ async def make_guides(
         report.note = f"daily limit of {settings.llm_daily_limit} guides reached; the rest wait"
         subjects = subjects[:room]
     gate = asyncio.Semaphore(settings.llm_concurrency)
-    await asyncio.gather(*(_one(store, client, subject, language, now, gate, report) for subject in subjects))
+    await asyncio.gather(*(_one(db, client, subject, language, now, gate, report) for subject in subjects))
     return report
 
 
 async def _one(
-    store: Store,
+    db: Database,
     client: GuideModel,
     subject: GuideSubject,
     language: str,
@@ -100,23 +103,23 @@ async def _one(
         except GuideError as exc:
             log.warning("no %s guide for %sv%d: %s", language, subject.paper_id, subject.number, exc)
             report.failures.append((subject.version_id, str(exc)))
-            store.guides.record_guide_failure(
-                subject.version_id, language, str(exc), retryable=exc.retryable, now=now
+            guide_records.record_guide_failure(
+                db, subject.version_id, language, str(exc), retryable=exc.retryable, now=now
             )
             return
-    if store.guides.save_guide(subject.version_id, language, guide, model=client.model, now=now):
+    if guide_records.save_guide(db, subject.version_id, language, guide, model=client.model, now=now):
         report.made += 1
 
 
 async def make_reader_guides(
-    store: Store, client: GuideModel | None, settings: Settings, *, now: datetime
+    db: Database, client: GuideModel | None, settings: Settings, *, now: datetime
 ) -> list[GuideReport]:
-    """:func:`make_guides` for every language readers use (``store.guides.languages_in_use``), the operator's
+    """:func:`make_guides` for every language readers use (``guide_records.languages_in_use``), the operator's
     default language (``Settings.default_language``, what readers without a language read) first.
 
     The daily cap is shared: a language later in the list gets what the earlier ones left.
     """
     return [
-        await make_guides(store, client, settings, language=language, now=now)
-        for language in store.guides.languages_in_use(settings.default_language)
+        await make_guides(db, client, settings, language=language, now=now)
+        for language in guide_records.languages_in_use(db, settings.default_language)
     ]

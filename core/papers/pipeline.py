@@ -12,13 +12,17 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
+from functools import partial
 from typing import Any, ClassVar, Protocol
 
+from core.db import Database
+from core.follows import match_records, subscriber_records
 from core.follows.index import FollowIndex
 from core.i18n.english import counted
 from core.models import PaperIn, RunState
+from core.papers import paper_records, run_records
+from core.papers.saving import Novelty, SaveResult
 from core.papers.sources import CommunitySource, PagedSource, Source, SourceError
-from core.store.facade import Novelty, SaveResult, Store
 
 log = logging.getLogger(__name__)
 
@@ -41,31 +45,32 @@ class IngestReport:
 
 
 async def ingest_once(
-    store: Store, source: Source, *, now: datetime | None = None, index: FollowIndex | None = None
+    db: Database, source: Source, *, now: datetime | None = None, index: FollowIndex | None = None
 ) -> IngestReport:
     """Run one source once: fetch, store new versions, record the run, then match what is new.
 
     A failed fetch is recorded as a run in state ``error`` with the message; nothing is stored.
     """
-    run_id = store.runs.start_run(source.name, now=now)
+    run_id = run_records.start_run(db, source.name, now=now)
     try:
-        result = await source.fetch(store.runs.validator_for)
-        saved = store.papers.save_versions(result.papers, now=now, validator=result.validator)
+        result = await source.fetch(partial(run_records.validator_for, db))
+        saved = paper_records.save_versions(db, result.papers, now=now, validator=result.validator)
     except SourceError as exc:
-        store.runs.finish_run(run_id, RunState.ERROR, error=str(exc))
+        run_records.finish_run(db, run_id, RunState.ERROR, error=str(exc))
         log.warning("source %s failed: %s", source.name, exc, extra={"source": source.name})
         return IngestReport(source.name, RunState.ERROR, error=str(exc), retry_after=exc.retry_after)
     except Exception as exc:  # a bug in a parser must not stop the loop, but it must be visible
         log.exception("source %s crashed", source.name, extra={"source": source.name})
         message = f"unexpected {type(exc).__name__}: {exc}"
-        store.runs.finish_run(run_id, RunState.ERROR, error=message)
+        run_records.finish_run(db, run_id, RunState.ERROR, error=message)
         return IngestReport(source.name, RunState.ERROR, error=message)
     except BaseException as exc:
-        close_interrupted(store, run_id, exc)
+        close_interrupted(db, run_id, exc)
         raise
     state, fetched = result.state, len(result.papers)
     note = "; ".join(filter(None, (result.note, announced_note(saved.announced)))) or None
-    store.runs.finish_run(
+    run_records.finish_run(
+        db,
         run_id,
         state,
         fetched=fetched,
@@ -78,7 +83,7 @@ async def ingest_once(
     # Stored: the fetched versions can go before matching reads them back in batches. Holding both had
     # set the peak memory of a large feed's ingest (issue 14; docs/benchmarks.md, "Feed memory").
     del result
-    matches = match_new(store, now=now, index=index)
+    matches = match_new(db, now=now, index=index)
     return IngestReport(
         source.name,
         state,
@@ -99,7 +104,7 @@ def announced_note(announced: int) -> str | None:
 
 
 async def ingest_paged(
-    store: Store,
+    db: Database,
     source: PagedSource,
     *,
     since: str | None = None,
@@ -114,8 +119,8 @@ async def ingest_paged(
     ``GAP`` (versions announced after the newest announcement already seen) or ``HISTORY`` (nothing).
     A failure part-way keeps the pages already stored and leaves the cursor where it was.
     """
-    run_id = store.runs.start_run(source.name, now=now)
-    cursor = since or store.runs.last_cursor(source.name)
+    run_id = run_records.start_run(db, source.name, now=now)
+    cursor = since or run_records.last_cursor(db, source.name)
     totals = SaveResult()
     fetched = 0
     skipped: list[str] = []
@@ -136,7 +141,7 @@ async def ingest_paged(
 
     try:
         async for page in source.pages(cursor):
-            saved = store.papers.save_versions(page.papers, now=now, novelty=novelty)
+            saved = paper_records.save_versions(db, page.papers, now=now, novelty=novelty)
             fetched += len(page.papers)
             totals.new_papers += saved.new_papers
             totals.revisions += saved.revisions
@@ -151,7 +156,7 @@ async def ingest_paged(
             if on_page is not None:
                 on_page(saved)
     except SourceError as exc:
-        store.runs.finish_run(run_id, RunState.ERROR, error=str(exc), **progress())
+        run_records.finish_run(db, run_id, RunState.ERROR, error=str(exc), **progress())
         log.warning(
             "source %s failed after %d versions: %s", source.name, fetched, exc, extra={"source": source.name}
         )
@@ -166,7 +171,7 @@ async def ingest_paged(
             retry_after=exc.retry_after,
         )
     except BaseException as exc:  # Ctrl-C, a cancelled task, a bug: closed, then passed on
-        close_interrupted(store, run_id, exc, **progress())
+        close_interrupted(db, run_id, exc, **progress())
         raise
     state = RunState.OK if fetched else RunState.EMPTY
     if totals.history:
@@ -174,8 +179,8 @@ async def ingest_paged(
     announced = announced_note(totals.announced)
     if announced:
         notes.append(announced)
-    store.runs.finish_run(run_id, state, cursor=final_cursor, **progress())
-    matches = match_new(store, now=now, index=index)
+    run_records.finish_run(db, run_id, state, cursor=final_cursor, **progress())
+    matches = match_new(db, now=now, index=index)
     return IngestReport(
         source.name,
         state,
@@ -189,19 +194,19 @@ async def ingest_paged(
 
 
 async def ingest_community(
-    store: Store, source: CommunitySource, day: date, *, now: datetime | None = None
+    db: Database, source: CommunitySource, day: date, *, now: datetime | None = None
 ) -> IngestReport:
     """Fetch one day of community picks and attach them to their arXiv papers."""
-    run_id = store.runs.start_run(source.name, now=now)
+    run_id = run_records.start_run(db, source.name, now=now)
     try:
         page = await source.fetch_day(day)
-        added, unseen = store.papers.save_picks(page.picks, now=now)
+        added, unseen = paper_records.save_picks(db, page.picks, now=now)
     except SourceError as exc:
-        store.runs.finish_run(run_id, RunState.ERROR, error=str(exc), cursor=None)
+        run_records.finish_run(db, run_id, RunState.ERROR, error=str(exc), cursor=None)
         log.warning("source %s failed: %s", source.name, exc, extra={"source": source.name})
         return IngestReport(source.name, RunState.ERROR, error=str(exc), retry_after=exc.retry_after)
     except BaseException as exc:
-        close_interrupted(store, run_id, exc)
+        close_interrupted(db, run_id, exc)
         raise
     parts = [
         f"{counted(len(page.picks), 'pick')} on {day.isoformat()}, {added} new, "
@@ -211,7 +216,8 @@ async def ingest_community(
         parts.append(f"skipped {len(page.skipped)}: " + "; ".join(page.skipped[:5]))
     note = "; ".join(parts)
     state = RunState.OK if page.picks else RunState.EMPTY
-    store.runs.finish_run(
+    run_records.finish_run(
+        db,
         run_id,
         state,
         fetched=len(page.picks),
@@ -233,7 +239,7 @@ class Batch:
 
 
 def backfill(
-    store: Store,
+    db: Database,
     source: str,
     batches: Iterable[Batch],
     *,
@@ -244,13 +250,13 @@ def backfill(
 
     Interrupting it keeps every batch already stored; running it again skips them as duplicates.
     """
-    run_id = store.runs.start_run(source, now=now)
+    run_id = run_records.start_run(db, source, now=now)
     totals = SaveResult()
     fetched = 0
     skipped: list[str] = []
     try:
         for batch in batches:
-            saved = store.papers.save_versions(batch.papers, now=now, novelty=Novelty.HISTORY)
+            saved = paper_records.save_versions(db, batch.papers, now=now, novelty=Novelty.HISTORY)
             fetched += len(batch.papers)
             totals.history += saved.history
             totals.duplicates += saved.duplicates
@@ -258,13 +264,13 @@ def backfill(
             if on_batch is not None:
                 on_batch(saved)
     except BaseException as exc:  # Ctrl-C included: the run must not stay "running" forever
-        close_interrupted(store, run_id, exc, fetched=fetched, duplicates=totals.duplicates)
+        close_interrupted(db, run_id, exc, fetched=fetched, duplicates=totals.duplicates)
         raise
     note = f"{counted(totals.history, 'version')} stored as history"
     if skipped:
         note += f"; skipped {counted(len(skipped), 'line')}: " + "; ".join(skipped[:5])
     state = RunState.OK if fetched else RunState.EMPTY
-    store.runs.finish_run(run_id, state, fetched=fetched, duplicates=totals.duplicates, note=note)
+    run_records.finish_run(db, run_id, state, fetched=fetched, duplicates=totals.duplicates, note=note)
     return IngestReport(source, state, fetched=fetched, duplicates=totals.duplicates, note=note)
 
 
@@ -278,36 +284,38 @@ class PaperLookup(Protocol):
         ...
 
 
-async def complete_papers(store: Store, api: PaperLookup, *, limit: int = 500) -> IngestReport:
+async def complete_papers(db: Database, api: PaperLookup, *, limit: int = 500) -> IngestReport:
     """Fetch arXiv metadata for papers known only from a community source; stored as history.
 
     Such papers were picked by the community, not announced to PaperTrail's feed: storing them as
     history completes their page without notifying anyone. When arXiv's announcement brings one of those
-    versions later, it becomes news then, once (``core.store.papers_save``).
+    versions later, it becomes news then, once (``core.papers.saving``).
     """
-    ids = store.papers.papers_without_versions(limit)
-    run_id = store.runs.start_run(api.name)
+    ids = paper_records.papers_without_versions(db, limit)
+    run_id = run_records.start_run(db, api.name)
     if not ids:
-        store.runs.finish_run(run_id, RunState.EMPTY, note="no papers waiting for arXiv metadata")
+        run_records.finish_run(db, run_id, RunState.EMPTY, note="no papers waiting for arXiv metadata")
         return IngestReport(api.name, RunState.EMPTY, note="no papers waiting for arXiv metadata")
     try:
         papers = await api.lookup(ids)
-        saved = store.papers.save_versions(papers, novelty=Novelty.HISTORY)
+        saved = paper_records.save_versions(db, papers, novelty=Novelty.HISTORY)
     except SourceError as exc:
-        store.runs.finish_run(run_id, RunState.ERROR, error=str(exc))
+        run_records.finish_run(db, run_id, RunState.ERROR, error=str(exc))
         return IngestReport(api.name, RunState.ERROR, error=str(exc), retry_after=exc.retry_after)
     except BaseException as exc:
-        close_interrupted(store, run_id, exc)
+        close_interrupted(db, run_id, exc)
         raise
     missing = sorted(set(ids) - {p.arxiv_id for p in papers})
     note = f"completed {len(papers)} of {counted(len(ids), 'paper')}" + (
         f"; arXiv does not know {', '.join(missing[:10])}" if missing else ""
     )
-    store.runs.finish_run(run_id, RunState.OK, fetched=len(papers), duplicates=saved.duplicates, note=note)
+    run_records.finish_run(
+        db, run_id, RunState.OK, fetched=len(papers), duplicates=saved.duplicates, note=note
+    )
     return IngestReport(api.name, RunState.OK, fetched=len(papers), duplicates=saved.duplicates, note=note)
 
 
-def close_interrupted(store: Store, run_id: int, exc: BaseException, **fields: Any) -> None:
+def close_interrupted(db: Database, run_id: int, exc: BaseException, **fields: Any) -> None:
     """Close a run that ``exc`` (Ctrl-C, a cancelled task, a bug) cut short as failed, saying so.
 
     The one way a run ends early: the caller re-raises ``exc``; what was stored before stays stored (each
@@ -318,29 +326,29 @@ def close_interrupted(store: Store, run_id: int, exc: BaseException, **fields: A
     else:
         why = f"unexpected {type(exc).__name__}: {exc}"
     log.warning("source run %d closed: %s", run_id, why)
-    store.runs.finish_run(run_id, RunState.ERROR, error=why, **fields)
+    run_records.finish_run(db, run_id, RunState.ERROR, error=why, **fields)
 
 
-def match_new(store: Store, *, now: datetime | None = None, index: FollowIndex | None = None) -> int:
+def match_new(db: Database, *, now: datetime | None = None, index: FollowIndex | None = None) -> int:
     """Match every not-yet-matched version once against all active follows; returns query matches written.
 
     ``index`` is the process's long-lived follow index (brought up to date here); without one a fresh
     index is built. Each version is matched once per distinct query (:meth:`FollowIndex.query_hits`) and
     the hits of a batch of versions are written in one bulk load, in the transaction that marks the
     versions matched. They reach each follower's Match rows, with each follow's options applied, when
-    they are fanned out (``store.matches.expand_matches``), which planning, guides and a chat's pending count
-    do first.
+    they are fanned out (``match_records.expand_matches``), which planning, guides and a
+    chat's pending count do first.
     """
     index = index or FollowIndex()
     total = 0
     while True:
-        versions = store.matches.unmatched_versions()
+        versions = match_records.unmatched_versions(db)
         if not versions:
             return total
-        index.sync(store.subscribers.active_follows())
+        index.sync(subscriber_records.active_follows(db))
         hits = index.query_hits(versions)
-        total += store.matches.record_query_matches(
-            [v.id for v in versions if v.id is not None], hits, now=now
+        total += match_records.record_query_matches(
+            db, [v.id for v in versions if v.id is not None], hits, now=now
         )
         # Let this batch go before the next one loads: otherwise two batches (2 x 5,000 versions) are
         # held at once, the peak memory of matching a large feed (issue 14).

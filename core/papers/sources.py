@@ -29,7 +29,7 @@ class FetchResult:
     """One successful fetch: the versions seen, how the run ended, and what to remember for next time.
 
     ``papers`` may be a sequence that keeps most of a large fetch in a temporary file (the arXiv RSS
-    source's ``PaperSpool``): read it once, in order, as ``store.papers.save_versions`` does.
+    source's ``PaperSpool``): read it once, in order, as ``paper_records.save_versions`` does.
     """
 
     papers: Sequence[PaperIn]

@@ -7,10 +7,12 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
+from core.db import Database
 from core.models import CommunityPickRow, RunState, utcnow
+from core.overview.dashboard_records import SourceHealth, StatusSummary
+from core.papers import paper_records
 from core.papers.health import ARXIV_TZ, Health, Verdict, arxiv_feed_health
 from core.papers.revisions import history
-from core.store.facade import SourceHealth, StatusSummary, Store
 
 # Sources that follow arXiv's announcement calendar (their cursor is the mailing's date).
 CALENDAR_SOURCES = frozenset({"arxiv-rss"})
@@ -128,12 +130,12 @@ class PaperView:
         return max((pick.upvotes for pick in self.picks), default=0)
 
 
-def show_paper(store: Store, arxiv_id: str) -> PaperView:
+def show_paper(db: Database, arxiv_id: str) -> PaperView:
     """Everything known about one paper; raises LookupError for an id PaperTrail has not seen."""
     # Accept "arXiv:2411.17700v2" as well as "2411.17700": a paper is keyed without its version.
     bare = re.sub(r"v\d+$", "", arxiv_id.strip().removeprefix("arXiv:").removeprefix("arxiv:"))
-    rows = store.papers.versions_of(bare)
-    picks = tuple(store.papers.picks_of(bare))
+    rows = paper_records.versions_of(db, bare)
+    picks = tuple(paper_records.picks_of(db, bare))
     if not rows and not picks:
         raise LookupError(f"PaperTrail has not seen {arxiv_id!r}; ingest it first or check the id")
     if not rows:

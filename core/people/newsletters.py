@@ -15,12 +15,14 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from core.channel import NEWSLETTER_CHANNEL, NEWSLETTER_NAME, normalise_address
+from core.db import Database
+from core.follows import match_records
 from core.follows.query import parse
 from core.i18n.languages import N_, Listed, Phrase, Worded
 from core.models import Newsletter, Subscriber, utcnow
+from core.people import newsletter_records
+from core.people.newsletter_records import Issue, NewsletterInfo
 from core.schedule import parse_schedule, zone
-from core.store.facade import Store
-from core.store.newsletters import Issue, NewsletterInfo
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +45,7 @@ def check_name(name: str) -> str:
 
 
 def create(
-    store: Store,
+    db: Database,
     name: str,
     title: str,
     queries: Sequence[str],
@@ -63,7 +65,8 @@ def create(
     parsed = [(text, parse(text).canonical()) for text in cleaned]
     zone(timezone)
     schedule = parse_schedule(schedule).text
-    return store.newsletters.create_newsletter(
+    return newsletter_records.create_newsletter(
+        db,
         name,
         title,
         address=normalise_address(address_of(name)),
@@ -78,11 +81,13 @@ class UnknownNewsletter(Worded, LookupError):
     """No newsletter has that name (a LookupError worded for readers)."""
 
 
-def find(store: Store, name: str) -> Newsletter:
+def find(db: Database, name: str) -> Newsletter:
     """The newsletter called ``name``; LookupError naming the existing ones otherwise."""
-    found = store.newsletters.get_newsletter(name.strip().casefold())
+    found = newsletter_records.get_newsletter(db, name.strip().casefold())
     if found is None:
-        names: Listed | Phrase = Listed(n.name for n in store.newsletters.all()) or Phrase(N_("none yet"))
+        names: Listed | Phrase = Listed(n.name for n in newsletter_records.all_newsletters(db)) or Phrase(
+            N_("none yet")
+        )
         raise UnknownNewsletter(
             Phrase(N_("no newsletter named '{name}'"), name=name),
             Phrase(N_("newsletters: {names}"), names=names),
@@ -90,32 +95,32 @@ def find(store: Store, name: str) -> Newsletter:
     return found
 
 
-def info(store: Store, name: str) -> NewsletterInfo:
+def info(db: Database, name: str) -> NewsletterInfo:
     """What ``newsletter show`` prints about one newsletter."""
-    newsletter = find(store, name)
-    return store.newsletters.newsletter_info(newsletter.id or 0)
+    newsletter = find(db, name)
+    return newsletter_records.newsletter_info(db, newsletter.id or 0)
 
 
-def join(store: Store, name: str, subscriber: Subscriber, *, now: datetime | None = None) -> bool:
+def join(db: Database, name: str, subscriber: Subscriber, *, now: datetime | None = None) -> bool:
     """Make ``subscriber`` a member of the newsletter ``name``; False when it was one already.
 
     Membership alone sends nothing: only active members get copies of an issue, so an address still
     waiting for its confirmation gets the newsletter once it confirms.
     """
-    newsletter = find(store, name)
+    newsletter = find(db, name)
     if subscriber.address.startswith(f"{NEWSLETTER_CHANNEL}:"):
         raise ValueError("a newsletter cannot be a member of a newsletter")
-    return store.newsletters.join_newsletter(newsletter.id or 0, subscriber.id or 0, now=now or utcnow())
+    return newsletter_records.join_newsletter(db, newsletter.id or 0, subscriber.id or 0, now=now or utcnow())
 
 
-def leave(store: Store, name: str, subscriber: Subscriber) -> bool:
+def leave(db: Database, name: str, subscriber: Subscriber) -> bool:
     """End the membership; False when there was none."""
-    newsletter = find(store, name)
-    return store.newsletters.leave_newsletter(newsletter.id or 0, subscriber.id or 0)
+    newsletter = find(db, name)
+    return newsletter_records.leave_newsletter(db, newsletter.id or 0, subscriber.id or 0)
 
 
 def open_due_issues(
-    store: Store,
+    db: Database,
     *,
     now: datetime,
     due: Callable[[Subscriber, datetime], bool],
@@ -130,11 +135,11 @@ def open_due_issues(
     issues: list[Issue] = []
     # Fan out what matching found first: a newsletter's matches are its hidden subscriber's Match rows, and
     # plan_digests, which calls this before it plans anyone, relies on it for everyone else's.
-    store.matches.expand_matches(now=now)
-    for newsletter, subscriber in store.newsletters.newsletters_to_issue(address):
+    match_records.expand_matches(db, now=now)
+    for newsletter, subscriber in newsletter_records.newsletters_to_issue(db, address):
         if not (force or due(subscriber, now)):
             continue
-        issue = store.newsletters.open_issue(newsletter.id or 0, now=now)
+        issue = newsletter_records.open_issue(db, newsletter.id or 0, now=now)
         if issue is not None:
             log.info(
                 "newsletter %s: issue of %d item(s), %d copies for its members",

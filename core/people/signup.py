@@ -26,13 +26,14 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from core.channel import normalise_address, split_address
+from core.db import Database
+from core.follows import subscriber_records
 from core.follows.query import parse
 from core.i18n.languages import N_, Phrase, Refusal, check_language, normalize_language
 from core.models import Newsletter, Subscriber, SubscriberStatus, utcnow
-from core.people import newsletters, tokens
+from core.people import newsletters, signup_records, tokens
+from core.people.signup_records import Claim, PendingContent, PendingView
 from core.schedule import parse_schedule, zone
-from core.store.facade import Store
-from core.store.signup import Claim, PendingContent, PendingView
 
 # No second sign-up mail (confirmation or manage link) goes to one address within this time, and a
 # pending sign-up cannot be replaced within it: one form cannot flood a stranger's mailbox, nor change
@@ -104,7 +105,7 @@ class SignupOutcome:
 
 
 def prepare(
-    store: Store,
+    db: Database,
     address: str,
     queries: Sequence[str],
     *,
@@ -136,7 +137,7 @@ def prepare(
     follows: dict[str, str] = {}
     for text in cleaned:
         follows.setdefault(parse(text).canonical(), text)
-    joined = newsletters.find(store, newsletter) if newsletter else None
+    joined = newsletters.find(db, newsletter) if newsletter else None
     zone(timezone)
     spelled = parse_schedule(schedule).text
     return SignupRequest(
@@ -149,7 +150,7 @@ def prepare(
     )
 
 
-def record(store: Store, request: SignupRequest, *, now: datetime | None = None) -> SignupOutcome:
+def record(db: Database, request: SignupRequest, *, now: datetime | None = None) -> SignupOutcome:
     """Record a checked sign-up (one transaction) and say which mail is due.
 
     A new address becomes a pending sign-up. A pending address's sign-up is *replaced* (follows, newsletter,
@@ -168,8 +169,8 @@ def record(store: Store, request: SignupRequest, *, now: datetime | None = None)
         schedule=request.schedule,
         language=request.language,
     )
-    claim, subscriber = store.signups.record(
-        request.address, content, nonce=secrets.token_urlsafe(16), now=now, resend_after=RESEND_AFTER
+    claim, subscriber = signup_records.record(
+        db, request.address, content, nonce=secrets.token_urlsafe(16), now=now, resend_after=RESEND_AFTER
     )
     if claim == Claim.THROTTLED:
         return SignupOutcome(subscriber, SignupState.THROTTLED)
@@ -185,7 +186,7 @@ def record(store: Store, request: SignupRequest, *, now: datetime | None = None)
 
 
 def sign_up(
-    store: Store,
+    db: Database,
     address: str,
     queries: Sequence[str],
     *,
@@ -197,7 +198,7 @@ def sign_up(
 ) -> SignupOutcome:
     """Check and record a sign-up (:func:`prepare`, then :func:`record`); the errors are prepare's."""
     request = prepare(
-        store,
+        db,
         address,
         queries,
         timezone=timezone,
@@ -205,14 +206,14 @@ def sign_up(
         newsletter=newsletter,
         language=language,
     )
-    return record(store, request, now=now)
+    return record(db, request, now=now)
 
 
-def mail_not_sent(store: Store, outcome: SignupOutcome) -> None:
+def mail_not_sent(db: Database, outcome: SignupOutcome) -> None:
     """The outcome's mail did not go out: let the next sign-up of the address mail it at once (its pending
     sign-up stays as recorded; the new sign-up replaces it)."""
     if outcome.sent_at is not None and outcome.subscriber.id is not None:
-        store.signups.release(outcome.subscriber.id, outcome.sent_at)
+        signup_records.release(db, outcome.subscriber.id, outcome.sent_at)
 
 
 def _language(code: str | None) -> str | None:
@@ -236,7 +237,7 @@ def _verify(key: str, token: str) -> tuple[str, str]:
     return tokens.split_confirm(tokens.verify(key, tokens.CONFIRM, token))
 
 
-def pending_sign_up(store: Store, key: str, token: str) -> tuple[Subscriber, PendingView | None]:
+def pending_sign_up(db: Database, key: str, token: str) -> tuple[Subscriber, PendingView | None]:
     """What a confirmation link would confirm, for its page: the address's subscriber and the pending
     sign-up the link was mailed for.
 
@@ -245,10 +246,10 @@ def pending_sign_up(store: Store, key: str, token: str) -> tuple[Subscriber, Pen
     such address) or :class:`SignupChanged` (a later sign-up replaced this one).
     """
     address, nonce = _verify(key, token)
-    view = store.signups.pending(address, nonce)
+    view = signup_records.pending(db, address, nonce)
     if view is not None:
         return view.subscriber, view
-    subscriber = store.subscribers.get_subscriber(address)
+    subscriber = subscriber_records.get_subscriber(db, address)
     if subscriber is None:
         raise LookupError(f"no sign-up for {address} any more; sign up again")
     if subscriber.status == SubscriberStatus.UNCONFIRMED:
@@ -256,7 +257,7 @@ def pending_sign_up(store: Store, key: str, token: str) -> tuple[Subscriber, Pen
     return subscriber, None
 
 
-def confirm(store: Store, key: str, token: str) -> Subscriber:
+def confirm(db: Database, key: str, token: str) -> Subscriber:
     """Activate the pending sign-up a confirmation token names; raises tokens.InvalidToken, LookupError,
     or :class:`SignupChanged` when a later sign-up replaced the one the link was mailed for.
 
@@ -266,8 +267,8 @@ def confirm(store: Store, key: str, token: str) -> Subscriber:
     does not override a later decision).
     """
     address, nonce = _verify(key, token)
-    activated = store.signups.activate(address, nonce)
-    subscriber = store.subscribers.get_subscriber(address)
+    activated = signup_records.activate(db, address, nonce)
+    subscriber = subscriber_records.get_subscriber(db, address)
     if subscriber is None or subscriber.id is None:
         raise LookupError(f"no sign-up for {address} any more; sign up again")
     if not activated and subscriber.status == SubscriberStatus.UNCONFIRMED:

@@ -28,8 +28,9 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_network
 
-from core.store.facade import Store
-from core.store.signup import QuotaRequest
+from core.db import Database
+from core.people import signup_records
+from core.people.signup_records import QuotaRequest
 
 log = logging.getLogger(__name__)
 
@@ -116,13 +117,13 @@ def hour_of(now: datetime) -> int:
     return int(now.astimezone(UTC).timestamp() // HOUR.total_seconds())
 
 
-def take(store: Store, quotas: Sequence[Quota], now: datetime) -> Refusal | None:
+def take(db: Database, quotas: Sequence[Quota], now: datetime) -> Refusal | None:
     """Count one sign-up against every quota, or refuse it without counting anything.
 
     None when the sign-up may go ahead; else the first full count and when the next hour begins.
     """
     hour = hour_of(now)
-    full = store.signups.take([QuotaRequest(q.key, q.limit) for q in quotas], hour)
+    full = signup_records.take(db, [QuotaRequest(q.key, q.limit) for q in quotas], hour)
     if full is None:
         return None
     quota = quotas[full]

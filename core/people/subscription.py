@@ -1,7 +1,7 @@
 """Moving one reader's subscription to another PaperTrail: ``export subscription`` (and the manage page's
 download) writes the subscription file (core.people.subscription_file); ``import subscription`` checks it
 whole
-and restores it in one transaction (core.store.subscription).
+and restores it in one transaction (core.people.subscription_records).
 
 What an import does with an address the server has already (:class:`Mode`):
 
@@ -31,10 +31,11 @@ from datetime import datetime
 from typing import Any
 
 from core.channel import NEWSLETTER_CHANNEL, normalise_address, split_address
+from core.db import Database
 from core.models import utcnow
+from core.people import subscription_records
 from core.people.subscription_file import Subscription, document, read_document
-from core.store.facade import Store
-from core.store.subscription import Mode, Restored, SubscriptionExists
+from core.people.subscription_records import Mode, Restored, SubscriptionExists
 
 __all__ = [
     "Exported",
@@ -58,12 +59,12 @@ class Exported:
     library_left_out: int
 
 
-def export_subscription(store: Store, address: str, *, now: datetime | None = None) -> dict[str, Any]:
+def export_subscription(db: Database, address: str, *, now: datetime | None = None) -> dict[str, Any]:
     """The subscription file's document of ``address``, whatever its status (see :func:`exported`)."""
-    return exported(store, address, now=now).document
+    return exported(db, address, now=now).document
 
 
-def exported(store: Store, address: str, *, now: datetime | None = None) -> Exported:
+def exported(db: Database, address: str, *, now: datetime | None = None) -> Exported:
     """The subscription file's document of ``address``, whatever its status, and what it left out.
 
     Raises ValueError for a malformed address or a newsletter's (its definition is not a subscription) and
@@ -72,7 +73,7 @@ def exported(store: Store, address: str, *, now: datetime | None = None) -> Expo
     address = normalise_address(address)
     if split_address(address)[0] == NEWSLETTER_CHANNEL:
         raise ValueError(f"{address} is a newsletter, not a reader's subscription")
-    stored = store.subscriptions.read(address)
+    stored = subscription_records.read(db, address)
     if stored is None:
         raise LookupError(f"no subscriber {address}")
     who = stored.subscriber
@@ -97,7 +98,7 @@ def exported(store: Store, address: str, *, now: datetime | None = None) -> Expo
 
 
 def import_subscription(
-    store: Store,
+    db: Database,
     data: bytes,
     *,
     mode: Mode = Mode.REFUSE,
@@ -114,12 +115,12 @@ def import_subscription(
     ``import follows``. :func:`after_import` has run when it returns.
     """
     wanted = read_document(data, refuse_address)
-    restored = store.subscriptions.restore(wanted, mode=mode, now=now or utcnow())
-    after_import(store, restored)
+    restored = subscription_records.restore(db, wanted, mode=mode, now=now or utcnow())
+    after_import(db, restored)
     return wanted, restored
 
 
-def after_import(store: Store, restored: Restored) -> None:
+def after_import(db: Database, restored: Restored) -> None:
     """What follows an import once its transaction has committed: the one place for work on the imported
     subscriber that must not be part of, or hold up, that transaction.
 
@@ -132,4 +133,4 @@ def after_import(store: Store, restored: Restored) -> None:
     # Imported here: scikit-learn takes a second to load, and only an import that changed votes needs it.
     from core.taste.training import retrain
 
-    retrain(store, restored.subscriber_id)
+    retrain(db, restored.subscriber_id)

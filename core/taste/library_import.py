@@ -19,13 +19,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
 
+from core.db import Database
 from core.i18n.languages import N_, Phrase
 from core.models import utcnow
+from core.papers import paper_records
 from core.papers.pipeline import PaperLookup
+from core.papers.saving import Novelty
 from core.papers.sources import SourceError
-from core.store.facade import Novelty, Store
-from core.store.taste import SeedIn
+from core.taste import taste_records
 from core.taste.library_file import EntryProblem, LibraryEntry, LibraryRead
+from core.taste.taste_records import SeedIn
 from core.taste.training import retrain
 
 log = logging.getLogger(__name__)
@@ -67,7 +70,7 @@ class LibraryReport:
 
 
 async def import_library(
-    store: Store,
+    db: Database,
     subscriber_id: int,
     read: LibraryRead,
     *,
@@ -81,8 +84,7 @@ async def import_library(
     ids = sorted({e.arxiv_id for e in entries if e.arxiv_id})
     # The SQL runs in worker threads: an upload is imported by the web role, whose event loop also serves
     # pages, the scheduler and the bots, and a DOI look-up reads many versions.
-    taste = store.taste
-    known = await asyncio.to_thread(taste.latest_versions, ids)
+    known = await asyncio.to_thread(taste_records.latest_versions, db, ids)
     missing = [i for i in ids if i not in known]
     fetched: dict[str, int] = {}
     lookup_failure: Phrase | None = None
@@ -90,17 +92,17 @@ async def import_library(
     asked: list[str] = []
     if missing and lookup is not None:
         # Ids looked up in vain not long ago, by any process: not asked again until their time has passed.
-        remembered = await asyncio.to_thread(partial(taste.remembered_lookups, missing, now=now))
+        remembered = await asyncio.to_thread(partial(taste_records.remembered_lookups, db, missing, now=now))
         asked = [i for i in missing if i not in remembered][:MAX_LOOKUPS]
         failed = FAILED in remembered.values()
         if asked:
-            fetched, failed_now = await _look_up(store, lookup, asked, now=now)
+            fetched, failed_now = await _look_up(db, lookup, asked, now=now)
             known.update(fetched)
             failed = failed or failed_now
         if failed:
             lookup_failure = _FAILURE
     dois = sorted({e.doi for e in entries if e.doi and not _resolved(e, known)})
-    by_doi = await asyncio.to_thread(taste.versions_by_doi, dois)
+    by_doi = await asyncio.to_thread(taste_records.versions_by_doi, db, dois)
 
     seeds: list[SeedIn] = []
     counts = {"stored": 0, "fetched": 0, "doi": 0, "text": 0}
@@ -121,10 +123,10 @@ async def import_library(
                     entry, lookup_failure, asked_api=lookup is not None, asked=asked, remembered=remembered
                 )
             )
-    added = await asyncio.to_thread(partial(taste.add_seeds, subscriber_id, seeds, now=now))
+    added = await asyncio.to_thread(partial(taste_records.add_seeds, db, subscriber_id, seeds, now=now))
     if added:
         # The new seeds are liked papers: the model learns them now, as after a vote.
-        await asyncio.to_thread(partial(retrain, store, subscriber_id, now=now))
+        await asyncio.to_thread(partial(retrain, db, subscriber_id, now=now))
     return LibraryReport(
         read.format,
         len(entries) + len(read.problems),
@@ -139,24 +141,25 @@ async def import_library(
 
 
 async def _look_up(
-    store: Store, lookup: PaperLookup, asked: list[str], *, now: datetime | None
+    db: Database, lookup: PaperLookup, asked: list[str], *, now: datetime | None
 ) -> tuple[dict[str, int], bool]:
     """Ask the arXiv API for ``asked``, store what it knows as history and remember what it did not give;
     returns the ids found (id -> version row id) and whether the look-up failed."""
-    taste = store.taste
     at = now or utcnow()
     try:
         papers = await lookup.lookup(asked)
     except SourceError as exc:
         log.warning("library import: arXiv look-up failed: %s", exc)
         outcomes = dict.fromkeys(asked, (FAILED, at + FAILURE_MEMORY))
-        await asyncio.to_thread(partial(taste.remember_lookups, outcomes, now=at))
+        await asyncio.to_thread(partial(taste_records.remember_lookups, db, outcomes, now=at))
         return {}, True
-    await asyncio.to_thread(partial(store.papers.save_versions, papers, novelty=Novelty.HISTORY, now=now))
-    found = await asyncio.to_thread(taste.latest_versions, asked)
+    await asyncio.to_thread(
+        partial(paper_records.save_versions, db, papers, novelty=Novelty.HISTORY, now=now)
+    )
+    found = await asyncio.to_thread(taste_records.latest_versions, db, asked)
     outcomes = {i: (NOT_FOUND, at + NOT_FOUND_MEMORY) for i in asked if i not in found}
     if outcomes:
-        await asyncio.to_thread(partial(taste.remember_lookups, outcomes, now=at))
+        await asyncio.to_thread(partial(taste_records.remember_lookups, db, outcomes, now=at))
     return found, False
 
 

@@ -6,7 +6,7 @@ end of
 a one-shot ``papertrail ingest``. One pass (:func:`recommend_new`), a batch of papers at a time:
 
 1. The next :data:`PAPERS_PER_BATCH` news v1 versions above the cursor that matching has seen
-   (:meth:`core.store.recommend.RecommendStore.next_papers`; a first pass starts at the last day's news).
+   (:func:`core.taste.recommend_records.next_papers`; a first pass starts at the last day's news).
    Revisions are never recommended: a revision is news about a paper, for the readers who follow it
    (``id:`` follows, or the follow that brought v1); a paper recommended as v1 is not recommended again.
 2. Each version is vectorised once (:func:`core.taste.model.vectorise`).
@@ -18,7 +18,7 @@ a one-shot ``papertrail ingest``. One pass (:func:`recommend_new`), a batch of p
 4. Each pick's reasons (:func:`core.taste.model.explain`: the closest liked paper, the strongest shared
    terms) are stored with its score (:func:`core.follows.reasons.recommendation_hit`); the rows and the
    cursor's
-   advance go in one transaction (:meth:`core.store.recommend.RecommendStore.write`).
+   advance go in one transaction (:func:`core.taste.recommend_records.write`).
 
 Two passes at once (two workers) score the same batch, but only the first to write moves the cursor and
 writes its rows; the other writes nothing and stops. A pass that dies before its write leaves the cursor
@@ -36,10 +36,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from core.db import Database
+from core.follows import match_records
 from core.follows.reasons import LIKED, SHARED, Reason, reason, recommendation_hit
 from core.models import utcnow
-from core.store.facade import Store
-from core.store.recommend import ModelOf, NewPaper, PaperBatch, RecommendationRow, RecommendStore
+from core.taste import recommend_records, taste_records
+from core.taste.recommend_records import ModelOf, NewPaper, PaperBatch, RecommendationRow
 
 if TYPE_CHECKING:
     import numpy as np
@@ -87,7 +89,7 @@ class Recommendation:
 
 
 def recommend_new(
-    store: Store,
+    db: Database,
     *,
     now: datetime | None = None,
     papers_per_batch: int = PAPERS_PER_BATCH,
@@ -100,19 +102,16 @@ def recommend_new(
     ``threshold``: the lowest score recommended (None: :data:`core.taste.model.DEFAULT_THRESHOLD`).
     """
     now = now or utcnow()
-    repository = store.recommend
     report = PassReport()
     while True:
-        batch = repository.next_papers(now=now, limit=papers_per_batch)
+        batch = recommend_records.next_papers(db, now=now, limit=papers_per_batch)
         if batch.through <= batch.after:
             return report
         # The versions just read have been matched; their follow matches must be in the ledger before it
         # is read for what the follows brought (when this returns, everything matched before is).
-        store.matches.expand_matches(now=now)
-        rows, scored = _score_batch(
-            repository, batch, now=now, per_slice=models_per_slice, threshold=threshold
-        )
-        written = repository.write(batch, rows, now=now)
+        match_records.expand_matches(db, now=now)
+        rows, scored = _score_batch(db, batch, now=now, per_slice=models_per_slice, threshold=threshold)
+        written = recommend_records.write(db, batch, rows, now=now)
         if written is None:
             log.info(
                 "recommendations: another pass scored versions %d-%d first", batch.after + 1, batch.through
@@ -131,7 +130,7 @@ def recommend_new(
 
 
 def _score_batch(
-    repository: RecommendStore,
+    db: Database,
     batch: PaperBatch,
     *,
     now: datetime,
@@ -139,7 +138,7 @@ def _score_batch(
     threshold: float | None = None,
 ) -> tuple[list[RecommendationRow], int]:
     """The recommendations of one batch of papers for every model, a slice of models at a time."""
-    page = repository.models(now=now, after=0, limit=per_slice) if batch.papers else []
+    page = recommend_records.models(db, now=now, after=0, limit=per_slice) if batch.papers else []
     if not page:
         return [], 0
     # Loaded here, not with the module: scikit-learn takes a second or more to import, and a pass that
@@ -152,16 +151,16 @@ def _score_batch(
     rows: list[RecommendationRow] = []
     scored = 0
     while page:
-        unsent = repository.unsent([m.subscriber_id for m in page])
+        unsent = recommend_records.unsent(db, [m.subscriber_id for m in page])
         room = {m.subscriber_id: m.wanted - unsent.get(m.subscriber_id, 0) for m in page}
         loaded = _load([m for m in page if room[m.subscriber_id] > 0])
         if loaded:
-            excluded = repository.excluded([m.subscriber_id for m, _ in loaded], low, high)
+            excluded = recommend_records.excluded(db, [m.subscriber_id for m, _ in loaded], low, high)
             rows += _picks(loaded, texts, excluded, room, lowest)
             scored += len(loaded)
         if len(page) < per_slice:
             break
-        page = repository.models(now=now, after=page[-1].subscriber_id, limit=per_slice)
+        page = recommend_records.models(db, now=now, after=page[-1].subscriber_id, limit=per_slice)
     return rows, scored
 
 
@@ -259,7 +258,7 @@ def _reasons(explanation: Explanation) -> tuple[Reason, ...]:
 
 
 def preview(
-    store: Store,
+    db: Database,
     subscriber_id: int,
     *,
     limit: int = PREVIEW_SHOWN,
@@ -273,21 +272,20 @@ def preview(
     :func:`recommend_new`."""
     from core.taste.model import DEFAULT_THRESHOLD, TasteModel, explain, score_many, vectorise
 
-    row = store.taste.model_of(subscriber_id)
+    row = taste_records.model_of(db, subscriber_id)
     if row is None:
         return None
     model = TasteModel.from_bytes(row.data)
     lowest = DEFAULT_THRESHOLD if threshold is None else threshold
-    repository = store.recommend
     since = (now or utcnow()) - timedelta(days=days)
     best: list[tuple[float, NewPaper]] = []
     after = 0
     while True:
-        page = repository.recent_papers(since=since, after=after, limit=PREVIEW_PAGE)
+        page = recommend_records.recent_papers(db, since=since, after=after, limit=PREVIEW_PAGE)
         if not page:
             break
         after = page[-1].version_id
-        skip = repository.excluded([subscriber_id], page[0].version_id, page[-1].version_id).get(
+        skip = recommend_records.excluded(db, [subscriber_id], page[0].version_id, page[-1].version_id).get(
             subscriber_id, set()
         )
         line = score_many([model], vectorise([(p.title, p.abstract) for p in page]))[0]

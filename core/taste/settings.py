@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.db import Database
+from core.follows import subscriber_records
 from core.models import Subscriber
-from core.store.facade import Store
+from core.taste import taste_records
 
 # Recommendations per digest: the default of ``recommend on`` and the most a reader may ask for (a digest
 # shows at most PAPERTRAIL_DIGEST_MAX_ITEMS items in all; recommendations come after the follows' matches).
@@ -56,14 +58,13 @@ class TasteState:
         return self.positives >= self.needed
 
 
-def taste_state(store: Store, subscriber: Subscriber) -> TasteState:
+def taste_state(db: Database, subscriber: Subscriber) -> TasteState:
     """The subscriber's recommendation setting, signals and model."""
     from core.taste.model import MIN_POSITIVES
 
     sid = subscriber.id or 0
-    taste = store.taste
-    likes, dislikes, seeds = taste.vote_counts(sid)
-    model = taste.model_of(sid) is not None
+    likes, dislikes, seeds = taste_records.vote_counts(db, sid)
+    model = taste_records.model_of(db, sid) is not None
     return TasteState(subscriber.recommend, likes, dislikes, seeds, model, MIN_POSITIVES)
 
 
@@ -75,7 +76,7 @@ def check_count(count: int) -> int:
     return count
 
 
-def turn_on(store: Store, subscriber: Subscriber, count: int = DEFAULT_COUNT) -> TasteState:
+def turn_on(db: Database, subscriber: Subscriber, count: int = DEFAULT_COUNT) -> TasteState:
     """Recommendations on, up to ``count`` per digest; returns the new state.
 
     Raises ValueError for a count out of range and :class:`NotEnoughLikes` with too few liked papers. A
@@ -84,19 +85,19 @@ def turn_on(store: Store, subscriber: Subscriber, count: int = DEFAULT_COUNT) ->
     from core.taste.training import retrain
 
     check_count(count)
-    state = taste_state(store, subscriber)
+    state = taste_state(db, subscriber)
     if not state.enough:
         raise NotEnoughLikes(state)
     if not state.model:
-        retrain(store, subscriber.id or 0)
-    updated = store.subscribers.update_subscriber(subscriber.id or 0, recommend=count)
-    return taste_state(store, updated)
+        retrain(db, subscriber.id or 0)
+    updated = subscriber_records.update_subscriber(db, subscriber.id or 0, recommend=count)
+    return taste_state(db, updated)
 
 
-def turn_off(store: Store, subscriber: Subscriber) -> TasteState:
+def turn_off(db: Database, subscriber: Subscriber) -> TasteState:
     """Recommendations off; the votes, the library and the model are kept for turning them on again."""
-    updated = store.subscribers.update_subscriber(subscriber.id or 0, recommend=None)
-    return taste_state(store, updated)
+    updated = subscriber_records.update_subscriber(db, subscriber.id or 0, recommend=None)
+    return taste_state(db, updated)
 
 
 __all__ = [

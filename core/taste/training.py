@@ -1,7 +1,7 @@
 """Training a subscriber's recommendation model from what is stored (issue 17): the one step that keeps a
 model current, called after every vote (:mod:`core.taste.votes`) and after a library import adds seeds.
 
-The signals come from :meth:`core.store.taste.TasteStore.training_texts` (likes and seeds, dislikes, a
+The signals come from :func:`core.taste.taste_records.training_texts` (likes and seeds, dislikes, a
 sample of :data:`core.taste.model.IMPLICIT_SAMPLE` of the last week's other papers); the model is
 :mod:`core.taste.model`'s. Fewer liked papers than a model needs (:data:`core.taste.model.MIN_POSITIVES`),
 or too few other papers to contrast them with (:data:`core.taste.model.MIN_IMPLICIT` stored in the last
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from core.db import Database
 from core.models import utcnow
-from core.store.facade import Store
-from core.store.taste import TasteText
+from core.taste import taste_records
 from core.taste.model import (
     IMPLICIT_SAMPLE,
     MAX_NEGATIVES,
@@ -26,16 +26,17 @@ from core.taste.model import (
     TasteModel,
     train,
 )
+from core.taste.taste_records import TasteText
 
 __all__ = ["retrain"]
 
 
-def retrain(store: Store, subscriber_id: int, *, now: datetime | None = None) -> TasteModel | None:
+def retrain(db: Database, subscriber_id: int, *, now: datetime | None = None) -> TasteModel | None:
     """Train the subscriber's model from its stored signals and store it; returns it, or None (and no
     stored model) when the signals are not enough for one."""
     now = now or utcnow()
-    taste = store.taste
-    texts = taste.training_texts(
+    texts = taste_records.training_texts(
+        db,
         subscriber_id,
         implicit=IMPLICIT_SAMPLE,
         positives=MAX_POSITIVES,
@@ -54,9 +55,10 @@ def retrain(store: Store, subscriber_id: int, *, now: datetime | None = None) ->
             )
         )
     if model is None:
-        taste.drop_model(subscriber_id)
+        taste_records.drop_model(db, subscriber_id)
         return None
-    taste.save_model(
+    taste_records.save_model(
+        db,
         subscriber_id,
         model.to_bytes(),
         positives=len(texts.positives),

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from core.store.facade import Store
-from core.store.taste import DISLIKE, LIKE, VoteView
+from core.db import Database
+from core.taste import taste_records
+from core.taste.taste_records import DISLIKE, LIKE, VoteView
 from core.taste.training import retrain
 from core.values import versioned_id
 
@@ -76,7 +77,7 @@ def read_paper_ref(text: str) -> tuple[str, int | None] | None:
 
 
 def cast_vote(
-    store: Store,
+    db: Database,
     subscriber_id: int,
     arxiv_id: str,
     value: int,
@@ -86,7 +87,7 @@ def cast_vote(
 ) -> VoteOutcome:
     """Record ``value`` (:data:`LIKE` / :data:`DISLIKE`) on a stored paper (its latest version unless
     ``version`` says which), then retrain the subscriber's model when the vote changed anything."""
-    voted = store.taste.vote(subscriber_id, arxiv_id, value, version=version, now=now)
+    voted = taste_records.vote(db, subscriber_id, arxiv_id, value, version=version, now=now)
     if voted is None:
         return VoteOutcome(arxiv_id, version, value, VoteState.UNKNOWN_PAPER)
     if voted.previous is None:
@@ -94,19 +95,19 @@ def cast_vote(
     else:
         state = VoteState.UNCHANGED if voted.previous == value else VoteState.CHANGED
     if state is not VoteState.UNCHANGED:
-        retrain(store, subscriber_id, now=now)
+        retrain(db, subscriber_id, now=now)
     return VoteOutcome(arxiv_id, voted.version, value, state)
 
 
-def undo_vote(store: Store, subscriber_id: int, arxiv_id: str, *, version: int | None = None) -> VoteOutcome:
+def undo_vote(db: Database, subscriber_id: int, arxiv_id: str, *, version: int | None = None) -> VoteOutcome:
     """Remove the subscriber's vote on ``arxiv_id`` (all its versions unless ``version`` says which), then
     retrain the subscriber's model without it."""
-    removed = store.taste.unvote(subscriber_id, arxiv_id, version=version)
+    removed = taste_records.unvote(db, subscriber_id, arxiv_id, version=version)
     if removed:
-        retrain(store, subscriber_id)
+        retrain(db, subscriber_id)
     return VoteOutcome(arxiv_id, version, 0, VoteState.UNDONE if removed else VoteState.NOT_VOTED)
 
 
-def votes(store: Store, subscriber_id: int, *, limit: int = 200) -> list[VoteView]:
+def votes(db: Database, subscriber_id: int, *, limit: int = 200) -> list[VoteView]:
     """The subscriber's votes, newest first."""
-    return store.taste.votes_of(subscriber_id, limit=limit)
+    return taste_records.votes_of(db, subscriber_id, limit=limit)

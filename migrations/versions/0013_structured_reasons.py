@@ -6,7 +6,7 @@ Revises: 0012
 Create Date: 2026-12-01
 
 ``query_match`` holds one row per (version, distinct follow query) that matching found, until it is fanned
-out to the followers' Match rows (core.store.fanout); ``follow.canonical`` is indexed for that join.
+out to the followers' Match rows (core.follows.fanout); ``follow.canonical`` is indexed for that join.
 
 Match rows written before this revision hold English phrases (``title: "policy lag"``, ``author Zeng
 Li``, ``newsletter dc-weekly: category cs.DC``). They are read back by their fixed prefixes here, once;

@@ -7,9 +7,9 @@ Create Date: 2026-12-03
 
 The flags and the totals are computed from the rows stored now: one pass over the version table, about as
 long as one load of the old status page per table at a million versions. From here on every write keeps
-them up to date (core.store.counts).
+them up to date (core.papers.count_records).
 
-The SQL is a frozen copy, on purpose, of core.store.counts's recount as it stood when this migration was
+The SQL is a frozen copy, on purpose, of core.papers.count_records's recount as it stood when this migration was
 written: a migration carries its own SQL, so that it does the same thing whatever the application's code
 becomes. tests/test_migration_data.py checks it leaves what the application counts.
 """

@@ -4,15 +4,15 @@ Revision ID: 0018
 Revises: 0017
 Create Date: 2026-12-02
 
-Each paper gets the keys of the browser's three orders (core.store.sort_keys) and an index per order,
+Each paper gets the keys of the browser's three orders (core.papers.sort_keys) and an index per order,
 computed from the stored versions (seconds at a million versions), and the full-text index is created
-(core.store.search: SQLite FTS5, PostgreSQL tsvector with GIN) with every paper marked for the indexer:
+(core.papers.search_index: SQLite FTS5, PostgreSQL tsvector with GIN) with every paper marked for the indexer:
 its entries are built in Python with the follow matcher's word rules, minutes per million papers, so the
 service builds them in the background (or `papertrail index` does, at once). From here on every write
 keeps the keys up to date, and the index too, except a backfill, which leaves its papers to the indexer.
 
-The keys' SQL and the index's DDL are frozen copies, on purpose, of core.store.sort_keys and
-core.store.search as they stood when this migration was written: a migration carries its own SQL, so that
+The keys' SQL and the index's DDL are frozen copies, on purpose, of core.papers.sort_keys and
+core.papers.search_index as they stood when this migration was written: a migration carries its own SQL, so that
 it does the same thing whatever the application's code becomes. tests/test_migration_data.py checks that it
 leaves the keys the application computes.
 """

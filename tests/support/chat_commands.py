@@ -14,9 +14,11 @@ from sqlmodel import col
 
 from bot.commands import ChatContext, Reply, handle
 from core.config import Settings
+from core.db import Database, make_engine
+from core.follows import subscriber_records
 from core.models import Follow, RunState
+from core.papers import run_records
 from core.papers.pipeline import ingest_once
-from core.store.facade import Store, make_engine
 from ingest.arxiv_rss import ArxivRssSource
 from ingest.http import HttpClient
 from tests.conftest import BIG_FEED, migrated_store
@@ -47,17 +49,17 @@ def migrated_template_fixture(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def open_copy(template: Path, tmp_path: Path) -> Iterator[Store]:
+def open_copy(template: Path, tmp_path: Path) -> Iterator[Database]:
     """A store on a copy of a prepared SQLite file: much faster than migrating (and ingesting) again."""
     path = tmp_path / "papertrail.db"
     shutil.copyfile(template, path)
     engine = make_engine(f"sqlite:///{path}")
-    yield Store(engine)
+    yield Database(engine)
     engine.dispose()
 
 
-@pytest.fixture(name="store")
-def store_fixture(migrated_template: Path, tmp_path: Path) -> Iterator[Store]:
+@pytest.fixture(name="db")
+def store_fixture(migrated_template: Path, tmp_path: Path) -> Iterator[Database]:
     """A fresh migrated SQLite store."""
     yield from open_copy(migrated_template, tmp_path)
 
@@ -77,30 +79,28 @@ def subscribed_template_fixture(migrated_template: Path, tmp_path_factory: pytes
     raise AssertionError("unreachable")
 
 
-def say(store: Store, text: str, ctx: ChatContext = PRIVATE, settings: Settings | None = None) -> Reply:
-    reply = handle(store, (settings or Settings()).chat(), ctx, text, now=NOW)
+def say(db: Database, text: str, ctx: ChatContext = PRIVATE, settings: Settings | None = None) -> Reply:
+    reply = handle(db, (settings or Settings()).chat(), ctx, text, now=NOW)
     assert reply.text.strip(), f"empty reply to {text!r}"
     return reply
 
 
-async def ingest_recorded_feed(store: Store) -> None:
+async def ingest_recorded_feed(db: Database) -> None:
     """The recorded mailing of 28 Nov 2024, first seen just before NOW (matched by follows added earlier)."""
     with feed_server(HttpReply(200, BIG_FEED.read_bytes())) as server:
         async with HttpClient("t", timeout=10) as http:
-            report = await ingest_once(
-                store, ArxivRssSource(http, server.url), now=NOW - timedelta(minutes=12)
-            )
+            report = await ingest_once(db, ArxivRssSource(http, server.url), now=NOW - timedelta(minutes=12))
     assert report.error is None
 
 
-def backdate(store: Store, address: str) -> None:
+def backdate(db: Database, address: str) -> None:
     """Make the subscriber and its follows two days old, with today's 08:00 UTC digest already sent."""
-    subscriber = store.subscribers.get_subscriber(address)
+    subscriber = subscriber_records.get_subscriber(db, address)
     assert subscriber is not None and subscriber.id is not None
-    store.subscribers.update_subscriber(
-        subscriber.id, created_at=NOW - timedelta(days=2), last_digest_at=NOW.replace(hour=8)
+    subscriber_records.update_subscriber(
+        db, subscriber.id, created_at=NOW - timedelta(days=2), last_digest_at=NOW.replace(hour=8)
     )
-    with store.session() as session:
+    with db.session() as session:
         session.execute(
             sa.update(Follow)
             .where(col(Follow.subscriber_id) == subscriber.id)
@@ -108,14 +108,18 @@ def backdate(store: Store, address: str) -> None:
         )
 
 
-def record_runs(store: Store) -> None:
+def record_runs(db: Database) -> None:
     """Source checks as the status line reports them: arXiv 12 min ago (serving today's mailing), HF 3 h ago.
 
     ``ingest_once`` stamps a run's end with the wall clock, so the checks are recorded at pinned times here.
     """
-    arxiv = store.runs.start_run("arxiv-rss", now=NOW - timedelta(minutes=12))
-    store.runs.finish_run(
-        arxiv, RunState.NOT_MODIFIED, now=NOW - timedelta(minutes=12), cursor="2024-11-28T00:00:00-05:00"
+    arxiv = run_records.start_run(db, "arxiv-rss", now=NOW - timedelta(minutes=12))
+    run_records.finish_run(
+        db,
+        arxiv,
+        RunState.NOT_MODIFIED,
+        now=NOW - timedelta(minutes=12),
+        cursor="2024-11-28T00:00:00-05:00",
     )
-    hf = store.runs.start_run("hf-daily", now=NOW - timedelta(hours=3))
-    store.runs.finish_run(hf, RunState.OK, now=NOW - timedelta(hours=3))
+    hf = run_records.start_run(db, "hf-daily", now=NOW - timedelta(hours=3))
+    run_records.finish_run(db, hf, RunState.OK, now=NOW - timedelta(hours=3))

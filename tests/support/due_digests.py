@@ -5,9 +5,9 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlmodel import SQLModel
 
+from core.db import Database
 from core.follows.reasons import CATEGORY, Reason, hit_data
 from core.models import utcnow
-from core.store.facade import Store
 
 # SQLModel tables as SQLAlchemy Core tables, for bulk inserts.
 PAPER, VERSION, SUBSCRIBER, MATCH, DIGEST = (
@@ -15,10 +15,10 @@ PAPER, VERSION, SUBSCRIBER, MATCH, DIGEST = (
 )
 
 
-def seed_due_digests(store: Store, count: int) -> None:
+def seed_due_digests(db: Database, count: int) -> None:
     """``count`` instant subscribers, each with one unsent match, inserted in bulk."""
     now = utcnow()
-    with store.engine.begin() as conn:
+    with db.engine.begin() as conn:
         conn.execute(sa.insert(PAPER), [{"id": "2611.00001", "latest_version": 1, "first_seen_at": now}])
         version_id = conn.execute(
             sa.insert(VERSION).returning(VERSION.c.id),

@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from core.config import Settings
+from core.db import Database
+from core.follows import subscriber_records
 from core.follows.reasons import TITLE, Reason
-from core.store.facade import Store
+from core.papers import paper_records
 from core.values import PaperIn
 from tests.fakes.openai_api import (
     FakeOpenAI,
@@ -23,22 +25,22 @@ def _paper(
 
 
 def _seed(
-    store: Store, *papers: PaperIn, match: bool = True, readers: tuple[str | None, ...] = ("en", "zh")
+    db: Database, *papers: PaperIn, match: bool = True, readers: tuple[str | None, ...] = ("en", "zh")
 ) -> list[int]:
     """Store ``papers`` as news and, when ``match``, match every one to a subscriber per reader language.
 
     A reader language of None is a subscriber who never chose one (the default, English). Returns the new
     version ids.
     """
-    ids = store.papers.save_versions(list(papers), now=NOW - timedelta(hours=1)).new_version_ids
+    ids = paper_records.save_versions(db, list(papers), now=NOW - timedelta(hours=1)).new_version_ids
     if match:
         for language in readers:
-            subscriber, _ = store.subscribers.ensure_subscriber(
-                f"console:reader-{language}", timezone="UTC", schedule="daily 08:00"
+            subscriber, _ = subscriber_records.ensure_subscriber(
+                db, f"console:reader-{language}", timezone="UTC", schedule="daily 08:00"
             )
             assert subscriber.id is not None
-            store.subscribers.update_subscriber(subscriber.id, language=language)
-            add_matches(store, subscriber.id, ids, (Reason(TITLE, "paper"),), now=NOW)
+            subscriber_records.update_subscriber(db, subscriber.id, language=language)
+            add_matches(db, subscriber.id, ids, (Reason(TITLE, "paper"),), now=NOW)
     return ids
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from core.db import Database
 from core.follows.manage import follow
+from core.papers import paper_records
 from core.papers.pipeline import match_new
-from core.store.facade import Store
 from core.values import Message, PaperIn, SendResult
 
 
@@ -35,10 +36,10 @@ def paper(arxiv_id: str, version: int = 1, title: str = "Asynchronous rollouts")
     return PaperIn(arxiv_id, version, title, "An abstract.", ("Ada Lovelace",), ("cs.DC",))
 
 
-def seed(store: Store, address: str = "console:ada", *, papers: int = 2, schedule: str = "instant") -> int:
+def seed(db: Database, address: str = "console:ada", *, papers: int = 2, schedule: str = "instant") -> int:
     """A subscriber following cs.DC with ``papers`` matched new papers; returns the subscriber id."""
-    result = follow(store, address, "cat:cs.DC", schedule=schedule)
-    store.papers.save_versions([paper(f"2611.{n:05d}") for n in range(papers)])
-    assert match_new(store) == papers
+    result = follow(db, address, "cat:cs.DC", schedule=schedule)
+    paper_records.save_versions(db, [paper(f"2611.{n:05d}") for n in range(papers)])
+    assert match_new(db) == papers
     assert result.subscriber.id is not None
     return result.subscriber.id

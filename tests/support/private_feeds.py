@@ -14,8 +14,9 @@ import feedparser
 from lxml import etree
 
 from core.config import Settings
+from core.db import Database
 from core.delivery.feeds import private_feed_url
-from core.store.facade import Store
+from core.follows import subscriber_records
 from core.values import AnnounceType, PaperIn
 from ingest.arxiv_rss_parse import parse_feed
 from papertrail.web import build_app
@@ -62,10 +63,10 @@ def revision_of(paper: PaperIn, number: int = 2) -> PaperIn:
     )
 
 
-def app_client(store: Store, clock: Callable[[], datetime] | None = None, **settings: Any) -> TestClient:
+def app_client(db: Database, clock: Callable[[], datetime] | None = None, **settings: Any) -> TestClient:
     """A client of the web app; with ``clock``, "now" for every page (the feed cache's time)."""
     settings.setdefault("secret_key", KEY)
-    context = web_context(store, **settings)
+    context = web_context(db, **settings)
     app = build_app(context, clock=clock) if clock else build_app(context)
     return TestClient(app, follow_redirects=False)
 
@@ -109,10 +110,10 @@ def abs_id(paper: str, number: int) -> str:
     return f"https://arxiv.org/abs/{paper}v{number}"
 
 
-def feed_path(store: Store, address: str = ADDRESS) -> str:
-    subscriber = store.subscribers.get_subscriber(address)
+def feed_path(db: Database, address: str = ADDRESS) -> str:
+    subscriber = subscriber_records.get_subscriber(db, address)
     assert subscriber is not None
-    settings = Settings(database_url=str(store.engine.url), secret_key=KEY)
-    url = private_feed_url(store, settings, subscriber)
+    settings = Settings(database_url=str(db.engine.url), secret_key=KEY)
+    url = private_feed_url(db, settings, subscriber)
     assert url is not None and url.startswith("http://localhost:8080/feeds/private/")
     return url.removeprefix("http://localhost:8080")

@@ -12,8 +12,8 @@ from urllib.parse import unquote
 import pytest
 
 from core.config import Settings
+from core.db import Database
 from core.delivery.render import Renderer
-from core.store.facade import Store
 from ingest.http import HttpClient
 from notifiers.email import EmailNotifier
 from papertrail.context import AppContext
@@ -35,8 +35,8 @@ def smtp_fixture() -> Iterator[tuple[SinkHandler, int]]:
         yield sink
 
 
-def context(store: Store, port: int, **extra: Any) -> AppContext:
-    url = store.engine.url.render_as_string(hide_password=False)
+def context(db: Database, port: int, **extra: Any) -> AppContext:
+    url = db.engine.url.render_as_string(hide_password=False)
     values: dict[str, Any] = {
         "database_url": url,
         "smtp_host": "127.0.0.1",
@@ -49,7 +49,7 @@ def context(store: Store, port: int, **extra: Any) -> AppContext:
     notifiers = {"email": EmailNotifier(settings.smtp())} if settings.smtp_host else {}
     return AppContext(
         settings=settings,
-        store=store,
+        db=db,
         renderer=Renderer(
             public_url=settings.public_url, secret_key=KEY, default_language=settings.default_language
         ),

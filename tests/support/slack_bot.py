@@ -23,7 +23,7 @@ from bot.slack import (
     SlackBot,
 )
 from core.config import Settings
-from core.store.facade import Store
+from core.db import Database
 from tests.fakes.slack_api import FakeSlack, fake_slack
 from tests.support.chat_commands import NOW
 
@@ -75,10 +75,10 @@ def slack_fixture() -> Iterator[FakeSlack]:
         yield fake
 
 
-def make_bot(slack: FakeSlack, store: Store, **options: Any) -> SlackBot:
+def make_bot(slack: FakeSlack, db: Database, **options: Any) -> SlackBot:
     settings = Settings(slack_bot_token=TOKEN, slack_signing_secret=SECRET, slack_api_url=slack.base_url)
     options.setdefault("clock", lambda: NOW)
-    return SlackBot(settings.slack_bot(), store, **options)
+    return SlackBot(settings.slack_bot(), db, **options)
 
 
 @contextmanager

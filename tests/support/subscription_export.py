@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from core.store.facade import Store
+from core.db import Database
 from papertrail.cli import app
 from tests.cli_helpers import runner
 from tests.conftest import POSTGRES_URL, migrated_store
@@ -20,7 +20,7 @@ ADDRESS = "email:ada@example.org"
 
 
 @pytest.fixture(name="target")
-def target_fixture(db_url: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Store]:
+def target_fixture(db_url: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Database]:
     """A second fresh store on the same kind of database as ``store``: the server a subscription moves to."""
     if db_url.startswith("sqlite"):
         yield from migrated_store(f"sqlite:///{tmp_path}/target.db")

@@ -12,7 +12,7 @@ from telegram import Update
 
 from bot.telegram import TelegramBot
 from core.config import Settings
-from core.store.facade import Store
+from core.db import Database
 from tests.fakes.telegram_api import (
     Call,
     FakeTelegram,
@@ -47,8 +47,8 @@ MEMBER = Person(8, "Bob")
 LI = Person(9, "Li", "Wei", "liwei", language_code="zh-hans")
 
 
-@pytest.fixture(name="store")
-def store_fixture(migrated_template: Path, tmp_path: Path) -> Iterator[Store]:
+@pytest.fixture(name="db")
+def store_fixture(migrated_template: Path, tmp_path: Path) -> Iterator[Database]:
     """A real SQLite store: a copy of a migrated file (much faster than migrating for every test)."""
     yield from open_copy(migrated_template, tmp_path)
 
@@ -66,8 +66,8 @@ def bot_settings(api: FakeTelegram, **extra: Any) -> Settings:
 
 
 @pytest.fixture(name="tbot")
-async def tbot_fixture(api: FakeTelegram, store: Store) -> AsyncIterator[TelegramBot]:
-    bot = TelegramBot(bot_settings(api).telegram_bot(), store, clock=lambda: NOW)
+async def tbot_fixture(api: FakeTelegram, db: Database) -> AsyncIterator[TelegramBot]:
+    bot = TelegramBot(bot_settings(api).telegram_bot(), db, clock=lambda: NOW)
     await bot.start()
     yield bot
     await bot.stop()

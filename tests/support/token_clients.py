@@ -5,8 +5,8 @@ from __future__ import annotations
 import warnings
 
 from core.config import Settings
+from core.db import Database
 from core.delivery.render import Renderer
-from core.store.facade import Store
 from ingest.http import HttpClient
 from notifiers.email import EmailNotifier
 from papertrail.context import AppContext
@@ -62,13 +62,13 @@ def variants(token: str) -> list[str]:
     return found
 
 
-def client_for(store: Store) -> TestClient:
+def client_for(db: Database) -> TestClient:
     """The app over ``store`` with links and sign-up enabled (the SMTP server is never contacted)."""
-    url = store.engine.url.render_as_string(hide_password=False)
+    url = db.engine.url.render_as_string(hide_password=False)
     settings = Settings(database_url=url, secret_key=KEY, smtp_host="127.0.0.1", smtp_port=9)
     ctx = AppContext(
         settings=settings,
-        store=store,
+        db=db,
         renderer=Renderer(secret_key=KEY),
         notifiers={"email": EmailNotifier(settings.smtp())},
         http=HttpClient("papertrail-tests"),

@@ -6,8 +6,8 @@ import warnings
 from typing import Any
 
 from core.config import Settings
+from core.db import Database
 from core.delivery.render import Renderer
-from core.store.facade import Store
 from ingest.http import HttpClient
 from papertrail.context import AppContext
 from papertrail.web import build_app
@@ -21,19 +21,19 @@ with warnings.catch_warnings():
 KEY = "test-secret-key-0123456789abcdef"
 
 
-def web_context(store: Store, **settings: Any) -> AppContext:
+def web_context(db: Database, **settings: Any) -> AppContext:
     """An application context over ``store`` (no notifiers: the web app never sends)."""
-    url = store.engine.url.render_as_string(hide_password=False)
+    url = db.engine.url.render_as_string(hide_password=False)
     return AppContext(
         settings=Settings(database_url=url, **settings),
-        store=store,
+        db=db,
         renderer=Renderer(),
         notifiers={},
         http=HttpClient("papertrail-tests"),
     )
 
 
-def client_for(store: Store, **settings: Any) -> TestClient:
+def client_for(db: Database, **settings: Any) -> TestClient:
     """A test client of the app over ``store``; the secret key is set unless given."""
     settings.setdefault("secret_key", KEY)
-    return TestClient(build_app(web_context(store, **settings)), follow_redirects=False)
+    return TestClient(build_app(web_context(db, **settings)), follow_redirects=False)

@@ -1,5 +1,5 @@
 """The paper browser's rows: the display row of each listed paper (its newest version, v1's date, its
-community picks) and the matcher's text of each paper a search checks; for ``store.browser``.
+community picks) and the matcher's text of each paper a search checks; for ``core.papers.browser_records``.
 
 Core ``select`` statements on the caller's connection, inside its transaction.
 """
@@ -16,7 +16,7 @@ from sqlmodel import col
 from core.follows.query import And, Node, Not, Or, PaperText, Words
 from core.follows.search_text import SearchQuery
 from core.models import CommunityPickRow, Paper, Version
-from core.store.search import newest_versions
+from core.papers.search_index import newest_versions
 
 _VERSION = Version.metadata.tables["version"]
 

@@ -2,7 +2,8 @@
 (upvotes, follow queries, and what each revision changed from core.papers.revisions), each a few statements
 in slices.
 
-Functions over the caller's ORM session (its transaction); used by ``store.ledger`` and ``store.claims``.
+Functions over the caller's ORM session (its transaction); used by ``core.delivery.ledger_records`` and
+``core.delivery.claim_records``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """The paper browser's SQL: filters, the three orders walked by index from a cursor, and search.
 
-``store.browser`` (:class:`BrowserStore`). Read-only, Core only: ``select`` statements on a connection
-of the store (``store.connection()``).
+``core.papers.browser_records`` (:class:`BrowserStore`). Read-only, Core only: ``select`` statements on a
+connection of the store (``db.connection()``).
 
 A page costs what one page costs, however large the library (issue 15):
 
-* **Orders** come from the sort keys stored on each paper (core.store.sort_keys), one index per order. A
+* **Orders** come from the sort keys stored on each paper (core.papers.sort_keys), one index per order. A
   page is read by walking that index backwards from a cursor: the id of the last paper of the page before
   (``after``) or of the first paper of the page after (``before``), whose keys the next page continues
   from. No OFFSET over millions of rows; a page number is accepted only for the relevance order, which has
@@ -13,7 +13,7 @@ A page costs what one page costs, however large the library (issue 15):
 * **News before history**: in the default order (and by ingestion) papers that arrived as news come before
   those a backfill or an old gap stored, each newest first; ``from_history`` starts at the first history
   paper.
-* **Search** reads the follow language through the full-text index (core.store.search,
+* **Search** reads the follow language through the full-text index (core.papers.search_index,
 core.follows.search_text).
   The list is exactly what a follow of the same text would match on each paper's newest version: the index
   finds the candidates and, for the few queries it answers only approximately (author names), each
@@ -39,12 +39,14 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlmodel import col, select
 
+from core.db import Db
 from core.follows.search_text import SearchQuery
 from core.models import CommunityPickRow, Paper, Version
-from core.store.browse import IS_NEWS
-from core.store.browser_rows import PaperRow, page_rows, paper_texts
-from core.store.search import BM25_WEIGHTS, TABLE, TS_RANK_WEIGHTS
-from core.store.sort_keys import NEWS_BIT
+from core.overview.dashboard_records import IS_NEWS
+from core.papers import count_records
+from core.papers.browser_rows import PaperRow, page_rows, paper_texts
+from core.papers.search_index import BM25_WEIGHTS, TABLE, TS_RANK_WEIGHTS
+from core.papers.sort_keys import NEWS_BIT
 
 # Rows per page of the paper browser, and the longest text search and category accepted.
 PAGE_SIZE = 50
@@ -70,8 +72,7 @@ _SEARCH = sa.table(
 )
 
 if TYPE_CHECKING:
-    from core.store.counts import CountStore
-    from core.store.facade import Store
+    pass
 
 
 class Sort(StrEnum):
@@ -141,8 +142,8 @@ class CursorError(LookupError):
 def filter_conditions(flt: PaperFilter) -> list[sa.ColumnElement[bool]]:
     """WHERE conditions on ``paper`` that select the papers ``flt`` asks for (its search aside)."""
     conditions: list[sa.ColumnElement[bool]] = []
-    # A condition alone that a paper's own flag records (core.store.counts) reads the flag: no subquery
-    # over every version of the library.
+    # A condition alone that a paper's own flag records (core.papers.count_records) reads the flag: no
+    # subquery over every version of the library.
     alone = flt.since is None and not flt.category
     if alone and flt.ai and flt.kind is Kind.ANY:
         return [col(Paper.ai_related).is_(True)]
@@ -198,128 +199,125 @@ def _order_keys(connection: sa.Connection, flt: PaperFilter) -> tuple[tuple[Any,
     return keys, keys
 
 
-class BrowserStore:
-    """The paper browser's queries, over the maintained totals (``store.counts``)."""
+# The paper browser's queries, over the maintained totals (``core.papers.count_records``).
+def browse_papers(
+    db: Db,
+    flt: PaperFilter,
+    *,
+    after: str | None = None,
+    before: str | None = None,
+    page: int = 1,
+    from_history: bool = False,
+    per_page: int = PAGE_SIZE,
+) -> PaperPage:
+    """One page of the papers ``flt`` selects, in its order, and their total.
 
-    def __init__(self, store: Store, counts: CountStore) -> None:
-        self._store = store
-        self._counts = counts
-
-    def browse_papers(
-        self,
-        flt: PaperFilter,
-        *,
-        after: str | None = None,
-        before: str | None = None,
-        page: int = 1,
-        from_history: bool = False,
-        per_page: int = PAGE_SIZE,
-    ) -> PaperPage:
-        """One page of the papers ``flt`` selects, in its order, and their total.
-
-        ``after`` / ``before``: the id of a paper of the neighbouring page (see :class:`PaperPage`);
-        ``page`` only for the relevance order. Raises :class:`CursorError` for a cursor the library does not
-        hold, and ValueError for a relevance order without a search or a page past the last one allowed.
-        """
-        if flt.sort is Sort.RELEVANCE and flt.search is None:
-            raise ValueError("the relevance order needs a search")
-        if flt.sort is Sort.RELEVANCE and not 1 <= page <= MAX_RELEVANCE_PAGE:
-            raise ValueError(f"relevance pages stop at {MAX_RELEVANCE_PAGE}")
-        with self._store.connection() as connection:
-            candidates = self._candidates(connection, flt)
-            base = candidates.query
-            backwards = before is not None
-            keys, cursor_keys = _order_keys(connection, flt)
-            query = base
-            if flt.sort is Sort.RELEVANCE:
-                query = query.order_by(*_relevance_order(connection, flt, candidates.doc))
-                ids, more, last = _ranked_ids(connection, query, flt.search, page, per_page)
-            else:
-                cursor = after or before
-                if cursor is not None:
-                    bound = _literal_tuple(keys, _cursor_values(connection, cursor_keys, cursor))
-                    query = query.where(sa.tuple_(*keys) > bound if backwards else sa.tuple_(*keys) < bound)
-                elif from_history and flt.sort is not Sort.PUBLISHED:
-                    query = query.where(_history_condition(flt.sort, keys))
-                query = query.order_by(*(k.asc() if backwards else k.desc() for k in keys))
-                ids, more, last = _read_ids(connection, query, flt.search, per_page)
-            if backwards:
-                ids.reverse()
-            rows = page_rows(connection, ids)
-            total, total_kind = self._total(connection, flt, base, candidates.estimate)
-            has_history = (
-                flt.sort in (Sort.UPDATED, Sort.INGESTED)
-                and bool(rows)
-                and rows[0].news
-                and _exists(connection, base.where(_history_condition(flt.sort, keys)))
-            )
-        keyset = flt.sort is not Sort.RELEVANCE
-        # Going forward, older pages follow when more rows were found; going back, the page we came from.
-        older = (more if not backwards else True) and keyset
-        newer = (more if backwards else (after is not None or from_history)) and keyset
-        return PaperPage(
-            rows=tuple(rows),
-            total=total,
-            total_kind=total_kind,
-            per_page=per_page,
-            after=(last if not backwards else (rows[-1].id if rows else None)) if older else None,
-            before=(rows[0].id if rows and not backwards else last) if newer else None,
-            page=page,
-            has_history=has_history,
+    ``after`` / ``before``: the id of a paper of the neighbouring page (see :class:`PaperPage`);
+    ``page`` only for the relevance order. Raises :class:`CursorError` for a cursor the library does not
+    hold, and ValueError for a relevance order without a search or a page past the last one allowed.
+    """
+    if flt.sort is Sort.RELEVANCE and flt.search is None:
+        raise ValueError("the relevance order needs a search")
+    if flt.sort is Sort.RELEVANCE and not 1 <= page <= MAX_RELEVANCE_PAGE:
+        raise ValueError(f"relevance pages stop at {MAX_RELEVANCE_PAGE}")
+    with db.connection() as connection:
+        candidates = _candidates(db, connection, flt)
+        base = candidates.query
+        backwards = before is not None
+        keys, cursor_keys = _order_keys(connection, flt)
+        query = base
+        if flt.sort is Sort.RELEVANCE:
+            query = query.order_by(*_relevance_order(connection, flt, candidates.doc))
+            ids, more, last = _ranked_ids(connection, query, flt.search, page, per_page)
+        else:
+            cursor = after or before
+            if cursor is not None:
+                bound = _literal_tuple(keys, _cursor_values(connection, cursor_keys, cursor))
+                query = query.where(sa.tuple_(*keys) > bound if backwards else sa.tuple_(*keys) < bound)
+            elif from_history and flt.sort is not Sort.PUBLISHED:
+                query = query.where(_history_condition(flt.sort, keys))
+            query = query.order_by(*(k.asc() if backwards else k.desc() for k in keys))
+            ids, more, last = _read_ids(connection, query, flt.search, per_page)
+        if backwards:
+            ids.reverse()
+        rows = page_rows(connection, ids)
+        total, total_kind = _total(db, connection, flt, base, candidates.estimate)
+        has_history = (
+            flt.sort in (Sort.UPDATED, Sort.INGESTED)
+            and bool(rows)
+            and rows[0].news
+            and _exists(connection, base.where(_history_condition(flt.sort, keys)))
         )
+    keyset = flt.sort is not Sort.RELEVANCE
+    # Going forward, older pages follow when more rows were found; going back, the page we came from.
+    older = (more if not backwards else True) and keyset
+    newer = (more if backwards else (after is not None or from_history)) and keyset
+    return PaperPage(
+        rows=tuple(rows),
+        total=total,
+        total_kind=total_kind,
+        per_page=per_page,
+        after=(last if not backwards else (rows[-1].id if rows else None)) if older else None,
+        before=(rows[0].id if rows and not backwards else last) if newer else None,
+        page=page,
+        has_history=has_history,
+    )
 
-    def newest_news_ids(self, flt: PaperFilter, limit: int) -> list[str]:
-        """The ids of the first ``limit`` papers that arrived as news among those ``flt`` selects, in the
-        default order (the newest version's arrival, newest first).
 
-        The first page of :meth:`browse_papers` without what a page needs besides its rows (the total, the
-        cursors, whether history follows): the Atom feeds (core.store.feeds) read it for every query.
-        ``flt``'s order is ignored. A search the index answers only approximately (author names) examines
-        at most :data:`MAX_EXAMINED` candidates, as a page of the browser does, and may return fewer.
-        """
-        flt = replace(flt, sort=Sort.UPDATED)
-        with self._store.connection() as connection:
-            keys, _ = _order_keys(connection, flt)
-            # News papers only: their keys carry NEWS_BIT, so this is a range of the order's own index.
-            query = (
-                self._candidates(connection, flt)
-                .query.where(keys[0] >= NEWS_BIT)
-                .order_by(*(key.desc() for key in keys))
-            )
-            ids, _, _ = _read_ids(connection, query, flt.search, limit)
-        return ids
+def newest_news_ids(db: Db, flt: PaperFilter, limit: int) -> list[str]:
+    """The ids of the first ``limit`` papers that arrived as news among those ``flt`` selects, in the
+    default order (the newest version's arrival, newest first).
 
-    def _candidates(self, connection: sa.Connection, flt: PaperFilter) -> _Candidates:
-        """The papers ``flt`` selects (see :class:`_Candidates`)."""
-        query = sa.select(col(Paper.id)).select_from(Paper).where(*filter_conditions(flt))
-        if flt.search is None:
-            return _Candidates(query)
-        if connection.dialect.name == "postgresql":
-            return _postgresql_candidates(connection, query, flt.search, relevance=flt.sort is Sort.RELEVANCE)
-        # The index entry whose row id is the paper's current key: older entries of the same paper (kept by
-        # the contentless index, see core.store.search) match no paper, and a stub has no entry.
-        matching = query.join(_SEARCH, col(Paper.browse_key) == _SEARCH.c.rowid).where(
-            sa.literal_column(TABLE).op("MATCH")(sa.literal(flt.search.fts5)),
-            col(Paper.latest_version) > 0,
+    The first page of :meth:`browse_papers` without what a page needs besides its rows (the total, the
+    cursors, whether history follows): the Atom feeds (core.delivery.feed_records) read it for every query.
+    ``flt``'s order is ignored. A search the index answers only approximately (author names) examines
+    at most :data:`MAX_EXAMINED` candidates, as a page of the browser does, and may return fewer.
+    """
+    flt = replace(flt, sort=Sort.UPDATED)
+    with db.connection() as connection:
+        keys, _ = _order_keys(connection, flt)
+        # News papers only: their keys carry NEWS_BIT, so this is a range of the order's own index.
+        query = (
+            _candidates(db, connection, flt)
+            .query.where(keys[0] >= NEWS_BIT)
+            .order_by(*(key.desc() for key in keys))
         )
-        return _Candidates(matching)
+        ids, _, _ = _read_ids(connection, query, flt.search, limit)
+    return ids
 
-    def _total(
-        self, connection: sa.Connection, flt: PaperFilter, base: Any, estimate: int | None
-    ) -> tuple[int, TotalKind]:
-        """The filter's total and how exact it is (``estimate``: see :class:`_Candidates`)."""
-        if flt.search is None:
-            if not filter_conditions(flt):
-                return self._counts.library_totals().papers, TotalKind.EXACT
-            counted = _bounded_count(connection, base, COUNT_LIMIT)
-            return (counted, TotalKind.EXACT) if counted <= COUNT_LIMIT else (COUNT_LIMIT, TotalKind.AT_LEAST)
-        if estimate is not None:
-            return estimate, TotalKind.ABOUT
-        counted = _bounded_count(connection, base, SEARCH_COUNT_LIMIT)
-        if counted <= SEARCH_COUNT_LIMIT:
-            # Checked paper by paper, the index's count is only an upper bound.
-            return counted, TotalKind.EXACT if flt.search.exact else TotalKind.ABOUT
-        return max(_estimate(connection, flt.search), counted), TotalKind.ABOUT
+
+def _candidates(db: Db, connection: sa.Connection, flt: PaperFilter) -> _Candidates:
+    """The papers ``flt`` selects (see :class:`_Candidates`)."""
+    query = sa.select(col(Paper.id)).select_from(Paper).where(*filter_conditions(flt))
+    if flt.search is None:
+        return _Candidates(query)
+    if connection.dialect.name == "postgresql":
+        return _postgresql_candidates(connection, query, flt.search, relevance=flt.sort is Sort.RELEVANCE)
+    # The index entry whose row id is the paper's current key: older entries of the same paper (kept by
+    # the contentless index, see core.papers.search_index) match no paper, and a stub has no entry.
+    matching = query.join(_SEARCH, col(Paper.browse_key) == _SEARCH.c.rowid).where(
+        sa.literal_column(TABLE).op("MATCH")(sa.literal(flt.search.fts5)),
+        col(Paper.latest_version) > 0,
+    )
+    return _Candidates(matching)
+
+
+def _total(
+    db: Db, connection: sa.Connection, flt: PaperFilter, base: Any, estimate: int | None
+) -> tuple[int, TotalKind]:
+    """The filter's total and how exact it is (``estimate``: see :class:`_Candidates`)."""
+    if flt.search is None:
+        if not filter_conditions(flt):
+            return count_records.library_totals(db).papers, TotalKind.EXACT
+        counted = _bounded_count(connection, base, COUNT_LIMIT)
+        return (counted, TotalKind.EXACT) if counted <= COUNT_LIMIT else (COUNT_LIMIT, TotalKind.AT_LEAST)
+    if estimate is not None:
+        return estimate, TotalKind.ABOUT
+    counted = _bounded_count(connection, base, SEARCH_COUNT_LIMIT)
+    if counted <= SEARCH_COUNT_LIMIT:
+        # Checked paper by paper, the index's count is only an upper bound.
+        return counted, TotalKind.EXACT if flt.search.exact else TotalKind.ABOUT
+    return max(_estimate(connection, flt.search), counted), TotalKind.ABOUT
 
 
 def _postgresql_candidates(

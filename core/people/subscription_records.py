@@ -1,11 +1,11 @@
 """The SQL of moving one subscription between servers: reading it whole for ``export subscription``, and
 restoring a checked subscription file in one transaction for ``import subscription``.
 
-A repository over the store's transactions (``store.subscriptions``), through its ORM session
-(``store.session()``; the bulk writes as Core statements on that session's connection). The rules live in
+A repository over the store's transactions (``core.people.subscription_records``), through its ORM session
+(``db.session()``; the bulk writes as Core statements on that session's connection). The rules live in
 :mod:`core.people.subscription`; here the restore is one transaction: the subscriber, its follows (written by
-:func:`core.store.follows.write_follows`, the code of ``import follows``), its newsletter memberships and its
-history are all stored, or, on any refusal or error, none of them.
+:func:`core.follows.follow_file_records.write_follows`, the code of ``import follows``), its newsletter
+memberships and its history are all stored, or, on any refusal or error, none of them.
 
 History is written to the ledger as it happened: one sent digest per digest of the file, at the time it was
 sent, holding a match per received paper, for the papers this library has (a match needs its version). The
@@ -26,13 +26,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from core.channel import split_address
+from core.db import Db
+from core.delivery.ledger_sent import OLDEST_FIRST, sent_items
 from core.follows.file import SubscriberOptions
+from core.follows.follow_file_records import ImportCounts, write_follows
 from core.models import (
     Digest,
     DigestState,
@@ -46,6 +49,7 @@ from core.models import (
     Version,
     Vote,
 )
+from core.people.signup_records import WAITING
 from core.people.subscription_file import (
     MAX_LIBRARY,
     MAX_VOTES,
@@ -55,10 +59,7 @@ from core.people.subscription_file import (
     Subscription,
     VoteLine,
 )
-from core.store.follows import ImportCounts, write_follows
-from core.store.ledger_sent import OLDEST_FIRST, sent_items
-from core.store.signup import WAITING
-from core.store.subscription_learned import (
+from core.people.subscription_learned import (
     LearnedPlan,
     learned_differences,
     plan_learned,
@@ -66,10 +67,7 @@ from core.store.subscription_learned import (
     version_ids,
     votes_here,
 )
-from core.store.taste import insert_seeds
-
-if TYPE_CHECKING:
-    from core.store.facade import Store
+from core.taste.taste_records import insert_seeds
 
 _MATCH: sa.Table = Match.__table__  # type: ignore[attr-defined]
 _VOTE: sa.Table = Vote.__table__  # type: ignore[attr-defined]
@@ -158,103 +156,99 @@ class Restored:
         )
 
 
-class SubscriptionRecords:
-    """Export and import of one subscription on one store."""
+# Export and import of one subscription on one store.
+def read(db: Db, address: str) -> Stored | None:
+    """The subscriber at ``address`` with its follows (in their order), the names of its newsletters
+    and what it was sent (``core.delivery.ledger_sent``, oldest first); None when there is none."""
+    with db.session() as session:
+        subscriber = session.exec(select(Subscriber).where(col(Subscriber.address) == address)).first()
+        if subscriber is None or subscriber.id is None:
+            return None
+        follows = session.exec(
+            select(Follow).where(col(Follow.subscriber_id) == subscriber.id).order_by(col(Follow.id))
+        ).all()
+        names = session.exec(
+            select(Newsletter.name)
+            .join(NewsletterMember, col(NewsletterMember.newsletter_id) == col(Newsletter.id))
+            .where(col(NewsletterMember.subscriber_id) == subscriber.id)
+            .order_by(col(Newsletter.name))
+        ).all()
+        # What was sent, in the order it was sent: the file reads as a history, and an import replays it.
+        received = tuple(
+            Received(item.arxiv_id, item.version, item.title, item.sent_at, item.digest_id)
+            for item in sent_items(session.connection(), subscriber.id, order=OLDEST_FIRST)
+        )
+        votes, votes_total = _votes_of(session, subscriber.id)
+        library, library_total = _seeds_of(session, subscriber.id)
+    learned = Learned(subscriber.recommend, votes, library)
+    return Stored(subscriber, tuple(follows), tuple(names), received, learned, votes_total, library_total)
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
 
-    def read(self, address: str) -> Stored | None:
-        """The subscriber at ``address`` with its follows (in their order), the names of its newsletters
-        and what it was sent (``core.store.ledger_sent``, oldest first); None when there is none."""
-        with self.store.session() as session:
-            subscriber = session.exec(select(Subscriber).where(col(Subscriber.address) == address)).first()
-            if subscriber is None or subscriber.id is None:
-                return None
-            follows = session.exec(
-                select(Follow).where(col(Follow.subscriber_id) == subscriber.id).order_by(col(Follow.id))
-            ).all()
-            names = session.exec(
-                select(Newsletter.name)
-                .join(NewsletterMember, col(NewsletterMember.newsletter_id) == col(Newsletter.id))
-                .where(col(NewsletterMember.subscriber_id) == subscriber.id)
-                .order_by(col(Newsletter.name))
-            ).all()
-            # What was sent, in the order it was sent: the file reads as a history, and an import replays it.
-            received = tuple(
-                Received(item.arxiv_id, item.version, item.title, item.sent_at, item.digest_id)
-                for item in sent_items(session.connection(), subscriber.id, order=OLDEST_FIRST)
-            )
-            votes, votes_total = _votes_of(session, subscriber.id)
-            library, library_total = _seeds_of(session, subscriber.id)
-        learned = Learned(subscriber.recommend, votes, library)
-        return Stored(subscriber, tuple(follows), tuple(names), received, learned, votes_total, library_total)
-
-    def restore(self, wanted: Subscription, *, mode: Mode, now: datetime) -> Restored:
-        """Store ``wanted`` in one transaction (see the module's rules); raise :class:`SubscriptionExists`
-        when the address exists with other settings and ``mode`` is REFUSE."""
-        with self.store.session() as session:
-            connection = session.connection()
-            newsletters = _newsletter_ids(session, wanted.newsletters)
-            plan = plan_learned(connection, wanted.learned) if wanted.learned is not None else None
-            found = session.exec(
-                select(Subscriber).where(col(Subscriber.address) == wanted.address).with_for_update()
-            ).first()
-            if found is None:
-                subscriber = Subscriber(
-                    address=wanted.address,
-                    timezone=wanted.timezone,
-                    schedule=wanted.schedule,
-                    status=wanted.status,
-                    status_reason=_reason(wanted.status),
-                    language=wanted.language,
-                    heartbeat=wanted.heartbeat,
-                    recommend=wanted.learned.recommend if wanted.learned is not None else None,
-                    created_at=now,
-                )
-                session.add(subscriber)
-                session.flush()
-                restored = Restored(created=True, status=wanted.status, status_in_file=wanted.status)
-            else:
-                subscriber = found
-                restored = Restored(created=False, status=found.status, status_in_file=wanted.status)
-                assert found.id is not None
-                follows = {
-                    f.canonical: (f.revisions, f.instant)
-                    for f in session.exec(select(Follow).where(col(Follow.subscriber_id) == found.id))
-                }
-                members = _memberships(session, found.id)
-                if mode is Mode.REFUSE:
-                    differences = _differences(found, follows, members, wanted, newsletters)
-                    if plan is not None:
-                        differences += learned_differences(connection, found, plan)
-                    if differences:
-                        raise SubscriptionExists(wanted.address, differences)
-                restored.settings_changed = _update_settings(session, found, wanted, mode)
-                if mode is Mode.REPLACE:
-                    restored.follows_removed = _remove_follows(
-                        session, found.id, set(follows) - {f.canonical for f in wanted.follows}
-                    )
-                    restored.newsletters_left = _leave(session, found.id, members - set(newsletters.values()))
-            assert subscriber.id is not None
-            restored.subscriber_id = subscriber.id
-            # The follows through import follows' own writes: the subscriber exists, so only follows change.
-            restored.follows = write_follows(
-                connection,
-                [SubscriberOptions(wanted.address)],
-                wanted.follows,
+def restore(db: Db, wanted: Subscription, *, mode: Mode, now: datetime) -> Restored:
+    """Store ``wanted`` in one transaction (see the module's rules); raise :class:`SubscriptionExists`
+    when the address exists with other settings and ``mode`` is REFUSE."""
+    with db.session() as session:
+        connection = session.connection()
+        newsletters = _newsletter_ids(session, wanted.newsletters)
+        plan = plan_learned(connection, wanted.learned) if wanted.learned is not None else None
+        found = session.exec(
+            select(Subscriber).where(col(Subscriber.address) == wanted.address).with_for_update()
+        ).first()
+        if found is None:
+            subscriber = Subscriber(
+                address=wanted.address,
                 timezone=wanted.timezone,
                 schedule=wanted.schedule,
-                now=now,
+                status=wanted.status,
+                status_reason=_reason(wanted.status),
+                language=wanted.language,
+                heartbeat=wanted.heartbeat,
+                recommend=wanted.learned.recommend if wanted.learned is not None else None,
+                created_at=now,
             )
-            restored.newsletters_joined = _join(session, subscriber.id, newsletters.values(), now)
-            restored.newsletters_missing = tuple(n for n in wanted.newsletters if n not in newsletters)
-            _record_history(connection, subscriber.id, wanted, restored)
-            if plan is not None:
-                restored.learned_in_file = True
-                _write_votes(connection, subscriber.id, plan, mode, restored)
-                _write_seeds(connection, subscriber.id, plan, mode, now, restored)
-        return restored
+            session.add(subscriber)
+            session.flush()
+            restored = Restored(created=True, status=wanted.status, status_in_file=wanted.status)
+        else:
+            subscriber = found
+            restored = Restored(created=False, status=found.status, status_in_file=wanted.status)
+            assert found.id is not None
+            follows = {
+                f.canonical: (f.revisions, f.instant)
+                for f in session.exec(select(Follow).where(col(Follow.subscriber_id) == found.id))
+            }
+            members = _memberships(session, found.id)
+            if mode is Mode.REFUSE:
+                differences = _differences(found, follows, members, wanted, newsletters)
+                if plan is not None:
+                    differences += learned_differences(connection, found, plan)
+                if differences:
+                    raise SubscriptionExists(wanted.address, differences)
+            restored.settings_changed = _update_settings(session, found, wanted, mode)
+            if mode is Mode.REPLACE:
+                restored.follows_removed = _remove_follows(
+                    session, found.id, set(follows) - {f.canonical for f in wanted.follows}
+                )
+                restored.newsletters_left = _leave(session, found.id, members - set(newsletters.values()))
+        assert subscriber.id is not None
+        restored.subscriber_id = subscriber.id
+        # The follows through import follows' own writes: the subscriber exists, so only follows change.
+        restored.follows = write_follows(
+            connection,
+            [SubscriberOptions(wanted.address)],
+            wanted.follows,
+            timezone=wanted.timezone,
+            schedule=wanted.schedule,
+            now=now,
+        )
+        restored.newsletters_joined = _join(session, subscriber.id, newsletters.values(), now)
+        restored.newsletters_missing = tuple(n for n in wanted.newsletters if n not in newsletters)
+        _record_history(connection, subscriber.id, wanted, restored)
+        if plan is not None:
+            restored.learned_in_file = True
+            _write_votes(connection, subscriber.id, plan, mode, restored)
+            _write_seeds(connection, subscriber.id, plan, mode, now, restored)
+    return restored
 
 
 def _reason(status: str) -> str | None:

@@ -1,11 +1,12 @@
 """The library totals as maintained counters: written with each write, read without counting.
 
-``store.counts`` (:class:`CountStore`): Core only, on a connection of the store (``store.connection()``);
-the writers add to the totals on their own transaction's connection (:func:`add_to_totals`). The status page,
-``/metrics`` and ``papertrail status`` show how many papers the library holds, how many of them are
-AI-related, revised or community picks, and how many versions were stored as news. Counting those on every
-load scans the whole version table (seconds at a million versions); instead one row, ``library_total``, holds
-them, and every write that stores papers, versions or picks adds to it in its own transaction:
+``core.papers.count_records`` (:class:`CountStore`): Core only, on a connection of the store
+(``db.connection()``); the writers add to the totals on their own transaction's connection
+(:func:`add_to_totals`). The status page, ``/metrics`` and ``papertrail status`` show how many papers the
+library holds, how many of them are AI-related, revised or community picks, and how many versions were stored
+as news. Counting those on every load scans the whole version table (seconds at a million versions); instead
+one row, ``library_total``, holds them, and every write that stores papers, versions or picks adds to it in
+its own transaction:
 
 * ``papers``, ``versions``, ``news_new``, ``news_revisions``: the rows the write inserted;
 * ``ai_papers``, ``revised_papers``, ``community_papers`` count *papers* (``count(DISTINCT paper_id)`` in the
@@ -20,21 +21,22 @@ The totals' row is updated last in each transaction (``UPDATE ... SET n = n + :d
 database), so a writer holds its lock only for its commit and never waits for another lock while holding
 it. Versions and picks are never deleted and the flags only turn true, so no write ever subtracts.
 
-:meth:`CountStore.recount_library` counts the same numbers the old way, from the rows themselves: the
-tests' oracle, and what :func:`rebuild_library_totals` stores. Migration 0017 built the totals with a frozen
-copy of these statements (a migration never imports the application); a later migration that changes
-``Version.ai_related`` needs its own copy.
+:func:`core.papers.count_records.recount_library` counts the same numbers the old way, from the rows
+themselves: the tests' oracle, and what :func:`rebuild_library_totals` stores. Migration 0017 built the totals
+with a frozen copy of these statements (a migration never imports the application); a later migration that
+changes ``Version.ai_related`` needs its own copy.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 
-from core.store.ids import id_conditions
+from core.db import Db
+from core.db_ids import id_conditions
 
 # Plain table objects (not the models): only the columns these statements use.
 _PAPER = sa.table(
@@ -64,13 +66,11 @@ _TOTAL = sa.table(
     sa.column("news_revisions", sa.BigInteger),
 )
 
-if TYPE_CHECKING:
-    from core.store.facade import Store
 
 FLAGS = ("ai_related", "revised", "picked")
 _MISSING = (
     "the library_total row is missing: start PaperTrail once (every command applies the migrations) or "
-    "run core.store.migrate.migrate on this database"
+    "run core.db_migrate.migrate on this database"
 )
 
 
@@ -176,25 +176,21 @@ def rebuild_library_totals(connection: sa.Connection) -> LibraryTotals:
     return totals
 
 
-class CountStore:
-    """The maintained totals and their recount."""
+# The maintained totals and their recount.
+def library_totals(db: Db) -> LibraryTotals:
+    """The maintained totals: one row read, whatever the size of the library."""
+    with db.connection() as connection:
+        query = sa.select(*[_TOTAL.c[name] for name in _FIELDS]).where(_TOTAL.c.id == 1)
+        row = connection.execute(query).first()
+    if row is None:
+        raise RuntimeError(_MISSING)
+    return LibraryTotals(*(int(value) for value in row))
 
-    def __init__(self, store: Store) -> None:
-        self._store = store
 
-    def library_totals(self) -> LibraryTotals:
-        """The maintained totals: one row read, whatever the size of the library."""
-        with self._store.connection() as connection:
-            query = sa.select(*[_TOTAL.c[name] for name in _FIELDS]).where(_TOTAL.c.id == 1)
-            row = connection.execute(query).first()
-        if row is None:
-            raise RuntimeError(_MISSING)
-        return LibraryTotals(*(int(value) for value in row))
-
-    def recount_library(self) -> LibraryTotals:
-        """The same totals counted from the rows (the tests' oracle; scans the whole library)."""
-        with self._store.connection() as connection:
-            return recount(connection)
+def recount_library(db: Db) -> LibraryTotals:
+    """The same totals counted from the rows (the tests' oracle; scans the whole library)."""
+    with db.connection() as connection:
+        return recount(connection)
 
 
 _FIELDS = tuple(LibraryTotals.__dataclass_fields__)

@@ -12,7 +12,7 @@ cursor. The keys (columns of ``paper``, migration 0018):
   :data:`NEWS_BIT` when the paper is news: one integer, one index, and a backfill of millions of old
   papers can never push the day's news off the first page. A paper known only from a community pick (a
   stub, no version yet) takes the largest version id stored when it was first seen. SQLite's search index
-  uses this key as the row id of the paper's entry (core.store.search), so search results come out of
+  uses this key as the row id of the paper's entry (core.papers.search_index), so search results come out of
   that index already in this order.
 * ``published_key``: v1's announcement in Unix seconds; 0 when v1, or its date, is not stored.
 
@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 
 import sqlalchemy as sa
 
-from core.store.ids import id_conditions
+from core.db_ids import id_conditions
 
 # Version ids stay far below 2**40 (a trillion); the bit above them puts news first.
 NEWS_BIT = 1 << 40
@@ -66,9 +66,9 @@ def lock_papers(connection: sa.Connection, ids: Collection[str]) -> None:
     flags, the news flag, the keys, the search entries). Two writers of the same papers that took those
     row locks statement by statement could each hold a row the other wants next: a deadlock (seen with
     eight writers of the same 60 papers). Taking them all first, in one order, makes the second writer
-    wait for the first to commit before it touches any of them. ``store.papers.save_versions`` takes them with
-    the read of the papers' latest versions; ``save_picks`` calls this. SQLite has one writer at a time and
-    needs nothing.
+    wait for the first to commit before it touches any of them. ``paper_records.save_versions`` takes them
+    with the read of the papers' latest versions; ``save_picks`` calls this. SQLite has one writer at a time
+    and needs nothing.
     """
     if connection.dialect.name != "postgresql":
         return

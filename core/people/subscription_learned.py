@@ -1,6 +1,6 @@
 """The learned follows of a subscription file resolved against this library (issue 17): which stored
 versions its votes and seeds name, and how they differ from what the subscriber has; for
-``store.subscriptions``.
+``core.people.subscription_records``.
 
 Functions on the Core connection of the caller's transaction; nothing here writes.
 """
@@ -12,10 +12,10 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
+from core.db_ids import id_conditions
 from core.models import LibrarySeed, Subscriber, Version, Vote
 from core.people.subscription_file import Learned
-from core.store.ids import id_conditions
-from core.store.taste import SeedIn
+from core.taste.taste_records import SeedIn
 
 _VOTE: sa.Table = Vote.__table__  # type: ignore[attr-defined]
 _SEED: sa.Table = LibrarySeed.__table__  # type: ignore[attr-defined]
@@ -93,8 +93,8 @@ def seed_keys(connection: sa.Connection, subscriber_id: int) -> set[str]:
 
 
 def learned_differences(connection: sa.Connection, found: Subscriber, plan: LearnedPlan) -> list[str]:
-    """What differs in the learned follows, worded as :func:`core.store.subscription._differences` does. Votes
-    the file has on versions not stored here are not compared: no import can store them."""
+    """What differs in the learned follows, worded as :func:`core.people.subscription_records._differences`
+    does. Votes the file has on versions not stored here are not compared: no import can store them."""
     assert found.id is not None
     differences = []
     if found.recommend != plan.recommend:

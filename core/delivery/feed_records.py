@@ -1,19 +1,19 @@
 """The Atom feeds' SQL: the versions a follow query finds, what a subscriber's sent digests carried, and
 the private feed link's nonce.
 
-``store.feeds`` (:class:`FeedStore`), handed ``store.browser`` for the index walk; Core only, on a
-connection of the store (``store.connection()``). What a feed costs is what its
+``core.delivery.feed_records`` (:class:`FeedStore`), handed ``core.papers.browser_records`` for the index
+walk; Core only, on a connection of the store (``db.connection()``). What a feed costs is what its
 entries cost, never the library's size or a subscriber's whole history:
 
 * **A query's feed** finds its papers the way the paper browser's first page does
-  (:meth:`core.store.browser.BrowserStore.newest_news_ids`: the search index, walked in the order of the
+  (:func:`core.papers.browser_records.newest_news_ids`: the search index, walked in the order of the
   newest version's arrival, news only), then reads the stored versions of those papers. A paper's entries
   are its news versions, each checked against the query on its own text (the index holds each paper's
   newest version; an older version that no longer matches is left out). Of those, the newest ``limit``
   by arrival: they all belong to the first ``limit`` papers, since each paper ahead of another in that
   order has a version newer than any of the other's.
 * **A subscriber's feed** is the newest ``limit`` items of what was sent to them, read by
-  :func:`core.store.ledger_sent.sent_items` (what counts as sent and its order are that module's), then
+  :func:`core.delivery.ledger_sent.sent_items` (what counts as sent and its order are that module's), then
   those versions' entry columns.
 
 Both attach what a revision changed (core.papers.revisions, as digests say it) and the version's AI guide
@@ -30,13 +30,15 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlmodel import col
 
+from core.db import Db
+from core.delivery.ledger_sent import NEWEST_FIRST, sent_items
 from core.follows.query import PaperText
 from core.follows.reasons import Reason
 from core.follows.search_text import SearchQuery
 from core.models import GuideRow, Subscriber, Version
+from core.papers import browser_records
+from core.papers.browser_records import PaperFilter, Sort
 from core.papers.revisions import changes_of
-from core.store.browser import PaperFilter, Sort
-from core.store.ledger_sent import NEWEST_FIRST, sent_items
 from core.values import AnnounceType, Guide, PaperIn
 
 # The version columns an entry shows.
@@ -57,8 +59,7 @@ _ENTRY_COLUMNS: tuple[Any, ...] = (
 )
 
 if TYPE_CHECKING:
-    from core.store.browser import BrowserStore
-    from core.store.facade import Store
+    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,89 +103,80 @@ class FeedVersion:
         return max(times)
 
 
-class FeedStore:
-    """The feeds' reads and the feed nonce; a query's papers are found by the browser's index walk."""
+# The feeds' reads and the feed nonce; a query's papers are found by the browser's index walk.
+def query_feed(db: Db, search: SearchQuery, *, limit: int, language: str) -> list[FeedVersion]:
+    """The newest ``limit`` news versions that ``search`` matches, newest arrival first, each with what
+    it changed and its guide in ``language`` (see the module docstring for how they are found)."""
+    papers = browser_records.newest_news_ids(db, PaperFilter(sort=Sort.UPDATED, search=search), limit)
+    if not papers or limit <= 0:
+        return []
+    with db.connection() as connection:
+        rows = connection.execute(
+            sa.select(*_ENTRY_COLUMNS)
+            .where(col(Version.paper_id).in_(papers))
+            .order_by(col(Version.id).desc())
+        ).all()
+        chosen: list[Any] = []
+        for row in rows:
+            if len(chosen) == limit:
+                break
+            if row.news and search.query.evaluate(PaperText.of(_paper_in(row))) is not None:
+                chosen.append(row)
+        changed = changes_of(connection, [(row.paper_id, row.number) for row in chosen])
+        guides = _guides(connection, [int(row.version_id) for row in chosen], language)
+    return [_entry(row, changed, guides) for row in chosen]
 
-    def __init__(self, store: Store, browser: BrowserStore) -> None:
-        self._store = store
-        self._browser = browser
 
-    # -- a query's feed ----------------------------------------------------------------------------------
-
-    def query_feed(self, search: SearchQuery, *, limit: int, language: str) -> list[FeedVersion]:
-        """The newest ``limit`` news versions that ``search`` matches, newest arrival first, each with what
-        it changed and its guide in ``language`` (see the module docstring for how they are found)."""
-        papers = self._browser.newest_news_ids(PaperFilter(sort=Sort.UPDATED, search=search), limit)
-        if not papers or limit <= 0:
+def sent_feed(db: Db, subscriber_id: int, *, limit: int, language: str) -> list[FeedVersion]:
+    """What the subscriber was sent (``core.delivery.ledger_sent``), newest first, at most ``limit``
+    versions, each with its reasons, what it changed and its guide in ``language``."""
+    if limit <= 0:
+        return []
+    with db.connection() as connection:
+        sent = list(sent_items(connection, subscriber_id, order=NEWEST_FIRST, limit=limit))
+        if not sent:
             return []
-        with self._store.connection() as connection:
-            rows = connection.execute(
-                sa.select(*_ENTRY_COLUMNS)
-                .where(col(Version.paper_id).in_(papers))
-                .order_by(col(Version.id).desc())
+        by_id = {
+            int(row.version_id): row
+            for row in connection.execute(
+                sa.select(*_ENTRY_COLUMNS).where(col(Version.id).in_({item.version_id for item in sent}))
             ).all()
-            chosen: list[Any] = []
-            for row in rows:
-                if len(chosen) == limit:
-                    break
-                if row.news and search.query.evaluate(PaperText.of(_paper_in(row))) is not None:
-                    chosen.append(row)
-            changed = changes_of(connection, [(row.paper_id, row.number) for row in chosen])
-            guides = _guides(connection, [int(row.version_id) for row in chosen], language)
-        return [_entry(row, changed, guides) for row in chosen]
+        }
+        ordered = [by_id[item.version_id] for item in sent]
+        changed = changes_of(connection, [(row.paper_id, row.number) for row in ordered])
+        guides = _guides(connection, list(by_id), language)
+    return [
+        _entry(by_id[item.version_id], changed, guides, reasons=item.reasons, sent_at=item.sent_at)
+        for item in sent
+    ]
 
-    # -- a subscriber's feed ---------------------------------------------------------------------------
 
-    def sent_feed(self, subscriber_id: int, *, limit: int, language: str) -> list[FeedVersion]:
-        """What the subscriber was sent (``core.store.ledger_sent``), newest first, at most ``limit``
-        versions, each with its reasons, what it changed and its guide in ``language``."""
-        if limit <= 0:
-            return []
-        with self._store.connection() as connection:
-            sent = list(sent_items(connection, subscriber_id, order=NEWEST_FIRST, limit=limit))
-            if not sent:
-                return []
-            by_id = {
-                int(row.version_id): row
-                for row in connection.execute(
-                    sa.select(*_ENTRY_COLUMNS).where(col(Version.id).in_({item.version_id for item in sent}))
-                ).all()
-            }
-            ordered = [by_id[item.version_id] for item in sent]
-            changed = changes_of(connection, [(row.paper_id, row.number) for row in ordered])
-            guides = _guides(connection, list(by_id), language)
-        return [
-            _entry(by_id[item.version_id], changed, guides, reasons=item.reasons, sent_at=item.sent_at)
-            for item in sent
-        ]
+def feed_nonce(db: Db, subscriber_id: int, candidate: str) -> str:
+    """The subscriber's feed nonce; ``candidate`` becomes it when there is none yet.
 
-    # -- the private link's nonce ------------------------------------------------------------------------
+    One guarded UPDATE (``WHERE feed_nonce IS NULL``): two first uses at once agree on one nonce.
+    Raises LookupError for a subscriber that does not exist.
+    """
+    with db.connection() as connection:
+        connection.execute(
+            sa.update(Subscriber)
+            .where(col(Subscriber.id) == subscriber_id, col(Subscriber.feed_nonce).is_(None))
+            .values(feed_nonce=candidate)
+        )
+        nonce = connection.execute(
+            sa.select(col(Subscriber.feed_nonce)).where(col(Subscriber.id) == subscriber_id)
+        ).scalar_one_or_none()
+    if nonce is None:
+        raise LookupError(f"subscriber {subscriber_id} does not exist")
+    return str(nonce)
 
-    def feed_nonce(self, subscriber_id: int, candidate: str) -> str:
-        """The subscriber's feed nonce; ``candidate`` becomes it when there is none yet.
 
-        One guarded UPDATE (``WHERE feed_nonce IS NULL``): two first uses at once agree on one nonce.
-        Raises LookupError for a subscriber that does not exist.
-        """
-        with self._store.connection() as connection:
-            connection.execute(
-                sa.update(Subscriber)
-                .where(col(Subscriber.id) == subscriber_id, col(Subscriber.feed_nonce).is_(None))
-                .values(feed_nonce=candidate)
-            )
-            nonce = connection.execute(
-                sa.select(col(Subscriber.feed_nonce)).where(col(Subscriber.id) == subscriber_id)
-            ).scalar_one_or_none()
-        if nonce is None:
-            raise LookupError(f"subscriber {subscriber_id} does not exist")
-        return str(nonce)
-
-    def replace_feed_nonce(self, subscriber_id: int, nonce: str) -> None:
-        """Store a new feed nonce: every link signed with the old one stops working."""
-        with self._store.connection() as connection:
-            connection.execute(
-                sa.update(Subscriber).where(col(Subscriber.id) == subscriber_id).values(feed_nonce=nonce)
-            )
+def replace_feed_nonce(db: Db, subscriber_id: int, nonce: str) -> None:
+    """Store a new feed nonce: every link signed with the old one stops working."""
+    with db.connection() as connection:
+        connection.execute(
+            sa.update(Subscriber).where(col(Subscriber.id) == subscriber_id).values(feed_nonce=nonce)
+        )
 
 
 def _paper_in(row: Any) -> PaperIn:

@@ -1,6 +1,6 @@
 """The library's search index: SQLite FTS5 or a PostgreSQL tsvector with a GIN index, one entry per paper.
 
-Part of the store. The paper browser's search (core.store.browse) reads the follow language
+Part of the store. The paper browser's search (core.overview.dashboard_records) reads the follow language
 (core.follows.search_text compiles it); this module keeps the index the compiled query runs against, and
 joins it
 to the papers.
@@ -12,7 +12,7 @@ paper known only from a community pick (no arXiv metadata yet) is not in the ind
 arrives.
 
 * **SQLite**: a contentless FTS5 table ``search_doc`` (the tokens are not stored twice: the library's text is
-  already in ``version``). Its row id is the paper's ``browse_key`` (core.store.sort_keys), so a search in
+  already in ``version``). Its row id is the paper's ``browse_key`` (core.papers.sort_keys), so a search in
   the default order reads the index from its end and stops after one page. A contentless table cannot
   delete a row without being given the row's old text, so entries are only ever added: when a paper's key
   changes (a new version, or it turns out to be news) its new entry is added under the new key, and the
@@ -47,8 +47,8 @@ from collections.abc import Collection, Iterator, Mapping
 
 import sqlalchemy as sa
 
+from core.db_ids import id_conditions
 from core.follows.search_text import SearchDoc, paper_doc, tsvector_literal
-from core.store.ids import id_conditions
 from core.values import AnnounceType, PaperIn
 
 TABLE = "search_doc"

@@ -1,5 +1,6 @@
-"""The bulk write behind ``store.papers.save_versions``: a batch of versions becomes rows, written in the
-caller's transaction on its Core connection (no ORM objects: a day's feed is tens of thousands of rows).
+"""The bulk write behind ``paper_records.save_versions``: a batch of versions becomes rows,
+written in the caller's transaction on its Core connection (no ORM objects: a day's feed is tens of thousands
+of rows).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlmodel import Session, col
 
+from core.db_bulk import bulk_insert
+from core.db_ids import id_conditions
 from core.follows.search_text import paper_doc
 from core.models import (
     Paper,
@@ -21,11 +24,9 @@ from core.models import (
     Version,
 )
 from core.papers.classify import is_ai_related
-from core.store.bulk import bulk_insert
-from core.store.counts import add_to_totals, flag_papers
-from core.store.ids import id_conditions
-from core.store.search import mark_stale, write_entries
-from core.store.sort_keys import (
+from core.papers.count_records import add_to_totals, flag_papers
+from core.papers.search_index import mark_stale, write_entries
+from core.papers.sort_keys import (
     mark_news,
     published_key,
     refresh_browse_keys,
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 
 
 class Novelty(StrEnum):
-    """Which new versions of a batch are news (see ``store.papers.save_versions``)."""
+    """Which new versions of a batch are news (see ``paper_records.save_versions``)."""
 
     NEWS = "news"
     HISTORY = "history"
@@ -165,11 +166,11 @@ def save_batch(
             result.new_papers += 1
     history_rows = _version_rows(history, now, news=False)
     news_rows = _version_rows(news, now, news=True)
-    # The papers the library totals count (core.store.counts), read before the bulk loads convert the rows
-    # in place.
+    # The papers the library totals count (core.papers.count_records), read before the bulk loads convert the
+    # rows in place.
     ai_papers = {row[0] for row in (*history_rows, *news_rows) if row[_AI_RELATED]}
     revised_papers = {row[0] for row in (*history_rows, *news_rows) if row[1] > 1}
-    # The browser's keys (core.store.sort_keys): which papers have news, and v1's announcement.
+    # The browser's keys (core.papers.sort_keys): which papers have news, and v1's announcement.
     news_papers = {paper.arxiv_id for paper in (*news, *announced)}
     first_announced = {
         paper.arxiv_id: paper.announced_at for paper in (*history, *news, *announced) if paper.version == 1
@@ -220,7 +221,7 @@ def save_batch(
     changed = set(new_papers).union(raised, became_news)
     refresh_browse_keys(connection, changed)
     if novelty is Novelty.HISTORY:
-        # A backfill leaves its entries to the indexer (core.store.search: "When entries are written");
+        # A backfill leaves its entries to the indexer (core.papers.search_index: "When entries are written");
         # its new papers were inserted marked.
         mark_stale(connection, changed.difference(new_papers))
     else:
@@ -233,7 +234,8 @@ def save_batch(
             {pid: paper_doc(paper) for pid, paper in newest.items()},
             became_news.difference(newest),
         )
-    # Each batch adds what it wrote to the totals, in the caller's one transaction (core.store.counts).
+    # Each batch adds what it wrote to the totals, in the caller's one transaction
+    # (core.papers.count_records).
     add_to_totals(
         connection,
         papers=len(new_papers),
@@ -254,7 +256,7 @@ def _announce_history(connection: sa.Connection, announced: Sequence[PaperIn], n
     text, categories and flags the earlier source gave it (the same arXiv version), and takes the
     announcement's type, source and date. It becomes unmatched, and first seen now: the matcher picks it up
     like a version this announcement inserted, and a follow made between the first sighting and the
-    announcement sees it (``core.store.fanout`` compares a follow's creation with ``first_seen_at``).
+    announcement sees it (``core.follows.fanout`` compares a follow's creation with ``first_seen_at``).
     ``news IS NOT TRUE`` keeps a concurrent writer's promotion from being made twice.
     """
     version = _VERSION_TABLE.c
@@ -316,7 +318,7 @@ def _stored_versions(
     with whether it is stored as news.
 
     On PostgreSQL the papers' rows are locked by the read, in id order, for the caller's transaction
-    (``core.store.sort_keys.lock_papers`` says why: writers of the same papers deadlocked without it); the
+    (``core.papers.sort_keys.lock_papers`` says why: writers of the same papers deadlocked without it); the
     read returns them as the writer it waited for committed them, and the versions are read after it.
     """
     paper, version = _PAPER_TABLE.c, _VERSION_TABLE.c

@@ -37,7 +37,7 @@ from core.follows.reasons import Reason, reasons_from_data
 from core.models import Digest, DigestState, Match, Version
 
 if TYPE_CHECKING:
-    from core.store.facade import Store
+    from core.db import Database
 
 # Sent digests read per statement (their matches in one more); a page of a big ledger stays small.
 SENT_PAGE = 200
@@ -70,7 +70,7 @@ class SentItem:
 
 
 def sent_items(
-    source: Store | sa.Connection,
+    source: Database | sa.Connection,
     subscriber_id: int,
     *,
     order: SentOrder = NEWEST_FIRST,

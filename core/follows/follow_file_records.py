@@ -1,9 +1,9 @@
 """The bulk follows SQL: importing a checked follows file in one transaction, and reading follows for export.
 
-``store.follow_files`` (:class:`FollowFileStore`): Core only, on a connection of the store
-(``store.connection()``). Like ``store.papers.save_versions`` it writes with Core statements in batches
-(executemany, ``INSERT ... ON CONFLICT DO NOTHING``), never one ORM object per line: 100,000 follows are a few
-statements, not 100,000 round trips.
+``core.follows.follow_file_records`` (:class:`FollowFileStore`): Core only, on a connection of the store
+(``db.connection()``). Like ``paper_records.save_versions`` it writes with Core statements
+in batches (executemany, ``INSERT ... ON CONFLICT DO NOTHING``), never one ORM object per line: 100,000
+follows are a few statements, not 100,000 round trips.
 """
 
 from __future__ import annotations
@@ -11,18 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from core.channel import NEWSLETTER_CHANNEL
+from core.db import Db
 from core.follows.file import ExportedFollow, FollowLine, SubscriberOptions
 from core.models import Follow, Subscriber, SubscriberStatus
-
-if TYPE_CHECKING:
-    from core.store.facade import Store
-
 
 _SUBSCRIBERS: sa.Table = Subscriber.__table__  # type: ignore[attr-defined]
 _FOLLOWS: sa.Table = Follow.__table__  # type: ignore[attr-defined]
@@ -44,50 +41,44 @@ class ImportCounts:
     inactive: int = 0
 
 
-class FollowFileStore:
-    """Bulk import and export of follows (a follows file)."""
+# Bulk import and export of follows (a follows file).
+def import_follows(
+    db: Db,
+    subscribers: Iterable[SubscriberOptions],
+    follows: Sequence[FollowLine],
+    *,
+    timezone: str,
+    schedule: str,
+    now: datetime,
+) -> ImportCounts:
+    """Store the subscribers and follows of a checked file in one transaction; idempotent.
 
-    def __init__(self, store: Store) -> None:
-        self._store = store
+    A new subscriber is created active with the options given, else ``timezone`` and ``schedule``
+    (what ``papertrail follow`` does: an operator's action, no confirmation mail). An existing one
+    keeps its status and gets the options the file gives. A follow is (subscriber, canonical query):
+    a new one is added with the query as written, an existing one gets the file's new_only/instant.
+    """
+    with db.connection() as connection:
+        return write_follows(connection, subscribers, follows, timezone=timezone, schedule=schedule, now=now)
 
-    def import_follows(
-        self,
-        subscribers: Iterable[SubscriberOptions],
-        follows: Sequence[FollowLine],
-        *,
-        timezone: str,
-        schedule: str,
-        now: datetime,
-    ) -> ImportCounts:
-        """Store the subscribers and follows of a checked file in one transaction; idempotent.
 
-        A new subscriber is created active with the options given, else ``timezone`` and ``schedule``
-        (what ``papertrail follow`` does: an operator's action, no confirmation mail). An existing one
-        keeps its status and gets the options the file gives. A follow is (subscriber, canonical query):
-        a new one is added with the query as written, an existing one gets the file's new_only/instant.
-        """
-        with self._store.connection() as connection:
-            return write_follows(
-                connection, subscribers, follows, timezone=timezone, schedule=schedule, now=now
-            )
-
-    def export_rows(self, statuses: Sequence[str], address: str | None = None) -> Iterator[ExportedFollow]:
-        """Every follow of the subscribers in ``statuses`` (or of ``address`` alone), by address then
-        follow number, read in batches. Newsletters' hidden subscribers are left out (their definition
-        is not a follow list)."""
-        s, f = _SUBSCRIBERS.c, _FOLLOWS.c
-        query = (
-            sa.select(s.address, f.query, s.schedule, s.timezone, s.language, f.revisions, f.instant)
-            .select_from(_FOLLOWS.join(_SUBSCRIBERS, s.id == f.subscriber_id))
-            .where(s.status.in_(list(statuses)), ~s.address.startswith(f"{NEWSLETTER_CHANNEL}:"))
-            .order_by(s.address, f.id)
-        )
-        if address is not None:
-            query = query.where(s.address == address)
-        with self._store.connection() as connection:
-            result = connection.execution_options(yield_per=_EXPORT_BATCH).execute(query)
-            for row in result:
-                yield ExportedFollow(*row)
+def export_rows(db: Db, statuses: Sequence[str], address: str | None = None) -> Iterator[ExportedFollow]:
+    """Every follow of the subscribers in ``statuses`` (or of ``address`` alone), by address then
+    follow number, read in batches. Newsletters' hidden subscribers are left out (their definition
+    is not a follow list)."""
+    s, f = _SUBSCRIBERS.c, _FOLLOWS.c
+    query = (
+        sa.select(s.address, f.query, s.schedule, s.timezone, s.language, f.revisions, f.instant)
+        .select_from(_FOLLOWS.join(_SUBSCRIBERS, s.id == f.subscriber_id))
+        .where(s.status.in_(list(statuses)), ~s.address.startswith(f"{NEWSLETTER_CHANNEL}:"))
+        .order_by(s.address, f.id)
+    )
+    if address is not None:
+        query = query.where(s.address == address)
+    with db.connection() as connection:
+        result = connection.execution_options(yield_per=_EXPORT_BATCH).execute(query)
+        for row in result:
+            yield ExportedFollow(*row)
 
 
 def write_follows(
@@ -99,10 +90,11 @@ def write_follows(
     schedule: str,
     now: datetime,
 ) -> ImportCounts:
-    """The writes of :meth:`FollowFileStore.import_follows` on ``connection``, in the caller's transaction.
+    """The writes of :func:`core.follows.follow_file_records.import_follows` on ``connection``, in the
+    caller's transaction.
 
-    ``import subscription`` (core.store.subscription) stores a subscription's follows with it, inside the
-    transaction that also writes the subscriber, its newsletters and its history.
+    ``import subscription`` (core.people.subscription_records) stores a subscription's follows with it, inside
+    the transaction that also writes the subscriber, its newsletters and its history.
     """
     counts = ImportCounts()
     wanted = {s.address: s for s in subscribers}

@@ -1,1 +1,0 @@
-"""All SQL: the Store facade and one repository class per aggregate, plus the migrations runner."""
