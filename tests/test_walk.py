@@ -79,7 +79,7 @@ def test_the_walk_of_one_paper_does_not_grow_on_sqlite(sqlite_walk: Walk) -> Non
 @pytest.mark.net
 @pytest.mark.db
 def test_the_walk_of_one_paper_does_not_grow_on_postgresql(postgres_url: str) -> None:
-    for _store in migrated_store(postgres_url):  # the schema from this process's template: no Alembic run
+    for _db in migrated_store(postgres_url):  # the schema from this process's template: no Alembic run
         pass
     _check_pins(_trace(postgres_url))
 

@@ -374,11 +374,11 @@ async def _walk(database_url: str, recorder: Recorder) -> Walk:
         )
         ctx = build_context(settings, console=io.StringIO())
         try:
-            follow(ctx.store, ADDRESS, f"cat:{category}", instant=True)
+            follow(ctx.db, ADDRESS, f"cat:{category}", instant=True)
             with recorder.recording("ingest"):
                 await Jobs(ctx).ingest(SOURCE)
             with recorder.recording("delivery"):
-                reports = await send_due_digests(ctx.store, ctx.notifiers, ctx.renderer, policy=ctx.policy)
+                reports = await send_due_digests(ctx.db, ctx.notifiers, ctx.renderer, policy=ctx.policy)
         finally:
             await ctx.aclose()
         sent = telegram.sent(ADDRESS.partition(":")[2])
@@ -390,7 +390,7 @@ async def _walk(database_url: str, recorder: Recorder) -> Walk:
             raise WalkError(
                 f"expected one Telegram message carrying {arxiv_id}; reports {reports}, sent {sent}"
             )
-        return recorder.result(ctx.store.engine.dialect.name)
+        return recorder.result(ctx.db.engine.dialect.name)
 
 
 def trace(database_url: str | None = None) -> Walk:
