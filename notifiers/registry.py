@@ -13,13 +13,13 @@ from typing import TextIO
 from core.channel import Notifier
 from core.config import Settings
 from core.delivery.rate_limit import RateLimit
-from notifiers.apprise import AppriseNotifier
-from notifiers.console import ConsoleNotifier
-from notifiers.email import EmailNotifier
-from notifiers.slack import SlackNotifier
-from notifiers.slack_webhook import SlackWebhookNotifier
-from notifiers.telegram import TelegramNotifier
-from notifiers.webhook import WebhookNotifier
+from notifiers.apprise.notifier import AppriseNotifier
+from notifiers.console.notifier import ConsoleNotifier
+from notifiers.email.notifier import EmailNotifier
+from notifiers.slack.notifier import SlackNotifier
+from notifiers.slack.webhook import SlackWebhookNotifier
+from notifiers.telegram.notifier import TelegramNotifier
+from notifiers.webhook.notifier import WebhookNotifier
 
 
 def build_notifiers(

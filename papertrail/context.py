@@ -25,7 +25,7 @@ from papertrail.source_names import SOURCE_NAMES
 from papertrail.store_context import open_store
 
 if TYPE_CHECKING:
-    from bot.telegram import TelegramBot
+    from notifiers.telegram.chat import TelegramBot
 
 __all__ = ["SOURCE_NAMES", "AppContext", "build_context", "delivery_policy"]
 
@@ -58,7 +58,7 @@ class AppContext:
     def telegram_bot(self) -> TelegramBot | None:
         """This process's one Telegram bot; None without PAPERTRAIL_TELEGRAM_TOKEN."""
         if self._telegram_bot is None and self.settings.telegram_token is not None:
-            from bot.telegram import TelegramBot  # python-telegram-bot's ext only where a bot runs
+            from notifiers.telegram.chat import TelegramBot  # python-telegram-bot's ext only where a bot runs
 
             self._telegram_bot = TelegramBot(self.settings.telegram_bot(), self.store)
         return self._telegram_bot

@@ -1,4 +1,5 @@
-"""The Telegram bot (bot/telegram.py): the real python-telegram-bot Application against the fake Bot API.
+"""The Telegram bot (notifiers/telegram/chat.py): the real python-telegram-bot Application against the fake
+Bot API.
 
 Updates go in as Telegram's JSON through ``Application.process_update`` (and once each through the long
 polling loop and the webhook route); what comes out is what the fake Bot API received: the exact
@@ -22,9 +23,12 @@ from starlette.applications import Starlette
 
 from bot.commands import MAX_INPUT_CHARS, Block, Reply
 from bot.commands_help import COMMANDS
-from bot.telegram import SECRET_HEADER, WEBHOOK_PATH, TelegramBot, TelegramBotError
-from bot.telegram_chat import BLOCKED, EDITED, NO_TEXT, REMOVED
-from bot.telegram_render import (
+from core.config import Settings
+from core.models import SubscriberStatus
+from core.store.facade import Store
+from notifiers.telegram.chat import SECRET_HEADER, WEBHOOK_PATH, TelegramBot, TelegramBotError
+from notifiers.telegram.chat_handlers import BLOCKED, EDITED, NO_TEXT, REMOVED
+from notifiers.telegram.chat_render import (
     Action,
     Button,
     callback_data,
@@ -33,9 +37,6 @@ from bot.telegram_render import (
     read_callback,
     utf16_len,
 )
-from core.config import Settings
-from core.models import SubscriberStatus
-from core.store.facade import Store
 from tests.fakes.telegram_api import (
     ADA,
     ADA_CHAT,

@@ -26,7 +26,7 @@ from core.follows.reasons import ABSTRACT, AUTHOR, CATEGORY, TITLE, Reason, hit_
 from core.models import Version, utcnow
 from core.store.facade import Store
 from core.values import Guide, Message, SendResult
-from notifiers.webhook_payload import digest_payload
+from notifiers.webhook.payload import digest_payload
 
 MAX_ITEMS = 50
 MATCHES = 400

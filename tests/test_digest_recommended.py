@@ -27,10 +27,10 @@ from core.models import Match
 from core.store.facade import Store
 from core.store.ledger import RankedMatch
 from core.values import DigestItem, Message
-from notifiers.console import ConsoleNotifier
-from notifiers.slack_blocks import build_payloads
-from notifiers.telegram_format import split_message
-from notifiers.webhook_payload import digest_payload, encode_payload
+from notifiers.console.notifier import ConsoleNotifier
+from notifiers.slack.blocks import build_payloads
+from notifiers.telegram.format import split_message
+from notifiers.webhook.payload import digest_payload, encode_payload
 from tests.goldens import check_golden, dump_slack
 from tests.hostile import guided_items, hostile_recommendation, recommended_items
 from tests.ledger_rows import add_matches

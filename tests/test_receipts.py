@@ -47,9 +47,9 @@ from core.store.facade import SaveResult, Store
 from core.store.ledger import DigestPlan
 from core.store.runs import RunStore
 from core.values import Outage, PaperIn, Receipt, SourceScan
-from notifiers.console import ConsoleNotifier
-from notifiers.slack_blocks import build_payloads
-from notifiers.webhook_payload import digest_payload
+from notifiers.console.notifier import ConsoleNotifier
+from notifiers.slack.blocks import build_payloads
+from notifiers.webhook.payload import digest_payload
 from tests.cli_helpers import invoke
 from tests.hostile import sample_receipt
 from tests.support.ledger import ScriptedNotifier

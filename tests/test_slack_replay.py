@@ -12,10 +12,10 @@ from datetime import timedelta
 
 import pytest
 
-from bot.slack import EVENTS_PATH, REPLAY_MEMORY
 from core.follows.manage import follow
 from core.models import utcnow
 from core.store.facade import Store, make_engine
+from notifiers.slack.chat import EVENTS_PATH, REPLAY_MEMORY
 from tests.fakes.slack_api import FakeSlack
 from tests.support.slack_bot import ADA, SECRET, TOKEN, command_body, signed_headers, slack_fixture  # noqa: F401
 from tests.support.web import client_for

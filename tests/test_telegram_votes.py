@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.telegram import TelegramBot
-from bot.telegram_render import Action, Button, VotePress, read_callback, read_vote, voted_markup
 from core.delivery.digests import send_due_digests
 from core.delivery.render import Renderer
 from core.store.facade import Store
 from core.store.taste import DISLIKE, LIKE
 from core.taste.votes import votes
 from notifiers.ratelimit import RateLimiter
-from notifiers.telegram import TelegramNotifier
+from notifiers.telegram.chat import TelegramBot
+from notifiers.telegram.chat_render import Action, Button, VotePress, read_callback, read_vote, voted_markup
+from notifiers.telegram.notifier import TelegramNotifier
 from tests.fakes.telegram_api import ADA, ADA_CHAT, Call, FakeTelegram, Place, Updates
 from tests.support.chat_commands import NOW, backdate, ingest_recorded_feed, migrated_template_fixture
 from tests.support.telegram_bot import (

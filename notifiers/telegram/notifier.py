@@ -1,6 +1,6 @@
 """Telegram notifier: digests as Telegram HTML messages through python-telegram-bot's ``Bot``.
 
-Format: Telegram HTML, link previews off; a long digest is split (notifiers/telegram_format.py) at the
+Format: Telegram HTML, link previews off; a long digest is split (notifiers/telegram/format.py) at the
 declared ``max_length`` (4096 UTF-16 code units) and sent as several messages to the same chat.
 
 Rate limits: ``PAPERTRAIL_TELEGRAM_MAX_PER_SECOND`` overall, one message per
@@ -38,7 +38,7 @@ from core.config_edges import TelegramSettings
 from core.delivery.rate_limit import RateLimit
 from core.values import Message, SendResult
 from notifiers.ratelimit import RateLimiter, Window
-from notifiers.telegram_format import MAX_LENGTH, Part, html_to_text, item_buttons, split_message
+from notifiers.telegram.format import MAX_LENGTH, Part, html_to_text, item_buttons, split_message
 
 # A flood-control wait up to this long is sat out inline; a longer one goes back to the ledger's back-off.
 MAX_INLINE_WAIT = 30.0

@@ -1,7 +1,8 @@
 """The Telegram bot: people manage their follows with ``/commands`` in private chats and groups.
 
 :class:`TelegramBot` wraps a python-telegram-bot ``Application`` whose handlers
-(:class:`bot.telegram_chat.ChatHandlers`) run every command through the one grammar in ``bot/commands.py``.
+(:class:`notifiers.telegram.chat_handlers.ChatHandlers`) run every command through the one grammar in
+``bot/commands.py``.
 Updates arrive one of two ways, chosen by ``PAPERTRAIL_TELEGRAM_MODE``:
 
 - ``polling`` (the default; works behind NAT): :meth:`TelegramBot.run_polling` long-polls ``getUpdates``
@@ -49,12 +50,12 @@ from telegram.ext import (
 )
 
 from bot.commands import COMMANDS
-from bot.telegram_chat import ChatHandlers, Context
 from core.config_edges import TelegramBotSettings
 from core.i18n.languages import LANGUAGES, translator
 from core.json_input import JSONLimitError, JSONReader
 from core.models import utcnow
 from core.store.facade import Store
+from notifiers.telegram.chat_handlers import ChatHandlers, Context
 
 log = logging.getLogger(__name__)
 

@@ -61,12 +61,12 @@ from bot.commands_base import stored_language
 from bot.commands_help import BY_NAME
 from bot.commands_status import describe_schedule
 from bot.commands_votes import VOTE_COMMANDS
-from bot.slack_format import RUN_ACTION, UNFOLLOW_ACTION, VOTE_ACTIONS, home_view, reply_message
-from bot.slack_workspace import Conversation, SlackChannel, SlackUser, Workspace, chat_context, why
 from core.config_edges import SlackBotSettings
 from core.i18n.languages import LANGUAGES, N_, Translator, reader_language, translator
 from core.models import SubscriberStatus, utcnow
 from core.store.facade import Store
+from notifiers.slack.chat_format import RUN_ACTION, UNFOLLOW_ACTION, VOTE_ACTIONS, home_view, reply_message
+from notifiers.slack.chat_workspace import Conversation, SlackChannel, SlackUser, Workspace, chat_context, why
 
 log = logging.getLogger(__name__)
 
@@ -414,7 +414,7 @@ class SlackBot:
     async def chat_context(
         self, conversation: Conversation, prefix: str, channel: SlackChannel | None = None
     ) -> ChatContext:
-        """The grammar's view of the sender (see :func:`bot.slack_workspace.chat_context`).
+        """The grammar's view of the sender (see :func:`notifiers.slack.chat_workspace.chat_context`).
 
         Asks users.info about the sender; ``channel`` is what conversations.info said (None: unknown).
         Raises ValueError for ids that are not Slack ids.

@@ -6,7 +6,7 @@ parsing the markup, so measuring the HTML (which is never shorter) keeps every p
 digest is split between items with :func:`core.channel.pack_blocks`; a block too long on its own
 loses its
 markup and is cut (:func:`shorten_html`). Each part records the items it shows as it is packed, so that
-their buttons (:func:`item_buttons`) go with it. Sending is notifiers/telegram.py's.
+their buttons (:func:`item_buttons`) go with it. Sending is notifiers/telegram/notifier.py's.
 """
 
 from __future__ import annotations

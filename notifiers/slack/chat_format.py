@@ -4,7 +4,7 @@ The grammar's replies are plain text (``bot.commands``); here every block is esc
 ``<``, ``>``: so ``<!channel>`` or ``<https://evil|click>`` typed into a query is shown, never obeyed),
 monospace blocks go into ```` ``` ```` fences, and sections carry ``verbatim: true`` so that Slack does not
 turn ``#general`` or a bare URL in a query into a link either. Nothing here touches the network or the
-store: :mod:`bot.slack` fetches, these functions only lay out.
+store: :mod:`notifiers.slack.chat` fetches, these functions only lay out.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ RUN_ACTION = "papertrail_run"
 UNFOLLOW_ACTION = "papertrail_unfollow"
 """Action ids ``papertrail_unfollow_<number>`` of the App Home's buttons; the value is ``unfollow QUERY``."""
 VOTE_ACTIONS = SLACK_VOTE_ACTIONS
-"""The 👍 / 👎 buttons under a paper in a digest (notifiers/slack_blocks.py writes them): action id -> the
+"""The 👍 / 👎 buttons under a paper in a digest (notifiers/slack/blocks.py writes them): action id -> the
 command it runs; the value is the paper's versioned id, ``2306.03564v2``."""
 
 Json = dict[str, Any]

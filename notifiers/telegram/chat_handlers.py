@@ -43,7 +43,11 @@ from telegram.warnings import PTBDeprecationWarning
 from bot.commands import Block, ChatContext, Problem, Reply, handle
 from bot.commands_base import BLOCKED, REMOVED, cut, stored_language
 from bot.commands_votes import press_vote
-from bot.telegram_render import (
+from core.config_edges import ChatSettings
+from core.i18n.languages import DEFAULT_LANGUAGE, N_, Translator, translator
+from core.models import SubscriberStatus
+from core.store.facade import Store
+from notifiers.telegram.chat_render import (
     Action,
     Button,
     html_parts,
@@ -54,10 +58,6 @@ from bot.telegram_render import (
     voted_markup,
     without_button,
 )
-from core.config_edges import ChatSettings
-from core.i18n.languages import DEFAULT_LANGUAGE, N_, Translator, translator
-from core.models import SubscriberStatus
-from core.store.facade import Store
 
 log = logging.getLogger(__name__)
 
