@@ -1,13 +1,15 @@
 """Measure core/'s package structure: the cycles between its packages and the shell's reach into the store.
 
 DESIGN.md wants core/ cut into packages by capability with no cycle between packages, and a shell (bot/,
-papertrail/, and the chat bots in the channel packages of notifiers/) that calls steps, never SQL. This prints how far the code is from that:
+papertrail/, and the chat bots in the channel packages of notifiers/) that calls steps, never SQL. This
+prints how far the code is from that:
 
 * the strongly connected components of the package-level import graph of core/: a package is
   ``core.<sub>`` (core.store, core.follows, ...); the top-level modules (core.config, core.values,
   core.models, ...) count together as one package, "core (shared)". A component of more than one package
   is a cycle; the goal is one package per component.
-* the files of bot/, notifiers/ and papertrail/ that import ``core.store`` (its facade, a repository or its SQL).
+* the files of bot/, notifiers/ and papertrail/ that import ``core.store`` (its facade, a repository or
+  its SQL).
 
 Imports under ``if TYPE_CHECKING:`` run nothing and are left out, as import-linter leaves them out
 (pyproject.toml); the shell count is also printed with them. grimp (installed with import-linter) builds
@@ -85,7 +87,7 @@ def strongly_connected_components(edges: dict[str, set[str]]) -> list[list[str]]
 
 
 def shell_files_importing_store(graph: grimp.ImportGraph) -> list[str]:
-    """The modules of bot/, notifiers/ and papertrail/ that import core.store or one of its modules directly."""
+    """The modules of bot/, notifiers/ and papertrail/ importing core.store or one of its modules directly."""
     found = []
     for package in SHELL_PACKAGES:
         for module in graph.find_descendants(package) | {package}:

@@ -30,7 +30,7 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
     """Papers stored; new papers, revisions and AI-related papers in the last 24 h; health of each source."""
     from core.papers.status import source_statuses
     from core.people.masking import mask_address, mask_text
-    from notifiers.channels import unconfigured_channels
+    from papertrail.channels import CHANNELS
     from papertrail.ingest_claim import status_summary
 
     with _store_context() as ctx:
@@ -38,10 +38,11 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
         dead = ctx.store.ledger.dead_digests()
         backlog = ctx.store.papers.search_backlog()
         settings = ctx.settings
+        unconfigured = CHANNELS.unconfigured(settings)
         waiting = {
-            channel: (count, unconfigured_channels(settings)[channel])
+            channel: (count, unconfigured[channel])
             for channel, count in ctx.store.ledger.pending_by_channel().items()
-            if channel in unconfigured_channels(settings)
+            if channel in unconfigured
         }
     judged = source_statuses(
         summary,

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, TextIO
 
-from core.channel import Notifier
+from core.channel import Notifier, NotifierParts
 from core.config import Settings
 from core.delivery.digests import DeliveryPolicy
 from core.delivery.rate_limit import rate_limit_for
@@ -20,7 +20,7 @@ from ingest.arxiv_rss import ArxivRssSource
 from ingest.hf_daily import HfDailySource
 from ingest.http import HttpClient, Politeness
 from ingest.llm import ChatClient
-from notifiers.registry import build_notifiers
+from papertrail import channels
 from papertrail.source_names import SOURCE_NAMES
 from papertrail.store_context import open_store
 
@@ -128,8 +128,11 @@ def build_context(settings: Settings, *, console: TextIO | None = None) -> AppCo
             default_language=settings.default_language,
         ),
         # On PostgreSQL the notifiers' rate limits are shared by every process on the database.
-        notifiers=build_notifiers(
-            settings, console=console, slots=rate_limit_for(engine, shared=settings.rate_limit == "shared")
+        notifiers=channels.install().build_notifiers(
+            settings,
+            NotifierParts(
+                console=console, slots=rate_limit_for(engine, shared=settings.rate_limit == "shared")
+            ),
         ),
         http=http,
         sources=sources,

@@ -37,7 +37,7 @@ from core.papers.pipeline import match_new
 from core.store.facade import Store, make_engine
 from core.store.fanout import HOLD_MATCHES_FOR
 from core.store.migrate import alembic_config
-from notifiers.registry import build_notifiers
+from papertrail.channels import CHANNELS
 from papertrail.cli import app
 from tests.servers import LoopbackController
 from tests.support.ledger import ScriptedNotifier, paper
@@ -107,7 +107,7 @@ def readers(store: Store, count: int, *, papers: int = 1) -> list[str]:
 
 
 async def one_pass(store: Store, settings: Settings, **options: Any) -> list[DigestReport]:
-    notifiers = build_notifiers(settings)
+    notifiers = CHANNELS.build_notifiers(settings)
     try:
         return await send_due_digests(store, notifiers, Renderer(), **options)
     finally:

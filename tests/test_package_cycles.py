@@ -2,8 +2,9 @@
 measures both; docs/architecture.md, "Measured structure", records them).
 
 The goal is one package per strongly connected component (no cycle between core's packages) and no file of
-bot/, papertrail/ or a chat bot in notifiers/ importing core.store. Today's numbers are pinned: the test fails when either grows, and
-when either shrinks, so that the pin moves down with the code (lower it in the same change).
+bot/, papertrail/ or a chat bot in notifiers/ importing core.store. Today's numbers are pinned: the test
+fails when either grows, and when either shrinks, so that the pin moves down with the code (lower it in
+the same change).
 """
 
 from __future__ import annotations
