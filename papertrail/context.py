@@ -59,8 +59,12 @@ class AppContext:
         """This process's one Telegram bot; None without PAPERTRAIL_TELEGRAM_TOKEN."""
         if self._telegram_bot is None and self.settings.telegram_token is not None:
             from notifiers.telegram.chat import TelegramBot  # python-telegram-bot's ext only where a bot runs
+            from notifiers.telegram.notifier import TelegramNotifier
 
-            self._telegram_bot = TelegramBot(self.settings.telegram_bot(), self.store)
+            # Replies go through the digests' limiter: one chat's limits hold for both.
+            notifier = self.notifiers.get("telegram")
+            limiter = notifier.limiter if isinstance(notifier, TelegramNotifier) else None
+            self._telegram_bot = TelegramBot(self.settings.telegram_bot(), self.store, limiter=limiter)
         return self._telegram_bot
 
     async def close_notifiers(self) -> None:

@@ -35,13 +35,12 @@ from notifiers.telegram.chat_render import (
     html_parts,
     keyboard,
     read_callback,
-    utf16_len,
 )
+from notifiers.telegram.format import MAX_LENGTH, utf16_len
 from tests.fakes.telegram_api import (
     ADA,
     ADA_CHAT,
     GROUP_ANONYMOUS_BOT,
-    MAX_MESSAGE_UTF16,
     Call,
     FakeTelegram,
     Place,
@@ -545,7 +544,7 @@ def test_replies_are_escaped_and_split_within_telegrams_limit() -> None:
     reply = Reply((Block("head"), Block(long_lines, monospace=True), Block("x" * 9000)))
     parts = html_parts(reply)
     texts = [parse_html(part) for part in parts]
-    assert all(utf16_len(text) <= MAX_MESSAGE_UTF16 for text, _ in texts)
+    assert all(utf16_len(text) <= MAX_LENGTH for text, _ in texts)
     # head + the first 42 lines; 42 lines; the last 36 lines; then 4096 + 4096 + 808 x's.
     assert [utf16_len(text) for text, _ in texts] == [
         4 + 1 + 42 * 96 - 1,

@@ -55,6 +55,7 @@ from core.i18n.languages import LANGUAGES, translator
 from core.json_input import JSONLimitError, JSONReader
 from core.models import utcnow
 from core.store.facade import Store
+from notifiers.ratelimit import RateLimiter
 from notifiers.telegram.chat_handlers import ChatHandlers, Context
 
 log = logging.getLogger(__name__)
@@ -94,18 +95,22 @@ class TelegramBot:
         *,
         bot: telegram.Bot | None = None,
         clock: Callable[[], datetime] = utcnow,
+        limiter: RateLimiter | None = None,
     ) -> None:
         """Build the Application (no network yet).
 
         ``bot``: a Bot to use instead of one built from ``PAPERTRAIL_TELEGRAM_TOKEN`` and
         ``PAPERTRAIL_TELEGRAM_API_URL`` (tests); it belongs to this bot from then on and is shut down by
-        :meth:`stop`. ``clock`` is "now" for the commands (tests pin it). Raises :class:`TelegramBotError`
-        when neither a Bot nor a token is given.
+        :meth:`stop`. ``clock`` is "now" for the commands (tests pin it). ``limiter``: the Telegram digest
+        notifier's (``TelegramNotifier.limiter``), so that replies and digests share one chat's limits; the
+        shell always passes it. Without one (tests, benchmarks) replies are not paced, only flood waits kept.
+        Raises :class:`TelegramBotError` when neither a Bot nor a token is given.
         """
         self.settings = settings
         self.store = store
         self._app = self._build(bot)
-        self.handlers = ChatHandlers(settings.commands, store, lambda: self._app.bot, clock)
+        limiter = limiter or RateLimiter(scope="telegram")
+        self.handlers = ChatHandlers(settings.commands, store, lambda: self._app.bot, clock, limiter)
         self._register(self._app, self.handlers)
         self._lock = asyncio.Lock()
         self._started = False

@@ -32,6 +32,11 @@ def utf16_len(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
+def escape(text: str) -> str:
+    """``text`` escaped for Telegram HTML: ``&``, ``<`` and ``>`` (quotes are literal outside attributes)."""
+    return html.escape(text, quote=False)
+
+
 class _TextOnly(HTMLParser):
     """Collects the text of an HTML fragment, character references decoded, tags dropped."""
 
@@ -59,7 +64,7 @@ def _cut(text: str, limit: int, *, encode: bool) -> str:
 
     def rendered(n: int) -> str:
         head = text[:n].rstrip() + ELLIPSIS
-        return html.escape(head, quote=False) if encode else head
+        return escape(head) if encode else head
 
     low, high = 0, len(text)
     while low < high:
@@ -78,7 +83,7 @@ def shorten_html(block: str, limit: int) -> str:
     to fit. Only a block with a pathological title or author list ever gets here.
     """
     text = html_to_text(block).strip()
-    whole = html.escape(text, quote=False) + "\n\n"
+    whole = escape(text) + "\n\n"
     return whole if utf16_len(whole) <= limit else _cut(text, limit - 2, encode=True) + "\n\n"
 
 

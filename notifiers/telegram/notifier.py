@@ -46,8 +46,12 @@ MAX_INLINE_WAIT = 30.0
 MAX_PART_RETRIES = 3
 
 
-def _retry_seconds(exc: RetryAfter) -> float:
-    # PTB 22 warns that retry_after becomes a timedelta; accept either without the warning.
+def flood_wait(exc: RetryAfter) -> float:
+    """Seconds Telegram's flood control asks to wait, for digests and chat replies alike.
+
+    PTB 22 moves ``retry_after`` from int to timedelta and warns on reading it; either is accepted here,
+    without the warning.
+    """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PTBDeprecationWarning)
         value = exc.retry_after
@@ -221,7 +225,7 @@ class TelegramNotifier:
                 )
                 return sent, chat
             except RetryAfter as exc:
-                wait = _retry_seconds(exc)
+                wait = flood_wait(exc)
                 await self.limiter.postpone(str(chat), wait)
                 if wait > MAX_INLINE_WAIT or retries >= MAX_PART_RETRIES:
                     raise self._translate(exc, chat, index) from None
@@ -248,7 +252,7 @@ class TelegramNotifier:
 
     def _translate(self, exc: TelegramError, chat: int | str, index: int) -> DeliveryError:
         """One DeliveryError for a python-telegram-bot error, classified by :data:`ERRORS`."""
-        wait = _retry_seconds(exc) if isinstance(exc, RetryAfter) else None
+        wait = flood_wait(exc) if isinstance(exc, RetryAfter) else None
         retryable, text = next((ok, text) for kind, ok, text in ERRORS if isinstance(exc, kind))
         fields = {
             "where": f"chat {chat}" if chat != "" else "the bot",
