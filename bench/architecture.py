@@ -1,13 +1,14 @@
 """Measure core/'s package structure: the cycles between its packages and the shell's reach into the store.
 
 DESIGN.md wants core/ cut into packages by capability with no cycle between packages, and a shell (bot/,
-papertrail/) that calls steps, never SQL. This prints how far the code is from that:
+papertrail/, and the chat bots in the channel packages of notifiers/) that calls steps, never SQL. This
+prints how far the code is from that:
 
 * the strongly connected components of the package-level import graph of core/: a package is
   ``core.<sub>`` (core.papers, core.follows, ...); the top-level modules (core.config, core.values,
   core.models, ...) count together as one package, "core (shared)". A component of more than one package
   is a cycle; the goal is one package per component.
-* the files of bot/ and papertrail/ that import a SQL module of core/ directly: the modules of the contract
+* the files of bot/, notifiers/ and papertrail/ that import a SQL module of core/ directly: the modules of the contract
   "The SQL modules import no step that runs over them" in pyproject.toml (each package's ``*_records`` and
   their helpers), except ``core.db`` (the database handle the shell builds and passes down) and
   ``core.db_migrate`` (the migrations the shell runs at start).
@@ -27,7 +28,8 @@ from pathlib import Path
 import grimp
 
 SHARED = "core (shared)"
-SHELL_PACKAGES = ("bot", "papertrail")
+# notifiers/: the channel packages hold their chat bots, which answer commands like bot/ does.
+SHELL_PACKAGES = ("bot", "notifiers", "papertrail")
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -100,7 +102,7 @@ def sql_modules() -> set[str]:
 
 
 def shell_files_importing_store(graph: grimp.ImportGraph) -> list[str]:
-    """The modules of bot/ and papertrail/ that import one of core/'s SQL modules directly."""
+    """The modules of bot/, notifiers/ and papertrail/ that import one of core/'s SQL modules directly."""
     sql = sql_modules()
     found = []
     for package in SHELL_PACKAGES:
@@ -124,7 +126,7 @@ def main() -> None:
     print(f"largest strongly connected component: {largest} packages (goal: 1)")
     for component in components:
         print(f"  {len(component)}: {', '.join(component)}")
-    print(f"files in bot/ and papertrail/ importing core's SQL modules: {len(shell)}")
+    print(f"files in bot/, notifiers/ and papertrail/ importing core's SQL modules: {len(shell)}")
     for module in shell:
         print(f"  {module}")
     annotated = shell_files_importing_store(_graph(type_checking=True))

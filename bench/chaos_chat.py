@@ -69,8 +69,8 @@ def _queries(n: int, rng: random.Random) -> list[str]:
 
 async def _telegram(db: Database, queries: list[str], chat_id: int) -> tuple[int, int]:
     """(replies saying "Now following", apologies) for ``queries`` sent at once by a new private chat."""
-    from bot.telegram import TelegramBot
     from core.config import Settings
+    from notifiers.telegram.chat import TelegramBot
     from tests.fakes.telegram_api import Person, Place, Updates, fake_telegram, parse_html
 
     with fake_telegram(_TOKEN) as api:

@@ -24,8 +24,8 @@ from bench.chaos_ledger import ROOT
 
 # Roles of the processes a trial starts, and whether each one sends digests.
 DELIVERING = {"worker": True, "run": True, "ingest": False, "digest": True}
-# The email notifier sends through one SMTP session in one thread per process (notifiers/email.py): at
-# most this many messages of one process are on the wire at any instant.
+# The email notifier sends through one SMTP session in one thread per process
+# (notifiers/email/notifier.py): at most this many messages of one process are on the wire at any instant.
 SMTP_SESSIONS_PER_PROCESS = 1
 # Seconds a process gets to exit after SIGTERM before it is killed (the service's own budget is 30 s).
 STOP_TIMEOUT = 40.0

@@ -88,9 +88,9 @@ def cpu() -> float:
 
 def bench_render(digests: int) -> None:
     """Render ``digests`` digests per channel and build each adapter's wire form."""
-    from notifiers.email import EmailNotifier
-    from notifiers.slack_blocks import build_payloads
-    from notifiers.webhook_payload import digest_payload, encode_payload
+    from notifiers.email.notifier import EmailNotifier
+    from notifiers.slack.blocks import build_payloads
+    from notifiers.webhook.payload import digest_payload, encode_payload
 
     items = corpus_items()
     now = datetime.now(UTC)
@@ -133,14 +133,14 @@ def bench_render(digests: int) -> None:
 
 
 def _telegram_parts(message: Message) -> object:
-    from notifiers.telegram_format import split_message
+    from notifiers.telegram.format import split_message
 
     return split_message(message)
 
 
 def bench_telegram(messages: int, chats: int = 200) -> None:
     """``messages`` one-item digests to ``chats`` chats through PTB to a fake enforcing 30/s and 1/s."""
-    from notifiers.telegram import TelegramNotifier
+    from notifiers.telegram.notifier import TelegramNotifier
     from tests.fakes.telegram_api import fake_telegram
 
     items = corpus_items()
@@ -180,7 +180,7 @@ def bench_telegram(messages: int, chats: int = 200) -> None:
 def bench_email(emails: int) -> None:
     """``emails`` digests to aiosmtpd (its own process, as a real server would be) over one reused
     connection, and 200 with a new connection each for comparison."""
-    from notifiers.email import EmailNotifier
+    from notifiers.email.notifier import EmailNotifier
     from tests.servers import free_port
 
     items = corpus_items()[:5]

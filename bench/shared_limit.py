@@ -187,7 +187,7 @@ async def _adapter_child(api_url: str, database_url: str, mode: str, first_chat:
     from core.delivery.rate_limit import rate_limit_for
     from core.delivery.render import Renderer
     from core.values import DigestItem
-    from notifiers.telegram import TelegramNotifier
+    from notifiers.telegram.notifier import TelegramNotifier
 
     engine = make_engine(database_url)
     settings = Settings(telegram_token=TOKEN, telegram_api_url=api_url)

@@ -7,10 +7,13 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol, TextIO
 
-from core.i18n.languages import N_, Phrase, Refusal
 from core.values import Message, SendResult
+
+if TYPE_CHECKING:
+    from core.config import Settings
+    from core.delivery.rate_limit import RateLimit
 
 
 class DeliveryError(Exception):
@@ -192,69 +195,191 @@ def pack_blocks(
 def split_address(address: str) -> tuple[str, str]:
     """Split ``email:ada@example.org`` into ``("email", "ada@example.org")``.
 
-    Raises ValueError with a hint when the address has no known shape.
+    Raises ValueError with a hint (addresses of the registered channels) when the address has no known shape.
     """
     channel, sep, target = address.partition(":")
     if not sep or not channel or not target.strip():
         raise ValueError(
-            f"address {address!r} is not of the form CHANNEL:TARGET; "
-            "use e.g. email:ada@example.org, telegram:12345, slack:C0123 or console:NAME"
+            f"address {address!r} is not of the form CHANNEL:TARGET; use e.g. {_installed.examples()}"
         )
     return channel.strip().lower(), target.strip()
 
 
-KNOWN_CHANNELS = (
-    "console",
-    "email",
-    "telegram",
-    "slack",
-    "slack-webhook",
-    "webhook",
-    "apprise",
-    "newsletter",
-)
+class Channel(Protocol):
+    """One delivery channel's rules, behind which core never names a channel.
+
+    Each channel package (notifiers/<name>/) implements it; the composition root registers them
+    (:func:`install_channels`) and core asks the registered channel of an address for its rules.
+    """
+
+    @property
+    def name(self) -> str:
+        """The address prefix: ``telegram`` in ``telegram:12345``."""
+        ...
+
+    @property
+    def example(self) -> str:
+        """One address of this channel, shown in hints: ``telegram:12345``."""
+        ...
+
+    @property
+    def delivers(self) -> bool:
+        """False for a pseudo-channel no notifier serves (a newsletter's hidden subscriber)."""
+        ...
+
+    @property
+    def vote_links(self) -> bool:
+        """Whether its digests carry signed vote links per item (chats vote with buttons of their own)."""
+        ...
+
+    @property
+    def confirms_by_mail(self) -> bool:
+        """Whether an address of this channel can sign up on the web: a confirmation mail reaches it."""
+        ...
+
+    def normalise(self, target: str) -> str:
+        """The canonical spelling of ``target`` (the part after ``name:``); raises ValueError or a
+        :class:`Refusal` saying how to write it."""
+        ...
+
+    def mask(self, target: str) -> str:
+        """``target`` fit to print: its credentials (a URL's password, token, query values) masked."""
+        ...
+
+    def missing_setting(self, settings: Settings) -> str | None:
+        """What to set for this process to deliver here (``set PAPERTRAIL_…``), or None when configured."""
+        ...
+
+    def build(self, settings: Settings, parts: NotifierParts) -> Notifier:
+        """The channel's notifier, from its own slice of ``settings``; called only when configured."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class NotifierParts:
+    """What the shell shares with the notifiers it builds: where the console writes, and the send slots the
+    rate-limited adapters share (core.delivery.rate_limit.rate_limit_for; None: each its own, in memory)."""
+
+    console: TextIO | None = None
+    slots: RateLimit | None = None
+
+
 # ``newsletter:NAME`` is the hidden subscriber holding a newsletter's follows and schedule. No notifier
-# serves this channel: its matches become issues fanned out to the members (core.people.newsletters).
+# serves this channel: its matches become issues fanned out to the members (core.people.newsletters). It is
+# core's own channel, so every registry holds it.
 NEWSLETTER_CHANNEL = "newsletter"
 NEWSLETTER_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
 
-# Slack conversation ids: C (channel), G (private channel or group DM), D (DM), U/W (a user: DM opened).
-_SLACK_ID = re.compile(r"^[CGDUW][A-Z0-9]{2,}$")
+
+class NewsletterChannel:
+    """The newsletter pseudo-channel: a name, no notifier."""
+
+    name = NEWSLETTER_CHANNEL
+    example = "newsletter:ml-weekly"
+    delivers = False
+    vote_links = False
+    confirms_by_mail = False
+
+    def normalise(self, target: str) -> str:
+        """A newsletter's name, checked."""
+        if not NEWSLETTER_NAME.match(target):
+            raise ValueError(
+                f"newsletter name {target!r} must be lowercase letters, digits and dashes (at most 64), "
+                "e.g. newsletter:ml-weekly"
+            )
+        return target
+
+    def mask(self, target: str) -> str:
+        """A name carries no credential."""
+        return target
+
+    def missing_setting(self, settings: Settings) -> str | None:
+        """Nothing to configure: nothing is sent to a newsletter itself."""
+        return None
+
+    def build(self, settings: Settings, parts: NotifierParts) -> Notifier:
+        """Never called: the registry builds notifiers only for channels that deliver."""
+        raise TypeError("no notifier serves the newsletter pseudo-channel")
+
+
+class Channels:
+    """The registered channels, in order, and the address rules that ask them.
+
+    ``examples`` names the channels whose example addresses a malformed address's hint shows, in that order.
+    """
+
+    def __init__(self, channels: Sequence[Channel], *, examples: Sequence[str] = ()) -> None:
+        self._channels: dict[str, Channel] = {c.name: c for c in channels}
+        self._channels.setdefault(NEWSLETTER_CHANNEL, NewsletterChannel())
+        self._examples = tuple(examples)
+
+    def __iter__(self) -> Iterator[Channel]:
+        return iter(self._channels.values())
+
+    def find(self, name: str) -> Channel | None:
+        """The channel called ``name`` (lower case), or None."""
+        return self._channels.get(name)
+
+    def of(self, address: str) -> Channel:
+        """The channel of a (normalised) address; raises ValueError for an unknown one."""
+        name, _ = split_address(address)
+        found = self._channels.get(name)
+        if found is None:
+            raise ValueError(
+                f"unknown channel {name!r} in {address!r}; known channels: {', '.join(self._channels)}"
+            )
+        return found
+
+    def examples(self) -> str:
+        """``email:ada@example.org, telegram:12345 or console:NAME``: the hint's example addresses."""
+        shown = [self._channels[n].example for n in self._examples if n in self._channels]
+        shown = shown or [c.example for c in self._channels.values()]
+        return ", ".join(shown[:-1]) + f" or {shown[-1]}" if len(shown) > 1 else shown[0]
+
+    def normalise_address(self, address: str) -> str:
+        """Validate an address with its channel's rules and return its canonical spelling."""
+        channel = self.of(address)
+        return f"{channel.name}:{channel.normalise(split_address(address)[1])}"
+
+    def unconfigured(self, settings: Settings) -> dict[str, str]:
+        """Channels this process cannot deliver to, with the setting that would enable each."""
+        found = {c.name: c.missing_setting(settings) for c in self._channels.values() if c.delivers}
+        return {name: hint for name, hint in found.items() if hint is not None}
+
+    def build_notifiers(self, settings: Settings, parts: NotifierParts | None = None) -> dict[str, Notifier]:
+        """Every configured channel's notifier, keyed by channel, each built from its own slice of settings.
+
+        A channel that is not configured is not built: a subscriber there keeps its matches pending until a
+        process that can deliver them runs, instead of burning through retries and dead-lettering.
+        """
+        parts = parts or NotifierParts()
+        return {
+            c.name: c.build(settings, parts)
+            for c in self._channels.values()
+            if c.delivers and c.missing_setting(settings) is None
+        }
+
+
+# The channels the composition root registered (papertrail/channels.py); until then, core's own only.
+_installed = Channels(())
+
+
+def install_channels(channels: Channels) -> None:
+    """Register the process's channels; core's address rules ask them from then on."""
+    global _installed
+    _installed = channels
+
+
+def channels() -> Channels:
+    """The registered channels."""
+    return _installed
+
+
+def channel_of(address: str) -> Channel:
+    """The registered channel of ``address``; raises ValueError for an unknown one."""
+    return _installed.of(address)
 
 
 def normalise_address(address: str) -> str:
-    """Validate an address and return its canonical spelling.
-
-    The channel is lower-cased, and an email address's domain; its local part is kept as typed, since
-    RFC 5321 lets a server tell ``Ada`` from ``ada`` (docs/delivery.md, "Email addresses").
-    """
-    channel, target = split_address(address)
-    if channel not in KNOWN_CHANNELS:
-        raise ValueError(
-            f"unknown channel {channel!r} in {address!r}; known channels: {', '.join(KNOWN_CHANNELS)}"
-        )
-    if channel == "email":
-        local, at, domain = target.rpartition("@")
-        if not at or not local or "." not in domain or any(c.isspace() for c in target):
-            raise Refusal(
-                Phrase(N_("'{address}' is not an email address"), address=target),
-                Phrase(N_("write it as email:ada@example.org")),
-            )
-        target = f"{local}@{domain.lower()}"
-    if channel == "telegram" and not target.lstrip("-").isdigit():
-        raise ValueError(f"telegram chat id {target!r} must be a number, e.g. telegram:12345")
-    if channel in ("webhook", "slack-webhook") and not target.startswith(("https://", "http://")):
-        raise ValueError(f"{channel} target {target!r} must be an http(s) URL, e.g. {channel}:https://…")
-    if channel == "slack" and not _SLACK_ID.match(target):
-        raise ValueError(
-            f"slack conversation id {target!r} should look like C0123ABC (channel) or U0123ABC (user); "
-            "copy it from the channel's details in Slack"
-        )
-    if channel == NEWSLETTER_CHANNEL and not NEWSLETTER_NAME.match(target):
-        raise ValueError(
-            f"newsletter name {target!r} must be lowercase letters, digits and dashes (at most 64), "
-            "e.g. newsletter:ml-weekly"
-        )
-    if channel == "apprise" and "://" not in target:
-        raise ValueError(f"apprise target {target!r} must be an Apprise URL, e.g. apprise:ntfy://topic")
-    return f"{channel}:{target}"
+    """Validate an address and return its canonical spelling, by the rules of its registered channel."""
+    return _installed.normalise_address(address)

@@ -516,7 +516,8 @@ class SlackReplay(SQLModel, table=True):
     """A signed Slack request already accepted, kept while its signature could still pass the timestamp check.
 
     Slack signs ``v0:{timestamp}:{body}``; a byte-identical copy posted again within the window carries a
-    valid signature, so the one edge that verifies signatures (bot.slack) refuses a signature seen before.
+    valid signature, so the one edge that verifies signatures (notifiers.slack.chat) refuses a signature seen
+    before.
     In the database, so every web process refuses what another one accepted. Rows older than the window
     are deleted as new ones come (core.replay_records).
     """

@@ -106,9 +106,10 @@ def _settings() -> Settings:
     from pydantic import ValidationError
 
     from core.config import Settings
-    from papertrail import redact
+    from papertrail import channels, redact
     from papertrail.logs import configure_logging
 
+    channels.install()  # before any address is read: core asks the registered channels for their rules
     try:
         settings = Settings()
     except ValidationError as exc:

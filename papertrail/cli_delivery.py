@@ -190,7 +190,7 @@ def digest(
         sys.stdout.flush()
     except BrokenPipeError:
         # `digest --now | head`: the reader took the console digests whole (a digest that could not be
-        # written is not sent: notifiers/console.py) and left before this summary. Say on stderr what
+        # written is not sent: notifiers/console/notifier.py) and left before this summary. Say on stderr what
         # the ledger recorded.
         _stdout_closed()
         err.print("standard output was closed before this summary (`| head`?); recorded:")
@@ -352,7 +352,7 @@ def webhook_secret_command(
     url: Annotated[str, typer.Argument(help="The webhook URL as registered (after webhook:).")],
 ) -> None:
     """Print the signing secret to give the receiver at URL (derived from PAPERTRAIL_SECRET_KEY)."""
-    from notifiers.webhook_payload import webhook_secret
+    from notifiers.webhook.payload import webhook_secret
 
     settings = _settings()
     if not settings.secret_key:

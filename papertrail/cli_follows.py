@@ -105,7 +105,7 @@ def _check_webhook(address: str, settings: Settings) -> None:
 
 def _webhook_refusal(settings: Settings) -> Callable[[str], str | None]:
     """Why delivery would refuse an address: for ``webhook:`` its URL's rules
-    (notifiers.webhook_address.refusal),
+    (notifiers.public_address.refusal),
     for other channels nothing, and they load nothing here."""
 
     def refuse(address: str) -> str | None:
@@ -114,7 +114,7 @@ def _webhook_refusal(settings: Settings) -> Callable[[str], str | None]:
             return None
         import asyncio
 
-        from notifiers.webhook_address import refusal
+        from notifiers.public_address import refusal
 
         return asyncio.run(refusal(target.strip(), settings.webhook_allowed_hosts))
 

@@ -197,7 +197,7 @@ def export_opml_command(
 ) -> None:
     """Write the subscriber's Atom feeds as OPML 2.0 for a feed reader: its private feed (its link made if
     it has none) and one public feed per follow, at PAPERTRAIL_PUBLIC_URL."""
-    from core.channel import NEWSLETTER_CHANNEL, normalise_address, split_address
+    from core.channel import channel_of, normalise_address
     from core.delivery.feed_links import opml
     from core.delivery.feeds import private_feed_url
     from core.follows import subscriber_records
@@ -206,7 +206,7 @@ def export_opml_command(
     with _store_context() as ctx:
         try:
             normal = normalise_address(address)
-            if split_address(normal)[0] == NEWSLETTER_CHANNEL:
+            if not channel_of(normal).delivers:
                 raise ValueError(f"{normal} is a newsletter, not a reader's subscription")
         except ValueError as exc:
             raise _fail(_explain(exc), USAGE) from exc

@@ -55,11 +55,13 @@ def import_library_command(
     from core.follows import subscriber_records
     from core.taste.library_file import MAX_FILE_BYTES, LibraryFileError, read_library
     from core.taste.library_import import import_library
+    from papertrail import channels
 
     stdin = str(path) == "-"
     name = _STDIN if stdin else str(path)
     if not stdin and not path.is_file():
         raise _fail(f"{path} is not a file", USAGE)
+    channels.install()  # the address is checked before the settings are read
     try:
         normal = normalise_address(address)
     except ValueError as exc:

@@ -32,7 +32,7 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
     from core.papers import paper_records
     from core.papers.status import source_statuses
     from core.people.masking import mask_address, mask_text
-    from notifiers.channels import unconfigured_channels
+    from papertrail.channels import CHANNELS
     from papertrail.ingest_claim import status_summary
 
     with _store_context() as ctx:
@@ -40,10 +40,11 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
         dead = ledger_records.dead_digests(ctx.db)
         backlog = paper_records.search_backlog(ctx.db)
         settings = ctx.settings
+        unconfigured = CHANNELS.unconfigured(settings)
         waiting = {
-            channel: (count, unconfigured_channels(settings)[channel])
+            channel: (count, unconfigured[channel])
             for channel, count in ledger_records.pending_by_channel(ctx.db).items()
-            if channel in unconfigured_channels(settings)
+            if channel in unconfigured
         }
     judged = source_statuses(
         summary,

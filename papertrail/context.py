@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, TextIO
 
-from core.channel import Notifier
+from core.channel import Notifier, NotifierParts
 from core.config import Settings
 from core.db import Database
 from core.delivery.digests import DeliveryPolicy
@@ -20,12 +20,12 @@ from ingest.arxiv_rss import ArxivRssSource
 from ingest.hf_daily import HfDailySource
 from ingest.http import HttpClient, Politeness
 from ingest.llm import ChatClient
-from notifiers.registry import build_notifiers
+from papertrail import channels
 from papertrail.source_names import SOURCE_NAMES
 from papertrail.store_context import open_store
 
 if TYPE_CHECKING:
-    from bot.telegram import TelegramBot
+    from notifiers.telegram.chat import TelegramBot
 
 __all__ = ["SOURCE_NAMES", "AppContext", "build_context", "delivery_policy"]
 
@@ -58,9 +58,13 @@ class AppContext:
     def telegram_bot(self) -> TelegramBot | None:
         """This process's one Telegram bot; None without PAPERTRAIL_TELEGRAM_TOKEN."""
         if self._telegram_bot is None and self.settings.telegram_token is not None:
-            from bot.telegram import TelegramBot  # python-telegram-bot's ext only where a bot runs
+            from notifiers.telegram.chat import TelegramBot  # python-telegram-bot's ext only where a bot runs
+            from notifiers.telegram.notifier import TelegramNotifier
 
-            self._telegram_bot = TelegramBot(self.settings.telegram_bot(), self.db)
+            # Replies go through the digests' limiter: one chat's limits hold for both.
+            notifier = self.notifiers.get("telegram")
+            limiter = notifier.limiter if isinstance(notifier, TelegramNotifier) else None
+            self._telegram_bot = TelegramBot(self.settings.telegram_bot(), self.db, limiter=limiter)
         return self._telegram_bot
 
     async def close_notifiers(self) -> None:
@@ -128,8 +132,11 @@ def build_context(settings: Settings, *, console: TextIO | None = None) -> AppCo
             default_language=settings.default_language,
         ),
         # On PostgreSQL the notifiers' rate limits are shared by every process on the database.
-        notifiers=build_notifiers(
-            settings, console=console, slots=rate_limit_for(engine, shared=settings.rate_limit == "shared")
+        notifiers=channels.install().build_notifiers(
+            settings,
+            NotifierParts(
+                console=console, slots=rate_limit_for(engine, shared=settings.rate_limit == "shared")
+            ),
         ),
         http=http,
         sources=sources,

@@ -44,7 +44,7 @@ from papertrail.ingest_claim import SourceBusy, claim_source
 from papertrail.leader import POLL_SECONDS, Leader, lock_for
 
 if TYPE_CHECKING:
-    from bot.telegram import TelegramBot
+    from notifiers.telegram.chat import TelegramBot
 
 log = logging.getLogger(__name__)
 
@@ -343,7 +343,7 @@ async def worker_role(ctx: AppContext, stop: asyncio.Event) -> None:
 
 async def web_role(ctx: AppContext, stop: asyncio.Event) -> None:
     """Serve the web app on ``web_host:web_port`` until ``stop``; in-flight requests finish first."""
-    from bot.telegram import TelegramBotError
+    from notifiers.telegram.chat import TelegramBotError
     from papertrail.web import build_app  # the web app's templates and metrics only when serving
 
     settings = ctx.settings
@@ -441,8 +441,8 @@ async def _serve(server: EmbeddedServer, where: str) -> None:
 async def bots_role(ctx: AppContext, stop: asyncio.Event) -> None:
     """The chat bots until ``stop``: Telegram (long polling, or its webhook registered and served by the
     web role) and Slack in Socket Mode (in HTTP mode the web role serves Slack's endpoint)."""
-    from bot.slack import SlackBot, SlackSetupError, uses_socket_mode
-    from bot.telegram import TelegramBotError
+    from notifiers.slack.chat import SlackBot, SlackSetupError, uses_socket_mode
+    from notifiers.telegram.chat import TelegramBotError
 
     async def telegram(bot: TelegramBot) -> None:
         try:

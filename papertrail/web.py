@@ -112,10 +112,10 @@ def build_app(ctx: AppContext, *, clock: Callable[[], datetime] = utcnow) -> Sta
         *SignupPages(ctx, web.pages).routes(),
         *FeedPages(ctx, web.pages, clock).routes(),
     ]
-    from bot.slack import serves_http  # slack_bolt is imported only when Slack is configured
+    from notifiers.slack.chat import serves_http  # slack_bolt is imported only when Slack is configured
 
     if serves_http(ctx.settings.slack_bot()):
-        from bot.slack import SlackBot
+        from notifiers.slack.chat import SlackBot
 
         routes += SlackBot(ctx.settings.slack_bot(), ctx.db).routes()
     telegram = ctx.telegram_bot() if ctx.settings.telegram_mode == "webhook" else None

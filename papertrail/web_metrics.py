@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from core.channel import KNOWN_CHANNELS, NEWSLETTER_CHANNEL
+from core.channel import channels
 from core.config import Settings
 from core.db import Database
 from core.guides import guide_records
@@ -29,9 +29,6 @@ from papertrail.ingest_claim import status_summary
 from papertrail.redact import SecretRedactor, secrets_of
 
 log = logging.getLogger(__name__)
-# Channels that always have a papertrail_delivery_alarm series (0 when quiet), so that an alert rule sees
-# the change to 1 rather than a series appearing: every channel a notifier can serve.
-ALARM_CHANNELS = tuple(c for c in KNOWN_CHANNELS if c != NEWSLETTER_CHANNEL)
 
 
 def judged_sources(
@@ -119,7 +116,10 @@ class StoreCollector(Collector):
             labels=["channel"],
         )
         raised = {a.channel for a in summary.alarms}
-        for channel in sorted({*ALARM_CHANNELS, *raised}):
+        # Every channel a notifier can serve always has a series (0 when quiet), so that an alert rule sees
+        # the change to 1 rather than a series appearing.
+        served = {c.name for c in channels() if c.delivers}
+        for channel in sorted(served | raised):
             alarm.add_metric([channel], 1 if channel in raised else 0)
         yield alarm
 

@@ -15,6 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from core.db import Database, make_engine
+from papertrail import channels
 from tests.schema_template import apply_template
 
 # Recorded responses: the copies in tests/corpus (see its README), or another corpus folder.
@@ -59,6 +60,10 @@ DB_FIXTURES = frozenset(
 # ... and `net` when it uses one of these: each starts a server (fake Telegram, Slack, OpenAI, SMTP, webhook
 # receivers), a browser or `papertrail` processes. A module that starts servers inline says so itself:
 # `pytestmark = pytest.mark.net`.
+# Register the channels as every process does at start-up: tests call core's steps directly, and some
+# modules build addresses as they are collected.
+channels.install()
+
 NET_FIXTURES = frozenset(
     {
         "api",

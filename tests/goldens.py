@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from notifiers.slack_blocks import SlackPayload
+from notifiers.slack.blocks import SlackPayload
 
 GOLDEN = Path(__file__).with_name("golden")
 # Read at import: the conftest clears PAPERTRAIL_* variables before each test.

@@ -33,9 +33,9 @@ from core.papers.pipeline import match_new
 from core.people import tokens
 from core.values import AnnounceType, CommunityPick, DigestItem, PaperIn
 from ingest.arxiv_rss_parse import parse_feed
-from notifiers.console import ConsoleNotifier
-from notifiers.slack_blocks import build_payloads
-from notifiers.webhook_payload import digest_payload
+from notifiers.console.notifier import ConsoleNotifier
+from notifiers.slack.blocks import build_payloads
+from notifiers.webhook.payload import digest_payload
 from papertrail import web_bibtex
 from tests.conftest import BIG_FEED
 from tests.hostile import hostile_items

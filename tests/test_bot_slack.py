@@ -1,4 +1,4 @@
-"""The Slack app (bot/slack.py) through Bolt, end to end on loopback.
+"""The Slack app (notifiers/slack/chat.py) through Bolt, end to end on loopback.
 
 Slash commands, events and button clicks are signed the way Slack signs them (HMAC-SHA256 over
 ``v0:{timestamp}:{body}``) and posted to the app's Starlette route with Starlette's TestClient; Bolt
@@ -25,7 +25,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.commands import follow_items
 from bot.commands_base import Block
-from bot.slack import (
+from core.config import Settings
+from core.db import Database
+from core.follows import subscriber_records
+from notifiers.slack.chat import (
     EVENTS_PATH,
     Conversation,
     SlackBot,
@@ -34,10 +37,7 @@ from bot.slack import (
     serves_http,
     uses_socket_mode,
 )
-from bot.slack_format import MAX_SECTION_CHARS, block_sections
-from core.config import Settings
-from core.db import Database
-from core.follows import subscriber_records
+from notifiers.slack.chat_format import MAX_SECTION_CHARS, block_sections
 from tests.fakes.slack_api import FakeSlack, api_error, fake_socket_mode
 from tests.support.chat_commands import NOW, backdate, ingest_recorded_feed, record_runs
 from tests.support.command_text import command_text
@@ -300,7 +300,7 @@ def test_without_the_lookup_scopes_a_channel_is_read_only(
         own = slash(client, slack, "follow cat:cs.DC", BOB, "D0BOB")
     assert refused["text"].startswith("Only admins of this channel can change")
     assert own["text"].startswith("This chat is now subscribed.")
-    warnings = [r.getMessage() for r in caplog.records if r.name == "bot.slack_workspace"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "notifiers.slack.chat_workspace"]
     assert warnings[0] == (
         "slack: conversations.info failed (missing_scope); in channels the sender counts as no admin; "
         "the app needs the scopes users:read, channels:read and groups:read (docs/slack-app.md)"

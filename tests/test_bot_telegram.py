@@ -1,4 +1,5 @@
-"""The Telegram bot (bot/telegram.py): the real python-telegram-bot Application against the fake Bot API.
+"""The Telegram bot (notifiers/telegram/chat.py): the real python-telegram-bot Application against the fake
+Bot API.
 
 Updates go in as Telegram's JSON through ``Application.process_update`` (and once each through the long
 polling loop and the webhook route); what comes out is what the fake Bot API received: the exact
@@ -22,26 +23,25 @@ from starlette.applications import Starlette
 
 from bot.commands import MAX_INPUT_CHARS, Block, Reply
 from bot.commands_help import COMMANDS
-from bot.telegram import SECRET_HEADER, WEBHOOK_PATH, TelegramBot, TelegramBotError
-from bot.telegram_chat import BLOCKED, EDITED, NO_TEXT, REMOVED
-from bot.telegram_render import (
+from core.config import Settings
+from core.db import Database
+from core.follows import subscriber_records
+from core.models import SubscriberStatus
+from notifiers.telegram.chat import SECRET_HEADER, WEBHOOK_PATH, TelegramBot, TelegramBotError
+from notifiers.telegram.chat_handlers import BLOCKED, EDITED, NO_TEXT, REMOVED
+from notifiers.telegram.chat_render import (
     Action,
     Button,
     callback_data,
     html_parts,
     keyboard,
     read_callback,
-    utf16_len,
 )
-from core.config import Settings
-from core.db import Database
-from core.follows import subscriber_records
-from core.models import SubscriberStatus
+from notifiers.telegram.format import MAX_LENGTH, utf16_len
 from tests.fakes.telegram_api import (
     ADA,
     ADA_CHAT,
     GROUP_ANONYMOUS_BOT,
-    MAX_MESSAGE_UTF16,
     Call,
     FakeTelegram,
     Place,
@@ -214,9 +214,8 @@ async def test_a_private_session_reads_as_documented(
         {"inline_keyboard": [[{"text": "✕ 1. cat:cs.DC", "callback_data": buttons(listing)[0][1]}]]},
     ]
     follows = subscriber_records.follows_of(
-        db,
-        subscriber_records.get_subscriber(db, "telegram:4242").id or 0,  # type: ignore[union-attr]
-    )
+        db, subscriber_records.get_subscriber(db, "telegram:4242").id or 0
+    )  # type: ignore[union-attr]
     assert [f.query for f in follows] == ["cat:cs.DC", "cat:cs.AI"]
 
 
@@ -456,9 +455,8 @@ async def test_the_watch_button_follows_the_paper_for_revisions(
     assert await ada.send_update(updates.callback(ADA_CHAT, ADA, "watch:not-an-id", digest)) == []
     assert api.calls_of("answerCallbackQuery")[-1].params["text"].startswith("This button no longer works")
     follows = subscriber_records.follows_of(
-        db,
-        subscriber_records.get_subscriber(db, "telegram:4242").id or 0,  # type: ignore[union-attr]
-    )
+        db, subscriber_records.get_subscriber(db, "telegram:4242").id or 0
+    )  # type: ignore[union-attr]
     assert [f.query for f in follows] == ["id:2411.17710"]
 
 
@@ -551,7 +549,7 @@ def test_replies_are_escaped_and_split_within_telegrams_limit() -> None:
     reply = Reply((Block("head"), Block(long_lines, monospace=True), Block("x" * 9000)))
     parts = html_parts(reply)
     texts = [parse_html(part) for part in parts]
-    assert all(utf16_len(text) <= MAX_MESSAGE_UTF16 for text, _ in texts)
+    assert all(utf16_len(text) <= MAX_LENGTH for text, _ in texts)
     # head + the first 42 lines; 42 lines; the last 36 lines; then 4096 + 4096 + 808 x's.
     assert [utf16_len(text) for text, _ in texts] == [
         4 + 1 + 42 * 96 - 1,

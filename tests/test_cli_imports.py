@@ -76,7 +76,7 @@ NOT_FOR_THE_STORE = frozenset(
         "starlette",
         "uvicorn",
         "ingest",
-        "notifiers.registry",
+        "notifiers.telegram.notifier",
         "bot",
     }
 )

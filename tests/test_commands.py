@@ -23,7 +23,7 @@ from core.follows import subscriber_records
 from core.models import SubscriberStatus
 from core.people.timezones import lookup
 from core.schedule import next_due, next_slot, parse_schedule
-from notifiers.console import ConsoleNotifier
+from notifiers.console.notifier import ConsoleNotifier
 from tests.support.chat_commands import (  # noqa: F401  (fixtures)
     GROUP_ADMIN,
     GROUP_MEMBER,

@@ -23,8 +23,6 @@ from sqlmodel import select
 from typer.testing import CliRunner
 
 from bot.commands import COMMANDS, ChatContext, handle
-from bot.slack import SlackBot
-from bot.telegram import TelegramBot
 from core.config import Settings
 from core.db import Database
 from core.delivery.digests import send_due_digests
@@ -38,8 +36,10 @@ from core.models import Match
 from core.people import tokens
 from core.values import Message
 from ingest.llm import ChatClient
-from notifiers.slack_blocks import build_payloads
-from notifiers.webhook_payload import digest_payload
+from notifiers.slack.blocks import build_payloads
+from notifiers.slack.chat import SlackBot
+from notifiers.telegram.chat import TelegramBot
+from notifiers.webhook.payload import digest_payload
 from papertrail.cli import app
 from papertrail.context import build_context
 from papertrail.runtime import Jobs

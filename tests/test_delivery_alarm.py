@@ -41,7 +41,7 @@ from core.models import DigestState, SubscriberStatus, utcnow
 from core.overview import dashboard_records
 from core.papers import paper_records
 from core.papers.pipeline import match_new
-from notifiers.registry import build_notifiers
+from papertrail.channels import CHANNELS
 from papertrail.cli import app
 from tests.servers import LoopbackController
 from tests.support.ledger import ScriptedNotifier, paper
@@ -111,7 +111,7 @@ def readers(db: Database, count: int, *, papers: int = 1) -> list[str]:
 
 
 async def one_pass(db: Database, settings: Settings, **options: Any) -> list[DigestReport]:
-    notifiers = build_notifiers(settings)
+    notifiers = CHANNELS.build_notifiers(settings)
     try:
         return await send_due_digests(db, notifiers, Renderer(), **options)
     finally:
@@ -345,11 +345,7 @@ async def test_a_pause_nobody_resumes_stops_collecting_after_the_hold(db: Databa
     subscriber = follow(db, "console:gone", "cat:cs.DC", schedule="instant").subscriber
     long_ago = utcnow() - HOLD_MATCHES_FOR - timedelta(hours=1)
     subscriber_records.update_subscriber(
-        db,
-        subscriber.id or 0,
-        status=SubscriberStatus.PAUSED,
-        status_reason="410 Gone",
-        refused_at=long_ago,
+        db, subscriber.id or 0, status=SubscriberStatus.PAUSED, status_reason="410 Gone", refused_at=long_ago
     )
     paper_records.save_versions(db, [paper("2611.00001")])
     match_new(db)

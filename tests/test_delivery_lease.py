@@ -30,7 +30,7 @@ from core.models import DigestState, SubscriberStatus, utcnow
 from core.papers import paper_records
 from core.papers.pipeline import match_new
 from core.values import Message, PaperIn, SendResult
-from notifiers.telegram import TelegramNotifier
+from notifiers.telegram.notifier import TelegramNotifier
 from tests.fakes.telegram_api import fake_telegram
 from tests.support.ledger import seed
 

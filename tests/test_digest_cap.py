@@ -29,7 +29,7 @@ from core.guides import guide_records
 from core.models import Version, utcnow
 from core.people import newsletter_records
 from core.values import Guide, Message, SendResult
-from notifiers.webhook_payload import digest_payload
+from notifiers.webhook.payload import digest_payload
 
 MAX_ITEMS = 50
 MATCHES = 400

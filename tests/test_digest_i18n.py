@@ -27,10 +27,10 @@ from core.delivery.render import (
 )
 from core.follows.reasons import ABSTRACT, AUTHOR, CATEGORY, NEWSLETTER, PAPER, TITLE, Reason
 from core.values import DigestItem, Guide, Message
-from notifiers.email import EmailNotifier
-from notifiers.slack_blocks import build_payloads
-from notifiers.telegram_format import item_buttons, split_message
-from notifiers.webhook_payload import digest_payload, encode_payload
+from notifiers.email.notifier import EmailNotifier
+from notifiers.slack.blocks import build_payloads
+from notifiers.telegram.format import item_buttons, split_message
+from notifiers.webhook.payload import digest_payload, encode_payload
 from tests.fakes.telegram_api import parse_html
 from tests.goldens import check_golden, dump_slack
 from tests.hostile import HOSTILE_GUIDE, guided_items, hostile_guided_items

@@ -30,10 +30,10 @@ from core.models import Match
 from core.overview import dashboard_records
 from core.papers import paper_records
 from core.values import DigestItem, Message
-from notifiers.console import ConsoleNotifier
-from notifiers.slack_blocks import build_payloads
-from notifiers.telegram_format import split_message
-from notifiers.webhook_payload import digest_payload, encode_payload
+from notifiers.console.notifier import ConsoleNotifier
+from notifiers.slack.blocks import build_payloads
+from notifiers.telegram.format import split_message
+from notifiers.webhook.payload import digest_payload, encode_payload
 from tests.goldens import check_golden, dump_slack
 from tests.hostile import guided_items, hostile_recommendation, recommended_items
 from tests.ledger_rows import add_matches

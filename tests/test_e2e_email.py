@@ -18,7 +18,7 @@ from core.papers.pipeline import ingest_once
 from core.people import tokens
 from ingest.arxiv_rss import ArxivRssSource
 from ingest.http import HttpClient
-from notifiers.registry import build_notifiers
+from papertrail.channels import CHANNELS
 from tests.conftest import BIG_FEED
 from tests.servers import Reply, feed_server, smtp_sink
 
@@ -71,7 +71,7 @@ async def test_digests_by_email(sqlite_store: Database) -> None:
         assert report.matches == len(want_dc) + len(want_cr)
         assert match_records.expand_matches(sqlite_store) == 2 * len(want_dc) + len(want_cr)
 
-        notifiers = build_notifiers(settings)
+        notifiers = CHANNELS.build_notifiers(settings)
         renderer = Renderer(
             max_items=settings.digest_max_items, secret_key=KEY, public_url="https://papertrail.test"
         )
@@ -130,7 +130,9 @@ async def test_cap_ends_with_and_n_more(sqlite_store: Database) -> None:
         settings = Settings(smtp_host="127.0.0.1", smtp_port=port, digest_max_items=3)
         async with HttpClient(settings.user_agent, timeout=10) as http:
             report = await ingest_once(sqlite_store, ArxivRssSource(http, feed.url))
-        (sent,) = await send_due_digests(sqlite_store, build_notifiers(settings), Renderer(max_items=3))
+        (sent,) = await send_due_digests(
+            sqlite_store, CHANNELS.build_notifiers(settings), Renderer(max_items=3)
+        )
     assert sent.sent and sent.items == report.matches
     plain, html = parts(sink.received[0].message)
     assert plain.count("https://arxiv.org/abs/") == 3
@@ -156,7 +158,7 @@ async def test_unreachable_smtp_keeps_matches_pending(sqlite_store: Database) ->
         async with HttpClient("t", timeout=10) as http:
             await ingest_once(sqlite_store, ArxivRssSource(http, feed.url))
     settings = Settings(smtp_host="127.0.0.1", smtp_port=closed_port(), smtp_timeout=5)
-    (report,) = await send_due_digests(sqlite_store, build_notifiers(settings), Renderer())
+    (report,) = await send_due_digests(sqlite_store, CHANNELS.build_notifiers(settings), Renderer())
     assert not report.sent and not report.paused
     assert "cannot reach SMTP server" in (report.error or "")
     subscriber = subscriber_records.get_subscriber(sqlite_store, "email:ada@example.org")
@@ -165,6 +167,6 @@ async def test_unreachable_smtp_keeps_matches_pending(sqlite_store: Database) ->
     assert len(ledger_records.pending_matches(sqlite_store, subscriber.id)) == report.items
     # Backing off: the scheduler leaves it alone, an explicit --now tries again.
     renderer = Renderer()
-    assert await send_due_digests(sqlite_store, build_notifiers(settings), renderer) == []
-    (again,) = await send_due_digests(sqlite_store, build_notifiers(settings), renderer, force=True)
+    assert await send_due_digests(sqlite_store, CHANNELS.build_notifiers(settings), renderer) == []
+    (again,) = await send_due_digests(sqlite_store, CHANNELS.build_notifiers(settings), renderer, force=True)
     assert not again.sent and again.items == report.items

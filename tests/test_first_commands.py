@@ -23,11 +23,11 @@ from telegram import Update
 from bench.chaos_chat import run_trial
 from bench.ingest import POSTGRES
 from bot.commands import SORRY
-from bot.slack import EVENTS_PATH
-from bot.telegram import TelegramBot
 from core.db import Database, make_engine
 from core.follows import subscriber_records
 from core.follows.manage import follow
+from notifiers.slack.chat import EVENTS_PATH
+from notifiers.telegram.chat import TelegramBot
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import ADA, ADA_CHAT, FakeTelegram, Updates, fake_telegram, parse_html
 from tests.support.chat_commands import NOW

@@ -19,7 +19,7 @@ from core.config import Settings
 from core.delivery.digests import send_due_digests
 from core.follows import subscriber_records
 from core.follows.manage import follow
-from notifiers.webhook_payload import webhook_secret
+from notifiers.webhook.payload import webhook_secret
 from papertrail.context import build_context
 from papertrail.runtime import Jobs
 from tests.conftest import BIG_FEED

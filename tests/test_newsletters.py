@@ -34,7 +34,7 @@ from core.papers.pipeline import match_new
 from core.people import newsletter_records, newsletters, tokens
 from core.people.signup import confirm, confirm_token, sign_up
 from core.values import DigestItem, Message, PaperIn, SendResult
-from notifiers.email_message import list_unsubscribe_headers
+from notifiers.email.message import list_unsubscribe_headers
 from papertrail.cli import app
 from tests.cli_helpers import invoke
 from tests.servers import SinkHandler

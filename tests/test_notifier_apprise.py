@@ -11,7 +11,7 @@ from core.channel import DeliveryError
 from core.config import Settings
 from core.delivery.render import Renderer
 from core.values import Message
-from notifiers.apprise import INSTALL_HINT, AppriseNotifier
+from notifiers.apprise.notifier import INSTALL_HINT, AppriseNotifier
 from tests.fakes.webhook_receiver import WebhookReceiver, webhook_receiver
 from tests.hostile import hostile_items
 from tests.servers import Answer

@@ -19,8 +19,8 @@ from core.config import Settings
 from core.delivery.render import Renderer
 from core.people import tokens
 from core.values import Message
-from notifiers.email import EmailNotifier
-from notifiers.email_message import list_unsubscribe_headers
+from notifiers.email.message import list_unsubscribe_headers
+from notifiers.email.notifier import EmailNotifier
 from tests.hostile import hostile_items
 from tests.servers import closed_port
 from tests.support.smtp_server import authenticate, smtp_server
@@ -154,7 +154,7 @@ async def test_twenty_recipients_share_one_connection() -> None:
 
 async def test_reconnects_after_the_server_drops_the_connection(monkeypatch: pytest.MonkeyPatch) -> None:
     # A session that sat idle is checked with NOOP first (within a burst the check is skipped).
-    monkeypatch.setattr("notifiers.email.NOOP_AFTER_IDLE_SECONDS", 0.0)
+    monkeypatch.setattr("notifiers.email.notifier.NOOP_AFTER_IDLE_SECONDS", 0.0)
     with smtp_server() as (server, controller):
         async with notifier_for(settings_for(controller.port)) as notifier:
             await notifier.send("ada@example.org", digest("ada@example.org"))
@@ -166,7 +166,7 @@ async def test_reconnects_after_the_server_drops_the_connection(monkeypatch: pyt
 
 async def test_reconnects_when_noop_answers_421(monkeypatch: pytest.MonkeyPatch) -> None:
     # A session that sat idle is checked with NOOP first (within a burst the check is skipped).
-    monkeypatch.setattr("notifiers.email.NOOP_AFTER_IDLE_SECONDS", 0.0)
+    monkeypatch.setattr("notifiers.email.notifier.NOOP_AFTER_IDLE_SECONDS", 0.0)
     with smtp_server() as (server, controller):
         async with notifier_for(settings_for(controller.port)) as notifier:
             await notifier.send("ada@example.org", digest("ada@example.org"))
@@ -234,7 +234,7 @@ async def test_unconfigured_email_is_retryable() -> None:
 async def test_auth_failure_names_the_settings_and_never_the_password(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="notifiers.email")
+    caplog.set_level(logging.DEBUG, logger="notifiers.email.notifier")
     with smtp_server(authenticator=authenticate, auth_require_tls=False) as (server, controller):
         wrong = settings_for(controller.port, smtp_user="ada", smtp_password="wrong-password-xyzzy")
         async with notifier_for(wrong) as notifier:

@@ -22,9 +22,9 @@ from core.config import Settings
 from core.delivery.render import Renderer
 from core.follows.reasons import AUTHOR, PAPER, TITLE, Reason
 from core.values import DigestItem, Message, Receipt
-from notifiers.slack import SlackNotifier
-from notifiers.slack_blocks import SlackPayload, build_payloads
-from notifiers.slack_webhook import SlackWebhookNotifier
+from notifiers.slack.blocks import SlackPayload, build_payloads
+from notifiers.slack.notifier import SlackNotifier
+from notifiers.slack.webhook import SlackWebhookNotifier
 from tests.fakes.slack_api import (
     NORMAL,
     FakeSlack,

@@ -18,8 +18,8 @@ from core.config import Settings
 from core.follows.reasons import TITLE, Reason
 from core.values import DigestItem, Guide, Message
 from notifiers.ratelimit import RateLimiter, Window
-from notifiers.telegram import TelegramNotifier
-from notifiers.telegram_format import MAX_LENGTH, html_to_text, shorten_html, split_message, utf16_len
+from notifiers.telegram.format import MAX_LENGTH, html_to_text, shorten_html, split_message, utf16_len
+from notifiers.telegram.notifier import TelegramNotifier
 from tests.fakes.telegram_api import (
     PASS,
     FakeTelegram,

@@ -20,9 +20,9 @@ from core.delivery.render import Renderer
 from core.people import tokens
 from core.retry_after import retry_after_seconds
 from core.values import Message
-from notifiers.webhook import DELIVERY_HEADER, SIGNATURE_HEADER, WebhookNotifier
-from notifiers.webhook_address import blocked_reason
-from notifiers.webhook_payload import SCHEMA, encode_payload, sign_body, verify_signature, webhook_secret
+from notifiers.public_address import blocked_reason
+from notifiers.webhook.notifier import DELIVERY_HEADER, SIGNATURE_HEADER, WebhookNotifier
+from notifiers.webhook.payload import SCHEMA, encode_payload, sign_body, verify_signature, webhook_secret
 from tests.fakes.webhook_receiver import WebhookReceiver, webhook_receiver
 from tests.goldens import check_golden
 from tests.hostile import hostile_items, hostile_receipt
@@ -106,7 +106,7 @@ async def test_delivery_is_signed_and_verifiable(
 
 
 def test_digest_key_falls_back_to_a_content_hash() -> None:
-    from notifiers.webhook_payload import digest_payload
+    from notifiers.webhook.payload import digest_payload
 
     plain = digest_payload(digest("https://h.example/", key=""), FIXED)["digest"]
     assert plain.startswith("sha256-")

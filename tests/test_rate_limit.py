@@ -20,7 +20,7 @@ from core.config import Settings
 from core.db import make_engine
 from core.delivery.rate_limit import LocalRateLimit, PostgresRateLimit, RateLimit, rate_limit_for
 from notifiers.ratelimit import HEADROOM, RateLimiter, Window
-from notifiers.telegram import TelegramNotifier
+from notifiers.telegram.notifier import TelegramNotifier
 from tests.fakes.telegram_api import fake_telegram
 from tests.schema_template import apply_template
 from tests.support.telegram_digests import TOKEN, digest, two_items

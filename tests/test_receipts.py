@@ -50,9 +50,9 @@ from core.papers.health import recent_announcement
 from core.papers.pipeline import match_new
 from core.papers.saving import SaveResult
 from core.values import Outage, PaperIn, Receipt, SourceScan
-from notifiers.console import ConsoleNotifier
-from notifiers.slack_blocks import build_payloads
-from notifiers.webhook_payload import digest_payload
+from notifiers.console.notifier import ConsoleNotifier
+from notifiers.slack.blocks import build_payloads
+from notifiers.webhook.payload import digest_payload
 from tests.cli_helpers import invoke
 from tests.hostile import sample_receipt
 from tests.support.ledger import ScriptedNotifier

@@ -28,7 +28,7 @@ from core.models import Digest, DigestState
 from core.papers import paper_records
 from core.papers.pipeline import match_new
 from core.values import PaperIn
-from notifiers.email import EmailNotifier
+from notifiers.email.notifier import EmailNotifier
 from tests.servers import LoopbackController, SinkHandler
 
 SUBSCRIBERS = 12

@@ -13,8 +13,8 @@ from core.delivery.render import CUT, Renderer, digest_subject
 from core.follows.reasons import ABSTRACT, AUTHOR, CATEGORY, PAPER, TITLE, Reason
 from core.people import tokens
 from core.values import DigestItem, Message, Receipt
-from notifiers.console import ConsoleNotifier
-from notifiers.email import EmailNotifier
+from notifiers.console.notifier import ConsoleNotifier
+from notifiers.email.notifier import EmailNotifier
 from tests.goldens import check_golden
 from tests.hostile import hostile_items, hostile_receipt, many_items, sample_receipt
 from tests.support.real_items import real_items

@@ -12,12 +12,12 @@ from datetime import timedelta
 
 import pytest
 
-from bot.slack import EVENTS_PATH, REPLAY_MEMORY
 from core import replay_records
 from core.db import Database, make_engine
 from core.follows import subscriber_records
 from core.follows.manage import follow
 from core.models import utcnow
+from notifiers.slack.chat import EVENTS_PATH, REPLAY_MEMORY
 from tests.fakes.slack_api import FakeSlack
 from tests.support.slack_bot import ADA, SECRET, TOKEN, command_body, signed_headers, slack_fixture  # noqa: F401
 from tests.support.web import client_for

@@ -19,7 +19,7 @@ from core.delivery.render import Renderer
 from core.follows import subscriber_records
 from core.taste.taste_records import DISLIKE, LIKE
 from core.taste.votes import votes
-from notifiers.slack import SlackNotifier
+from notifiers.slack.notifier import SlackNotifier
 from tests.fakes.slack_api import FakeSlack
 from tests.support.chat_commands import NOW, backdate, ingest_recorded_feed
 from tests.support.slack_bot import (

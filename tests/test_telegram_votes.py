@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.telegram import TelegramBot
-from bot.telegram_render import Action, Button, VotePress, read_callback, read_vote, voted_markup
 from core.db import Database
 from core.delivery.digests import send_due_digests
 from core.delivery.render import Renderer
@@ -19,7 +17,9 @@ from core.follows import subscriber_records
 from core.taste.taste_records import DISLIKE, LIKE
 from core.taste.votes import votes
 from notifiers.ratelimit import RateLimiter
-from notifiers.telegram import TelegramNotifier
+from notifiers.telegram.chat import TelegramBot
+from notifiers.telegram.chat_render import Action, Button, VotePress, read_callback, read_vote, voted_markup
+from notifiers.telegram.notifier import TelegramNotifier
 from tests.fakes.telegram_api import ADA, ADA_CHAT, Call, FakeTelegram, Place, Updates
 from tests.support.chat_commands import NOW, backdate, ingest_recorded_feed, migrated_template_fixture
 from tests.support.telegram_bot import (
@@ -86,9 +86,8 @@ async def test_a_digest_carries_vote_buttons_that_vote_and_undo(
     digest = await digest_to(ada, db, api)
     # One row under the paper: unfollow the follow that matched, watch the paper, 👍, 👎.
     (follow,) = subscriber_records.follows_of(
-        db,
-        subscriber_records.get_subscriber(db, "telegram:4242").id or 0,  # type: ignore[union-attr]
-    )
+        db, subscriber_records.get_subscriber(db, "telegram:4242").id or 0
+    )  # type: ignore[union-attr]
     assert buttons(digest) == [
         ('✕ Unfollow ti:"operating system"', f"unfollow:{follow.id}"),
         ("Watch 2411.17710", "watch:2411.17710"),

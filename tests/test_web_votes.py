@@ -31,7 +31,7 @@ from core.taste import taste_records
 from core.taste.taste_records import DISLIKE, LIKE, SeedIn
 from core.taste.votes import cast_vote
 from core.values import PaperIn
-from notifiers.registry import build_notifiers
+from papertrail.channels import CHANNELS
 from papertrail.web_subscribers import MAX_VOTES_SHOWN
 from tests.fakes.webhook_receiver import webhook_receiver
 from tests.servers import smtp_sink
@@ -91,7 +91,7 @@ async def test_the_mailed_links_ask_then_vote_then_undo(sqlite_store: Database) 
     sid = _subscriber(sqlite_store)
     with smtp_sink() as (sink, port):
         settings = Settings(smtp_host="127.0.0.1", smtp_port=port, smtp_from="PaperTrail <a@papertrail.test>")
-        notifiers = build_notifiers(settings)
+        notifiers = CHANNELS.build_notifiers(settings)
         try:
             (report,) = await send_due_digests(
                 sqlite_store, notifiers, Renderer(secret_key=KEY, public_url=PUBLIC), force=True
@@ -162,7 +162,7 @@ async def test_a_webhook_vote_url_votes_and_opens_nothing_else(db: Database) -> 
     with webhook_receiver() as receiver:
         address = f"webhook:{receiver.url}/hooks/PRIVATE7PATH"  # a secret path, as Slack's
         sid = _subscriber(db, address=address)
-        notifiers = build_notifiers(Settings(secret_key=KEY, webhook_allow_hosts="127.0.0.1"))
+        notifiers = CHANNELS.build_notifiers(Settings(secret_key=KEY, webhook_allow_hosts="127.0.0.1"))
         try:
             (report,) = await send_due_digests(
                 db, notifiers, Renderer(secret_key=KEY, public_url=PUBLIC), force=True

@@ -3,8 +3,8 @@ item, the chat bots read them back when one is pressed (issue 19: the format was
 parsed in bot/ with its constants copied).
 
 Telegram: callback data ``action:value`` of at most :data:`MAX_CALLBACK_BYTES` bytes (:class:`Action`;
-``bot.telegram_render`` reads it back). Slack: the action ids of the vote buttons (``bot.slack`` handles
-them). Pure: no I/O, no platform library.
+``notifiers.telegram.chat_render`` reads it back). Slack: the action ids of the vote buttons
+(``notifiers.slack.chat`` handles them). Pure: no I/O, no platform library.
 """
 
 from __future__ import annotations

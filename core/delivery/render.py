@@ -15,8 +15,8 @@ no such link.
 Each item of an email digest (and of a webhook's payload) carries two signed vote links, 👍 and 👎
 (``DigestView.votes_of``, :meth:`Renderer.vote_links`): ``/vote/TOKEN`` with a token of purpose
 ``vote`` for the recipient, the version and the value (``core.people.tokens.vote_subject``). Chat channels
-vote
-with buttons of their own instead (:data:`VOTE_LINK_CHANNELS`). Without a secret key there are none.
+vote with buttons of their own instead (:attr:`core.channel.Channel.vote_links`). Without a secret key there
+are none.
 
 Templates print ``{{ cut }}`` between items; the renderer splits each output there into blocks so that
 adapters with a length limit split a digest only between items (:func:`core.channel.pack_blocks`).
@@ -45,6 +45,7 @@ from typing import overload
 import jinja2
 import markupsafe
 
+from core.channel import channels
 from core.delivery.escaping import strip_control
 from core.delivery.ranking import (
     item_rank,
@@ -76,9 +77,6 @@ MAX_AUTHORS_SHOWN = 8
 # Abstracts in chat digests are cut to this many characters (at a word boundary); the paper page has all.
 ABSTRACT_CHARS = 600
 
-# The channels whose digests carry signed vote links per item: mail, and webhooks (data for the receiver's
-# own buttons). Chats vote with buttons that call back to the bot, which knows who pressed them.
-VOTE_LINK_CHANNELS = frozenset({"email", "webhook"})
 
 # Record and unit separators: strip_control removes both from every printed value, so only a template's
 # own {{ cut }} and {{ part }} can produce them.
@@ -485,7 +483,7 @@ class Renderer:
             rest,
             receipt=receipt,
             heartbeat=heartbeat,
-            votes=channel in VOTE_LINK_CHANNELS,
+            votes=_vote_links(channel),
         )
         env = self.environment(language)
         text_blocks = _blocks(_first(env, f"{channel}.txt.j2", "digest.txt.j2").render(d=view))
@@ -554,6 +552,12 @@ def _first(env: jinja2.Environment, name: str, fallback: str | None = None) -> j
         return env.get_template(name)
     except jinja2.TemplateNotFound:
         return env.get_template(fallback) if fallback else None
+
+
+def _vote_links(channel: str) -> bool:
+    """Whether the registered channel's digests carry signed vote links per item."""
+    found = channels().find(channel)
+    return found is not None and found.vote_links
 
 
 def _blocks(rendered: str) -> tuple[str, ...]:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any, NamedTuple
 
-from core.channel import NEWSLETTER_CHANNEL, normalise_address, split_address
+from core.channel import channel_of, normalise_address
 from core.follows.query import QueryError, parse
 from core.i18n.languages import check_language, normalize_language
 from core.json_input import JSONLimitError, JSONReader
@@ -256,7 +256,7 @@ def _address(text: str) -> str:
         address = normalise_address(text)
     except ValueError as exc:
         raise _Refused(f"invalid address: {exc}") from None
-    if split_address(address)[0] == NEWSLETTER_CHANNEL:
+    if not channel_of(address).delivers:
         # A newsletter's hidden subscriber belongs to its definition, not to a list of follows.
         raise _Refused("newsletter addresses are defined with `papertrail newsletter create`")
     return address

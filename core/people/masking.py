@@ -11,17 +11,16 @@ errors), so a credential reaches no line whoever wrote it.
 
 from __future__ import annotations
 
+import functools
 import re
 
+from core.channel import channels
+
 MASK = "****"
-# Channels whose target is a URL that may carry credentials (core.channel.KNOWN_CHANNELS lists them
-# all).
-URL_CHANNELS = frozenset({"webhook", "slack-webhook", "apprise"})
 # A URL in free text: a scheme, "://", then anything up to whitespace, a quote or an angle bracket (the
-# characters that end a URL quoted in a message or a repr).
-_URL = re.compile(
-    r"(?P<prefix>\b(?:slack-webhook|webhook|apprise):)?\b(?P<url>[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>`]+)"
-)
+# characters that end a URL quoted in a message or a repr); after a registered channel's prefix, that
+# channel's address.
+_URL = r"\b(?P<url>[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>`]+)"
 # Query keys whose values are credentials even in URLs that are not subscriber addresses.
 _SECRET_KEY = re.compile(r"token|key|secret|pass|pwd|sig|auth|code|hash|session|credential", re.IGNORECASE)
 _TOKENISH = re.compile(r"[A-Za-z0-9_\-.~+=%:]+")
@@ -82,25 +81,39 @@ def mask_url(url: str, *, all_query_values: bool = True) -> str:
 
 
 def mask_address(address: str) -> str:
-    """A subscriber address fit to print: URL-bearing channels masked, the others unchanged.
+    """A subscriber address fit to print, masked by its registered channel's rule (:meth:`Channel.mask`).
 
     ``email:ada@example.org`` and ``telegram:12345`` carry no credential and stay as they are: they are
-    how an operator finds the subscriber.
+    how an operator finds the subscriber. An address of no registered channel has its URLs masked.
     """
     channel, sep, target = address.partition(":")
-    if sep and channel.strip().lower() in URL_CHANNELS:
-        return f"{channel}:{mask_url(target.strip())}"
-    return mask_text(address)
+    found = channels().find(channel.strip().lower()) if sep else None
+    if found is None:
+        return mask_text(address)
+    return f"{channel}:{found.mask(target)}"
 
 
 def mask_text(text: str) -> str:
-    """``text`` with every URL in it masked: fully after a URL channel's prefix, leniently elsewhere."""
+    """``text`` with every URL in it masked: by its channel's rule after a channel's prefix (fully for the
+    channels whose address is a URL), leniently elsewhere."""
+    if "://" not in text:
+        return text
+    registered = channels()
 
     def one(match: re.Match[str]) -> str:
-        prefix = match["prefix"] or ""
-        return prefix + mask_url(match["url"], all_query_values=bool(prefix))
+        found = registered.find(match["channel"]) if match["channel"] else None
+        if found is None:
+            return mask_url(match["url"], all_query_values=False)
+        return f"{match['channel']}:{found.mask(match['url'])}"
 
-    return _URL.sub(one, text) if "://" in text else text
+    return _url_in_text(tuple(c.name for c in registered)).sub(one, text)
+
+
+@functools.lru_cache(maxsize=8)
+def _url_in_text(names: tuple[str, ...]) -> re.Pattern[str]:
+    """The URL pattern, optionally after one of the channel prefixes ``names`` (longest first)."""
+    prefixes = "|".join(re.escape(name) for name in sorted(names, key=len, reverse=True))
+    return re.compile(rf"(?:\b(?P<channel>{prefixes}):)?{_URL}")
 
 
 RECIPIENT = "<recipient>"

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from core.channel import normalise_address, split_address
+from core.channel import channel_of, normalise_address
 from core.db import Database
 from core.follows import subscriber_records
 from core.follows.query import parse
@@ -123,7 +123,7 @@ def prepare(
     becomes the pending sign-up's language, in which its confirmation mail and digests are worded.
     """
     address = normalise_address(address)
-    if split_address(address)[0] != "email":
+    if not channel_of(address).confirms_by_mail:
         raise Refusal(
             Phrase(N_("{address} is not an email address"), address=address),
             Phrase(N_("sign up with email:ada@example.org")),

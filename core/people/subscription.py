@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from core.channel import NEWSLETTER_CHANNEL, normalise_address, split_address
+from core.channel import channel_of, normalise_address
 from core.db import Database
 from core.models import utcnow
 from core.people import subscription_records
@@ -71,7 +71,7 @@ def exported(db: Database, address: str, *, now: datetime | None = None) -> Expo
     LookupError when there is no such subscriber.
     """
     address = normalise_address(address)
-    if split_address(address)[0] == NEWSLETTER_CHANNEL:
+    if not channel_of(address).delivers:
         raise ValueError(f"{address} is a newsletter, not a reader's subscription")
     stored = subscription_records.read(db, address)
     if stored is None:

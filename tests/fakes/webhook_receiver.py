@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from notifiers.webhook import DELIVERY_HEADER, SIGNATURE_HEADER
-from notifiers.webhook_payload import verify_signature
+from notifiers.webhook.notifier import DELIVERY_HEADER, SIGNATURE_HEADER
+from notifiers.webhook.payload import verify_signature
 from tests.servers import Answer, send_answer, serving
 
 

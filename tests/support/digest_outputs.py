@@ -9,9 +9,9 @@ import re
 from datetime import UTC, datetime
 
 from core.values import DigestItem, Message, Receipt
-from notifiers.console import ConsoleNotifier
-from notifiers.slack_blocks import build_payloads
-from notifiers.webhook_payload import digest_payload
+from notifiers.console.notifier import ConsoleNotifier
+from notifiers.slack.blocks import build_payloads
+from notifiers.webhook.payload import digest_payload
 from tests.hostile import sample_receipt
 
 FIXED = datetime(2026, 11, 17, 8, 0, 5, tzinfo=UTC)

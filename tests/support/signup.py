@@ -15,7 +15,7 @@ from core.config import Settings
 from core.db import Database
 from core.delivery.render import Renderer
 from ingest.http import HttpClient
-from notifiers.email import EmailNotifier
+from notifiers.email.notifier import EmailNotifier
 from papertrail.context import AppContext
 from tests.servers import SinkHandler, smtp_sink
 

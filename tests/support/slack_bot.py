@@ -18,12 +18,12 @@ import pytest
 from slack_sdk.signature import SignatureVerifier
 from starlette.applications import Starlette
 
-from bot.slack import (
+from core.config import Settings
+from core.db import Database
+from notifiers.slack.chat import (
     EVENTS_PATH,
     SlackBot,
 )
-from core.config import Settings
-from core.db import Database
 from tests.fakes.slack_api import FakeSlack, fake_slack
 from tests.support.chat_commands import NOW
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from telegram import Update
 
-from bot.telegram import TelegramBot
 from core.config import Settings
 from core.db import Database
+from notifiers.telegram.chat import TelegramBot
 from tests.fakes.telegram_api import (
     Call,
     FakeTelegram,

@@ -1,6 +1,6 @@
 """Telegram notifier: digests as Telegram HTML messages through python-telegram-bot's ``Bot``.
 
-Format: Telegram HTML, link previews off; a long digest is split (notifiers/telegram_format.py) at the
+Format: Telegram HTML, link previews off; a long digest is split (notifiers/telegram/format.py) at the
 declared ``max_length`` (4096 UTF-16 code units) and sent as several messages to the same chat.
 
 Rate limits: ``PAPERTRAIL_TELEGRAM_MAX_PER_SECOND`` overall, one message per
@@ -38,7 +38,7 @@ from core.config_edges import TelegramSettings
 from core.delivery.rate_limit import RateLimit
 from core.values import Message, SendResult
 from notifiers.ratelimit import RateLimiter, Window
-from notifiers.telegram_format import MAX_LENGTH, Part, html_to_text, item_buttons, split_message
+from notifiers.telegram.format import MAX_LENGTH, Part, html_to_text, item_buttons, split_message
 
 # A flood-control wait up to this long is sat out inline; a longer one goes back to the ledger's back-off.
 MAX_INLINE_WAIT = 30.0
@@ -46,8 +46,12 @@ MAX_INLINE_WAIT = 30.0
 MAX_PART_RETRIES = 3
 
 
-def _retry_seconds(exc: RetryAfter) -> float:
-    # PTB 22 warns that retry_after becomes a timedelta; accept either without the warning.
+def flood_wait(exc: RetryAfter) -> float:
+    """Seconds Telegram's flood control asks to wait, for digests and chat replies alike.
+
+    PTB 22 moves ``retry_after`` from int to timedelta and warns on reading it; either is accepted here,
+    without the warning.
+    """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PTBDeprecationWarning)
         value = exc.retry_after
@@ -221,7 +225,7 @@ class TelegramNotifier:
                 )
                 return sent, chat
             except RetryAfter as exc:
-                wait = _retry_seconds(exc)
+                wait = flood_wait(exc)
                 await self.limiter.postpone(str(chat), wait)
                 if wait > MAX_INLINE_WAIT or retries >= MAX_PART_RETRIES:
                     raise self._translate(exc, chat, index) from None
@@ -248,7 +252,7 @@ class TelegramNotifier:
 
     def _translate(self, exc: TelegramError, chat: int | str, index: int) -> DeliveryError:
         """One DeliveryError for a python-telegram-bot error, classified by :data:`ERRORS`."""
-        wait = _retry_seconds(exc) if isinstance(exc, RetryAfter) else None
+        wait = flood_wait(exc) if isinstance(exc, RetryAfter) else None
         retryable, text = next((ok, text) for kind, ok, text in ERRORS if isinstance(exc, kind))
         fields = {
             "where": f"chat {chat}" if chat != "" else "the bot",

@@ -1,7 +1,7 @@
 """Generic webhook notifier: each digest is one signed JSON POST (schema ``papertrail.digest/1``).
 
-The body and its signature are built by notifiers/webhook_payload.py (see docs/webhooks.md). The address is
-chosen by whoever registers the subscriber, so it is treated as hostile: notifiers/webhook_address.py
+The body and its signature are built by notifiers/webhook/payload.py (see docs/webhooks.md). The address is
+chosen by whoever registers the subscriber, so it is treated as hostile: notifiers/public_address.py
 resolves the host once and refuses non-public addresses (unless the host is listed in
 ``PAPERTRAIL_WEBHOOK_ALLOW_HOSTS``), and the request here goes to the address that was checked (the
 connection is pinned to it; the Host header and TLS server name keep the original name), so a DNS answer
@@ -29,10 +29,10 @@ from core.config_edges import WebhookSettings
 from core.delivery.escaping import one_line
 from core.retry_after import retry_after_seconds
 from core.values import Message, SendResult
-from notifiers.webhook_address import host_allowed, is_ip, parse_url, public_addresses
-from notifiers.webhook_payload import SCHEMA, digest_payload, encode_payload, sign_body, webhook_secret
+from notifiers.public_address import host_allowed, is_ip, parse_url, public_addresses
+from notifiers.webhook.payload import SCHEMA, digest_payload, encode_payload, sign_body, webhook_secret
 
-# Format: JSON (notifiers/webhook_payload.py). Limit: none, so ``max_length`` is None;
+# Format: JSON (notifiers/webhook/payload.py). Limit: none, so ``max_length`` is None;
 # PAPERTRAIL_DIGEST_MAX_ITEMS caps digests.
 
 SIGNATURE_HEADER = "X-PaperTrail-Signature"

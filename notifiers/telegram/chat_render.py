@@ -19,7 +19,6 @@ The digest notifier writes the last three under each digest item (see docs/teleg
 
 from __future__ import annotations
 
-import html
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,9 +37,8 @@ from core.delivery.chat_buttons import (
     callback_data,
 )
 from core.values import ARXIV_ID_PATTERN
+from notifiers.telegram.format import MAX_LENGTH, escape, utf16_len
 
-MAX_MESSAGE_UTF16 = 4096
-"""Telegram's limit on a message's text, in UTF-16 code units after the markup is parsed."""
 BUTTON_LABEL_CHARS = 40
 """Labels longer than this are cut with …: phones show about this much on one button."""
 
@@ -53,17 +51,7 @@ CHOSEN = " ✓"
 """Added to the label of the vote button that is the chat's vote now."""
 
 
-def utf16_len(text: str) -> int:
-    """Length in UTF-16 code units, Telegram's measure (a character outside the BMP counts 2)."""
-    return len(text.encode("utf-16-le")) // 2
-
-
-def escape(text: str) -> str:
-    """``text`` escaped for Telegram HTML: ``&``, ``<`` and ``>`` (quotes are literal outside attributes)."""
-    return html.escape(text, quote=False)
-
-
-def html_parts(reply: Reply, limit: int = MAX_MESSAGE_UTF16) -> list[str]:
+def html_parts(reply: Reply, limit: int = MAX_LENGTH) -> list[str]:
     """The reply as one or more Telegram HTML messages, each within ``limit`` once parsed.
 
     Blocks are joined by a newline; whole blocks stay together in a message when they fit.
@@ -225,20 +213,17 @@ __all__ = [
     "BUTTON_LABEL_CHARS",
     "CHOSEN",
     "MAX_CALLBACK_BYTES",
-    "MAX_MESSAGE_UTF16",
     "VOTE_LABELS",
     "Action",
     "Button",
     "VotePress",
     "callback_data",
-    "escape",
     "html_parts",
     "is_chosen",
     "keyboard",
     "label",
     "read_callback",
     "read_vote",
-    "utf16_len",
     "voted_markup",
     "without_button",
 ]

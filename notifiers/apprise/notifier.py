@@ -22,7 +22,7 @@ from core.channel import DeliveryError
 from core.config_edges import AppriseSettings
 from core.delivery.escaping import one_line
 from core.values import Message, SendResult
-from notifiers.webhook_address import public_addresses
+from notifiers.public_address import public_addresses
 
 # Apprise's plugin objects (NotifyBase) are only partly annotated; they are handled as Any here.
 NotifyPlugin = Any

@@ -8,7 +8,7 @@ lock). A dedicated thread rather than ``asyncio.to_thread`` also keeps twenty qu
 occupying the event loop's shared default pool, which is only a handful of threads on a small machine.
 
 Every smtplib and socket failure is translated here into one DeliveryError that says whether trying
-again can help and which setting to check (notifiers/email_session.py, which also opens the session).
+again can help and which setting to check (notifiers/email/session.py, which also opens the session).
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from core.channel import DeliveryError, accepted_recorder
 from core.config_edges import SmtpSettings
 from core.delivery.escaping import one_line
 from core.values import Message, SendResult
-from notifiers.email_message import build_mail, wire_bytes
-from notifiers.email_session import open_session, translate
+from notifiers.email.message import build_mail, wire_bytes
+from notifiers.email.session import open_session, translate
 
-# Format: multipart/alternative, built by notifiers/email_message.py. Limit: none in the protocol (so
+# Format: multipart/alternative, built by notifiers/email/message.py. Limit: none in the protocol (so
 # ``max_length`` is None); PAPERTRAIL_DIGEST_MAX_ITEMS caps digests.
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ class EmailNotifier:
         self._idle_timer: threading.Timer | None = None
 
     def build(self, address: str, message: Message) -> EmailMessage:
-        """The MIME message for one recipient (notifiers/email_message.py); raises DeliveryError
+        """The MIME message for one recipient (notifiers/email/message.py); raises DeliveryError
         (permanent) for an unusable address."""
         return build_mail(
             address,

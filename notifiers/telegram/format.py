@@ -6,7 +6,7 @@ parsing the markup, so measuring the HTML (which is never shorter) keeps every p
 digest is split between items with :func:`core.channel.pack_blocks`; a block too long on its own
 loses its
 markup and is cut (:func:`shorten_html`). Each part records the items it shows as it is packed, so that
-their buttons (:func:`item_buttons`) go with it. Sending is notifiers/telegram.py's.
+their buttons (:func:`item_buttons`) go with it. Sending is notifiers/telegram/notifier.py's.
 """
 
 from __future__ import annotations
@@ -30,6 +30,11 @@ ELLIPSIS = "…"
 def utf16_len(text: str) -> int:
     """Length in UTF-16 code units: how Telegram measures messages (an emoji outside the BMP counts 2)."""
     return len(text.encode("utf-16-le")) // 2
+
+
+def escape(text: str) -> str:
+    """``text`` escaped for Telegram HTML: ``&``, ``<`` and ``>`` (quotes are literal outside attributes)."""
+    return html.escape(text, quote=False)
 
 
 class _TextOnly(HTMLParser):
@@ -59,7 +64,7 @@ def _cut(text: str, limit: int, *, encode: bool) -> str:
 
     def rendered(n: int) -> str:
         head = text[:n].rstrip() + ELLIPSIS
-        return html.escape(head, quote=False) if encode else head
+        return escape(head) if encode else head
 
     low, high = 0, len(text)
     while low < high:
@@ -78,7 +83,7 @@ def shorten_html(block: str, limit: int) -> str:
     to fit. Only a block with a pathological title or author list ever gets here.
     """
     text = html_to_text(block).strip()
-    whole = html.escape(text, quote=False) + "\n\n"
+    whole = escape(text) + "\n\n"
     return whole if utf16_len(whole) <= limit else _cut(text, limit - 2, encode=True) + "\n\n"
 
 

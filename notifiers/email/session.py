@@ -1,7 +1,8 @@
 """The email notifier's SMTP sessions: opening one (connect, EHLO, STARTTLS, AUTH), and the table that
 translates SMTP failures into DeliveryErrors saying whether trying again can help and which setting to check.
 
-Everything here runs in the email notifier's worker thread (notifiers/email.py), which owns the session.
+Everything here runs in the email notifier's worker thread (notifiers/email/notifier.py), which owns the
+session.
 """
 
 from __future__ import annotations

@@ -28,9 +28,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import warnings
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import telegram
@@ -38,12 +37,17 @@ from telegram import Chat, ChatMemberUpdated, LinkPreviewOptions, ReplyParameter
 from telegram.constants import ChatMemberStatus, ChatType, ParseMode
 from telegram.error import Forbidden, RetryAfter, TelegramError
 from telegram.ext import CallbackContext
-from telegram.warnings import PTBDeprecationWarning
 
 from bot.commands import Block, ChatContext, Problem, Reply, handle
 from bot.commands_base import BLOCKED, REMOVED, cut, stored_language
 from bot.commands_votes import press_vote
-from bot.telegram_render import (
+from core.config_edges import ChatSettings
+from core.db import Database
+from core.follows import subscriber_records
+from core.i18n.languages import DEFAULT_LANGUAGE, N_, Translator, translator
+from core.models import SubscriberStatus
+from notifiers.ratelimit import RateLimiter
+from notifiers.telegram.chat_render import (
     Action,
     Button,
     html_parts,
@@ -54,11 +58,7 @@ from bot.telegram_render import (
     voted_markup,
     without_button,
 )
-from core.config_edges import ChatSettings
-from core.db import Database
-from core.follows import subscriber_records
-from core.i18n.languages import DEFAULT_LANGUAGE, N_, Translator, translator
-from core.models import SubscriberStatus
+from notifiers.telegram.notifier import flood_wait
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,8 @@ ADMIN_CACHE_SECONDS = 60.0
 ADMIN_CACHE_SIZE = 4096
 MAX_REPLY_WAIT = 5.0
 """A flood-control wait up to this long is sat out before sending a reply again; longer ones drop it."""
+MAX_REPLY_RETRIES = 3
+"""How often one part of a reply is sent again after a short flood-control wait before it is dropped."""
 ALERT_CHARS = 200
 """Telegram's limit on the text of an answerCallbackQuery alert."""
 
@@ -103,12 +105,15 @@ class ChatHandlers:
         db: Database,
         bot: Callable[[], telegram.Bot],
         clock: Callable[[], datetime],
+        limiter: RateLimiter,
     ) -> None:
-        """``bot`` returns the initialised Bot (the Application's); ``clock`` is "now" for the grammar."""
+        """``bot`` returns the initialised Bot (the Application's); ``clock`` is "now" for the grammar;
+        ``limiter`` paces replies, the digest notifier's own, so that both keep to one chat's limits."""
         self.settings = settings
         self.db = db
         self._bot = bot
         self._clock = clock
+        self._limiter = limiter
         self._admins: dict[tuple[int, int], tuple[float, bool]] = {}
 
     # -- messages ------------------------------------------------------------------------------------
@@ -450,7 +455,11 @@ class ChatHandlers:
     async def _send_part(
         self, chat_id: int, text: str, markup: telegram.InlineKeyboardMarkup | None, reply_to: int | None
     ) -> telegram.Message | None:
-        for attempt in (1, 2):
+        key = str(chat_id)
+        for attempt in range(1, MAX_REPLY_RETRIES + 2):
+            # The digests' limiter: per chat, per group and overall, so a burst of replies is paced, not
+            # refused, and shares Telegram's limits with the digests going out to the same chat.
+            await self._limiter.acquire(key)
             try:
                 return await self._bot().send_message(
                     chat_id=chat_id,
@@ -463,10 +472,10 @@ class ChatHandlers:
                     ),
                 )
             except RetryAfter as exc:
-                wait = retry_seconds(exc)
-                if attempt == 1 and wait <= MAX_REPLY_WAIT:
-                    await asyncio.sleep(wait)
-                    continue
+                wait = flood_wait(exc)
+                await self._limiter.postpone(key, wait)
+                if attempt <= MAX_REPLY_RETRIES and wait <= MAX_REPLY_WAIT:
+                    continue  # the limiter holds the next attempt until the wait is over
                 log.warning("telegram: reply to chat %s dropped: flood control for %g s", chat_id, wait)
             except Forbidden as exc:
                 log.info("telegram: cannot answer chat %s: %s", chat_id, exc.message)
@@ -500,14 +509,6 @@ def greeting(change: ChatMemberUpdated, known: bool, t: Translator | None = None
     )
 
 
-def retry_seconds(exc: RetryAfter) -> float:
-    """Seconds to wait after flood control (PTB 22 moves ``retry_after`` from int to timedelta)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PTBDeprecationWarning)
-        value = exc.retry_after
-    return value.total_seconds() if isinstance(value, timedelta) else float(value)
-
-
 __all__ = [
     "ADMIN_CACHE_SECONDS",
     "BLOCKED",
@@ -519,6 +520,5 @@ __all__ = [
     "ChatHandlers",
     "address_of",
     "greeting",
-    "retry_seconds",
     "text_reply",
 ]

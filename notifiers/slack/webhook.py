@@ -27,8 +27,8 @@ from core.delivery.escaping import one_line
 from core.delivery.rate_limit import RateLimit
 from core.values import Message, SendResult
 from notifiers.ratelimit import RateLimiter
-from notifiers.slack_blocks import SlackPayload, build_payloads
-from notifiers.slack_send import retry_after_seconds, send_parts
+from notifiers.slack.blocks import SlackPayload, build_payloads
+from notifiers.slack.send import retry_after_seconds, send_parts
 
 # slack_sdk's webhook client writes the URL into DEBUG and INFO records; this logger never emits those.
 _SDK_LOG = logging.getLogger(f"{__name__}.sdk")
@@ -52,8 +52,8 @@ class SlackWebhookNotifier:
     """Posts digests to Slack incoming webhooks (``slack-webhook:https://hooks.slack.com/services/…``).
 
     ``session`` (an aiohttp session) is injected in tests; otherwise one is opened on first use and closed
-    by :meth:`aclose`. As in :class:`notifiers.slack.SlackNotifier`, slack_sdk's retry handlers are off: a
-    webhook post is not idempotent, and the ledger owns retries.
+    by :meth:`aclose`. As in :class:`notifiers.slack.notifier.SlackNotifier`, slack_sdk's retry
+    handlers are off: a webhook post is not idempotent, and the ledger owns retries.
     """
 
     channel: ClassVar[str] = "slack-webhook"

@@ -7,8 +7,7 @@
   ``v0:{timestamp}:{body}`` with ``PAPERTRAIL_SLACK_SIGNING_SECRET``) and refuses a bad one, or one whose
   timestamp is more than 5 minutes off, with 401. A validly signed request whose signature was accepted
   before (a byte-identical replay within those 5 minutes) is answered 200 with nothing done: the signatures
-  are remembered in the database (``core.replay_records``), so every web process refuses what another
-  accepted.
+  are remembered in the database (``core.replay_records``), so every web process refuses what another accepted.
 * **Socket Mode**: :meth:`SlackBot.run_socket_mode` when ``PAPERTRAIL_SLACK_APP_TOKEN`` (xapp-…) is set:
   the app dials out to Slack over a WebSocket, so it needs no public URL.
 
@@ -62,14 +61,14 @@ from bot.commands_base import stored_language
 from bot.commands_help import BY_NAME
 from bot.commands_status import describe_schedule
 from bot.commands_votes import VOTE_COMMANDS
-from bot.slack_format import RUN_ACTION, UNFOLLOW_ACTION, VOTE_ACTIONS, home_view, reply_message
-from bot.slack_workspace import Conversation, SlackChannel, SlackUser, Workspace, chat_context, why
 from core import replay_records
 from core.config_edges import SlackBotSettings
 from core.db import Database
 from core.follows import subscriber_records
 from core.i18n.languages import LANGUAGES, N_, Translator, reader_language, translator
 from core.models import SubscriberStatus, utcnow
+from notifiers.slack.chat_format import RUN_ACTION, UNFOLLOW_ACTION, VOTE_ACTIONS, home_view, reply_message
+from notifiers.slack.chat_workspace import Conversation, SlackChannel, SlackUser, Workspace, chat_context, why
 
 log = logging.getLogger(__name__)
 
@@ -415,7 +414,7 @@ class SlackBot:
     async def chat_context(
         self, conversation: Conversation, prefix: str, channel: SlackChannel | None = None
     ) -> ChatContext:
-        """The grammar's view of the sender (see :func:`bot.slack_workspace.chat_context`).
+        """The grammar's view of the sender (see :func:`notifiers.slack.chat_workspace.chat_context`).
 
         Asks users.info about the sender; ``channel`` is what conversations.info said (None: unknown).
         Raises ValueError for ids that are not Slack ids.

@@ -7,7 +7,7 @@ output. The body is signed with HMAC-SHA256 under a secret derived from ``PAPERT
 webhook URL (:func:`webhook_secret`), so that each receiver holds its own secret and none of them can forge
 the unsubscribe and manage links that the master key signs. ``sign_body`` and ``verify_signature`` are the
 one implementation of the signature scheme; receivers, tests and docs use them. Posting it is
-notifiers/webhook.py's.
+notifiers/webhook/notifier.py's.
 """
 
 from __future__ import annotations

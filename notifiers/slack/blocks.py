@@ -2,12 +2,12 @@
 
 Built from the ``slack.mrkdwn.j2`` template's blocks (see the convention at the top of that template): a
 header, then a section (mrkdwn) and a context block per paper, and for the bot an actions block with 👍 /
-👎 (:data:`LIKE_ACTION`, :data:`DISLIKE_ACTION`) that the Slack app (bot/slack.py) answers. Limits: 50
-blocks per message, 3,000 characters per section, 150 per header; a longer digest becomes several
+👎 (:data:`LIKE_ACTION`, :data:`DISLIKE_ACTION`) that the Slack app (notifiers/slack/chat.py) answers.
+Limits: 50 blocks per message, 3,000 characters per section, 150 per header; a longer digest becomes several
 messages, split only between papers (with the buttons, 16 papers a message instead of 24).
 
-:func:`build_payloads` is the one place that turns a :class:`Message` into Block Kit; notifiers/slack.py
-and notifiers/slack_webhook.py send what it builds.
+:func:`build_payloads` is the one place that turns a :class:`Message` into Block Kit;
+notifiers/slack/notifier.py and notifiers/slack/webhook.py send what it builds.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ MAX_HEADER_CHARS = 150
 MAX_SECTION_CHARS = 3000
 # A template block that is exactly this becomes a divider.
 DIVIDER = "---"
-# The vote buttons under a paper (bot form only): action ids the Slack app handles (bot/slack_format.py
-# names them too), the value is the versioned id, ``2306.03564v2``. Labels are the same in every language.
+# The vote buttons under a paper (bot form only): action ids the Slack app handles
+# (notifiers/slack/chat_format.py names them too), the value is the versioned id, ``2306.03564v2``.
+# Labels are the same in every language.
 LIKE_ACTION, DISLIKE_ACTION = SLACK_LIKE_ACTION, SLACK_DISLIKE_ACTION
 
 

@@ -1,8 +1,8 @@
 """Slack notifier: Block Kit messages through the Web API (``chat.postMessage``) with slack_sdk.
 
-The Block Kit itself is built by notifiers/slack_blocks.py (limits in blocks, not characters). Rate: one
+The Block Kit itself is built by notifiers/slack/blocks.py (limits in blocks, not characters). Rate: one
 message per second per channel (Slack's limit for ``chat.postMessage``). The parts are sent by
-notifiers/slack_send.py, shared with the incoming-webhook adapter (``notifiers.slack_webhook``).
+notifiers/slack/send.py, shared with the incoming-webhook adapter (``notifiers.slack.webhook``).
 
 Every slack_sdk and aiohttp failure is translated here into one :class:`DeliveryError`, by the table
 :data:`ERRORS` (exception types) and :data:`PERMANENT_ERRORS` (the Web API's error codes).
@@ -23,8 +23,8 @@ from core.config_edges import SlackSettings
 from core.delivery.rate_limit import RateLimit
 from core.values import Message, SendResult
 from notifiers.ratelimit import RateLimiter
-from notifiers.slack_blocks import SlackPayload, build_payloads
-from notifiers.slack_send import retry_after_seconds, send_parts
+from notifiers.slack.blocks import SlackPayload, build_payloads
+from notifiers.slack.send import retry_after_seconds, send_parts
 
 log = logging.getLogger(__name__)
 

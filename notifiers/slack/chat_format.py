@@ -4,7 +4,7 @@ The grammar's replies are plain text (``bot.commands``); here every block is esc
 ``<``, ``>``: so ``<!channel>`` or ``<https://evil|click>`` typed into a query is shown, never obeyed),
 monospace blocks go into ```` ``` ```` fences, and sections carry ``verbatim: true`` so that Slack does not
 turn ``#general`` or a bare URL in a query into a link either. Nothing here touches the network or the
-store: :mod:`bot.slack` fetches, these functions only lay out.
+store: :mod:`notifiers.slack.chat` fetches, these functions only lay out.
 """
 
 from __future__ import annotations
@@ -34,16 +34,11 @@ RUN_ACTION = "papertrail_run"
 UNFOLLOW_ACTION = "papertrail_unfollow"
 """Action ids ``papertrail_unfollow_<number>`` of the App Home's buttons; the value is ``unfollow QUERY``."""
 VOTE_ACTIONS = SLACK_VOTE_ACTIONS
-"""The 👍 / 👎 buttons under a paper in a digest (notifiers/slack_blocks.py writes them): action id -> the
+"""The 👍 / 👎 buttons under a paper in a digest (notifiers/slack/blocks.py writes them): action id -> the
 command it runs; the value is the paper's versioned id, ``2306.03564v2``."""
 
 Json = dict[str, Any]
 _FENCE = "```"
-
-
-def escape(text: str) -> str:
-    """``text`` escaped for mrkdwn: ``&``, ``<`` and ``>`` become entities."""
-    return escape_mrkdwn(text)
 
 
 def _chunks(text: str, limit: int) -> list[str]:
@@ -75,8 +70,8 @@ def _unfenced(text: str) -> str:
 def block_sections(block: Block) -> list[str]:
     """One reply block as mrkdwn, split into pieces that fit a section (3,000 characters)."""
     if not block.monospace:
-        return _chunks(escape(block.text), MAX_SECTION_CHARS)
-    inner = _chunks(_unfenced(escape(block.text)), MAX_SECTION_CHARS - 2 * len(_FENCE))
+        return _chunks(escape_mrkdwn(block.text), MAX_SECTION_CHARS)
+    inner = _chunks(_unfenced(escape_mrkdwn(block.text)), MAX_SECTION_CHARS - 2 * len(_FENCE))
     return [f"{_FENCE}{piece}{_FENCE}" for piece in inner]
 
 
@@ -162,11 +157,13 @@ def home_view(
     t = t or translator(None)
     blocks: list[Json] = [{"type": "header", "text": {"type": "plain_text", "text": "PaperTrail"}}]
     if notice:
-        blocks.append(context(_chunks(escape(notice), MAX_SECTION_CHARS)[0]))
+        blocks.append(context(_chunks(escape_mrkdwn(notice), MAX_SECTION_CHARS)[0]))
     if items:
         blocks.append(
             section(
-                t.gettext("*Your follows* ({count}). {summary}", count=len(items), summary=escape(summary))
+                t.gettext(
+                    "*Your follows* ({count}). {summary}", count=len(items), summary=escape_mrkdwn(summary)
+                )
             )
         )
     else:
@@ -175,15 +172,15 @@ def home_view(
                 t.gettext(
                     "*You follow nothing yet.* Send {p}follow QUERY in the Messages tab, e.g. "
                     "{p}follow cat:cs.DC. {summary}",
-                    p=escape(prefix),
-                    summary=escape(summary),
+                    p=escape_mrkdwn(prefix),
+                    summary=escape_mrkdwn(summary),
                 )
             )
         )
     for item in items[:HOME_FOLLOWS]:
-        shown = f"*{item.number}.* {escape(cut(item.query))}"
+        shown = f"*{item.number}.* {escape_mrkdwn(cut(item.query))}"
         if options := item.options(t):
-            shown += f" · _{escape(options)}_"
+            shown += f" · _{escape_mrkdwn(options)}_"
         value = f"unfollow {item.query}"
         accessory = (
             button(t.gettext("Unfollow"), f"{UNFOLLOW_ACTION}_{item.number}", value)
@@ -196,7 +193,7 @@ def home_view(
         more = len(items) - HOME_FOLLOWS
         blocks.append(
             context(
-                escape(
+                escape_mrkdwn(
                     t.gettext(
                         "…and {more} more; {p}follows {page} lists them.", more=more, p=prefix, page=page
                     )
@@ -211,11 +208,13 @@ def home_view(
                 "in a channel, the channel's."
             )
             + "\n"
-            + escape(command_list(prefix, t))
+            + escape_mrkdwn(command_list(prefix, t))
         )
     )
     blocks.append(
-        context(escape(t.gettext("{p}help follow explains the query language, with examples.", p=prefix)))
+        context(
+            escape_mrkdwn(t.gettext("{p}help follow explains the query language, with examples.", p=prefix))
+        )
     )
     return {"type": "home", "blocks": blocks}
 
@@ -229,7 +228,6 @@ __all__ = [
     "block_sections",
     "button",
     "context",
-    "escape",
     "home_view",
     "reply_message",
     "reply_mrkdwn",

@@ -3,8 +3,8 @@
 The address is chosen by whoever registers the subscriber, so it is treated as hostile: it must be an
 http(s) URL with a host (:func:`parse_url`); the host is resolved once, and every loopback, private,
 link-local, multicast, reserved or unspecified address is refused (:func:`blocked_reason`) unless the host
-is listed in ``PAPERTRAIL_WEBHOOK_ALLOW_HOSTS``. notifiers/webhook.py then connects to an address checked
-here; the Apprise adapter checks its generic HTTP services here too, and ``papertrail follow`` asks
+is listed in ``PAPERTRAIL_WEBHOOK_ALLOW_HOSTS``. notifiers/webhook/notifier.py then connects to an address
+checked here; the Apprise adapter checks its generic HTTP services here too, and ``papertrail follow`` asks
 :func:`refusal` when an address is followed.
 """
 

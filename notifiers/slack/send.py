@@ -1,6 +1,6 @@
-"""Sending a digest's parts to Slack, shared by both Slack adapters (the bot's ``notifiers.slack`` and the
-incoming webhook's ``notifiers.slack_webhook``), so that they behave alike on ``skip_parts``, rate limits
-and ``delivered_parts``; the adapters keep only their client and their error tables."""
+"""Sending a digest's parts to Slack, shared by both Slack adapters (the bot's ``notifiers.slack.notifier``
+and the incoming webhook's ``notifiers.slack.webhook``), so that they behave alike on ``skip_parts``, rate
+limits and ``delivered_parts``; the adapters keep only their client and their error tables."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 from core.channel import DeliveryError, part_delivered
 from core.retry_after import retry_after_seconds as http_retry_after
 from notifiers.ratelimit import RateLimiter
-from notifiers.slack_blocks import SlackPayload
+from notifiers.slack.blocks import SlackPayload
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,8 @@
 """The Telegram bot: people manage their follows with ``/commands`` in private chats and groups.
 
 :class:`TelegramBot` wraps a python-telegram-bot ``Application`` whose handlers
-(:class:`bot.telegram_chat.ChatHandlers`) run every command through the one grammar in ``bot/commands.py``.
+(:class:`notifiers.telegram.chat_handlers.ChatHandlers`) run every command through the one grammar in
+``bot/commands.py``.
 Updates arrive one of two ways, chosen by ``PAPERTRAIL_TELEGRAM_MODE``:
 
 - ``polling`` (the default; works behind NAT): :meth:`TelegramBot.run_polling` long-polls ``getUpdates``
@@ -49,12 +50,13 @@ from telegram.ext import (
 )
 
 from bot.commands import COMMANDS
-from bot.telegram_chat import ChatHandlers, Context
 from core.config_edges import TelegramBotSettings
 from core.db import Database
 from core.i18n.languages import LANGUAGES, translator
 from core.json_input import JSONLimitError, JSONReader
 from core.models import utcnow
+from notifiers.ratelimit import RateLimiter
+from notifiers.telegram.chat_handlers import ChatHandlers, Context
 
 log = logging.getLogger(__name__)
 
@@ -93,18 +95,22 @@ class TelegramBot:
         *,
         bot: telegram.Bot | None = None,
         clock: Callable[[], datetime] = utcnow,
+        limiter: RateLimiter | None = None,
     ) -> None:
         """Build the Application (no network yet).
 
         ``bot``: a Bot to use instead of one built from ``PAPERTRAIL_TELEGRAM_TOKEN`` and
         ``PAPERTRAIL_TELEGRAM_API_URL`` (tests); it belongs to this bot from then on and is shut down by
-        :meth:`stop`. ``clock`` is "now" for the commands (tests pin it). Raises :class:`TelegramBotError`
-        when neither a Bot nor a token is given.
+        :meth:`stop`. ``clock`` is "now" for the commands (tests pin it). ``limiter``: the Telegram digest
+        notifier's (``TelegramNotifier.limiter``), so that replies and digests share one chat's limits; the
+        shell always passes it. Without one (tests, benchmarks) replies are not paced, only flood waits kept.
+        Raises :class:`TelegramBotError` when neither a Bot nor a token is given.
         """
         self.settings = settings
         self.db = db
         self._app = self._build(bot)
-        self.handlers = ChatHandlers(settings.commands, db, lambda: self._app.bot, clock)
+        limiter = limiter or RateLimiter(scope="telegram")
+        self.handlers = ChatHandlers(settings.commands, db, lambda: self._app.bot, clock, limiter)
         self._register(self._app, self.handlers)
         self._lock = asyncio.Lock()
         self._started = False

@@ -3,7 +3,7 @@
 Format: multipart/alternative, the plain-text digest and (when the channel has an HTML template) the HTML
 one with its CSS inlined; ``List-Unsubscribe`` with one-click (RFC 8058), ``Auto-Submitted`` (RFC 3834) and
 ``Content-Language`` (RFC 3282). Limit: none in the protocol; PAPERTRAIL_DIGEST_MAX_ITEMS caps digests.
-Sending it over SMTP is notifiers/email.py's.
+Sending it over SMTP is notifiers/email/notifier.py's.
 """
 
 from __future__ import annotations

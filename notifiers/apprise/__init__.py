@@ -1,0 +1,1 @@
+"""The apprise channel: its address rules, settings, formatting and sending."""

@@ -1,0 +1,1 @@
+"""The console channel: its address rules, settings, formatting and sending."""

@@ -1,0 +1,1 @@
+"""The email channel: its address rules, settings, formatting and sending."""

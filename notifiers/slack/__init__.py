@@ -1,0 +1,1 @@
+"""The slack channel: its address rules, settings, formatting and sending."""

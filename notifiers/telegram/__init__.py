@@ -1,0 +1,1 @@
+"""The telegram channel: its address rules, settings, formatting and sending."""

@@ -1,0 +1,1 @@
+"""The webhook channel: its address rules, settings, formatting and sending."""
