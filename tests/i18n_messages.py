@@ -35,7 +35,7 @@ def area_of(path: Path) -> str | None:
         return "bot"
     if rel.startswith("templates/web/") or re.match(r"papertrail/web\w*\.py$", rel):
         return "web"
-    if rel.startswith(("templates/", "core/", "notifiers/")) or rel == "papertrail/signup.py":
+    if rel.startswith(("templates/", "core/", "notifiers/")) or rel == "papertrail/service/signup.py":
         return "digest"
     return None
 

@@ -38,7 +38,7 @@ from core.store.facade import Store, make_engine
 from core.store.fanout import HOLD_MATCHES_FOR
 from core.store.migrate import alembic_config
 from notifiers.registry import build_notifiers
-from papertrail.cli import app
+from papertrail.cli.app import app
 from tests.servers import LoopbackController
 from tests.support.ledger import ScriptedNotifier, paper
 from tests.support.smtp_server import authenticate, smtp_server

@@ -26,9 +26,9 @@ from core.models import RunState
 from core.people.timezones import abbreviation, day_starts
 from core.store.facade import Novelty, Store
 from core.values import AnnounceType, PaperIn
-from papertrail.web import build_app
-from papertrail.web_pages import source_reason
-from papertrail.web_times import display_zone
+from papertrail.web.app import build_app
+from papertrail.web.pages import source_reason
+from papertrail.web.times import display_zone
 from tests.cli_helpers import invoke
 from tests.support.web import KEY, web_context
 

@@ -1,4 +1,4 @@
-"""Atom feeds (papertrail/web_feeds.py, core/delivery/feeds.py, core/store/feeds.py) through the web app, on
+"""Atom feeds (papertrail/web/feeds.py, core/delivery/feeds.py, core/store/feeds.py) through the web app, on
 SQLite
 and PostgreSQL.
 
@@ -35,8 +35,8 @@ from core.papers.pipeline import match_new
 from core.people import tokens
 from core.store.facade import Store
 from core.values import Guide, PaperIn
-from papertrail.web_atom import Feed, Link, serialize, xml_text
-from papertrail.web_feeds import FEED_CACHE_SECONDS, FEED_MAX_AUTHORS, FeedCache, Rendered
+from papertrail.web.atom import Feed, Link, serialize, xml_text
+from papertrail.web.feeds import FEED_CACHE_SECONDS, FEED_MAX_AUTHORS, FeedCache, Rendered
 from tests.hostile import HOSTILE_GUIDE, hostile_items
 from tests.support.private_feeds import (
     ADDRESS,

@@ -17,7 +17,7 @@ from core.follows.manage import export_follows, follow, import_follows
 from core.models import Follow, Subscriber, SubscriberStatus
 from core.people import newsletters
 from core.store.facade import Store
-from papertrail.cli import app
+from papertrail.cli.app import app
 from tests.conftest import migrated_store
 
 runner = CliRunner()

@@ -14,7 +14,7 @@ from core.store.facade import Novelty, Store
 from core.values import PaperIn
 from ingest.arxiv_oai import ArxivOaiSource
 from ingest.http import HttpClient, Politeness
-from papertrail.cli import app
+from papertrail.cli.app import app
 from tests.conftest import CORPUS
 from tests.servers import FeedServer, Reply, feed_server
 

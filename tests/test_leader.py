@@ -17,9 +17,9 @@ import sqlalchemy as sa
 from core.config import Settings
 from core.models import RunState
 from core.store.facade import Store
-from papertrail.context import build_context
-from papertrail.leader import FileLock, PostgresLock, PrivateLock, lock_for, lock_key
-from papertrail.runtime import scheduler_role
+from papertrail.service.context import build_context
+from papertrail.service.leader import FileLock, PostgresLock, PrivateLock, lock_for, lock_key
+from papertrail.service.runtime import scheduler_role
 from tests.conftest import CORPUS
 from tests.servers import Reply, closed_port, feed_server
 from tests.support.service_process import ServiceProcess, service_env, wait_until

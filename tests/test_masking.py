@@ -27,8 +27,8 @@ from core.papers.pipeline import match_new
 from core.people.masking import mask_address, mask_text
 from core.store.facade import Store
 from core.values import Message, PaperIn, SendResult
-from papertrail.cli import app
-from papertrail.logs import NOISY_LOGGERS, configure_logging
+from papertrail.cli.app import app
+from papertrail.service.logs import NOISY_LOGGERS, configure_logging
 
 WEBHOOK_SECRET = "WebhookSecret123"
 APPRISE_PASSWORD = "ApprisePass99"

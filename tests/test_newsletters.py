@@ -32,7 +32,7 @@ from core.people.signup import confirm, confirm_token, sign_up
 from core.store.facade import Store
 from core.values import DigestItem, Message, PaperIn, SendResult
 from notifiers.email_message import list_unsubscribe_headers
-from papertrail.cli import app
+from papertrail.cli.app import app
 from tests.cli_helpers import invoke
 from tests.servers import SinkHandler
 from tests.support.cli_output import one_line, unbalanced
@@ -332,7 +332,7 @@ def test_join_and_leave_from_a_chat(sqlite_store: Store) -> None:
 def test_the_form_offers_the_newsletters(sqlite_store: Store, smtp: tuple[SinkHandler, int]) -> None:
     from starlette.testclient import TestClient
 
-    from papertrail.web import build_app
+    from papertrail.web.app import build_app
 
     sink, port = smtp
     client = TestClient(build_app(context(sqlite_store, port)), follow_redirects=False)

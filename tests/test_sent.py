@@ -26,7 +26,7 @@ from core.store.facade import Store
 from core.store.ledger import DigestPlan
 from core.store.ledger_sent import NEWEST_FIRST, OLDEST_FIRST, sent_items
 from core.values import PaperIn
-from papertrail import web_feeds
+from papertrail.web import feeds as web_feeds
 from tests.support.private_feeds import (
     ADDRESS,
     T0,

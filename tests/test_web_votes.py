@@ -29,7 +29,7 @@ from core.store.taste import DISLIKE, LIKE, SeedIn
 from core.taste.votes import cast_vote
 from core.values import PaperIn
 from notifiers.registry import build_notifiers
-from papertrail.web_subscribers import MAX_VOTES_SHOWN
+from papertrail.web.subscribers import MAX_VOTES_SHOWN
 from tests.fakes.webhook_receiver import webhook_receiver
 from tests.servers import smtp_sink
 from tests.support.taste_day import day
