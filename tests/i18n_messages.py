@@ -9,7 +9,6 @@ messages, a message that moved between areas keeps its translation, and a new on
 from __future__ import annotations
 
 import io
-import re
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ def area_of(path: Path) -> str | None:
     # The follow language's errors (and the choices they offer) are said in chats and on the manage page.
     if rel.startswith("bot/") or rel in ("core/follows/query_parse.py", "core/i18n/languages.py"):
         return "bot"
-    if rel.startswith("templates/web/") or re.match(r"papertrail/web\w*\.py$", rel):
+    if rel.startswith(("templates/web/", "papertrail/web/")):
         return "web"
     if rel.startswith(("templates/", "core/", "notifiers/")) or rel == "papertrail/service/signup.py":
         return "digest"
