@@ -58,9 +58,8 @@ from starlette.routing import Route
 
 from bot.commands import SORRY, Block, ChatContext, Problem, Reply, follow_items, handle, split_command
 from bot.commands_base import stored_language
-from bot.commands_help import BY_NAME
 from bot.commands_status import describe_schedule
-from bot.commands_votes import VOTE_COMMANDS
+from bot.commands_table import BY_NAME, VOTE_COMMANDS
 from bot.slack_format import RUN_ACTION, UNFOLLOW_ACTION, VOTE_ACTIONS, home_view, reply_message
 from bot.slack_workspace import Conversation, SlackChannel, SlackUser, Workspace, chat_context, why
 from core.config_edges import SlackBotSettings

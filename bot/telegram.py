@@ -48,7 +48,7 @@ from telegram.ext import (
     filters,
 )
 
-from bot.commands import COMMANDS
+from bot.commands_table import COMMANDS
 from bot.telegram_chat import ChatHandlers, Context
 from core.config_edges import TelegramBotSettings
 from core.i18n.languages import LANGUAGES, translator

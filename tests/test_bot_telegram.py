@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from starlette.applications import Starlette
 
 from bot.commands import MAX_INPUT_CHARS, Block, Reply
-from bot.commands_help import COMMANDS
+from bot.commands_table import COMMANDS
 from bot.telegram import SECRET_HEADER, WEBHOOK_PATH, TelegramBot, TelegramBotError
 from bot.telegram_chat import BLOCKED, EDITED, NO_TEXT, REMOVED
 from bot.telegram_render import (
