@@ -5,7 +5,7 @@
 =================================  =========================================================================
 ``/``                              status: last 24 hours, sources (ok/quiet/stale/failing), library, queue,
                                    a 30-day chart; refreshes every minute; no JavaScript
-``/papers``                        the paper browser: sort, filters, text search, 50 per page (web_browser.py)
+``/papers``                        the paper browser: sort, filters, text search, 50 per page (browser.py)
 ``/papers/{arxiv_id}``             one paper: versions, what each revision changed, AI guides, community
                                    picks, citation ``<meta>`` tags for Zotero and Google Scholar
 ``/papers/{arxiv_id}.bib``         the paper's BibTeX entry (its newest version), a download
