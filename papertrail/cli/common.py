@@ -214,8 +214,7 @@ def iso(value: datetime | None) -> str | None:
 
 def webhook_refusal(settings: Settings) -> Callable[[str], str | None]:
     """Why delivery would refuse an address: for ``webhook:`` its URL's rules
-    (notifiers.webhook_address.refusal),
-    for other channels nothing, and they load nothing here."""
+    (notifiers.webhook_address.refusal), for other channels nothing, and they load nothing here."""
 
     def refuse(address: str) -> str | None:
         channel, _, target = address.partition(":")

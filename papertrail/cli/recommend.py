@@ -18,8 +18,7 @@ if TYPE_CHECKING:
     from core.taste.settings import TasteState
 
 
-# The family's commands; papertrail/cli/app.py adds them to the root app (papertrail --help lists
-# them in that order).
+# This family's commands and groups: a sub-app, which papertrail/cli/app.py adds to the root app.
 app = typer.Typer()
 
 

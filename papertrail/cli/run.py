@@ -27,8 +27,7 @@ from papertrail.cli.common import (
 )
 from papertrail.service.source_names import SOURCE_NAMES
 
-# The family's commands; papertrail/cli/app.py adds them to the root app (papertrail --help lists
-# them in that order).
+# This family's commands and groups: a sub-app, which papertrail/cli/app.py adds to the root app.
 app = typer.Typer()
 
 # `papertrail ingest` of a source another process is ingesting: nothing failed and nothing was done

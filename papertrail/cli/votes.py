@@ -21,8 +21,7 @@ if TYPE_CHECKING:
     from core.store.facade import Store
 
 
-# The family's commands; papertrail/cli/app.py adds them to the root app (papertrail --help lists
-# them in that order).
+# This family's commands and groups: a sub-app, which papertrail/cli/app.py adds to the root app.
 app = typer.Typer()
 
 _ADDRESS = typer.Argument(help="The subscriber address, e.g. telegram:12345 or email:ada@example.org.")
