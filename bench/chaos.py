@@ -113,13 +113,14 @@ ETAG = '"recorded-day-2024-11-28"'
 SETTLE_POLL = 0.25
 # A process the trial waits for (a log line, the first feed request) has this long.
 WAIT_TIMEOUT = 90.0
-# A pass of a worker that met failures: "worker NAME: 3 digests sent, 20 failed" (papertrail/worker.py).
+# A pass of a worker that met failures: "worker NAME: 3 digests sent, 20 failed"
+# (papertrail/service/worker.py).
 FAILED_PASS = r"worker \S+: \d+ digests sent, [1-9]\d* failed"
 LEADING = r"scheduler: leading"
 # A failed (not killed) ingest is run again at most this many times in one trial.
 MAX_INGEST_RERUNS = 3
 # `papertrail ingest` found another ingest of the source running and did nothing
-# (papertrail.cli_service.BUSY): not a failure, the other one does the work.
+# (papertrail.cli.run.BUSY): not a failure, the other one does the work.
 INGEST_BUSY = 75
 
 
@@ -692,7 +693,7 @@ class Bench:
             yield url
         finally:
             drop_database(url, self.options.postgres)
-            if self.database == "sqlite":  # the scheduler's lock file (papertrail.leader.FileLock)
+            if self.database == "sqlite":  # the scheduler's lock file (papertrail.service.leader.FileLock)
                 Path(url.split("///", 1)[1] + ".scheduler.lock").unlink(missing_ok=True)
 
     def feed_requests(self) -> int:

@@ -4,7 +4,7 @@ Each trial takes a fresh database (a SQLite file, or a new PostgreSQL schema, mi
 follows of one chat PaperTrail has never seen all at once, through the production entry points in this
 process: ``TelegramBot.process`` (what the webhook route calls for each update; the real
 python-telegram-bot Application, answering through the fake Bot API of tests/fakes) for 16 ``/follow``
-updates, and the web app's ``POST /slack/events`` (papertrail.web.build_app: Bolt, signed as Slack signs)
+updates, and the web app's ``POST /slack/events`` (papertrail.web.app.build_app: Bolt, signed as Slack signs)
 for 8 slash commands. Each command's handler runs in a worker thread, as in the service. It counts the
 follows stored against the replies sent, and the apologies among those.
 
@@ -91,8 +91,8 @@ async def _telegram(db: Database, queries: list[str], chat_id: int) -> tuple[int
 async def _slack(db: Database, url: str, queries: list[str], user: str) -> tuple[int, int]:
     """(replies saying "Now following", apologies) for slash commands sent at once from a new DM."""
     from core.config import Settings
-    from papertrail.context import AppContext
-    from papertrail.web import build_app
+    from papertrail.service.context import AppContext
+    from papertrail.web.app import build_app
     from tests.fakes.slack_api import fake_slack
 
     with fake_slack(token=_SLACK_TOKEN) as slack:

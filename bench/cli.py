@@ -40,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from papertrail.demo import demo_feed_bytes, serve_bytes  # noqa: E402
+from papertrail.cli.demo import demo_feed_bytes, serve_bytes  # noqa: E402
 
 ADDRESS = "console:bench"
 FOLLOWS = ("cat:cs.DC", 'abs:"graph neural network"')

@@ -122,8 +122,8 @@ from ingest.arxiv_oai_parse import parse_oai  # noqa: E402
 from ingest.arxiv_rss import ArxivRssSource  # noqa: E402
 from ingest.arxiv_rss_parse import parse_feed  # noqa: E402
 from ingest.http import HttpClient  # noqa: E402
-from papertrail.backfill import snapshot_batches  # noqa: E402
-from papertrail.demo import serve_bytes  # noqa: E402
+from papertrail.cli.backfill import snapshot_batches  # noqa: E402
+from papertrail.cli.demo import serve_bytes  # noqa: E402
 
 _T = TypeVar("_T")
 

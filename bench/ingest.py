@@ -24,7 +24,7 @@ parse and built the values, so it was slower than this baseline). Each figure is
    * RSS: the feed above as pages of 1,504 items, read by ``parse_feed`` and stored with ``Novelty.NEWS``,
      as the daily ingest does;
    * snapshot: ``tests/corpus/arxiv-snapshot/*.jsonl`` (200 lines, 326 versions) written to a JSON Lines
-     file and read back by ``papertrail.backfill.snapshot_batches`` (5,000-version batches), stored with
+     file and read back by ``papertrail.cli.backfill.snapshot_batches`` (5,000-version batches), stored with
      ``Novelty.HISTORY``, as ``papertrail backfill snapshot FILE`` does.
 
    Replication: record ``i`` of a replicated stream (``i`` = 0, 1, ...) is sample record ``i mod n`` with
@@ -87,8 +87,8 @@ from ingest.arxiv_oai_parse import parse_oai  # noqa: E402
 from ingest.arxiv_rss import ArxivRssSource  # noqa: E402
 from ingest.arxiv_rss_parse import FeedPage, parse_feed  # noqa: E402
 from ingest.http import HttpClient  # noqa: E402
-from papertrail.backfill import snapshot_batches  # noqa: E402
-from papertrail.demo import serve_bytes  # noqa: E402
+from papertrail.cli.backfill import snapshot_batches  # noqa: E402
+from papertrail.cli.demo import serve_bytes  # noqa: E402
 
 _T = TypeVar("_T")
 

@@ -21,8 +21,8 @@ Issue 15. What it does, per database (SQLite, PostgreSQL) and per size (stored v
      categories, primary first, drawn by weight from 40 categories of every archive (a third AI-related).
 
 2. **A store per (database, size)**, built through the production path: ``core.db_migrate.migrate``, then
-   ``core.papers.pipeline.backfill`` over ``papertrail.backfill.snapshot_batches`` (exactly what ``papertrail
-   backfill snapshot`` runs, minus its progress bar), then 30 days of news through
+   ``core.papers.pipeline.backfill`` over ``papertrail.cli.backfill.snapshot_batches`` (exactly what
+   ``papertrail backfill snapshot`` runs, minus its progress bar), then 30 days of news through
    ``paper_records.save_versions`` (``Novelty.NEWS``, what the daily ingest calls) at
    ``--news-per-day`` versions a day (two thirds new papers, one third revisions of backfilled ones), 5
    Hugging Face picks a day (``paper_records.save_picks``, one of them a stub paper) and one
@@ -40,7 +40,7 @@ Issue 15. What it does, per database (SQLite, PostgreSQL) and per size (stored v
    change of the write path (the issue's 15% bound). The build's own rate (into a growing store) is
    reported as well.
 
-4. **The pages**, through the real web app: ``papertrail.web.build_app`` served by uvicorn in a separate
+4. **The pages**, through the real web app: ``papertrail.web.app.build_app`` served by uvicorn in a separate
    process on 127.0.0.1 (one worker, like ``papertrail run``), requested over HTTP with httpx, one request
    at a time: 2 warm-up requests, then ``--requests`` timed ones (wall time of the whole response, client
    side), p50 and p95. A page slower than ``--page-budget`` seconds in all stops early, after at least 5
@@ -101,7 +101,7 @@ from core.models import RunState  # noqa: E402
 from core.papers.pipeline import backfill  # noqa: E402
 from core.papers.saving import Novelty  # noqa: E402
 from core.values import AnnounceType, CommunityPick, PaperIn  # noqa: E402
-from papertrail.backfill import snapshot_batches  # noqa: E402
+from papertrail.cli.backfill import snapshot_batches  # noqa: E402
 
 POSTGRES_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432"
 DEFAULT_CACHE = Path(os.environ.get("PAPERTRAIL_BENCH_CACHE", "/tmp/papertrail-bench-library"))
@@ -626,8 +626,8 @@ def web_app() -> Any:
     count the same news on every run.
     """
     from core.config import Settings
-    from papertrail.context import build_context
-    from papertrail.web import build_app
+    from papertrail.service.context import build_context
+    from papertrail.web.app import build_app
 
     clock = datetime.fromisoformat(os.environ["PAPERTRAIL_BENCH_CLOCK"])
     return build_app(build_context(Settings()), clock=lambda: clock)

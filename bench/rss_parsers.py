@@ -10,7 +10,7 @@ built on, i.e. a lower bound of its cost), and it measures ``parse_feed_feedpars
 a commit that still has it.
 
 Inputs: the recorded rss.arxiv.org feeds in ``tests/corpus/arxiv-rss`` (a copy of shared/corpus, see its
-SOURCES.md) and the feed ``papertrail demo`` ships (``papertrail/demo_data``, 1,504 items; byte for byte
+SOURCES.md) and the feed ``papertrail demo`` ships (``papertrail/cli/demo_data``, 1,504 items; byte for byte
 the big corpus feed, gzipped). Per reading and input: the median wall time of ``--repeat`` runs and the
 peak Python heap of one run (tracemalloc, measured separately so that tracing does not slow the timing).
 ``parse_feed`` is run both on the bytes and on a file, the way the RSS source calls it (the HTTP client
@@ -45,7 +45,7 @@ from ingest import arxiv_rss_parse  # noqa: E402
 from ingest.arxiv_rss_parse import ArxivFeedError, FeedFormatError, FeedPage, parse_feed  # noqa: E402
 
 RSS_DIR = ROOT / "tests" / "corpus" / "arxiv-rss"
-DEMO_FEED = ROOT / "papertrail" / "demo_data" / "arxiv-rss-2024-11-28.xml.gz"
+DEMO_FEED = ROOT / "papertrail" / "cli" / "demo_data" / "arxiv-rss-2024-11-28.xml.gz"
 
 Reading = Callable[[bytes], object]
 

@@ -2,8 +2,9 @@
 
 The Telegram bot and the Slack app both call :func:`handle` with the text of a message and a
 :class:`ChatContext` (which subscriber the chat is, whether the sender may change it, how commands are
-typed there) and send back the :class:`Reply`. Neither re-implements a command. The grammar, every command
-and the limits are described in docs/chat-commands.md::
+typed there) and send back the :class:`Reply`. Neither re-implements a command. Which commands exist, what
+they are called, who may run them and their help are one table, :data:`bot.commands_table.COMMANDS`.
+The grammar, every command and the limits are described in docs/chat-commands.md::
 
     message := [ "/" ] [ "papertrail" ] COMMAND [ "@" BOTNAME ] [ ARGUMENTS ]     at most 2,000 characters
     COMMAND := start | help | follow | unfollow | follows | try | digest | timezone | pause | resume | status
@@ -24,22 +25,12 @@ else the sender's platform language, else the operator's default language (``PAP
 
 from __future__ import annotations
 
-import difflib
 import logging
 import re
 import unicodedata
-from collections.abc import Callable
 from datetime import datetime
 
-from bot import (
-    commands_follows,
-    commands_language,
-    commands_newsletters,
-    commands_recommend,
-    commands_settings,
-    commands_votes,
-)
-from bot import commands_help as texts
+from bot import commands_language, commands_table, commands_votes
 from bot.commands_base import (
     MAX_INPUT_CHARS,
     MAX_REPLY_CHARS,
@@ -51,25 +42,18 @@ from bot.commands_base import (
     Problem,
     Reply,
     cut,
-    reason_text,
     reply_language,
     stored_language,
 )
 from bot.commands_follows import follow_items
-from bot.commands_status import describe_schedule
 from core.config_edges import ChatSettings
 from core.db import Database
-from core.delivery.digests import resume as resume_subscriber
 from core.delivery.escaping import strip_control
-from core.follows import subscriber_records
 from core.follows.query import QueryError, parse
 from core.i18n.languages import N_, Translator, translator
-from core.models import Subscriber, SubscriberStatus, utcnow
+from core.models import utcnow
 
 log = logging.getLogger(__name__)
-
-COMMANDS = texts.COMMANDS
-"""Every command with its arguments and a one-line summary: for Telegram's ``setMyCommands`` menu."""
 
 
 def handle(
@@ -140,18 +124,12 @@ def _dispatch(db: Database, settings: ChatSettings, ctx: ChatContext, text: str,
             error=Problem.EMPTY,
             language=language,
         )
-    name = texts.ALIASES.get(word, word)
-    run = _COMMANDS.get(name)
-    if run is None:
+    command = commands_table.find(word)
+    if command is None:
         return _unknown(ctx, t, word, args, text)
-    call = Call(db, settings, ctx, now, name, args, language)
-    # `digest`, `timezone`, `language` and `recommend` without arguments only show the setting, `join`
-    # lists the newsletters; `start` decides for itself.
-    changes = texts.BY_NAME[name].changes and name != "start"
-    if name in SHOW_WITHOUT_ARGUMENTS and not args:
-        changes = False
-    if changes and not ctx.can_change:
-        if name in commands_votes.VOTE_COMMANDS:
+    call = Call(db, settings, ctx, now, command.name, args, language)
+    if command.changes_with(args) and not ctx.can_change:
+        if command.vote:
             refusal = t.gettext(commands_votes.NOT_ALLOWED, place=call.place, p=p)
         else:
             refusal = t.gettext(
@@ -161,11 +139,7 @@ def _dispatch(db: Database, settings: ChatSettings, ctx: ChatContext, text: str,
                 p=p,
             )
         return call.reply(refusal, error=Problem.NOT_ALLOWED)
-    return run(call)
-
-
-SHOW_WITHOUT_ARGUMENTS = frozenset({"digest", "timezone", "join", "language", "recommend"})
-"""Commands that change the subscription with arguments and only show something without."""
+    return command.run(call)
 
 
 def _finish(reply: Reply) -> Reply:
@@ -190,7 +164,7 @@ _QUERYISH = re.compile(r"(?i)(?:^|[\s(])(?:cat|au|ti|abs|id):")
 def _unknown(ctx: ChatContext, t: Translator, word: str, args: str, text: str) -> Reply:
     p = ctx.prefix
     whole = " ".join(strip_control(text).split())
-    guess = _closest_command(word)
+    guess = commands_table.closest(word)
     # A near miss of a command word is a typo ("folow cat:cs.AI"), with or without a slash (Slack's
     # commands never have one); otherwise a message that parses as a query is a query without a command.
     if guess is None and not whole.startswith("/") and _QUERYISH.search(whole) and _parses(whole):
@@ -254,136 +228,7 @@ def _parses(text: str) -> bool:
     return True
 
 
-def _closest_command(word: str) -> str | None:
-    """The command meant by a word people try (``list``, ``stop``) or a typo of one (``folow``)."""
-    if word in texts.HINTS:
-        return texts.HINTS[word]
-    names = [info.name for info in texts.COMMANDS] + list(texts.ALIASES)
-    found = difflib.get_close_matches(word[:40], names, n=1, cutoff=0.6)
-    return texts.ALIASES.get(found[0], found[0]) if found else None
-
-
-def _start(call: Call) -> Reply:
-    """``start``: set the chat up with the default schedule (admins only in groups) and say what next."""
-    t, p = call.t, call.p
-    existing = call.subscriber()
-    if existing is not None:
-        count = len(subscriber_records.follows_of(call.db, existing.id or 0))
-        note = call.inactive_note(existing)
-        if _failed_delivery(existing) and call.ctx.can_change:
-            # Telegram sends /start when someone unblocks the bot: the chat works again, so resume.
-            note = t.gettext(
-                "Digests were paused ({why}); they are on again.", why=reason_text(t, existing.status_reason)
-            )
-            existing = resume_subscriber(call.db, existing.address)
-        return call.reply(
-            t.ngettext(
-                "Welcome back. {Place} follows {n} query; digests go out {schedule}.",
-                "Welcome back. {Place} follows {n} queries; digests go out {schedule}.",
-                count,
-                Place=call.capital_place,
-                schedule=describe_schedule(existing, t),
-            ),
-            note,
-            t.gettext("{p}follows lists them, {p}follow QUERY adds one, {p}help shows all commands.", p=p),
-        )
-    if not call.ctx.can_change:
-        return call.reply(
-            t.gettext(
-                "PaperTrail is not set up in {place} yet, and only its admins can set it up: "
-                "ask one to send {p}start.",
-                place=call.place,
-                p=p,
-            ),
-            error=Problem.NOT_ALLOWED,
-        )
-    subscriber = call.ensure_subscriber()
-    name = cut(call.ctx.chat_name, 60)
-    schedule = describe_schedule(subscriber, t)
-    welcome = (
-        t.gettext(
-            "Welcome to PaperTrail, {name}! New arXiv papers matching {place}'s follows will arrive in a "
-            "digest {schedule}.",
-            name=name,
-            place=call.place,
-            schedule=schedule,
-        )
-        if name
-        else t.gettext(
-            "Welcome to PaperTrail! New arXiv papers matching {place}'s follows will arrive in a digest "
-            "{schedule}.",
-            place=call.place,
-            schedule=schedule,
-        )
-    )
-    return call.reply(
-        welcome,
-        t.gettext(
-            'Next, follow something: {p}follow cat:cs.DC or {p}follow au:"Zeng Li". '
-            "{p}try QUERY shows what a query would have matched lately; {p}help lists all commands.",
-            p=p,
-        ),
-        suggestions=("help follow", "try cat:cs.DC"),
-    )
-
-
-def _failed_delivery(subscriber: Subscriber) -> bool:
-    """Paused by the ledger after a permanent delivery failure (not by the chat's own ``pause``)."""
-    return subscriber.status == SubscriberStatus.PAUSED and subscriber.status_reason != PAUSED_BY_CHAT
-
-
-def _help(call: Call) -> Reply:
-    """``help``: every command; ``help COMMAND``: one command with examples."""
-    t, p = call.t, call.p
-    topic = call.args.split(" ", 1)[0].removeprefix("/").casefold() if call.args else ""
-    if not topic:
-        return call.reply(texts.overview(p, t))
-    name = texts.ALIASES.get(topic, topic)
-    if name in texts.BY_NAME:
-        return call.reply(texts.page(name, p, t))
-    guess = _closest_command(topic)
-    said = (
-        t.gettext(
-            'There is no command "{word}". Did you mean {p}help {command}?',
-            word=cut(topic, 40),
-            p=p,
-            command=guess,
-        )
-        if guess
-        else t.gettext('There is no command "{word}".', word=cut(topic, 40))
-    )
-    return call.reply(
-        said,
-        texts.command_list(p, t),
-        error=Problem.NOT_FOUND,
-        suggestions=(f"help {guess}",) if guess else (),
-    )
-
-
-_COMMANDS: dict[str, Callable[[Call], Reply]] = {
-    "start": _start,
-    "help": _help,
-    "follow": commands_follows.follow,
-    "unfollow": commands_follows.unfollow,
-    "follows": commands_follows.follows,
-    "try": commands_follows.try_,
-    "digest": commands_settings.digest,
-    "timezone": commands_settings.timezone,
-    "pause": commands_settings.pause,
-    "resume": commands_settings.resume,
-    "status": commands_settings.status,
-    "join": commands_newsletters.join,
-    "leave": commands_newsletters.leave,
-    "language": commands_language.language,
-    "like": commands_votes.like,
-    "dislike": commands_votes.dislike,
-    "unvote": commands_votes.unvote,
-    "likes": commands_votes.likes,
-    "recommend": commands_recommend.recommend,
-}
-
 __all__ = [
-    "COMMANDS",
     "MAX_INPUT_CHARS",
     "MAX_REPLY_CHARS",
     "PAUSED_BY_CHAT",

@@ -1,4 +1,5 @@
-"""The commands about a whole subscription: ``digest``, ``timezone``, ``pause``, ``resume``, ``status``."""
+"""The commands about a whole subscription: ``start``, ``digest``, ``timezone``, ``pause``, ``resume``,
+``status``."""
 
 from __future__ import annotations
 
@@ -398,3 +399,72 @@ def status(call: Call) -> Reply:
 
 
 __all__ = ["clock", "digest", "digest_now", "heartbeat", "next_text", "pause", "resume", "status", "timezone"]
+
+
+def start(call: Call) -> Reply:
+    """``start``: set the chat up with the default schedule (admins only in groups) and say what next."""
+    t, p = call.t, call.p
+    existing = call.subscriber()
+    if existing is not None:
+        count = len(subscriber_records.follows_of(call.db, existing.id or 0))
+        note = call.inactive_note(existing)
+        if _failed_delivery(existing) and call.ctx.can_change:
+            # Telegram sends /start when someone unblocks the bot: the chat works again, so resume.
+            note = t.gettext(
+                "Digests were paused ({why}); they are on again.", why=reason_text(t, existing.status_reason)
+            )
+            existing = resume_subscriber(call.db, existing.address)
+        return call.reply(
+            t.ngettext(
+                "Welcome back. {Place} follows {n} query; digests go out {schedule}.",
+                "Welcome back. {Place} follows {n} queries; digests go out {schedule}.",
+                count,
+                Place=call.capital_place,
+                schedule=describe_schedule(existing, t),
+            ),
+            note,
+            t.gettext("{p}follows lists them, {p}follow QUERY adds one, {p}help shows all commands.", p=p),
+        )
+    if not call.ctx.can_change:
+        return call.reply(
+            t.gettext(
+                "PaperTrail is not set up in {place} yet, and only its admins can set it up: "
+                "ask one to send {p}start.",
+                place=call.place,
+                p=p,
+            ),
+            error=Problem.NOT_ALLOWED,
+        )
+    subscriber = call.ensure_subscriber()
+    name = cut(call.ctx.chat_name, 60)
+    schedule = describe_schedule(subscriber, t)
+    welcome = (
+        t.gettext(
+            "Welcome to PaperTrail, {name}! New arXiv papers matching {place}'s follows will arrive in a "
+            "digest {schedule}.",
+            name=name,
+            place=call.place,
+            schedule=schedule,
+        )
+        if name
+        else t.gettext(
+            "Welcome to PaperTrail! New arXiv papers matching {place}'s follows will arrive in a digest "
+            "{schedule}.",
+            place=call.place,
+            schedule=schedule,
+        )
+    )
+    return call.reply(
+        welcome,
+        t.gettext(
+            'Next, follow something: {p}follow cat:cs.DC or {p}follow au:"Zeng Li". '
+            "{p}try QUERY shows what a query would have matched lately; {p}help lists all commands.",
+            p=p,
+        ),
+        suggestions=("help follow", "try cat:cs.DC"),
+    )
+
+
+def _failed_delivery(subscriber: Subscriber) -> bool:
+    """Paused by the ledger after a permanent delivery failure (not by the chat's own ``pause``)."""
+    return subscriber.status == SubscriberStatus.PAUSED and subscriber.status_reason != PAUSED_BY_CHAT

@@ -33,9 +33,6 @@ LIKES_SHOWN = 20
 """Votes ``likes`` lists, newest first; the reply counts the rest."""
 TITLE_CHARS = 70
 """A paper's title is cut to this many characters where a vote reply or ``likes`` shows it."""
-VOTE_COMMANDS = frozenset({"like", "dislike", "unvote"})
-"""The commands that record or take back a vote (an administrator's, in a group)."""
-
 _MARK = {LIKE: "👍", DISLIKE: "👎"}
 NOT_ALLOWED = N_(
     "Only admins of {place} can vote for it: its votes teach PaperTrail what {place} reads. "
@@ -339,7 +336,6 @@ __all__ = [
     "LIKES_SHOWN",
     "NOT_ALLOWED",
     "TITLE_CHARS",
-    "VOTE_COMMANDS",
     "Pressed",
     "dislike",
     "like",

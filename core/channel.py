@@ -360,7 +360,7 @@ class Channels:
         }
 
 
-# The channels the composition root registered (papertrail/channels.py); until then, core's own only.
+# The channels the composition root registered (papertrail/service/channels.py); until then, core's own only.
 _installed = Channels(())
 
 

@@ -1,5 +1,5 @@
 """``python -m papertrail`` is the same as the ``papertrail`` command."""
 
-from papertrail.cli import app
+from papertrail.cli.app import app
 
 app()

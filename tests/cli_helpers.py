@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typer.testing import CliRunner
 
-from papertrail.cli import app
+from papertrail.cli.app import app
 
 runner = CliRunner()
 

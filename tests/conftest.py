@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from core.db import Database, make_engine
-from papertrail import channels
+from papertrail.service import channels
 from tests.schema_template import apply_template
 
 # Recorded responses: the copies in tests/corpus (see its README), or another corpus folder.

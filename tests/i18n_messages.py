@@ -36,9 +36,9 @@ def area_of(path: Path) -> str | None:
         return "bot"
     if re.match(r"notifiers/\w+/chat\w*\.py$", rel):
         return "bot"
-    if rel.startswith("templates/web/") or re.match(r"papertrail/web\w*\.py$", rel):
+    if rel.startswith(("templates/web/", "papertrail/web/")):
         return "web"
-    if rel.startswith(("templates/", "core/", "notifiers/")) or rel == "papertrail/signup.py":
+    if rel.startswith(("templates/", "core/", "notifiers/")) or rel == "papertrail/service/signup.py":
         return "digest"
     return None
 

@@ -13,8 +13,8 @@ from core.db import Database
 from core.follows import match_records
 from core.overview import dashboard_records
 from core.papers import paper_records, run_records
-from papertrail.backfill import snapshot_batches
-from papertrail.cli import app
+from papertrail.cli.app import app
+from papertrail.cli.backfill import snapshot_batches
 from tests.conftest import CORPUS
 
 SAMPLE = CORPUS / "arxiv-snapshot" / "wanng-ide_arxiv-metadata-oai-snapshot_first200.jsonl"
@@ -118,7 +118,7 @@ def test_cli_backfill_of_a_truncated_gzip_says_what_it_stored_before(
     sqlite_store: Database, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", str(sqlite_store.engine.url))
-    monkeypatch.setattr("papertrail.backfill.BATCH_VERSIONS", 20)  # so batches are stored before the cut
+    monkeypatch.setattr("papertrail.cli.backfill.BATCH_VERSIONS", 20)  # so batches are stored before the cut
     path = _broken(tmp_path, "truncated")
     result = CliRunner().invoke(app, ["backfill", "snapshot", str(path)])
     assert result.exit_code == 1

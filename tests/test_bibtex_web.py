@@ -36,7 +36,7 @@ from ingest.arxiv_rss_parse import parse_feed
 from notifiers.console.notifier import ConsoleNotifier
 from notifiers.slack.blocks import build_payloads
 from notifiers.webhook.payload import digest_payload
-from papertrail import web_bibtex
+from papertrail.web import bibtex as web_bibtex
 from tests.conftest import BIG_FEED
 from tests.hostile import hostile_items
 from tests.support.bibtex_corpus import corpus_versions, detex, parse_one, stored

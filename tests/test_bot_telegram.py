@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from starlette.applications import Starlette
 
 from bot.commands import MAX_INPUT_CHARS, Block, Reply
-from bot.commands_help import COMMANDS
+from bot.commands_table import COMMANDS
 from core.config import Settings
 from core.db import Database
 from core.follows import subscriber_records

@@ -10,7 +10,7 @@ import pytest
 from core.channel import Channels, channel_of, normalise_address
 from core.config import Settings
 from core.people.masking import mask_address, mask_text
-from papertrail.channels import CHANNELS
+from papertrail.service.channels import CHANNELS
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,7 +8,7 @@ from datetime import date, timedelta
 import pytest
 
 from core.values import DayCounts
-from papertrail.chart import ChartWords, daily_chart, describe, nice_ceiling
+from papertrail.web.chart import ChartWords, daily_chart, describe, nice_ceiling
 
 SVG = "{http://www.w3.org/2000/svg}"
 START = date(2026, 11, 1)

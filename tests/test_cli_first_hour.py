@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from papertrail.cli import app
+from papertrail.cli.app import app
 from tests.cli_helpers import invoke
 from tests.conftest import BIG_FEED
 from tests.servers import Reply, feed_server
@@ -345,11 +345,11 @@ def test_counts_of_one_are_singular(env: Path) -> None:
 
 
 def test_plural_helper() -> None:
-    from papertrail.cli_common import _n
+    from papertrail.cli.common import count_of
 
-    assert [_n(0, "item"), _n(1, "item"), _n(2, "item")] == ["0 items", "1 item", "2 items"]
-    assert _n(1, "match", "matches") == "1 match" and _n(3, "match", "matches") == "3 matches"
-    assert _n(1234, "line", grouped=True) == "1,234 lines"
+    assert [count_of(0, "item"), count_of(1, "item"), count_of(2, "item")] == ["0 items", "1 item", "2 items"]
+    assert count_of(1, "match", "matches") == "1 match" and count_of(3, "match", "matches") == "3 matches"
+    assert count_of(1234, "line", grouped=True) == "1,234 lines"
 
 
 def test_status_counts_one_paused_subscriber_in_the_singular(env: Path) -> None:

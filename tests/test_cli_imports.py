@@ -113,9 +113,9 @@ def among(modules: set[str], names: frozenset[str]) -> list[str]:
 def test_help_imports_no_heavy_module(tmp_path: Path, args: list[str], shown: str) -> None:
     modules, out = imported(tmp_path, *args)
     assert "Usage:" in out and shown in out  # the help was printed, not an error
-    assert "typer" in modules and "papertrail.cli" in modules  # the probe saw the run
-    # The commands of papertrail/cli_library.py are registered by cli.py's last line, imports and all.
-    assert "papertrail.cli_library" in modules
+    assert "typer" in modules and "papertrail.cli.app" in modules  # the probe saw the run
+    # Every family's sub-app is added to the root app, `import library` (the last command) included.
+    assert "papertrail.cli.import_export" in modules
     assert among(modules, HEAVY) == []
 
 
@@ -128,7 +128,7 @@ def test_a_store_command_opens_the_store_alone(tmp_path: Path, monkeypatch: pyte
     assert "1. cat:cs.DC" in out
     assert "sqlalchemy" in modules and "core.db" in modules
     assert among(modules, NOT_FOR_THE_STORE) == []
-    # The vote commands (papertrail/cli_votes.py) too.
+    # The vote commands (papertrail/cli/votes.py) too.
     modules, out = imported(tmp_path, "likes", "console:ada")
     assert "(no votes)" in out
     assert among(modules, NOT_FOR_THE_STORE) == []

@@ -1,4 +1,4 @@
-"""``papertrail import library ADDRESS FILE`` (papertrail/cli_library.py) over the recorded arXiv day, on
+"""``papertrail import library ADDRESS FILE`` (papertrail/cli/library.py) over the recorded arXiv day, on
 SQLite and PostgreSQL: every format of tests/corpus/library, the arXiv API over loopback (recorded answers)
 for ids the day does not hold, broken files, refused files and the exit codes of the README."""
 
@@ -14,7 +14,7 @@ from core.db import Database
 from core.follows import subscriber_records
 from core.papers import paper_records
 from core.taste import taste_records
-from papertrail.cli import app
+from papertrail.cli.app import app
 from tests.cli_helpers import invoke
 from tests.servers import Reply, feed_server
 from tests.support.library_files import BODIES, LIBRARY, _reader

@@ -1,4 +1,4 @@
-"""``papertrail like / dislike / unvote / likes`` (papertrail/cli_votes.py) on a SQLite file holding papers
+"""``papertrail like / dislike / unvote / likes`` (papertrail/cli/votes.py) on a SQLite file holding papers
 of the recorded arXiv day (tests/test_store_taste.py ``day()``), with the exit codes of the README."""
 
 from __future__ import annotations

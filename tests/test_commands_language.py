@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from bot.commands import COMMANDS, ChatContext, Problem, Reply, handle
-from bot.commands_help import BY_NAME, command_list, overview, page
+from bot.commands import ChatContext, Problem, Reply, handle
+from bot.commands_table import BY_NAME, COMMANDS, command_list, overview, page
 from core.config import Settings
 from core.db import Database
 from core.follows import subscriber_records

@@ -22,7 +22,8 @@ from pydantic import ValidationError
 from sqlmodel import select
 from typer.testing import CliRunner
 
-from bot.commands import COMMANDS, ChatContext, handle
+from bot.commands import ChatContext, handle
+from bot.commands_table import COMMANDS
 from core.config import Settings
 from core.db import Database
 from core.delivery.digests import send_due_digests
@@ -40,10 +41,10 @@ from notifiers.slack.blocks import build_payloads
 from notifiers.slack.chat import SlackBot
 from notifiers.telegram.chat import TelegramBot
 from notifiers.webhook.payload import digest_payload
-from papertrail.cli import app
-from papertrail.context import build_context
-from papertrail.runtime import Jobs
-from papertrail.web import build_app
+from papertrail.cli.app import app
+from papertrail.service.context import build_context
+from papertrail.service.runtime import Jobs
+from papertrail.web.app import build_app
 from tests.cli_helpers import invoke
 from tests.conftest import BIG_FEED
 from tests.fakes.openai_api import DEFAULT_GUIDE, DEFAULT_GUIDE_ZH, FakeOpenAI, fake_openai

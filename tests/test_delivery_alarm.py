@@ -41,8 +41,8 @@ from core.models import DigestState, SubscriberStatus, utcnow
 from core.overview import dashboard_records
 from core.papers import paper_records
 from core.papers.pipeline import match_new
-from papertrail.channels import CHANNELS
-from papertrail.cli import app
+from papertrail.cli.app import app
+from papertrail.service.channels import CHANNELS
 from tests.servers import LoopbackController
 from tests.support.ledger import ScriptedNotifier, paper
 from tests.support.smtp_server import authenticate, smtp_server

@@ -30,9 +30,9 @@ from core.papers import paper_records, run_records
 from core.papers.saving import Novelty
 from core.people.timezones import abbreviation, day_starts
 from core.values import AnnounceType, PaperIn
-from papertrail.web import build_app
-from papertrail.web_pages import source_reason
-from papertrail.web_times import display_zone
+from papertrail.web.app import build_app
+from papertrail.web.pages import source_reason
+from papertrail.web.times import display_zone
 from tests.cli_helpers import invoke
 from tests.support.web import KEY, web_context
 

@@ -18,7 +18,7 @@ from core.papers.pipeline import ingest_once
 from core.people import tokens
 from ingest.arxiv_rss import ArxivRssSource
 from ingest.http import HttpClient
-from papertrail.channels import CHANNELS
+from papertrail.service.channels import CHANNELS
 from tests.conftest import BIG_FEED
 from tests.servers import Reply, feed_server, smtp_sink
 

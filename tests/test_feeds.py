@@ -1,4 +1,4 @@
-"""Atom feeds (papertrail/web_feeds.py, core/delivery/feeds.py, core/delivery/feed_records.py) through the web
+"""Atom feeds (papertrail/web/feeds.py, core/delivery/feeds.py, core/delivery/feed_records.py) through the web
 app, on SQLite
 and PostgreSQL.
 
@@ -39,8 +39,8 @@ from core.papers import paper_records
 from core.papers.pipeline import match_new
 from core.people import tokens
 from core.values import Guide, PaperIn
-from papertrail.web_atom import Feed, Link, serialize, xml_text
-from papertrail.web_feeds import FEED_CACHE_SECONDS, FEED_MAX_AUTHORS, FeedCache, Rendered
+from papertrail.web.atom import Feed, Link, serialize, xml_text
+from papertrail.web.feeds import FEED_CACHE_SECONDS, FEED_MAX_AUTHORS, FeedCache, Rendered
 from tests.hostile import HOSTILE_GUIDE, hostile_items
 from tests.support.private_feeds import (
     ADDRESS,

@@ -18,7 +18,7 @@ from core.papers.pipeline import ingest_once
 from ingest.arxiv_rss import ArxivRssSource
 from ingest.http import HttpClient
 from notifiers.console.notifier import ConsoleNotifier
-from papertrail.cli import app
+from papertrail.cli.app import app
 from tests.conftest import BIG_FEED
 from tests.servers import Reply, feed_server
 

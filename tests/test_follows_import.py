@@ -18,7 +18,7 @@ from core.follows.file import MAX_LINE_BYTES, check_lines, read_lines
 from core.follows.manage import export_follows, follow, import_follows
 from core.models import Follow, Subscriber, SubscriberStatus
 from core.people import newsletters
-from papertrail.cli import app
+from papertrail.cli.app import app
 from tests.conftest import migrated_store
 
 runner = CliRunner()

@@ -20,8 +20,8 @@ from core.delivery.digests import send_due_digests
 from core.follows import subscriber_records
 from core.follows.manage import follow
 from notifiers.webhook.payload import webhook_secret
-from papertrail.context import build_context
-from papertrail.runtime import Jobs
+from papertrail.service.context import build_context
+from papertrail.service.runtime import Jobs
 from tests.conftest import BIG_FEED
 from tests.fakes.openai_api import DEFAULT_GUIDE, DEFAULT_GUIDE_ZH, FakeOpenAI, fake_openai
 from tests.fakes.slack_api import FakeSlack, fake_slack

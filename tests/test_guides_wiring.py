@@ -23,9 +23,9 @@ from core.follows.manage import follow
 from core.guides import guide_records
 from core.models import Match, utcnow
 from ingest.llm import ChatClient
-from papertrail.cli import app
-from papertrail.context import AppContext, build_context
-from papertrail.runtime import Jobs
+from papertrail.cli.app import app
+from papertrail.service.context import AppContext, build_context
+from papertrail.service.runtime import Jobs
 from tests.conftest import BIG_FEED
 from tests.fakes.openai_api import DEFAULT_GUIDE, DEFAULT_GUIDE_ZH, FakeOpenAI, fake_openai, server_error
 from tests.servers import Reply, closed_port, feed_server

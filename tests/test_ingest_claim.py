@@ -24,10 +24,10 @@ from sqlmodel import col, select
 from core.config import Settings
 from core.db import Database
 from core.models import RunState, SourceRun
-from papertrail.context import AppContext, build_context
-from papertrail.ingest_claim import ABANDONED, SourceBusy, claim_source
-from papertrail.leader import lock_for
-from papertrail.runtime import Jobs
+from papertrail.service.context import AppContext, build_context
+from papertrail.service.ingest_claim import ABANDONED, SourceBusy, claim_source
+from papertrail.service.leader import lock_for
+from papertrail.service.runtime import Jobs
 from tests.conftest import BIG_FEED
 from tests.servers import Reply, closed_port, feed_server
 from tests.support.service_process import service_env, wait_until

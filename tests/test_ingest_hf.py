@@ -17,7 +17,7 @@ from core.papers.status import show_paper
 from ingest.arxiv_rss_parse import parse_feed
 from ingest.hf_daily import HfDailySource
 from ingest.http import HttpClient, Politeness
-from papertrail.cli import app
+from papertrail.cli.app import app
 from tests.conftest import BIG_FEED, CORPUS
 from tests.servers import Reply, feed_server
 

@@ -18,7 +18,7 @@ from core.papers.saving import Novelty
 from core.values import PaperIn
 from ingest.arxiv_oai import ArxivOaiSource
 from ingest.http import HttpClient, Politeness
-from papertrail.cli import app
+from papertrail.cli.app import app
 from tests.conftest import CORPUS
 from tests.servers import FeedServer, Reply, feed_server
 

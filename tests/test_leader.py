@@ -18,9 +18,9 @@ from core.config import Settings
 from core.db import Database
 from core.models import RunState
 from core.papers import run_records
-from papertrail.context import build_context
-from papertrail.leader import FileLock, PostgresLock, PrivateLock, lock_for, lock_key
-from papertrail.runtime import scheduler_role
+from papertrail.service.context import build_context
+from papertrail.service.leader import FileLock, PostgresLock, PrivateLock, lock_for, lock_key
+from papertrail.service.runtime import scheduler_role
 from tests.conftest import CORPUS
 from tests.servers import Reply, closed_port, feed_server
 from tests.support.service_process import ServiceProcess, service_env, wait_until

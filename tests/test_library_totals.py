@@ -30,7 +30,7 @@ from core.values import AnnounceType, CommunityPick, Guide
 from ingest.arxiv_oai_parse import parse_oai
 from ingest.arxiv_rss_parse import parse_feed
 from ingest.hf_daily_parse import parse_daily
-from papertrail.backfill import snapshot_batches
+from papertrail.cli.backfill import snapshot_batches
 from tests.browse_oracle import assert_keys_and_index
 from tests.conftest import BIG_FEED, CORPUS
 

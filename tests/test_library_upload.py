@@ -1,4 +1,4 @@
-"""The manage page's library upload (papertrail/web_library.py): the form, the result page with its counts
+"""The manage page's library upload (papertrail/web/library.py): the form, the result page with its counts
 and every entry not used, the seeds stored, the bounds on the upload (refused before reading, with a page),
 forged links, one import at a time, escaping and the Chinese page; over the recorded arXiv day, on SQLite
 and PostgreSQL, through Starlette's test client."""
@@ -21,9 +21,9 @@ from core.follows import subscriber_records
 from core.people import tokens
 from core.taste import taste_records
 from core.taste.library_file import MAX_FILE_BYTES, LibraryRead, read_library
-from papertrail import web_library
-from papertrail.web import build_app
-from papertrail.web_library import MAX_UPLOAD_BYTES, LibraryRoutes
+from papertrail.web import library as web_library
+from papertrail.web.app import build_app
+from papertrail.web.library import MAX_UPLOAD_BYTES, LibraryRoutes
 from tests.support.library_files import LIBRARY, _reader
 from tests.support.web import KEY, client_for, web_context
 from tests.support.web_headers import assert_secured

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from core.config import Settings
-from papertrail.logs import NOISY_LOGGERS, configure_logging
+from papertrail.service.logs import NOISY_LOGGERS, configure_logging
 from tests.servers import closed_port
 from tests.support.service_process import ServiceProcess, service_env
 

@@ -29,8 +29,8 @@ from core.papers import paper_records
 from core.papers.pipeline import match_new
 from core.people.masking import mask_address, mask_text
 from core.values import Message, PaperIn, SendResult
-from papertrail.cli import app
-from papertrail.logs import NOISY_LOGGERS, configure_logging
+from papertrail.cli.app import app
+from papertrail.service.logs import NOISY_LOGGERS, configure_logging
 
 WEBHOOK_SECRET = "WebhookSecret123"
 APPRISE_PASSWORD = "ApprisePass99"

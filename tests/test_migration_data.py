@@ -34,7 +34,7 @@ from core.papers.pipeline import backfill
 from core.resources import resource_dir
 from ingest.arxiv_rss_parse import parse_feed
 from ingest.hf_daily_parse import parse_daily
-from papertrail.backfill import snapshot_batches
+from papertrail.cli.backfill import snapshot_batches
 from tests.browse_oracle import assert_keys_and_index
 from tests.conftest import BIG_FEED, CORPUS
 

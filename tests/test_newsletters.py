@@ -35,7 +35,7 @@ from core.people import newsletter_records, newsletters, tokens
 from core.people.signup import confirm, confirm_token, sign_up
 from core.values import DigestItem, Message, PaperIn, SendResult
 from notifiers.email.message import list_unsubscribe_headers
-from papertrail.cli import app
+from papertrail.cli.app import app
 from tests.cli_helpers import invoke
 from tests.servers import SinkHandler
 from tests.support.cli_output import one_line, unbalanced
@@ -333,7 +333,7 @@ def test_join_and_leave_from_a_chat(sqlite_store: Database) -> None:
 def test_the_form_offers_the_newsletters(sqlite_store: Database, smtp: tuple[SinkHandler, int]) -> None:
     from starlette.testclient import TestClient
 
-    from papertrail.web import build_app
+    from papertrail.web.app import build_app
 
     sink, port = smtp
     client = TestClient(build_app(context(sqlite_store, port)), follow_redirects=False)

@@ -144,7 +144,7 @@ async def test_each_item_carries_its_signed_vote_urls(
     receiver: WebhookReceiver, notifier: WebhookNotifier
 ) -> None:
     """Added within papertrail.digest/1 (issue 17): a receiver builds 👍 / 👎 buttons from vote_urls, each
-    the /vote page of this subscriber, version and value (papertrail.web_votes)."""
+    the /vote page of this subscriber, version and value (papertrail.web.votes)."""
     renderer = Renderer(max_items=4, public_url="https://papertrail.example", secret_key=MASTER_KEY)
     await notifier.send(receiver.url, renderer.render("webhook", hostile_items(), receiver.url, key="d-1"))
     [got] = receiver.deliveries

@@ -13,9 +13,10 @@ from bench.architecture import measure, strongly_connected_components
 
 # Today: every package of core/ and the shared modules form one component (9 members).
 LARGEST_COMPONENT = 9
-# Since the Store facade went, every reach of the shell into SQL is an import: these 32 files are the 20 that
-# imported core.store and the 12 that reached a repository only through the facade (``store.papers.x()``).
-SHELL_FILES_IMPORTING_STORE = 32
+# Since the Store facade went, every reach of the shell into SQL is an import (before, 20 files imported
+# core.store and 12 more reached a repository only through the facade, ``store.papers.x()``); the shell's
+# move into packages merged two of them.
+SHELL_FILES_IMPORTING_STORE = 30
 
 
 def test_the_package_cycles_of_core_do_not_grow() -> None:

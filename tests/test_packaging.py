@@ -64,9 +64,9 @@ def test_the_wheel_holds_only_the_runtime_packages(tmp_path: Path) -> None:
     # The data the runtime reads from inside the package, and the console script.
     for folder in ("templates", "migrations/versions", "locale"):
         assert any(name.startswith(f"papertrail/_data/{folder}/") for name in names), folder
-    assert "papertrail/demo_data/arxiv-rss-2024-11-28.xml.gz" in names
-    assert {"papertrail/static/favicon.ico", "papertrail/static/favicon.svg"} <= set(names)
+    assert "papertrail/cli/demo_data/arxiv-rss-2024-11-28.xml.gz" in names
+    assert {"papertrail/web/static/favicon.ico", "papertrail/web/static/favicon.svg"} <= set(names)
     (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
     with zipfile.ZipFile(wheel) as archive:
-        assert "papertrail = papertrail.cli:app" in archive.read(entry_points).decode()
+        assert "papertrail = papertrail.cli.app:app" in archive.read(entry_points).decode()
     assert wheel.stat().st_size < 3_000_000

@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from core.config import Settings
-from papertrail.cli import app
+from papertrail.cli.app import app
 from tests.servers import closed_port
 
 with warnings.catch_warnings():
@@ -142,8 +142,8 @@ def test_the_readme_tour_runs_offline(monkeypatch: pytest.MonkeyPatch, tmp_path:
     again = runner.invoke(app, ["demo", "--load"])
     assert again.exit_code == 0 and "0 new papers" in again.stdout and "already in this store" in again.stdout
     # The status page of `make run` shows the recorded day too.
-    from papertrail.context import build_context
-    from papertrail.web import build_app
+    from papertrail.service.context import build_context
+    from papertrail.web.app import build_app
 
     ctx = build_context(Settings())
     try:

@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from core.config import Settings
-from papertrail import redact
+from papertrail.service import redact
 
 
 def test_configured_secrets_and_bot_tokens_are_masked(caplog: pytest.LogCaptureFixture) -> None:

@@ -24,9 +24,9 @@ from core.db import Database, make_engine
 from core.follows.manage import follow
 from core.models import RunState
 from core.papers import run_records
-from papertrail.cli import app
-from papertrail.context import AppContext, build_context
-from papertrail.runtime import (
+from papertrail.cli.app import app
+from papertrail.service.context import AppContext, build_context
+from papertrail.service.runtime import (
     ANNOUNCEMENT,
     NEW_YORK,
     ROLES,
@@ -197,7 +197,7 @@ async def test_stopping_cuts_the_retry_back_off_short(tmp_path: Path) -> None:
 
 
 async def test_a_long_retry_after_pauses_that_source(tmp_path: Path) -> None:
-    from papertrail.runtime import ingest_all
+    from papertrail.service.runtime import ingest_all
 
     with feed_server(Reply(429, b"slow down", {"Retry-After": "3600"})) as server:
         settings = Settings(
@@ -221,7 +221,7 @@ async def test_a_long_retry_after_pauses_that_source(tmp_path: Path) -> None:
 async def test_a_failed_delivery_pass_is_logged_and_the_worker_goes_on(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from papertrail.worker import run_worker
+    from papertrail.service.worker import run_worker
 
     out = io.StringIO()
     ctx = build_context(

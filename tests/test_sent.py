@@ -29,7 +29,7 @@ from core.papers.pipeline import match_new
 from core.people import newsletter_records, newsletters, tokens
 from core.people.subscription import export_subscription
 from core.values import PaperIn
-from papertrail import web_feeds
+from papertrail.web import feeds as web_feeds
 from tests.support.private_feeds import (
     ADDRESS,
     T0,

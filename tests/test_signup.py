@@ -17,8 +17,8 @@ from core.papers.pipeline import match_new
 from core.people import newsletter_records, tokens
 from core.people.signup import RESEND_AFTER
 from core.values import PaperIn
-from papertrail.cli import app
-from papertrail.web import build_app
+from papertrail.cli.app import app
+from papertrail.web.app import build_app
 from tests.servers import SinkHandler
 from tests.support.signup import (
     KEY,
@@ -163,7 +163,7 @@ async def test_the_page_language_words_the_confirmation_and_is_stored(
 ) -> None:
     from core.people import newsletters
     from core.people.signup import sign_up
-    from papertrail.signup import mail_outcome
+    from papertrail.service.signup import mail_outcome
 
     sink, port = smtp
     ctx = context(sqlite_store, port)
@@ -222,7 +222,7 @@ async def test_a_known_address_gets_the_manage_mail_in_its_own_language(
 ) -> None:
     from core.follows.manage import follow
     from core.people.signup import sign_up
-    from papertrail.signup import mail_outcome
+    from papertrail.service.signup import mail_outcome
 
     sink, port = smtp
     ctx = context(sqlite_store, port)

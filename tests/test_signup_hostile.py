@@ -26,7 +26,7 @@ from core.follows import subscriber_records
 from core.models import SubscriberStatus, utcnow
 from core.people import tokens
 from core.people.signup import RESEND_AFTER, confirm, sign_up
-from papertrail.web import build_app
+from papertrail.web.app import build_app
 from tests.servers import SinkHandler, free_port, smtp_sink
 from tests.support.signup import KEY, context, token_in
 
@@ -198,7 +198,7 @@ def test_x_forwarded_for_is_read_only_from_a_trusted_proxy(
 
 
 def test_the_client_address_behind_proxies() -> None:
-    from papertrail.client_address import client_ip
+    from papertrail.web.client_address import client_ip
 
     proxies = [ip_network("127.0.0.1/32"), ip_network("10.0.0.0/8")]
     peer = "127.0.0.1"
@@ -223,7 +223,7 @@ async def test_the_served_app_ignores_x_forwarded_for_unless_told(
     sqlite_store: Database, smtp: tuple[SinkHandler, int]
 ) -> None:
     """Through the real web server (uvicorn would believe the header from 127.0.0.1 on its own)."""
-    from papertrail.runtime import web_role
+    from papertrail.service.runtime import web_role
 
     sink, port = smtp
     web_port = free_port()

@@ -1,6 +1,6 @@
 """A signed Slack request posted again is refused: the same ``unfollow 1`` removes one follow, not two.
 
-The requests go to the real web app (papertrail.web.build_app, which mounts the Slack app's route) with
+The requests go to the real web app (papertrail.web.app.build_app, which mounts the Slack app's route) with
 Starlette's TestClient, signed as Slack signs them; Bolt talks to the fake Slack Web API. A second web app
 over its own engine on the same database stands for a second web process. On SQLite and PostgreSQL.
 """

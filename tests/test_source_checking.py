@@ -20,8 +20,8 @@ from pathlib import Path
 from core.db import Database
 from core.models import RunState, utcnow
 from core.papers import run_records
-from papertrail.ingest_claim import claim_source
-from papertrail.web import build_app
+from papertrail.service.ingest_claim import claim_source
+from papertrail.web.app import build_app
 from tests.support.service_process import service_env
 from tests.support.web import web_context
 

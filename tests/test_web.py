@@ -38,8 +38,8 @@ from core.papers.status import source_statuses
 from core.people import tokens
 from core.values import PaperIn
 from ingest.arxiv_rss_parse import parse_feed
-from papertrail.context import SOURCE_NAMES
-from papertrail.web import build_app
+from papertrail.service.context import SOURCE_NAMES
+from papertrail.web.app import build_app
 from tests.conftest import BIG_FEED, POSTGRES_URL, migrated_store, postgres_available
 from tests.servers import closed_port
 from tests.support.web import KEY, client_for, web_context

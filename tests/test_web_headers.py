@@ -13,8 +13,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from core.db import Database
-from papertrail import runtime
-from papertrail.web import build_app
+from papertrail.service import runtime
+from papertrail.web.app import build_app
 from tests.support.web import client_for, web_context
 from tests.support.web_headers import assert_secured
 

@@ -23,8 +23,8 @@ from core.models import RunState, utcnow
 from core.papers import paper_records, run_records
 from core.people import newsletters, tokens
 from core.values import Guide, PaperIn
-from papertrail.web import build_app
-from papertrail.web_pages import source_reason
+from papertrail.web.app import build_app
+from papertrail.web.pages import source_reason
 from tests import i18n_messages
 from tests.servers import SinkHandler, smtp_sink
 from tests.support.signup import KEY, context, token_in

@@ -31,8 +31,8 @@ from core.taste import taste_records
 from core.taste.taste_records import DISLIKE, LIKE, SeedIn
 from core.taste.votes import cast_vote
 from core.values import PaperIn
-from papertrail.channels import CHANNELS
-from papertrail.web_subscribers import MAX_VOTES_SHOWN
+from papertrail.service.channels import CHANNELS
+from papertrail.web.subscribers import MAX_VOTES_SHOWN
 from tests.fakes.webhook_receiver import webhook_receiver
 from tests.servers import smtp_sink
 from tests.support.taste_day import day

@@ -1,6 +1,6 @@
 """Atom feeds: their limits, and the links to them (docs/feeds.md).
 
-Two kinds of feed, both served by the web app (papertrail/web_feeds.py) from the store's reads
+Two kinds of feed, both served by the web app (papertrail/web/feeds.py) from the store's reads
 (core/delivery/feed_records.py):
 
 * a **query feed**, public: ``/feeds?q=QUERY``, the newest papers and revisions a follow of ``QUERY``

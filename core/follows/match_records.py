@@ -37,7 +37,7 @@ class QueryHit(NamedTuple):
 _QUERY_MATCH_TABLE = QueryMatch.metadata.tables["query_match"]
 _QUERY_MATCH_COLUMNS = ("version_id", "canonical", "reasons")
 # The first half of the fan-out's advisory lock (two 32-bit keys: this and the schema's hash), a space of
-# its own beside the single 64-bit keys of core.db_migrate and papertrail.leader.
+# its own beside the single 64-bit keys of core.db_migrate and papertrail.service.leader.
 _FAN_OUT_LOCK_KEY = 0x5054_464F  # "PTFO"
 _VERSION_TABLE = Version.metadata.tables["version"]
 

@@ -422,7 +422,8 @@ def _source_health(session: Session, source: str) -> SourceHealth:
     last = session.exec(mine).first()
     checking_since = None
     if last is not None and last.state == RunState.RUNNING:
-        # One run of a source at a time (papertrail.ingest_claim): the newest finished one is just before.
+        # One run of a source at a time (papertrail.service.ingest_claim): the newest finished one is just
+        # before.
         checking_since = last.started_at
         last = session.exec(mine.where(col(SourceRun.state) != RunState.RUNNING)).first()
     productive = session.exec(

@@ -1,6 +1,6 @@
 """Citations of stored papers: BibTeX entries and the Highwire Press ``<meta>`` tags of a paper page.
 
-Pure: values in, text out; no store, no network. The shell serves them (``papertrail.web_bibtex``:
+Pure: values in, text out; no store, no network. The shell serves them (``papertrail.web.bibtex``:
 ``GET /papers/{id}.bib``, a subscriber's ``GET /manage/{token}/papers.bib``), the paper page prints
 :func:`highwire_tags`, and digests link :func:`bibtex_url`.
 

@@ -73,7 +73,7 @@ def running_run(db: Db, source: str) -> SourceRun | None:
 def close_abandoned(db: Db, source: str, *, reason: str, now: datetime | None = None) -> list[int]:
     """Close every ``running`` run of ``source`` as failed with ``reason``; returns their ids.
 
-    Only for a caller that holds the source's ingest lock (papertrail.ingest_claim): then no live
+    Only for a caller that holds the source's ingest lock (papertrail.service.ingest_claim): then no live
     process owns such a run, its owner died without closing it.
     """
     with db.session() as session:

@@ -65,7 +65,7 @@ def judge(
     )
 
 
-# A check in flight's reason; the web page words it in the reader's language (papertrail.web_pages).
+# A check in flight's reason; the web page words it in the reader's language (papertrail.web.pages).
 CHECKING_REASON = "last check: {state} — {reason}"
 
 

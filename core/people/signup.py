@@ -14,7 +14,7 @@ mails a new link; the older link then no longer confirms anything. So nobody can
 without a new mail reaching the address's owner, who sees the follows on the confirmation page first.
 
 The limits per client and per hour that keep the form from being a mail relay are in
-:mod:`core.people.signup_limits`; the mails carry no text anyone submitted (:mod:`papertrail.signup`).
+:mod:`core.people.signup_limits`; the mails carry no text anyone submitted (:mod:`papertrail.service.signup`).
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ class SignupOutcome:
     """The subscriber the sign-up concerns and what to mail it.
 
     ``follows`` and ``newsletters`` count what the pending sign-up holds (for the confirmation mail, which
-    names no follow: see :mod:`papertrail.signup`); ``sent_at`` is when its mail was claimed.
+    names no follow: see :mod:`papertrail.service.signup`); ``sent_at`` is when its mail was claimed.
     """
 
     subscriber: Subscriber

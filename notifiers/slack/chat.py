@@ -59,9 +59,8 @@ from starlette.routing import Route
 
 from bot.commands import SORRY, Block, ChatContext, Problem, Reply, follow_items, handle, split_command
 from bot.commands_base import stored_language
-from bot.commands_help import BY_NAME
 from bot.commands_status import describe_schedule
-from bot.commands_votes import VOTE_COMMANDS
+from bot.commands_table import BY_NAME, VOTE_COMMANDS
 from core import replay_records
 from core.config_edges import SlackBotSettings
 from core.db import Database

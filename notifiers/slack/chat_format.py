@@ -16,7 +16,7 @@ from bot.chunking import pack_lines
 from bot.commands import FollowItem, Reply
 from bot.commands_base import Block, cut
 from bot.commands_follows import FOLLOWS_PER_PAGE
-from bot.commands_help import command_list
+from bot.commands_table import command_list
 from core.delivery.chat_buttons import SLACK_VOTE_ACTIONS
 from core.delivery.render import escape_mrkdwn
 from core.i18n.languages import Translator, translator

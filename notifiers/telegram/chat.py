@@ -49,7 +49,7 @@ from telegram.ext import (
     filters,
 )
 
-from bot.commands import COMMANDS
+from bot.commands_table import COMMANDS
 from core.config_edges import TelegramBotSettings
 from core.db import Database
 from core.i18n.languages import LANGUAGES, translator

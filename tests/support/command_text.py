@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from bot.commands import COMMANDS
-from bot.commands_help import ALIASES, HINTS
+from bot.commands_table import ALIASES, COMMANDS, HINTS
 
 NAMES = [info.name for info in COMMANDS] + list(ALIASES)
 

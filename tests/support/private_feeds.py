@@ -19,8 +19,8 @@ from core.delivery.feeds import private_feed_url
 from core.follows import subscriber_records
 from core.values import AnnounceType, PaperIn
 from ingest.arxiv_rss_parse import parse_feed
-from papertrail.web import build_app
-from papertrail.web_atom import ATOM_NS, XHTML_NS
+from papertrail.web.app import build_app
+from papertrail.web.atom import ATOM_NS, XHTML_NS
 from tests.conftest import BIG_FEED
 from tests.support.web import KEY, web_context
 

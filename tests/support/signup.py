@@ -16,7 +16,7 @@ from core.db import Database
 from core.delivery.render import Renderer
 from ingest.http import HttpClient
 from notifiers.email.notifier import EmailNotifier
-from papertrail.context import AppContext
+from papertrail.service.context import AppContext
 from tests.servers import SinkHandler, smtp_sink
 
 with warnings.catch_warnings():

@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from core.db import Database
-from papertrail.cli import app
+from papertrail.cli.app import app
 from tests.cli_helpers import runner
 from tests.conftest import POSTGRES_URL, migrated_store
 

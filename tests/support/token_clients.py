@@ -9,8 +9,8 @@ from core.db import Database
 from core.delivery.render import Renderer
 from ingest.http import HttpClient
 from notifiers.email.notifier import EmailNotifier
-from papertrail.context import AppContext
-from papertrail.web import build_app
+from papertrail.service.context import AppContext
+from papertrail.web.app import build_app
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # Starlette 1.x suggests httpx2 for its test client

@@ -1,9 +1,9 @@
 """The walk of one paper, traced: one recorded arXiv item from the feed to a Telegram message.
 
 One process runs a day's work for one paper through the production entry points: the scheduler's ingest job
-(:class:`papertrail.runtime.Jobs`) against a loopback server holding the recorded arXiv RSS feed cut to its
-first item, then one delivery pass (:func:`core.delivery.digests.send_due_digests`, what every worker pass
-and ``papertrail digest`` run) to one Telegram subscriber who follows the paper's category, sent through
+(:class:`papertrail.service.runtime.Jobs`) against a loopback server holding the recorded arXiv RSS feed cut
+to its first item, then one delivery pass (:func:`core.delivery.digests.send_due_digests`, what every worker
+pass and ``papertrail digest`` run) to one Telegram subscriber who follows the paper's category, sent through
 python-telegram-bot to the fake Bot API (tests/fakes/telegram_api.py). Setting up (the database, the
 follow, the servers) and closing are not traced.
 
@@ -51,8 +51,8 @@ from core.delivery.digests import send_due_digests
 from core.follows.manage import follow
 from core.follows.reasons import Reason
 from core.values import DigestItem, Message, PaperIn
-from papertrail.context import build_context
-from papertrail.runtime import Jobs
+from papertrail.service.context import build_context
+from papertrail.service.runtime import Jobs
 from tests.conftest import BIG_FEED
 from tests.fakes.telegram_api import fake_telegram
 from tests.servers import Reply, closed_port, feed_server

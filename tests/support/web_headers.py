@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from papertrail.web_pages import SECURITY_HEADERS
+from papertrail.web.pages import SECURITY_HEADERS
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # Starlette 1.x suggests httpx2 for its test client
