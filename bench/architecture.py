@@ -8,10 +8,10 @@ prints how far the code is from that:
   ``core.<sub>`` (core.papers, core.follows, ...); the top-level modules (core.config, core.values,
   core.models, ...) count together as one package, "core (shared)". A component of more than one package
   is a cycle; the goal is one package per component.
-* the files of bot/, notifiers/ and papertrail/ that import a SQL module of core/ directly: the modules of the contract
-  "The SQL modules import no step that runs over them" in pyproject.toml (each package's ``*_records`` and
-  their helpers), except ``core.db`` (the database handle the shell builds and passes down) and
-  ``core.db_migrate`` (the migrations the shell runs at start).
+* the files of bot/, notifiers/ and papertrail/ that import a SQL module of core/ directly: the modules
+  of the contract "The SQL modules import no step that runs over them" in pyproject.toml (each package's
+  ``*_records`` and their helpers), except ``core.db`` (the database handle the shell builds and passes
+  down) and ``core.db_migrate`` (the migrations the shell runs at start).
 
 Imports under ``if TYPE_CHECKING:`` run nothing and are left out, as import-linter leaves them out
 (pyproject.toml); the shell count is also printed with them. grimp (installed with import-linter) builds

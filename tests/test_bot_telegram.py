@@ -214,8 +214,9 @@ async def test_a_private_session_reads_as_documented(
         {"inline_keyboard": [[{"text": "✕ 1. cat:cs.DC", "callback_data": buttons(listing)[0][1]}]]},
     ]
     follows = subscriber_records.follows_of(
-        db, subscriber_records.get_subscriber(db, "telegram:4242").id or 0
-    )  # type: ignore[union-attr]
+        db,
+        subscriber_records.get_subscriber(db, "telegram:4242").id or 0,  # type: ignore[union-attr]
+    )
     assert [f.query for f in follows] == ["cat:cs.DC", "cat:cs.AI"]
 
 
@@ -455,8 +456,9 @@ async def test_the_watch_button_follows_the_paper_for_revisions(
     assert await ada.send_update(updates.callback(ADA_CHAT, ADA, "watch:not-an-id", digest)) == []
     assert api.calls_of("answerCallbackQuery")[-1].params["text"].startswith("This button no longer works")
     follows = subscriber_records.follows_of(
-        db, subscriber_records.get_subscriber(db, "telegram:4242").id or 0
-    )  # type: ignore[union-attr]
+        db,
+        subscriber_records.get_subscriber(db, "telegram:4242").id or 0,  # type: ignore[union-attr]
+    )
     assert [f.query for f in follows] == ["id:2411.17710"]
 
 

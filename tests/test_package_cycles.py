@@ -3,8 +3,8 @@ measures both; docs/architecture.md, "Measured structure", records them).
 
 The goal is one package per strongly connected component (no cycle between core's packages) and no file of
 bot/, papertrail/ or a chat bot in notifiers/ importing one of core's SQL modules (each package's
-``*_records`` and their helpers). Today's numbers are pinned: the test fails when either grows, and when either shrinks, so that the pin moves
-down with the code (lower it in the same change).
+``*_records`` and their helpers). Today's numbers are pinned: the test fails when either grows, and when
+either shrinks, so that the pin moves down with the code (lower it in the same change).
 """
 
 from __future__ import annotations

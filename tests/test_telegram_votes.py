@@ -86,8 +86,9 @@ async def test_a_digest_carries_vote_buttons_that_vote_and_undo(
     digest = await digest_to(ada, db, api)
     # One row under the paper: unfollow the follow that matched, watch the paper, 👍, 👎.
     (follow,) = subscriber_records.follows_of(
-        db, subscriber_records.get_subscriber(db, "telegram:4242").id or 0
-    )  # type: ignore[union-attr]
+        db,
+        subscriber_records.get_subscriber(db, "telegram:4242").id or 0,  # type: ignore[union-attr]
+    )
     assert buttons(digest) == [
         ('✕ Unfollow ti:"operating system"', f"unfollow:{follow.id}"),
         ("Watch 2411.17710", "watch:2411.17710"),

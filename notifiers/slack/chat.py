@@ -7,7 +7,8 @@
   ``v0:{timestamp}:{body}`` with ``PAPERTRAIL_SLACK_SIGNING_SECRET``) and refuses a bad one, or one whose
   timestamp is more than 5 minutes off, with 401. A validly signed request whose signature was accepted
   before (a byte-identical replay within those 5 minutes) is answered 200 with nothing done: the signatures
-  are remembered in the database (``core.replay_records``), so every web process refuses what another accepted.
+  are remembered in the database (``core.replay_records``), so every web process refuses what another
+  accepted.
 * **Socket Mode**: :meth:`SlackBot.run_socket_mode` when ``PAPERTRAIL_SLACK_APP_TOKEN`` (xapp-…) is set:
   the app dials out to Slack over a WebSocket, so it needs no public URL.
 
