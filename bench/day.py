@@ -109,12 +109,12 @@ from core.db import (  # noqa: E402
     make_engine,
 )
 from core.db_migrate import migrate  # noqa: E402
-from core.delivery import claim_records, outcome_records  # noqa: E402
 from core.delivery.digests import plan_digests, send_due_digests  # noqa: E402
 from core.delivery.render import Renderer  # noqa: E402
 from core.follows.normalise import words  # noqa: E402
 from core.follows.query import QueryError, parse  # noqa: E402
 from core.guides import guide_records  # noqa: E402
+from core.ledger import claim_records, outcome_records  # noqa: E402
 from core.models import utcnow  # noqa: E402
 from core.papers.pipeline import ingest_once, match_new  # noqa: E402
 from core.values import DigestItem, DigestRest, Message, PaperIn, Receipt, SendResult  # noqa: E402

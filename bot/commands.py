@@ -60,10 +60,10 @@ from bot.commands_status import describe_schedule
 from core.config_edges import ChatSettings
 from core.db import Database
 from core.delivery.digests import resume as resume_subscriber
-from core.delivery.escaping import strip_control
+from core.escaping import strip_control
 from core.follows import subscriber_records
 from core.follows.query import QueryError, parse
-from core.i18n.languages import N_, Translator, translator
+from core.languages import N_, Translator, translator
 from core.models import Subscriber, SubscriberStatus, utcnow
 
 log = logging.getLogger(__name__)

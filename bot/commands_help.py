@@ -2,7 +2,7 @@
 
 Texts use ``{p}`` for the platform's command prefix (``/`` on Telegram, ``/papertrail `` on Slack), so
 that every example shows what the person actually types. Summaries and pages are English, marked with
-``N_`` and translated where they are shown (``t``: a :class:`core.i18n.languages.Translator`). Command words
+``N_`` and translated where they are shown (``t``: a :class:`core.languages.Translator`). Command words
 and
 argument names (``QUERY``, ``Area/City``) are typed literally and stay as they are in every language.
 Nothing here touches the store.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.i18n.languages import N_, Translator, translator
+from core.languages import N_, Translator, translator
 
 
 @dataclass(frozen=True, slots=True)

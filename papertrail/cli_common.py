@@ -56,7 +56,7 @@ def _n(count: int, singular: str, plural: str | None = None, *, grouped: bool = 
 
     The command line speaks English to the operator; readers' messages go through the catalogs' ngettext.
     """
-    from core.i18n.english import counted
+    from core.english import counted
 
     return counted(count, singular, plural, grouped=grouped)
 

@@ -125,7 +125,7 @@ def _language_option(value: str | None) -> str | None:
     """``--language``: en or zh (codes such as zh-CN accepted); exit 2 naming the choices otherwise."""
     if value is None:
         return None
-    from core.i18n.languages import LANGUAGES, normalize_language
+    from core.languages import LANGUAGES, normalize_language
 
     chosen = normalize_language(value)
     if chosen is None:

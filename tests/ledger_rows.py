@@ -11,8 +11,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from core.db import Database
-from core.follows.reasons import Reason, hit_data
 from core.models import Match
+from core.reasons import Reason, hit_data
 
 
 def add_matches(

@@ -8,11 +8,11 @@ from email.message import EmailMessage
 
 from core.config import Settings
 from core.db import Database
-from core.delivery import ledger_records
 from core.delivery.digests import send_due_digests
 from core.delivery.render import Renderer
 from core.follows import match_records, subscriber_records
 from core.follows.manage import follow
+from core.ledger import ledger_records
 from core.models import SubscriberStatus, utcnow
 from core.papers.pipeline import ingest_once
 from core.people import tokens

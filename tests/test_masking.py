@@ -20,10 +20,10 @@ from typer.testing import CliRunner
 from core.channel import DeliveryError, Notifier
 from core.config import Settings
 from core.db import Database
-from core.delivery import ledger_records
 from core.delivery.digests import DeliveryPolicy, send_due_digests
 from core.delivery.render import Renderer
 from core.follows.manage import follow
+from core.ledger import ledger_records
 from core.models import Digest
 from core.papers import paper_records
 from core.papers.pipeline import match_new

@@ -14,8 +14,7 @@ from core.follows.match import Matcher
 from core.follows.match_records import QueryHit
 from core.follows.query import Query, QueryError, parse
 from core.follows.subscriber_records import StoredFollow
-from core.models import Version
-from core.papers.paper_records import version_to_paper
+from core.models import Version, version_to_paper
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from functools import partial
 from typing import Any, ClassVar, Protocol
 
 from core.db import Database
+from core.english import counted
 from core.follows import match_records, subscriber_records
 from core.follows.index import FollowIndex
-from core.i18n.english import counted
 from core.models import PaperIn, RunState
 from core.papers import paper_records, run_records
 from core.papers.saving import Novelty, SaveResult
