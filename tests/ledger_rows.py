@@ -1,6 +1,6 @@
 """Test set-up: Match rows written straight into the ledger, for tests of what comes after matching.
 
-Matching itself (query matches, fan-out, follow options) is tested through ``core.papers.pipeline.match_new``
+Matching itself (query matches, fan-out, follow options) is tested through ``core.follows.index.match_new``
 in
 tests/test_match_pipeline.py; tests of planning, guides and rendering only need rows to exist.
 """

@@ -36,12 +36,12 @@ from core.delivery.digests import DeliveryPolicy, DigestReport, resume, send_due
 from core.delivery.render import Renderer
 from core.follows import subscriber_records
 from core.follows.fanout import HOLD_MATCHES_FOR
+from core.follows.index import match_new
 from core.follows.manage import follow
 from core.ledger import ledger_records
 from core.models import DigestState, SubscriberStatus, utcnow
 from core.overview import dashboard_records
 from core.papers import paper_records
-from core.papers.pipeline import match_new
 from papertrail.channels import CHANNELS
 from papertrail.cli import app
 from tests.servers import LoopbackController

@@ -25,11 +25,11 @@ from core.db import Database
 from core.delivery.digests import send_due_digests
 from core.delivery.render import Renderer
 from core.follows import match_records, subscriber_records
+from core.follows.index import match_new
 from core.follows.manage import follow
 from core.ledger import ledger_records
 from core.models import Digest, DigestState, Match, SubscriberStatus, utcnow
 from core.papers import paper_records
-from core.papers.pipeline import match_new
 from core.people import newsletter_records, newsletters, tokens
 from core.people.signup import confirm, confirm_token, sign_up
 from core.reasons import CATEGORY, NEWSLETTER, TITLE, Reason

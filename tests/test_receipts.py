@@ -40,6 +40,7 @@ from core.delivery.receipt_text import word_receipt
 from core.delivery.receipts import LOOKBACK, RunLog, receipt_window
 from core.delivery.render import Renderer
 from core.follows import subscriber_records
+from core.follows.index import match_new
 from core.follows.manage import follow
 from core.languages import translator
 from core.ledger import ledger_records
@@ -47,7 +48,6 @@ from core.ledger.ledger_records import DigestPlan
 from core.models import DigestState, Follow, RunState, SourceRun, Subscriber
 from core.papers import paper_records, run_records
 from core.papers.health import recent_announcement
-from core.papers.pipeline import match_new
 from core.papers.saving import SaveResult
 from core.values import Outage, PaperIn, Receipt, SourceScan
 from notifiers.console.notifier import ConsoleNotifier

@@ -20,12 +20,12 @@ from core.db import Database
 from core.delivery import feed_records
 from core.delivery.digests import send_due_digests
 from core.delivery.render import CHANGE_LABELS, Renderer, changes_text
+from core.follows.index import match_new
 from core.follows.manage import follow
 from core.guides import guide_records
 from core.ledger import claim_records, ledger_records
 from core.models import Version
 from core.papers import paper_records
-from core.papers.pipeline import match_new
 from core.papers.revisions import CHANGE_NAMES, changes_of, history, what_changed
 from core.values import AnnounceType, PaperIn
 from ingest.arxiv_rss_parse import parse_feed

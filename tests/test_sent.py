@@ -19,13 +19,13 @@ from pybtex.database.input.bibtex import Parser
 
 from core.db import Database
 from core.follows import match_records, subscriber_records
+from core.follows.index import match_new
 from core.follows.manage import follow
 from core.ledger import ledger_records, outcome_records
 from core.ledger.ledger_records import DigestPlan
 from core.ledger.ledger_sent import NEWEST_FIRST, OLDEST_FIRST, sent_items
 from core.models import Follow
 from core.papers import paper_records
-from core.papers.pipeline import match_new
 from core.people import newsletter_records, newsletters, tokens
 from core.people.subscription import export_subscription
 from core.values import PaperIn
