@@ -8,6 +8,8 @@ prints how far the code is from that:
   ``core.<sub>`` (core.papers, core.follows, ...); the top-level modules (core.config, core.values,
   core.models, ...) count together as one package, "core (shared)". A component of more than one package
   is a cycle; the goal is one package per component.
+* the imports, inside core/, of another package's SQL module (DESIGN.md: a package calls another package's
+  public functions, never its SQL);
 * the files of bot/, notifiers/ and papertrail/ that import a SQL module of core/ directly: the modules
   of the contract "The SQL modules import no step that runs over them" in pyproject.toml (each package's
   ``*_records`` and their helpers), except ``core.db`` (the database handle the shell builds and passes
@@ -112,6 +114,19 @@ def shell_files_importing_store(graph: grimp.ImportGraph) -> list[str]:
     return sorted(found)
 
 
+def cross_package_sql_imports(graph: grimp.ImportGraph) -> list[tuple[str, str]]:
+    """(importer, SQL module) for each module of core/ importing another package's SQL module directly (the
+    shared database modules left out): each is a public step the owning package does not have yet."""
+    packages = {m for m in graph.find_children("core") if graph.find_children(m)}
+    sql = {m for m in sql_modules() if core_package(m, packages) != SHARED}
+    return sorted(
+        (module, imported)
+        for module in graph.find_descendants("core")
+        for imported in graph.find_modules_directly_imported_by(module) & sql
+        if core_package(imported, packages) != core_package(module, packages)
+    )
+
+
 def measure() -> tuple[list[list[str]], list[str]]:
     """(the SCCs of core/'s package graph, the shell modules importing core's SQL modules)."""
     graph = _graph()
@@ -131,6 +146,8 @@ def main() -> None:
         print(f"  {module}")
     annotated = shell_files_importing_store(_graph(type_checking=True))
     print(f"  ({len(annotated)} counting imports made only for type annotations)")
+    across = cross_package_sql_imports(_graph())
+    print(f"imports of another package's SQL module inside core/: {len(across)}")
 
 
 if __name__ == "__main__":

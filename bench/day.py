@@ -6,10 +6,10 @@ The production path, stage by stage, each stage one call of the entry point the 
    rss.arxiv.org feed of 28 Nov 2024 (``tests/corpus/arxiv-rss/aioarxiv_rss_mock_feed.xml``, 2,797,604
    bytes, 1,504 items, all 20 archives; the feed ``papertrail demo`` ships) over loopback HTTP, as
    ``bench/ingest.py`` does: conditional GET, parse, ``save_versions``, the source run. Its last step,
-   ``match_new``, is deferred to the next stage (``core.papers.pipeline.match_new`` is patched out for this
+   ``match_new``, is deferred to the next stage (``core.follows.index.match_new`` is patched out for this
    call
    only) so that the two can be timed apart; together they are exactly one ``ingest_once``.
-2. **match**: ``core.papers.pipeline.match_new(store)``: every new version against every active follow, one
+2. **match**: ``core.follows.index.match_new(store)``: every new version against every active follow, one
 query
    match written per (version, distinct matching query).
 3. **plan**: ``core.delivery.digests.plan_digests`` at a time when every daily schedule is due: first the
@@ -109,14 +109,15 @@ from core.db import (  # noqa: E402
     make_engine,
 )
 from core.db_migrate import migrate  # noqa: E402
-from core.delivery import claim_records, outcome_records  # noqa: E402
 from core.delivery.digests import plan_digests, send_due_digests  # noqa: E402
 from core.delivery.render import Renderer  # noqa: E402
+from core.follows.index import match_new  # noqa: E402
 from core.follows.normalise import words  # noqa: E402
 from core.follows.query import QueryError, parse  # noqa: E402
 from core.guides import guide_records  # noqa: E402
+from core.ledger import claim_records, outcome_records  # noqa: E402
 from core.models import utcnow  # noqa: E402
-from core.papers.pipeline import ingest_once, match_new  # noqa: E402
+from core.papers.pipeline import ingest_once  # noqa: E402
 from core.values import DigestItem, DigestRest, Message, PaperIn, Receipt, SendResult  # noqa: E402
 from ingest.arxiv_oai_parse import parse_oai  # noqa: E402
 from ingest.arxiv_rss import ArxivRssSource  # noqa: E402

@@ -46,7 +46,7 @@ from core.db import (  # noqa: E402
 )
 from core.db_migrate import migrate  # noqa: E402
 from core.delivery.render import Renderer  # noqa: E402
-from core.follows.reasons import CATEGORY, Reason  # noqa: E402
+from core.reasons import CATEGORY, Reason  # noqa: E402
 from core.values import (  # noqa: E402
     DigestItem,
     Guide,

@@ -1,4 +1,4 @@
-"""Benchmark: ``core.papers.pipeline.match_new`` on the recorded day with N hot follows, then the fan-out.
+"""Benchmark: ``core.follows.index.match_new`` on the recorded day with N hot follows, then the fan-out.
 
 The recorded rss.arxiv.org day (1,504 versions) is stored with ``paper_records.save_versions``; N follows of
 the hot mix of bench/match.py (one subscriber each, made a day before the versions) are bulk-inserted; then
@@ -41,9 +41,9 @@ def main() -> None:
     from bench.match import FEED, generate
     from core.db import Database, make_engine
     from core.db_migrate import migrate
+    from core.follows.index import match_new
     from core.follows.query import parse
     from core.models import Follow, utcnow
-    from core.papers.pipeline import match_new
     from ingest.arxiv_rss_parse import parse_feed
 
     with tempfile.TemporaryDirectory(prefix="bench-match-new-") as tmp:

@@ -40,7 +40,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from core.delivery import claim_records
+from core.ledger import claim_records
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -56,8 +56,8 @@ from core.db import (  # noqa: E402
 from core.db_migrate import migrate  # noqa: E402
 from core.delivery import digests  # noqa: E402
 from core.delivery.render import Renderer  # noqa: E402
-from core.follows.reasons import CATEGORY, Reason, hit_data  # noqa: E402
 from core.models import utcnow  # noqa: E402
+from core.reasons import CATEGORY, Reason, hit_data  # noqa: E402
 from core.values import DigestItem, DigestRest  # noqa: E402
 from tests.conftest import POSTGRES_URL  # noqa: E402
 

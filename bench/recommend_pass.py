@@ -73,9 +73,9 @@ from core.db import (  # noqa: E402
     make_engine,
 )
 from core.db_migrate import migrate  # noqa: E402
-from core.follows.reasons import CATEGORY, Reason, hit_data  # noqa: E402
 from core.models import utcnow  # noqa: E402
 from core.papers.saving import Novelty  # noqa: E402
+from core.reasons import CATEGORY, Reason, hit_data  # noqa: E402
 from core.taste import model as tm  # noqa: E402
 from core.taste.taste_records import LIKE  # noqa: E402
 from core.taste.votes import cast_vote  # noqa: E402

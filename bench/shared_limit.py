@@ -40,8 +40,8 @@ from sqlmodel import SQLModel  # noqa: E402
 
 from core.db import make_engine  # noqa: E402
 from core.db_migrate import migrate  # noqa: E402
-from core.follows.reasons import CATEGORY, Reason, hit_data  # noqa: E402
 from core.models import utcnow  # noqa: E402  (also registers the tables)
+from core.reasons import CATEGORY, Reason, hit_data  # noqa: E402
 from tests.conftest import POSTGRES_URL  # noqa: E402
 from tests.fakes.telegram_api import Call, fake_telegram  # noqa: E402
 

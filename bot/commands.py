@@ -48,9 +48,9 @@ from bot.commands_base import (
 from bot.commands_follows import follow_items
 from core.config_edges import ChatSettings
 from core.db import Database
-from core.delivery.escaping import strip_control
+from core.escaping import strip_control
 from core.follows.query import QueryError, parse
-from core.i18n.languages import N_, Translator, translator
+from core.languages import N_, Translator, translator
 from core.models import utcnow
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from core.channel import normalise_address
 from core.config_edges import ChatSettings
 from core.db import Database
 from core.follows import subscriber_records
-from core.i18n.languages import (
+from core.languages import (
     DEFAULT_LANGUAGE,
     LANGUAGES,
     N_,
@@ -192,7 +192,7 @@ class Call:
     @property
     def t(self) -> Translator:
         """The translator of the reply's language (cached per language by
-        :func:`core.i18n.languages.translator`)."""
+        :func:`core.languages.translator`)."""
         return translator(self.language)
 
     @property

@@ -12,9 +12,9 @@ from core.db import Database
 from core.delivery.render import reasons_text
 from core.follows import subscriber_records
 from core.follows.manage import follow as add_follow
-from core.follows.manage import try_query
 from core.follows.query import QueryError, parse
 from core.models import Follow, Subscriber
+from core.papers.query_trial import try_query
 from core.taste.recommend import PREVIEW_DAYS
 
 FOLLOWS_PER_PAGE = 20

@@ -12,7 +12,7 @@ import unicodedata
 
 from bot.commands_base import Call, Problem, Reply, cut
 from core.follows import subscriber_records
-from core.i18n.languages import LANGUAGE_NAMES, LANGUAGES, N_, Translator, normalize_language, translator
+from core.languages import LANGUAGE_NAMES, LANGUAGES, N_, Translator, normalize_language, translator
 
 # Names people write for a language, folded (NFKC, casefold); codes go through normalize_language.
 _NAMES = {

@@ -10,7 +10,7 @@ import difflib
 
 from bot.commands_base import Call, Problem, Reply, cut
 from bot.commands_status import describe_schedule
-from core.i18n.languages import listing
+from core.languages import listing
 from core.models import Newsletter
 from core.people import newsletter_records, newsletters
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from bot.commands_base import Call, Problem, Reply, cut
 from core.delivery.render import reasons_text
-from core.i18n.languages import N_
+from core.languages import N_
 from core.taste.recommend import PREVIEW_DAYS, preview
 from core.taste.settings import (
     DEFAULT_COUNT,

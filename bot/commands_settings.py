@@ -16,13 +16,13 @@ from bot.commands_status import (
     source_line,
 )
 from core.channel import split_address
-from core.delivery import ledger_records, outcome_records
 from core.delivery.digests import resume as resume_subscriber
 from core.follows import subscriber_records
-from core.i18n.languages import Alternatives, Refusal
+from core.languages import Alternatives, Refusal
+from core.ledger import ledger_records, outcome_records
 from core.models import Subscriber, SubscriberStatus
-from core.people.timezones import TimezoneLookup, lookup
 from core.schedule import parse_schedule
+from core.timezones import TimezoneLookup, lookup
 
 _CLOCK = re.compile(r"^(\d{1,2})(?:[:.h](\d{2}))?\s*(am|pm|a\.m\.|p\.m\.)?$", re.IGNORECASE)
 _OFF = frozenset({"off", "pause", "stop", "none", "never"})

@@ -2,7 +2,7 @@
 
 Times are shown in the subscriber's timezone with day and month names of the reply's language, whatever
 the process locale, e.g. ``Fri 29 Nov 08:00 CET`` or ``11月29日 周五 08:00 CET``. Every function takes the
-reply's :class:`~core.i18n.languages.Translator`.
+reply's :class:`~core.languages.Translator`.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from datetime import datetime, timedelta
 
 from core.config_edges import ChatSettings
 from core.db import Database
-from core.i18n.languages import N_, Translator
+from core.languages import N_, Translator
 from core.models import Subscriber
 from core.overview import dashboard_records
-from core.papers.status import source_statuses
+from core.overview.status import source_statuses
 from core.schedule import next_due, parse_schedule, zone
 
 HEALTH_SOURCES = ("arxiv-rss", "hf-daily")

@@ -5,7 +5,7 @@ A command exists when it has a row in :data:`COMMANDS`: the grammar (:func:`bot.
 and checks who may, ``help`` lists and explains it, Telegram's command menu and Slack's slash command name
 it from here. Texts use ``{p}`` for the platform's command prefix (``/`` on Telegram, ``/papertrail `` on
 Slack), so that every example shows what the person actually types. Summaries and pages are English, marked
-with ``N_`` and translated where they are shown (``t``: a :class:`core.i18n.languages.Translator`). Command
+with ``N_`` and translated where they are shown (``t``: a :class:`core.languages.Translator`). Command
 words and argument names (``QUERY``, ``Area/City``) are typed literally and stay as they are in every
 language.
 """
@@ -25,7 +25,7 @@ from bot import (
     commands_votes,
 )
 from bot.commands_base import Call, Problem, Reply, cut
-from core.i18n.languages import N_, Translator, translator
+from core.languages import N_, Translator, translator
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from bot.commands_base import Call, ChatContext, Problem, Reply, cut, reply_lang
 from core.config_edges import ChatSettings
 from core.db import Database
 from core.follows import subscriber_records
-from core.i18n.languages import N_, Translator, listing, translator
+from core.languages import N_, Translator, listing, translator
 from core.models import Version, utcnow
 from core.papers import paper_records
 from core.taste import taste_records

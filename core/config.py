@@ -34,11 +34,25 @@ from core.config_edges import (
     TelegramSettings,
     WebhookSettings,
 )
-from core.i18n.languages import LANGUAGES
-from core.papers.health import parse_holidays
-from core.people.timezones import zone_named
+from core.languages import LANGUAGES
+from core.timezones import zone_named
 
 DEFAULT_DATABASE_URL = "sqlite:///./data/papertrail.db"
+
+
+def parse_holidays(text: str) -> frozenset[date]:
+    """Read ``PAPERTRAIL_ARXIV_HOLIDAYS``: comma-separated ISO dates of mailings arXiv skips."""
+    days: set[date] = set()
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            days.add(date.fromisoformat(part))
+        except ValueError as exc:
+            raise ValueError(f"PAPERTRAIL_ARXIV_HOLIDAYS: {part!r} is not a date like 2026-12-25") from exc
+    return frozenset(days)
+
 
 # Field names whose values never leave the process unmasked.
 SECRET_FIELDS = frozenset(

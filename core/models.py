@@ -53,6 +53,7 @@ __all__ = [
     "Version",
     "Vote",
     "utcnow",
+    "version_to_paper",
 ]
 
 
@@ -147,7 +148,7 @@ class Version(SQLModel, table=True):
         sa.Index("ix_version_news_announced_at", "news", "announced_at"),
         # The 24-hour numbers and the chart read the news of a window: a range of this index, which holds
         # news only, so it skips the history a backfill stored in the same hours and a backfill does not
-        # write to it (migration 0017). Queries say ``news = true`` (core.overview.dashboard_records.IS_NEWS)
+        # write to it (migration 0017). Queries say ``news = true`` (core.papers.paper_records.IS_NEWS)
         # to use it.
         sa.Index(
             "ix_version_news_first_seen_at",
@@ -259,7 +260,7 @@ class Subscriber(SQLModel, table=True):
     # The pending sign-up's nonce, signed into its confirmation link: a sign-up that replaces the pending
     # one draws a new nonce, so an older link can no longer confirm (core.people.signup).
     confirm_nonce: str | None = Field(default=None, max_length=64)
-    # en or zh (core.i18n.languages.LANGUAGES); None until chosen, when the platform's language or the
+    # en or zh (core.languages.LANGUAGES); None until chosen, when the platform's language or the
     # default applies.
     language: str | None = Field(default=None, max_length=8)
     # When the delivery ledger paused this subscriber because the platform refused a digest for good
@@ -311,7 +312,7 @@ class QueryMatch(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     version_id: int = Field(foreign_key="version.id")
     canonical: str = Field(sa_type=sa.Text)
-    # core.follows.reasons.Reason.as_data of each reason of the query: field and term.
+    # core.reasons.Reason.as_data of each reason of the query: field and term.
     reasons: list[dict[str, Any]] = json_field(default_factory=list)
 
 
@@ -329,7 +330,7 @@ class Match(SQLModel, table=True):
     follow_ids: list[int] = json_field(default_factory=list)
     # Why, per follow: [{"follow": id, "reasons": [{"field": …, "term": …}, …]}, …]; a member's copy of a
     # newsletter item has {"newsletter": name, …} instead of a follow
-    # (core.follows.reasons.reasons_from_data).
+    # (core.reasons.reasons_from_data).
     reasons: list[dict[str, Any]] = json_field(default_factory=list)
     created_at: datetime = utc_field(default_factory=utcnow)
     # True when one of the matching follows asks for instant delivery.
@@ -527,3 +528,22 @@ class SlackReplay(SQLModel, table=True):
     signature: str = Field(primary_key=True, max_length=80)
     # The request's own X-Slack-Request-Timestamp: what decides when the signature stops passing.
     signed_at: datetime = utc_field(index=True)
+
+
+def version_to_paper(version: Version) -> PaperIn:
+    """Turn a stored version back into the value object the matcher reads."""
+    return PaperIn(
+        arxiv_id=version.paper_id,
+        version=version.number,
+        title=version.title,
+        abstract=version.abstract,
+        authors=tuple(version.authors),
+        categories=tuple(version.categories),
+        announce_type=AnnounceType(version.announce_type),
+        announced_at=version.announced_at,
+        comment=version.comment,
+        journal_ref=version.journal_ref,
+        doi=version.doi,
+        license=version.license,
+        source=version.source,
+    )

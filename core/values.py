@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from enum import StrEnum
 
-from core.follows.reasons import Reason
+from core.reasons import Reason
 
 # An arXiv id without version: new style (0704.0001, 2411.17700) or old style (hep-th/9901001,
 # math.GT/0309136). A regular-expression fragment without groups, for the parsers to embed.
@@ -78,7 +78,7 @@ class DigestItem:
     title: str
     authors: tuple[str, ...]
     categories: tuple[str, ...]
-    # Why it matched, as data (``core.follows.reasons``); worded when the digest is rendered.
+    # Why it matched, as data (``core.reasons``); worded when the digest is rendered.
     reasons: tuple[Reason, ...]
     abstract: str = ""
     comment: str | None = None
@@ -96,7 +96,7 @@ class DigestItem:
     version_id: int | None = None
     # The machine-generated guide in the reader's language, when one was made in time.
     guide: Guide | None = None
-    # A learned recommendation's score (issue 17: ``core.follows.reasons.recommended_score`` of the stored
+    # A learned recommendation's score (issue 17: ``core.reasons.recommended_score`` of the stored
     # hit),
     # None for a match of the reader's follows. A digest shows recommendations in a section of their own,
     # after the follows' matches, best score first (core.delivery.render).
@@ -210,7 +210,7 @@ class Message:
 
     ``key`` identifies the digest across retries (webhook receivers deduplicate on it); ``skip_parts``
     tells the adapter how many parts of a split digest an earlier attempt already delivered. ``language``
-    is the one the message is worded in (``en`` or ``zh``, core.i18n.languages.LANGUAGES): adapters word what
+    is the one the message is worded in (``en`` or ``zh``, core.languages.LANGUAGES): adapters word what
     they add
     themselves (buttons, fallback texts) in it.
     """

@@ -31,7 +31,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote_plus, urlencode
 
-from core.papers.tex_accents import decode_tex
+from core.tex_accents import decode_tex
 from core.values import ARXIV_ID_PATTERN, AnnounceType, PaperIn
 from ingest.arxiv_oai_parse_xml import load_untrusted_xml
 from ingest.timestamps import iso_utc

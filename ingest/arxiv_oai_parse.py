@@ -36,7 +36,7 @@ from typing import Any
 
 from lxml import etree
 
-from core.papers.tex_accents import decode_tex
+from core.tex_accents import decode_tex
 from core.values import ARXIV_ID_PATTERN
 from ingest.arxiv_oai_parse_urls import URL_HINT
 from ingest.arxiv_oai_parse_values import (

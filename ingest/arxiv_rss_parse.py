@@ -39,7 +39,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any, BinaryIO
 from xml.parsers.expat import errors as expat_errors
 
-from core.papers.tex_accents import decode_tex
+from core.tex_accents import decode_tex
 from core.values import ARXIV_ID_PATTERN, AnnounceType, PaperIn
 from ingest.arxiv_rss_bytes import opening, read_chunks, repair_utf8
 from ingest.paper_spool import PaperSpool

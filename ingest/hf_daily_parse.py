@@ -40,7 +40,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from core.json_input import JSONLimitError, JSONReader
-from core.papers.tex_accents import decode_tex
+from core.tex_accents import decode_tex
 from core.values import CommunityPick
 
 __all__ = ["SOURCE", "DailyPage", "HfFormatError", "parse_daily"]

@@ -30,7 +30,7 @@ from email.utils import parsedate_to_datetime
 from typing import IO, Any, cast
 
 from core.json_input import JSONReader
-from core.papers.tex_accents import decode_tex
+from core.tex_accents import decode_tex
 from core.values import AnnounceType, PaperIn
 from ingest.arxiv_rss_parse import split_authors
 

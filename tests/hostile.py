@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime
 
-from core.follows.reasons import ABSTRACT, AUTHOR, CATEGORY, LIKED, PAPER, SHARED, TITLE, Reason
+from core.reasons import ABSTRACT, AUTHOR, CATEGORY, LIKED, PAPER, SHARED, TITLE, Reason
 from core.values import DigestItem, Guide, Outage, Receipt, SourceScan
 
 LONG_ABSTRACT = ("We study asynchronous rollouts under policy lag. " * 205)[:10_000]

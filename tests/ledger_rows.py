@@ -1,6 +1,6 @@
 """Test set-up: Match rows written straight into the ledger, for tests of what comes after matching.
 
-Matching itself (query matches, fan-out, follow options) is tested through ``core.papers.pipeline.match_new``
+Matching itself (query matches, fan-out, follow options) is tested through ``core.follows.index.match_new``
 in
 tests/test_match_pipeline.py; tests of planning, guides and rendering only need rows to exist.
 """
@@ -11,8 +11,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from core.db import Database
-from core.follows.reasons import Reason, hit_data
 from core.models import Match
+from core.reasons import Reason, hit_data
 
 
 def add_matches(

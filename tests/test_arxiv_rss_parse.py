@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.papers.tex_accents import decode_tex
+from core.tex_accents import decode_tex
 from core.values import AnnounceType, PaperIn
 from ingest import arxiv_rss_bytes, arxiv_rss_parse, paper_spool
 from ingest.arxiv_rss_parse import (

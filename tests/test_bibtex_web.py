@@ -22,14 +22,14 @@ from pybtex.database.input.bibtex import Parser
 
 from core.channel import Notifier
 from core.db import Database
-from core.delivery import ledger_records
 from core.delivery.digests import send_due_digests
 from core.delivery.render import Renderer
 from core.follows import match_records, subscriber_records
+from core.follows.index import match_new
 from core.follows.manage import follow
+from core.ledger import ledger_records
 from core.models import utcnow
 from core.papers import paper_records
-from core.papers.pipeline import match_new
 from core.people import tokens
 from core.values import AnnounceType, CommunityPick, DigestItem, PaperIn
 from ingest.arxiv_rss_parse import parse_feed

@@ -18,8 +18,8 @@ import sqlalchemy as sa
 from sqlmodel import col
 
 from core.db import Database
-from core.delivery import claim_records
 from core.follows import subscriber_records
+from core.ledger import claim_records
 from core.models import Digest, DigestState, utcnow
 from tests.conftest import migrated_store
 

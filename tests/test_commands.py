@@ -21,8 +21,8 @@ from core.delivery.digests import send_due_digests
 from core.delivery.render import Renderer
 from core.follows import subscriber_records
 from core.models import SubscriberStatus
-from core.people.timezones import lookup
 from core.schedule import next_due, next_slot, parse_schedule
+from core.timezones import lookup
 from notifiers.console.notifier import ConsoleNotifier
 from tests.support.chat_commands import (  # noqa: F401  (fixtures)
     GROUP_ADMIN,

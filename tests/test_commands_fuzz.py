@@ -27,7 +27,7 @@ from core.config import Settings
 from core.db import Database
 from core.follows import subscriber_records
 from core.follows.query import parse
-from core.i18n.languages import LANGUAGES
+from core.languages import LANGUAGES
 from core.models import Follow, Subscriber, SubscriberStatus
 from core.schedule import parse_schedule, zone
 from tests.support.chat_commands import migrated_template_fixture, store_fixture

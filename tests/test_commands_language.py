@@ -21,7 +21,7 @@ from core.config import Settings
 from core.db import Database
 from core.follows import subscriber_records
 from core.follows.query import QueryError, parse
-from core.i18n.languages import translator
+from core.languages import translator
 from core.models import SubscriberStatus
 from core.people import newsletters
 from tests.support.chat_commands import (

@@ -9,9 +9,9 @@ from bot.commands import ChatContext, Problem, Reply, handle
 from core.config import Settings
 from core.db import Database
 from core.follows import subscriber_records
+from core.follows.index import match_new
 from core.models import utcnow
 from core.papers import paper_records
-from core.papers.pipeline import match_new
 from core.taste import taste_records
 from core.taste.taste_records import LIKE
 from core.taste.training import retrain

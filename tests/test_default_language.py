@@ -32,7 +32,7 @@ from core.follows import subscriber_records
 from core.follows.manage import follow
 from core.guides import guide_records
 from core.guides.service import make_reader_guides
-from core.i18n.languages import reader_language
+from core.languages import reader_language
 from core.models import Match
 from core.people import tokens
 from core.values import Message

@@ -30,17 +30,18 @@ from core.channel import DeliveryError, Notifier
 from core.config import Settings
 from core.db import Database, make_engine
 from core.db_migrate import alembic_config
-from core.delivery import alarm_records, ledger_records
+from core.delivery import alarm_records
 from core.delivery.alarm import HOLD_WAIT_MIN, Refused, judge
 from core.delivery.digests import DeliveryPolicy, DigestReport, resume, send_due_digests
 from core.delivery.render import Renderer
 from core.follows import subscriber_records
 from core.follows.fanout import HOLD_MATCHES_FOR
+from core.follows.index import match_new
 from core.follows.manage import follow
+from core.ledger import ledger_records
 from core.models import DigestState, SubscriberStatus, utcnow
 from core.overview import dashboard_records
 from core.papers import paper_records
-from core.papers.pipeline import match_new
 from papertrail.cli.app import app
 from papertrail.service.channels import CHANNELS
 from tests.servers import LoopbackController

@@ -21,14 +21,14 @@ import pytest
 from core.channel import DeliveryError, Notifier, part_delivered
 from core.config import Settings
 from core.db import Database
-from core.delivery import claim_records, ledger_records
 from core.delivery.digests import DeliveryPolicy, send_due_digests
 from core.delivery.render import Renderer
 from core.follows import subscriber_records
+from core.follows.index import match_new
 from core.follows.manage import follow
+from core.ledger import claim_records, ledger_records
 from core.models import DigestState, SubscriberStatus, utcnow
 from core.papers import paper_records
-from core.papers.pipeline import match_new
 from core.values import Message, PaperIn, SendResult
 from notifiers.telegram.notifier import TelegramNotifier
 from tests.fakes.telegram_api import fake_telegram

@@ -21,13 +21,14 @@ from sqlmodel import SQLModel
 
 from core.channel import Notifier, split_address
 from core.db import Database
-from core.delivery import claim_records, digests_batch
+from core.delivery import digests_batch
 from core.delivery.digests import DeliveryPolicy, batch_items, plan_digests, send_due_digests
 from core.delivery.render import Renderer
-from core.follows.reasons import ABSTRACT, AUTHOR, CATEGORY, TITLE, Reason, hit_data
 from core.guides import guide_records
+from core.ledger import claim_records
 from core.models import Version, utcnow
 from core.people import newsletter_records
+from core.reasons import ABSTRACT, AUTHOR, CATEGORY, TITLE, Reason, hit_data
 from core.values import Guide, Message, SendResult
 from notifiers.webhook.payload import digest_payload
 

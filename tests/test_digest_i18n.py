@@ -25,7 +25,7 @@ from core.delivery.render import (
     reasons_text,
     short_authors,
 )
-from core.follows.reasons import ABSTRACT, AUTHOR, CATEGORY, NEWSLETTER, PAPER, TITLE, Reason
+from core.reasons import ABSTRACT, AUTHOR, CATEGORY, NEWSLETTER, PAPER, TITLE, Reason
 from core.values import DigestItem, Guide, Message
 from notifiers.email.notifier import EmailNotifier
 from notifiers.slack.blocks import build_payloads

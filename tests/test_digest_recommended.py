@@ -19,16 +19,16 @@ import pytest
 from bot.commands import ChatContext, handle
 from core.config import Settings
 from core.db import Database
-from core.delivery import ledger_records
 from core.delivery.digests import send_due_digests
 from core.delivery.digests_batch import cap_rows
-from core.delivery.ledger_records import RankedMatch
 from core.delivery.render import MAX_SHARED_TERMS, Renderer, reason_text, reasons_text
 from core.follows.manage import follow
-from core.follows.reasons import CATEGORY, LIKED, SHARED, Reason, recommendation_hit
+from core.ledger import ledger_records
+from core.ledger.ledger_records import RankedMatch
 from core.models import Match
 from core.overview import dashboard_records
 from core.papers import paper_records
+from core.reasons import CATEGORY, LIKED, SHARED, Reason, recommendation_hit
 from core.values import DigestItem, Message
 from notifiers.console.notifier import ConsoleNotifier
 from notifiers.slack.blocks import build_payloads

@@ -15,10 +15,11 @@ from sqlmodel import SQLModel
 
 from core.channel import Notifier
 from core.db import Database
-from core.delivery import claim_records, digests
+from core.delivery import digests
 from core.delivery.digests import PLAN_BATCH, batch_items, plan_digests
-from core.follows.reasons import CATEGORY, Reason, hit_data
+from core.ledger import claim_records
 from core.models import utcnow
+from core.reasons import CATEGORY, Reason, hit_data
 
 PAPER, VERSION, SUBSCRIBER, FOLLOW, MATCH, NEWSLETTER, DIGEST = (
     SQLModel.metadata.tables[name]

@@ -23,12 +23,12 @@ from pydantic import ValidationError
 from core.config import Settings
 from core.db import Database
 from core.delivery import alarm_records
-from core.i18n.languages import translator
+from core.languages import translator
 from core.models import RunState
 from core.overview import dashboard_records
 from core.papers import paper_records, run_records
 from core.papers.saving import Novelty
-from core.people.timezones import abbreviation, day_starts
+from core.timezones import abbreviation, day_starts
 from core.values import AnnounceType, PaperIn
 from papertrail.web.app import build_app
 from papertrail.web.pages import source_reason

@@ -8,11 +8,11 @@ from email.message import EmailMessage
 
 from core.config import Settings
 from core.db import Database
-from core.delivery import ledger_records
 from core.delivery.digests import send_due_digests
 from core.delivery.render import Renderer
 from core.follows import match_records, subscriber_records
 from core.follows.manage import follow
+from core.ledger import ledger_records
 from core.models import SubscriberStatus, utcnow
 from core.papers.pipeline import ingest_once
 from core.people import tokens
@@ -144,7 +144,7 @@ async def test_follow_added_later_does_not_flood(sqlite_store: Database) -> None
         async with HttpClient("t", timeout=10) as http:
             await ingest_once(sqlite_store, ArxivRssSource(http, feed.url))
     follow(sqlite_store, "console:late", "cat:cs.DC")
-    from core.papers.pipeline import match_new
+    from core.follows.index import match_new
 
     assert match_new(sqlite_store) == 0
     assert ledger_records.subscribers_to_plan(sqlite_store, utcnow() + timedelta(days=1)) == []

@@ -20,9 +20,10 @@ import core.papers.paper_records
 import ingest.arxiv_rss
 from core.db import Database
 from core.follows import match_records
+from core.follows.index import match_new
 from core.follows.search_text import paper_doc
 from core.papers import paper_records
-from core.papers.pipeline import ingest_once, match_new
+from core.papers.pipeline import ingest_once
 from ingest import paper_spool
 from ingest.arxiv_rss import ArxivRssSource
 from ingest.arxiv_rss_parse import parse_feed

@@ -26,17 +26,18 @@ from lxml import etree
 from sqlmodel import col
 
 from core.db import Database
-from core.delivery import claim_records, feed_records, ledger_records, outcome_records
+from core.delivery import feed_records
 from core.delivery.feed_links import query_feed_path
 from core.delivery.feeds import PRIVATE_FEED_ENTRIES, QUERY_FEED_ENTRIES
 from core.follows import match_records, subscriber_records
+from core.follows.index import match_new
 from core.follows.manage import follow
 from core.follows.query import PaperText, QueryError, parse
 from core.guides import guide_records
-from core.i18n.languages import translator
+from core.languages import translator
+from core.ledger import claim_records, ledger_records, outcome_records
 from core.models import Follow, Match, Subscriber, Version
 from core.papers import paper_records
-from core.papers.pipeline import match_new
 from core.people import tokens
 from core.values import Guide, PaperIn
 from papertrail.web.atom import Feed, Link, serialize, xml_text

@@ -12,9 +12,10 @@ from typer.testing import CliRunner
 from core.db import Database
 from core.delivery.digests import send_due_digests
 from core.delivery.render import Renderer
-from core.follows.manage import follow, try_query
+from core.follows.manage import follow
 from core.follows.query import QueryError
 from core.papers.pipeline import ingest_once
+from core.papers.query_trial import try_query
 from ingest.arxiv_rss import ArxivRssSource
 from ingest.http import HttpClient
 from notifiers.console.notifier import ConsoleNotifier

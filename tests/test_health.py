@@ -6,18 +6,13 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
+from core.config import parse_holidays
 from core.db import Database
 from core.models import RunState
 from core.overview import dashboard_records
+from core.overview.status import source_statuses
 from core.papers import run_records
-from core.papers.health import (
-    Health,
-    announcement_expected_today,
-    arxiv_feed_health,
-    latest_mailing,
-    parse_holidays,
-)
-from core.papers.status import source_statuses
+from core.papers.health import Health, announcement_expected_today, arxiv_feed_health, latest_mailing
 
 THU_MAILING = date(2024, 11, 28)  # the recorded feed: announced Wed 27 Nov 2024, 20:00 New York
 

@@ -7,7 +7,7 @@ import re
 import jinja2
 import pytest
 
-from core.i18n import languages as i18n
+from core import languages as i18n
 from tests import i18n_messages
 
 FIELDS = re.compile(r"\{(\w*)[^{}]*\}|%\((\w+)\)[sd]")
@@ -175,7 +175,7 @@ def test_choices_are_joined_as_each_language_joins_them() -> None:
 
 
 def test_english_counts_say_one_or_many_never_s_in_brackets() -> None:
-    from core.i18n.english import counted
+    from core.english import counted
 
     assert counted(1, "version") == "1 version"
     assert counted(0, "version") == "0 versions"

@@ -1,7 +1,7 @@
 """Chinese enumerations: the items of a list are separated by "、", clauses by "，" (issue 20).
 
 Two halves: the catalogs (a translation must not list with "，" what its English lists with commas), and
-the one list-joining helper (core.i18n.languages.listing, with Listed and Alternatives on top) that every
+the one list-joining helper (core.languages.listing, with Listed and Alternatives on top) that every
 list built
 in code for a reader goes through.
 """
@@ -12,8 +12,8 @@ import re
 
 import pytest
 
+from core import languages as i18n
 from core.delivery.render import changes_text, digest_subject
-from core.i18n import languages as i18n
 from core.schedule import parse_schedule
 from tests import i18n_messages
 

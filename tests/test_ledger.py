@@ -13,15 +13,15 @@ import pytest
 
 from core.channel import DeliveryError, Notifier
 from core.db import Database
-from core.delivery import claim_records, ledger_records, outcome_records
 from core.delivery.digests import DeliveryPolicy, backoff, plan_digests, resume, send_due_digests
 from core.delivery.render import Renderer
 from core.follows import subscriber_records
+from core.follows.index import match_new
 from core.follows.manage import follow
+from core.ledger import claim_records, ledger_records, outcome_records
 from core.models import DigestState, SubscriberStatus, utcnow
 from core.overview import dashboard_records
 from core.papers import paper_records
-from core.papers.pipeline import match_new
 from core.values import Message, PaperIn, SendResult
 from tests.support.ledger import ScriptedNotifier, paper, seed
 

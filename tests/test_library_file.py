@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from core.follows.normalise import strip_tex, words
-from core.i18n.languages import translator
+from core.languages import translator
 from core.taste.library_file import (
     MAX_ENTRIES,
     MAX_FILE_BYTES,

@@ -9,7 +9,7 @@ import pytest
 
 from core.db import Database, make_engine
 from core.follows import match_records
-from core.i18n.languages import translator
+from core.languages import translator
 from core.papers import paper_records
 from core.taste import taste_records
 from core.taste.library_file import read_library

@@ -20,13 +20,13 @@ from typer.testing import CliRunner
 from core.channel import DeliveryError, Notifier
 from core.config import Settings
 from core.db import Database
-from core.delivery import ledger_records
 from core.delivery.digests import DeliveryPolicy, send_due_digests
 from core.delivery.render import Renderer
+from core.follows.index import match_new
 from core.follows.manage import follow
+from core.ledger import ledger_records
 from core.models import Digest
 from core.papers import paper_records
-from core.papers.pipeline import match_new
 from core.people.masking import mask_address, mask_text
 from core.values import Message, PaperIn, SendResult
 from papertrail.cli.app import app

@@ -14,7 +14,7 @@ import pytest
 from core.follows.match import Matcher
 from core.follows.normalise import given_compatible, given_letters, name_key
 from core.follows.query import PaperText, Query, parse
-from core.papers.tex_accents import decode_tex
+from core.tex_accents import decode_tex
 from core.values import PaperIn
 from ingest.arxiv_rss_parse import parse_feed
 from tests.conftest import BIG_FEED as FEED

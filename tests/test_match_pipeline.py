@@ -27,11 +27,11 @@ from sqlmodel import col, select
 
 from core.db import Database
 from core.follows import match_records, subscriber_records
+from core.follows.index import match_new
 from core.follows.query import Query, parse
-from core.follows.reasons import reasons_from_data
 from core.models import Follow, Match, Version
 from core.papers import paper_records
-from core.papers.pipeline import match_new
+from core.reasons import reasons_from_data
 from tests.conftest import migrated_store
 from tests.support.match_corpus import corpus, queries
 

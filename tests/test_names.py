@@ -1,7 +1,7 @@
 """Author follows against real author names: the query as a user types it, the name as a paper stores it.
 
 Every stored name below is copied from the recorded corpus, with its TeX escapes as the source has them, and
-decoded the way ingest decodes it (``core.papers.tex_accents.decode_tex``):
+decoded the way ingest decodes it (``core.tex_accents.decode_tex``):
 
 - most come from ``<dc:creator>`` in ``tests/corpus/arxiv-rss/aioarxiv_rss_mock_feed.xml`` (one day of arXiv,
   1,504 papers); several pairs are two authors of that same day whom a looser rule confused (Jia Li and
@@ -19,7 +19,7 @@ from __future__ import annotations
 import pytest
 
 from core.follows.query import parse
-from core.papers.tex_accents import decode_tex
+from core.tex_accents import decode_tex
 from core.values import PaperIn
 from tests.support.name_pairs import NAME_PAIRS
 

@@ -15,9 +15,9 @@ import pytest
 from sqlmodel import select
 
 from core.db import Database
-from core.delivery import ledger_records
 from core.follows import match_records, subscriber_records
 from core.follows.manage import follow
+from core.ledger import ledger_records
 from core.models import PaperIn, Version
 from core.papers import paper_records, run_records
 from core.papers.pipeline import complete_papers, ingest_once

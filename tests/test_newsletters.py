@@ -22,17 +22,17 @@ from bot.commands import ChatContext, Problem, handle
 from core.channel import Notifier
 from core.config import Settings
 from core.db import Database
-from core.delivery import ledger_records
 from core.delivery.digests import send_due_digests
 from core.delivery.render import Renderer
 from core.follows import match_records, subscriber_records
+from core.follows.index import match_new
 from core.follows.manage import follow
-from core.follows.reasons import CATEGORY, NEWSLETTER, TITLE, Reason
+from core.ledger import ledger_records
 from core.models import Digest, DigestState, Match, SubscriberStatus, utcnow
 from core.papers import paper_records
-from core.papers.pipeline import match_new
 from core.people import newsletter_records, newsletters, tokens
 from core.people.signup import confirm, confirm_token, sign_up
+from core.reasons import CATEGORY, NEWSLETTER, TITLE, Reason
 from core.values import DigestItem, Message, PaperIn, SendResult
 from notifiers.email.message import list_unsubscribe_headers
 from papertrail.cli.app import app

@@ -20,7 +20,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from core.channel import DeliveryError
 from core.config import Settings
 from core.delivery.render import Renderer
-from core.follows.reasons import AUTHOR, PAPER, TITLE, Reason
+from core.reasons import AUTHOR, PAPER, TITLE, Reason
 from core.values import DigestItem, Message, Receipt
 from notifiers.slack.blocks import SlackPayload, build_payloads
 from notifiers.slack.notifier import SlackNotifier

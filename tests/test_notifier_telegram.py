@@ -15,7 +15,7 @@ import telegram
 
 from core.channel import DeliveryError
 from core.config import Settings
-from core.follows.reasons import TITLE, Reason
+from core.reasons import TITLE, Reason
 from core.values import DigestItem, Guide, Message
 from notifiers.ratelimit import RateLimiter, Window
 from notifiers.telegram.format import MAX_LENGTH, html_to_text, shorten_html, split_message, utf16_len

@@ -29,7 +29,6 @@ from bot.commands import ChatContext, Problem, handle
 from core.channel import DeliveryError, Notifier
 from core.config import Settings
 from core.db import Database
-from core.delivery import ledger_records
 from core.delivery.digests import (
     DeliveryPolicy,
     DigestReport,
@@ -37,17 +36,18 @@ from core.delivery.digests import (
     plan_heartbeats,
     send_due_digests,
 )
-from core.delivery.ledger_records import DigestPlan
 from core.delivery.receipt_text import word_receipt
 from core.delivery.receipts import LOOKBACK, RunLog, receipt_window
 from core.delivery.render import Renderer
 from core.follows import subscriber_records
+from core.follows.index import match_new
 from core.follows.manage import follow
-from core.i18n.languages import translator
+from core.languages import translator
+from core.ledger import ledger_records
+from core.ledger.ledger_records import DigestPlan
 from core.models import DigestState, Follow, RunState, SourceRun, Subscriber
 from core.papers import paper_records, run_records
 from core.papers.health import recent_announcement
-from core.papers.pipeline import match_new
 from core.papers.saving import SaveResult
 from core.values import Outage, PaperIn, Receipt, SourceScan
 from notifiers.console.notifier import ConsoleNotifier

@@ -18,15 +18,15 @@ import sqlalchemy as sa
 from sqlmodel import col, select
 
 from core.db import Database
-from core.delivery import ledger_records, outcome_records
 from core.delivery.digests import send_due_digests
 from core.delivery.render import Renderer
 from core.follows import match_records, subscriber_records
+from core.follows.index import match_new
 from core.follows.manage import follow
-from core.follows.reasons import LIKED, SHARED, recommended_score
+from core.ledger import ledger_records, outcome_records
 from core.models import Match, Version, utcnow
 from core.papers import paper_records
-from core.papers.pipeline import match_new
+from core.reasons import LIKED, SHARED, recommended_score
 from core.taste import recommend_records, taste_records
 from core.taste.model import (
     DEFAULT_THRESHOLD,

@@ -23,10 +23,10 @@ from core.config import Settings
 from core.db import Database
 from core.delivery.digests import DeliveryPolicy, send_due_digests
 from core.delivery.render import Renderer
+from core.follows.index import match_new
 from core.follows.manage import follow
 from core.models import Digest, DigestState
 from core.papers import paper_records
-from core.papers.pipeline import match_new
 from core.values import PaperIn
 from notifiers.email.notifier import EmailNotifier
 from tests.servers import LoopbackController, SinkHandler

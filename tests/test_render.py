@@ -10,8 +10,8 @@ import pytest
 
 from core.config import Settings
 from core.delivery.render import CUT, Renderer, digest_subject
-from core.follows.reasons import ABSTRACT, AUTHOR, CATEGORY, PAPER, TITLE, Reason
 from core.people import tokens
+from core.reasons import ABSTRACT, AUTHOR, CATEGORY, PAPER, TITLE, Reason
 from core.values import DigestItem, Message, Receipt
 from notifiers.console.notifier import ConsoleNotifier
 from notifiers.email.notifier import EmailNotifier

@@ -17,14 +17,15 @@ from pathlib import Path
 import pytest
 
 from core.db import Database
-from core.delivery import claim_records, feed_records, ledger_records
+from core.delivery import feed_records
 from core.delivery.digests import send_due_digests
 from core.delivery.render import CHANGE_LABELS, Renderer, changes_text
+from core.follows.index import match_new
 from core.follows.manage import follow
 from core.guides import guide_records
+from core.ledger import claim_records, ledger_records
 from core.models import Version
 from core.papers import paper_records
-from core.papers.pipeline import match_new
 from core.papers.revisions import CHANGE_NAMES, changes_of, history, what_changed
 from core.values import AnnounceType, PaperIn
 from ingest.arxiv_rss_parse import parse_feed
@@ -252,7 +253,7 @@ def test_only_the_owner_says_what_a_revision_changed() -> None:
                 found[path.relative_to(ROOT).as_posix()] = where
     assert found == {}, "ask core.papers.revisions what a revision changed"
     # The rule's own comparison is found by the same check, so the check can see one; before the owner, it
-    # found core/papers/status.py (show), core/delivery/ledger_items.py (digests) and
+    # found core/papers/status.py (show), core/ledger/ledger_items.py (digests) and
     # core/guides/guide_records.py.
     assert _compares_two_versions(ast.parse(owner.read_text(encoding="utf-8")))
     assert _compares_two_versions(ast.parse("older = [v for v in stored if v.number < revision.number]"))

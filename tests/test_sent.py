@@ -1,4 +1,4 @@
-"""What was sent to a subscriber (core.delivery.ledger_sent), on SQLite and PostgreSQL: the manage page's
+"""What was sent to a subscriber (core.ledger.ledger_sent), on SQLite and PostgreSQL: the manage page's
 ``.bib`` history, the private Atom feed and the subscription export list the same papers, each in its
 documented order, for one reader whose ledger holds what real delivery leaves there: a digest sent in two
 parts after a retry and a dead-letter (so it went out after a digest planned later), a revision of a paper
@@ -18,14 +18,14 @@ import sqlalchemy as sa
 from pybtex.database.input.bibtex import Parser
 
 from core.db import Database
-from core.delivery import ledger_records, outcome_records
-from core.delivery.ledger_records import DigestPlan
-from core.delivery.ledger_sent import NEWEST_FIRST, OLDEST_FIRST, sent_items
 from core.follows import match_records, subscriber_records
+from core.follows.index import match_new
 from core.follows.manage import follow
+from core.ledger import ledger_records, outcome_records
+from core.ledger.ledger_records import DigestPlan
+from core.ledger.ledger_sent import NEWEST_FIRST, OLDEST_FIRST, sent_items
 from core.models import Follow
 from core.papers import paper_records
-from core.papers.pipeline import match_new
 from core.people import newsletter_records, newsletters, tokens
 from core.people.subscription import export_subscription
 from core.values import PaperIn

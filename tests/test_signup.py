@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 
 from core.db import Database
 from core.follows import subscriber_records
+from core.follows.index import match_new
 from core.models import SubscriberStatus, utcnow
 from core.papers import paper_records
-from core.papers.pipeline import match_new
 from core.people import newsletter_records, tokens
 from core.people.signup import RESEND_AFTER
 from core.values import PaperIn

@@ -13,14 +13,14 @@ from sqlmodel import select
 import core.papers.paper_records
 from core.db import Database
 from core.db_migrate import alembic_config
-from core.delivery import claim_records, ledger_records, outcome_records
 from core.follows import match_records, subscriber_records
 from core.follows.match_records import QueryHit
-from core.follows.reasons import CATEGORY, Reason
+from core.ledger import claim_records, ledger_records, outcome_records
 from core.models import Follow, Paper, RunState, SourceRun, Version
 from core.overview import dashboard_records
 from core.papers import paper_records, run_records
 from core.papers.saving import Novelty
+from core.reasons import CATEGORY, Reason
 from core.values import AnnounceType, PaperIn, ResponseValidator
 
 NOW = datetime(2024, 11, 28, 6, 0, tzinfo=UTC)

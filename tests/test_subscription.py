@@ -18,14 +18,14 @@ import sqlalchemy as sa
 
 from core.config import Settings
 from core.db import Database
-from core.delivery import ledger_records, outcome_records
 from core.delivery.feed_links import opml, query_feed_url
 from core.delivery.feeds import private_feed_url
 from core.follows import match_records, subscriber_records
+from core.follows.index import match_new
 from core.follows.manage import follow
+from core.ledger import ledger_records, outcome_records
 from core.models import Digest, DigestState, Follow, Match, Subscriber
 from core.papers import paper_records
-from core.papers.pipeline import match_new
 from core.papers.saving import Novelty
 from core.people import newsletter_records, newsletters, tokens
 from core.people.subscription import Mode, SubscriptionExists, export_subscription, import_subscription

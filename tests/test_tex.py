@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from core.papers.tex_accents import decode_tex
+from core.tex_accents import decode_tex
 from tests.conftest import BIG_FEED
 
 DC_CREATOR = "{http://purl.org/dc/elements/1.1/}creator"

@@ -26,15 +26,15 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from core.config import Settings
 from core.db import Database, make_engine
-from core.delivery import ledger_records
 from core.follows import match_records, subscriber_records
+from core.follows.index import match_new
 from core.follows.manage import follow
 from core.guides import guide_records
+from core.ledger import ledger_records
 from core.models import Digest, DigestState, Follow, RunState, SubscriberStatus, UTCDateTime, utcnow
 from core.overview import dashboard_records
+from core.overview.status import source_statuses
 from core.papers import paper_records, run_records
-from core.papers.pipeline import match_new
-from core.papers.status import source_statuses
 from core.people import tokens
 from core.values import PaperIn
 from ingest.arxiv_rss_parse import parse_feed

@@ -18,7 +18,7 @@ from core.db import Database
 from core.follows import subscriber_records
 from core.follows.manage import follow
 from core.guides import guide_records
-from core.i18n.languages import translator
+from core.languages import translator
 from core.models import RunState, utcnow
 from core.papers import paper_records, run_records
 from core.people import newsletters, tokens

@@ -22,10 +22,10 @@ from core.db import Database
 from core.delivery.digests import send_due_digests
 from core.delivery.render import Renderer
 from core.follows import match_records, subscriber_records
+from core.follows.index import match_new
 from core.follows.manage import follow
 from core.models import Follow, utcnow
 from core.papers import paper_records
-from core.papers.pipeline import match_new
 from core.people import tokens
 from core.taste import taste_records
 from core.taste.taste_records import DISLIKE, LIKE, SeedIn

@@ -29,15 +29,16 @@ from typing import Any
 import sqlalchemy as sa
 
 from core.db import Database
-from core.delivery import claim_records, ledger_records, outcome_records
 from core.delivery.digests import DeliveryPolicy
-from core.delivery.ledger_records import DigestPlan
 from core.follows import match_records, subscriber_records
+from core.follows.index import match_new
 from core.follows.manage import follow
 from core.guides import guide_records
+from core.ledger import claim_records, ledger_records, outcome_records
+from core.ledger.ledger_records import DigestPlan
 from core.models import Follow, RunState, Subscriber, SubscriberStatus, UTCDateTime, utcnow
 from core.papers import paper_records, run_records
-from core.papers.pipeline import ingest_community, ingest_once, match_new
+from core.papers.pipeline import ingest_community, ingest_once
 from core.papers.saving import Novelty
 from core.values import AnnounceType, CommunityPick, Guide, PaperIn
 from ingest.arxiv_oai_parse import parse_oai

@@ -33,8 +33,9 @@ from functools import partial
 
 from core.channel import DeliveryError, split_address
 from core.db import Database
-from core.delivery import alarm_records, outcome_records
+from core.delivery import alarm_records
 from core.delivery.alarm_records import HeldDigest
+from core.ledger import outcome_records
 from core.people.masking import mask_address, mask_recipients, mask_text
 
 log = logging.getLogger(__name__)

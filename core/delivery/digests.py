@@ -32,7 +32,6 @@ from datetime import date, datetime, timedelta
 
 from core.channel import Notifier, normalise_address, split_address
 from core.db import Database
-from core.delivery import claim_records, ledger_records, outcome_records
 from core.delivery.alarm import settle
 from core.delivery.digests_batch import BatchLease, ClaimedBatch, batch_items
 from core.delivery.digests_deliver import (
@@ -44,10 +43,11 @@ from core.delivery.digests_deliver import (
     backoff,
     deliver,
 )
-from core.delivery.ledger_records import ClaimedDigest, DigestPlan
 from core.delivery.receipts import LOOKBACK, RUN_OVERLAP, RunLog, receipt_window
 from core.delivery.render import Renderer
 from core.follows import subscriber_records
+from core.ledger import claim_records, ledger_records, outcome_records
+from core.ledger.ledger_records import ClaimedDigest, DigestPlan
 from core.models import Subscriber, SubscriberStatus, utcnow
 from core.papers import run_records
 from core.papers.health import recent_announcement

@@ -19,8 +19,6 @@ from datetime import datetime, timedelta
 from types import TracebackType
 
 from core.db import Database
-from core.delivery import claim_records
-from core.delivery.ledger_records import ClaimedDigest, RankedMatch
 from core.delivery.ranking import (
     RankKey,
     RecommendationKey,
@@ -33,7 +31,9 @@ from core.delivery.ranking import (
     split_recommended,
 )
 from core.guides import guide_records
-from core.i18n.languages import DEFAULT_LANGUAGE, reader_language
+from core.languages import DEFAULT_LANGUAGE, reader_language
+from core.ledger import claim_records
+from core.ledger.ledger_records import ClaimedDigest, RankedMatch
 from core.people import newsletter_records
 from core.values import DigestItem, DigestRest
 

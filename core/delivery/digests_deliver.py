@@ -26,10 +26,10 @@ from core.channel import (
     split_address,
 )
 from core.db import Database
-from core.delivery import claim_records, outcome_records
 from core.delivery.alarm import Refused
-from core.delivery.ledger_records import ClaimedDigest
 from core.delivery.render import Renderer
+from core.ledger import claim_records, outcome_records
+from core.ledger.ledger_records import ClaimedDigest
 from core.models import utcnow
 from core.people.masking import mask_address, mask_text
 from core.values import DigestItem, DigestRest, Receipt, SendResult

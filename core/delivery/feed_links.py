@@ -23,7 +23,7 @@ from email.utils import format_datetime
 from urllib.parse import quote, urlencode
 
 from core.config import Settings
-from core.i18n.languages import reader_language, translator
+from core.languages import reader_language, translator
 from core.models import Subscriber
 from core.people import tokens
 

@@ -13,7 +13,7 @@ entries cost, never the library's size or a subscriber's whole history:
   by arrival: they all belong to the first ``limit`` papers, since each paper ahead of another in that
   order has a version newer than any of the other's.
 * **A subscriber's feed** is the newest ``limit`` items of what was sent to them, read by
-  :func:`core.delivery.ledger_sent.sent_items` (what counts as sent and its order are that module's), then
+  :func:`core.ledger.ledger_sent.sent_items` (what counts as sent and its order are that module's), then
   those versions' entry columns.
 
 Both attach what a revision changed (core.papers.revisions, as digests say it) and the version's AI guide
@@ -31,14 +31,14 @@ import sqlalchemy as sa
 from sqlmodel import col
 
 from core.db import Db
-from core.delivery.ledger_sent import NEWEST_FIRST, sent_items
 from core.follows.query import PaperText
-from core.follows.reasons import Reason
 from core.follows.search_text import SearchQuery
+from core.ledger.ledger_sent import NEWEST_FIRST, sent_items
 from core.models import GuideRow, Subscriber, Version
 from core.papers import browser_records
 from core.papers.browser_records import PaperFilter, Sort
 from core.papers.revisions import changes_of
+from core.reasons import Reason
 from core.values import AnnounceType, Guide, PaperIn
 
 # The version columns an entry shows.
@@ -128,7 +128,7 @@ def query_feed(db: Db, search: SearchQuery, *, limit: int, language: str) -> lis
 
 
 def sent_feed(db: Db, subscriber_id: int, *, limit: int, language: str) -> list[FeedVersion]:
-    """What the subscriber was sent (``core.delivery.ledger_sent``), newest first, at most ``limit``
+    """What the subscriber was sent (``core.ledger.ledger_sent``), newest first, at most ``limit``
     versions, each with its reasons, what it changed and its guide in ``language``."""
     if limit <= 0:
         return []

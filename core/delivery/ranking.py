@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol, TypeVar
 
-from core.follows.reasons import ABSTRACT, AUTHOR, CATEGORY, PAPER, TITLE, Reason
+from core.reasons import ABSTRACT, AUTHOR, CATEGORY, PAPER, TITLE, Reason
 from core.values import DigestItem
 
 # An item, or a lighter stand-in for one that carries what ranking needs
@@ -26,7 +26,7 @@ _LAST = len(_REASON_RANK)
 
 
 class _WithReasons(Protocol):
-    """An item, or a stand-in for one (core.delivery.ledger_records.RankedMatch): what it matched for."""
+    """An item, or a stand-in for one (core.ledger.ledger_records.RankedMatch): what it matched for."""
 
     @property
     def reasons(self) -> Sequence[Reason]: ...

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from core.i18n.languages import N_, Translator, listing
+from core.languages import N_, Translator, listing
 from core.papers.health import Health
 from core.values import Outage, Receipt, SourceScan
 

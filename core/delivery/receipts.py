@@ -32,8 +32,7 @@ from datetime import date, datetime, timedelta
 from itertools import accumulate
 
 from core.models import RunState, SourceRun
-from core.overview.dashboard_records import SourceHealth
-from core.papers.health import Health, Verdict
+from core.papers.health import Health, SourceHealth, Verdict
 from core.papers.status import CALENDAR_SOURCES, judge, mailing_of
 from core.values import Outage, Receipt, SourceScan
 

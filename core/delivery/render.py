@@ -46,7 +46,6 @@ import jinja2
 import markupsafe
 
 from core.channel import channels
-from core.delivery.escaping import strip_control
 from core.delivery.ranking import (
     item_rank,
     item_recommendation_rank,
@@ -57,8 +56,8 @@ from core.delivery.ranking import (
     split_recommended,
 )
 from core.delivery.receipt_text import ReceiptText, word_receipt
-from core.follows.reasons import ABSTRACT, AUTHOR, CATEGORY, LIKED, NEWSLETTER, PAPER, SHARED, TITLE, Reason
-from core.i18n.languages import (
+from core.escaping import strip_control
+from core.languages import (
     DEFAULT_LANGUAGE,
     LANGUAGE_TAGS,
     N_,
@@ -69,6 +68,7 @@ from core.i18n.languages import (
 )
 from core.papers.citations import bibtex_url
 from core.people import tokens
+from core.reasons import ABSTRACT, AUTHOR, CATEGORY, LIKED, NEWSLETTER, PAPER, SHARED, TITLE, Reason
 from core.resources import resource_dir
 from core.values import DigestItem, DigestRest, Message, Receipt, VoteLinks, versioned_id
 
@@ -83,7 +83,7 @@ ABSTRACT_CHARS = 600
 CUT = "\x1e"
 PART = "\x1f"
 
-# How each field of a reason (core.follows.reasons) reads in a digest: the fixed words are translated, the
+# How each field of a reason (core.reasons) reads in a digest: the fixed words are translated, the
 # matched
 # term is shown as stored.
 REASON_FORMS = {
@@ -167,7 +167,7 @@ def reasons_text(reasons: Sequence[Reason], language: str | None = None) -> str:
     A learned recommendation's reasons read as one phrase: each liked paper it is close to, then its shared
     terms in one list (at most :data:`MAX_SHARED_TERMS`), e.g. ``close to 2306.03564, which you liked ·
     shares: policy lag, reinforcement learning`` (``…、…`` in Chinese, see
-    :func:`core.i18n.languages.listing`).
+    :func:`core.languages.listing`).
     """
     t = translator(language)
     worded = [reason_text(r, language) for r in reasons if r.field not in (LIKED, SHARED)]
@@ -208,7 +208,7 @@ def _finalize(context: jinja2.runtime.Context, value: object) -> object:
 
 def _translation_value(context: jinja2.runtime.Context, value: object) -> object:
     # The values of a translated sentence (``_("Why: %(reasons)s", reasons=…)``). HTML templates get the
-    # sentence as Markup with every value entity-escaped (core.i18n.languages.install_jinja does that part);
+    # sentence as Markup with every value entity-escaped (core.languages.install_jinja does that part);
     # in the
     # other formats the sentence comes back as a plain string and passes _finalize when printed, which
     # escapes the whole of it for mrkdwn. Escaping the values here as well would escape them twice.
@@ -280,7 +280,7 @@ def digest_subject(
         parts.append(t.ngettext("{n} revision", "{n} revisions", revisions))
     if recommended:
         parts.append(t.ngettext("{n} recommended paper", "{n} recommended papers", recommended))
-    # Listed in the reader's language: Chinese enumerates with "、" (core.i18n.languages.listing).
+    # Listed in the reader's language: Chinese enumerates with "、" (core.languages.listing).
     counts = listing(t, parts) if parts else t.gettext("no new matches")
     subject = t.gettext("{label}: {counts}", label=label, counts=counts)
     if including:

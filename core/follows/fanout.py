@@ -21,8 +21,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from core.follows.reasons import Reason
 from core.models import Follow, Match, QueryMatch, Subscriber, SubscriberStatus, UTCDateTime, Version
+from core.reasons import Reason
 
 _QUERY_MATCH = QueryMatch.metadata.tables["query_match"]
 _MATCH = Match.metadata.tables["match"]

@@ -27,8 +27,8 @@ from typing import IO, Any, NamedTuple
 
 from core.channel import channel_of, normalise_address
 from core.follows.query import QueryError, parse
-from core.i18n.languages import check_language, normalize_language
 from core.json_input import JSONLimitError, JSONReader
+from core.languages import check_language, normalize_language
 from core.models import Subscriber
 from core.schedule import parse_schedule, zone
 

@@ -2,20 +2,23 @@
 
 ``papertrail run`` keeps one :class:`FollowIndex` for the life of the process. Before each matching pass it
 reads the follows' ids and options (cheap) and parses and indexes only the follows it has not seen, and
-drops the ones that are gone; a one-shot command builds it once.
+drops the ones that are gone; a one-shot command builds it once. :func:`match_new` is that pass: the
+ingest (``core.papers.pipeline``) calls it after storing a batch.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from datetime import datetime
 
+from core.db import Database
+from core.follows import match_records, subscriber_records
 from core.follows.match import Matcher
 from core.follows.match_records import QueryHit
 from core.follows.query import Query, QueryError, parse
 from core.follows.subscriber_records import StoredFollow
-from core.models import Version
-from core.papers.paper_records import version_to_paper
+from core.models import Version, version_to_paper
 
 log = logging.getLogger(__name__)
 
@@ -93,3 +96,29 @@ class FollowIndex:
                 for canonical in known[1]:
                     rows.append(QueryHit(version.id, canonical, reasons))
         return rows
+
+
+def match_new(db: Database, *, now: datetime | None = None, index: FollowIndex | None = None) -> int:
+    """Match every not-yet-matched version once against all active follows; returns query matches written.
+
+    ``index`` is the process's long-lived follow index (brought up to date here); without one a fresh
+    index is built. Each version is matched once per distinct query (:meth:`FollowIndex.query_hits`) and
+    the hits of a batch of versions are written in one bulk load, in the transaction that marks the
+    versions matched. They reach each follower's Match rows, with each follow's options applied, when
+    they are fanned out (:func:`core.follows.match_records.expand_matches`), which planning, guides and a
+    chat's pending count do first.
+    """
+    index = index or FollowIndex()
+    total = 0
+    while True:
+        versions = match_records.unmatched_versions(db)
+        if not versions:
+            return total
+        index.sync(subscriber_records.active_follows(db))
+        hits = index.query_hits(versions)
+        total += match_records.record_query_matches(
+            db, [v.id for v in versions if v.id is not None], hits, now=now
+        )
+        # Let this batch go before the next one loads: otherwise two batches (2 x 5,000 versions) are
+        # held at once, the peak memory of matching a large feed (issue 14).
+        del versions, hits

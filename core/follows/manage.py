@@ -1,11 +1,11 @@
-"""Managing follows: add (with options), remove by number or text, try a query before saving it, and
-import or export them in bulk (the follows file of core.follows.file)."""
+"""Managing follows: add (with options), remove by number or text, and import or export them in bulk
+(the follows file of core.follows.file)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from core.channel import normalise_address
 from core.db import Database
@@ -13,10 +13,7 @@ from core.follows import follow_file_records, subscriber_records
 from core.follows.file import BadLine, FollowsFile, check_lines, export_line
 from core.follows.follow_file_records import ImportCounts
 from core.follows.query import parse
-from core.follows.reasons import Reason
 from core.models import Follow, Subscriber, SubscriberStatus, utcnow
-from core.papers import paper_records
-from core.papers.paper_records import version_to_paper
 from core.schedule import parse_schedule, zone
 
 # Who `export follows` writes out: those whose follows are in use (matched, or matched again after
@@ -100,34 +97,6 @@ def unfollow(db: Database, address: str, which: str) -> Follow:
     assert target.id is not None
     subscriber_records.remove_follow(db, target.id)
     return target
-
-
-@dataclass(frozen=True, slots=True)
-class TryHit:
-    """A stored version a query would have matched, with why."""
-
-    arxiv_id: str
-    version: int
-    title: str
-    first_seen_at: datetime
-    reasons: tuple[Reason, ...]
-
-
-def try_query(db: Database, text: str, *, days: int = 7, now: datetime | None = None) -> list[TryHit]:
-    """Which versions first seen in the last ``days`` days ``text`` would have matched, newest first.
-
-    Raises QueryError for a query that does not parse, so people can tune a follow before saving it.
-    """
-    query = parse(text)
-    since = (now or utcnow()) - timedelta(days=days)
-    hits: list[TryHit] = []
-    for version in paper_records.versions_since(db, since):
-        reasons = query.evaluate(version_to_paper(version))
-        if reasons is not None:
-            hits.append(
-                TryHit(version.paper_id, version.number, version.title, version.first_seen_at, reasons)
-            )
-    return hits
 
 
 @dataclass(frozen=True, slots=True)

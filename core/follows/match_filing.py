@@ -16,7 +16,7 @@ from typing import NamedTuple, TypeVar
 
 from core.follows.normalise import given_letters
 from core.follows.query import Author, Key, Node, PaperText, Words
-from core.follows.reasons import Reason
+from core.reasons import Reason
 from core.values import PaperIn
 
 Reasons = tuple[Reason, ...]

@@ -18,12 +18,12 @@ from core.db import Db
 from core.db_bulk import bulk_insert
 from core.db_ids import ID_CHUNK
 from core.follows.fanout import FAN_OUT_VERSIONS, ReasonsJson, fan_out, pending_versions
-from core.follows.reasons import Reason
 from core.models import (
     QueryMatch,
     Version,
     utcnow,
 )
+from core.reasons import Reason
 
 
 class QueryHit(NamedTuple):

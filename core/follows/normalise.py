@@ -18,7 +18,7 @@ import re
 import unicodedata
 from functools import lru_cache
 
-from core.papers.tex_accents import decode_tex
+from core.tex_accents import decode_tex
 
 NameKey = tuple[str, tuple[str, ...]]
 """``(surname, given names)``, all folded; a surname of several words is joined by single spaces.
@@ -184,7 +184,7 @@ def _control(m: re.Match[str]) -> str:
 def strip_tex(s: str) -> str:
     """Remove TeX markup from a title or abstract, keeping the words a reader sees.
 
-    TeX accents are decoded first (:func:`core.papers.tex_accents.decode_tex`:
+    TeX accents are decoded first (:func:`core.tex_accents.decode_tex`:
     ``Schr\\"odinger`` -> ``Schrödinger``).
     Math (``$...$``, ``$$...$$``, ``\\(...\\)``, ``\\[...\\]``, ``\\begin{equation}`` and its kin) becomes a
     space unless it is plain text such as ``$k$`` or ``$_2$``, which stays in place (see ``_math``). Styling

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from core.follows.normalise import NameKey, name_key, name_matches, query_name_keys, strip_tex, term, terms
-from core.follows.reasons import ABSTRACT, AUTHOR, CATEGORY, PAPER, TITLE, Reason, reason
 from core.follows.taxonomy import archive_of, canonical_category, spell
+from core.reasons import ABSTRACT, AUTHOR, CATEGORY, PAPER, TITLE, Reason, reason
 from core.values import PaperIn
 
 Key = tuple[str, str]

@@ -26,7 +26,7 @@ from core.follows.taxonomy import (
     closest,
     suggest_category,
 )
-from core.i18n.languages import DEFAULT_LANGUAGE, N_, Alternatives, Listed, Phrase, Translator, translator
+from core.languages import DEFAULT_LANGUAGE, N_, Alternatives, Listed, Phrase, Translator, translator
 
 MAX_QUERY_CHARS = 1000
 MAX_TERMS = 50
@@ -59,7 +59,7 @@ class QueryError(ValueError):
 
     ``position`` is a 0-based character offset into the query text (``len(text)`` for "at the end").
     ``excerpt()`` renders the query with a caret under that position. The problem and the hint are
-    :class:`core.i18n.languages.Phrase` objects (``phrase``, ``hint_phrase``), so a chat or a web page says
+    :class:`core.languages.Phrase` objects (``phrase``, ``hint_phrase``), so a chat or a web page says
     them in
     its reader's language with :meth:`said`; ``message`` and ``hint`` are the English texts.
     """

@@ -15,7 +15,7 @@ from sqlmodel import col, select
 
 from core.db import Db
 from core.guides.prompt import Guide, GuideSubject
-from core.i18n.languages import DEFAULT_LANGUAGE, LANGUAGES, check_language
+from core.languages import DEFAULT_LANGUAGE, LANGUAGES, check_language
 from core.models import (
     CommunityPickRow,
     GuideFailureRow,

@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from core.delivery.escaping import strip_control
-from core.i18n.languages import check_language
+from core.escaping import strip_control
 from core.json_input import JSONReader
+from core.languages import check_language
 from core.values import Guide
 
 LANGUAGE_NAMES = {"en": "English", "zh": "Simplified Chinese (简体中文)"}

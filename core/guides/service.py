@@ -25,7 +25,7 @@ from core.guides.prompt import (
     build_prompt,
     parse_guide,
 )
-from core.i18n.languages import check_language
+from core.languages import check_language
 
 log = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ from sqlmodel import Session, col, select
 
 from core.db import Db
 from core.delivery import alarm_records
-from core.delivery.ledger_records import recommended_expression
 from core.guides import guide_records
+from core.ledger.ledger_records import recommended_expression
 from core.models import (
     CommunityPickRow,
     DeliveryAlarm,
@@ -44,17 +44,14 @@ from core.models import (
     utcnow,
 )
 from core.papers import count_records
+from core.papers.health import SourceHealth
+from core.papers.paper_records import IS_NEWS
 from core.papers.run_records import GOOD_STATES
-from core.people.timezones import day_starts
+from core.timezones import day_starts
 from core.values import DayCounts
 
 if TYPE_CHECKING:
     pass
-
-
-# "Stored as news", spelled as the partial index ix_version_news_first_seen_at's condition (``news = 1``,
-# ``news = true``) so that both databases see the index serves it; ``IS 1`` would not match it on SQLite.
-IS_NEWS: sa.ColumnElement[bool] = col(Version.news) == sa.true()
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,24 +106,6 @@ def _as_datetime(value: Any) -> datetime | None:
 
 def _as_date(value: Any) -> date:
     return value if isinstance(value, date) else date.fromisoformat(str(value))
-
-
-@dataclass(frozen=True, slots=True)
-class SourceHealth:
-    """The latest facts about one source for the status page."""
-
-    source: str
-    last_check: datetime | None
-    last_state: str
-    last_new_version: datetime | None
-    last_error: str | None
-    last_note: str | None
-    last_success: datetime | None = None
-    # The cursor of the newest good run that had one (for arXiv RSS: the mailing's pubDate).
-    served_cursor: str | None = None
-    # When the check in flight started, if the newest run is still running; the fields above are then
-    # those of the newest finished run (a check in flight is neither a success nor a failure yet).
-    checking_since: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +197,7 @@ def daily_counts(db: Db, now: datetime | None = None, days: int = 30, zone: tzin
     zeros included.
 
     A day runs from one midnight of ``zone`` to the next, 23 or 25 hours across a daylight-saving
-    change: the days' first instants are computed here (:func:`core.people.timezones.day_starts`) and one
+    change: the days' first instants are computed here (:func:`core.timezones.day_starts`) and one
     CASE over them numbers each version's day by its ``first_seen_at``, the same SQL on both databases
     and exact in any zone. The WHERE is the partial news index's range (``news AND first_seen_at >=``
     the first midnight), so a load reads the window's news and nothing else.

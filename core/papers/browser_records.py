@@ -42,9 +42,9 @@ from sqlmodel import col, select
 from core.db import Db
 from core.follows.search_text import SearchQuery
 from core.models import CommunityPickRow, Paper, Version
-from core.overview.dashboard_records import IS_NEWS
 from core.papers import count_records
 from core.papers.browser_rows import PaperRow, page_rows, paper_texts
+from core.papers.paper_records import IS_NEWS
 from core.papers.search_index import BM25_WEIGHTS, TABLE, TS_RANK_WEIGHTS
 from core.papers.sort_keys import NEWS_BIT
 

@@ -30,7 +30,7 @@ Pure: values in, text out; no store, no network. The shell serves them (``papert
   (primary) category. ``url`` is arXiv's abstract page without version, so it always shows the newest.
 
 **Escaping.** Stored titles and names are Unicode with the TeX that arXiv's metadata keeps
-(``core.papers.tex_accents``
+(``core.tex_accents``
 decodes accents and ``\\&``-style escapes, and leaves math and other control words alone). So a value is
 written as TeX: math (``$...$``, ``$$...$$``, ``\\(...\\)``, ``\\[...\\]``), control words (``\\mathbb``,
 ``\\textrm``) and balanced brace groups (``{BERT}``) are kept as the submitter wrote them; everything
@@ -44,7 +44,7 @@ access, definitions, catcodes, job control) are written as text instead. Non-ASC
 (biber/biblatex read it; classic BibTeX with ``\\usepackage[utf8]{inputenc}`` does too). Control
 characters are removed and runs of white space become one space.
 
-A lone ``$`` cannot be told from math: ``core.papers.tex_accents`` decodes arXiv's ``\\$5`` to ``$5``, so two
+A lone ``$`` cannot be told from math: ``core.tex_accents`` decodes arXiv's ``\\$5`` to ``$5``, so two
 such
 amounts in one title read as one math span. Authors are written as arXiv gives them ("Zeng Li"); BibTeX
 takes the last word as the surname. A name containing the word ``and`` (``Smith and Wesson Collaboration``)
@@ -63,7 +63,7 @@ from datetime import UTC, datetime
 from typing import Protocol
 from urllib.parse import quote
 
-from core.delivery.escaping import strip_control
+from core.escaping import strip_control
 
 __all__ = [
     "MAX_HISTORY_PAPERS",

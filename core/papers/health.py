@@ -83,6 +83,24 @@ def recent_announcement(
 
 
 @dataclass(frozen=True, slots=True)
+class SourceHealth:
+    """The latest facts about one source for the status page."""
+
+    source: str
+    last_check: datetime | None
+    last_state: str
+    last_new_version: datetime | None
+    last_error: str | None
+    last_note: str | None
+    last_success: datetime | None = None
+    # The cursor of the newest good run that had one (for arXiv RSS: the mailing's pubDate).
+    served_cursor: str | None = None
+    # When the check in flight started, if the newest run is still running; the fields above are then
+    # those of the newest finished run (a check in flight is neither a success nor a failure yet).
+    checking_since: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Verdict:
     """A source's health: the state, why, and how far behind the calendar it is."""
 
@@ -129,17 +147,3 @@ def arxiv_feed_health(
     if not announcement_expected_today(now, holidays):
         return Verdict(Health.QUIET, "no arXiv announcement today (weekend or holiday)")
     return Verdict(Health.OK, f"current: mailing of {served_mailing.isoformat()}")
-
-
-def parse_holidays(text: str) -> frozenset[date]:
-    """Read ``PAPERTRAIL_ARXIV_HOLIDAYS``: comma-separated ISO dates of mailings arXiv skips."""
-    days: set[date] = set()
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        try:
-            days.add(date.fromisoformat(part))
-        except ValueError as exc:
-            raise ValueError(f"PAPERTRAIL_ARXIV_HOLIDAYS: {part!r} is not a date like 2026-12-25") from exc
-    return frozenset(days)

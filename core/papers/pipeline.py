@@ -16,9 +16,8 @@ from functools import partial
 from typing import Any, ClassVar, Protocol
 
 from core.db import Database
-from core.follows import match_records, subscriber_records
-from core.follows.index import FollowIndex
-from core.i18n.english import counted
+from core.english import counted
+from core.follows.index import FollowIndex, match_new
 from core.models import PaperIn, RunState
 from core.papers import paper_records, run_records
 from core.papers.saving import Novelty, SaveResult
@@ -327,29 +326,3 @@ def close_interrupted(db: Database, run_id: int, exc: BaseException, **fields: A
         why = f"unexpected {type(exc).__name__}: {exc}"
     log.warning("source run %d closed: %s", run_id, why)
     run_records.finish_run(db, run_id, RunState.ERROR, error=why, **fields)
-
-
-def match_new(db: Database, *, now: datetime | None = None, index: FollowIndex | None = None) -> int:
-    """Match every not-yet-matched version once against all active follows; returns query matches written.
-
-    ``index`` is the process's long-lived follow index (brought up to date here); without one a fresh
-    index is built. Each version is matched once per distinct query (:meth:`FollowIndex.query_hits`) and
-    the hits of a batch of versions are written in one bulk load, in the transaction that marks the
-    versions matched. They reach each follower's Match rows, with each follow's options applied, when
-    they are fanned out (``match_records.expand_matches``), which planning, guides and a
-    chat's pending count do first.
-    """
-    index = index or FollowIndex()
-    total = 0
-    while True:
-        versions = match_records.unmatched_versions(db)
-        if not versions:
-            return total
-        index.sync(subscriber_records.active_follows(db))
-        hits = index.query_hits(versions)
-        total += match_records.record_query_matches(
-            db, [v.id for v in versions if v.id is not None], hits, now=now
-        )
-        # Let this batch go before the next one loads: otherwise two batches (2 x 5,000 versions) are
-        # held at once, the peak memory of matching a large feed (issue 14).
-        del versions, hits

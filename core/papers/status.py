@@ -1,4 +1,5 @@
-"""What the status page and ``papertrail show`` tell: calendar-aware source health, one paper's history."""
+"""A source's calendar-aware verdict (the rule the status page and the scan receipts judge by), and one
+paper's history (``papertrail show``)."""
 
 from __future__ import annotations
 
@@ -8,37 +9,13 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
 from core.db import Database
-from core.models import CommunityPickRow, RunState, utcnow
-from core.overview.dashboard_records import SourceHealth, StatusSummary
+from core.models import CommunityPickRow, RunState
 from core.papers import paper_records
-from core.papers.health import ARXIV_TZ, Health, Verdict, arxiv_feed_health
+from core.papers.health import ARXIV_TZ, Health, SourceHealth, Verdict, arxiv_feed_health
 from core.papers.revisions import history
 
 # Sources that follow arXiv's announcement calendar (their cursor is the mailing's date).
 CALENDAR_SOURCES = frozenset({"arxiv-rss"})
-
-
-@dataclass(frozen=True, slots=True)
-class SourceStatus:
-    """One source on the status page: the stored facts and the calendar-aware verdict."""
-
-    facts: SourceHealth
-    verdict: Verdict
-
-
-def source_statuses(
-    summary: StatusSummary,
-    *,
-    now: datetime | None = None,
-    holidays: Collection[date] = (),
-    grace: timedelta = timedelta(hours=4),
-) -> list[SourceStatus]:
-    """Judge every source of a status summary: ok, quiet, stale, failing or unknown."""
-    now = now or utcnow()
-    return [
-        SourceStatus(facts, judge(facts, now=now, holidays=holidays, grace=grace))
-        for facts in summary.sources
-    ]
 
 
 def judge(

@@ -24,7 +24,6 @@ from sqlmodel import Session, col, select
 
 from core.db import Db
 from core.follows.fanout import receives_matches
-from core.follows.reasons import hit_data, reasons_from_data
 from core.models import (
     Digest,
     DigestState,
@@ -36,6 +35,7 @@ from core.models import (
     SubscriberStatus,
     UTCDateTime,
 )
+from core.reasons import hit_data, reasons_from_data
 
 # The channel recorded on an issue's digest; no notifier serves it.
 ISSUE_CHANNEL = "newsletter"

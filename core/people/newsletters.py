@@ -18,7 +18,7 @@ from core.channel import NEWSLETTER_CHANNEL, NEWSLETTER_NAME, normalise_address
 from core.db import Database
 from core.follows import match_records
 from core.follows.query import parse
-from core.i18n.languages import N_, Listed, Phrase, Worded
+from core.languages import N_, Listed, Phrase, Worded
 from core.models import Newsletter, Subscriber, utcnow
 from core.people import newsletter_records
 from core.people.newsletter_records import Issue, NewsletterInfo

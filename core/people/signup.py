@@ -29,7 +29,7 @@ from core.channel import channel_of, normalise_address
 from core.db import Database
 from core.follows import subscriber_records
 from core.follows.query import parse
-from core.i18n.languages import N_, Phrase, Refusal, check_language, normalize_language
+from core.languages import N_, Phrase, Refusal, check_language, normalize_language
 from core.models import Newsletter, Subscriber, SubscriberStatus, utcnow
 from core.people import newsletters, signup_records, tokens
 from core.people.signup_records import Claim, PendingContent, PendingView
@@ -217,7 +217,7 @@ def mail_not_sent(db: Database, outcome: SignupOutcome) -> None:
 
 
 def _language(code: str | None) -> str | None:
-    """One of core.i18n.languages.LANGUAGES for a sign-up's language code, None for none; ValueError for
+    """One of core.languages.LANGUAGES for a sign-up's language code, None for none; ValueError for
     others."""
     if code is None or not code.strip():
         return None

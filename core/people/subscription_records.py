@@ -33,9 +33,9 @@ from sqlmodel import Session, col, select
 
 from core.channel import split_address
 from core.db import Db
-from core.delivery.ledger_sent import OLDEST_FIRST, sent_items
 from core.follows.file import SubscriberOptions
 from core.follows.follow_file_records import ImportCounts, write_follows
+from core.ledger.ledger_sent import OLDEST_FIRST, sent_items
 from core.models import (
     Digest,
     DigestState,
@@ -159,7 +159,7 @@ class Restored:
 # Export and import of one subscription on one store.
 def read(db: Db, address: str) -> Stored | None:
     """The subscriber at ``address`` with its follows (in their order), the names of its newsletters
-    and what it was sent (``core.delivery.ledger_sent``, oldest first); None when there is none."""
+    and what it was sent (``core.ledger.ledger_sent``, oldest first); None when there is none."""
     with db.session() as session:
         subscriber = session.exec(select(Subscriber).where(col(Subscriber.address) == address)).first()
         if subscriber is None or subscriber.id is None:

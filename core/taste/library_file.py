@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from core.follows.normalise import words
-from core.i18n.languages import N_, Phrase
+from core.languages import N_, Phrase
 from core.taste.library_file_bibtex import BIBTEX_BLOCK, read_bibtex
 from core.taste.library_file_csl import read_csl
 from core.taste.library_file_entries import (

@@ -17,7 +17,7 @@ from bibtexparser.entrypoint import parse_string
 from bibtexparser.middlewares.enclosing import REMOVED_ENCLOSING_KEY, RemoveEnclosingMiddleware
 from bibtexparser.model import Entry, ImplicitComment, ParsingFailedBlock
 
-from core.i18n.languages import N_, Phrase
+from core.languages import N_, Phrase
 from core.taste.library_file_entries import (
     EXPORT,
     EntryProblem,

@@ -11,8 +11,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from core.i18n.languages import N_, Phrase
 from core.json_input import JSONReader, TooDeep
+from core.languages import N_, Phrase
 from core.taste.library_file_entries import (
     EXPORT,
     EntryProblem,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.follows.normalise import strip_tex
-from core.i18n.languages import N_, Phrase, Translator, Worded
+from core.languages import N_, Phrase, Translator, Worded
 from core.taste.library_ids import arxiv_id_in, bare_arxiv_id, doi_in_url, normalise_doi
 
 # A Zotero export with abstracts runs to about 1.8 KB an entry, so 5 MB hold some 2,700 papers (without

@@ -11,7 +11,7 @@ from typing import Any
 
 import rispy
 
-from core.i18n.languages import N_, Phrase
+from core.languages import N_, Phrase
 from core.taste.library_file_entries import (
     EntryProblem,
     LibraryEntry,

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from functools import partial
 
 from core.db import Database
-from core.i18n.languages import N_, Phrase
+from core.languages import N_, Phrase
 from core.models import utcnow
 from core.papers import paper_records
 from core.papers.pipeline import PaperLookup

@@ -16,7 +16,7 @@ a one-shot ``papertrail ingest``. One pass (:func:`recommend_new`), a batch of p
    scoring at least :data:`core.taste.model.DEFAULT_THRESHOLD`, best first, up to its room: ``recommend``
    (N) less its recommendations not sent yet, so a digest holds at most N.
 4. Each pick's reasons (:func:`core.taste.model.explain`: the closest liked paper, the strongest shared
-   terms) are stored with its score (:func:`core.follows.reasons.recommendation_hit`); the rows and the
+   terms) are stored with its score (:func:`core.reasons.recommendation_hit`); the rows and the
    cursor's
    advance go in one transaction (:func:`core.taste.recommend_records.write`).
 
@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING
 
 from core.db import Database
 from core.follows import match_records
-from core.follows.reasons import LIKED, SHARED, Reason, reason, recommendation_hit
 from core.models import utcnow
+from core.reasons import LIKED, SHARED, Reason, reason, recommendation_hit
 from core.taste import recommend_records, taste_records
 from core.taste.recommend_records import ModelOf, NewPaper, PaperBatch, RecommendationRow
 
@@ -79,7 +79,7 @@ class PassReport:
 
 @dataclass(frozen=True, slots=True)
 class Recommendation:
-    """A paper a model picked, with its score and reasons (:data:`core.follows.reasons.LIKED`, ``SHARED``)."""
+    """A paper a model picked, with its score and reasons (:data:`core.reasons.LIKED`, ``SHARED``)."""
 
     arxiv_id: str
     version_id: int

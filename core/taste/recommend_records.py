@@ -31,8 +31,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from core.db import Db
 from core.db_ids import id_conditions
-from core.delivery.ledger_records import recommended_expression, unsent_condition
 from core.follows.fanout import receives_matches
+from core.ledger.ledger_records import recommended_expression, unsent_condition
 from core.models import (
     LibrarySeed,
     Match,
@@ -87,7 +87,7 @@ class ModelOf:
 @dataclass(frozen=True, slots=True)
 class RecommendationRow:
     """One recommendation to write: a Match row without a follow; ``hit`` is its stored reasons entry
-    (:func:`core.follows.reasons.recommendation_hit`)."""
+    (:func:`core.reasons.recommendation_hit`)."""
 
     subscriber_id: int
     version_id: int

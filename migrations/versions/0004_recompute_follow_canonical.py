@@ -10,7 +10,7 @@ and logs why). If two follows of one subscriber now share a form, the older one 
 removed: they would match exactly the same papers.
 
 The follow language below is a frozen copy, on purpose, of what the normal form needs from core.follows
-(query_parse, query_nodes, normalise, taxonomy) and core.papers.tex_accents as they stood when this
+(query_parse, query_nodes, normalise, taxonomy) and core.tex_accents as they stood when this
 migration's copy was taken: a migration carries its own logic, so that it does the same thing whatever the
 application's code becomes (tests/test_migration_data.py checks that it agrees with the application today).
 It keeps only what decides the normal form and whether a follow parses: no error messages, no matching.
@@ -33,7 +33,7 @@ depends_on = None
 
 # ---- Frozen copy of the follow language's normal form, not to be edited. ----
 
-# From core.papers.tex_accents.
+# From core.tex_accents.
 
 # Accents written with a punctuation control symbol: \'e, \"{o}, \.Z. Values are combining characters, so
 # NFC composes the precomposed letter when Unicode has one and keeps base + mark when it does not.
@@ -306,7 +306,7 @@ def _control(m: re.Match[str]) -> str:
 def strip_tex(s: str) -> str:
     """Remove TeX markup from a title or abstract, keeping the words a reader sees.
 
-    TeX accents are decoded first (:func:`core.papers.tex_accents.decode_tex`:
+    TeX accents are decoded first (:func:`core.tex_accents.decode_tex`:
     ``Schr\\"odinger`` -> ``Schrödinger``).
     Math (``$...$``, ``$$...$$``, ``\\(...\\)``, ``\\[...\\]``, ``\\begin{equation}`` and its kin) becomes a
     space unless it is plain text such as ``$k$`` or ``$_2$``, which stays in place (see ``_math``). Styling

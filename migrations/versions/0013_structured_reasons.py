@@ -33,7 +33,7 @@ down_revision = "0012"
 branch_labels = None
 depends_on = None
 
-# The English forms core.follows.reasons gives each field, most specific prefix first.
+# The English forms core.reasons gives each field, most specific prefix first.
 _PREFIXES = (
     ("title: ", "title"),
     ("abstract: ", "abstract"),
@@ -114,7 +114,9 @@ def upgrade() -> None:
 def downgrade() -> None:
     with op.batch_alter_table("match", schema=None) as batch_op:
         batch_op.create_index("ix_match_subscriber_id", ["subscriber_id"], unique=False)
-    _convert(lambda new: [text for hit in new for text in (_english(hit) if isinstance(hit, dict) else [hit])])
+    _convert(
+        lambda new: [text for hit in new for text in (_english(hit) if isinstance(hit, dict) else [hit])]
+    )
     with op.batch_alter_table("follow", schema=None) as batch_op:
         batch_op.drop_index("ix_follow_canonical")
     op.drop_table("query_match")

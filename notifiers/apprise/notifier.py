@@ -20,7 +20,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from core.channel import DeliveryError
 from core.config_edges import AppriseSettings
-from core.delivery.escaping import one_line
+from core.escaping import one_line
 from core.values import Message, SendResult
 from notifiers.public_address import public_addresses
 

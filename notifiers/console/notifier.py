@@ -6,7 +6,7 @@ import sys
 from typing import ClassVar, TextIO
 
 from core.channel import DeliveryError
-from core.delivery.escaping import strip_control
+from core.escaping import strip_control
 from core.values import Message, SendResult
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from core.channel import Notifier, NotifierParts
-from core.i18n.languages import N_, Phrase, Refusal
+from core.languages import N_, Phrase, Refusal
 from core.people.masking import mask_text
 
 if TYPE_CHECKING:

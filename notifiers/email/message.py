@@ -19,8 +19,8 @@ from urllib.parse import quote, urlsplit
 import css_inline
 
 from core.channel import DeliveryError
-from core.delivery.escaping import one_line
-from core.i18n.languages import DEFAULT_LANGUAGE, LANGUAGE_TAGS
+from core.escaping import one_line
+from core.languages import DEFAULT_LANGUAGE, LANGUAGE_TAGS
 from core.values import Message
 
 # Bodies are encoded with the usual 78-character lines and 7-bit transfer encodings (quoted-printable

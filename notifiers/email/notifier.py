@@ -28,7 +28,7 @@ from typing import ClassVar, TypeVar
 
 from core.channel import DeliveryError, accepted_recorder
 from core.config_edges import SmtpSettings
-from core.delivery.escaping import one_line
+from core.escaping import one_line
 from core.values import Message, SendResult
 from notifiers.email.message import build_mail, wire_bytes
 from notifiers.email.session import open_session, translate

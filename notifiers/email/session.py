@@ -15,7 +15,7 @@ from typing import Any
 
 from core.channel import DeliveryError
 from core.config_edges import SmtpSettings
-from core.delivery.escaping import one_line
+from core.escaping import one_line
 
 
 def open_session(factory: Callable[[], smtplib.SMTP], settings: SmtpSettings, where: str) -> smtplib.SMTP:

@@ -19,7 +19,7 @@ from typing import Any
 from core.channel import pack_blocks
 from core.delivery.chat_buttons import DISLIKE_LABEL, LIKE_LABEL, SLACK_DISLIKE_ACTION, SLACK_LIKE_ACTION
 from core.delivery.render import PART, escape_mrkdwn
-from core.i18n.languages import translator
+from core.languages import translator
 from core.values import DigestItem, Message
 
 # Slack's Block Kit limits.

@@ -65,7 +65,7 @@ from core import replay_records
 from core.config_edges import SlackBotSettings
 from core.db import Database
 from core.follows import subscriber_records
-from core.i18n.languages import LANGUAGES, N_, Translator, reader_language, translator
+from core.languages import LANGUAGES, N_, Translator, reader_language, translator
 from core.models import SubscriberStatus, utcnow
 from notifiers.slack.chat_format import RUN_ACTION, UNFOLLOW_ACTION, VOTE_ACTIONS, home_view, reply_message
 from notifiers.slack.chat_workspace import Conversation, SlackChannel, SlackUser, Workspace, chat_context, why

@@ -19,7 +19,7 @@ from bot.commands_follows import FOLLOWS_PER_PAGE
 from bot.commands_table import command_list
 from core.delivery.chat_buttons import SLACK_VOTE_ACTIONS
 from core.delivery.render import escape_mrkdwn
-from core.i18n.languages import Translator, translator
+from core.languages import Translator, translator
 
 # Slack's Block Kit limits.
 MAX_SECTION_CHARS = 3000

@@ -23,8 +23,8 @@ from slack_sdk.webhook.webhook_response import WebhookResponse
 
 from core.channel import DeliveryError
 from core.config_edges import SlackWebhookSettings
-from core.delivery.escaping import one_line
 from core.delivery.rate_limit import RateLimit
+from core.escaping import one_line
 from core.values import Message, SendResult
 from notifiers.ratelimit import RateLimiter
 from notifiers.slack.blocks import SlackPayload, build_payloads

@@ -52,8 +52,8 @@ from telegram.ext import (
 from bot.commands_table import COMMANDS
 from core.config_edges import TelegramBotSettings
 from core.db import Database
-from core.i18n.languages import LANGUAGES, translator
 from core.json_input import JSONLimitError, JSONReader
+from core.languages import LANGUAGES, translator
 from core.models import utcnow
 from notifiers.ratelimit import RateLimiter
 from notifiers.telegram.chat_handlers import ChatHandlers, Context

@@ -44,7 +44,7 @@ from bot.commands_votes import press_vote
 from core.config_edges import ChatSettings
 from core.db import Database
 from core.follows import subscriber_records
-from core.i18n.languages import DEFAULT_LANGUAGE, N_, Translator, translator
+from core.languages import DEFAULT_LANGUAGE, N_, Translator, translator
 from core.models import SubscriberStatus
 from notifiers.ratelimit import RateLimiter
 from notifiers.telegram.chat_render import (

@@ -20,7 +20,7 @@ import telegram
 
 from core.channel import pack_blocks
 from core.delivery.chat_buttons import DISLIKE_LABEL, LIKE_LABEL, Action, callback_data, vote_data
-from core.i18n.languages import translator
+from core.languages import translator
 from core.values import DigestItem, Message, versioned_id
 
 MAX_LENGTH = 4096

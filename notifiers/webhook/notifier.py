@@ -26,7 +26,7 @@ import httpx
 
 from core.channel import DeliveryError
 from core.config_edges import WebhookSettings
-from core.delivery.escaping import one_line
+from core.escaping import one_line
 from core.retry_after import retry_after_seconds
 from core.values import Message, SendResult
 from notifiers.public_address import host_allowed, is_ip, parse_url, public_addresses

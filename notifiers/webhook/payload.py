@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from core.delivery.escaping import one_line, strip_control
 from core.delivery.receipt_text import source_name
+from core.escaping import one_line, strip_control
 from core.papers.citations import bibtex_url
 from core.values import DigestItem, Message, Receipt, VoteLinks
 

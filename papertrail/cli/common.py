@@ -53,7 +53,7 @@ def count_of(count: int, singular: str, plural: str | None = None, *, grouped: b
 
     The command line speaks English to the operator; readers' messages go through the catalogs' ngettext.
     """
-    from core.i18n.english import counted
+    from core.english import counted
 
     return counted(count, singular, plural, grouped=grouped)
 
@@ -235,7 +235,7 @@ def language_option(value: str | None) -> str | None:
     """``--language``: en or zh (codes such as zh-CN accepted); exit 2 naming the choices otherwise."""
     if value is None:
         return None
-    from core.i18n.languages import LANGUAGES, normalize_language
+    from core.languages import LANGUAGES, normalize_language
 
     chosen = normalize_language(value)
     if chosen is None:

@@ -252,7 +252,7 @@ def retry(
 ) -> None:
     """Re-queue dead-lettered digests (they gave up after PAPERTRAIL_DELIVERY_MAX_ATTEMPTS failures)."""
     from core.channel import normalise_address
-    from core.delivery import outcome_records
+    from core.ledger import outcome_records
 
     with store_context() as ctx:
         try:

@@ -484,7 +484,7 @@ def summary(name: str, read: LibraryRead, report: LibraryReport) -> str:
 def problem_line(name: str, problem: EntryProblem) -> str:
     """``FILE:LINE: entry KEY: reason``, in English (the command line speaks to the operator); the key
     and reason come from the reader's file, so control characters are taken out before they print."""
-    from core.delivery.escaping import strip_control
+    from core.escaping import strip_control
 
     where = name if problem.line is None else f"{name}:{problem.line}"
     key = f" entry {strip_control(problem.key)}:" if problem.key else ""

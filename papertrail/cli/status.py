@@ -21,7 +21,7 @@ from papertrail.cli.common import alarm_line, count_of, err, explain, fail, iso,
 from papertrail.service.source_names import SOURCE_NAMES
 
 if TYPE_CHECKING:
-    from core.papers.status import SourceStatus
+    from core.overview.status import SourceStatus
 
 
 # This family's commands and groups: a sub-app, which papertrail/cli/app.py adds to the root app.
@@ -31,9 +31,9 @@ app = typer.Typer()
 @app.command()
 def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
     """Papers stored; new papers, revisions and AI-related papers in the last 24 h; health of each source."""
-    from core.delivery import ledger_records
+    from core.ledger import ledger_records
+    from core.overview.status import source_statuses
     from core.papers import paper_records
-    from core.papers.status import source_statuses
     from core.people.masking import mask_address, mask_text
     from papertrail.service.channels import CHANNELS
     from papertrail.service.ingest_claim import status_summary
@@ -278,8 +278,8 @@ def try_command(
     limit: Annotated[int, typer.Option(min=1, help="Show at most this many.")] = 20,
 ) -> None:
     """Show which stored papers of the last N days a query would have matched, and why."""
-    from core.follows.manage import try_query
     from core.follows.query import QueryError
+    from core.papers.query_trial import try_query
 
     with store_context() as ctx:
         try:

@@ -127,7 +127,7 @@ def likes(
     limit: Annotated[int, typer.Option(min=1, help="Show at most this many, newest first.")] = 50,
 ) -> None:
     """List a subscriber's votes, newest first, with how many papers it liked and disliked."""
-    from core.i18n.english import counted
+    from core.english import counted
     from core.people.masking import mask_address
     from core.taste import taste_records
     from core.taste.votes import votes

@@ -19,7 +19,7 @@ from __future__ import annotations
 from urllib.parse import quote
 
 from core.channel import DeliveryError, split_address
-from core.i18n.languages import reader_language, translator
+from core.languages import reader_language, translator
 from core.people import tokens
 from core.people.signup import SignupOutcome, SignupState, confirm_token, mail_not_sent
 from papertrail.service.context import AppContext

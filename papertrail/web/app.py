@@ -55,14 +55,14 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from core.guides import guide_records
-from core.i18n.languages import Translator, listing, translator
+from core.languages import Translator, listing, translator
 from core.models import utcnow
 from core.overview import dashboard_records
+from core.overview.status import SourceStatus
 from core.papers import paper_records
 from core.papers.citations import highwire_tags
 from core.papers.health import Health
 from core.papers.revisions import history
-from core.papers.status import SourceStatus
 from core.values import DayCounts
 from papertrail.service.context import SOURCE_NAMES, AppContext
 from papertrail.web.bibtex import BibtexRoutes

@@ -2,7 +2,7 @@
 
 No markup is ever built from strings: every title, abstract, author name and guide is a text node or an
 attribute value, escaped by the serializer. Before that, each text loses the control and bidi-override
-characters the pages strip (core.delivery.escaping.strip_control) and any character XML 1.0 cannot carry
+characters the pages strip (core.escaping.strip_control) and any character XML 1.0 cannot carry
 (U+FFFE, U+FFFF, lone surrogates), so no stored value can make the document ill-formed.
 
 Entry content is XHTML (``type="xhtml"``, RFC 4287 section 3.1.1.3): a ``div`` of paragraphs, each
@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 
 from lxml import etree
 
-from core.delivery.escaping import strip_control
+from core.escaping import strip_control
 
 ATOM_NS = "http://www.w3.org/2005/Atom"
 XHTML_NS = "http://www.w3.org/1999/xhtml"

@@ -7,7 +7,7 @@
   suffix dropped, old-style ids keep their slash (``/papers/hep-th/9901001.bib``). A paper PaperTrail has
   not seen, or knows only from a community pick (no arXiv metadata yet), is a 404 page.
 * ``GET /manage/{token}/papers.bib``: behind the manage link's token, one entry per paper that a sent
-  digest of the subscriber carried (``core.delivery.ledger_sent``), the most recently sent first, at most
+  digest of the subscriber carried (``core.ledger.ledger_sent``), the most recently sent first, at most
   :data:`MAX_HISTORY_PAPERS`; streamed a page of the ledger at a time. Its ``@comment`` lines are in the
   reader's language; the entries are data and never translated. Not cached, not referred (like the manage
   page). Only what digests carried: the papers a subscriber liked are the next file.
@@ -25,8 +25,8 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from core.db import Database
-from core.delivery.ledger_sent import NEWEST_FIRST, sent_items
-from core.i18n.languages import Translator
+from core.languages import Translator
+from core.ledger.ledger_sent import NEWEST_FIRST, sent_items
 from core.models import Subscriber, Version
 from core.papers import paper_records
 from core.papers.citations import MAX_HISTORY_PAPERS, MEDIA_TYPE, entry, file_name
@@ -144,7 +144,7 @@ class BibtexRoutes:
 
 def _sent_papers(db: Database, subscriber_id: int, *, limit: int) -> Iterator[Version]:
     """The newest stored version of each paper the subscriber was sent, at most ``limit``: the papers in the
-    order of their most recent sending (what was sent is ``core.delivery.ledger_sent``'s), each once,
+    order of their most recent sending (what was sent is ``core.ledger.ledger_sent``'s), each once,
     whichever of its versions were sent (a paper sent as v1 and again as v3 is one entry, its newest stored
     version). Read :data:`HISTORY_CHUNK` papers at a time, each chunk's ledger pages and versions in short
     transactions.

@@ -19,7 +19,7 @@ from starlette.routing import Route
 
 from core.follows.search_text import SearchError, compile_search
 from core.guides import guide_records
-from core.i18n.languages import Translator, listing, translator
+from core.languages import Translator, listing, translator
 from core.papers import browser_records
 from core.papers.browser_records import (
     MAX_CATEGORY,

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 
-from core.i18n.english import counted
+from core.english import counted
 from core.values import DayCounts
 
 # Colours with enough contrast on white and on the page's dark background; text says what each is too.

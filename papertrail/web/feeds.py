@@ -39,14 +39,14 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from core.delivery import feed_records
-from core.delivery.escaping import strip_control
 from core.delivery.feed_links import PRIVATE_FEED_PREFIX, query_feed_url
 from core.delivery.feed_records import FeedVersion
 from core.delivery.feeds import PRIVATE_FEED_ENTRIES, QUERY_FEED_ENTRIES, FeedRevoked, feed_subscriber
 from core.delivery.render import changes_text, reasons_text, short_authors
+from core.escaping import strip_control
 from core.follows.query import QueryError, parse
 from core.follows.search_text import SearchError, compile_search
-from core.i18n.languages import LANGUAGE_TAGS, Translator, normalize_language, translator
+from core.languages import LANGUAGE_TAGS, Translator, normalize_language, translator
 from core.models import Subscriber
 from core.people import tokens
 from papertrail.service.context import AppContext

@@ -23,8 +23,8 @@ from core.db import Database
 from core.guides import guide_records
 from core.overview import dashboard_records
 from core.overview.dashboard_records import StatusSummary
+from core.overview.status import SourceStatus, source_statuses
 from core.papers.health import Health
-from core.papers.status import SourceStatus, source_statuses
 from papertrail.service.ingest_claim import status_summary
 from papertrail.service.redact import SecretRedactor, secrets_of
 

@@ -4,7 +4,7 @@ language, and the response headers.
 Every value a template prints is escaped (autoescape for ``.html.j2``) after control and bidi-override
 characters are stripped, as in :mod:`core.delivery.render`: titles, abstracts, author names, source errors, AI
 guides and search terms come from outside and can never add markup to a page. Values filled into a
-translated sentence pass the same finalize and escaping (:func:`core.i18n.languages.install_jinja`).
+translated sentence pass the same finalize and escaping (:func:`core.languages.install_jinja`).
 
 The language of a page (:class:`Reader`): a ``lang`` query parameter wins and is remembered in the
 ``papertrail_lang`` cookie; else that cookie; else, on the pages of a subscriber's signed link, the
@@ -27,9 +27,9 @@ import markupsafe
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from core.delivery.escaping import strip_control
 from core.delivery.render import CHANGE_LABELS, short_authors, shorten
-from core.i18n.languages import (
+from core.escaping import strip_control
+from core.languages import (
     DEFAULT_LANGUAGE,
     LANGUAGE_NAMES,
     LANGUAGE_TAGS,
@@ -278,7 +278,7 @@ _STALE = re.compile(
 
 
 # The run notes of core.papers.pipeline, one pattern and message per kind; a note joins its parts with "; ".
-# Notes say "1 version" / "3 versions" (core.i18n.english.counted); runs stored before that say "version(s)",
+# Notes say "1 version" / "3 versions" (core.english.counted); runs stored before that say "version(s)",
 # so a noun's ending matches all three. The msgids keep "(s)": they are the catalogs' keys, and English
 # readers see the stored note as it is.
 _S = r"(?:s|\(s\))?"

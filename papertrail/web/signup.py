@@ -32,7 +32,7 @@ from starlette.routing import Route
 
 from core.channel import DeliveryError
 from core.follows.query import QueryError
-from core.i18n.languages import normalize_language, said
+from core.languages import normalize_language, said
 from core.people import newsletter_records, tokens
 from core.people.signup import (
     RESEND_AFTER,

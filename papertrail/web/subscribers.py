@@ -50,7 +50,7 @@ from core.delivery.feeds import private_feed_url, renew_private_feed
 from core.follows import subscriber_records
 from core.follows.manage import follow
 from core.follows.query import QueryError
-from core.i18n.languages import LANGUAGES, N_, listing, normalize_language, said
+from core.languages import LANGUAGES, N_, listing, normalize_language, said
 from core.models import Follow, Newsletter, Subscriber, SubscriberStatus
 from core.papers.citations import MAX_HISTORY_PAPERS
 from core.people import newsletter_records, tokens

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
-from core.i18n.languages import N_, Translator
-from core.people.timezones import abbreviation
+from core.languages import N_, Translator
+from core.timezones import abbreviation
 
 # Zones whose letters are ambiguous or missing (Asia/Shanghai and Asia/Taipei both say CST, Singapore
 # says +08), named as their readers name them. Keyed by the name the operator wrote, so the tz

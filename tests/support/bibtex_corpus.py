@@ -9,7 +9,7 @@ from pybtex.bibtex.utils import split_name_list
 from pybtex.database import BibliographyData
 from pybtex.database.input.bibtex import Parser
 
-from core.delivery.escaping import strip_control
+from core.escaping import strip_control
 from core.values import PaperIn
 from ingest.arxiv_api_parse import parse_api
 from ingest.arxiv_oai_parse import parse_oai
@@ -17,7 +17,7 @@ from ingest.arxiv_rss_parse import parse_feed
 from ingest.snapshot_parse import SnapshotRecord, iter_snapshot, open_snapshot
 from tests.conftest import BIG_FEED, CORPUS
 
-# Math as core.papers.tex_accents leaves it in stored text; the escapes core.papers.citations documents for
+# Math as core.tex_accents leaves it in stored text; the escapes core.papers.citations documents for
 # everything else.
 _MATH = r"\$\$.+?\$\$|\$[^$]+?\$|\\\(.*?\\\)|\\\[.*?\\\]"
 

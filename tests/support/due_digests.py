@@ -6,8 +6,8 @@ import sqlalchemy as sa
 from sqlmodel import SQLModel
 
 from core.db import Database
-from core.follows.reasons import CATEGORY, Reason, hit_data
 from core.models import utcnow
+from core.reasons import CATEGORY, Reason, hit_data
 
 # SQLModel tables as SQLAlchemy Core tables, for bulk inserts.
 PAPER, VERSION, SUBSCRIBER, MATCH, DIGEST = (

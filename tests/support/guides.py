@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 from core.config import Settings
 from core.db import Database
 from core.follows import subscriber_records
-from core.follows.reasons import TITLE, Reason
 from core.papers import paper_records
+from core.reasons import TITLE, Reason
 from core.values import PaperIn
 from tests.fakes.openai_api import (
     FakeOpenAI,

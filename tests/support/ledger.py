@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from core.db import Database
+from core.follows.index import match_new
 from core.follows.manage import follow
 from core.papers import paper_records
-from core.papers.pipeline import match_new
 from core.values import Message, PaperIn, SendResult
 
 

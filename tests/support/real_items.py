@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.follows.reasons import CATEGORY, Reason
+from core.reasons import CATEGORY, Reason
 from core.values import DigestItem
 from ingest.arxiv_rss_parse import parse_feed
 from tests.conftest import BIG_FEED

@@ -6,7 +6,7 @@ import functools
 from html.parser import HTMLParser
 
 from core.delivery.render import Renderer
-from core.follows.reasons import AUTHOR, TITLE, Reason
+from core.reasons import AUTHOR, TITLE, Reason
 from core.values import DigestItem, Message, Receipt
 from tests.fakes.telegram_api import (
     parse_html,

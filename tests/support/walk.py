@@ -49,7 +49,7 @@ from sqlalchemy.engine import Engine
 from core.config import Settings
 from core.delivery.digests import send_due_digests
 from core.follows.manage import follow
-from core.follows.reasons import Reason
+from core.reasons import Reason
 from core.values import DigestItem, Message, PaperIn
 from papertrail.service.context import build_context
 from papertrail.service.runtime import Jobs

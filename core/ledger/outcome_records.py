@@ -1,6 +1,6 @@
 """Recording how a send went: sent (with its matches, in one transaction), a retry, a refusal (which pauses
-the subscriber), and requeueing dead digests; ``core.delivery.outcome_records``. The rules are
-core.delivery.ledger_records's.
+the subscriber), and requeueing dead digests; ``core.ledger.outcome_records``. The rules are
+core.ledger.ledger_records's.
 
 Talks to the database through the store's ORM session (``db.session()``), one transaction per method.
 """
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from core.db import Db
-from core.delivery.ledger_records import rowcount
+from core.ledger.ledger_records import rowcount
 from core.models import (
     Digest,
     DigestState,

@@ -18,7 +18,7 @@ from functools import cache
 from pathlib import Path
 from zoneinfo import TZPATH, ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from core.i18n.languages import N_, Phrase
+from core.languages import N_, Phrase
 
 # The areas of the current tz database. Names outside them (US/Eastern, Etc/GMT+3, CET) are accepted when
 # typed exactly but never suggested: they are legacy links or fixed offsets.

@@ -1,6 +1,6 @@
 """Workers claiming digests (``SELECT ... FOR UPDATE SKIP LOCKED`` and a lease), and loading the items of
-the digests they claimed; ``core.delivery.claim_records``. The ledger's rules are
-core.delivery.ledger_records's docstring.
+the digests they claimed; ``core.ledger.claim_records``. The ledger's rules are
+core.ledger.ledger_records's docstring.
 
 Talks to the database through the store's session (``db.session()``): ORM reads, Core guarded updates.
 """
@@ -15,9 +15,8 @@ import sqlalchemy as sa
 from sqlmodel import col, select
 
 from core.db import Db
-from core.delivery.ledger_items import follow_queries, items_of, slices, upvotes_of
-from core.delivery.ledger_records import ClaimedDigest, RankedMatch, rowcount
-from core.follows.reasons import reasons_from_data, recommended_score
+from core.ledger.ledger_items import follow_queries, items_of, slices, upvotes_of
+from core.ledger.ledger_records import ClaimedDigest, RankedMatch, rowcount
 from core.models import (
     Digest,
     DigestState,
@@ -26,6 +25,7 @@ from core.models import (
     Version,
 )
 from core.papers.revisions import changes_of
+from core.reasons import reasons_from_data, recommended_score
 from core.values import DigestItem
 
 

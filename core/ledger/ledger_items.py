@@ -2,8 +2,8 @@
 (upvotes, follow queries, and what each revision changed from core.papers.revisions), each a few statements
 in slices.
 
-Functions over the caller's ORM session (its transaction); used by ``core.delivery.ledger_records`` and
-``core.delivery.claim_records``.
+Functions over the caller's ORM session (its transaction); used by ``core.ledger.ledger_records`` and
+``core.ledger.claim_records``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from typing import TypeVar
 import sqlalchemy as sa
 from sqlmodel import Session, col
 
-from core.follows.reasons import reasons_from_data, recommended_score
 from core.models import (
     CommunityPickRow,
     Follow,
@@ -22,6 +21,7 @@ from core.models import (
     Version,
 )
 from core.papers.revisions import changes_of
+from core.reasons import reasons_from_data, recommended_score
 from core.values import DigestItem
 
 # Values per IN list. PostgreSQL binds at most 65,535 values in one statement and SQLite 32,766; a batch of

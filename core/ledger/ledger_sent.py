@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any, cast
 import sqlalchemy as sa
 from sqlmodel import col
 
-from core.follows.reasons import Reason, reasons_from_data
 from core.models import Digest, DigestState, Match, Version
+from core.reasons import Reason, reasons_from_data
 
 if TYPE_CHECKING:
     from core.db import Database

@@ -1,8 +1,8 @@
 """The delivery ledger's SQL: planning digests, claiming them across workers, and recording outcomes.
 
-``core.delivery.ledger_records`` (this module: planning digests and heartbeats, and reading what waits),
-``core.delivery.claim_records`` (core.delivery.claim_records: workers claiming digests and loading their
-items) and ``core.delivery.outcome_records`` (core.delivery.outcome_records: recording how a send went). Each
+``core.ledger.ledger_records`` (this module: planning digests and heartbeats, and reading what waits),
+``core.ledger.claim_records`` (core.ledger.claim_records: workers claiming digests and loading their
+items) and ``core.ledger.outcome_records`` (core.ledger.outcome_records: recording how a send went). Each
 talks to the database through the store's session (``db.session()``): ORM rows for single digests, Core
 statements for the guarded updates. Kept apart from the rest of the store because it must be safe with several
 worker processes at once. The rules:
@@ -31,9 +31,8 @@ import sqlalchemy as sa
 from sqlmodel import col, select
 
 from core.db import Db
-from core.delivery.ledger_items import items_of
 from core.follows import match_records
-from core.follows.reasons import Reason
+from core.ledger.ledger_items import items_of
 from core.models import (
     Digest,
     DigestState,
@@ -43,6 +42,7 @@ from core.models import (
     UTCDateTime,
     Version,
 )
+from core.reasons import Reason
 from core.values import DigestItem
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ class RankedMatch:
     """A claimed digest's match with only what ranking it needs: no title, abstract or author list.
 
     A digest shows at most ``PAPERTRAIL_DIGEST_MAX_ITEMS`` of its (often hundreds of) matches; the worker
-    ranks these and loads full items (:func:`core.delivery.claim_records.match_items`) for the shown
+    ranks these and loads full items (:func:`core.ledger.claim_records.match_items`) for the shown
     ones only.
     """
 
@@ -453,7 +453,7 @@ def _nothing_to_send(not_since: datetime) -> tuple[sa.ColumnElement[bool], ...]:
 def recommended_expression() -> sa.ColumnElement[Any]:
     """SQL: the score of a learned recommendation's Match row, NULL for any other row.
 
-    A recommendation's row holds exactly one hit, ``core.follows.reasons.recommendation_hit`` (the pass that
+    A recommendation's row holds exactly one hit, ``core.reasons.recommendation_hit`` (the pass that
     writes
     them inserts new rows only, and a follow's fan-out never adds a hit to an existing row), so the score
     is read from the first hit: ``json_extract`` on SQLite, ``#>>`` on PostgreSQL. Counting it (``count``

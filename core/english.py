@@ -1,7 +1,7 @@
 """English wording of counts for the text PaperTrail writes in English only.
 
 The operator's command line, the run notes stored with each source run, and the chart's description are
-English by design (readers' text goes through the catalogs' ``ngettext`` instead, core.i18n.languages). They
+English by design (readers' text goes through the catalogs' ``ngettext`` instead, core.languages). They
 say
 "1 version" and "3 versions", never "version(s)" (issue 16, bug 9).
 """

@@ -1,1 +1,0 @@
-"""Languages: the translations and the wording of counts."""
