@@ -1,4 +1,4 @@
-"""The chaos suite (issue 14): exactly once under crashes, races and hostile mail servers.
+"""The chaos suite: exactly once under crashes, races and hostile mail servers.
 
 Each trial ingests the recorded arXiv day (``tests/corpus/arxiv-rss/aioarxiv_rss_mock_feed.xml``, 1,504
 items, served from 127.0.0.1) for a population of instant email subscribers into a fresh database
@@ -206,7 +206,7 @@ class TrialResult:
 
 
 # ------------------------------------------------------------------------------------------------------------
-# The alarm a server-wide SMTP refusal must raise (issue 14, defect 3).
+# The alarm a server-wide SMTP refusal must raise.
 
 
 def read_alarm(env: dict[str, str], folder: Path) -> bool | None:
@@ -816,7 +816,7 @@ def totals_table(results: Sequence[TrialResult]) -> str:
 
 
 def verdicts(results: Sequence[TrialResult]) -> list[str]:
-    """Issue 14's targets, one line each per database: PASS or FAIL with the figure."""
+    """The chaos suite's targets, one line each per database: PASS or FAIL with the figure."""
     lines = []
     for db in sorted({r.database for r in results}):
         mine = [r for r in results if r.database == db]

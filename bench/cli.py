@@ -1,4 +1,4 @@
-"""Benchmark: the start-up cost of each ``papertrail`` command (issue 16), against ``import typer``.
+"""Benchmark: the start-up cost of each ``papertrail`` command, against ``import typer``.
 
 Each command runs as a fresh process (``python -m papertrail ...`` from this checkout), as a user runs it.
 Its CPU time (user + system, from ``resource.getrusage(RUSAGE_CHILDREN)`` deltas around the child) and its
@@ -12,7 +12,7 @@ its ``--help`` and a command's ``--help`` (typer loads rich and markdown-it to p
 convert a command's parameters), and ``import typer, pydantic_settings, sqlmodel``: the libraries no
 command that reads the settings and opens the store can do without.
 
-Targets (issue 16): ``--help`` and ``follow --help`` at most 2 x the baseline's CPU time; ``follow``,
+Targets: ``--help`` and ``follow --help`` at most 2 x the baseline's CPU time; ``follow``,
 ``follows``, ``status`` and ``try`` on a populated SQLite store at most 4 x.
 
 The store is populated once, in a temporary directory, through the real CLI: two follows, then

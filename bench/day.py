@@ -23,7 +23,7 @@ batches of
    (``finish_sent``). The notifiers send nothing: each one accepts the rendered message and returns at
    once, so this stage is database work plus rendering. The
    time spent inside ``Renderer.render`` is measured on its own: that is "pure rendering" for exactly
-   these digests, and "DB on top" is (plan + deliver - render) / render (target of issue 13: <= 25%).
+   these digests, and "DB on top" is (plan + deliver - render) / render (target: <= 25%).
 
 The baseline is the same ``ingest_once`` (with its own ``match_new``) into a database with no follows at
 all; "ingest + match / no follows" divides stage 1 + stage 2 by it, measured in the same run on the same
@@ -778,7 +778,7 @@ def stage_table(cases: Sequence[Case]) -> str:
 
 
 def summary_table(cases: Sequence[Case]) -> str:
-    """Per case: the ratios of issue 13 (ingest + match over no follows; growth; DB work over rendering).
+    """Per case: the production-path ratios (ingest + match over no follows; growth; DB work over rendering).
 
     Ratios are given on wall time and on this process's CPU time: on a loaded machine the wall time mostly
     measures the neighbours, while CPU time leaves out the PostgreSQL server's share of the work.

@@ -1,6 +1,6 @@
 """Benchmark: peak memory of ``papertrail ingest`` on a large feed, with the body cap above and below it.
 
-Issue 14: a 200 MB feed took 2.42 GB of RSS, and nothing bounded the download. The feed here is the
+Once a 200 MB feed took 2.42 GB of RSS, and nothing bounded the download. The feed here is the
 recorded day (``tests/corpus/arxiv-rss/aioarxiv_rss_mock_feed.xml``, 1,504 items, 2.8 MB) with its items
 repeated until the body reaches ``--mb`` megabytes. Copy ``k`` of an item has every arXiv id in it
 (``YYMM.NNNNN``) given the month ``k`` counted from January 2000, so the ids stay unique and valid and the
@@ -20,7 +20,7 @@ resident set size is the ``ru_maxrss`` that ``os.wait4`` reports for that child 
 The children are started by a small launcher process that exists before the feed is built: on Linux a
 child's ``ru_maxrss`` starts at the RSS of the process that spawned it (the high-water mark survives
 vfork and exec), so children of this process, which holds the feed, would all read at least its size
-(before issue 14's fix this floored the baseline at 133 MB, above the real 94 MB).
+(before the fix this floored the baseline at 133 MB, above the real 94 MB).
 
 One untimed ``papertrail ingest`` of the empty feed runs first, so that no measured child pays for
 compiling the modules (a first run after an edit writes the ``.pyc`` files and peaks ~20 MB higher).
@@ -202,7 +202,7 @@ def measure(launcher: Launcher, mb: float) -> None:
 
 
 # The parser alone, in a child: from the open file with the versions spooled as the RSS source does, where
-# parse_feed takes those (it took bytes only before issue 14), else from the bytes.
+# parse_feed takes those (it once took bytes only), else from the bytes.
 _PARSE = """
 import inspect, sys
 from ingest.arxiv_rss_parse import parse_feed

@@ -3,7 +3,7 @@
 Everything is measured in one run on this machine and reported next to a baseline measured in the same run
 (the machine is shared and noisy; absolute figures are there for context). The baseline is
 ``feedparser.parse`` alone on the RSS day: the library call at the heart of the feedparser-based RSS
-parser that ``parse_feed`` replaced (``parse_feed_feedparser``, dropped in issue 19; it also ran a strict
+parser that ``parse_feed`` replaced (``parse_feed_feedparser``, dropped since; it also ran a strict
 parse and built the values, so it was slower than this baseline). Each figure is the median of
 ``--repeat`` runs.
 

@@ -1,6 +1,6 @@
 """Benchmark: the whole of arXiv in the library — the web pages at 10k, 1M and 3M stored versions.
 
-Issue 15. What it does, per database (SQLite, PostgreSQL) and per size (stored versions):
+What it does, per database (SQLite, PostgreSQL) and per size (stored versions):
 
 1. **A synthetic snapshot** in the Kaggle ``arxiv-metadata-oai-snapshot`` format (JSON Lines, one paper per
    line with its whole version history), seeded, so every run sees the same papers; written once to the

@@ -7,7 +7,7 @@ the production calls are timed: ``match_new(store)`` (what ``ingest_once`` ends 
 the rows each wrote. SQLite by default; ``--database URL`` for another.
 
 ``--tree PATH`` runs the same script against another checkout of PaperTrail (its core/, bench/ and
-ingest/), e.g. the commit before issue 13 (``git worktree add /tmp/before 06333bd``) to measure "before"
+ingest/), e.g. an older commit (``git worktree add /tmp/before 06333bd``) to measure "before"
 and "after" in one sitting: ``python bench/match_new.py --tree /tmp/before`` then without ``--tree``. A
 tree without ``match_records.expand_matches`` wrote its Match rows in ``match_new`` itself;
 its fan-out is 0.
@@ -96,7 +96,7 @@ def main() -> None:
         )
         cpu, wall = time.process_time(), time.perf_counter()
         # A tree from before the store's split has expand_matches on the store itself, one from before
-        # issue 13 has none (its match_new wrote the Match rows).
+        # the older code has none (its match_new wrote the Match rows).
         expand = getattr(getattr(db, "matches", db), "expand_matches", None)
         fanned = expand() if expand is not None else 0
         print(

@@ -1,4 +1,4 @@
-"""Benchmark: digest time at scale (issue 13 part 4) — many subscribers due in the same minute.
+"""Benchmark: digest time at scale — many subscribers due in the same minute.
 
 On SQLite and on PostgreSQL: ``--subscribers`` subscribers (default 100,000) on Telegram, each with
 ``--matches`` pending matches (default 3; every third subscriber also has a copy from a newsletter, and

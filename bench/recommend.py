@@ -1,4 +1,4 @@
-"""Benchmark: learned follows (issue 17, ``core.taste.model``): the cost at 10,000 subscribers, the quality.
+"""Benchmark: learned follows (``core.taste.model``): the cost at 10,000 subscribers, the quality.
 
 The day is the recorded rss.arxiv.org mailing of 28 Nov 2024 (``tests/corpus/arxiv-rss``, 1,504 versions, all
 20 archives). Everything runs through the functions production calls: ``train`` (or ``train_vectors``),

@@ -1,4 +1,4 @@
-"""Benchmark: the production recommendation pass (issue 17, ``core.taste.recommend.recommend_new``) and the
+"""Benchmark: the production recommendation pass (``core.taste.recommend.recommend_new``) and the
 retrain
 after a vote (``core.taste.votes.cast_vote``), on SQLite and on PostgreSQL.
 

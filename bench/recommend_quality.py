@@ -1,4 +1,4 @@
-"""The quality half of ``bench/recommend.py`` (issue 17): simulated readers, the baselines and the ablations.
+"""The quality half of ``bench/recommend.py``: simulated readers, the baselines and the ablations.
 
 Its protocol is described in ``bench/recommend.py``'s docstring; run that file.
 """

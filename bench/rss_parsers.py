@@ -1,6 +1,6 @@
 """Benchmark: the RSS readings side by side: time, peak heap and what each makes of malformed input.
 
-Issue 19 asked for one RSS parser. ``ingest.arxiv_rss_parse`` held two readings: ``parse_feed``, which
+PaperTrail keeps one RSS parser. ``ingest.arxiv_rss_parse`` held two readings: ``parse_feed``, which
 reads the items from the ``xml.etree`` tree of its incremental, strict parse (chunk by chunk, each item
 dropped once read), and ``parse_feed_feedparser``, which ran the same strict check and then read the
 whole body again with feedparser. This script measured both to decide which one stays (the numbers and
