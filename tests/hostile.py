@@ -5,7 +5,7 @@ tag, emoji, right-to-left text, control characters, a 10,000-character abstract,
 Also an ordinary digest whose items carry AI guides in English or Chinese (:func:`guided_items`), a
 guide whose text attacks every channel (:data:`HOSTILE_GUIDE`), and scan receipts for the goldens: an
 ordinary one with a recovered failure and a feed still behind (:func:`sample_receipt`) and one whose source
-name attacks every channel (:func:`hostile_receipt`). And learned recommendations (issue 17): two ordinary
+name attacks every channel (:func:`hostile_receipt`). And learned recommendations: two ordinary
 ones (:func:`recommended_items`) and one whose shared terms attack every channel
 (:func:`hostile_recommendation`).
 """

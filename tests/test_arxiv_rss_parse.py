@@ -469,7 +469,7 @@ def test_split_authors(creator: str, expected: tuple[str, ...]) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Every recorded file, broken input and variants of the feed. (Until issue 19 these compared parse_feed with
+# Every recorded file, broken input and variants of the feed. (These once compared parse_feed with
 # parse_feed_feedparser, a second reading through feedparser; it is gone, and the independent readings
 # above pin the corpus fields.)
 
@@ -885,7 +885,7 @@ def test_bracket_walk_matches_reference(text: str) -> None:
 
 
 def test_one_invalid_utf8_byte_costs_no_item(big_bytes: bytes, big_page: FeedPage) -> None:
-    """Issue 14: a stray byte in one title replaced, every item kept, and the page says what happened."""
+    """A stray byte in one title replaced, every item kept, and the page says what happened."""
     title = b"<title>Equivalent of Non-Trivial Riemann Zeros"
     assert big_bytes.count(title) == 1
     broken = big_bytes.replace(title, b"<title>Equivalent of Non-\xffTrivial Riemann Zeros")
@@ -911,7 +911,7 @@ def test_invalid_utf8_does_not_rescue_a_cut_or_foreign_document(big_bytes: bytes
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Read chunk by chunk from a file (issue 14): the same outcome whatever the chunk boundaries, and with the
+# Read chunk by chunk from a file: the same outcome whatever the chunk boundaries, and with the
 # versions spooled to a file, as a read of the whole bytes in the default chunks gives.
 
 

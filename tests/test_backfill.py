@@ -99,7 +99,7 @@ def _broken(tmp_path: Path, kind: str) -> Path:
 def test_cli_backfill_of_a_broken_gzip_says_what_is_wrong_and_that_nothing_was_stored(
     sqlite_store: Database, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, kind: str, problem: str
 ) -> None:
-    # Issue 16: a truncated file printed only "Aborted." (click's answer to EOFError), a corrupt one a
+    # A truncated file printed only "Aborted." (click's answer to EOFError), a corrupt one a
     # zlib/BadGzipFile traceback.
     monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", str(sqlite_store.engine.url))
     path = _broken(tmp_path, kind)

@@ -119,7 +119,7 @@ def test_the_status_page_shows_the_database_numbers(
             phone.goto(base + "/", wait_until="load")
             overflow = phone.evaluate("document.documentElement.scrollWidth - window.innerWidth")
             assert overflow <= 1, f"the page is {overflow} px wider than a phone screen"
-            # The 30-day chart is wider than the phone: its scroll box opens at the newest day (issue 16).
+            # The 30-day chart is wider than the phone: its scroll box opens at the newest day.
             edges = phone.evaluate(
                 """() => {
                     const wrap = document.querySelector('.chart-wrap').getBoundingClientRect();
@@ -140,7 +140,7 @@ def test_the_status_page_shows_the_database_numbers(
 def test_a_chinese_first_deployment_shows_beijing_time_to_a_reader_who_chose_nothing(
     chromium: str, sqlite_url: str, sqlite_store: Database, tmp_path: Path
 ) -> None:
-    # Issue 20: deployed like the original 研踪 site. The browser asks for German, which PaperTrail does
+    # Deployed like the original 研踪 site. The browser asks for German, which PaperTrail does
     # not speak, so the operator's default decides; every time is in Beijing time.
     from playwright.sync_api import sync_playwright
 

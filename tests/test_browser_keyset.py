@@ -1,4 +1,4 @@
-"""The paper browser walked by cursor, news before history, and search against a plain scan (issue 15).
+"""The paper browser walked by cursor, news before history, and search against a plain scan.
 
 On both databases, over the recorded RSS day (news), the recorded snapshot sample backfilled after it
 (history) and recorded Hugging Face picks (stubs among them):

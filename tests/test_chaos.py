@@ -4,7 +4,7 @@ Real ``papertrail run`` and ``papertrail worker`` processes deliver the first 40
 day to 40 email subscribers through a recording SMTP server on 127.0.0.1, on SQLite and on PostgreSQL:
 
 * a worker is SIGKILLed at its worst moment (sends accepted by the server and not recorded): nothing may be
-  lost, every duplicate must be one of those sends, and (the target of issue 14) at most one per SMTP
+  lost, every duplicate must be one of those sends, and (the target) at most one per SMTP
   session of the killed process;
 * two senders with no fault: no duplicate at all;
 * the SMTP server refuses every recipient during the first delivery pass (server-wide 550): nothing may be
@@ -13,7 +13,7 @@ day to 40 email subscribers through a recording SMTP server on 127.0.0.1, on SQL
   expected pair must still arrive, once.
 
 The assertions on duplicates per kill, on pausing nobody and on the alarm failed before the fixes of
-defects 2 and 3 of issue 14 (docs/chaos.md has the figures before and after).
+the claim race and the server-wide refusal (docs/chaos.md has the figures before and after).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 14, defect 1: two workers on one SQLite file never claim the same digest.
+"""Two workers on one SQLite file never claim the same digest.
 
 SQLite has no row locks and pysqlite runs a SELECT outside the write transaction, so two claimers can read
 the same claimable digests before either writes. Here both are made to do exactly that (a barrier after

@@ -178,7 +178,7 @@ def test_unconfigured_channel_waits_worker_and_webhook_secret(
 
 
 def test_ingest_exits_0_against_a_keep_alive_server(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 14: the pooled keep-alive connection is closed in the loop that opened it, not a second one."""
+    """The pooled keep-alive connection is closed in the loop that opened it, not a second one."""
     with feed_server(Reply(200, BIG_FEED.read_bytes()), keep_alive=True) as server:
         monkeypatch.setenv("PAPERTRAIL_ARXIV_RSS_URL", server.url)
         code, out, err = invoke("ingest")
@@ -190,7 +190,7 @@ def test_ingest_exits_0_against_a_keep_alive_server(env: Path, monkeypatch: pyte
 
 
 def test_ingest_past_the_deadline_fails_the_run(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 14: a trickling server fails the run (state error, the setting named), not holds it."""
+    """A trickling server fails the run (state error, the setting named), not holds it."""
     monkeypatch.setenv("PAPERTRAIL_HTTP_DEADLINE", "1")
     with stream_server(b"x", 300, interval=0.1, content_length=300) as server:
         monkeypatch.setenv("PAPERTRAIL_ARXIV_RSS_URL", server.url)
@@ -214,7 +214,7 @@ def test_ingest_over_the_size_cap_fails_the_run(env: Path, monkeypatch: pytest.M
 def test_ingest_keeps_the_day_despite_one_invalid_utf8_byte(
     env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 14: one bad byte in one title no longer refuses the 1,504 papers; the run's note says so."""
+    """One bad byte in one title no longer refuses the 1,504 papers; the run's note says so."""
     title = b"<title>Equivalent of Non-Trivial Riemann Zeros"
     broken = BIG_FEED.read_bytes().replace(title, b"<title>Equivalent of Non-\xc3Trivial Riemann Zeros")
     with feed_server(Reply(200, broken)) as server:
@@ -234,7 +234,7 @@ def test_ingest_keeps_the_day_despite_one_invalid_utf8_byte(
 
 @pytest.mark.parametrize("columns", [80, 200])
 def test_status_fits_the_terminal(env: Path, monkeypatch: pytest.MonkeyPatch, columns: int) -> None:
-    """Issue 16: in 80 columns the table wrapped "why" one word a line and cut the dates; below 120
+    """In 80 columns the table wrapped "why" one word a line and cut the dates; below 120
     columns each source is a block of its own, wider it is a table. Dates are printed whole either way."""
     assert invoke("demo", "--load")[0] == 0  # the recorded day: arxiv-rss is "stale", with a long reason
     monkeypatch.setenv("COLUMNS", str(columns))

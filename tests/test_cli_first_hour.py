@@ -1,4 +1,4 @@
-"""Issue 16, "bugs a new user hit", each through the real command line (typer's runner, real SQLite)."""
+"""Bugs a new user hit, each through the real command line (typer's runner, real SQLite)."""
 
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ class _ReaderLeavesAfterTheDigest(io.StringIO):
 def test_digest_piped_to_head_says_on_stderr_what_was_recorded(
     pending: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Issue 16: `digest --now | head` exited 1 with nothing said, the digest recorded sent. The reader
+    # `digest --now | head` exited 1 with nothing said, the digest recorded sent. The reader
     # took the digest whole; only the summary after it found the pipe closed.
     stdout = _ReaderLeavesAfterTheDigest()
     monkeypatch.setattr(sys, "stdout", stdout)
@@ -230,7 +230,7 @@ CONFIGURATION: list[tuple[dict[str, str], tuple[str, ...], str]] = [
 def test_configuration_errors_exit_2(
     env: Path, monkeypatch: pytest.MonkeyPatch, settings: dict[str, str], args: tuple[str, ...], message: str
 ) -> None:
-    # Issue 16: `subscribe` without a key exited 2, `webhook-secret` without one 1.
+    # `subscribe` without a key exited 2, `webhook-secret` without one 1.
     for name, value in settings.items():
         monkeypatch.setenv(name, value)
     code, _, err = invoke(*args)
@@ -334,7 +334,7 @@ def test_follow_accepts_an_allowed_internal_webhook(env: Path, monkeypatch: pyte
 
 
 def test_counts_of_one_are_singular(env: Path) -> None:
-    # Issue 16: "1 subscribers paused", "1 passes", "item(s)".
+    # "1 subscribers paused", "1 passes", "item(s)".
     invoke("follow", "console:me", "cat:cs.DC")
     code, out, _ = invoke("try", "cat:cs.DC", "--days", "1")
     assert code == 0 and "0 matches in the last 1 day" in out and "(es)" not in out

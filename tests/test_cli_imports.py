@@ -1,7 +1,7 @@
 """What a ``papertrail`` process imports: ``--help`` loads no database, network or chat library.
 
 Each case runs ``python -m papertrail ...`` in a fresh process (an in-process run would see whatever the
-test session imported) and records ``sys.modules`` at exit. Issue 16: the CLI used to import every
+test session imported) and records ``sys.modules`` at exit. The CLI used to import every
 adapter for every command, about a second of CPU before ``--help`` printed.
 """
 

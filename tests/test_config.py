@@ -63,7 +63,7 @@ def test_bad_values_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     ],
 )
 def test_source_and_service_urls_must_be_http(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
-    # Issue 16: a file:// feed URL was retried for 14 s as a network error instead of refused at start-up.
+    # A file:// feed URL was retried for 14 s as a network error instead of refused at start-up.
     monkeypatch.setenv(name, value)
     with pytest.raises(ValidationError, match=f"{name} must be an http\\(s\\) URL"):
         Settings()

@@ -1,4 +1,4 @@
-"""Issue 14, defect 3: a server-wide refusal is an alarm for the operator, not N paused subscribers.
+"""A server-wide refusal is an alarm for the operator, not N paused subscribers.
 
 A real SMTP server (aiosmtpd) plays a misconfigured relay: it answers 550 to every RCPT (or refuses the
 sender, or the login) until it is "fixed". The delivery pass must pause nobody, hold the digests for a

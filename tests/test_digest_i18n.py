@@ -365,7 +365,7 @@ def test_one_off_mails_are_worded_in_their_language() -> None:
     assert "这次订阅包含 2 条关注。" in mail.html and "并加入 1 份通讯。" in mail.html
     assert ">查看并确认订阅</a>" in mail.html
     # The confirmation goes to an unconfirmed address: whatever a caller passes along, the mail prints
-    # no address and no follow (issue 14).
+    # no address and no follow.
     hostile = renderer().render_mail(
         "confirm", "x", language="en", **{**values, "address": "<b>a</b>@x", "queries": ["win.example"]}
     )

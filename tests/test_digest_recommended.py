@@ -1,4 +1,4 @@
-"""Learned recommendations in digests (issue 17): their section, order, cap, wording, escaping and counts.
+"""Learned recommendations in digests: their section, order, cap, wording, escaping and counts.
 
 Golden files of one digest with follows' matches and two recommendations for each channel and language
 (``<channel>_<language>_recommended.*``); the goldens of digests without recommendations are those of

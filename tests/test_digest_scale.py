@@ -1,4 +1,4 @@
-"""Digest time at scale (issue 13): planning, claiming and reading items cost statements per batch, not per
+"""Digest time at scale: planning, claiming and reading items cost statements per batch, not per
 subscriber. The statements are counted (SQLAlchemy's ``before_cursor_execute``), not timed: 200 and 2,000
 due subscribers must differ only by the pages and batches the arithmetic says (bench/plan.py times them).
 """

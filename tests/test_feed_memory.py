@@ -1,4 +1,4 @@
-"""Issue 14, defect 6: the memory of a large feed's ingest stays bounded (the Python heap, by tracemalloc).
+"""The memory of a large feed's ingest stays bounded (the Python heap, by tracemalloc).
 
 The feeds are the recorded day repeated (tests/feed_copies.py). Batch and spool sizes are made small so that
 a feed of a few MB shows what a 64 MiB one would: the fixed budgets (versions kept in memory, one batch of

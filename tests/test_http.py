@@ -117,7 +117,7 @@ async def test_user_agent_and_conditional_headers() -> None:
 
 
 async def test_a_trickling_server_is_cut_off_at_the_deadline() -> None:
-    """Issue 14: one byte a second never trips the per-read timeout; the whole-request deadline does."""
+    """One byte a second never trips the per-read timeout; the whole-request deadline does."""
     with stream_server(b"x", 600, interval=0.1, content_length=600) as server:
         async with HttpClient("t", timeout=5, deadline=1.0) as http:
             started = time.monotonic()
@@ -131,7 +131,7 @@ async def test_a_trickling_server_is_cut_off_at_the_deadline() -> None:
 
 @pytest.mark.parametrize("method", ["get", "download"])
 async def test_a_body_over_the_cap_is_refused_while_streaming(method: str) -> None:
-    """Issue 14: the cap stops the download part-way; the rest of the body is never read into memory (or
+    """The cap stops the download part-way; the rest of the body is never read into memory (or
     spooled to disk, for ``download``)."""
     chunk = b"<item>" + b"x" * 65530
     with stream_server(chunk, 1600) as server:  # 100 MiB, length unannounced
@@ -154,7 +154,7 @@ async def test_an_announced_length_over_the_cap_is_refused_before_reading() -> N
             assert (await http.get(server.url)).content == b"y" * 5000
 
 
-# download(): the body goes to a temporary file as it streams in (issue 14), under the same rules as get().
+# download(): the body goes to a temporary file as it streams in, under the same rules as get().
 
 
 async def test_download_spools_the_body_with_its_validator() -> None:

@@ -1,4 +1,4 @@
-"""Chinese enumerations: the items of a list are separated by "、", clauses by "，" (issue 20).
+"""Chinese enumerations: the items of a list are separated by "、", clauses by "，".
 
 Two halves: the catalogs (a translation must not list with "，" what its English lists with commas), and
 the one list-joining helper (core.languages.listing, with Listed and Alternatives on top) that every

@@ -1,7 +1,7 @@
 """The pure-core import contract (pyproject.toml, run by ``make test`` through import-linter) covers every
 module of core/: each is either pure (a source module, which must not import the store) or one of the
 modules that talk to a database (forbidden to the pure ones). A new module that is on neither side would
-let a pure module import it unchecked (issue 19: a planted ``core.tex -> core.store_ledger`` passed, before
+let a pure module import it unchecked (a planted ``core.tex -> core.store_ledger`` passed, before
 core/ became packages)."""
 
 from __future__ import annotations

@@ -123,7 +123,7 @@ async def test_refused_connection(sqlite_store: Database) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# A large feed (issue 14): spooled to a file, parsed chunk by chunk, its versions spooled past a limit and
+# A large feed: spooled to a file, parsed chunk by chunk, its versions spooled past a limit and
 # stored in batches within one transaction. Small limits here, so that three days cross all of them.
 
 

@@ -1,4 +1,4 @@
-"""The maintained library totals (issue 15) equal a recount after every kind of write, on both databases.
+"""The maintained library totals equal a recount after every kind of write, on both databases.
 
 The oracle is ``count_records.recount_library``: the counting queries the status page ran on
 every load before the totals were maintained. Each write below goes through the call production uses
@@ -247,7 +247,7 @@ def test_concurrent_writers_flipping_the_same_papers_count_each_once(pg_store: D
 
 
 def _guided_since_by_grouping(db: Database, since: datetime) -> int:
-    """The count of "AI guides +N" as it was before issue 15: a grouping of every guide."""
+    """The count of "AI guides +N" as it was before the maintained totals: a grouping of every guide."""
     first = (
         sa.select(col(GuideRow.version_id), sa.func.min(col(GuideRow.created_at)).label("first"))
         .group_by(col(GuideRow.version_id))

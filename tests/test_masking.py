@@ -1,4 +1,4 @@
-"""Credentials inside subscriber addresses reach no log line, CLI output or page (issue 14, defect 9).
+"""Credentials inside subscriber addresses reach no log line, CLI output or page.
 
 A ``webhook:`` address may carry ``?token=…`` or a password, an ``apprise:`` one ``user:pass@``; a failed
 delivery logs the address, stores the adapter's error (which may quote the URL) and lists both later.

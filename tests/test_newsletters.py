@@ -205,7 +205,7 @@ def test_cli_create_list_show_and_subscribe(
     joined = runner.invoke(app, ["subscribe", "email:ada@example.org", "--newsletter", NAME])
     assert joined.exit_code == 0, joined.stderr
     mail = sink.received[-1].message.get_body(preferencelist=("plain",))
-    # The mail names no newsletter nor follow (issue 14: no submitted text to an unconfirmed address) ...
+    # The mail names no newsletter nor follow (no submitted text to an unconfirmed address) ...
     assert mail is not None and "It joins 1 newsletter." in mail.get_content()
     assert "Distributed weekly" not in mail.get_content()
     unknown = runner.invoke(app, ["subscribe", "email:bob@example.org", "--newsletter", "nope"])
@@ -223,7 +223,7 @@ def test_cli_create_list_show_and_subscribe(
 
 
 def test_cli_adds_and_removes_members(db_url: str, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`newsletter add|remove NAME ADDRESS` (issue 20): confirmed subscribers only, idempotent, the exit
+    """`newsletter add|remove NAME ADDRESS`: confirmed subscribers only, idempotent, the exit
     codes of README's scheme, and the member then gets the issue through its own channel."""
     monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", db_url)
 

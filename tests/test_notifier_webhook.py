@@ -143,7 +143,7 @@ async def test_schema_golden(receiver: WebhookReceiver, notifier: WebhookNotifie
 async def test_each_item_carries_its_signed_vote_urls(
     receiver: WebhookReceiver, notifier: WebhookNotifier
 ) -> None:
-    """Added within papertrail.digest/1 (issue 17): a receiver builds 👍 / 👎 buttons from vote_urls, each
+    """Added within papertrail.digest/1: a receiver builds 👍 / 👎 buttons from vote_urls, each
     the /vote page of this subscriber, version and value (papertrail.web.votes)."""
     renderer = Renderer(max_items=4, public_url="https://papertrail.example", secret_key=MASTER_KEY)
     await notifier.send(receiver.url, renderer.render("webhook", hostile_items(), receiver.url, key="d-1"))

@@ -3,7 +3,7 @@
 There is no Docker daemon here (docs/deploy.md), so the image itself is not built by the tests; the first
 test keeps the three lists that must agree from drifting apart: the wheel's packages and force-included
 data (pyproject.toml), the build context (.dockerignore) and what the Dockerfile copies. The second builds
-the wheel and checks that it ships the runtime packages and nothing else (issue 16: it used to carry
+the wheel and checks that it ships the runtime packages and nothing else (it used to carry
 ``tests``, the recorded corpus included, and ``bench`` as top-level packages, 5 MB, two import names that
 collide with anything else installed under them).
 """

@@ -1,4 +1,4 @@
-"""Scan receipts and heartbeats (issue 18: "users cannot tell a quiet day from a broken pipeline").
+"""Scan receipts and heartbeats ("users cannot tell a quiet day from a broken pipeline").
 
 The receipt's arithmetic over source runs (pure, core.delivery.receipts), the store's read of the runs on
 SQLite

@@ -1,4 +1,4 @@
-"""Each email digest is recorded as sent the moment the SMTP server accepted it (issue 14, defect 2).
+"""Each email digest is recorded as sent the moment the SMTP server accepted it.
 
 The SMTP thread sends the queued digests one after another. When recording waited for the event loop
 (busy parsing a feed in ``papertrail run``, say), the thread went on sending while the digests it had

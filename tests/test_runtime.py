@@ -163,7 +163,7 @@ async def test_stopping_lets_an_ingest_in_flight_finish_and_be_recorded(tmp_path
 
 
 async def test_stopping_cuts_the_retry_back_off_short(tmp_path: Path) -> None:
-    """Issue 16: a stop during a source's back-off ends its run at once with the error it had, instead of
+    """A stop during a source's back-off ends its run at once with the error it had, instead of
     sitting out the retries (3 more after a 503 with Retry-After: 5 would hold the stop for 15 s)."""
     with feed_server(Reply(503, b"busy", {"Retry-After": "5"})) as server:
         settings = Settings(
@@ -359,7 +359,7 @@ def held_port() -> Iterator[int]:
 def test_run_refuses_a_taken_web_port_before_starting_anything(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 16: the reason comes at once and last, not after 19 s twelve lines above the last one."""
+    """The reason comes at once and last, not after 19 s twelve lines above the last one."""
     db = tmp_path / "port.db"
     monkeypatch.setenv("PAPERTRAIL_DATABASE_URL", f"sqlite:///{db}")
     with held_port() as port:

@@ -22,7 +22,7 @@ def test_forms_parse_to_canonical_text() -> None:
         ("hourly", "cannot read schedule"),
         ("daily 25:00", "not a valid 24-hour time"),
         ("weekly xyz 09:00", "unknown day"),
-        # Issue 16: the day was read from its first three letters, so 'Funday' was reported as 'Fun'.
+        # The day was read from its first three letters, so 'Funday' was reported as 'Fun'.
         ("weekly Funday 09:00", "unknown day 'Funday' in schedule 'weekly Funday 09:00'"),
         ("weekly Monster 09:00", "unknown day 'Monster'"),
         ("weekly mo 09:00", "unknown day 'mo'"),

@@ -1,4 +1,4 @@
-"""The sign-up form under hostile use (issue 14, defects 7 and 8), through the web app and a real SMTP server.
+"""The sign-up form under hostile use (defects 7 and 8), through the web app and a real SMTP server.
 
 7. The form must not be a mail relay: a client, its network and everyone together get an hourly number
    of sign-ups, counted in the database; a refused one stores and mails nothing. The confirmation mail

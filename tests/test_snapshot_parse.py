@@ -268,7 +268,7 @@ def test_line_without_id_is_skipped(lines: list[bytes]) -> None:
     ("changes", "reason"),
     [
         ({"id": "0704.0057v2"}, "is not a bare arXiv id"),
-        # Issue 16: {"id": 5} was reported as "no 'id' (keys: ['id'])".
+        # {"id": 5} was reported as "no 'id' (keys: ['id'])".
         ({"id": 5}, "'id' is a JSON number, not a string: 5"),
         ({"id": None}, "'id' is a JSON null, not a string"),
         ({"id": ["0704.0057"]}, "'id' is a JSON array, not a string"),

@@ -251,7 +251,7 @@ def test_community_picks_attach_to_the_paper(db: Database) -> None:
     assert summary.community_24h == 2 and summary.papers == 2
 
 
-# save_versions writes SAVE_BATCH versions at a time, reading its input once (issue 14): the same counts,
+# save_versions writes SAVE_BATCH versions at a time, reading its input once: the same counts,
 # rows and news as one batch, in one transaction.
 
 

@@ -1,5 +1,5 @@
 """Version 2 of the subscription file: a reader's votes, library seeds and ``recommend`` travel with the
-subscription (issue 17). The round trip onto a fresh store (SQLite and PostgreSQL) over recorded papers,
+subscription. The round trip onto a fresh store (SQLite and PostgreSQL) over recorded papers,
 votes and seeds on papers the new server lacks, --merge and --replace, version-1 files, the limits, one
 transaction, and the command line's summary."""
 

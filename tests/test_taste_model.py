@@ -1,4 +1,4 @@
-"""Learned follows' model (issue 17, core.taste.model): trained on the recorded day's real papers."""
+"""Learned follows' model (core.taste.model): trained on the recorded day's real papers."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Signed tokens have one spelling: a token with junk, padding, whitespace or altered spare bits is refused,
-by :func:`core.people.tokens.verify` and by every web route that takes one (issue 14, defect 10)."""
+by :func:`core.people.tokens.verify` and by every web route that takes one."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def test_web_routes_refuse_variants_and_take_the_genuine_token(sqlite_store: Dat
 
 
 def test_a_vote_token_names_one_version_and_value() -> None:
-    """Issue 17: ``ADDRESS NUL ID vN NUL VALUE``; old-style ids (and a 'v' inside one) read back whole."""
+    """Vote tokens: ``ADDRESS NUL ID vN NUL VALUE``; old-style ids (and a 'v' inside one) read back whole."""
     cases = (("2306.03564", 2, 1), ("solv-int/9901001", 1, -1), ("2411.17700", 12, -1))
     for arxiv_id, version, value in cases:
         token = tokens.sign(KEY, tokens.VOTE, tokens.vote_subject(ADDRESS, arxiv_id, version, value))

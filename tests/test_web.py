@@ -689,7 +689,7 @@ def test_manage_page_changes_follows_schedule_and_status(sqlite_store: Database)
 
 
 def test_the_chart_scroll_box_opens_at_the_newest_day(sqlite_store: Database) -> None:
-    """Issue 16: on a phone the chart scrolls; a right-to-left box opens at its right end (today), with no
+    """On a phone the chart scrolls; a right-to-left box opens at its right end (today), with no
     script, and the chart inside stays left to right (tests/test_browser.py measures it in Chromium)."""
     page = client_for(sqlite_store).get("/").text
     assert '<div class="chart-wrap"><svg' in page

@@ -1,5 +1,5 @@
 """Every response carries the security headers; /metrics can be closed with a bearer token; the web server
-is started with the limits uvicorn offers (issue 14, defect 12)."""
+is started with the limits uvicorn offers."""
 
 from __future__ import annotations
 

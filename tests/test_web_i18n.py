@@ -479,7 +479,7 @@ def test_guides_count_on_the_status_page_in_both_languages(world: World) -> None
             "2026-08-20 共 2 条推荐，其中 0 条为新增，0 篇论文首次收录；跳过 1 条：no id; bad",
         ),
         ("3 version(s) stored as history; skipped 1 line(s): {bad", "3 个版本存为历史记录；跳过 1 行：{bad"),
-        # Notes written since issue 16's plural fix; the older "(s)" forms above are still in stored runs.
+        # Notes written since the plural fix; the older "(s)" forms above are still in stored runs.
         ("1 version stored as history; skipped 2 lines: {bad", "1 个版本存为历史记录；跳过 2 行：{bad"),
         (
             "1 pick on 2026-08-20, 1 new, 1 paper new to PaperTrail",
@@ -490,7 +490,7 @@ def test_guides_count_on_the_status_page_in_both_languages(world: World) -> None
             "completed 3 of 4 paper(s); arXiv does not know 2401.00001",
             "已补全 4 篇论文中的 3 篇；arXiv 查无此编号：2401.00001",
         ),
-        (  # a list of ids, listed as the page's language lists (issue 20)
+        (  # a list of ids, listed as the page's language lists
             "completed 2 of 4 paper(s); arXiv does not know 2401.00001, 2401.00002",
             "已补全 4 篇论文中的 2 篇；arXiv 查无此编号：2401.00001、2401.00002",
         ),

@@ -1,4 +1,4 @@
-"""Votes from email digests (issue 17): the signed 👍 / 👎 links of a digest sent through a real SMTP
+"""Votes from email digests: the signed 👍 / 👎 links of a digest sent through a real SMTP
 server (aiosmtpd), the pages they open (GET asks, POST votes, undo), forged links, the Chinese pages and
 the votes on the manage page; over the recorded arXiv day, on SQLite and PostgreSQL."""
 
