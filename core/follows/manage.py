@@ -9,11 +9,12 @@ from datetime import datetime, timedelta
 
 from core.channel import normalise_address
 from core.db import Database
-from core.follows import follow_file_records, subscriber_records
+from core.follows import follow_file_records, subscriber_records, subscribers
 from core.follows.file import BadLine, FollowsFile, check_lines, export_line
 from core.follows.follow_file_records import ImportCounts
 from core.follows.query import parse
 from core.follows.reasons import Reason
+from core.follows.subscribers import SubscriberSettings
 from core.models import Follow, Subscriber, SubscriberStatus, utcnow
 from core.papers import paper_records
 from core.papers.paper_records import version_to_paper
@@ -44,11 +45,17 @@ def follow(
     schedule: str = "daily 08:00",
     revisions: bool = True,
     instant: bool = False,
+    language: str | None = None,
+    settings: SubscriberSettings | None = None,
 ) -> FollowResult:
     """Validate and store a follow, creating the subscriber when the address is new.
 
     ``revisions=False`` follows new papers only; ``instant=True`` sends its matches as soon as they are
     found instead of with the scheduled digest. Following the same query again updates these options.
+    ``timezone`` and ``schedule`` are a new subscriber's; ``language`` is stored when the subscriber has
+    none yet (a chat platform's language); ``settings`` are set on the subscriber, new or not (the
+    command line's ``--schedule``, ``--timezone``, ``--language``, checked by the caller).
+    The subscriber, its follow and its settings are one unit of work: all are stored, or none.
 
     Raises ValueError (bad address, timezone or schedule) or QueryError (bad query) with a hint.
     """
@@ -58,16 +65,21 @@ def follow(
     parse_schedule(schedule)
     # One step: the subscriber and its first follow are stored together, so that concurrent first
     # commands of a new chat neither fail on each other nor leave a subscriber without its follow.
-    subscriber, created, stored, outcome = subscriber_records.follow(
-        db,
-        address,
-        text.strip(),
-        query.canonical(),
-        timezone=timezone,
-        schedule=schedule,
-        revisions=revisions,
-        instant=instant,
-    )
+    with db.transaction() as tx:
+        subscriber, created, stored, outcome = subscriber_records.follow(
+            tx,
+            address,
+            text.strip(),
+            query.canonical(),
+            timezone=timezone,
+            schedule=schedule,
+            revisions=revisions,
+            instant=instant,
+        )
+        if language is not None:
+            subscriber = subscribers.adopt_language(tx, subscriber.id or 0, language)
+        if settings is not None:
+            subscriber = subscribers.change_settings(tx, subscriber.id or 0, settings)
     return FollowResult(subscriber, stored, outcome, created)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from functools import partial
@@ -22,6 +22,7 @@ from core.i18n.english import counted
 from core.models import PaperIn, RunState
 from core.papers import paper_records, run_records
 from core.papers.saving import Novelty, SaveResult
+from core.papers.search_index import INDEX_BATCH
 from core.papers.sources import CommunitySource, PagedSource, Source, SourceError
 
 log = logging.getLogger(__name__)
@@ -353,3 +354,36 @@ def match_new(db: Database, *, now: datetime | None = None, index: FollowIndex |
         # Let this batch go before the next one loads: otherwise two batches (2 x 5,000 versions) are
         # held at once, the peak memory of matching a large feed (issue 14).
         del versions, hits
+
+
+@dataclass(frozen=True, slots=True)
+class Indexed:
+    """One batch of :func:`index_search`: how many papers got their search index entry, and whether the
+    batch was full (more may wait)."""
+
+    written: int
+    full: bool
+
+
+def index_search(db: Database) -> Indexed:
+    """Write the search index entries of one batch of the papers a backfill left (one transaction)."""
+    written = paper_records.index_search(db, INDEX_BATCH)
+    return Indexed(written, written >= INDEX_BATCH)
+
+
+def search_backlog(db: Database) -> int:
+    """How many papers wait for their search index entry."""
+    return paper_records.search_backlog(db)
+
+
+def tidy_search_index(db: Database) -> None:
+    """Merge the search index's pending entries (PostgreSQL; nothing to do on SQLite)."""
+    paper_records.tidy_search_index(db)
+
+
+def catch_up(
+    db: Database, source: PagedSource, *, since: str | None, history: bool
+) -> Coroutine[Any, Any, IngestReport]:
+    """The run of a paged source over what its cursor (or ``since``) left (``papertrail ingest``): the
+    versions announced after the newest announcement already seen are news, or, with ``history``, none."""
+    return ingest_paged(db, source, since=since, novelty=Novelty.HISTORY if history else Novelty.GAP)
