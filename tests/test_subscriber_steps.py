@@ -29,23 +29,33 @@ def _planted(*_: Any, **__: Any) -> Any:
 
 
 def test_a_follow_with_settings_is_stored_whole(db: Database) -> None:
-    result = manage.follow(
-        db, ADA, "cat:cs.DC", language="de", settings=SubscriberSettings(schedule="instant", heartbeat=True)
+    created = manage.follow(
+        db, ADA, "cat:cs.DC", language="de", settings=SubscriberSettings(schedule="instant")
     )
+    # A new subscriber takes the schedule and timezone it is created with, and the language given.
+    assert created.subscriber_created and created.before is None
+    assert (created.subscriber.language, created.subscriber.schedule) == ("de", "daily 08:00")
+    again = manage.follow(
+        db, ADA, "cat:cs.LG", settings=SubscriberSettings(schedule="instant", heartbeat=True, language="fr")
+    )
+    assert again.before == SubscriberSettings("daily 08:00", "UTC", False, "de")
     stored = subscribers.subscriber_by_address(db, ADA)
-    assert stored is not None and result.subscriber_created
-    assert (stored.language, stored.schedule, stored.heartbeat) == ("de", "instant", True)
-    assert [f.query for f in subscribers.follows_of(db, stored.id or 0)] == ["cat:cs.DC"]
+    assert stored is not None
+    assert (stored.language, stored.schedule, stored.heartbeat) == ("fr", "instant", True)
+    assert [f.query for f in subscribers.follows_of(db, stored.id or 0)] == ["cat:cs.DC", "cat:cs.LG"]
 
 
 def test_a_follow_failing_at_its_settings_stores_nothing(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The subscriber and its follow are written before the settings: the failure rolls both back.
+    # The follow is written before the settings: the failure rolls it back with them.
+    manage.follow(db, ADA, "cat:cs.DC")
     monkeypatch.setattr(subscribers, "change_settings", _planted)
     with pytest.raises(Planted):
-        manage.follow(db, ADA, "cat:cs.DC", settings=SubscriberSettings(timezone="Europe/Berlin"))
-    assert subscriber_records.get_subscriber(db, ADA) is None
+        manage.follow(db, ADA, "cat:cs.LG", settings=SubscriberSettings(timezone="Europe/Berlin"))
+    stored = subscriber_records.get_subscriber(db, ADA)
+    assert stored is not None and stored.timezone == "UTC"
+    assert [f.query for f in subscribers.follows_of(db, stored.id or 0)] == ["cat:cs.DC"]
 
 
 def test_a_follow_failing_at_its_language_stores_nothing(

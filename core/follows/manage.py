@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 from core.channel import normalise_address
 from core.db import Database
-from core.follows import follow_file_records, subscriber_records, subscribers
+from core.follows import follow_file_records, match_records, subscriber_records, subscribers
 from core.follows.file import BadLine, FollowsFile, check_lines, export_line
 from core.follows.follow_file_records import ImportCounts
 from core.follows.query import parse
@@ -34,6 +34,8 @@ class FollowResult:
     outcome: str
     """``added``, ``updated`` (same query, new options) or ``unchanged``."""
     subscriber_created: bool
+    before: SubscriberSettings | None = None
+    """The existing subscriber's settings before ``settings`` changed them; None when nothing changed."""
 
 
 def follow(
@@ -53,8 +55,8 @@ def follow(
     ``revisions=False`` follows new papers only; ``instant=True`` sends its matches as soon as they are
     found instead of with the scheduled digest. Following the same query again updates these options.
     ``timezone`` and ``schedule`` are a new subscriber's; ``language`` is stored when the subscriber has
-    none yet (a chat platform's language); ``settings`` are set on the subscriber, new or not (the
-    command line's ``--schedule``, ``--timezone``, ``--language``, checked by the caller).
+    none yet (a chat platform's language, or a new subscriber's); ``settings`` are set on an existing
+    subscriber (the command line's ``--schedule``, ``--timezone``, ``--language``, checked by the caller).
     The subscriber, its follow and its settings are one unit of work: all are stored, or none.
 
     Raises ValueError (bad address, timezone or schedule) or QueryError (bad query) with a hint.
@@ -78,9 +80,13 @@ def follow(
         )
         if language is not None:
             subscriber = subscribers.adopt_language(tx, subscriber.id or 0, language)
-        if settings is not None:
+        before = None
+        if settings is not None and not created and settings.changes(subscriber):
+            before = SubscriberSettings(
+                subscriber.schedule, subscriber.timezone, subscriber.heartbeat, subscriber.language
+            )
             subscriber = subscribers.change_settings(tx, subscriber.id or 0, settings)
-    return FollowResult(subscriber, stored, outcome, created)
+    return FollowResult(subscriber, stored, outcome, created, before)
 
 
 def unfollow(db: Database, address: str, which: str) -> Follow:
@@ -205,3 +211,9 @@ def export_follows(db: Database, address: str | None, *, timezone: str, schedule
     # Checked above, read lazily below: a generator body would raise the LookupError only when iterated.
     rows = follow_file_records.export_rows(db, EXPORTED_STATUSES, address)
     return (export_line(row, default_schedule=schedule, default_timezone=timezone) for row in rows)
+
+
+def fan_out(db: Database) -> int:
+    """Fan the waiting query matches out to their followers' Match rows now rather than at the next digest
+    planning, so that a one-shot command leaves the ledger complete; how many rows were written."""
+    return match_records.expand_matches(db)

@@ -19,7 +19,7 @@ from core.db import Database
 from core.follows import match_records, subscriber_records
 from core.follows.index import FollowIndex
 from core.i18n.english import counted
-from core.models import PaperIn, RunState
+from core.models import PaperIn, RunState, SourceRun
 from core.papers import paper_records, run_records
 from core.papers.saving import Novelty, SaveResult
 from core.papers.search_index import INDEX_BATCH
@@ -387,3 +387,14 @@ def catch_up(
     """The run of a paged source over what its cursor (or ``since``) left (``papertrail ingest``): the
     versions announced after the newest announcement already seen are news, or, with ``history``, none."""
     return ingest_paged(db, source, since=since, novelty=Novelty.HISTORY if history else Novelty.GAP)
+
+
+def running_run(db: Database, source: str) -> SourceRun | None:
+    """The newest run of ``source`` if it is still ``running`` (by this process or a dead one)."""
+    return run_records.running_run(db, source)
+
+
+def close_abandoned(db: Database, source: str, *, reason: str) -> list[int]:
+    """Close every ``running`` run of ``source`` as failed with ``reason`` (the caller holds its ingest
+    lock, so none is live); their ids."""
+    return run_records.close_abandoned(db, source, reason=reason)

@@ -10,7 +10,8 @@ from datetime import date, datetime, timedelta
 from core.db import Database
 from core.models import CommunityPickRow, RunState, Version, utcnow
 from core.overview.dashboard_records import SourceHealth, StatusSummary
-from core.papers import paper_records
+from core.papers import browser_records, paper_records
+from core.papers.browser_records import PaperFilter, PaperPage
 from core.papers.health import ARXIV_TZ, Health, Verdict, arxiv_feed_health
 from core.papers.revisions import history
 
@@ -179,3 +180,21 @@ def picks_of(db: Database, arxiv_id: str) -> list[CommunityPickRow]:
 def newest_versions(db: Database, arxiv_ids: Sequence[str]) -> dict[str, Version]:
     """The newest stored version of each of these papers, by paper id; an unknown paper is left out."""
     return paper_records.newest_versions(db, arxiv_ids) if arxiv_ids else {}
+
+
+def browse(
+    db: Database,
+    flt: PaperFilter,
+    *,
+    after: str | None,
+    before: str | None,
+    page: int,
+    from_history: bool,
+    per_page: int,
+) -> PaperPage:
+    """One page of the paper browser: the papers ``flt`` selects, in its order, and their total.
+
+    Raises CursorError when the paper to continue from (``after``, ``before``) is not stored."""
+    return browser_records.browse_papers(
+        db, flt, after=after, before=before, page=page, from_history=from_history, per_page=per_page
+    )

@@ -115,6 +115,11 @@ def newsletters_of(db: Database, subscriber_id: int) -> list[Newsletter]:
     return newsletter_records.newsletters_of(db, subscriber_id)
 
 
+def leave_membership(db: Database, newsletter_id: int, subscriber_id: int) -> bool:
+    """End the subscriber's membership of the newsletter (by their ids); False when there was none."""
+    return newsletter_records.leave_newsletter(db, newsletter_id, subscriber_id)
+
+
 def info(db: Database, name: str) -> NewsletterInfo:
     """What ``newsletter show`` prints about one newsletter."""
     newsletter = find(db, name)
