@@ -18,7 +18,7 @@ from enum import StrEnum
 from core.channel import normalise_address
 from core.config_edges import ChatSettings
 from core.db import Database
-from core.follows import subscriber_records
+from core.follows import subscribers
 from core.languages import (
     DEFAULT_LANGUAGE,
     LANGUAGES,
@@ -219,8 +219,7 @@ class Call:
 
     def subscriber(self) -> Subscriber | None:
         """The chat's subscriber, None when it has none yet."""
-        found = subscriber_records.get_subscriber(self.db, self.ctx.address)
-        return found if found is not None and found.id is not None else None
+        return subscribers.subscriber_by_address(self.db, self.ctx.address)
 
     def ensure_subscriber(self) -> Subscriber:
         """The chat's subscriber, created with the default schedule and timezone when new.
@@ -228,26 +227,22 @@ class Call:
         A new subscriber gets the platform's language of the sender (None when unknown): see
         :meth:`adopt_language`.
         """
-        subscriber, _ = subscriber_records.ensure_subscriber(
+        return subscribers.ensure_subscriber(
             self.db,
             self.ctx.address,
             timezone=self.settings.default_timezone,
             schedule=self.settings.default_schedule,
+            language=self.platform_language(),
         )
-        return self.adopt_language(subscriber)
 
-    def adopt_language(self, subscriber: Subscriber) -> Subscriber:
-        """Store the platform's language as ``subscriber``'s when it has none; the subscriber as it is now.
+    def platform_language(self) -> str | None:
+        """The platform's language of the sender, for a subscriber that has none yet; None when unknown.
 
         Only when the sender may change the subscription (a group member's language does not decide the
-        group's), and never over a language already stored: a choice made with ``language`` stays.
+        group's); the steps never store it over a language already stored: a choice made with ``language``
+        stays.
         """
-        platform = normalize_language(self.ctx.language)
-        if subscriber.language is not None or platform is None or subscriber.id is None:
-            return subscriber
-        if not self.ctx.can_change:
-            return subscriber
-        return subscriber_records.update_subscriber(self.db, subscriber.id, language=platform)
+        return normalize_language(self.ctx.language) if self.ctx.can_change else None
 
     def not_subscribed(self) -> Reply:
         """The answer to a command that needs a subscription this chat does not have."""
@@ -284,12 +279,12 @@ def reply_language(db: Database, ctx: ChatContext, *, default: str) -> str:
     ``language_code`` or Slack's locale once, and an explicit ``language`` choice is never overwritten.
     """
     platform = normalize_language(ctx.language)
-    subscriber = subscriber_records.get_subscriber(db, ctx.address)
+    subscriber = subscribers.subscriber_by_address(db, ctx.address)
     if subscriber is not None and subscriber.id is not None:
         if subscriber.language in LANGUAGES:
             return str(subscriber.language)
         if subscriber.language is None and platform is not None and ctx.can_change:
-            subscriber_records.update_subscriber(db, subscriber.id, language=platform)
+            subscribers.adopt_language(db, subscriber.id, platform)
     return reader_language(platform, default=default)
 
 
@@ -301,7 +296,7 @@ def stored_language(db: Database, address: str, platform: str | None = None, *, 
     """
     fallback = reader_language(platform, default=default)
     try:
-        subscriber = subscriber_records.get_subscriber(db, normalise_address(address))
+        subscriber = subscribers.subscriber_by_address(db, normalise_address(address))
     except Exception:  # the database is down: the apology still goes out
         return fallback
     if subscriber is not None and subscriber.language in LANGUAGES:

@@ -10,7 +10,7 @@ from bot.commands_status import describe_schedule
 from core.channel import normalise_address
 from core.db import Database
 from core.delivery.render import reasons_text
-from core.follows import subscriber_records
+from core.follows import subscribers
 from core.follows.manage import follow as add_follow
 from core.follows.query import QueryError, parse
 from core.models import Follow, Subscriber
@@ -100,13 +100,12 @@ def follow(call: Call) -> Reply:
             schedule=call.settings.default_schedule,
             revisions="new_only" not in options,
             instant="instant" in options,
+            language=call.platform_language(),
         )
     except QueryError as exc:
         return _query_error(call, exc, "follow")
     subscriber, stored = result.subscriber, result.follow
-    if result.subscriber_created:
-        subscriber = call.adopt_language(subscriber)
-    listing = _lists_all(call, len(subscriber_records.follows_of(call.db, subscriber.id or 0)))
+    listing = _lists_all(call, len(subscribers.follows_of(call.db, subscriber.id or 0)))
     shown = cut(stored.query)
     lines = (
         [t.gettext("{Place} is now subscribed.", Place=call.capital_place)]
@@ -194,7 +193,7 @@ def unfollow(call: Call) -> Reply:
             suggestions=("follows",),
         )
     subscriber = call.subscriber()
-    follows = subscriber_records.follows_of(call.db, subscriber.id or 0) if subscriber else []
+    follows = subscribers.follows_of(call.db, subscriber.id or 0) if subscriber else []
     if not follows:
         return call.reply(
             t.gettext(
@@ -244,7 +243,7 @@ def unfollow(call: Call) -> Reply:
                 suggestions=("follows",),
             )
         target = found
-    subscriber_records.remove_follow(call.db, target.id or 0)
+    subscribers.remove_follow(call.db, target.id or 0)
     left = len(follows) - 1
     return call.reply(
         t.gettext("Stopped following: {query}", query=cut(target.query)),
@@ -274,12 +273,9 @@ def follow_items(db: Database, address: str) -> tuple[FollowItem, ...]:
 
     For views that list follows outside a reply (Slack's App Home). Empty for an unknown address.
     """
-    subscriber = subscriber_records.get_subscriber(db, normalise_address(address))
-    if subscriber is None or subscriber.id is None:
-        return ()
     return tuple(
         FollowItem(number, row.query, not row.revisions, row.instant)
-        for number, row in enumerate(subscriber_records.follows_of(db, subscriber.id), 1)
+        for number, row in enumerate(subscribers.follows_at(db, normalise_address(address)), 1)
     )
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import unicodedata
 
 from bot.commands_base import Call, Problem, Reply, cut
-from core.follows import subscriber_records
+from core.follows import subscribers
+from core.follows.subscribers import SubscriberSettings
 from core.languages import LANGUAGE_NAMES, LANGUAGES, N_, Translator, normalize_language, translator
 
 # Names people write for a language, folded (NFKC, casefold); codes go through normalize_language.
@@ -89,7 +90,7 @@ def language(call: Call) -> Reply:
     subscriber = call.ensure_subscriber()
     already = subscriber.language == chosen_language
     if not already:
-        subscriber_records.update_subscriber(call.db, subscriber.id or 0, language=chosen_language)
+        subscribers.change_settings(call.db, subscriber.id or 0, SubscriberSettings(language=chosen_language))
     # The answer is in the language just chosen: it is the first reply the chat gets in it.
     new = translator(chosen_language)
     name, place = LANGUAGE_NAMES[chosen_language], call.ctx.place(new, capital=True)

@@ -12,7 +12,7 @@ from bot.commands_base import Call, Problem, Reply, cut
 from bot.commands_status import describe_schedule
 from core.languages import listing
 from core.models import Newsletter
-from core.people import newsletter_records, newsletters
+from core.people import newsletters
 
 _SHOWN = 10
 """Newsletters named in one reply."""
@@ -28,7 +28,7 @@ def join(call: Call) -> Reply:
         return newsletter
     subscriber = call.ensure_subscriber()
     added = newsletters.join(call.db, newsletter.name, subscriber, now=call.now)
-    info = newsletter_records.newsletter_info(call.db, newsletter.id or 0)
+    info = newsletters.info(call.db, newsletter.name)
     title, name = cut(newsletter.title, 80), newsletter.name
     said = (
         t.gettext(
@@ -58,7 +58,7 @@ def leave(call: Call) -> Reply:
     if subscriber is None:
         return call.not_subscribed()
     if not call.args:
-        joined = newsletter_records.newsletters_of(call.db, subscriber.id or 0)
+        joined = newsletters.newsletters_of(call.db, subscriber.id or 0)
         names = listing(t, (n.name for n in joined[:_SHOWN])) or t.gettext("none")
         return call.reply(
             t.gettext(
@@ -95,7 +95,7 @@ def leave(call: Call) -> Reply:
 
 def _listing(call: Call) -> Reply:
     t, p = call.t, call.p
-    every = newsletter_records.all_newsletters(call.db)
+    every = newsletters.all_newsletters(call.db)
     if not every:
         return call.reply(
             t.gettext("This PaperTrail server has no newsletters yet; its operator can create them.")
@@ -115,10 +115,10 @@ def _find(call: Call) -> Newsletter | Reply:
     """The newsletter named by the first argument, or the reply saying there is none (with a guess)."""
     t, p = call.t, call.p
     name = call.args.split(" ", 1)[0].casefold()
-    found = newsletter_records.get_newsletter(call.db, name)
+    found = newsletters.named(call.db, name)
     if found is not None:
         return found
-    names = [n.name for n in newsletter_records.all_newsletters(call.db)]
+    names = [n.name for n in newsletters.all_newsletters(call.db)]
     guess = difflib.get_close_matches(name[:64], names, n=1, cutoff=0.6)
     said = (
         t.gettext(

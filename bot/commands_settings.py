@@ -15,12 +15,13 @@ from bot.commands_status import (
     next_digest,
     source_line,
 )
-from core.channel import split_address
+from core.delivery import queue
 from core.delivery.digests import resume as resume_subscriber
-from core.follows import subscriber_records
+from core.follows import subscribers
+from core.follows.subscribers import SubscriberSettings
 from core.languages import Alternatives, Refusal
-from core.ledger import ledger_records, outcome_records
 from core.models import Subscriber, SubscriberStatus
+from core.overview.screens import subscription_status
 from core.schedule import parse_schedule
 from core.timezones import TimezoneLookup, lookup
 
@@ -104,11 +105,8 @@ def digest(call: Call) -> Reply:
     except Refusal as exc:  # parse_schedule says what is wrong as a phrase; its hint the reply gives itself
         return _bad_schedule(call, exc.problem.shortened(QUOTED_CHARS).said(t))
     subscriber = call.ensure_subscriber()
-    fields: dict[str, object] = {"schedule": parsed.text}
-    if subscriber.status == SubscriberStatus.PAUSED and subscriber.status_reason == PAUSED_BY_CHAT:
-        # Choosing a time after `digest off` means "on again, at this time".
-        fields.update(status=SubscriberStatus.ACTIVE, status_reason=None)
-    updated = subscriber_records.update_subscriber(call.db, subscriber.id or 0, **fields)
+    # Choosing a time after `digest off` means "on again, at this time".
+    updated = subscribers.set_schedule(call.db, subscriber.id or 0, parsed.text, lift_pause=PAUSED_BY_CHAT)
     return call.reply(
         t.gettext(
             "Digests now go out {schedule}; {next}.",
@@ -151,7 +149,7 @@ def heartbeat(call: Call, choice: str) -> Reply:
         )
     wanted = choice in _ON
     subscriber = call.ensure_subscriber()
-    updated = subscriber_records.update_subscriber(call.db, subscriber.id or 0, heartbeat=wanted)
+    updated = subscribers.change_settings(call.db, subscriber.id or 0, SubscriberSettings(heartbeat=wanted))
     if not wanted:
         return call.reply(
             t.gettext("Heartbeat off: on a day when nothing matched, nothing is sent."),
@@ -202,7 +200,8 @@ def digest_now(call: Call) -> Reply:
         return call.reply(
             t.gettext("Digests are paused; send {p}resume first.", p=p), error=Problem.BAD_ARGUMENT
         )
-    waiting = ledger_records.count_pending(call.db, subscriber.id or 0)
+    sent = queue.send_now(call.db, subscriber, now=call.now)
+    waiting = sent.waiting
     if not waiting:
         return call.reply(
             t.gettext(
@@ -210,14 +209,7 @@ def digest_now(call: Call) -> Reply:
                 p=p,
             )
         )
-    # An open digest is due at once (next_attempt_at = now), whatever the schedule; dead-lettered ones
-    # are put back in the queue, as `papertrail retry` does.
-    channel = split_address(subscriber.address)[0]
-    opened = ledger_records.open_digest(
-        call.db, subscriber.id or 0, channel, instant_only=False, now=call.now
-    )
-    requeued = outcome_records.requeue_dead(call.db, address=subscriber.address, now=call.now)
-    if opened is None and not requeued:
+    if not sent.queued:
         return call.reply(
             t.ngettext(
                 "A digest with the {n} waiting match is already on its way.",
@@ -284,7 +276,9 @@ def timezone(call: Call) -> Reply:
             error=Problem.BAD_ARGUMENT,
         )
     subscriber = call.ensure_subscriber()
-    updated = subscriber_records.update_subscriber(call.db, subscriber.id or 0, timezone=found.zone)
+    updated = subscribers.change_settings(
+        call.db, subscriber.id or 0, SubscriberSettings(timezone=found.zone)
+    )
     return call.reply(
         t.gettext(
             "Timezone set to {zone} (now {time} there). Digests go out {schedule}; {next}.",
@@ -305,10 +299,8 @@ def pause(call: Call) -> Reply:
         return call.not_subscribed()
     if subscriber.status != SubscriberStatus.ACTIVE:
         return call.reply(t.gettext("Digests are already paused. {p}resume restarts them.", p=p))
-    subscriber_records.update_subscriber(
-        call.db, subscriber.id or 0, status=SubscriberStatus.PAUSED, status_reason=PAUSED_BY_CHAT
-    )
-    if subscriber_records.follows_of(call.db, subscriber.id or 0):
+    subscribers.pause(call.db, subscriber.id or 0, PAUSED_BY_CHAT)
+    if subscribers.follows_of(call.db, subscriber.id or 0):
         return call.reply(
             t.gettext(
                 "Paused: no digests, and no new papers collected, until {p}resume. The follows are kept.", p=p
@@ -361,10 +353,10 @@ def status(call: Call) -> Reply:
             t.gettext("Sources — {sources}", sources=sources),
             error=Problem.NOT_SUBSCRIBED,
         )
-    follows = len(subscriber_records.follows_of(call.db, subscriber.id or 0))
-    # Learned recommendations wait in the ledger like any match (issue 17); the line says how many of the
-    # waiting ones they are, and only when there are some.
-    waiting, recommended = ledger_records.count_pending_split(call.db, subscriber.id or 0)
+    # Learned recommendations wait in the ledger like any match; the line says how many of the waiting
+    # ones they are, and only when there are some.
+    counts = subscription_status(call.db, subscriber.id or 0)
+    follows, waiting, recommended = counts.follows, counts.waiting, counts.recommended
     active = subscriber.status == SubscriberStatus.ACTIVE
     state = state_text(t, subscriber.status)
     if subscriber.status == SubscriberStatus.PAUSED and subscriber.status_reason == PAUSED_BY_CHAT:
@@ -406,7 +398,7 @@ def start(call: Call) -> Reply:
     t, p = call.t, call.p
     existing = call.subscriber()
     if existing is not None:
-        count = len(subscriber_records.follows_of(call.db, existing.id or 0))
+        count = len(subscribers.follows_of(call.db, existing.id or 0))
         note = call.inactive_note(existing)
         if _failed_delivery(existing) and call.ctx.can_change:
             # Telegram sends /start when someone unblocks the bot: the chat works again, so resume.

@@ -14,7 +14,7 @@ from core.config_edges import ChatSettings
 from core.db import Database
 from core.languages import N_, Translator
 from core.models import Subscriber
-from core.overview import dashboard_records
+from core.overview import screens
 from core.overview.status import source_statuses
 from core.schedule import next_due, parse_schedule, zone
 
@@ -115,7 +115,7 @@ def source_line(
     db: Database, settings: ChatSettings, now: datetime, names: Sequence[str], t: Translator
 ) -> str:
     """One line on source health: ``arXiv: ok, checked 12 min ago; Hugging Face: quiet, checked 3 h ago``."""
-    summary = dashboard_records.status(db, now=now, sources=names)
+    summary = screens.status(db, now=now, sources=names)
     judged = source_statuses(
         summary,
         now=now,

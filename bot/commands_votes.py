@@ -20,12 +20,21 @@ from datetime import datetime
 from bot.commands_base import Call, ChatContext, Problem, Reply, cut, reply_language, stored_language
 from core.config_edges import ChatSettings
 from core.db import Database
-from core.follows import subscriber_records
+from core.follows import subscribers
 from core.languages import N_, Translator, listing, translator
 from core.models import Version, utcnow
-from core.papers import paper_records
-from core.taste import taste_records
-from core.taste.votes import DISLIKE, LIKE, VoteState, cast_vote, paper_name, read_paper_ref, undo_vote, votes
+from core.papers import status as papers
+from core.taste.votes import (
+    DISLIKE,
+    LIKE,
+    VoteState,
+    cast_vote,
+    paper_name,
+    read_paper_ref,
+    undo_vote,
+    vote_counts,
+    votes,
+)
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +84,7 @@ def _paper(call: Call) -> tuple[str, int | None] | Reply:
 def _stored(call: Call, arxiv_id: str, version: int | None) -> list[Version] | Reply:
     """The stored versions of the paper, or the reply saying PaperTrail does not have it (or that version)."""
     t, p = call.t, call.p
-    stored = paper_records.versions_of(call.db, arxiv_id)
+    stored = papers.versions_of(call.db, arxiv_id)
     if not stored:
         return call.reply(
             t.gettext(
@@ -204,7 +213,8 @@ def likes(call: Call) -> Reply:
     if subscriber is None:
         return call.not_subscribed()
     sid = subscriber.id or 0
-    liked, disliked, seeds = taste_records.vote_counts(call.db, sid)
+    counts = vote_counts(call.db, sid)
+    liked, disliked, seeds = counts.liked, counts.disliked, counts.seeds
     imported = (
         t.ngettext(
             "{n} paper imported from a library counts as liked too.",
@@ -308,7 +318,7 @@ def _press(
     if not ctx.can_change:
         text = t.gettext(NOT_ALLOWED, place=ctx.place(t), p=ctx.prefix)
         return Pressed(text, None, Problem.NOT_ALLOWED, language)
-    subscriber = subscriber_records.get_subscriber(db, ctx.address)
+    subscriber = subscribers.subscriber_by_address(db, ctx.address)
     if subscriber is None or subscriber.id is None:
         text = t.gettext(
             "{Place} has no subscription any more: {p}start sets it up again.",
@@ -316,7 +326,7 @@ def _press(
             p=ctx.prefix,
         )
         return Pressed(text, None, Problem.NOT_SUBSCRIBED, language)
-    row = next((row for row in paper_records.versions_of(db, arxiv_id) if row.number == version), None)
+    row = papers.stored_version(db, arxiv_id, version)
     if row is None or row.id is None:
         return Pressed(
             t.gettext("PaperTrail has not stored {id}.", id=name), None, Problem.NOT_FOUND, language

@@ -23,6 +23,7 @@ from pybtex.database.input.bibtex import Parser
 from core.channel import Notifier
 from core.db import Database
 from core.delivery.digests import send_due_digests
+from core.delivery.history import sent_papers
 from core.delivery.render import Renderer
 from core.follows import match_records, subscriber_records
 from core.follows.index import match_new
@@ -252,7 +253,7 @@ def _history_url(address: str) -> str:
 
 
 def test_history_lists_exactly_the_sent_papers_newest_version_each(
-    history: tuple[Database, int, list[str]], monkeypatch: pytest.MonkeyPatch
+    history: tuple[Database, int, list[str]],
 ) -> None:
     db, ada, papers = history
     expected = _sent_papers_sql(db, ada)
@@ -278,9 +279,8 @@ def test_history_lists_exactly_the_sent_papers_newest_version_each(
     assert versions[f"arXiv:{papers[0]}"] == versions[f"arXiv:{papers[3]}"] == "2"
     assert versions[f"arXiv:{papers[1]}"] == "1"
     # The walk stops at its limit, a chunk of papers at a time.
-    monkeypatch.setattr(web_bibtex, "HISTORY_CHUNK", 2)
-    assert [v.paper_id for v in web_bibtex._sent_papers(db, ada, limit=100)] == expected
-    assert [v.paper_id for v in web_bibtex._sent_papers(db, ada, limit=3)] == expected[:3]
+    assert [v.paper_id for v in sent_papers(db, ada, limit=100, chunk=2)] == expected
+    assert [v.paper_id for v in sent_papers(db, ada, limit=3, chunk=2)] == expected[:3]
     # Bob's file holds Bob's papers only.
     bob = client.get(_history_url("console:bob")).text
     assert _keys(bob) and not set(_keys(bob)) & set(_keys(text))

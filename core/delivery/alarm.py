@@ -36,6 +36,7 @@ from core.db import Database
 from core.delivery import alarm_records
 from core.delivery.alarm_records import HeldDigest
 from core.ledger import outcome_records
+from core.models import DeliveryAlarm
 from core.people.masking import mask_address, mask_recipients, mask_text
 
 log = logging.getLogger(__name__)
@@ -231,3 +232,27 @@ def _pause(db: Database, refusal: Refused, now: datetime) -> None:
         error,
         extra={"subscriber": mask_address(refusal.address), "digest": refusal.digest_id},
     )
+
+
+def raised_alarms(db: Database) -> list[DeliveryAlarm]:
+    """The delivery alarms raised now (``papertrail alarms``, ``papertrail status``)."""
+    return alarm_records.delivery_alarms(db)
+
+
+def clear_alarms(db: Database, channel: str | None, *, now: datetime) -> list[tuple[str, str]]:
+    """Clear the raised alarms (of ``channel``, or all) by hand; (channel, kind) of each cleared."""
+    return alarm_records.clear_alarms(db, channel, now=now)
+
+
+def refused_subscribers(
+    db: Database, *, reason: str | None, since: datetime | None, limit: int
+) -> tuple[int, list[str]]:
+    """How many subscribers a delivery refusal paused (with ``reason`` in the reason, paused ``since``),
+    and the addresses of the first ``limit``."""
+    return alarm_records.refused_subscribers(db, reason=reason, since=since, limit=limit)
+
+
+def resume_refused(db: Database, *, reason: str | None, since: datetime | None, now: datetime) -> int:
+    """Re-activate every subscriber :func:`refused_subscribers` counts; how many (a reader's own pause
+    is left alone)."""
+    return alarm_records.resume_refused(db, reason=reason, since=since, now=now)

@@ -9,10 +9,11 @@ from datetime import datetime
 
 from core.channel import normalise_address
 from core.db import Database
-from core.follows import follow_file_records, subscriber_records
+from core.follows import follow_file_records, match_records, subscriber_records, subscribers
 from core.follows.file import BadLine, FollowsFile, check_lines, export_line
 from core.follows.follow_file_records import ImportCounts
 from core.follows.query import parse
+from core.follows.subscribers import SubscriberSettings
 from core.models import Follow, Subscriber, SubscriberStatus, utcnow
 from core.schedule import parse_schedule, zone
 
@@ -30,6 +31,8 @@ class FollowResult:
     outcome: str
     """``added``, ``updated`` (same query, new options) or ``unchanged``."""
     subscriber_created: bool
+    before: SubscriberSettings | None = None
+    """The existing subscriber's settings before ``settings`` changed them; None when nothing changed."""
 
 
 def follow(
@@ -41,11 +44,17 @@ def follow(
     schedule: str = "daily 08:00",
     revisions: bool = True,
     instant: bool = False,
+    language: str | None = None,
+    settings: SubscriberSettings | None = None,
 ) -> FollowResult:
     """Validate and store a follow, creating the subscriber when the address is new.
 
     ``revisions=False`` follows new papers only; ``instant=True`` sends its matches as soon as they are
     found instead of with the scheduled digest. Following the same query again updates these options.
+    ``timezone`` and ``schedule`` are a new subscriber's; ``language`` is stored when the subscriber has
+    none yet (a chat platform's language, or a new subscriber's); ``settings`` are set on an existing
+    subscriber (the command line's ``--schedule``, ``--timezone``, ``--language``, checked by the caller).
+    The subscriber, its follow and its settings are one unit of work: all are stored, or none.
 
     Raises ValueError (bad address, timezone or schedule) or QueryError (bad query) with a hint.
     """
@@ -55,17 +64,26 @@ def follow(
     parse_schedule(schedule)
     # One step: the subscriber and its first follow are stored together, so that concurrent first
     # commands of a new chat neither fail on each other nor leave a subscriber without its follow.
-    subscriber, created, stored, outcome = subscriber_records.follow(
-        db,
-        address,
-        text.strip(),
-        query.canonical(),
-        timezone=timezone,
-        schedule=schedule,
-        revisions=revisions,
-        instant=instant,
-    )
-    return FollowResult(subscriber, stored, outcome, created)
+    with db.transaction() as tx:
+        subscriber, created, stored, outcome = subscriber_records.follow(
+            tx,
+            address,
+            text.strip(),
+            query.canonical(),
+            timezone=timezone,
+            schedule=schedule,
+            revisions=revisions,
+            instant=instant,
+        )
+        if language is not None:
+            subscriber = subscribers.adopt_language(tx, subscriber.id or 0, language)
+        before = None
+        if settings is not None and not created and settings.changes(subscriber):
+            before = SubscriberSettings(
+                subscriber.schedule, subscriber.timezone, subscriber.heartbeat, subscriber.language
+            )
+            subscriber = subscribers.change_settings(tx, subscriber.id or 0, settings)
+    return FollowResult(subscriber, stored, outcome, created, before)
 
 
 def unfollow(db: Database, address: str, which: str) -> Follow:
@@ -162,3 +180,9 @@ def export_follows(db: Database, address: str | None, *, timezone: str, schedule
     # Checked above, read lazily below: a generator body would raise the LookupError only when iterated.
     rows = follow_file_records.export_rows(db, EXPORTED_STATUSES, address)
     return (export_line(row, default_schedule=schedule, default_timezone=timezone) for row in rows)
+
+
+def fan_out(db: Database) -> int:
+    """Fan the waiting query matches out to their followers' Match rows now rather than at the next digest
+    planning, so that a one-shot command leaves the ledger complete; how many rows were written."""
+    return match_records.expand_matches(db)

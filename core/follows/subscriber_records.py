@@ -49,6 +49,12 @@ def get_subscriber(db: Db, address: str) -> Subscriber | None:
         return session.exec(select(Subscriber).where(Subscriber.address == address)).first()
 
 
+def subscriber_by_id(db: Db, subscriber_id: int) -> Subscriber | None:
+    """The subscriber with this id, if any."""
+    with db.session() as session:
+        return session.get(Subscriber, subscriber_id)
+
+
 def ensure_subscriber(db: Db, address: str, *, timezone: str, schedule: str) -> tuple[Subscriber, bool]:
     """The subscriber for ``address``, created when new; the flag says whether it was created.
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -19,6 +20,7 @@ from core.follows import match_records
 from core.guides import guide_records
 from core.guides.prompt import (
     MAX_TOKENS,
+    Guide,
     GuideError,
     GuideModel,
     GuideSubject,
@@ -123,3 +125,18 @@ async def make_reader_guides(
         await make_guides(db, client, settings, language=language, now=now)
         for language in guide_records.languages_in_use(db, settings.default_language)
     ]
+
+
+def guides_for(db: Database, version_ids: Sequence[int], language: str) -> dict[int, Guide]:
+    """The stored guides of these versions in ``language``, by version id."""
+    return guide_records.guides_for(db, version_ids, language)
+
+
+def guided_versions_since(db: Database, since: datetime) -> int:
+    """How many versions got their first guide (any language) at or after ``since``."""
+    return guide_records.count_guided_versions_since(db, since)
+
+
+def made_since(db: Database, since: datetime) -> int:
+    """How many guides were made (any language) at or after ``since``: what the daily cap counts."""
+    return guide_records.count_made_since(db, since)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from functools import partial
@@ -18,9 +18,10 @@ from typing import Any, ClassVar, Protocol
 from core.db import Database
 from core.english import counted
 from core.follows.index import FollowIndex, match_new
-from core.models import PaperIn, RunState
+from core.models import PaperIn, RunState, SourceRun
 from core.papers import paper_records, run_records
 from core.papers.saving import Novelty, SaveResult
+from core.papers.search_index import INDEX_BATCH
 from core.papers.sources import CommunitySource, PagedSource, Source, SourceError
 
 log = logging.getLogger(__name__)
@@ -326,3 +327,47 @@ def close_interrupted(db: Database, run_id: int, exc: BaseException, **fields: A
         why = f"unexpected {type(exc).__name__}: {exc}"
     log.warning("source run %d closed: %s", run_id, why)
     run_records.finish_run(db, run_id, RunState.ERROR, error=why, **fields)
+
+
+@dataclass(frozen=True, slots=True)
+class Indexed:
+    """One batch of :func:`index_search`: how many papers got their search index entry, and whether the
+    batch was full (more may wait)."""
+
+    written: int
+    full: bool
+
+
+def index_search(db: Database) -> Indexed:
+    """Write the search index entries of one batch of the papers a backfill left (one transaction)."""
+    written = paper_records.index_search(db, INDEX_BATCH)
+    return Indexed(written, written >= INDEX_BATCH)
+
+
+def search_backlog(db: Database) -> int:
+    """How many papers wait for their search index entry."""
+    return paper_records.search_backlog(db)
+
+
+def tidy_search_index(db: Database) -> None:
+    """Merge the search index's pending entries (PostgreSQL; nothing to do on SQLite)."""
+    paper_records.tidy_search_index(db)
+
+
+def catch_up(
+    db: Database, source: PagedSource, *, since: str | None, history: bool
+) -> Coroutine[Any, Any, IngestReport]:
+    """The run of a paged source over what its cursor (or ``since``) left (``papertrail ingest``): the
+    versions announced after the newest announcement already seen are news, or, with ``history``, none."""
+    return ingest_paged(db, source, since=since, novelty=Novelty.HISTORY if history else Novelty.GAP)
+
+
+def running_run(db: Database, source: str) -> SourceRun | None:
+    """The newest run of ``source`` if it is still ``running`` (by this process or a dead one)."""
+    return run_records.running_run(db, source)
+
+
+def close_abandoned(db: Database, source: str, *, reason: str) -> list[int]:
+    """Close every ``running`` run of ``source`` as failed with ``reason`` (the caller holds its ingest
+    lock, so none is live); their ids."""
+    return run_records.close_abandoned(db, source, reason=reason)

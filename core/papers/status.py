@@ -4,13 +4,14 @@ paper's history (``papertrail show``)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
 from core.db import Database
-from core.models import CommunityPickRow, RunState
-from core.papers import paper_records
+from core.models import CommunityPickRow, RunState, Version
+from core.papers import browser_records, paper_records
+from core.papers.browser_records import PaperFilter, PaperPage
 from core.papers.health import ARXIV_TZ, Health, SourceHealth, Verdict, arxiv_feed_health
 from core.papers.revisions import history
 
@@ -135,4 +136,42 @@ def show_paper(db: Database, arxiv_id: str) -> PaperView:
         versions=tuple(views),
         sources=tuple(dict.fromkeys([*(row.source for row in rows), *(pick.source for pick in picks)])),
         picks=picks,
+    )
+
+
+def versions_of(db: Database, arxiv_id: str) -> list[Version]:
+    """Every stored version of the paper ``arxiv_id`` (bare), oldest first; empty when unknown."""
+    return paper_records.versions_of(db, arxiv_id)
+
+
+def stored_version(db: Database, arxiv_id: str, number: int) -> Version | None:
+    """Version ``number`` of the paper ``arxiv_id`` (bare) as stored, None when it is not."""
+    return next((row for row in paper_records.versions_of(db, arxiv_id) if row.number == number), None)
+
+
+def picks_of(db: Database, arxiv_id: str) -> list[CommunityPickRow]:
+    """Every community pick of the paper ``arxiv_id`` (bare), oldest day first."""
+    return paper_records.picks_of(db, arxiv_id)
+
+
+def newest_versions(db: Database, arxiv_ids: Sequence[str]) -> dict[str, Version]:
+    """The newest stored version of each of these papers, by paper id; an unknown paper is left out."""
+    return paper_records.newest_versions(db, arxiv_ids) if arxiv_ids else {}
+
+
+def browse(
+    db: Database,
+    flt: PaperFilter,
+    *,
+    after: str | None,
+    before: str | None,
+    page: int,
+    from_history: bool,
+    per_page: int,
+) -> PaperPage:
+    """One page of the paper browser: the papers ``flt`` selects, in its order, and their total.
+
+    Raises CursorError when the paper to continue from (``after``, ``before``) is not stored."""
+    return browser_records.browse_papers(
+        db, flt, after=after, before=before, page=page, from_history=from_history, per_page=per_page
     )

@@ -95,6 +95,31 @@ def find(db: Database, name: str) -> Newsletter:
     return found
 
 
+def all_newsletters(db: Database) -> list[Newsletter]:
+    """Every newsletter, by name."""
+    return newsletter_records.all_newsletters(db)
+
+
+def all_infos(db: Database) -> list[NewsletterInfo]:
+    """What ``newsletter list`` prints: every newsletter with its schedule, members and follows."""
+    return [newsletter_records.newsletter_info(db, n.id or 0) for n in newsletter_records.all_newsletters(db)]
+
+
+def named(db: Database, name: str) -> Newsletter | None:
+    """The newsletter called ``name`` (already lowercase), None when there is none."""
+    return newsletter_records.get_newsletter(db, name)
+
+
+def newsletters_of(db: Database, subscriber_id: int) -> list[Newsletter]:
+    """The newsletters the subscriber is a member of, by name."""
+    return newsletter_records.newsletters_of(db, subscriber_id)
+
+
+def leave_membership(db: Database, newsletter_id: int, subscriber_id: int) -> bool:
+    """End the subscriber's membership of the newsletter (by their ids); False when there was none."""
+    return newsletter_records.leave_newsletter(db, newsletter_id, subscriber_id)
+
+
 def info(db: Database, name: str) -> NewsletterInfo:
     """What ``newsletter show`` prints about one newsletter."""
     newsletter = find(db, name)

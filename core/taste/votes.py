@@ -9,11 +9,13 @@ vote) and says what happened, so each channel only words the outcome in its read
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
 from core.db import Database
+from core.models import Version
 from core.taste import taste_records
 from core.taste.taste_records import DISLIKE, LIKE, VoteView
 from core.taste.training import retrain
@@ -22,13 +24,17 @@ from core.values import versioned_id
 __all__ = [
     "DISLIKE",
     "LIKE",
+    "VoteCounts",
     "VoteOutcome",
     "VoteState",
     "cast_vote",
+    "liked_versions",
     "paper_name",
     "read_paper_ref",
     "undo_vote",
+    "vote_counts",
     "votes",
+    "votes_on",
 ]
 
 # An arXiv id as a reader types it, with an optional version: 2306.03564, 2306.03564v2, hep-th/9901001v1.
@@ -111,3 +117,27 @@ def undo_vote(db: Database, subscriber_id: int, arxiv_id: str, *, version: int |
 def votes(db: Database, subscriber_id: int, *, limit: int = 200) -> list[VoteView]:
     """The subscriber's votes, newest first."""
     return taste_records.votes_of(db, subscriber_id, limit=limit)
+
+
+@dataclass(frozen=True, slots=True)
+class VoteCounts:
+    """How many papers a reader liked and disliked, and how many their imported library seeds."""
+
+    liked: int
+    disliked: int
+    seeds: int
+
+
+def vote_counts(db: Database, subscriber_id: int) -> VoteCounts:
+    """The subscriber's likes, dislikes and library seeds, counted."""
+    return VoteCounts(*taste_records.vote_counts(db, subscriber_id))
+
+
+def votes_on(db: Database, subscriber_id: int, version_ids: Sequence[int]) -> dict[int, int]:
+    """The subscriber's vote on each of these versions that has one (version id -> +1 or -1)."""
+    return taste_records.votes_on(db, subscriber_id, version_ids)
+
+
+def liked_versions(db: Database, subscriber_id: int, *, limit: int) -> list[Version]:
+    """The versions the subscriber liked, the most recent vote first, at most ``limit``."""
+    return taste_records.liked_versions(db, subscriber_id, limit=limit)

@@ -7,7 +7,7 @@
   ``v0:{timestamp}:{body}`` with ``PAPERTRAIL_SLACK_SIGNING_SECRET``) and refuses a bad one, or one whose
   timestamp is more than 5 minutes off, with 401. A validly signed request whose signature was accepted
   before (a byte-identical replay within those 5 minutes) is answered 200 with nothing done: the signatures
-  are remembered in the database (``core.replay_records``), so every web process refuses what another
+  are remembered in the database (``core.replay``), so every web process refuses what another
   accepted.
 * **Socket Mode**: :meth:`SlackBot.run_socket_mode` when ``PAPERTRAIL_SLACK_APP_TOKEN`` (xapp-…) is set:
   the app dials out to Slack over a WebSocket, so it needs no public URL.
@@ -61,10 +61,10 @@ from bot.commands import SORRY, Block, ChatContext, Problem, Reply, follow_items
 from bot.commands_base import stored_language
 from bot.commands_status import describe_schedule
 from bot.commands_table import BY_NAME, VOTE_COMMANDS
-from core import replay_records
+from core import replay
 from core.config_edges import SlackBotSettings
 from core.db import Database
-from core.follows import subscriber_records
+from core.follows import subscribers
 from core.languages import LANGUAGES, N_, Translator, reader_language, translator
 from core.models import SubscriberStatus, utcnow
 from notifiers.slack.chat_format import RUN_ACTION, UNFOLLOW_ACTION, VOTE_ACTIONS, home_view, reply_message
@@ -237,10 +237,9 @@ class SlackBot:
         signed_at = datetime.fromtimestamp(int(stamp), UTC)
         # The real time, not self.clock (pinned in tests): the signature's window is Slack's real one.
         # A database failure propagates (500): unchecked, a replay would run; the command needs it anyway.
-        first = await asyncio.to_thread(
-            replay_records.first_use, self.db, signature, signed_at, now=utcnow(), keep=REPLAY_MEMORY
+        return await asyncio.to_thread(
+            replay.seen_before, self.db, signature, signed_at, now=utcnow(), keep=REPLAY_MEMORY
         )
-        return not first
 
     async def run_socket_mode(self, stop: asyncio.Event) -> None:
         """Receive commands and events over Socket Mode until ``stop`` is set; then close and drain.
@@ -427,7 +426,7 @@ class SlackBot:
         address = f"slack:{user_id}"
         try:
             items = await asyncio.to_thread(follow_items, self.db, address)
-            subscriber = await asyncio.to_thread(subscriber_records.get_subscriber, self.db, address)
+            subscriber = await asyncio.to_thread(subscribers.subscriber_by_address, self.db, address)
         except ValueError:
             log.warning("slack: app_home_opened for a malformed user id %r", user_id[:40])
             return

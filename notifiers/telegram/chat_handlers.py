@@ -43,9 +43,8 @@ from bot.commands_base import BLOCKED, REMOVED, cut, stored_language
 from bot.commands_votes import press_vote
 from core.config_edges import ChatSettings
 from core.db import Database
-from core.follows import subscriber_records
+from core.follows import subscribers
 from core.languages import DEFAULT_LANGUAGE, N_, Translator, translator
-from core.models import SubscriberStatus
 from notifiers.ratelimit import RateLimiter
 from notifiers.telegram.chat_render import (
     Action,
@@ -250,10 +249,7 @@ class ChatHandlers:
         if not reply.follows:
             return {}
         try:
-            subscriber = subscriber_records.get_subscriber(self.db, ctx.address)
-            if subscriber is None or subscriber.id is None:
-                return {}
-            rows = subscriber_records.follows_of(self.db, subscriber.id)
+            rows = subscribers.follows_at(self.db, ctx.address)
         except Exception:  # the reply still goes out, without buttons
             log.exception("telegram: cannot read the follows of %s for buttons", ctx.address)
             return {}
@@ -357,10 +353,7 @@ class ChatHandlers:
 
     def _number_of(self, address: str, follow_id: int) -> int | None:
         """The number ``follows`` shows for follow ``follow_id`` of this chat; None when it is not there."""
-        subscriber = subscriber_records.get_subscriber(self.db, address)
-        if subscriber is None or subscriber.id is None:
-            return None
-        for number, row in enumerate(subscriber_records.follows_of(self.db, subscriber.id), 1):
+        for number, row in enumerate(subscribers.follows_at(self.db, address), 1):
             if row.id == follow_id:
                 return number
         return None
@@ -398,31 +391,26 @@ class ChatHandlers:
             reason = BLOCKED if chat.type == ChatType.PRIVATE else REMOVED
             await asyncio.to_thread(self._pause, address_of(chat.id), reason)
         elif old in _GONE and new not in _GONE and chat.type != ChatType.PRIVATE:
-            known = await asyncio.to_thread(subscriber_records.get_subscriber, self.db, address_of(chat.id))
+            known = await asyncio.to_thread(subscribers.subscriber_by_address, self.db, address_of(chat.id))
             t = await self.language(chat.id, change.from_user)
             await self.send(chat.id, text_reply(greeting(change, known is not None, t), language=t.language))
 
     def _pause(self, address: str, reason: str) -> None:
         """Pause an active subscriber with ``reason``; a chat paused by its own ``pause`` stays as it is."""
-        subscriber = subscriber_records.get_subscriber(self.db, address)
-        if subscriber is None or subscriber.id is None or subscriber.status != SubscriberStatus.ACTIVE:
+        subscriber = subscribers.subscriber_by_address(self.db, address)
+        if (
+            subscriber is None
+            or subscriber.id is None
+            or not subscribers.pause(self.db, subscriber.id, reason)
+        ):
             return
-        subscriber_records.update_subscriber(
-            self.db, subscriber.id, status=SubscriberStatus.PAUSED, status_reason=reason
-        )
         log.info("telegram: %s paused: %s", address, reason, extra={"role": "bots"})
 
     def _move(self, old_id: int, new_id: int) -> None:
         """Move the subscription of a group that Telegram upgraded to a supergroup with a new id."""
         old, new = address_of(old_id), address_of(new_id)
-        subscriber = subscriber_records.get_subscriber(self.db, old)
-        if (
-            subscriber is None
-            or subscriber.id is None
-            or subscriber_records.get_subscriber(self.db, new) is not None
-        ):
+        if not subscribers.move_address(self.db, old, new):
             return
-        subscriber_records.update_subscriber(self.db, subscriber.id, address=new)
         log.info("telegram: %s moved to %s (supergroup)", old, new, extra={"role": "bots"})
 
     # -- sending ---------------------------------------------------------------------------------------

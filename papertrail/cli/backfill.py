@@ -5,17 +5,20 @@ from __future__ import annotations
 import gzip
 import zlib
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, cast
+from typing import IO, TYPE_CHECKING, cast
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
 from core.db import Database
 from core.papers.pipeline import Batch, IngestReport, backfill
-from core.papers.saving import SaveResult
 from core.values import PaperIn
 from ingest.snapshot_parse import SnapshotRecord, SnapshotSkip, iter_snapshot
+
+if TYPE_CHECKING:
+    from core.papers.saving import SaveResult
 
 # Versions per transaction: big enough to amortise the commit, small enough to keep memory flat.
 BATCH_VERSIONS = 5000
@@ -31,6 +34,14 @@ class SnapshotUnreadable(Exception):
         super().__init__(problem)
         self.problem = problem
         self.line = line
+
+
+@dataclass(slots=True)
+class Stored:
+    """What the batches stored so far did: versions stored as history, and versions already known."""
+
+    history: int = 0
+    duplicates: int = 0
 
 
 class BackfillFailed(Exception):
@@ -100,7 +111,7 @@ def run_snapshot_backfill(db: Database, path: Path, console: Console) -> IngestR
     )
     with Progress(*columns, console=console) as progress:
         task = progress.add_task("snapshot", total=path.stat().st_size, versions=0)
-        stored = SaveResult()
+        stored = Stored()
 
         def advance(saved: SaveResult) -> None:
             stored.history += saved.history
@@ -114,7 +125,7 @@ def run_snapshot_backfill(db: Database, path: Path, console: Console) -> IngestR
             raise BackfillFailed(_failure(path, exc, stored)) from exc
 
 
-def _failure(path: Path, exc: SnapshotUnreadable, stored: SaveResult) -> str:
+def _failure(path: Path, exc: SnapshotUnreadable, stored: Stored) -> str:
     """The message of a backfill stopped by an unreadable file: the problem, then what was stored."""
     where = f"after line {exc.line:,}" if exc.line else "from its start"
     # Batches are stored whole or not at all: the lines of the batch being read when the file failed

@@ -166,10 +166,10 @@ def known_subscriber(db: Database, address: str) -> Subscriber:
     """The stored subscriber at ``address`` (its id set); exit 2 for a malformed address, 1 for an
     unknown one."""
     from core.channel import normalise_address
-    from core.follows import subscriber_records
+    from core.follows.subscribers import subscriber_by_address
 
     try:
-        found = subscriber_records.get_subscriber(db, normalise_address(address))
+        found = subscriber_by_address(db, normalise_address(address))
     except ValueError as exc:
         raise fail(str(exc), USAGE) from exc
     if found is None or found.id is None:

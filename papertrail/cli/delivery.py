@@ -73,7 +73,7 @@ def resume_command(
     is resumed at once (a reader's own pause is left alone); their held matches go out with their next
     digest.
     """
-    from core.delivery import alarm_records
+    from core.delivery import alarm
     from core.delivery.digests import resume
     from core.models import utcnow
     from core.people.masking import mask_address
@@ -99,9 +99,7 @@ def resume_command(
                 raise fail(explain(exc), exit_code_for(exc)) from exc
             out.print(f"{mask_address(subscriber.address)} is active again")
             return
-        count, addresses = alarm_records.refused_subscribers(
-            ctx.db, reason=reason, since=after, limit=RESUME_LISTED
-        )
+        count, addresses = alarm.refused_subscribers(ctx.db, reason=reason, since=after, limit=RESUME_LISTED)
         cause = " and ".join(
             part
             for part in (
@@ -123,7 +121,7 @@ def resume_command(
             if count > len(addresses):
                 out.print(f"  …and {count - len(addresses)} more")
             return
-        resumed = alarm_records.resume_refused(ctx.db, reason=reason, since=after, now=utcnow())
+        resumed = alarm.resume_refused(ctx.db, reason=reason, since=after, now=utcnow())
     out.print(
         f"resumed {count_of(resumed, 'subscriber')} paused by a delivery refusal ({cause}); their held "
         "matches "
@@ -252,14 +250,14 @@ def retry(
 ) -> None:
     """Re-queue dead-lettered digests (they gave up after PAPERTRAIL_DELIVERY_MAX_ATTEMPTS failures)."""
     from core.channel import normalise_address
-    from core.ledger import outcome_records
+    from core.delivery import queue
 
     with store_context() as ctx:
         try:
             target = normalise_address(address) if address else None
         except ValueError as exc:
             raise fail(str(exc), 2) from exc
-        count = outcome_records.requeue_dead(ctx.db, address=target)
+        count = queue.requeue_dead(ctx.db, address=target)
     out.print(f"re-queued {count_of(count, 'dead-lettered digest')}; they go out with the next digest pass")
 
 
@@ -273,12 +271,12 @@ app.add_typer(alarms_app, name="alarms")
 @alarms_app.callback()
 def alarms_list(ctx: typer.Context) -> None:
     """List the raised delivery alarms (the same as in `papertrail status`)."""
-    from core.delivery import alarm_records
+    from core.delivery.alarm import raised_alarms
 
     if ctx.invoked_subcommand is not None:
         return
     with store_context() as app_ctx:
-        alarms = alarm_records.delivery_alarms(app_ctx.db)
+        alarms = raised_alarms(app_ctx.db)
     if not alarms:
         out.print("no delivery alarm is raised")
         return
@@ -295,13 +293,11 @@ def alarms_clear(
     While raised, an alarm holds its kind of refusal for a retry; once cleared, the next refusals are
     judged afresh: a few are paused as the recipients', many raise the alarm again.
     """
-    from core.delivery import alarm_records
+    from core.delivery.alarm import clear_alarms
     from core.models import utcnow
 
     with store_context() as ctx:
-        cleared = alarm_records.clear_alarms(
-            ctx.db, channel.strip().lower() if channel else None, now=utcnow()
-        )
+        cleared = clear_alarms(ctx.db, channel.strip().lower() if channel else None, now=utcnow())
     if not cleared:
         raise fail(f"no delivery alarm is raised{f' on {channel}' if channel else ''}", 1)
     for name, kind in cleared:

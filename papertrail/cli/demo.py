@@ -24,8 +24,7 @@ from typing import TextIO
 
 from core.config import Settings
 from core.delivery.digests import send_due_digests
-from core.follows import match_records
-from core.follows.manage import follow
+from core.follows.manage import fan_out, follow
 from core.papers.pipeline import IngestReport, ingest_once
 from papertrail.service.context import build_context
 
@@ -111,6 +110,6 @@ async def load_demo_day(settings: Settings) -> tuple[IngestReport, int]:
         try:
             report = await ingest_once(ctx.db, ctx.sources["arxiv-rss"])
             # As `papertrail ingest` does: each follower's Match rows now, not at the next digest's planning.
-            return report, match_records.expand_matches(ctx.db)
+            return report, fan_out(ctx.db)
         finally:
             await ctx.aclose()

@@ -9,7 +9,7 @@ command imports what it needs when it runs (tests/test_cli_imports.py).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -61,9 +61,9 @@ def follow(
     ] = None,
 ) -> None:
     """Add a follow (or change its options); creates the subscriber when the address is new."""
-    from core.follows import subscriber_records
     from core.follows.manage import follow as add_follow
     from core.follows.query import QueryError
+    from core.follows.subscribers import SubscriberSettings
     from core.people.masking import mask_address
     from core.schedule import parse_schedule
 
@@ -79,29 +79,27 @@ def follow(
                 schedule=schedule or ctx.settings.default_schedule,
                 revisions=not new_only,
                 instant=instant,
+                language=chosen,
+                # An existing subscriber takes the --schedule and --timezone given, as `papertrail schedule`
+                # and `import follows` do; follow() checks both before it stores anything.
+                settings=SubscriberSettings(
+                    schedule=parse_schedule(schedule).text if schedule is not None else None,
+                    timezone=timezone,
+                    language=chosen,
+                ),
             )
         except (QueryError, ValueError) as exc:
             raise fail(explain(exc), 2) from exc
-        who = result.subscriber
-        before = f"{who.schedule} ({who.timezone})"
-        fields: dict[str, Any] = {}
-        if chosen is not None:
-            fields["language"] = chosen
-        if not result.subscriber_created:
-            # An existing subscriber takes the --schedule and --timezone given, as `papertrail schedule`
-            # and `import follows` do (they used to be ignored without a word); follow() checked both.
-            if schedule is not None and parse_schedule(schedule).text != who.schedule:
-                fields["schedule"] = parse_schedule(schedule).text
-            if timezone is not None and timezone != who.timezone:
-                fields["timezone"] = timezone
-        if fields:
-            who = subscriber_records.update_subscriber(ctx.db, who.id or 0, **fields)
+        who, was = result.subscriber, result.before
     if result.subscriber_created:
         out.print(
             f"new subscriber {mask_address(who.address)} (schedule {who.schedule}, timezone {who.timezone})"
         )
-    elif "schedule" in fields or "timezone" in fields:
-        out.print(f"{mask_address(who.address)}: schedule {who.schedule} ({who.timezone}), was {before}")
+    elif was is not None and (was.schedule, was.timezone) != (who.schedule, who.timezone):
+        out.print(
+            f"{mask_address(who.address)}: schedule {who.schedule} ({who.timezone}), "
+            f"was {was.schedule} ({was.timezone})"
+        )
     verb = {"added": "now follows", "updated": "updated", "unchanged": "already follows"}[result.outcome]
     out.print(f"{mask_address(who.address)} {verb}: {result.follow.query}{_options(result.follow)}")
 
@@ -142,17 +140,17 @@ def unfollow_command(
 def follows(address: Annotated[str, typer.Argument(help="The subscriber address.")]) -> None:
     """List a subscriber's follows, numbered."""
     from core.channel import normalise_address
-    from core.follows import subscriber_records
+    from core.follows import subscribers
     from core.people.masking import mask_address, mask_text
 
     with store_context() as ctx:
         try:
-            subscriber = subscriber_records.get_subscriber(ctx.db, normalise_address(address))
+            subscriber = subscribers.subscriber_by_address(ctx.db, normalise_address(address))
         except ValueError as exc:
             raise fail(str(exc), 2) from exc
         if subscriber is None or subscriber.id is None:
             raise fail(f"no subscriber {address}; add a follow with: papertrail follow {address} QUERY", 1)
-        rows = subscriber_records.follows_of(ctx.db, subscriber.id)
+        rows = subscribers.follows_of(ctx.db, subscriber.id)
     out.print(
         f"{mask_address(subscriber.address)} · {subscriber.status} · "
         f"schedule {subscriber.schedule} ({subscriber.timezone})"
@@ -181,7 +179,8 @@ def schedule(
 ) -> None:
     """Change when a subscriber's digests go out (and optionally their timezone and heartbeat)."""
     from core.channel import normalise_address
-    from core.follows import subscriber_records
+    from core.follows import subscribers
+    from core.follows.subscribers import SubscriberSettings
     from core.people.masking import mask_address
     from core.schedule import parse_schedule, zone
 
@@ -190,17 +189,13 @@ def schedule(
             parsed = parse_schedule(when)
             if timezone:
                 zone(timezone)
-            subscriber = subscriber_records.get_subscriber(ctx.db, normalise_address(address))
+            subscriber = subscribers.subscriber_by_address(ctx.db, normalise_address(address))
         except ValueError as exc:
             raise fail(str(exc), 2) from exc
         if subscriber is None or subscriber.id is None:
             raise fail(f"no subscriber {address}; add a follow first", 1)
-        fields: dict[str, Any] = {"schedule": parsed.text}
-        if timezone:
-            fields["timezone"] = timezone
-        if heartbeat is not None:
-            fields["heartbeat"] = heartbeat
-        updated = subscriber_records.update_subscriber(ctx.db, subscriber.id, **fields)
+        wanted = SubscriberSettings(schedule=parsed.text, timezone=timezone or None, heartbeat=heartbeat)
+        updated = subscribers.change_settings(ctx.db, subscriber.id, wanted)
     beat = ", heartbeat on" if updated.heartbeat else ""
     out.print(f"{mask_address(updated.address)}: schedule {updated.schedule} ({updated.timezone}){beat}")
 

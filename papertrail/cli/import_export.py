@@ -233,7 +233,7 @@ def export_opml_command(
     from core.channel import channel_of, normalise_address
     from core.delivery.feed_links import opml
     from core.delivery.feeds import private_feed_url
-    from core.follows import subscriber_records
+    from core.follows import subscribers
     from core.models import utcnow
 
     with store_context() as ctx:
@@ -243,10 +243,10 @@ def export_opml_command(
                 raise ValueError(f"{normal} is a newsletter, not a reader's subscription")
         except ValueError as exc:
             raise fail(explain(exc), USAGE) from exc
-        subscriber = subscriber_records.get_subscriber(ctx.db, normal)
+        subscriber = subscribers.subscriber_by_address(ctx.db, normal)
         if subscriber is None or subscriber.id is None:
             raise fail(f"no subscriber {address}", FAILURE)
-        queries = [f.query for f in subscriber_records.follows_of(ctx.db, subscriber.id)]
+        queries = [f.query for f in subscribers.follows_of(ctx.db, subscriber.id)]
         # The private feed's link is made here if the reader never opened it (as the manage page does).
         private = private_feed_url(ctx.db, ctx.settings, subscriber)
         text = opml(ctx.settings, subscriber, queries, private=private, now=utcnow())
@@ -408,7 +408,7 @@ def import_library_command(
     paper the reader likes. Every entry not used is listed with its line and reason; importing the same
     file again adds nothing."""
     from core.channel import normalise_address
-    from core.follows import subscriber_records
+    from core.follows.subscribers import subscriber_by_address
     from core.taste.library_file import MAX_FILE_BYTES, LibraryFileError, read_library
     from core.taste.library_import import import_library
     from papertrail.service import channels
@@ -439,7 +439,7 @@ def import_library_command(
     except LibraryFileError as exc:
         raise fail(f"{name}: {exc}; nothing imported", USAGE) from exc
     with app_context() as ctx:
-        subscriber = subscriber_records.get_subscriber(ctx.db, normal)
+        subscriber = subscriber_by_address(ctx.db, normal)
         if subscriber is None or subscriber.id is None:
             raise fail(
                 f"no subscriber {address}; add a follow with: papertrail follow {address} QUERY", FAILURE

@@ -43,7 +43,7 @@ def newsletter_create(
     """Define a newsletter. People join it with `subscribe --newsletter`, the /subscribe form or `join`;
     the operator adds existing subscribers with `newsletter add`."""
     from core.follows.query import QueryError
-    from core.people import newsletter_records, newsletters
+    from core.people import newsletters
 
     with store_context() as ctx:
         try:
@@ -57,7 +57,7 @@ def newsletter_create(
             )
         except (QueryError, ValueError) as exc:
             raise fail(explain(exc), 2) from exc
-        shown = newsletter_records.newsletter_info(ctx.db, created.id or 0)
+        shown = newsletters.info(ctx.db, created.name)
     out.print(
         f"newsletter {created.name} ({created.title}): {count_of(len(shown.follows), 'follow')}, "
         f"schedule {shown.subscriber.schedule} ({shown.subscriber.timezone}); "
@@ -70,11 +70,10 @@ def newsletter_list() -> None:
     """Every newsletter: name, title, schedule, members and follows."""
     from rich.table import Table
 
-    from core.people import newsletter_records
+    from core.people.newsletters import all_infos
 
     with store_context() as ctx:
-        known = newsletter_records.all_newsletters(ctx.db)
-        infos = [newsletter_records.newsletter_info(ctx.db, n.id or 0) for n in known]
+        infos = all_infos(ctx.db)
     if not infos:
         out.print("no newsletters; create one with: papertrail newsletter create NAME --title T --follow Q")
         return
@@ -120,8 +119,8 @@ def _membership(db: Database, name: str, address: str) -> tuple[Newsletter, Subs
     """The newsletter and the subscriber of ``newsletter add|remove NAME ADDRESS``, or exit saying which is
     missing: 2 for an address that is not one, 1 for a newsletter or a subscriber the store does not know."""
     from core.channel import normalise_address
-    from core.follows import subscriber_records
-    from core.people import newsletter_records, newsletters
+    from core.follows.subscribers import subscriber_by_address
+    from core.people import newsletters
 
     try:
         normalised = normalise_address(address)
@@ -132,11 +131,11 @@ def _membership(db: Database, name: str, address: str) -> tuple[Newsletter, Subs
     except LookupError as exc:
         how = (
             "`papertrail newsletter list` shows them"
-            if newsletter_records.all_newsletters(db)
+            if newsletters.all_newsletters(db)
             else "create one with: papertrail newsletter create NAME --title T --follow Q"
         )
         raise fail(f"{explain(exc)}; {how}", FAILURE) from exc
-    subscriber = subscriber_records.get_subscriber(db, normalised)
+    subscriber = subscriber_by_address(db, normalised)
     if subscriber is None or subscriber.id is None:
         # An email address may rather be signed up, double opt-in, as a member from the start.
         signup = (

@@ -106,10 +106,9 @@ def ingest(
     arxiv-oai fills gaps: versions announced after the newest announcement already seen are news, older
     ones are stored as history.
     """
-    from core.follows import match_records
+    from core.follows.manage import fan_out
     from core.models import utcnow
-    from core.papers.pipeline import complete_papers, ingest_community, ingest_once, ingest_paged
-    from core.papers.saving import Novelty
+    from core.papers.pipeline import catch_up, complete_papers, ingest_community, ingest_once
 
     if source not in SOURCE_NAMES:
         raise fail(f"unknown source {source!r}; choose one of: {', '.join(SOURCE_NAMES)}", 2)
@@ -129,8 +128,7 @@ def ingest(
             assert ctx.api is not None
             work = complete_papers(ctx.db, ctx.api)
         elif source in ctx.paged:
-            novelty = Novelty.HISTORY if history else Novelty.GAP
-            work = ingest_paged(ctx.db, ctx.paged[source], since=from_date, novelty=novelty)
+            work = catch_up(ctx.db, ctx.paged[source], since=from_date, history=history)
         elif source in ctx.community:
             work = ingest_community(ctx.db, ctx.community[source], wanted)
         else:
@@ -152,7 +150,7 @@ def ingest(
     # recommendations of the new papers (core.taste.recommend).
     from core.taste.recommend import recommend_new
 
-    fanned = match_records.expand_matches(ctx.db)
+    fanned = fan_out(ctx.db)
     recommended = recommend_new(ctx.db).written
     out.print(
         f"{source}: {report.state}; {count_of(report.fetched, 'item')}, "
@@ -173,7 +171,7 @@ def backfill_snapshot(
     path: Annotated[Path, typer.Argument(help="arxiv-metadata-oai-snapshot.json[.gz] (JSON Lines).")],
 ) -> None:
     """Stream the arXiv metadata snapshot into the store as history, with a progress bar."""
-    from core.papers import paper_records
+    from core.papers.pipeline import search_backlog
     from papertrail.cli.backfill import BackfillFailed, run_snapshot_backfill
 
     if not path.is_file():
@@ -183,7 +181,7 @@ def backfill_snapshot(
             report = run_snapshot_backfill(ctx.db, path, err)
         except BackfillFailed as exc:  # a cut-short or corrupt gzip: click alone would print "Aborted."
             raise fail(str(exc), 1) from exc
-        backlog = paper_records.search_backlog(ctx.db)
+        backlog = search_backlog(ctx.db)
     out.print(
         f"snapshot: {report.state}; {count_of(report.fetched, 'version')} read, {report.duplicates} "
         "already known"
@@ -206,26 +204,26 @@ def index(
     """Write the search index entries a backfill left (the running service does it in the background)."""
     import time
 
-    from core.papers import paper_records
-    from core.papers.search_index import INDEX_BATCH
+    from core.papers import pipeline
 
     with store_context() as ctx:
         db = ctx.db
-        waiting = paper_records.search_backlog(db)
+        waiting = pipeline.search_backlog(db)
         if not waiting:
             out.print("search index: up to date")
             return
         out.print(f"search index: {count_of(waiting, 'paper')} to index")
         started = time.monotonic()
-        done = 0
+        done = batches = 0
         while not limit or done < limit:
-            written = paper_records.index_search(db, INDEX_BATCH)
-            done += written
-            if written < INDEX_BATCH:
+            batch = pipeline.index_search(db)
+            done += batch.written
+            batches += 1
+            if not batch.full:
                 break
-            if done % (INDEX_BATCH * 25) == 0:
+            if batches % 25 == 0:
                 err.print(f"  {done:,} indexed, {done / (time.monotonic() - started):,.0f} papers/s")
-        paper_records.tidy_search_index(db)
+        pipeline.tidy_search_index(db)
         seconds = time.monotonic() - started
-        left = paper_records.search_backlog(db)
+        left = pipeline.search_backlog(db)
     out.print(f"search index: {count_of(done, 'paper')} indexed in {seconds:,.0f} s; {left} left")

@@ -31,22 +31,21 @@ app = typer.Typer()
 @app.command()
 def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
     """Papers stored; new papers, revisions and AI-related papers in the last 24 h; health of each source."""
-    from core.ledger import ledger_records
+    from core.overview.screens import queues
     from core.overview.status import source_statuses
-    from core.papers import paper_records
     from core.people.masking import mask_address, mask_text
     from papertrail.service.channels import CHANNELS
     from papertrail.service.ingest_claim import status_summary
 
     with store_context() as ctx:
         summary = status_summary(ctx.db, SOURCE_NAMES)
-        dead = ledger_records.dead_digests(ctx.db)
-        backlog = paper_records.search_backlog(ctx.db)
+        queued = queues(ctx.db)
+        dead, backlog = queued.dead, queued.search_backlog
         settings = ctx.settings
         unconfigured = CHANNELS.unconfigured(settings)
         waiting = {
             channel: (count, unconfigured[channel])
-            for channel, count in ledger_records.pending_by_channel(ctx.db).items()
+            for channel, count in queued.waiting_by_channel.items()
             if channel in unconfigured
         }
     judged = source_statuses(

@@ -47,9 +47,9 @@ def _paper(text: str) -> tuple[str, int | None]:
 
 def _versions(db: Database, address: str, arxiv_id: str, version: int | None) -> list[Version]:
     """The stored versions of the paper; exit 1 when it (or the version asked for) is not stored."""
-    from core.papers import paper_records
+    from core.papers.status import versions_of
 
-    stored = paper_records.versions_of(db, arxiv_id)
+    stored = versions_of(db, arxiv_id)
     if not stored:
         raise fail(
             f"PaperTrail has not stored {arxiv_id}: votes go to papers it has collected; "
@@ -129,13 +129,13 @@ def likes(
     """List a subscriber's votes, newest first, with how many papers it liked and disliked."""
     from core.english import counted
     from core.people.masking import mask_address
-    from core.taste import taste_records
-    from core.taste.votes import votes
+    from core.taste.votes import vote_counts, votes
 
     with store_context() as ctx:
         subscriber = known_subscriber(ctx.db, address)
         sid = subscriber.id or 0
-        liked, disliked, seeds = taste_records.vote_counts(ctx.db, sid)
+        tally = vote_counts(ctx.db, sid)
+        liked, disliked, seeds = tally.liked, tally.disliked, tally.seeds
         shown = votes(ctx.db, sid, limit=limit)
     counts = [counted(liked, "like"), counted(disliked, "dislike")]
     if seeds:

@@ -17,12 +17,15 @@ import logging
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from core.db import Database
-from core.overview import dashboard_records
-from core.overview.dashboard_records import StatusSummary
-from core.papers import run_records
+from core.overview import screens
+from core.papers import pipeline
 from papertrail.service.leader import Lock, PostgresLock, lock_for
+
+if TYPE_CHECKING:
+    from core.overview.dashboard_records import StatusSummary
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +69,7 @@ def claim_source(db: Database, source: str) -> Iterator[None]:
     """
     lock = _lock(db, source)
     if not _take(lock):
-        running = run_records.running_run(db, source)
+        running = pipeline.running_run(db, source)
         raise SourceBusy(source, running.started_at if running else None)
     try:
         _close_abandoned(db, source)
@@ -98,7 +101,7 @@ def reap_abandoned(db: Database, sources: Iterable[str]) -> int:
 
 
 def _close_abandoned(db: Database, source: str) -> int:
-    ids = run_records.close_abandoned(db, source, reason=ABANDONED)
+    ids = pipeline.close_abandoned(db, source, reason=ABANDONED)
     if ids:
         log.warning(
             "%s: closed %d run(s) left running by a process that is gone (%s)",
@@ -114,8 +117,8 @@ def status_summary(db: Database, sources: Iterable[str], now: datetime | None = 
     """The store's status summary for the status readers (``papertrail status``, the status page), with
     the runs a dead process left ``running`` closed first: a source reads "checking" only while a live
     process checks it."""
-    summary = dashboard_records.status(db, now, sources=sources)
+    summary = screens.status(db, now, sources=sources)
     checking = [facts.source for facts in summary.sources if facts.checking_since is not None]
     if checking and reap_abandoned(db, checking):
-        summary = dashboard_records.status(db, now, sources=sources)
+        summary = screens.status(db, now, sources=sources)
     return summary

@@ -36,9 +36,8 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from core.guides.service import make_reader_guides
 from core.models import utcnow
-from core.papers import paper_records
+from core.papers import pipeline
 from core.papers.pipeline import complete_papers, ingest_community, ingest_once
-from core.papers.search_index import INDEX_BATCH
 from papertrail.service.context import AppContext
 from papertrail.service.ingest_claim import SourceBusy, claim_source
 from papertrail.service.leader import POLL_SECONDS, Leader, lock_for
@@ -63,7 +62,7 @@ CANCEL_GRACE = 3.0
 # Hugging Face's daily list grows and its upvotes move during the day; hourly is plenty.
 COMMUNITY_INTERVAL_MINUTES = 60
 # The search indexer (Jobs.index_search): a run every minute writes entries for up to 40 s, a batch
-# (core.papers.search_index.INDEX_BATCH) per transaction, so a backfill's million papers are searchable within
+# (core.papers.pipeline.index_search) per transaction, so a backfill's million papers are searchable within
 # the hour or so.
 INDEX_INTERVAL_SECONDS = 60
 INDEX_RUN_SECONDS = 40
@@ -184,23 +183,24 @@ class Jobs:
         await self.guides()
 
     async def index_search(self) -> None:
-        """Write the search index entries a backfill or migration 0018 left (core.papers.search_index), in
-        batches of INDEX_BATCH, for at most INDEX_RUN_SECONDS a run: the rest waits for the next run.
+        """Write the search index entries a backfill or migration 0018 left (core.papers.search_index), a
+        batch at a time (core.papers.pipeline.index_search), for at most INDEX_RUN_SECONDS a run: the rest
+        waits for the next run.
         Then merge the index's pending entries (PostgreSQL), the day's news among them."""
         db = self.ctx.db
         async with self._busy["index"]:
             started = time.monotonic()
             written = 0
             while not self.stop.is_set() and time.monotonic() - started < INDEX_RUN_SECONDS:
-                done = await asyncio.to_thread(paper_records.index_search, db, INDEX_BATCH)
-                written += done
-                if done < INDEX_BATCH:
+                batch = await asyncio.to_thread(pipeline.index_search, db)
+                written += batch.written
+                if not batch.full:
                     break
             if written:
-                left = await asyncio.to_thread(paper_records.search_backlog, db)
+                left = await asyncio.to_thread(pipeline.search_backlog, db)
                 log.info("search index: %d papers indexed, %d to go", written, left)
             # The news written since the last run, merged into PostgreSQL's GIN index proper.
-            await asyncio.to_thread(paper_records.tidy_search_index, db)
+            await asyncio.to_thread(pipeline.tidy_search_index, db)
 
     async def guides(self) -> None:
         """Make the AI guides readers are waiting for (core.guides.service); nothing without an endpoint.

@@ -39,7 +39,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 from markupsafe import Markup
@@ -54,12 +54,12 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from core.guides import guide_records
+from core.guides import service as guides_service
 from core.languages import Translator, listing, translator
 from core.models import utcnow
-from core.overview import dashboard_records
+from core.overview import screens
 from core.overview.status import SourceStatus
-from core.papers import paper_records
+from core.papers import status as papers
 from core.papers.citations import highwire_tags
 from core.papers.health import Health
 from core.papers.revisions import history
@@ -311,11 +311,11 @@ class _Web:
         t = reader.t
         now = self.clock()
         judged, summary = judged_sources(self.db, self.ctx.settings, SOURCE_NAMES, now)
-        counts = dashboard_records.dashboard_counts(self.db, now)
-        guides_24h = guide_records.count_guided_versions_since(self.db, now - timedelta(hours=24))
-        facts = dashboard_records.source_facts(self.db, [item.facts.source for item in judged])
         shown = self.pages.display(reader)
-        days = dashboard_records.daily_counts(self.db, now, CHART_DAYS, shown.zone)
+        page = screens.status_page(
+            self.db, now, [item.facts.source for item in judged], days=CHART_DAYS, zone=shown.zone
+        )
+        counts, guides_24h, facts, days = page.counts, page.guides_24h, page.facts, page.days
         day_zone = shown.day_name(now)
         chart = Markup(
             daily_chart(
@@ -349,8 +349,8 @@ class _Web:
         bare = bare_paper_id(raw)
         if not bare:
             return language_headers(RedirectResponse("/papers", status_code=307), reader)
-        versions = paper_records.versions_of(self.db, bare)
-        picks = paper_records.picks_of(self.db, bare)
+        versions = papers.versions_of(self.db, bare)
+        picks = papers.picks_of(self.db, bare)
         if not versions and not picks:
             return self.pages.message(
                 reader,
@@ -359,7 +359,7 @@ class _Web:
                 hint=t.gettext("Check the id (e.g. 2411.17700), or search the library on the papers page."),
                 status=404,
             )
-        guides = guide_records.guides_for(
+        guides = guides_service.guides_for(
             self.db, [v.id for v in versions if v.id is not None], reader.language
         )
         return self.pages.render(
@@ -402,7 +402,7 @@ class _Web:
             "source.html.j2",
             now=now,
             source=verdict,
-            runs=dashboard_records.source_runs(self.db, name, limit=50),
+            runs=screens.source_runs(self.db, name, limit=50),
         )
 
     # -- operations (machine-readable: English) --------------------------------------------------------

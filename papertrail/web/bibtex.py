@@ -7,7 +7,7 @@
   suffix dropped, old-style ids keep their slash (``/papers/hep-th/9901001.bib``). A paper PaperTrail has
   not seen, or knows only from a community pick (no arXiv metadata yet), is a 404 page.
 * ``GET /manage/{token}/papers.bib``: behind the manage link's token, one entry per paper that a sent
-  digest of the subscriber carried (``core.ledger.ledger_sent``), the most recently sent first, at most
+  digest of the subscriber carried (``core.delivery.history``), the most recently sent first, at most
   :data:`MAX_HISTORY_PAPERS`; streamed a page of the ledger at a time. Its ``@comment`` lines are in the
   reader's language; the entries are data and never translated. Not cached, not referred (like the manage
   page). Only what digests carried: the papers a subscriber liked are the next file.
@@ -24,20 +24,17 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from core.db import Database
+from core.delivery.history import sent_papers
 from core.languages import Translator
-from core.ledger.ledger_sent import NEWEST_FIRST, sent_items
 from core.models import Subscriber, Version
-from core.papers import paper_records
+from core.papers import status as papers
 from core.papers.citations import MAX_HISTORY_PAPERS, MEDIA_TYPE, entry, file_name
-from core.taste import taste_records
+from core.taste.votes import liked_versions
 from papertrail.service.context import AppContext
 from papertrail.web.pages import PRIVATE_HEADERS, Pages, bare_paper_id, language_headers, paper_path
 from papertrail.web.subscribers import SubscriberPages
 
 HISTORY_FILE = "papertrail.bib"
-# Papers of the history whose newest versions are read per statement.
-HISTORY_CHUNK = 500
 LIKES_FILE = "papertrail-likes.bib"
 
 
@@ -73,9 +70,9 @@ class BibtexRoutes:
         t = reader.t
         raw = request.path_params["arxiv_id"]
         bare = bare_paper_id(raw)
-        versions = paper_records.versions_of(self.db, bare) if bare else []
+        versions = papers.versions_of(self.db, bare) if bare else []
         if not versions:
-            known = bool(bare) and bool(paper_records.picks_of(self.db, bare))
+            known = bool(bare) and bool(papers.picks_of(self.db, bare))
             return self.pages.message(
                 reader,
                 t.gettext("Paper not found"),
@@ -126,7 +123,7 @@ class BibtexRoutes:
         yield _comment(
             t.gettext("PaperTrail: the papers you liked, most recent first; one entry per version.")
         )
-        liked = taste_records.liked_versions(self.db, subscriber.id, limit=MAX_HISTORY_PAPERS + 1)
+        liked = liked_versions(self.db, subscriber.id, limit=MAX_HISTORY_PAPERS + 1)
         yield from _entries(liked, t, none=t.gettext("You have liked no paper yet."))
 
     def _history(self, subscriber: Subscriber, t: Translator) -> Iterator[str]:
@@ -138,35 +135,8 @@ class BibtexRoutes:
             )
         )
         # One more than the limit: the extra one only says that the file stops short.
-        sent = _sent_papers(self.db, subscriber.id, limit=MAX_HISTORY_PAPERS + 1)
+        sent = sent_papers(self.db, subscriber.id, limit=MAX_HISTORY_PAPERS + 1)
         yield from _entries(sent, t, none=t.gettext("PaperTrail has sent you no digest yet."))
-
-
-def _sent_papers(db: Database, subscriber_id: int, *, limit: int) -> Iterator[Version]:
-    """The newest stored version of each paper the subscriber was sent, at most ``limit``: the papers in the
-    order of their most recent sending (what was sent is ``core.ledger.ledger_sent``'s), each once,
-    whichever of its versions were sent (a paper sent as v1 and again as v3 is one entry, its newest stored
-    version). Read :data:`HISTORY_CHUNK` papers at a time, each chunk's ledger pages and versions in short
-    transactions.
-    """
-    seen: set[str] = set()
-    chunk: list[str] = []
-    for item in sent_items(db, subscriber_id, order=NEWEST_FIRST):
-        if item.arxiv_id in seen:
-            continue
-        seen.add(item.arxiv_id)
-        chunk.append(item.arxiv_id)
-        if len(chunk) == HISTORY_CHUNK or len(seen) == limit:
-            yield from _newest(db, chunk)
-            chunk = []
-            if len(seen) == limit:
-                return
-    yield from _newest(db, chunk)
-
-
-def _newest(db: Database, papers: list[str]) -> Iterator[Version]:
-    newest = paper_records.newest_versions(db, papers) if papers else {}
-    return (newest[paper] for paper in papers if paper in newest)
 
 
 def _entries(versions: Iterable[Version], t: Translator, *, none: str) -> Iterator[str]:

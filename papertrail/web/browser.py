@@ -18,9 +18,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from core.follows.search_text import SearchError, compile_search
-from core.guides import guide_records
+from core.guides.service import guides_for
 from core.languages import Translator, listing, translator
-from core.papers import browser_records
 from core.papers.browser_records import (
     MAX_CATEGORY,
     MAX_RELEVANCE_PAGE,
@@ -32,6 +31,7 @@ from core.papers.browser_records import (
     PaperPage,
     Sort,
 )
+from core.papers.status import browse
 from papertrail.service.context import AppContext
 from papertrail.web.pages import Pages, number
 
@@ -67,7 +67,7 @@ class BrowserPages:
         error = parsed if isinstance(parsed, str) else parse_cursor(parsed, cursor, reader.t)
         if not error and isinstance(parsed, PaperFilter):
             try:
-                result = browser_records.browse_papers(
+                result = browse(
                     self.db,
                     parsed,
                     after=cursor["after"] or None,
@@ -96,7 +96,7 @@ class BrowserPages:
                 max_relevance_page=MAX_RELEVANCE_PAGE,
             )
         assert isinstance(parsed, PaperFilter)
-        guides = guide_records.guides_for(
+        guides = guides_for(
             self.db, [row.version_id for row in result.rows if row.version_id is not None], reader.language
         )
         return self.pages.render(

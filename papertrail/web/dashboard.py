@@ -10,8 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from core.overview.dashboard_records import DashboardCounts, SourceFacts
+if TYPE_CHECKING:
+    from core.overview.dashboard_records import DashboardCounts, SourceFacts
+
 
 # The source whose finished runs are "arXiv's scan": the announcement feed every new paper comes from.
 # The OAI and API sources run on demand (gap fills, stubs), so their runs are not the daily scan.

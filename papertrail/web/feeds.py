@@ -32,15 +32,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime, parsedate_to_datetime
+from typing import TYPE_CHECKING
 from urllib.parse import quote, urlencode
 
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from core.delivery import feed_records
+from core.delivery import feeds
 from core.delivery.feed_links import PRIVATE_FEED_PREFIX, query_feed_url
-from core.delivery.feed_records import FeedVersion
 from core.delivery.feeds import PRIVATE_FEED_ENTRIES, QUERY_FEED_ENTRIES, FeedRevoked, feed_subscriber
 from core.delivery.render import changes_text, reasons_text, short_authors
 from core.escaping import strip_control
@@ -52,6 +52,9 @@ from core.people import tokens
 from papertrail.service.context import AppContext
 from papertrail.web.atom import MEDIA_TYPE, Entry, Feed, Link, Paragraph, serialize
 from papertrail.web.pages import PRIVATE_HEADERS, SECURITY_HEADERS, Pages, arxiv_url, paper_path
+
+if TYPE_CHECKING:
+    from core.delivery.feed_records import FeedVersion
 
 # A query feed is built at most once per this many seconds per (normalised query, language) and process;
 # readers polling in between get the cached document (or a 304). Also its Cache-Control max-age.
@@ -206,7 +209,7 @@ class FeedPages:
         key = (canonical, language)
         rendered = self.cache.get(key, now)
         if rendered is None:
-            versions = feed_records.query_feed(self.db, search, limit=QUERY_FEED_ENTRIES, language=language)
+            versions = feeds.query_feed(self.db, search, limit=QUERY_FEED_ENTRIES, language=language)
             # The links name the language unless it is the default: the document then depends on the
             # cache's key alone, whichever request built it.
             chosen = {"lang": language} if language != self.pages.default_language else {}
@@ -264,9 +267,7 @@ class FeedPages:
             return self._refused(text, language, status=gone, private=True)
         language = asked or normalize_language(subscriber.language) or self.pages.default_language
         t = translator(language)
-        versions = feed_records.sent_feed(
-            self.db, subscriber.id, limit=PRIVATE_FEED_ENTRIES, language=language
-        )
+        versions = feeds.sent_feed(self.db, subscriber.id, limit=PRIVATE_FEED_ENTRIES, language=language)
         updated = max((v.updated_at for v in versions), default=subscriber.created_at or _EPOCH)
         own = self.public_url + PRIVATE_FEED_PREFIX + quote(token, safe="")
         feed = Feed(

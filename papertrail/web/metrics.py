@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry, generate_latest
@@ -20,13 +21,14 @@ from prometheus_client.registry import Collector
 from core.channel import channels
 from core.config import Settings
 from core.db import Database
-from core.guides import guide_records
-from core.overview import dashboard_records
-from core.overview.dashboard_records import StatusSummary
+from core.overview import screens
 from core.overview.status import SourceStatus, source_statuses
 from core.papers.health import Health
 from papertrail.service.ingest_claim import status_summary
 from papertrail.service.redact import SecretRedactor, secrets_of
+
+if TYPE_CHECKING:
+    from core.overview.dashboard_records import StatusSummary
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +67,9 @@ class StoreCollector(Collector):
         up = GaugeMetricFamily("papertrail_database_up", "1 when the last scrape could read the database.")
         now = self.clock()
         try:
-            counts = dashboard_records.metric_counts(self.db)
+            read = screens.metrics(self.db, now)
             judged, summary = judged_sources(self.db, self.settings, self.sources, now)
-            day_ago = now - timedelta(hours=24)
-            guides_made = guide_records.count_made_since(self.db, day_ago)
-            versions_guided = guide_records.count_guided_versions_since(self.db, day_ago)
+            counts, guides_made, versions_guided = read.counts, read.guides_made, read.versions_guided
         except sa.exc.SQLAlchemyError as exc:
             log.warning("metrics: cannot read the database: %s", type(exc).__name__)
             up.add_metric([], 0)

@@ -33,7 +33,7 @@ from starlette.routing import Route
 from core.channel import DeliveryError
 from core.follows.query import QueryError
 from core.languages import normalize_language, said
-from core.people import newsletter_records, tokens
+from core.people import newsletters, tokens
 from core.people.signup import (
     RESEND_AFTER,
     SignupChanged,
@@ -103,7 +103,7 @@ class SignupPages:
             error=error,
             excerpt=excerpt,
             form={**defaults, **values},
-            newsletters=newsletter_records.all_newsletters(self.ctx.db),
+            newsletters=newsletters.all_newsletters(self.ctx.db),
         )
 
     async def form(self, request: Request) -> Response:

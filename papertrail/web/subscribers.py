@@ -34,7 +34,7 @@ A forged, altered or wrong-purpose token gets a 400 page that says so and what t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import Any
 from urllib.parse import quote
 
@@ -47,20 +47,21 @@ from core.channel import normalise_address
 from core.delivery.digests import resume
 from core.delivery.feed_links import opml
 from core.delivery.feeds import private_feed_url, renew_private_feed
-from core.follows import subscriber_records
+from core.follows import subscribers
 from core.follows.manage import follow
 from core.follows.query import QueryError
+from core.follows.subscribers import SubscriberSettings
 from core.languages import LANGUAGES, N_, listing, normalize_language, said
 from core.models import Follow, Newsletter, Subscriber, SubscriberStatus
+from core.overview.screens import manage_page
 from core.papers.citations import MAX_HISTORY_PAPERS
-from core.people import newsletter_records, tokens
+from core.people import newsletters, tokens
 from core.people.masking import mask_address
 from core.people.subscription import export_subscription
 from core.people.subscription_file import dumps
 from core.schedule import parse_schedule, zone
-from core.taste import taste_records
 from core.taste.library_file import MAX_FILE_BYTES
-from core.taste.votes import VoteState, undo_vote, votes
+from core.taste.votes import VoteState, undo_vote
 from papertrail.service.context import AppContext
 from papertrail.web.pages import PRIVATE_HEADERS, Pages, Reader, remember_language, token_problem
 
@@ -201,10 +202,10 @@ class SubscriberPages:
 
     def _find(self, address: str, reader: Reader) -> Subscriber | Response:
         """The subscriber at ``address``, or the page that says there is none."""
-        subscriber = subscriber_records.get_subscriber(self.db, address)
+        subscriber = subscribers.subscriber_by_address(self.db, address)
         if subscriber is None:
             try:
-                subscriber = subscriber_records.get_subscriber(self.db, normalise_address(address))
+                subscriber = subscribers.subscriber_by_address(self.db, normalise_address(address))
             except ValueError:
                 subscriber = None
         if subscriber is None or subscriber.id is None:
@@ -255,8 +256,7 @@ class SubscriberPages:
         already = found.status == SubscriberStatus.UNSUBSCRIBED
         if not already:
             assert found.id is not None
-            subscriber_records.unsubscribe(self.db, found.id, reason=UNSUBSCRIBE_REASON)
-            found = subscriber_records.get_subscriber(self.db, found.address) or found
+            found = subscribers.unsubscribe(self.db, found.id, reason=UNSUBSCRIBE_REASON)
         return self._unsubscribe_view(found, reader, done=True)
 
     def _unsubscribe_view(self, subscriber: Subscriber, reader: Reader, *, done: bool) -> Response:
@@ -267,7 +267,7 @@ class SubscriberPages:
             "unsubscribe.html.j2",
             private=True,
             subscriber=subscriber,
-            follows=len(subscriber_records.follows_of(self.db, subscriber.id)),
+            follows=len(subscribers.follows_of(self.db, subscriber.id)),
             done=done,
             unsubscribed=subscriber.status == SubscriberStatus.UNSUBSCRIBED,
             action=unsubscribe_path,
@@ -288,7 +288,7 @@ class SubscriberPages:
         subscriber = self._find(address, reader)
         if isinstance(subscriber, Response):
             return subscriber
-        newsletter = newsletter_records.get_newsletter(self.db, name)
+        newsletter = newsletters.named(self.db, name)
         if newsletter is None or newsletter.id is None:
             reader = reader.with_stored(subscriber.language)
             t = reader.t
@@ -325,7 +325,7 @@ class SubscriberPages:
             return found
         subscriber, newsletter = found
         assert subscriber.id is not None and newsletter.id is not None
-        left = newsletter_records.leave_newsletter(self.db, newsletter.id, subscriber.id)
+        left = newsletters.leave_membership(self.db, newsletter.id, subscriber.id)
         # Left already (a second click): the page says so rather than claiming it just happened.
         return self._leave_view(subscriber, newsletter, reader, done=left)
 
@@ -337,7 +337,7 @@ class SubscriberPages:
         token = tokens.sign(
             self._key(), tokens.LEAVE, tokens.leave_subject(subscriber.address, newsletter.name)
         )
-        member = any(n.id == newsletter.id for n in newsletter_records.newsletters_of(self.db, subscriber.id))
+        member = any(n.id == newsletter.id for n in newsletters.newsletters_of(self.db, subscriber.id))
         return self.pages.render(
             reader.with_stored(subscriber.language),
             "leave.html.j2",
@@ -433,7 +433,7 @@ class SubscriberPages:
         assert subscriber.id is not None
         wanted = fields.get("follow", "")
         target: Follow | None = next(
-            (f for f in subscriber_records.follows_of(self.db, subscriber.id) if str(f.id) == wanted.strip()),
+            (f for f in subscribers.follows_of(self.db, subscriber.id) if str(f.id) == wanted.strip()),
             None,
         )
         if target is None or target.id is None:
@@ -442,7 +442,7 @@ class SubscriberPages:
                     "that follow is not on your list (removed already?); the list below is current"
                 )
             )
-        subscriber_records.remove_follow(self.db, target.id)
+        subscribers.remove_follow(self.db, target.id)
         return "removed"
 
     def _do_schedule(
@@ -455,7 +455,9 @@ class SubscriberPages:
             zone(timezone)
         except ValueError as exc:
             return FormError(said(exc, reader.t))
-        subscriber_records.update_subscriber(self.db, subscriber.id, schedule=parsed.text, timezone=timezone)
+        subscribers.change_settings(
+            self.db, subscriber.id, SubscriberSettings(schedule=parsed.text, timezone=timezone)
+        )
         return "schedule"
 
     def _do_heartbeat(
@@ -467,7 +469,7 @@ class SubscriberPages:
             return FormError(
                 reader.t.gettext("unknown heartbeat choice {choice!r}; choose on or off", choice=chosen)
             )
-        subscriber_records.update_subscriber(self.db, subscriber.id, heartbeat=chosen == "on")
+        subscribers.change_settings(self.db, subscriber.id, SubscriberSettings(heartbeat=chosen == "on"))
         return f"heartbeat_{chosen}"
 
     def _do_language(
@@ -483,7 +485,9 @@ class SubscriberPages:
                     choices=listing(reader.t, LANGUAGES),
                 )
             )
-        subscriber_records.update_subscriber(self.db, subscriber.id, language=normalize_language(chosen))
+        subscribers.change_settings(
+            self.db, subscriber.id, SubscriberSettings(language=normalize_language(chosen))
+        )
         return "language"
 
     def _do_unsubscribe(
@@ -491,7 +495,7 @@ class SubscriberPages:
     ) -> str | FormError:
         assert subscriber.id is not None
         if subscriber.status != SubscriberStatus.UNSUBSCRIBED:
-            subscriber_records.unsubscribe(self.db, subscriber.id, reason="unsubscribed on the manage page")
+            subscribers.unsubscribe(self.db, subscriber.id, reason="unsubscribed on the manage page")
         return "unsubscribed"
 
     def _do_resubscribe(
@@ -537,7 +541,7 @@ class SubscriberPages:
         if not isinstance(found, Subscriber):
             return found
         assert found.id is not None
-        queries = [f.query for f in subscriber_records.follows_of(self.db, found.id)]
+        queries = [f.query for f in subscribers.follows_of(self.db, found.id)]
         private = private_feed_url(self.db, self.ctx.settings, found)
         body = opml(self.ctx.settings, found, queries, private=private, now=self.pages.clock())
         return _download(body, "text/x-opml", "papertrail-feeds.opml")
@@ -559,6 +563,7 @@ class SubscriberPages:
     ) -> Response:
         assert subscriber.id is not None
         _, manage_path = self._links(subscriber.address)
+        page = manage_page(self.db, subscriber.id, votes_shown=MAX_VOTES_SHOWN)
         form: dict[str, Any] = {"query": "", "schedule": subscriber.schedule, "timezone": subscriber.timezone}
         if values:
             form.update({k: v for k, v in values.items() if k in form})
@@ -568,7 +573,7 @@ class SubscriberPages:
             status=status,
             private=True,
             subscriber=subscriber,
-            follows=subscriber_records.follows_of(self.db, subscriber.id),
+            follows=page.follows,
             action=manage_path,
             downloads={"export": f"{manage_path}/export.json", "feeds": f"{manage_path}/feeds.opml"},
             notice=notice,
@@ -581,8 +586,8 @@ class SubscriberPages:
             feed_url=private_feed_url(self.db, self.ctx.settings, subscriber),
             max_history=MAX_HISTORY_PAPERS,
             # Learned follows (issue 17): the newest votes, and (likes, dislikes, library seeds).
-            votes=votes(self.db, subscriber.id, limit=MAX_VOTES_SHOWN),
-            vote_counts=taste_records.vote_counts(self.db, subscriber.id),
+            votes=page.votes,
+            vote_counts=astuple(page.vote_counts),
             # The library upload's form posts to {action}/library (papertrail.web.library); its limit.
             library_mb=f"{MAX_FILE_BYTES / 1e6:,.0f}",
         )

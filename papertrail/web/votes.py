@@ -36,10 +36,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from core.models import Subscriber
-from core.papers import paper_records
+from core.papers.status import stored_version
 from core.people import tokens
-from core.taste import taste_records
-from core.taste.votes import VoteState, cast_vote, undo_vote
+from core.taste.votes import VoteState, cast_vote, undo_vote, votes_on
 from papertrail.service.context import AppContext
 from papertrail.web.pages import Pages, Reader
 from papertrail.web.subscribers import SubscriberPages
@@ -82,7 +81,7 @@ class VoteRoutes:
         if isinstance(found, Response):
             return found
         assert found.subscriber.id is not None
-        current = taste_records.votes_on(self.db, found.subscriber.id, [found.version_id])
+        current = votes_on(self.db, found.subscriber.id, [found.version_id])
         return self._view(found, token, reader, state="ask", current=current.get(found.version_id))
 
     async def vote(self, request: Request) -> Response:
@@ -128,7 +127,7 @@ class VoteRoutes:
         subscriber = self.subscribers.subscriber_at(address, reader)
         if isinstance(subscriber, Response):
             return subscriber
-        stored = next((v for v in paper_records.versions_of(self.db, arxiv_id) if v.number == number), None)
+        stored = stored_version(self.db, arxiv_id, number)
         if stored is None or stored.id is None:
             return self._gone(arxiv_id, number, reader.with_stored(subscriber.language))
         return Ballot(
