@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from core.db import Database
 from core.follows.search_text import compile_search
 from core.papers import browser_records, count_records, paper_records
-from core.papers.browser_records import PaperFilter, Sort, TotalKind
+from core.papers.browser_query import PaperFilter, Sort, TotalKind
 from core.papers.pipeline import backfill
 from core.values import CommunityPick
 from ingest.arxiv_rss_parse import parse_feed

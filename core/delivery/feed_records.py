@@ -36,7 +36,7 @@ from core.follows.search_text import SearchQuery
 from core.ledger.ledger_sent import NEWEST_FIRST, sent_items
 from core.models import GuideRow, Subscriber, Version
 from core.papers import browser_records
-from core.papers.browser_records import PaperFilter, Sort
+from core.papers.browser_query import PaperFilter, Sort
 from core.papers.revisions import changes_of
 from core.reasons import Reason
 from core.values import AnnounceType, Guide, PaperIn

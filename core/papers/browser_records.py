@@ -1,9 +1,9 @@
 """The paper browser's SQL: filters, the three orders walked by index from a cursor, and search.
 
-``core.papers.browser_records`` (:class:`BrowserStore`). Read-only, Core only: ``select`` statements on a
-connection of the store (``db.connection()``).
+Read-only, Core only: ``select`` statements on a connection (``db.connection()``). The query and the page
+it answers are values of core.papers.browser_query.
 
-A page costs what one page costs, however large the library (issue 15):
+A page costs what one page costs, however large the library:
 
 * **Orders** come from the sort keys stored on each paper (core.papers.sort_keys), one index per order. A
   page is read by walking that index backwards from a cursor: the id of the last paper of the page before
@@ -32,8 +32,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -43,15 +41,21 @@ from core.db import Db
 from core.follows.search_text import SearchQuery
 from core.models import CommunityPickRow, Paper, Version
 from core.papers import count_records
-from core.papers.browser_rows import PaperRow, page_rows, paper_texts
+from core.papers.browser_query import (
+    MAX_RELEVANCE_PAGE,
+    PAGE_SIZE,
+    CursorError,
+    Kind,
+    PaperFilter,
+    PaperPage,
+    Sort,
+    TotalKind,
+)
+from core.papers.browser_rows import page_rows, paper_texts
 from core.papers.paper_records import IS_NEWS
 from core.papers.search_index import BM25_WEIGHTS, TABLE, TS_RANK_WEIGHTS
 from core.papers.sort_keys import NEWS_BIT
 
-# Rows per page of the paper browser, and the longest text search and category accepted.
-PAGE_SIZE = 50
-MAX_SEARCH = 200
-MAX_CATEGORY = 64
 # A filter's total is counted up to this many papers ("more than 10,000" beyond).
 COUNT_LIMIT = 10_000
 # A search's total is counted up to this many papers and estimated from the index beyond.
@@ -62,8 +66,6 @@ SEARCH_COUNT_LIMIT = 1_000
 # for a page: 470 ms; sorted from its matches it takes a tenth of that.
 WALK_ABOVE = 10 * SEARCH_COUNT_LIMIT
 MATERIALIZE_UP_TO = 5 * SEARCH_COUNT_LIMIT
-# The relevance order has no index: it ranks every match, and pages stop here (1,000 papers).
-MAX_RELEVANCE_PAGE = 20
 # For a search checked paper by paper (author names): how many candidates one page may examine.
 MAX_EXAMINED = 2_000
 
@@ -73,70 +75,6 @@ _SEARCH = sa.table(
 
 if TYPE_CHECKING:
     pass
-
-
-class Sort(StrEnum):
-    """Orders of the paper browser, newest first."""
-
-    UPDATED = "updated"  # news first, then when the paper's newest version arrived
-    INGESTED = "ingested"  # news first, then when PaperTrail first saw the paper
-    PUBLISHED = "published"  # when arXiv announced v1 (papers whose v1 is not stored come last)
-    RELEVANCE = "relevance"  # a search's best matches first (title words weigh most)
-
-
-class Kind(StrEnum):
-    """What a paper must have to be listed."""
-
-    ANY = ""
-    NEW = "new"  # a v1
-    REVISED = "revised"  # a v2 or later
-    COMMUNITY = "community"  # a community pick (Hugging Face daily papers)
-
-
-@dataclass(frozen=True, slots=True)
-class PaperFilter:
-    """The paper browser's query. ``since`` limits arrivals (news versions, or picks for COMMUNITY).
-
-    ``search`` is the compiled search text (core.follows.search_text.compile_search), None for no search.
-    """
-
-    sort: Sort = Sort.UPDATED
-    kind: Kind = Kind.ANY
-    since: datetime | None = None
-    ai: bool = False
-    category: str = ""
-    search: SearchQuery | None = None
-
-
-class TotalKind(StrEnum):
-    """How exact a page's total is."""
-
-    EXACT = "exact"
-    AT_LEAST = "at_least"  # more than ``total`` (a filter's count stopped at COUNT_LIMIT)
-    ABOUT = "about"  # an estimate from the search index
-
-
-@dataclass(frozen=True, slots=True)
-class PaperPage:
-    """One page of the browser: its rows, the filter's total, and the cursors of the pages around it.
-
-    ``after`` continues with older papers (None on the last page), ``before`` with newer ones (None on the
-    first page). For the relevance order, ``page`` is the page number instead. ``history_start`` is set on
-    a page of the news-first orders that still shows news when there is history after it.
-    """
-
-    rows: tuple[PaperRow, ...]
-    total: int
-    total_kind: TotalKind = TotalKind.EXACT
-    per_page: int = PAGE_SIZE
-    after: str | None = None
-    before: str | None = None
-    page: int = 1
-    has_history: bool = False
-
-
-class CursorError(LookupError):
-    """A cursor names a paper the library does not hold."""
 
 
 def filter_conditions(flt: PaperFilter) -> list[sa.ColumnElement[bool]]:

@@ -11,7 +11,7 @@ from datetime import date, datetime, timedelta
 from core.db import Database
 from core.models import CommunityPickRow, RunState, Version
 from core.papers import browser_records, paper_records
-from core.papers.browser_records import PaperFilter, PaperPage
+from core.papers.browser_query import PaperFilter, PaperPage
 from core.papers.health import ARXIV_TZ, Health, SourceHealth, Verdict, arxiv_feed_health
 from core.papers.revisions import history
 

@@ -20,7 +20,7 @@ from starlette.routing import Route
 from core.follows.search_text import SearchError, compile_search
 from core.guides.service import guides_for
 from core.languages import Translator, listing, translator
-from core.papers.browser_records import (
+from core.papers.browser_query import (
     MAX_CATEGORY,
     MAX_RELEVANCE_PAGE,
     MAX_SEARCH,
