@@ -43,12 +43,12 @@ from bot.commands_base import BLOCKED, REMOVED, cut, stored_language
 from bot.commands_votes import press_vote
 from core.config_edges import ChatSettings
 from core.db import Database
+from core.delivery.chat_buttons import Action
 from core.follows import subscriber_records
 from core.languages import DEFAULT_LANGUAGE, N_, Translator, translator
 from core.models import SubscriberStatus
 from notifiers.ratelimit import RateLimiter
 from notifiers.telegram.chat_render import (
-    Action,
     Button,
     html_parts,
     is_chosen,
@@ -511,12 +511,10 @@ def greeting(change: ChatMemberUpdated, known: bool, t: Translator | None = None
 
 __all__ = [
     "ADMIN_CACHE_SECONDS",
-    "BLOCKED",
     "BUTTON_GONE",
     "EDITED",
     "FOLLOW_GONE",
     "NO_TEXT",
-    "REMOVED",
     "ChatHandlers",
     "address_of",
     "greeting",
