@@ -64,6 +64,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.recommend_quality import quality  # noqa: E402
 from core.taste import model as tm  # noqa: E402
+from core.taste.model_format import TasteModel  # noqa: E402
 from core.values import PaperIn  # noqa: E402
 from ingest.arxiv_oai_parse import parse_oai  # noqa: E402
 from ingest.arxiv_rss_parse import parse_feed  # noqa: E402
@@ -130,7 +131,7 @@ def cost(args: argparse.Namespace, day: list[PaperIn], pool: list[PaperIn]) -> l
     sizes = sorted(len(b) for b in blobs)
 
     stored = [blobs[i % len(blobs)] for i in range(args.subscribers)]
-    load_s, models = cpu(lambda: [tm.TasteModel.from_bytes(b) for b in stored])
+    load_s, models = cpu(lambda: [TasteModel.from_bytes(b) for b in stored])
     texts = [(p.title, p.abstract) for p in day]
     passes: list[tuple[float, float, float, float]] = []
     for _ in range(args.repeat):

@@ -77,6 +77,7 @@ from core.models import utcnow  # noqa: E402
 from core.papers.saving import Novelty  # noqa: E402
 from core.reasons import CATEGORY, Reason, hit_data  # noqa: E402
 from core.taste import model as tm  # noqa: E402
+from core.taste.model_format import TasteModel  # noqa: E402
 from core.taste.taste_records import LIKE  # noqa: E402
 from core.taste.votes import cast_vote  # noqa: E402
 from core.values import PaperIn  # noqa: E402
@@ -223,7 +224,7 @@ def run_pass(db: Database) -> tuple[float, float, core.taste.recommend.PassRepor
     """One production pass: wall and CPU seconds, its report, and the CPU seconds of its parts."""
     timers = Timers()
     timers.wrap(tm, "vectorise", "vectorise (once)")
-    timers.wrap(tm.TasteModel, "from_bytes", "read models (from_bytes)")
+    timers.wrap(TasteModel, "from_bytes", "read models (from_bytes)")
     timers.wrap(tm, "score_many", "score_many")
     timers.wrap(tm, "prepare", "prepare the picked papers' texts (once each)")
     timers.wrap(tm, "explain_version", "explain the picks (per paper, for all its models)")

@@ -19,6 +19,7 @@ import scipy.sparse as sp
 from sklearn.preprocessing import normalize
 
 from core.taste import model as tm
+from core.taste.model_format import N_FEATURES, TasteModel
 from core.values import PaperIn
 
 SEEDS = 5
@@ -77,7 +78,7 @@ class Quality:
         counts = tm.term_counts(self.texts).astype(np.float64)
         self.present = (counts > 0).astype(np.float64).tocsr()
         length = np.asarray(counts.sum(axis=1)).ravel()
-        df = np.bincount(counts.indices, minlength=tm.N_FEATURES)
+        df = np.bincount(counts.indices, minlength=N_FEATURES)
         idf = np.log(1 + (self.n - df + 0.5) / (df + 0.5))
         row_of = np.repeat(np.arange(self.n), np.diff(counts.indptr))
         tf = counts.data
@@ -112,7 +113,7 @@ class Quality:
         rows: sp.csr_matrix | None = None,
         implicit: int = IMPLICIT,
         dislikes: int = 0,
-        fit: Callable[..., tm.TasteModel | None] = tm.train_vectors,
+        fit: Callable[..., TasteModel | None] = tm.train_vectors,
         **options: object,
     ) -> Ranker:
         """The learned model over ``rows`` (the production features unless given)."""
@@ -245,8 +246,8 @@ def ablations(q: Quality, pool: list[PaperIn]) -> list[tuple[str, Ranker]]:
         result: sp.csr_matrix = normalize(rows)
         return result
 
-    day_df = np.bincount(counts.indices, minlength=tm.N_FEATURES)
-    ref_df = np.bincount(reference.indices, minlength=tm.N_FEATURES)
+    day_df = np.bincount(counts.indices, minlength=N_FEATURES)
+    ref_df = np.bincount(reference.indices, minlength=N_FEATURES)
     return [
         *ablations_k(q),
         *[(f"ablation: {n} implicit negatives", q.model(implicit=n)) for n in (40, 50, 200)],
@@ -261,7 +262,7 @@ def ablations(q: Quality, pool: list[PaperIn]) -> list[tuple[str, Ranker]]:
 
 def sgd_train(
     positives: sp.csr_matrix, ids: Sequence[str | None], negatives: sp.csr_matrix, implicit: sp.csr_matrix
-) -> tm.TasteModel:
+) -> TasteModel:
     """``train_vectors`` with scikit-learn's SGDClassifier in place of liblinear (no signatures)."""
     from sklearn.linear_model import SGDClassifier
 
@@ -275,6 +276,4 @@ def sgd_train(
     clf.fit(compact, y)
     coef = clf.coef_.ravel()
     keep = np.sort(np.argsort(-np.abs(coef))[: tm.MAX_WEIGHTS])
-    return tm.TasteModel.with_signatures(
-        columns[keep], coef[keep], float(clf.intercept_[0]), positives.shape[0]
-    )
+    return TasteModel.with_signatures(columns[keep], coef[keep], float(clf.intercept_[0]), positives.shape[0])

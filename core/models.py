@@ -1,30 +1,27 @@
-"""SQLModel tables, plus re-exports of the frozen value objects in ``core.values``.
+"""The SQLModel tables, the column types they share, and mapping a stored version back to a value.
 
 Every timestamp is stored and returned as a timezone-aware UTC datetime on SQLite and PostgreSQL alike
-(see :class:`UTCDateTime`). Lists (authors, categories, reasons) are JSON columns. The column types are
-in ``core.models_columns``, and the tables of learned recommendations in ``core.models_taste``; import
-every table from here.
+(see :class:`UTCDateTime`); :func:`utc_field` and :func:`json_field` declare such columns on a table.
+Lists (authors, categories, reasons) are JSON columns. The frozen values the tables map to (``PaperIn``,
+``DigestItem``, ``Message``, …) are ``core.values``'s.
 """
 
 from __future__ import annotations
 
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from enum import StrEnum
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
 from sqlmodel import Field, SQLModel
 
-from core.models_columns import UTCDateTime, json_field, utc_field, utcnow
-from core.models_taste import LibraryLookup, LibrarySeed, RecommendCursor, TasteModelRow, Vote
-from core.values import AnnounceType, DigestItem, Message, PaperIn, SendResult
+from core.values import AnnounceType, PaperIn
 
 __all__ = [
-    "AnnounceType",
     "CommunityPickRow",
     "DeliveryAlarm",
     "Digest",
-    "DigestItem",
     "DigestState",
     "Follow",
     "GuideRow",
@@ -33,16 +30,13 @@ __all__ = [
     "LibrarySeed",
     "LibraryTotal",
     "Match",
-    "Message",
     "Newsletter",
     "NewsletterMember",
     "Paper",
-    "PaperIn",
     "QueryMatch",
     "RateSlot",
     "RecommendCursor",
     "RunState",
-    "SendResult",
     "SignupQuota",
     "SlackReplay",
     "SourceRun",
@@ -52,9 +46,51 @@ __all__ = [
     "UTCDateTime",
     "Version",
     "Vote",
+    "json_field",
+    "utc_field",
     "utcnow",
     "version_to_paper",
 ]
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware UTC."""
+    return datetime.now(UTC)
+
+
+class UTCDateTime(sa.types.TypeDecorator[datetime]):
+    """A DateTime that refuses naive values and always hands back aware UTC datetimes.
+
+    SQLite has no time zones and returns naive values; PostgreSQL returns the session's zone. Converting
+    at this one boundary means no other code has to care which database it runs on.
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r} would be ambiguous; pass an aware UTC datetime")
+        value = value.astimezone(UTC)
+        # SQLite stores text; keep it naive-UTC so string comparison orders correctly.
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def utc_field(**kwargs: Any) -> Any:
+    """A :class:`UTCDateTime` column; ``kwargs`` go to ``sqlmodel.Field``."""
+    return Field(sa_type=UTCDateTime, **kwargs)
+
+
+def json_field(**kwargs: Any) -> Any:
+    """A JSON column (lists of authors, categories, reasons); ``kwargs`` go to ``sqlmodel.Field``."""
+    return Field(sa_type=sa.JSON, **kwargs)
 
 
 class SubscriberStatus(StrEnum):
@@ -528,6 +564,90 @@ class SlackReplay(SQLModel, table=True):
     signature: str = Field(primary_key=True, max_length=80)
     # The request's own X-Slack-Request-Timestamp: what decides when the signature stops passing.
     signed_at: datetime = utc_field(index=True)
+
+
+# The tables of learned recommendations. A reader's votes (Vote) and imported reference library (LibrarySeed)
+# are the liked and disliked papers their taste model (TasteModelRow) is trained on; the recommendation pass
+# scores new versions from RecommendCursor on. LibraryLookup remembers the arXiv ids an import asked the
+# arXiv API for in vain, so that importing again does not ask again at once.
+
+
+class Vote(SQLModel, table=True):
+    """A reader's 👍 (+1) or 👎 (-1) on one version of a paper: a signal of the learned follows.
+
+    One vote per subscriber and version; voting again replaces it, and an undo deletes it.
+    """
+
+    __tablename__ = "vote"
+    __table_args__ = (sa.UniqueConstraint("subscriber_id", "version_id", name="uq_vote_subscriber_version"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    # No index of its own: the unique (subscriber_id, version_id) index serves look-ups by subscriber.
+    subscriber_id: int = Field(foreign_key="subscriber.id")
+    version_id: int = Field(foreign_key="version.id", index=True)
+    value: int
+    created_at: datetime = utc_field(default_factory=utcnow)
+
+
+class LibrarySeed(SQLModel, table=True):
+    """One entry of a reader's imported reference library, used as a liked paper.
+
+    An entry that resolved to a stored paper points at its version; the others keep the title and abstract
+    the file gave. ``key`` (the arXiv id, else ``doi:…``, else ``title:…`` normalised) keeps a re-import
+    from adding an entry twice.
+    """
+
+    __tablename__ = "library_seed"
+    __table_args__ = (sa.UniqueConstraint("subscriber_id", "key", name="uq_library_seed_subscriber_key"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    subscriber_id: int = Field(foreign_key="subscriber.id")
+    key: str = Field(max_length=300)
+    version_id: int | None = Field(default=None, foreign_key="version.id", index=True)
+    title: str = Field(default="", sa_type=sa.Text)
+    abstract: str = Field(default="", sa_type=sa.Text)
+    created_at: datetime = utc_field(default_factory=utcnow)
+
+
+class TasteModelRow(SQLModel, table=True):
+    """A subscriber's trained recommendation model (``core.taste.model``), in its compact binary form."""
+
+    __tablename__ = "taste_model"
+
+    subscriber_id: int = Field(foreign_key="subscriber.id", primary_key=True)
+    data: bytes = Field(sa_type=sa.LargeBinary)
+    positives: int = 0
+    negatives: int = 0
+    trained_at: datetime = utc_field(default_factory=utcnow)
+
+
+class RecommendCursor(SQLModel, table=True):
+    """How far the recommendation pass has scored: every version with a greater id is still to score.
+
+    One row (id 1): the pass vectorises each new version once for all subscribers' models.
+    """
+
+    __tablename__ = "recommend_cursor"
+
+    id: int = Field(default=1, primary_key=True)
+    through_version_id: int = 0
+    ran_at: datetime | None = utc_field(default=None)
+
+
+class LibraryLookup(SQLModel, table=True):
+    """An arXiv id a library import asked the arXiv API for and did not get, and until when not to ask again.
+
+    ``outcome`` is ``not-found`` (arXiv answered without it) or ``failed`` (the API could not be reached);
+    ``core.taste.library_import`` says how long each is remembered. Shared by every process on the
+    database, as arXiv's politeness budget is; a row whose ``retry_at`` has passed counts for nothing.
+    """
+
+    __tablename__ = "library_lookup"
+
+    arxiv_id: str = Field(primary_key=True, max_length=64)
+    outcome: str = Field(max_length=16)
+    looked_up_at: datetime = utc_field(default_factory=utcnow)
+    retry_at: datetime = utc_field(index=True)
 
 
 def version_to_paper(version: Version) -> PaperIn:

@@ -33,8 +33,8 @@ from urllib.parse import quote_plus, urlencode
 
 from core.tex_accents import decode_tex
 from core.values import ARXIV_ID_PATTERN, AnnounceType, PaperIn
-from ingest.arxiv_oai_parse_xml import load_untrusted_xml
 from ingest.timestamps import iso_utc
+from ingest.untrusted_xml import load_untrusted_xml
 from ingest.xml_text import collapse, element_text
 
 __all__ = [

@@ -15,9 +15,7 @@ from typing import ClassVar
 
 from core.models import utcnow
 from core.papers.sources import Page, SourceError
-from ingest.arxiv_oai_parse import parse_oai
-from ingest.arxiv_oai_parse_urls import build_list_records_url
-from ingest.arxiv_oai_parse_values import OaiError, OaiErrorCode, OaiFormatError
+from ingest.arxiv_oai_parse import OaiError, OaiErrorCode, OaiFormatError, build_list_records_url, parse_oai
 from ingest.http import HttpClient
 
 # Without a stored cursor or --since, a first harvest looks this far back.

@@ -23,38 +23,345 @@ Outcomes a caller must tell apart:
   ``cannotDisseminateFormat``, ``idDoesNotExist``, ...);
 - ``OaiFormatError`` when the bytes are not a usable OAI-PMH document (HTML, truncated, a DOCTYPE, ...).
 
-This module reads the document and its records. Beside it: ``arxiv_oai_parse_values`` (the page, record
-and metadata values and the errors), ``arxiv_oai_parse_urls`` (the request URLs) and
-``arxiv_oai_parse_xml`` (the safe XML loading it shares with the arXiv API parser).
+This module holds, in order: what ``parse_oai`` returns and raises (the page, record and metadata values,
+the OAI-PMH error codes with what to do about each, the format error, and ``paper_of``, which turns a
+record's metadata into the ``PaperIn`` of one version); the request URLs (``ListRecords`` and ``GetRecord``,
+checked against the OAI-PMH 2.0 argument rules before any request is made); and reading the document and
+its records. Loading the untrusted bytes safely is ``ingest.untrusted_xml``'s, shared with the arXiv API
+parser.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import date, datetime
+from enum import StrEnum
 from typing import Any
+from urllib.parse import quote, urlencode
 
 from lxml import etree
 
 from core.tex_accents import decode_tex
-from core.values import ARXIV_ID_PATTERN
-from ingest.arxiv_oai_parse_urls import URL_HINT
-from ingest.arxiv_oai_parse_values import (
-    METADATA_PREFIXES,
-    OaiError,
-    OaiErrorCode,
-    OaiFormatError,
-    OaiMetadata,
-    OaiPage,
-    OaiRecord,
-    paper_of,
-)
-from ingest.arxiv_oai_parse_xml import load_untrusted_xml, preview
+from core.values import ARXIV_ID_PATTERN, AnnounceType, PaperIn
 from ingest.arxiv_rss_parse import split_authors
 from ingest.timestamps import iso_utc, rfc822_utc
+from ingest.untrusted_xml import load_untrusted_xml, preview
 from ingest.xml_text import collapse, element_text
 
-__all__ = ["parse_oai"]
+__all__ = [
+    "METADATA_PREFIXES",
+    "SOURCE",
+    "URL_HINT",
+    "OaiError",
+    "OaiErrorCode",
+    "OaiFormatError",
+    "OaiMetadata",
+    "OaiPage",
+    "OaiRecord",
+    "build_get_record_url",
+    "build_list_records_url",
+    "paper_of",
+    "parse_oai",
+]
+
+
+# -------------------------------------------------------------------------------------------------------
+# What parse_oai returns and raises.
+
+SOURCE = "arxiv-oai"
+
+# The formats parse_oai reads (the metadataPrefix values of a request).
+METADATA_PREFIXES = ("arXivRaw", "arXiv", "oai_dc")
+
+
+class OaiFormatError(ValueError):
+    """The bytes are not a usable OAI-PMH response: empty, HTML, truncated, ill-formed or a DOCTYPE."""
+
+
+class OaiErrorCode(StrEnum):
+    """The error codes of OAI-PMH 2.0 (section 3.6). ``OaiError.code`` compares equal to these."""
+
+    BAD_ARGUMENT = "badArgument"
+    BAD_RESUMPTION_TOKEN = "badResumptionToken"
+    BAD_VERB = "badVerb"
+    CANNOT_DISSEMINATE_FORMAT = "cannotDisseminateFormat"
+    ID_DOES_NOT_EXIST = "idDoesNotExist"
+    NO_RECORDS_MATCH = "noRecordsMatch"
+    NO_METADATA_FORMATS = "noMetadataFormats"
+    NO_SET_HIERARCHY = "noSetHierarchy"
+
+
+_HINTS = {
+    OaiErrorCode.BAD_ARGUMENT: (
+        "check the request: from/until must be days (YYYY-MM-DD), set a known setSpec (cs, math, "
+        "physics:hep-th, ...), and a resumptionToken request may carry nothing but verb and token"
+    ),
+    OaiErrorCode.BAD_RESUMPTION_TOKEN: (
+        "the resumptionToken expired or was altered; do not retry it, restart the harvest with "
+        "from=<the last datestamp stored> instead"
+    ),
+    OaiErrorCode.BAD_VERB: "the verb is not an OAI-PMH verb; use ListRecords or GetRecord",
+    OaiErrorCode.CANNOT_DISSEMINATE_FORMAT: f"metadataPrefix must be one of {', '.join(METADATA_PREFIXES)}",
+    OaiErrorCode.ID_DOES_NOT_EXIST: (
+        "use oai:arXiv.org:<id> without a version suffix (OAI has no per-version access); if the form is "
+        "right, the paper does not exist (or not yet: new papers appear after the evening announcement)"
+    ),
+    OaiErrorCode.NO_METADATA_FORMATS: "no metadata formats are available for that item",
+    OaiErrorCode.NO_SET_HIERARCHY: "the repository does not support sets; drop the set parameter",
+}
+
+
+class OaiError(RuntimeError):
+    """The OAI-PMH endpoint answered with ``<error code="...">`` (other than ``noRecordsMatch``).
+
+    ``code`` is the OAI-PMH code (compare with ``OaiErrorCode``; unknown codes are kept as given),
+    ``message`` arXiv's explanation, ``hint`` what to do about it, and ``errors`` every
+    ``(code, message)`` pair of the response (OAI-PMH may report several at once).
+    """
+
+    def __init__(self, code: str, message: str, errors: tuple[tuple[str, str], ...] = ()) -> None:
+        self.code = code
+        self.message = message
+        self.errors = errors or ((code, message),)
+        try:
+            self.hint = _HINTS.get(OaiErrorCode(code), "")
+        except ValueError:
+            self.hint = ""
+        hint = self.hint or "see the OAI-PMH 2.0 specification, section 3.6, for this code"
+        super().__init__(f"arXiv OAI-PMH error {code}: {message or '(no message)'} — {hint}")
+
+
+@dataclass(frozen=True, slots=True)
+class OaiMetadata:
+    """A record's metadata as its format gives it: always the latest version's.
+
+    ``created`` is the v1 date and ``updated`` the date of the latest revision when the format says so
+    (``arXiv``: ``<created>``/``<updated>``; ``oai_dc``: first/second ``dc:date``; ``arXivRaw``: first and
+    last ``<version>`` dates). ``categories`` lists the primary category first; ``oai_dc`` has no category
+    codes, only human-readable ``subjects`` ("Mathematics - Number Theory"), so there it is empty.
+    """
+
+    title: str
+    abstract: str
+    authors: tuple[str, ...]
+    categories: tuple[str, ...]
+    comment: str | None = None
+    journal_ref: str | None = None
+    doi: str | None = None
+    license: str | None = None
+    created: date | None = None
+    updated: date | None = None
+    subjects: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class OaiRecord:
+    """One OAI record: the arXiv id (no version), header facts, and the versions it lets us store.
+
+    ``versions`` holds one ``PaperIn`` per version for ``arXivRaw`` records and is empty for ``arXiv`` and
+    ``oai_dc`` records, which carry no version numbers (complete those with ``paper``). ``datestamp`` is the
+    day the record last changed at arXiv, which is not the submission or announcement day. Deleted records
+    have ``deleted=True``, no metadata and no versions.
+    """
+
+    arxiv_id: str
+    datestamp: date
+    set_specs: tuple[str, ...]
+    metadata_prefix: str | None
+    versions: tuple[PaperIn, ...] = ()
+    metadata: OaiMetadata | None = None
+    deleted: bool = False
+
+    @property
+    def latest(self) -> PaperIn | None:
+        """The highest version, or None when the format has no version history."""
+        return self.versions[-1] if self.versions else None
+
+    def paper(self, version: int, announced_at: datetime | None = None) -> PaperIn:
+        """Complete this record into the ``PaperIn`` of ``version``, once the caller knows that number.
+
+        Meant for ``arXiv`` and ``oai_dc`` records, whose metadata is the latest version's: pass the latest
+        version number (e.g. from the arXiv API). Raises ``ValueError`` for a deleted record or a version
+        below 1.
+        """
+        if self.metadata is None:
+            raise ValueError(f"OAI record {self.arxiv_id} was deleted at arXiv and has no metadata to store")
+        if version < 1:
+            raise ValueError(f"arXiv versions start at 1, got {version} for {self.arxiv_id}")
+        return paper_of(self.arxiv_id, version, self.metadata, announced_at)
+
+
+@dataclass(frozen=True, slots=True)
+class OaiPage:
+    """One parsed OAI-PMH response.
+
+    ``resumption_token`` is None on the last (or only) page: OAI-PMH ends a list with an empty token
+    element, which is read as None while its ``cursor`` and ``complete_list_size`` are still reported.
+    ``skipped`` has one note per record that could not be used; ``deleted`` the records arXiv withdrew
+    from OAI. ``no_records_match`` is True when the endpoint said ``noRecordsMatch`` (nothing changed in
+    the requested window): a normal, empty page.
+    """
+
+    records: tuple[OaiRecord, ...]
+    resumption_token: str | None
+    complete_list_size: int | None
+    cursor: int | None
+    skipped: tuple[str, ...]
+    response_date: datetime | None
+    deleted: tuple[OaiRecord, ...] = ()
+    verb: str | None = None
+    metadata_prefix: str | None = None
+    no_records_match: bool = False
+
+    @property
+    def papers(self) -> tuple[PaperIn, ...]:
+        """Every storable version on the page, record by record, oldest version first."""
+        return tuple(paper for record in self.records for paper in record.versions)
+
+    @property
+    def unversioned(self) -> tuple[OaiRecord, ...]:
+        """Live records without version numbers (``arXiv``/``oai_dc`` formats), for a caller to complete."""
+        return tuple(record for record in self.records if not record.versions)
+
+    @property
+    def max_datestamp(self) -> date | None:
+        """The latest header datestamp on the page, deleted records included: where a harvest resumes."""
+        stamps = [record.datestamp for record in (*self.records, *self.deleted)]
+        return max(stamps) if stamps else None
+
+
+def paper_of(arxiv_id: str, version: int, metadata: OaiMetadata, announced_at: datetime | None) -> PaperIn:
+    """The ``PaperIn`` of ``version`` of a record whose metadata (the latest version's) is ``metadata``."""
+    return PaperIn(
+        arxiv_id=arxiv_id,
+        version=version,
+        title=metadata.title,
+        abstract=metadata.abstract,
+        authors=metadata.authors,
+        categories=metadata.categories,
+        announce_type=AnnounceType.NEW if version == 1 else AnnounceType.REPLACE,
+        announced_at=announced_at,
+        comment=metadata.comment,
+        journal_ref=metadata.journal_ref,
+        doi=metadata.doi,
+        license=metadata.license,
+        source=SOURCE,
+    )
+
+
+# -------------------------------------------------------------------------------------------------------
+# The request URLs, checked against the OAI-PMH 2.0 argument rules before any request is made.
+
+# What to check when the endpoint answers something unusable.
+URL_HINT = "check the OAI-PMH base URL (https://oaipmh.arxiv.org/oai or http://export.arxiv.org/oai2)"
+
+_ID_RE = re.compile(rf"\A{ARXIV_ID_PATTERN}\Z")
+_VERSIONED_RE = re.compile(rf"\A(?P<id>{ARXIV_ID_PATTERN})v(?P<version>\d+)\Z")
+
+
+def build_list_records_url(
+    base: str,
+    *,
+    metadata_prefix: str | None = None,
+    set_spec: str | None = None,
+    from_date: date | None = None,
+    until: date | None = None,
+    resumption_token: str | None = None,
+) -> str:
+    """The URL of a ``ListRecords`` request, following the OAI-PMH 2.0 argument rules.
+
+    A first request needs ``metadata_prefix`` and may add ``set_spec`` and a ``from_date``/``until`` window
+    (days, inclusive; arXiv's granularity is ``YYYY-MM-DD``). A follow-up request carries only the verb and
+    the ``resumption_token`` (OAI-PMH makes it an exclusive argument), so passing anything else with a token
+    is a ``ValueError``, as is a ``datetime`` (it would draw ``badArgument``) or a window that ends before it
+    starts.
+    """
+    _check_base(base)
+    if resumption_token is not None:
+        others = {
+            "metadata_prefix": metadata_prefix,
+            "set_spec": set_spec,
+            "from_date": from_date,
+            "until": until,
+        }
+        extra = [name for name, value in others.items() if value is not None]
+        if extra:
+            raise ValueError(
+                f"a resumptionToken request carries only verb and token, but {', '.join(extra)} "
+                "was also given; the token already encodes the original request's arguments"
+            )
+        if not resumption_token.strip():
+            raise ValueError("the resumptionToken is empty: an empty token means the list is complete")
+        return _url(base, {"verb": "ListRecords", "resumptionToken": resumption_token})
+    if metadata_prefix is None:
+        raise ValueError(
+            f"a first ListRecords request needs metadata_prefix ({', '.join(METADATA_PREFIXES)})"
+        )
+    _check_prefix(metadata_prefix)
+    params = {"verb": "ListRecords", "metadataPrefix": metadata_prefix}
+    if from_date is not None:
+        params["from"] = _day(from_date, "from_date")
+    if until is not None:
+        params["until"] = _day(until, "until")
+    if from_date is not None and until is not None and until < from_date:
+        raise ValueError(f"until ({until}) is before from_date ({from_date}); OAI-PMH answers badArgument")
+    if set_spec is not None:
+        if not set_spec.strip() or any(ch.isspace() for ch in set_spec):
+            raise ValueError(f"set_spec {set_spec!r} is not a setSpec (e.g. cs, math, physics:hep-th)")
+        params["set"] = set_spec
+    return _url(base, params)
+
+
+def build_get_record_url(base: str, *, arxiv_id: str, metadata_prefix: str = "arXivRaw") -> str:
+    """The URL of a ``GetRecord`` request for one paper, ``arxiv_id`` without version suffix.
+
+    arXiv answers ``idDoesNotExist`` to a versioned identifier (``oai:arXiv.org:1305.0014v1``), so a
+    versioned id is refused here with a ``ValueError`` instead of costing a request.
+    """
+    _check_base(base)
+    _check_prefix(metadata_prefix)
+    bare = arxiv_id.strip()
+    versioned = _VERSIONED_RE.match(bare)
+    if versioned:
+        raise ValueError(
+            f"{arxiv_id!r} has a version suffix; OAI-PMH only knows whole papers: "
+            f"use {versioned.group('id')!r}"
+        )
+    if not _ID_RE.match(bare):
+        raise ValueError(f"{arxiv_id!r} is not an arXiv id (2411.17700 or hep-th/9901001)")
+    return _url(
+        base, {"verb": "GetRecord", "identifier": f"oai:arXiv.org:{bare}", "metadataPrefix": metadata_prefix}
+    )
+
+
+def _check_base(base: str) -> None:
+    if "?" in base or not base.startswith(("http://", "https://")):
+        raise ValueError(f"base {base!r} must be an http(s) URL without a query; {URL_HINT}")
+
+
+def _check_prefix(prefix: str) -> None:
+    if prefix not in METADATA_PREFIXES:
+        raise ValueError(
+            f"metadata_prefix {prefix!r} is not one parse_oai reads; "
+            f"use one of {', '.join(METADATA_PREFIXES)}"
+        )
+
+
+def _day(value: date, name: str) -> str:
+    if isinstance(value, datetime):
+        raise ValueError(f"{name} must be a date: arXiv's OAI-PMH granularity is days (YYYY-MM-DD)")
+    return value.isoformat()
+
+
+def _url(base: str, params: dict[str, str]) -> str:
+    # ':' stays readable in set specs and identifiers; everything else reserved is percent-encoded,
+    # including the '|' of arXiv's tokens.
+    return f"{base}?{urlencode(params, quote_via=quote, safe=':')}"
+
+
+# -------------------------------------------------------------------------------------------------------
+# Reading the document and its records.
 
 OAI_NS = "http://www.openarchives.org/OAI/2.0/"
 ARXIV_NS = "http://arxiv.org/OAI/arXiv/"

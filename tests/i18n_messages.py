@@ -32,7 +32,7 @@ def area_of(path: Path) -> str | None:
     rel = path.relative_to(ROOT).as_posix()
     # The follow language's errors (and the choices they offer) are said in chats and on the manage page.
     # The chat bots (notifiers/<channel>/chat*.py) speak in chats, as the grammar does.
-    if rel.startswith("bot/") or rel in ("core/follows/query_parse.py", "core/languages.py"):
+    if rel.startswith("bot/") or rel in ("core/follows/query.py", "core/languages.py"):
         return "bot"
     if re.match(r"notifiers/\w+/chat\w*\.py$", rel):
         return "bot"

@@ -12,8 +12,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import ClassVar
 
-from core.models import PaperIn
-from core.values import AnnounceType
+from core.values import AnnounceType, PaperIn
 
 
 class RecordedLookup:

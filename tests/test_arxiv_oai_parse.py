@@ -16,9 +16,16 @@ from pathlib import Path
 import pytest
 
 from core.values import AnnounceType, PaperIn
-from ingest.arxiv_oai_parse import parse_oai
-from ingest.arxiv_oai_parse_urls import build_get_record_url, build_list_records_url
-from ingest.arxiv_oai_parse_values import OaiError, OaiErrorCode, OaiFormatError, OaiPage, OaiRecord
+from ingest.arxiv_oai_parse import (
+    OaiError,
+    OaiErrorCode,
+    OaiFormatError,
+    OaiPage,
+    OaiRecord,
+    build_get_record_url,
+    build_list_records_url,
+    parse_oai,
+)
 from tests.conftest import CORPUS
 
 OAI_DIR = CORPUS / "arxiv-oai"

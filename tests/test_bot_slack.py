@@ -30,7 +30,6 @@ from core.db import Database
 from core.follows import subscriber_records
 from notifiers.slack.chat import (
     EVENTS_PATH,
-    Conversation,
     SlackBot,
     SlackSetupError,
     command_prefix,
@@ -38,6 +37,7 @@ from notifiers.slack.chat import (
     uses_socket_mode,
 )
 from notifiers.slack.chat_format import MAX_SECTION_CHARS, block_sections
+from notifiers.slack.chat_workspace import Conversation
 from tests.fakes.slack_api import FakeSlack, api_error, fake_socket_mode
 from tests.support.chat_commands import NOW, backdate, ingest_recorded_feed, record_runs
 from tests.support.command_text import command_text

@@ -22,21 +22,16 @@ from hypothesis import strategies as st
 from starlette.applications import Starlette
 
 from bot.commands import MAX_INPUT_CHARS, Block, Reply
+from bot.commands_base import BLOCKED, REMOVED
 from bot.commands_table import COMMANDS
 from core.config import Settings
 from core.db import Database
+from core.delivery.chat_buttons import Action, callback_data
 from core.follows import subscriber_records
 from core.models import SubscriberStatus
 from notifiers.telegram.chat import SECRET_HEADER, WEBHOOK_PATH, TelegramBot, TelegramBotError
-from notifiers.telegram.chat_handlers import BLOCKED, EDITED, NO_TEXT, REMOVED
-from notifiers.telegram.chat_render import (
-    Action,
-    Button,
-    callback_data,
-    html_parts,
-    keyboard,
-    read_callback,
-)
+from notifiers.telegram.chat_handlers import EDITED, NO_TEXT
+from notifiers.telegram.chat_render import Button, html_parts, keyboard, read_callback
 from notifiers.telegram.format import MAX_LENGTH, utf16_len
 from tests.fakes.telegram_api import (
     ADA,

@@ -18,7 +18,6 @@ from core.guides.prompt import (
     DATA_END,
     MAX_CONTRIBUTIONS,
     TLDR_MAX,
-    Guide,
     GuideError,
     GuideSubject,
     build_prompt,
@@ -26,7 +25,7 @@ from core.guides.prompt import (
 )
 from core.guides.service import GuideReport, make_guides
 from core.papers import paper_records
-from core.values import CommunityPick
+from core.values import CommunityPick, Guide
 from ingest.llm import ChatClient
 from tests.fakes.openai_api import (
     DEFAULT_GUIDE,

@@ -20,13 +20,13 @@ from sqlmodel import col
 
 from core.db import Database
 from core.guides import guide_records
-from core.models import GuideRow, PaperIn
+from core.models import GuideRow
 from core.overview import dashboard_records
 from core.papers import count_records, paper_records
 from core.papers.count_records import LibraryTotals, add_to_totals, rebuild_library_totals
 from core.papers.pipeline import backfill
 from core.papers.saving import Novelty
-from core.values import AnnounceType, CommunityPick, Guide
+from core.values import AnnounceType, CommunityPick, Guide, PaperIn
 from ingest.arxiv_oai_parse import parse_oai
 from ingest.arxiv_rss_parse import parse_feed
 from ingest.hf_daily_parse import parse_daily

@@ -18,13 +18,13 @@ from core.db import Database
 from core.follows import match_records, subscriber_records
 from core.follows.manage import follow
 from core.ledger import ledger_records
-from core.models import PaperIn, Version
+from core.models import Version
 from core.papers import paper_records, run_records
 from core.papers.pipeline import complete_papers, ingest_once
 from core.papers.saving import Novelty
 from core.taste.library_file import read_library
 from core.taste.library_import import import_library
-from core.values import AnnounceType, CommunityPick
+from core.values import AnnounceType, CommunityPick, PaperIn
 from ingest.arxiv_rss import ArxivRssSource
 from ingest.arxiv_rss_parse import parse_feed
 from ingest.http import HttpClient, Politeness

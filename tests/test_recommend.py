@@ -32,7 +32,6 @@ from core.taste.model import (
     DEFAULT_THRESHOLD,
     Example,
     Signals,
-    TasteModel,
     explain,
     explain_prepared,
     explain_version,
@@ -41,6 +40,7 @@ from core.taste.model import (
     train,
     vectorise,
 )
+from core.taste.model_format import TasteModel
 from core.taste.recommend import preview, recommend_new
 from core.taste.taste_records import DISLIKE, LIKE
 from core.taste.training import retrain

@@ -12,6 +12,7 @@ import scipy.sparse as sp
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from core.taste import model as tm
+from core.taste.model_format import TasteModel
 from core.values import PaperIn
 from ingest.arxiv_rss_parse import parse_feed
 from tests.conftest import CORPUS
@@ -48,14 +49,14 @@ def signals(day: list[PaperIn], liked: list[int], seed: int = 5) -> tm.Signals:
 
 
 @pytest.fixture(scope="module")
-def model(day: list[PaperIn], reader: list[int]) -> tm.TasteModel:
+def model(day: list[PaperIn], reader: list[int]) -> TasteModel:
     trained = tm.train(signals(day, reader[:5]))
     assert trained is not None
     return trained
 
 
 def test_held_out_papers_of_the_seeded_cross_listing_outrank_the_rest(
-    day: list[PaperIn], versions: sp.csr_matrix, reader: list[int], model: tm.TasteModel
+    day: list[PaperIn], versions: sp.csr_matrix, reader: list[int], model: TasteModel
 ) -> None:
     scores = tm.score_many([model], versions)[0]
     held_out = reader[5:]
@@ -71,7 +72,7 @@ def test_held_out_papers_of_the_seeded_cross_listing_outrank_the_rest(
 
 
 def test_scores_are_standard_deviations_above_an_ordinary_paper(
-    versions: sp.csr_matrix, reader: list[int], model: tm.TasteModel
+    versions: sp.csr_matrix, reader: list[int], model: TasteModel
 ) -> None:
     scores = tm.score_many([model], versions)[0]
     ordinary = np.delete(scores, reader)
@@ -82,7 +83,7 @@ def test_scores_are_standard_deviations_above_an_ordinary_paper(
 
 
 def test_score_many_is_each_models_dot_product_plus_bias(
-    day: list[PaperIn], versions: sp.csr_matrix, reader: list[int], model: tm.TasteModel
+    day: list[PaperIn], versions: sp.csr_matrix, reader: list[int], model: TasteModel
 ) -> None:
     other = tm.train(signals(day, reader[5:12], seed=6))
     assert other is not None
@@ -104,12 +105,12 @@ def test_top_n_picks_the_best_above_the_threshold_best_first() -> None:
 
 
 def test_bytes_round_trip_to_the_same_scores_within_the_size_bound(
-    versions: sp.csr_matrix, model: tm.TasteModel
+    versions: sp.csr_matrix, model: TasteModel
 ) -> None:
     data = model.to_bytes()
     assert data[:4] == b"PTTM"
     assert len(data) == model.size_bytes < 100_000
-    loaded = tm.TasteModel.from_bytes(data)
+    loaded = TasteModel.from_bytes(data)
     np.testing.assert_array_equal(loaded.indices, model.indices)
     np.testing.assert_array_equal(loaded.weights, model.weights)
     assert loaded.bias == model.bias and loaded.positives == 5
@@ -130,7 +131,7 @@ def test_the_caps_keep_the_most_recent_and_the_size_bound_holds(day: list[PaperI
 
 
 def test_explain_names_a_liked_paper_and_readable_shared_terms(
-    day: list[PaperIn], reader: list[int], model: tm.TasteModel
+    day: list[PaperIn], reader: list[int], model: TasteModel
 ) -> None:
     seeds = {day[i].arxiv_id for i in reader[:5]}
     explained = 0
@@ -157,7 +158,7 @@ def test_explain_names_a_liked_paper_and_readable_shared_terms(
     assert explained >= 8
 
 
-def test_explain_without_signatures_or_shared_words(model: tm.TasteModel) -> None:
+def test_explain_without_signatures_or_shared_words(model: TasteModel) -> None:
     why = tm.explain(model, "Étale cohomology of perfectoid spaces", "We compute étale cohomology groups.")
     assert why.nearest is None and why.terms == ()
 
@@ -186,7 +187,7 @@ def _with(data: bytes, at: int, new: bytes) -> bytes:
     return data[:at] + new + data[at + len(new) :]
 
 
-def test_malformed_bytes_raise_a_clear_value_error(model: tm.TasteModel) -> None:
+def test_malformed_bytes_raise_a_clear_value_error(model: TasteModel) -> None:
     data = model.to_bytes()
     header = struct.calcsize("<4sHBBIIIf")
     k, signatures = len(model.indices), len(model.signature_ids)
@@ -208,4 +209,4 @@ def test_malformed_bytes_raise_a_clear_value_error(model: tm.TasteModel) -> None
     }
     for bad, message in cases.items():
         with pytest.raises(ValueError, match=message):
-            tm.TasteModel.from_bytes(bad)
+            TasteModel.from_bytes(bad)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.db import Database
+from core.delivery.chat_buttons import Action
 from core.delivery.digests import send_due_digests
 from core.delivery.render import Renderer
 from core.follows import subscriber_records
@@ -18,7 +19,7 @@ from core.taste.taste_records import DISLIKE, LIKE
 from core.taste.votes import votes
 from notifiers.ratelimit import RateLimiter
 from notifiers.telegram.chat import TelegramBot
-from notifiers.telegram.chat_render import Action, Button, VotePress, read_callback, read_vote, voted_markup
+from notifiers.telegram.chat_render import Button, VotePress, read_callback, read_vote, voted_markup
 from notifiers.telegram.notifier import TelegramNotifier
 from tests.fakes.telegram_api import ADA, ADA_CHAT, Call, FakeTelegram, Place, Updates
 from tests.support.chat_commands import NOW, backdate, ingest_recorded_feed, migrated_template_fixture

@@ -22,8 +22,7 @@ from hypothesis import strategies as st
 from bench.library_file import FORMATS, PIECES
 from core import tex_accents
 from core.follows import normalise
-from core.taste.library_file import read_library
-from core.taste.library_file_entries import plain_text
+from core.taste.library_file import plain_text, read_library
 from core.tex_accents import decode_tex
 
 # --- the oracle: the regexes the linear readers replace ---------------------------------------------------

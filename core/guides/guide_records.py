@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlmodel import col, select
 
 from core.db import Db
-from core.guides.prompt import Guide, GuideSubject
+from core.guides.prompt import GuideSubject
 from core.languages import DEFAULT_LANGUAGE, LANGUAGES, check_language
 from core.models import (
     CommunityPickRow,
@@ -26,6 +26,7 @@ from core.models import (
     Version,
 )
 from core.papers.revisions import changes_of
+from core.values import Guide
 
 _IN_SLICE = 5000
 

@@ -98,7 +98,7 @@ def wants_guide(*, news: bool, matched: bool, community: bool) -> bool:
     return news and (matched or community)
 
 
-__all__ = ["Guide", "GuideError", "GuideModel", "GuideSubject", "build_prompt", "parse_guide", "wants_guide"]
+__all__ = ["GuideError", "GuideModel", "GuideSubject", "build_prompt", "parse_guide", "wants_guide"]
 
 
 def build_prompt(subject: GuideSubject, language: str) -> list[ChatMessage]:

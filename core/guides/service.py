@@ -18,16 +18,9 @@ from core.config import Settings
 from core.db import Database
 from core.follows import match_records
 from core.guides import guide_records
-from core.guides.prompt import (
-    MAX_TOKENS,
-    Guide,
-    GuideError,
-    GuideModel,
-    GuideSubject,
-    build_prompt,
-    parse_guide,
-)
+from core.guides.prompt import MAX_TOKENS, GuideError, GuideModel, GuideSubject, build_prompt, parse_guide
 from core.languages import check_language
+from core.values import Guide
 
 log = logging.getLogger(__name__)
 

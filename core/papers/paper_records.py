@@ -14,13 +14,7 @@ import sqlalchemy as sa
 from sqlmodel import col, select
 
 from core.db import Db
-from core.models import (
-    CommunityPickRow,
-    Paper,
-    PaperIn,
-    Version,
-    utcnow,
-)
+from core.models import CommunityPickRow, Paper, Version, utcnow
 from core.papers.count_records import add_to_totals, flag_papers
 from core.papers.run_records import validator_row
 from core.papers.saving import Novelty, SaveResult, news_threshold, save_batch
@@ -32,7 +26,7 @@ from core.papers.sort_keys import (
     newest_version_id,
     refresh_browse_keys,
 )
-from core.values import CommunityPick, ResponseValidator
+from core.values import CommunityPick, PaperIn, ResponseValidator
 
 # Ids per IN list: below both databases' caps on bound parameters.
 _IN_SLICE = 5_000

@@ -18,11 +18,12 @@ from typing import Any, ClassVar, Protocol
 from core.db import Database
 from core.english import counted
 from core.follows.index import FollowIndex, match_new
-from core.models import PaperIn, RunState, SourceRun
+from core.models import RunState, SourceRun
 from core.papers import paper_records, run_records
 from core.papers.saving import Novelty, SaveResult
 from core.papers.search_index import INDEX_BATCH
 from core.papers.sources import CommunitySource, PagedSource, Source, SourceError
+from core.values import PaperIn
 
 log = logging.getLogger(__name__)
 

@@ -18,11 +18,7 @@ from sqlmodel import Session, col
 from core.db_bulk import bulk_insert
 from core.db_ids import id_conditions
 from core.follows.search_text import paper_doc
-from core.models import (
-    Paper,
-    PaperIn,
-    Version,
-)
+from core.models import Paper, Version
 from core.papers.classify import is_ai_related
 from core.papers.count_records import add_to_totals, flag_papers
 from core.papers.search_index import mark_stale, write_entries
@@ -32,7 +28,7 @@ from core.papers.sort_keys import (
     refresh_browse_keys,
     set_published_keys,
 )
-from core.values import AnnounceType
+from core.values import AnnounceType, PaperIn
 
 if TYPE_CHECKING:
     pass

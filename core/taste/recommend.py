@@ -46,7 +46,8 @@ from core.taste.recommend_records import ModelOf, NewPaper, PaperBatch, Recommen
 if TYPE_CHECKING:
     import numpy as np
 
-    from core.taste.model import Explainable, Explanation, TasteModel
+    from core.taste.model import Explainable, Explanation
+    from core.taste.model_format import TasteModel
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +168,7 @@ def _score_batch(
 def _load(wanting: Sequence[ModelOf]) -> list[tuple[ModelOf, TasteModel]]:
     """The stored models, read; one that cannot be read is logged and skipped (its next retrain, after
     the reader's next vote, replaces it)."""
-    from core.taste.model import TasteModel
+    from core.taste.model_format import TasteModel
 
     loaded: list[tuple[ModelOf, TasteModel]] = []
     for row in wanting:
@@ -270,7 +271,8 @@ def preview(
     (those its follows did not bring, not voted on, not in its library), best first, at most ``limit``;
     None when the subscriber has no model. Nothing is written. ``threshold`` as for
     :func:`recommend_new`."""
-    from core.taste.model import DEFAULT_THRESHOLD, TasteModel, explain, score_many, vectorise
+    from core.taste.model import DEFAULT_THRESHOLD, explain, score_many, vectorise
+    from core.taste.model_format import TasteModel
 
     row = taste_records.model_of(db, subscriber_id)
     if row is None:

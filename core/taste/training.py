@@ -23,9 +23,9 @@ from core.taste.model import (
     MIN_IMPLICIT,
     Example,
     Signals,
-    TasteModel,
     train,
 )
+from core.taste.model_format import TasteModel
 from core.taste.taste_records import TasteText
 
 __all__ = ["retrain"]

@@ -68,7 +68,7 @@ from core.follows import subscribers
 from core.languages import LANGUAGES, N_, Translator, reader_language, translator
 from core.models import SubscriberStatus, utcnow
 from notifiers.slack.chat_format import RUN_ACTION, UNFOLLOW_ACTION, VOTE_ACTIONS, home_view, reply_message
-from notifiers.slack.chat_workspace import Conversation, SlackChannel, SlackUser, Workspace, chat_context, why
+from notifiers.slack.chat_workspace import Conversation, SlackChannel, Workspace, chat_context, why
 
 log = logging.getLogger(__name__)
 
@@ -495,11 +495,8 @@ __all__ = [
     "DEFAULT_COMMAND",
     "EVENTS_PATH",
     "Answer",
-    "Conversation",
     "SlackBot",
-    "SlackChannel",
     "SlackSetupError",
-    "SlackUser",
     "changes_subscription",
     "command_prefix",
     "serves_http",

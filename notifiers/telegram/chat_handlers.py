@@ -43,11 +43,11 @@ from bot.commands_base import BLOCKED, REMOVED, cut, stored_language
 from bot.commands_votes import press_vote
 from core.config_edges import ChatSettings
 from core.db import Database
+from core.delivery.chat_buttons import Action
 from core.follows import subscribers
 from core.languages import DEFAULT_LANGUAGE, N_, Translator, translator
 from notifiers.ratelimit import RateLimiter
 from notifiers.telegram.chat_render import (
-    Action,
     Button,
     html_parts,
     is_chosen,

@@ -31,7 +31,6 @@ from bot.commands_base import cut
 from core.delivery.chat_buttons import (
     DISLIKE_LABEL,
     LIKE_LABEL,
-    MAX_CALLBACK_BYTES,
     VOTE_SIGNS,
     Action,
     callback_data,
@@ -212,12 +211,9 @@ def without_button(markup: InlineKeyboardMarkup | None, data: str) -> InlineKeyb
 __all__ = [
     "BUTTON_LABEL_CHARS",
     "CHOSEN",
-    "MAX_CALLBACK_BYTES",
     "VOTE_LABELS",
-    "Action",
     "Button",
     "VotePress",
-    "callback_data",
     "html_parts",
     "is_chosen",
     "keyboard",
