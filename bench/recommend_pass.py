@@ -68,17 +68,13 @@ import core.follows.match_records  # noqa: E402
 import core.taste.recommend  # noqa: E402
 import core.taste.recommend_records  # noqa: E402
 from bench.recommend import example, other_papers  # noqa: E402
-from core.db import (  # noqa: E402
-    Database,
-    make_engine,
-)
+from core.db import Database, make_engine  # noqa: E402
 from core.db_migrate import migrate  # noqa: E402
-from core.models import utcnow  # noqa: E402
+from core.models import LIKE, utcnow  # noqa: E402
 from core.papers.saving import Novelty  # noqa: E402
 from core.reasons import CATEGORY, Reason, hit_data  # noqa: E402
 from core.taste import model as tm  # noqa: E402
 from core.taste.model_format import TasteModel  # noqa: E402
-from core.taste.taste_records import LIKE  # noqa: E402
 from core.taste.votes import cast_vote  # noqa: E402
 from core.values import PaperIn  # noqa: E402
 from ingest.arxiv_rss_parse import parse_feed  # noqa: E402

@@ -34,18 +34,15 @@ from bot import commands_language, commands_table, commands_votes
 from bot.commands_base import (
     MAX_INPUT_CHARS,
     MAX_REPLY_CHARS,
-    PAUSED_BY_CHAT,
     Block,
     Call,
     ChatContext,
-    FollowItem,
     Problem,
     Reply,
     cut,
     reply_language,
     stored_language,
 )
-from bot.commands_follows import follow_items
 from core.config_edges import ChatSettings
 from core.db import Database
 from core.escaping import strip_control
@@ -228,17 +225,4 @@ def _parses(text: str) -> bool:
     return True
 
 
-__all__ = [
-    "MAX_INPUT_CHARS",
-    "MAX_REPLY_CHARS",
-    "PAUSED_BY_CHAT",
-    "SORRY",
-    "Block",
-    "ChatContext",
-    "FollowItem",
-    "Problem",
-    "Reply",
-    "follow_items",
-    "handle",
-    "split_command",
-]
+__all__ = ["SORRY", "handle", "split_command"]

@@ -22,19 +22,9 @@ from core.config_edges import ChatSettings
 from core.db import Database
 from core.follows import subscribers
 from core.languages import N_, Translator, listing, translator
-from core.models import Version, utcnow
+from core.models import DISLIKE, LIKE, Version, utcnow
 from core.papers import status as papers
-from core.taste.votes import (
-    DISLIKE,
-    LIKE,
-    VoteState,
-    cast_vote,
-    paper_name,
-    read_paper_ref,
-    undo_vote,
-    vote_counts,
-    votes,
-)
+from core.taste.votes import VoteState, cast_vote, paper_name, read_paper_ref, undo_vote, vote_counts, votes
 
 log = logging.getLogger(__name__)
 

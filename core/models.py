@@ -572,6 +572,11 @@ class SlackReplay(SQLModel, table=True):
 # arXiv API for in vain, so that importing again does not ask again at once.
 
 
+# A vote's value: a like or a dislike.
+LIKE = 1
+DISLIKE = -1
+
+
 class Vote(SQLModel, table=True):
     """A reader's 👍 (+1) or 👎 (-1) on one version of a paper: a signal of the learned follows.
 

@@ -363,7 +363,7 @@ def test_every_channel_links_each_items_bibtex() -> None:
 def test_the_liked_papers_download_cites_each_liked_version_newest_vote_first(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from core.taste.taste_records import DISLIKE, LIKE
+    from core.models import DISLIKE, LIKE
     from core.taste.votes import cast_vote
 
     papers = parse_feed(BIG_FEED.read_bytes()).items[:40]

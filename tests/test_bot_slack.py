@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.commands import follow_items
 from bot.commands_base import Block
+from bot.commands_follows import follow_items
 from core.config import Settings
 from core.db import Database
 from core.follows import subscriber_records

@@ -21,8 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.applications import Starlette
 
-from bot.commands import MAX_INPUT_CHARS, Block, Reply
-from bot.commands_base import BLOCKED, REMOVED
+from bot.commands_base import BLOCKED, MAX_INPUT_CHARS, REMOVED, Block, Reply
 from bot.commands_table import COMMANDS
 from core.config import Settings
 from core.db import Database

@@ -13,10 +13,9 @@ import pytest
 from core.db import Database, make_engine
 from core.follows import subscriber_records
 from core.follows.index import match_new
-from core.models import utcnow
+from core.models import LIKE, utcnow
 from core.papers import paper_records
 from core.taste import recommend_records, taste_records
-from core.taste.taste_records import LIKE
 from core.taste.training import retrain
 from tests.cli_helpers import invoke
 from tests.conftest import BIG_FEED

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import bot.commands
-from bot.commands import Problem
+from bot.commands_base import Problem
 from bot.commands_table import ALIASES, BY_NAME, COMMANDS, HINTS, Command, find, page
 from core.db import Database
 from tests.support.chat_commands import (  # noqa: F401  (fixtures)

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from bot.commands import MAX_INPUT_CHARS, ChatContext, Problem, follow_items, split_command
+from bot.commands import split_command
+from bot.commands_base import MAX_INPUT_CHARS, ChatContext, Problem
+from bot.commands_follows import follow_items
 from core.config import Settings
 from core.db import Database
 from core.delivery.digests import send_due_digests

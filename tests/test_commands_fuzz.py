@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from sqlmodel import select
 
-from bot.commands import MAX_INPUT_CHARS, MAX_REPLY_CHARS, ChatContext, Problem, handle
+from bot.commands import handle
+from bot.commands_base import MAX_INPUT_CHARS, MAX_REPLY_CHARS, ChatContext, Problem
 from core.config import Settings
 from core.db import Database
 from core.follows import subscriber_records

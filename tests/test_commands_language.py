@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from bot.commands import ChatContext, Problem, Reply, handle
+from bot.commands import handle
+from bot.commands_base import ChatContext, Problem, Reply
 from bot.commands_table import BY_NAME, COMMANDS, command_list, overview, page
 from core.config import Settings
 from core.db import Database

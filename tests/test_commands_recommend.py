@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from bot.commands import ChatContext, Problem, Reply, handle
+from bot.commands import handle
+from bot.commands_base import ChatContext, Problem, Reply
 from core.config import Settings
 from core.db import Database
 from core.follows import subscriber_records
 from core.follows.index import match_new
-from core.models import utcnow
+from core.models import LIKE, utcnow
 from core.papers import paper_records
 from core.taste import taste_records
-from core.taste.taste_records import LIKE
 from core.taste.training import retrain
 from core.taste.votes import cast_vote
 from tests.support.likes import LIKES, earlier, later, liked_papers

@@ -13,14 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from bot.commands import ChatContext, Problem
+from bot.commands_base import ChatContext, Problem
 from bot.commands_votes import LIKES_SHOWN, press_vote
 from core.config import Settings
 from core.db import Database
 from core.follows import subscriber_records
+from core.models import DISLIKE, LIKE
 from core.papers import paper_records
 from core.taste import taste_records
-from core.taste.taste_records import DISLIKE, LIKE, SeedIn
+from core.taste.taste_records import SeedIn
 from core.taste.votes import votes
 from tests.support.chat_commands import (
     GROUP_ADMIN,

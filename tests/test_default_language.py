@@ -22,7 +22,8 @@ from pydantic import ValidationError
 from sqlmodel import select
 from typer.testing import CliRunner
 
-from bot.commands import ChatContext, handle
+from bot.commands import handle
+from bot.commands_base import ChatContext
 from bot.commands_table import COMMANDS
 from core.config import Settings
 from core.db import Database

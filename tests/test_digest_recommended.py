@@ -16,7 +16,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.commands import ChatContext, handle
+from bot.commands import handle
+from bot.commands_base import ChatContext
 from core.config import Settings
 from core.db import Database
 from core.delivery.digests import send_due_digests

@@ -18,7 +18,8 @@ import sqlalchemy as sa
 from sqlmodel import col
 from typer.testing import CliRunner
 
-from bot.commands import ChatContext, Problem, handle
+from bot.commands import handle
+from bot.commands_base import ChatContext, Problem
 from core.channel import Notifier
 from core.config import Settings
 from core.db import Database

@@ -25,7 +25,8 @@ import pytest
 import sqlalchemy as sa
 from sqlmodel import col
 
-from bot.commands import ChatContext, Problem, handle
+from bot.commands import handle
+from bot.commands_base import ChatContext, Problem
 from core.channel import DeliveryError, Notifier
 from core.config import Settings
 from core.db import Database

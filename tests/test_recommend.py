@@ -24,7 +24,7 @@ from core.follows import match_records, subscriber_records
 from core.follows.index import match_new
 from core.follows.manage import follow
 from core.ledger import ledger_records, outcome_records
-from core.models import Match, Version, utcnow
+from core.models import DISLIKE, LIKE, Match, Version, utcnow
 from core.papers import paper_records
 from core.reasons import LIKED, SHARED, recommended_score
 from core.taste import recommend_records, taste_records
@@ -42,7 +42,6 @@ from core.taste.model import (
 )
 from core.taste.model_format import TasteModel
 from core.taste.recommend import preview, recommend_new
-from core.taste.taste_records import DISLIKE, LIKE
 from core.taste.training import retrain
 from core.taste.votes import cast_vote, undo_vote
 from core.values import PaperIn

@@ -17,7 +17,7 @@ from core.db import Database
 from core.delivery.digests import send_due_digests
 from core.delivery.render import Renderer
 from core.follows import subscriber_records
-from core.taste.taste_records import DISLIKE, LIKE
+from core.models import DISLIKE, LIKE
 from core.taste.votes import votes
 from notifiers.slack.notifier import SlackNotifier
 from tests.fakes.slack_api import FakeSlack

@@ -8,9 +8,10 @@ import pytest
 
 from core.db import Database
 from core.follows import subscriber_records
+from core.models import DISLIKE, LIKE
 from core.papers import paper_records
 from core.taste import taste_records
-from core.taste.taste_records import DISLIKE, LIKE, SeedIn
+from core.taste.taste_records import SeedIn
 from core.taste.votes import VoteState, cast_vote, read_paper_ref, undo_vote, votes
 from tests.support.taste_day import day
 

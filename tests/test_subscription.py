@@ -28,12 +28,14 @@ from core.models import Digest, DigestState, Follow, Match, Subscriber
 from core.papers import paper_records
 from core.papers.saving import Novelty
 from core.people import newsletter_records, newsletters, tokens
-from core.people.subscription import Mode, SubscriptionExists, export_subscription, import_subscription
+from core.people.subscription import export_subscription, import_subscription
 from core.people.subscription_file import (
     MAX_FOLLOWS,
     MAX_OBJECT_KEYS,
     MAX_RECEIVED,
     DocumentError,
+    Mode,
+    SubscriptionExists,
     dumps,
     read_document,
 )

@@ -18,13 +18,21 @@ from sqlmodel import col
 from core.db import Database
 from core.follows import subscriber_records
 from core.follows.manage import follow
-from core.models import LibrarySeed, Subscriber, Version, Vote
+from core.models import DISLIKE, LIKE, LibrarySeed, Subscriber, Version, Vote
 from core.papers import paper_records
 from core.papers.saving import Novelty
-from core.people.subscription import Mode, SubscriptionExists, exported, import_subscription
-from core.people.subscription_file import MAX_LIBRARY, MAX_VOTES, DocumentError, dumps, read_document
+from core.people.subscription import exported, import_subscription
+from core.people.subscription_file import (
+    MAX_LIBRARY,
+    MAX_VOTES,
+    DocumentError,
+    Mode,
+    SubscriptionExists,
+    dumps,
+    read_document,
+)
 from core.taste import taste_records
-from core.taste.taste_records import DISLIKE, LIKE, SeedIn
+from core.taste.taste_records import SeedIn
 from core.values import PaperIn
 from tests.conftest import migrated_store
 from tests.support.subscription_export import (  # noqa: F401  (fixtures)

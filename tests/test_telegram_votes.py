@@ -15,7 +15,7 @@ from core.delivery.chat_buttons import Action
 from core.delivery.digests import send_due_digests
 from core.delivery.render import Renderer
 from core.follows import subscriber_records
-from core.taste.taste_records import DISLIKE, LIKE
+from core.models import DISLIKE, LIKE
 from core.taste.votes import votes
 from notifiers.ratelimit import RateLimiter
 from notifiers.telegram.chat import TelegramBot

@@ -38,7 +38,7 @@ from core.papers import paper_records, run_records
 from core.people import tokens
 from core.values import PaperIn
 from ingest.arxiv_rss_parse import parse_feed
-from papertrail.service.context import SOURCE_NAMES
+from papertrail.service.source_names import SOURCE_NAMES
 from papertrail.web.app import build_app
 from tests.conftest import BIG_FEED, POSTGRES_URL, migrated_store, postgres_available
 from tests.servers import closed_port

@@ -24,11 +24,11 @@ from core.delivery.render import Renderer
 from core.follows import match_records, subscriber_records
 from core.follows.index import match_new
 from core.follows.manage import follow
-from core.models import Follow, utcnow
+from core.models import DISLIKE, LIKE, Follow, utcnow
 from core.papers import paper_records
 from core.people import tokens
 from core.taste import taste_records
-from core.taste.taste_records import DISLIKE, LIKE, SeedIn
+from core.taste.taste_records import SeedIn
 from core.taste.votes import cast_vote
 from core.values import PaperIn
 from papertrail.service.channels import CHANNELS

@@ -177,4 +177,4 @@ def open_due_issues(
     return issues
 
 
-__all__ = ["Issue", "NewsletterInfo", "address_of", "check_name", "create", "find", "info", "join", "leave"]
+__all__ = ["address_of", "check_name", "create", "find", "info", "join", "leave"]

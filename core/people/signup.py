@@ -45,7 +45,6 @@ MAX_FOLLOWS = 20
 __all__ = [
     "MAX_FOLLOWS",
     "RESEND_AFTER",
-    "PendingView",
     "SignupChanged",
     "SignupOutcome",
     "SignupRequest",

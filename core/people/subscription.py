@@ -34,19 +34,10 @@ from core.channel import channel_of, normalise_address
 from core.db import Database
 from core.models import utcnow
 from core.people import subscription_records
-from core.people.subscription_file import Subscription, document, read_document
-from core.people.subscription_records import Mode, Restored, SubscriptionExists
+from core.people.subscription_file import Mode, Subscription, document, read_document
+from core.people.subscription_records import Restored
 
-__all__ = [
-    "Exported",
-    "Mode",
-    "Restored",
-    "SubscriptionExists",
-    "after_import",
-    "export_subscription",
-    "exported",
-    "import_subscription",
-]
+__all__ = ["Exported", "after_import", "export_subscription", "exported", "import_subscription"]
 
 
 @dataclass(frozen=True, slots=True)

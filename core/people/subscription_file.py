@@ -40,6 +40,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 from core.channel import NEWSLETTER_NAME
@@ -565,3 +566,20 @@ def _library(value: object) -> tuple[LibraryLine, ...]:
                 )
         items.append(LibraryLine(key, _arxiv_id(item, where), _version(item, where), title, abstract))
     return tuple(items)
+
+
+class Mode(StrEnum):
+    """What an import does with an address the server has already."""
+
+    REFUSE = "refuse"  # the default: only a subscriber equal to the file's is accepted (a re-import)
+    MERGE = "merge"  # the file's settings, follows, newsletters, votes and seeds are added to what is there
+    REPLACE = "replace"  # settings, follows, newsletters, votes and seeds become exactly the file's
+
+
+class SubscriptionExists(Exception):
+    """The address is a subscriber here already, with other settings than the file's; nothing stored."""
+
+    def __init__(self, address: str, differences: Sequence[str]) -> None:
+        super().__init__(f"{address} is a subscriber here already, with other settings")
+        self.address = address
+        self.differences = tuple(differences)

@@ -25,7 +25,6 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 import sqlalchemy as sa
@@ -55,8 +54,10 @@ from core.people.subscription_file import (
     MAX_VOTES,
     Learned,
     LibraryLine,
+    Mode,
     Received,
     Subscription,
+    SubscriptionExists,
     VoteLine,
 )
 from core.people.subscription_learned import (
@@ -76,14 +77,6 @@ _SEED: sa.Table = LibrarySeed.__table__  # type: ignore[attr-defined]
 _CHUNK = 500
 
 
-class Mode(StrEnum):
-    """What an import does with an address the server has already."""
-
-    REFUSE = "refuse"  # the default: only a subscriber equal to the file's is accepted (a re-import)
-    MERGE = "merge"  # the file's settings, follows, newsletters, votes and seeds are added to what is there
-    REPLACE = "replace"  # settings, follows, newsletters, votes and seeds become exactly the file's
-
-
 @dataclass(frozen=True, slots=True)
 class Stored:
     """One subscription as the store has it, for an export."""
@@ -96,15 +89,6 @@ class Stored:
     votes_total: int
     """The subscriber's votes: more than ``learned.votes`` when it has more than a file holds."""
     library_total: int
-
-
-class SubscriptionExists(Exception):
-    """The address is a subscriber here already, with other settings than the file's; nothing stored."""
-
-    def __init__(self, address: str, differences: Sequence[str]) -> None:
-        super().__init__(f"{address} is a subscriber here already, with other settings")
-        self.address = address
-        self.differences = tuple(differences)
 
 
 @dataclass(slots=True)

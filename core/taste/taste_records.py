@@ -22,13 +22,11 @@ from sqlmodel import Session, col, select
 
 from core.db import Db
 from core.db_ids import id_conditions
-from core.models import LibraryLookup, LibrarySeed, Paper, TasteModelRow, Version, Vote, utcnow
+from core.models import DISLIKE, LIKE, LibraryLookup, LibrarySeed, Paper, TasteModelRow, Version, Vote, utcnow
 
 _VERSION = Version.metadata.tables["version"]
 _PAPER = Paper.metadata.tables["paper"]
 _LOOKUP = LibraryLookup.metadata.tables["library_lookup"]
-LIKE = 1
-DISLIKE = -1
 # How far back the implicit negatives (the days' other papers) are drawn from, and how many.
 IMPLICIT_WINDOW = timedelta(days=7)
 IMPLICIT_NEGATIVES = 200

@@ -17,13 +17,11 @@ from enum import StrEnum
 from core.db import Database
 from core.models import Version
 from core.taste import taste_records
-from core.taste.taste_records import DISLIKE, LIKE, VoteView
+from core.taste.taste_records import VoteView
 from core.taste.training import retrain
 from core.values import versioned_id
 
 __all__ = [
-    "DISLIKE",
-    "LIKE",
     "VoteCounts",
     "VoteOutcome",
     "VoteState",

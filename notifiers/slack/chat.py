@@ -57,8 +57,9 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from bot.commands import SORRY, Block, ChatContext, Problem, Reply, follow_items, handle, split_command
-from bot.commands_base import stored_language
+from bot.commands import SORRY, handle, split_command
+from bot.commands_base import Block, ChatContext, Problem, Reply, stored_language
+from bot.commands_follows import follow_items
 from bot.commands_status import describe_schedule
 from bot.commands_table import BY_NAME, VOTE_COMMANDS
 from core import replay

@@ -13,8 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bot.chunking import pack_lines
-from bot.commands import FollowItem, Reply
-from bot.commands_base import Block, cut
+from bot.commands_base import Block, FollowItem, Reply, cut
 from bot.commands_follows import FOLLOWS_PER_PAGE
 from bot.commands_table import command_list
 from core.delivery.chat_buttons import SLACK_VOTE_ACTIONS

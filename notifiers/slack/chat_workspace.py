@@ -19,7 +19,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.commands import ChatContext
+from bot.commands_base import ChatContext
 
 log = logging.getLogger(__name__)
 

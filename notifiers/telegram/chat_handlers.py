@@ -38,8 +38,8 @@ from telegram.constants import ChatMemberStatus, ChatType, ParseMode
 from telegram.error import Forbidden, RetryAfter, TelegramError
 from telegram.ext import CallbackContext
 
-from bot.commands import Block, ChatContext, Problem, Reply, handle
-from bot.commands_base import BLOCKED, REMOVED, cut, stored_language
+from bot.commands import handle
+from bot.commands_base import BLOCKED, REMOVED, Block, ChatContext, Problem, Reply, cut, stored_language
 from bot.commands_votes import press_vote
 from core.config_edges import ChatSettings
 from core.db import Database

@@ -26,8 +26,7 @@ from dataclasses import dataclass
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 
 from bot.chunking import pack_lines
-from bot.commands import Reply
-from bot.commands_base import cut
+from bot.commands_base import Reply, cut
 from core.delivery.chat_buttons import (
     DISLIKE_LABEL,
     LIKE_LABEL,

@@ -288,8 +288,8 @@ def import_subscription_command(
     from sqlalchemy.exc import IntegrityError
 
     from core.people.masking import mask_address
-    from core.people.subscription import Mode, SubscriptionExists, import_subscription
-    from core.people.subscription_file import MAX_DOCUMENT_BYTES, DocumentError
+    from core.people.subscription import import_subscription
+    from core.people.subscription_file import MAX_DOCUMENT_BYTES, DocumentError, Mode, SubscriptionExists
 
     if merge and replace:
         raise fail("--merge and --replace exclude each other; choose one", USAGE)

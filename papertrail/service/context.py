@@ -21,13 +21,12 @@ from ingest.hf_daily import HfDailySource
 from ingest.http import HttpClient, Politeness
 from ingest.llm import ChatClient
 from papertrail.service import channels
-from papertrail.service.source_names import SOURCE_NAMES
 from papertrail.service.store_context import open_store
 
 if TYPE_CHECKING:
     from notifiers.telegram.chat import TelegramBot
 
-__all__ = ["SOURCE_NAMES", "AppContext", "build_context", "delivery_policy"]
+__all__ = ["AppContext", "build_context", "delivery_policy"]
 
 
 @dataclass

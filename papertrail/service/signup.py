@@ -82,4 +82,4 @@ async def mail_outcome(ctx: AppContext, outcome: SignupOutcome, *, language: str
     return True
 
 
-__all__ = ["DeliveryError", "SignupUnavailable", "check_available", "mail_outcome"]
+__all__ = ["SignupUnavailable", "check_available", "mail_outcome"]

@@ -64,7 +64,8 @@ from core.papers.citations import highwire_tags
 from core.papers.health import Health
 from core.papers.revisions import history
 from core.values import DayCounts
-from papertrail.service.context import SOURCE_NAMES, AppContext
+from papertrail.service.context import AppContext
+from papertrail.service.source_names import SOURCE_NAMES
 from papertrail.web.bibtex import BibtexRoutes
 from papertrail.web.browser import BrowserPages
 from papertrail.web.chart import ChartWords, daily_chart

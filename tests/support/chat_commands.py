@@ -12,7 +12,8 @@ import pytest
 import sqlalchemy as sa
 from sqlmodel import col
 
-from bot.commands import ChatContext, Reply, handle
+from bot.commands import handle
+from bot.commands_base import ChatContext, Reply
 from core.config import Settings
 from core.db import Database, make_engine
 from core.follows import subscriber_records
