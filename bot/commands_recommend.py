@@ -1,4 +1,4 @@
-"""The commands about learned recommendations (issue 17): ``recommend`` (show), ``recommend on [N]``,
+"""The commands about learned recommendations: ``recommend`` (show), ``recommend on [N]``,
 ``recommend off``, and ``try recommended`` (what the model would have picked lately; ``try`` hands it
 over here)."""
 

@@ -119,7 +119,7 @@ def digest(call: Call) -> Reply:
 
 def heartbeat(call: Call, choice: str) -> Reply:
     """``digest heartbeat``: show it; ``digest heartbeat on|off``: a one-line message with the scan
-    receipt on arXiv announcement days when nothing matched (issue 18), or none."""
+    receipt on arXiv announcement days when nothing matched, or none."""
     t, p = call.t, call.p
     what = t.gettext(
         "On arXiv announcement days when nothing matched, the heartbeat is a one-line message at the "

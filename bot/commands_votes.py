@@ -1,4 +1,4 @@
-"""The vote commands (issue 17): ``like``, ``dislike``, ``unvote``, ``likes``; and a digest's vote button.
+"""The vote commands: ``like``, ``dislike``, ``unvote``, ``likes``; and a digest's vote button.
 
 A vote is the chat's: in a group or channel it teaches PaperTrail what the whole group reads, so like
 ``follow`` it takes an administrator there (the grammar checks ``ChatContext.can_change`` before these run;

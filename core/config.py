@@ -368,7 +368,7 @@ class Settings(BaseSettings):
     @classmethod
     def _http_url(cls, value: str, info: ValidationInfo) -> str:
         # A file:// or mistyped URL used to fail only when fetched, after 14 s of retries as a network
-        # error (issue 16): refuse it when the settings are read, as PAPERTRAIL_LLM_URL is.
+        # error: refuse it when the settings are read, as PAPERTRAIL_LLM_URL is.
         scheme, sep, rest = value.strip().partition("://")
         if not sep or scheme.lower() not in ("http", "https") or not rest.split("/")[0]:
             name = f"PAPERTRAIL_{(info.field_name or '').upper()}"

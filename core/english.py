@@ -3,7 +3,7 @@
 The operator's command line, the run notes stored with each source run, and the chart's description are
 English by design (readers' text goes through the catalogs' ``ngettext`` instead, core.languages). They
 say
-"1 version" and "3 versions", never "version(s)" (issue 16, bug 9).
+"1 version" and "3 versions", never "version(s)".
 """
 
 from __future__ import annotations

@@ -304,13 +304,13 @@ class Subscriber(SQLModel, table=True):
     # subscriber is still matched for a while and its matches are held for its resume (core.follows.fanout).
     refused_at: datetime | None = utc_field(default=None)
     # A one-line message with the scan receipt on an announcement day when nothing matched, so that
-    # silence is never ambiguous (issue 18; `digest heartbeat on|off`, the manage page). Off unless asked.
+    # silence is never ambiguous (`digest heartbeat on|off`, the manage page). Off unless asked.
     heartbeat: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
     # The nonce signed into the reader's private Atom feed link (core.people.tokens); None: no link made yet.
     # A new
     # nonce revokes the old link (migration 0019).
     feed_nonce: str | None = Field(default=None, max_length=64)
-    # Learned recommendations per digest (issue 17; `recommend on [N]`): None is off, the default.
+    # Learned recommendations per digest (`recommend on [N]`): None is off, the default.
     recommend: int | None = Field(default=None)
 
 

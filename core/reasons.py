@@ -25,7 +25,7 @@ PAPER: Final = "paper"
 NEWSLETTER: Final = "newsletter"
 """A member's copy of a newsletter item that carried no reason of its own: the term is the name."""
 LIKED: Final = "liked"
-"""A recommendation (issue 17): the term is the arXiv id of the liked paper it is closest to."""
+"""A recommendation: the term is the arXiv id of the liked paper it is closest to."""
 SHARED: Final = "shared"
 """A recommendation: the term is one of the strongest terms it shares with the papers the reader liked."""
 
@@ -134,7 +134,7 @@ def reason(field: str, term: str) -> Reason:
 
 
 def recommendation_hit(score: float, reasons: Iterable[Reason]) -> dict[str, Any]:
-    """The stored hit of a learned recommendation (issue 17): the model's score and its reasons
+    """The stored hit of a learned recommendation: the model's score and its reasons
     (:data:`LIKED`, :data:`SHARED`). Its Match row has no follow: ``follow_ids`` is empty."""
     return {"recommended": round(float(score), 4), "reasons": [reason.as_data() for reason in reasons]}
 

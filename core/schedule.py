@@ -27,7 +27,7 @@ def _day_number(word: str) -> int | None:
     """Monday = 0 for ``mon``, ``tues``, ``Thursday``, ``sundays`` ...; None for anything else.
 
     The whole word is checked: reading only its first three letters took "Monster" for Monday and
-    reported "Funday" as the unknown day 'Fun' (issue 16).
+    reported "Funday" as the unknown day 'Fun'.
     """
     stem = word.lower()
     stem = stem[:-1] if stem.endswith("s") and stem[:-1] in _DAY_NAMES else stem

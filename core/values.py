@@ -96,7 +96,7 @@ class DigestItem:
     version_id: int | None = None
     # The machine-generated guide in the reader's language, when one was made in time.
     guide: Guide | None = None
-    # A learned recommendation's score (issue 17: ``core.reasons.recommended_score`` of the stored
+    # A learned recommendation's score (``core.reasons.recommended_score`` of the stored
     # hit),
     # None for a match of the reader's follows. A digest shows recommendations in a section of their own,
     # after the follows' matches, best score first (core.delivery.render).

@@ -1,5 +1,5 @@
 """The buttons a digest carries in a chat, as data both sides share: the notifiers write them under each
-item, the chat bots read them back when one is pressed (issue 19: the format was written in notifiers/ and
+item, the chat bots read them back when one is pressed (the format was written in notifiers/ and
 parsed in bot/ with its constants copied).
 
 Telegram: callback data ``action:value`` of at most :data:`MAX_CALLBACK_BYTES` bytes (:class:`Action`;

@@ -1,6 +1,6 @@
 """The scan receipt of a digest: what PaperTrail scanned for its reader since their previous digest.
 
-Issue 18: "users cannot tell a quiet day from a broken pipeline". Every digest (and every heartbeat) says
+"Users cannot tell a quiet day from a broken pipeline", a reader said. Every digest (and every heartbeat) says
 what the sources stored between the reader's previous digest and this one, e.g. "Since Mon 08:00 CET:
 arXiv: 3 announcements, 4512 new versions scanned; 12 matched your follows.", and warns when a source was
 failing or behind arXiv's calendar at any time in that window, with the gap in the reader's timezone.

@@ -243,7 +243,7 @@ class DigestView:
         """The item's 👍 / 👎 links for this recipient, or None (the templates then print none)."""
         return self.votes.get(versioned_id(item.arxiv_id, item.version))
 
-    # Learned recommendations (issue 17), best score first: a section after the follows' matches.
+    # Learned recommendations, best score first: a section after the follows' matches.
     recommended: tuple[DigestItem, ...] = ()
 
     @property

@@ -132,7 +132,7 @@ def check_lines(
     """Check every line (numbered from 1) and gather the good follows and the subscribers' options.
 
     ``refuse_address`` says why a channel would refuse a well-formed address (a webhook to a private
-    host), or None; it is asked once per distinct address (issue 16, bug 13: as ``follow`` asks).
+    host), or None; it is asked once per distinct address (as ``follow`` asks).
     """
     result = FollowsFile()
     checker = _Checker(result, refuse_address)

@@ -111,7 +111,7 @@ def count_guided_versions_since(db: Db, since: datetime) -> int:
 
     The window's guides through the index on ``created_at``, less the versions that already had one
     before it (through the index on ``version_id``): what it reads is the window's guides, not every
-    guide ever made (a grouping of the whole table, as this was counted until issue 15).
+    guide ever made (a grouping of the whole table, as this was counted before the maintained totals).
     """
     earlier = sa.orm.aliased(GuideRow)
     with db.session() as session:

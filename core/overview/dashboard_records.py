@@ -130,7 +130,7 @@ class StatusSummary:
     guides_24h: int = 0
     # Raised delivery alarms (core.delivery.alarm): a platform refusing many recipients the same way.
     alarms: tuple[DeliveryAlarm, ...] = ()
-    # Of ``pending_matches`` (which counts them like any match), the learned recommendations (issue 17).
+    # Of ``pending_matches`` (which counts them like any match), the learned recommendations.
     pending_recommended: int = 0
 
 

@@ -6,7 +6,7 @@ is confirmed nothing is matched or sent to that address: an address typed by som
 digest. An address that is already subscribed gets its manage link instead, so the form never reveals who
 is subscribed. Addresses an operator adds with ``papertrail follow`` count as confirmed, as before.
 
-A link confirms exactly the sign-up it was mailed for (issue 14): its token signs the address together
+A link confirms exactly the sign-up it was mailed for: its token signs the address together
 with the pending sign-up's *nonce*, a random value drawn each time a sign-up is recorded. A second sign-up
 for a pending address either changes nothing (within :data:`RESEND_AFTER` of the last mail to it: refused,
 so the owner's link still confirms what it showed) or *replaces* the pending sign-up, draws a new nonce and

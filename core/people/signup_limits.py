@@ -1,7 +1,7 @@
 """How many sign-ups PaperTrail accepts per hour: from one client, from one network, and from everyone.
 
 The sign-up form mails whatever address it is given, so without limits it is a mail relay for anyone
-(issue 14: one client sent 100 mails to 100 addresses in 5 s). Three counts per clock hour (UTC) bound it:
+(one client sent 100 mails to 100 addresses in 5 s). Three counts per clock hour (UTC) bound it:
 
 * one client IP address (``PAPERTRAIL_SIGNUP_IP_PER_HOUR``, 5),
 * its network, IPv4 /24 or IPv6 /64 (``PAPERTRAIL_SIGNUP_NETWORK_PER_HOUR``, 20): a neighbour's address,

@@ -116,7 +116,7 @@ def after_import(db: Database, restored: Restored) -> None:
     subscriber that must not be part of, or hold up, that transaction.
 
     The subscriber's model learns from its votes and seeds: when the import changed them
-    (:attr:`Restored.learned_changed`) it is retrained here (issue 17), so recommendations follow the
+    (:attr:`Restored.learned_changed`) it is retrained here, so recommendations follow the
     imported votes from the next pass on.
     """
     if not restored.learned_changed or restored.subscriber_id is None:

@@ -22,7 +22,7 @@ the subscriber's keys, checked by the same code, so a query is refused or normal
 follows`` does. ``received`` is the ledger: the papers sent to the reader in delivered digests, with the
 digest's time and its number on the exporting server.
 
-Version 2 adds the learned follows (issue 17): ``recommend`` (null: off, else recommendations per digest,
+Version 2 adds the learned follows: ``recommend`` (null: off, else recommendations per digest,
 1 to :data:`MAX_RECOMMEND`), ``votes`` (👍 ``1`` / 👎 ``-1`` per paper version, oldest first, at most
 :data:`MAX_VOTES`) and ``library`` (the seeds of imported reference libraries, in the order they were
 added, at most :data:`MAX_LIBRARY`): a seed that named a stored paper has its arXiv id and version, and

@@ -1,4 +1,4 @@
-"""The learned follows of a subscription file resolved against this library (issue 17): which stored
+"""The learned follows of a subscription file resolved against this library: which stored
 versions its votes and seeds name, and how they differ from what the subscriber has; for
 ``core.people.subscription_records``.
 

@@ -12,7 +12,7 @@ sent, holding a match per received paper, for the papers this library has (a mat
 unique (subscriber, version) match keeps a paper recorded once, so importing the same file again adds
 nothing, and a newsletter issue never copies to the reader a paper the file says it received.
 
-The learned follows of a version-2 file (issue 17) are written in the same transaction: ``recommend`` with
+The learned follows of a version-2 file are written in the same transaction: ``recommend`` with
 the settings; a vote per version this library has (a vote points at a version, as a match does: one on a
 version not stored here is skipped and counted); the library seeds by key (a seed whose paper this library
 has points at that version, else at its newest stored one, else it is kept by its title and abstract). A

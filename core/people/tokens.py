@@ -30,7 +30,7 @@ _NOT_VALID = "this link is not valid (altered, or made for something else)"
 # Reading one subscriber's private Atom feed: the subject is ``ADDRESS NUL NONCE`` (see :func:`feed_subject`);
 # a new nonce (``Subscriber.feed_nonce``) revokes every link made with the old one.
 FEED = "feed"
-# A 👍 or 👎 on one version of a paper, from a digest (issue 17): the subject is
+# A 👍 or 👎 on one version of a paper, from a digest: the subject is
 # ``ADDRESS NUL ID "v" NUMBER NUL VALUE`` (see :func:`vote_subject`), VALUE ``1`` (like) or ``-1`` (dislike).
 VOTE = "vote"
 _VOTE_VERSION = re.compile(r"(?P<id>[^\0\s]+)v(?P<number>[1-9][0-9]{0,3})")

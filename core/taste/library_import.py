@@ -1,4 +1,4 @@
-"""Seeds a reader's learned follows from a reference library (issue 17): the entries of a BibTeX, RIS or
+"""Seeds a reader's learned follows from a reference library: the entries of a BibTeX, RIS or
 CSL-JSON file (read by :mod:`core.taste.library_file`) become liked papers.
 
 Each entry is used the first way that works: its arXiv id names a stored paper; an arXiv id PaperTrail

@@ -1,4 +1,4 @@
-"""Learned follows (issue 17): one small linear model per subscriber, trained from what they liked.
+"""Learned follows: one small linear model per subscriber, trained from what they liked.
 
 Pure: texts and bytes in, models, scores and explanations out; no database, no I/O.
 
@@ -97,7 +97,7 @@ _MIN_SPREAD = 0.01
 # A dislike is a judgement; an implicit negative only a paper the reader did not pick (maybe never saw).
 EXPLICIT_NEGATIVE_WEIGHT = 2.0
 # Standard deviations above an ordinary paper of the day; chosen on the benchmark (docs/benchmarks.md,
-# "Issue 17"): about 6 versions of a 1,504-version day per reader pass it, a fifth of them relevant.
+# "Recommendations"): about 6 versions of a 1,504-version day per reader pass it, a fifth of them relevant.
 DEFAULT_THRESHOLD = 4.0
 _C = 1.0
 

@@ -1,4 +1,4 @@
-"""A learned follow's stored model (issue 17): ``TasteModel`` and its versioned binary format. Pure.
+"""A learned follow's stored model: ``TasteModel`` and its versioned binary format. Pure.
 
 ``core.taste.model`` trains and scores these; this module only holds them and turns them into bytes and
 back. The format is little-endian numpy arrays behind a small header, never pickle, so that loading a

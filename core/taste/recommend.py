@@ -1,4 +1,4 @@
-"""The recommendation pass (issue 17): each new paper scored once against every model that wants it, and
+"""The recommendation pass: each new paper scored once against every model that wants it, and
 the best few per subscriber written to the ledger as matches without a follow.
 
 Runs after the fan-out and before digest planning (``core.delivery.digests.send_due_digests``), and at the

@@ -1,4 +1,4 @@
-"""The SQL of the recommendation pass (issue 17): the cursor, the new papers to score, the models of the
+"""The SQL of the recommendation pass: the cursor, the new papers to score, the models of the
 subscribers who asked for recommendations, what each of them must not be recommended, and the write.
 
 A repository over the store's transactions (``core.taste.recommend_records``), Core only, on a connection of

@@ -1,4 +1,4 @@
-"""A reader's learned recommendations as a setting (issue 17): on with up to N per digest, or off, and the
+"""A reader's learned recommendations as a setting: on with up to N per digest, or off, and the
 state the ``recommend`` command and ``papertrail recommend`` show. The chat and the command line word the
 outcome; the rules are here, once.
 

@@ -1,4 +1,4 @@
-"""The SQL of learned follows (issue 17): a reader's votes, the seeds of an imported library, the trained
+"""The SQL of learned follows: a reader's votes, the seeds of an imported library, the trained
 models, and the texts a model is trained from.
 
 A repository over the store's transactions (``core.taste.taste_records``), through its ORM session

@@ -1,4 +1,4 @@
-"""Training a subscriber's recommendation model from what is stored (issue 17): the one step that keeps a
+"""Training a subscriber's recommendation model from what is stored: the one step that keeps a
 model current, called after every vote (:mod:`core.taste.votes`) and after a library import adds seeds.
 
 The signals come from :func:`core.taste.taste_records.training_texts` (likes and seeds, dislikes, a

@@ -1,5 +1,5 @@
 """A reader's votes (👍 / 👎), the one step every channel calls: chat commands, the CLI, digest buttons and
-the signed links in mails (issue 17).
+the signed links in mails.
 
 The votes feed the subscriber's learned model (``core.taste.model``); this module records and undoes them,
 retrains the model after each change (``core.taste.training.retrain``: a model is current after every

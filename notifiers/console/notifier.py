@@ -32,7 +32,7 @@ class ConsoleNotifier:
             out.write(text)
             out.flush()
         except OSError as exc:  # BrokenPipeError: `papertrail digest --now | head` whose reader exited
-            # Not written is not sent: the digest stays pending for the next pass (issue 16).
+            # Not written is not sent: the digest stays pending for the next pass.
             raise DeliveryError(
                 f"cannot write the digest to standard output: {exc.strerror or exc} (its reader closed it?)",
                 retryable=True,

@@ -146,7 +146,7 @@ def _item(item: DigestItem, public_url: str, votes: VoteLinks | None = None) -> 
         "vote_urls": _votes(votes),
     }
     if item.recommended is not None:
-        # Only on learned recommendations (issue 17), so a digest of follows' matches is the same document
+        # Only on learned recommendations, so a digest of follows' matches is the same document
         # as before: the score and the reasons as data (the liked paper's id, the shared terms).
         data["recommended"] = item.recommended
         data["recommended_reasons"] = [

@@ -6,7 +6,7 @@ The commands themselves live in the family modules of ``papertrail/cli/``, one t
 Module-level imports are only what defining the commands takes (typer, rich's console, the standard
 library): each command imports the rest when it runs. ``papertrail --help`` thus loads no database,
 network or chat library, and a command that only reads or changes the store opens it without the HTTP
-client, the sources and the notifiers (issue 16; tests/test_cli_imports.py keeps it so, bench/cli.py
+client, the sources and the notifiers (tests/test_cli_imports.py keeps it so, bench/cli.py
 measures it).
 """
 
@@ -49,7 +49,7 @@ def fail(message: str, code: int = FAILURE) -> typer.Exit:
 
 
 def count_of(count: int, singular: str, plural: str | None = None, *, grouped: bool = False) -> str:
-    """``count`` and the word in the form it takes: "1 item", "19 items", "2 matches" (issue 16: "1 passes").
+    """``count`` and the word in the form it takes: "1 item", "19 items", "2 matches" ("1 passes").
 
     The command line speaks English to the operator; readers' messages go through the catalogs' ngettext.
     """
@@ -89,7 +89,7 @@ def explain(exc: Exception) -> str:
         return f"{exc}\n{exc.excerpt()}"
     if isinstance(exc, KeyError) and exc.args:
         return str(exc.args[0])  # str() of a KeyError is the repr of its message, quotes and all
-    # Not stripped of quotes: "'notanemail' is not an email address" lost its opening quote (issue 16).
+    # Not stripped of quotes: "'notanemail' is not an email address" lost its opening quote.
     return str(exc)
 
 

@@ -105,7 +105,7 @@ def follow(
 
 
 def _check_webhook(address: str, settings: Settings) -> None:
-    """Refuse (exit 2) a ``webhook:`` address its delivery would refuse, saying why (issue 16: the first
+    """Refuse (exit 2) a ``webhook:`` address its delivery would refuse, saying why (the first
     digest found out, and paused the subscriber)."""
     reason = webhook_refusal(settings)(address)
     if reason is not None:

@@ -1,4 +1,4 @@
-"""The learned-recommendation commands of the command line (issue 17): ``recommend`` (show a subscriber's
+"""The learned-recommendation commands of the command line: ``recommend`` (show a subscriber's
 setting, or turn it on or off) and ``try-recommended`` (what the model would have brought lately).
 
 Its sub-app :data:`app` is added to the root app by ``papertrail/cli/app.py``; the votes
@@ -36,7 +36,7 @@ def recommend_command(
         typer.Option("--count", help="With 'on': recommendations per digest, 1 to 20 (default 5)."),
     ] = None,
 ) -> None:
-    """Learned recommendations of a subscriber: papers like the ones it liked, in each digest (issue 17)."""
+    """Learned recommendations of a subscriber: papers like the ones it liked, in each digest."""
     from core.people.masking import mask_address
     from core.taste.settings import (
         DEFAULT_COUNT,

@@ -66,7 +66,7 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
             "subscribers": summary.subscribers,
             "follows": summary.follows,
             "pending_matches": summary.pending_matches,
-            # Of pending_matches, the learned recommendations (issue 17).
+            # Of pending_matches, the learned recommendations.
             "pending_recommended": summary.pending_recommended,
             "delivery": {
                 "queued_digests": summary.queued_digests,
@@ -154,7 +154,7 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
 
 
 # Below this many columns the sources are printed one block each instead of as a table: seven columns of
-# which three are dates need about 120, and an 80-column table wrapped "why" one word a line (issue 16).
+# which three are dates need about 120, and an 80-column table wrapped "why" one word a line.
 STATUS_TABLE_MIN_WIDTH = 120
 
 

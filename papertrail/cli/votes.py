@@ -1,4 +1,4 @@
-"""The vote commands of the command line (issue 17): ``like``, ``dislike``, ``unvote`` and ``likes``.
+"""The vote commands of the command line: ``like``, ``dislike``, ``unvote`` and ``likes``.
 
 Their sub-app :data:`app` is added to the root app by ``papertrail/cli/app.py``; they use
 :mod:`papertrail.cli.common`'s helpers (the store alone through ``store_context``, errors through

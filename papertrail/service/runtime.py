@@ -396,7 +396,7 @@ def web_port_problem(host: str, port: int) -> str | None:
     """Why the web server could not listen on ``host:port`` (taken, not allowed, no such address); None
     when it can. Binds and closes a socket on each of the host's addresses, as uvicorn will: ``papertrail
     run`` asks before it starts anything, so that a taken port is said at once and on the last line,
-    not after the other roles started and stopped again (issue 16)."""
+    not after the other roles started and stopped again."""
     where = f"{host}:{port}"
     try:
         addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
@@ -509,7 +509,7 @@ async def run_forever(
             log.info("stopping: no new work; up to %g s for the work in flight", grace)
             # A source or the LLM endpoint in a back-off before a retry (2, 4, 8 s; a Retry-After up to
             # PAPERTRAIL_HTTP_MAX_RETRY_WAIT) is not work in flight: its run ends now with the error it
-            # had, instead of holding the stop for the retries (issue 16).
+            # had, instead of holding the stop for the retries.
             _stop_retrying(ctx)
             await group.drain(grace, hurry)
         finally:

@@ -7,8 +7,8 @@ language on a new address), else the ``language`` the caller passes (the page's)
 default language (``PAPERTRAIL_DEFAULT_LANGUAGE``; ``papertrail subscribe`` without ``--language``). A known
 address's stored language wins over the page's: the mail goes to its owner, not to whoever typed it.
 
-The confirmation mail goes to an address that has not confirmed, so it carries no text anyone submitted
-(issue 14): not the follows, not a name, not the address (its local part is free text). It says in fixed
+The confirmation mail goes to an address that has not confirmed, so it carries no text anyone
+submitted: not the follows, not a name, not the address (its local part is free text). It says in fixed
 words how many follows and newsletters the sign-up has, the schedule and timezone (both checked against
 fixed forms), and the link; the follows themselves are on the page the link opens, escaped, with the
 button that confirms them.

@@ -11,8 +11,8 @@
   :data:`MAX_HISTORY_PAPERS`; streamed a page of the ledger at a time. Its ``@comment`` lines are in the
   reader's language; the entries are data and never translated. Not cached, not referred (like the manage
   page). Only what digests carried: the papers a subscriber liked are the next file.
-* ``GET /manage/{token}/likes.bib``: behind the same token, one entry per version the subscriber liked (👍,
-  issue 17), the most recent vote first, at most :data:`MAX_HISTORY_PAPERS`; the version that was liked
+* ``GET /manage/{token}/likes.bib``: behind the same token, one entry per version the subscriber liked (👍),
+  the most recent vote first, at most :data:`MAX_HISTORY_PAPERS`; the version that was liked
   is cited, whichever is newest. Headers as for the history.
 """
 

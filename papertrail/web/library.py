@@ -1,4 +1,4 @@
-"""The manage page's library upload (issue 17): ``POST /manage/{token}/library``.
+"""The manage page's library upload: ``POST /manage/{token}/library``.
 
 A reader seeds their recommendations with the papers they keep: the manage page's form sends their
 reference library (a BibTeX, RIS or CSL-JSON export of Zotero, Mendeley or JabRef) as

@@ -19,7 +19,7 @@
   vote,
   core.taste.votes) changes them and redirects back (303) to the page with a notice. Any other action is
   refused with 400. The page shows the private feed's link, drawing its nonce the first time it is shown,
-  and the reader's votes (issue 17): the likes, dislikes and library seeds counted, the
+  and the reader's votes: the likes, dislikes and library seeds counted, the
   :data:`MAX_VOTES_SHOWN` newest votes listed, each with an undo button, and a form that uploads the
   reader's reference library to ``POST /manage/{token}/library`` (:mod:`papertrail.web.library`).
 
@@ -580,12 +580,12 @@ class SubscriberPages:
             error=error,
             form=form,
             statuses=SubscriberStatus,
-            # What a subscriber who chose no language gets: the operator's default (issue 20).
+            # What a subscriber who chose no language gets: the operator's default.
             default_language=self.pages.default_language,
             # The private Atom feed's link; its nonce is drawn the first time the page shows it.
             feed_url=private_feed_url(self.db, self.ctx.settings, subscriber),
             max_history=MAX_HISTORY_PAPERS,
-            # Learned follows (issue 17): the newest votes, and (likes, dislikes, library seeds).
+            # Learned follows: the newest votes, and (likes, dislikes, library seeds).
             votes=page.votes,
             vote_counts=astuple(page.vote_counts),
             # The library upload's form posts to {action}/library (papertrail.web.library); its limit.

@@ -1,4 +1,4 @@
-"""Votes from the signed links of email digests (issue 17): 👍 and 👎 on one version of a paper.
+"""Votes from the signed links of email digests: 👍 and 👎 on one version of a paper.
 
 Each item of an email digest links ``/vote/{token}`` twice, once per value; the token (purpose ``vote``,
 ``core.people.tokens.vote_subject``) binds the recipient's address, the version and the value, so the link
