@@ -31,7 +31,8 @@ from collections.abc import Collection, Mapping
 from datetime import date, datetime, timedelta
 
 from core.channel import Notifier, normalise_address, split_address
-from core.db import Database
+from core.db import Database, Db
+from core.delivery import alarm_records
 from core.delivery.alarm import settle
 from core.delivery.digests_batch import BatchLease, ClaimedBatch, batch_items
 from core.delivery.digests_deliver import (
@@ -159,12 +160,14 @@ async def send_due_digests(
             lease.release(claimed.digest_id)
         return report
 
-    while (
-        not (stop and stop.is_set())
-        and len(retrying) <= MAX_RETRIES_PER_PASS
-        and (
-            claimed := claim_records.claim_digests(
-                db,
+    while not (stop and stop.is_set()) and len(retrying) <= MAX_RETRIES_PER_PASS:
+        # The claim and what its batch needs to be sent are read in one transaction: the items each
+        # digest shows (the rest are counted: DigestRest) and the raised alarms. Nothing is sent inside
+        # it: the claim is committed, with its lease, before the first send. (The scan receipts' runs are
+        # read on their own, at the first receipt: a receipt that cannot be made never holds a digest back.)
+        with db.transaction() as tx:
+            claimed = claim_records.claim_digests(
+                tx,
                 clock(),
                 worker,
                 limit=policy.batch,
@@ -173,19 +176,21 @@ async def send_due_digests(
                 ignore_schedule=force,
                 exclude=retrying,
             )
-        )
-    ):
+            if not claimed:
+                break
+            batch = batch_items(
+                tx, claimed, max_items=renderer.max_items, default_language=renderer.default_language
+            )
+            alarmed = bool(alarm_records.delivery_alarms(tx))
         # The batch's leases are renewed until each digest's outcome is recorded: a batch may take longer
         # to send than one lease (fifty mails through one slow SMTP session).
         async with BatchLease(db, claimed, worker=worker, lease=policy.lease, clock=clock) as lease:
-            # Only the items each digest shows are loaded in full; the rest are counted (DigestRest).
-            batch = batch_items(
-                db, claimed, max_items=renderer.max_items, default_language=renderer.default_language
-            )
             sent = await asyncio.gather(*(attempt(c, batch, lease) for c in claimed))
-            done = _settle_refusals(db, sent, policy)
+            done = _settle_refusals(db, sent, policy, alarmed=alarmed)
         retrying.extend(r.digest_id for r in done if not (r.sent or r.paused or r.dead))
         reports.extend(done)
+        if len(claimed) < policy.batch:
+            break  # the claim took every digest that was due: claiming again would find none
     return reports
 
 
@@ -210,10 +215,18 @@ def _recommend(db: Database, now: datetime) -> None:
         log.exception("recommendation pass failed; digests are planned without new recommendations")
 
 
-def _settle_refusals(db: Database, done: list[DigestReport], policy: DeliveryPolicy) -> list[DigestReport]:
+def _settle_refusals(
+    db: Database, done: list[DigestReport], policy: DeliveryPolicy, *, alarmed: bool = True
+) -> list[DigestReport]:
     """Judge the batch's refusals together (core.delivery.alarm) and report what became of each: paused,
-    or held by a delivery alarm for a retry. Also clears the alarms the batch's deliveries disproved."""
+    or held by a delivery alarm for a retry. Also clears the alarms the batch's deliveries disproved.
+
+    ``alarmed``: whether an alarm was raised when the batch was claimed. A batch without refusals has
+    nothing to settle when none was (an alarm raised meanwhile is cleared by the channel's next batch).
+    """
     refused = [report.refused for report in done if report.refused is not None]
+    if not refused and not alarmed:
+        return done
     accepted = Counter(split_address(report.address)[0] for report in done if report.sent)
     paused = settle(db, refused, accepted, threshold=policy.alarm_recipients, now=utcnow())
     return [
@@ -246,32 +259,41 @@ def plan_digests(
     opened = 0
     after = 0
     while True:
-        # A page of candidates at a time, by id: a busy minute's 100,000 subscribers are never all in
-        # memory, and each page costs the same few statements.
-        candidates = ledger_records.subscribers_to_plan(
-            db, now, address, channels=list(notifiers), ignore_backoff=force, after=after, limit=PLAN_BATCH
-        )
-        if not candidates:
-            break
-        after = candidates[-1].id or 0
-        plans = [
-            # Between scheduled digests only the matches of instant follows go out.
-            DigestPlan(
-                subscriber.id or 0, split_address(subscriber.address)[0], not (force or _due(subscriber, now))
+        # A page of candidates at a time, by id, each page one transaction (read, lock, open): a busy
+        # minute's 100,000 subscribers are never all in memory nor all locked, and each page costs the same
+        # few statements.
+        with db.transaction() as tx:
+            candidates = ledger_records.subscribers_to_plan(
+                tx,
+                now,
+                address,
+                channels=list(notifiers),
+                ignore_backoff=force,
+                after=after,
+                limit=PLAN_BATCH,
             )
-            for subscriber in candidates
-        ]
-        opened += len(ledger_records.open_digests(db, plans, now=now))
-        if len(candidates) < PLAN_BATCH:
-            break
-    # After the digests: a subscriber whose digest was just opened has one open, and gets no heartbeat.
-    if not force:
-        opened += plan_heartbeats(db, notifiers, now=now, address=address, holidays=holidays)
-    return opened
+            if candidates:
+                after = candidates[-1].id or 0
+                plans = [
+                    # Between scheduled digests only the matches of instant follows go out.
+                    DigestPlan(
+                        subscriber.id or 0,
+                        split_address(subscriber.address)[0],
+                        not (force or _due(subscriber, now)),
+                    )
+                    for subscriber in candidates
+                ]
+                opened += len(ledger_records.open_digests(tx, plans, now=now))
+            if len(candidates) < PLAN_BATCH:
+                # After the digests, in the last page's transaction: a subscriber whose digest was just
+                # opened has one open, and gets no heartbeat.
+                if not force:
+                    opened += plan_heartbeats(tx, notifiers, now=now, address=address, holidays=holidays)
+                return opened
 
 
 def plan_heartbeats(
-    db: Database,
+    db: Db,
     notifiers: Mapping[str, Notifier],
     *,
     now: datetime,
@@ -285,7 +307,8 @@ def plan_heartbeats(
     (:func:`core.papers.health.recent_announcement`, which knows the calendar and ``holidays``). At most one
     heartbeat per announcement, and none when any digest went to the subscriber since it; instant
     schedules have no digest time and get none. A heartbeat is delivered like any digest (claimed, retried,
-    recorded once), so it is sent once even with several planners and workers.
+    recorded once), so it is sent once even with several planners and workers. Each page of candidates is
+    read and opened in one transaction (``db``'s when it is one: the planner's last page).
     """
     try:
         announced = recent_announcement(now, holidays)
@@ -297,20 +320,19 @@ def plan_heartbeats(
     opened = 0
     after = 0
     while True:
-        candidates = ledger_records.heartbeat_candidates(
-            db, now, announced, address, channels=list(notifiers), after=after, limit=PLAN_BATCH
-        )
-        if not candidates:
-            return opened
-        after = candidates[-1].id or 0
-        plans = [
-            DigestPlan(subscriber.id or 0, split_address(subscriber.address)[0], instant_only=False)
-            for subscriber in candidates
-            if _heartbeat_due(subscriber, now)
-        ]
-        opened += len(ledger_records.open_heartbeats(db, plans, not_since=announced, now=now))
+        with db.transaction() as tx:
+            candidates = ledger_records.heartbeat_candidates(
+                tx, now, announced, address, channels=list(notifiers), after=after, limit=PLAN_BATCH
+            )
+            plans = [
+                DigestPlan(subscriber.id or 0, split_address(subscriber.address)[0], instant_only=False)
+                for subscriber in candidates
+                if _heartbeat_due(subscriber, now)
+            ]
+            opened += len(ledger_records.open_heartbeats(tx, plans, not_since=announced, now=now))
         if len(candidates) < PLAN_BATCH:
             return opened
+        after = candidates[-1].id or 0
 
 
 def _heartbeat_due(subscriber: Subscriber, now: datetime) -> bool:
