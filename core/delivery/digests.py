@@ -27,7 +27,7 @@ import logging
 import os
 import socket
 from collections import Counter
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import date, datetime, timedelta
 
 from core.channel import Notifier, normalise_address, split_address
@@ -134,14 +134,54 @@ async def send_due_digests(
     # thread: a day's new papers scored for thousands of models is seconds of CPU the event loop (and the
     # chat bots sharing it) should not wait for.
     await asyncio.to_thread(_recommend, db, clock())
-    plan_digests(db, notifiers, now=clock(), force=force, address=address, holidays=policy.holidays)
-    receipts = PassReceipts(db, clock(), holidays=policy.holidays, grace=policy.stale_grace)
-    reports: list[DigestReport] = []
+
+    def claim(tx: Db) -> _Claim | None:
+        # The claim and what its batch needs to be sent are read in one transaction: the items each digest
+        # shows (the rest are counted: DigestRest) and the raised alarms. Nothing is sent inside it: the
+        # claim is committed, with its lease, before the first send. (The scan receipts' runs are read on
+        # their own, at the first receipt: a receipt that cannot be made never holds a digest back.)
+        claimed = claim_records.claim_digests(
+            tx,
+            clock(),
+            worker,
+            limit=policy.batch,
+            lease=policy.lease,
+            address=address,
+            ignore_schedule=force,
+            exclude=retrying,
+        )
+        if not claimed:
+            return None
+        batch = batch_items(
+            tx, claimed, max_items=renderer.max_items, default_language=renderer.default_language
+        )
+        return _Claim(claimed, batch, alarmed=bool(alarm_records.delivery_alarms(tx)))
+
+    # The first batch is claimed in the planner's last transaction: what was just planned is claimed
+    # without a transaction of its own (a claim that fails rolls that page back with it: planned again
+    # by the next pass, nothing lost).
+    first: list[_Claim | None] = []
+
+    def claim_first(tx: Db) -> None:
+        if not (stop and stop.is_set()):
+            first.append(claim(tx))
+
     # Digests attempted in this pass that are back in the queue (a retryable failure), kept out of the
     # later claims so that each is attempted once per pass. Sent, refused and dead-lettered ones cannot be
     # claimed again anyway: naming them too would grow every claim with the pass (100,000 ids is more
     # than a statement can bind).
     retrying: list[int] = []
+    plan_digests(
+        db,
+        notifiers,
+        now=clock(),
+        force=force,
+        address=address,
+        holidays=policy.holidays,
+        then=claim_first,
+    )
+    receipts = PassReceipts(db, clock(), holidays=policy.holidays, grace=policy.stale_grace)
+    reports: list[DigestReport] = []
     gate = asyncio.Semaphore(policy.concurrency)
 
     async def attempt(claimed: ClaimedDigest, batch: ClaimedBatch, lease: BatchLease) -> DigestReport:
@@ -160,38 +200,36 @@ async def send_due_digests(
             lease.release(claimed.digest_id)
         return report
 
-    while not (stop and stop.is_set()) and len(retrying) <= MAX_RETRIES_PER_PASS:
-        # The claim and what its batch needs to be sent are read in one transaction: the items each
-        # digest shows (the rest are counted: DigestRest) and the raised alarms. Nothing is sent inside
-        # it: the claim is committed, with its lease, before the first send. (The scan receipts' runs are
-        # read on their own, at the first receipt: a receipt that cannot be made never holds a digest back.)
-        with db.transaction() as tx:
-            claimed = claim_records.claim_digests(
-                tx,
-                clock(),
-                worker,
-                limit=policy.batch,
-                lease=policy.lease,
-                address=address,
-                ignore_schedule=force,
-                exclude=retrying,
-            )
-            if not claimed:
-                break
-            batch = batch_items(
-                tx, claimed, max_items=renderer.max_items, default_language=renderer.default_language
-            )
-            alarmed = bool(alarm_records.delivery_alarms(tx))
+    while True:
+        if first:
+            taken = first.pop()  # claimed already: sent whatever happens, or its lease would hold it
+        elif (stop and stop.is_set()) or len(retrying) > MAX_RETRIES_PER_PASS:
+            break
+        else:
+            with db.transaction() as tx:
+                taken = claim(tx)
+        if taken is None:
+            break
+        claimed = taken.claimed
         # The batch's leases are renewed until each digest's outcome is recorded: a batch may take longer
         # to send than one lease (fifty mails through one slow SMTP session).
         async with BatchLease(db, claimed, worker=worker, lease=policy.lease, clock=clock) as lease:
-            sent = await asyncio.gather(*(attempt(c, batch, lease) for c in claimed))
-            done = _settle_refusals(db, sent, policy, alarmed=alarmed)
+            sent = await asyncio.gather(*(attempt(c, taken.batch, lease) for c in claimed))
+            done = _settle_refusals(db, sent, policy, alarmed=taken.alarmed)
         retrying.extend(r.digest_id for r in done if not (r.sent or r.paused or r.dead))
         reports.extend(done)
         if len(claimed) < policy.batch:
             break  # the claim took every digest that was due: claiming again would find none
     return reports
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Claim:
+    """A claimed batch, loaded: its digests, what they show, and whether an alarm was raised at the claim."""
+
+    claimed: list[ClaimedDigest]
+    batch: ClaimedBatch
+    alarmed: bool
 
 
 def _lost_before_send(claimed: ClaimedDigest, worker: str, items: int) -> DigestReport:
@@ -245,9 +283,10 @@ def plan_digests(
     force: bool = False,
     address: str | None = None,
     holidays: Collection[date] = (),
+    then: Callable[[Db], object] | None = None,
 ) -> int:
     """Open a digest for every subscriber that is due, then the heartbeats that are due; returns how many
-    were opened.
+    were opened. ``then`` runs last, in the transaction of the last page (the delivery pass's first claim).
 
     Subscribers on a channel this process has no notifier for are left alone: their matches stay pending
     until a process that can deliver them plans them. Newsletters that are due open their issues first,
@@ -289,6 +328,8 @@ def plan_digests(
                 # opened has one open, and gets no heartbeat.
                 if not force:
                     opened += plan_heartbeats(tx, notifiers, now=now, address=address, holidays=holidays)
+                if then is not None:
+                    then(tx)
                 return opened
 
 
