@@ -435,7 +435,21 @@ def markdown(walk: Walk) -> str:
         names = ", ".join(f"`{name}`" for name in path.functions)
         lines.append(f"| {number} | `{path.file}` | {path.step} | {names} |")
     lines += ["", "Also entered: " + ", ".join(f"`{f}`" for f in walk.also_entered) + "."]
+    lines += [
+        "",
+        "| # | phase | the transaction is begun by (the entry point's callee down to the SQL function) |",
+        "|---|-------|------------------------------------------------------------------------------------|",
+    ]
+    lines += [f"| {n} | {phase} | {began_by(stack)} |" for n, (phase, stack) in enumerate(walk.opened, 1)]
     return "\n".join(lines) + "\n"
+
+
+def began_by(stack: list[str]) -> str:
+    """A transaction's stack, short: module.function from below the entry point down to the SQL function
+    (the unit of work's own frames in core/db.py left out)."""
+    frames = [frame for frame in stack if not frame.startswith("core/db.py:")]
+    shown = frames[1:] if len(frames) > 1 else frames
+    return " > ".join(f"`{Path(where).stem}.{name}`" for where, name in (f.split(":", 1) for f in shown))
 
 
 def steps_markdown() -> str:
