@@ -8,7 +8,6 @@ of a real ``papertrail ingest`` (docs/benchmarks.md, "Feed memory").
 
 from __future__ import annotations
 
-import functools
 import io
 import tracemalloc
 from collections.abc import Callable, Iterator
@@ -16,6 +15,7 @@ from typing import TypeVar
 
 import pytest
 
+import core.follows.index
 import core.papers.paper_records
 import ingest.arxiv_rss
 from core.db import Database
@@ -55,9 +55,7 @@ def small_batches(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(ingest.arxiv_rss, "SPOOL_AFTER", 300, raising=False)
     monkeypatch.setattr(paper_spool, "BATCH", 100, raising=False)
     monkeypatch.setattr(core.papers.paper_records, "SAVE_BATCH", 500, raising=False)
-    monkeypatch.setattr(
-        match_records, "unmatched_versions", functools.partial(match_records.unmatched_versions, limit=500)
-    )
+    monkeypatch.setattr(core.follows.index, "MATCH_BATCH", 500)
     yield
 
 
@@ -116,13 +114,11 @@ async def test_a_large_feeds_ingest_holds_batches_not_the_feed(
 
 def test_matching_holds_one_batch_at_a_time(sqlite_store: Database, monkeypatch: pytest.MonkeyPatch) -> None:
     """match_new used to load each batch while still holding the previous one."""
-    monkeypatch.setattr(
-        match_records, "unmatched_versions", functools.partial(match_records.unmatched_versions, limit=400)
-    )
+    monkeypatch.setattr(core.follows.index, "MATCH_BATCH", 400)
     paper_records.save_versions(
         sqlite_store, parse_feed(feed_copies(1)).items
     )  # 1,504 versions: four batches
-    one_batch = peak_heap(lambda: len(match_records.unmatched_versions(sqlite_store)))[1]
+    one_batch = peak_heap(lambda: len(match_records.unmatched_versions(sqlite_store, limit=400)))[1]
     matched_versions, peak = peak_heap(lambda: match_new(sqlite_store))
     assert matched_versions == 0  # no follows: nothing to write, only versions to mark
     assert not match_records.unmatched_versions(sqlite_store)

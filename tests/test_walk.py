@@ -28,7 +28,7 @@ END = "<!-- end of the generated walk -->"
 
 # Today's measured numbers: they only go down.
 MAIN_PATH_FILES = {"sqlite": 24, "postgresql": 24}
-TRANSACTIONS = {"sqlite": 27, "postgresql": 31}  # PostgreSQL: 27 commits and 3 or 4 rollbacks
+TRANSACTIONS = {"sqlite": 16, "postgresql": 20}  # PostgreSQL: 19, and 1 of TIMING_SLACK
 # PostgreSQL's shared rate limit (core/delivery/rate_limit.py) takes the overall slot again when the first
 # came back more than 40 ms late: one more autocommit statement, on a busy machine. The pin allows it.
 TIMING_SLACK = {"sqlite": 0, "postgresql": 1}

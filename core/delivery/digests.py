@@ -27,11 +27,12 @@ import logging
 import os
 import socket
 from collections import Counter
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import date, datetime, timedelta
 
 from core.channel import Notifier, normalise_address, split_address
-from core.db import Database
+from core.db import Database, Db
+from core.delivery import alarm_records
 from core.delivery.alarm import settle
 from core.delivery.digests_batch import BatchLease, ClaimedBatch, batch_items
 from core.delivery.digests_deliver import (
@@ -133,14 +134,54 @@ async def send_due_digests(
     # thread: a day's new papers scored for thousands of models is seconds of CPU the event loop (and the
     # chat bots sharing it) should not wait for.
     await asyncio.to_thread(_recommend, db, clock())
-    plan_digests(db, notifiers, now=clock(), force=force, address=address, holidays=policy.holidays)
-    receipts = PassReceipts(db, clock(), holidays=policy.holidays, grace=policy.stale_grace)
-    reports: list[DigestReport] = []
+
+    def claim(tx: Db) -> _Claim | None:
+        # The claim and what its batch needs to be sent are read in one transaction: the items each digest
+        # shows (the rest are counted: DigestRest) and the raised alarms. Nothing is sent inside it: the
+        # claim is committed, with its lease, before the first send. (The scan receipts' runs are read on
+        # their own, at the first receipt: a receipt that cannot be made never holds a digest back.)
+        claimed = claim_records.claim_digests(
+            tx,
+            clock(),
+            worker,
+            limit=policy.batch,
+            lease=policy.lease,
+            address=address,
+            ignore_schedule=force,
+            exclude=retrying,
+        )
+        if not claimed:
+            return None
+        batch = batch_items(
+            tx, claimed, max_items=renderer.max_items, default_language=renderer.default_language
+        )
+        return _Claim(claimed, batch, alarmed=bool(alarm_records.delivery_alarms(tx)))
+
+    # The first batch is claimed in the planner's last transaction: what was just planned is claimed
+    # without a transaction of its own (a claim that fails rolls that page back with it: planned again
+    # by the next pass, nothing lost).
+    first: list[_Claim | None] = []
+
+    def claim_first(tx: Db) -> None:
+        if not (stop and stop.is_set()):
+            first.append(claim(tx))
+
     # Digests attempted in this pass that are back in the queue (a retryable failure), kept out of the
     # later claims so that each is attempted once per pass. Sent, refused and dead-lettered ones cannot be
     # claimed again anyway: naming them too would grow every claim with the pass (100,000 ids is more
     # than a statement can bind).
     retrying: list[int] = []
+    plan_digests(
+        db,
+        notifiers,
+        now=clock(),
+        force=force,
+        address=address,
+        holidays=policy.holidays,
+        then=claim_first,
+    )
+    receipts = PassReceipts(db, clock(), holidays=policy.holidays, grace=policy.stale_grace)
+    reports: list[DigestReport] = []
     gate = asyncio.Semaphore(policy.concurrency)
 
     async def attempt(claimed: ClaimedDigest, batch: ClaimedBatch, lease: BatchLease) -> DigestReport:
@@ -159,34 +200,36 @@ async def send_due_digests(
             lease.release(claimed.digest_id)
         return report
 
-    while (
-        not (stop and stop.is_set())
-        and len(retrying) <= MAX_RETRIES_PER_PASS
-        and (
-            claimed := claim_records.claim_digests(
-                db,
-                clock(),
-                worker,
-                limit=policy.batch,
-                lease=policy.lease,
-                address=address,
-                ignore_schedule=force,
-                exclude=retrying,
-            )
-        )
-    ):
+    while True:
+        if first:
+            taken = first.pop()  # claimed already: sent whatever happens, or its lease would hold it
+        elif (stop and stop.is_set()) or len(retrying) > MAX_RETRIES_PER_PASS:
+            break
+        else:
+            with db.transaction() as tx:
+                taken = claim(tx)
+        if taken is None:
+            break
+        claimed = taken.claimed
         # The batch's leases are renewed until each digest's outcome is recorded: a batch may take longer
         # to send than one lease (fifty mails through one slow SMTP session).
         async with BatchLease(db, claimed, worker=worker, lease=policy.lease, clock=clock) as lease:
-            # Only the items each digest shows are loaded in full; the rest are counted (DigestRest).
-            batch = batch_items(
-                db, claimed, max_items=renderer.max_items, default_language=renderer.default_language
-            )
-            sent = await asyncio.gather(*(attempt(c, batch, lease) for c in claimed))
-            done = _settle_refusals(db, sent, policy)
+            sent = await asyncio.gather(*(attempt(c, taken.batch, lease) for c in claimed))
+            done = _settle_refusals(db, sent, policy, alarmed=taken.alarmed)
         retrying.extend(r.digest_id for r in done if not (r.sent or r.paused or r.dead))
         reports.extend(done)
+        if len(claimed) < policy.batch:
+            break  # the claim took every digest that was due: claiming again would find none
     return reports
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Claim:
+    """A claimed batch, loaded: its digests, what they show, and whether an alarm was raised at the claim."""
+
+    claimed: list[ClaimedDigest]
+    batch: ClaimedBatch
+    alarmed: bool
 
 
 def _lost_before_send(claimed: ClaimedDigest, worker: str, items: int) -> DigestReport:
@@ -210,10 +253,18 @@ def _recommend(db: Database, now: datetime) -> None:
         log.exception("recommendation pass failed; digests are planned without new recommendations")
 
 
-def _settle_refusals(db: Database, done: list[DigestReport], policy: DeliveryPolicy) -> list[DigestReport]:
+def _settle_refusals(
+    db: Database, done: list[DigestReport], policy: DeliveryPolicy, *, alarmed: bool = True
+) -> list[DigestReport]:
     """Judge the batch's refusals together (core.delivery.alarm) and report what became of each: paused,
-    or held by a delivery alarm for a retry. Also clears the alarms the batch's deliveries disproved."""
+    or held by a delivery alarm for a retry. Also clears the alarms the batch's deliveries disproved.
+
+    ``alarmed``: whether an alarm was raised when the batch was claimed. A batch without refusals has
+    nothing to settle when none was (an alarm raised meanwhile is cleared by the channel's next batch).
+    """
     refused = [report.refused for report in done if report.refused is not None]
+    if not refused and not alarmed:
+        return done
     accepted = Counter(split_address(report.address)[0] for report in done if report.sent)
     paused = settle(db, refused, accepted, threshold=policy.alarm_recipients, now=utcnow())
     return [
@@ -232,9 +283,10 @@ def plan_digests(
     force: bool = False,
     address: str | None = None,
     holidays: Collection[date] = (),
+    then: Callable[[Db], object] | None = None,
 ) -> int:
     """Open a digest for every subscriber that is due, then the heartbeats that are due; returns how many
-    were opened.
+    were opened. ``then`` runs last, in the transaction of the last page (the delivery pass's first claim).
 
     Subscribers on a channel this process has no notifier for are left alone: their matches stay pending
     until a process that can deliver them plans them. Newsletters that are due open their issues first,
@@ -246,32 +298,43 @@ def plan_digests(
     opened = 0
     after = 0
     while True:
-        # A page of candidates at a time, by id: a busy minute's 100,000 subscribers are never all in
-        # memory, and each page costs the same few statements.
-        candidates = ledger_records.subscribers_to_plan(
-            db, now, address, channels=list(notifiers), ignore_backoff=force, after=after, limit=PLAN_BATCH
-        )
-        if not candidates:
-            break
-        after = candidates[-1].id or 0
-        plans = [
-            # Between scheduled digests only the matches of instant follows go out.
-            DigestPlan(
-                subscriber.id or 0, split_address(subscriber.address)[0], not (force or _due(subscriber, now))
+        # A page of candidates at a time, by id, each page one transaction (read, lock, open): a busy
+        # minute's 100,000 subscribers are never all in memory nor all locked, and each page costs the same
+        # few statements.
+        with db.transaction() as tx:
+            candidates = ledger_records.subscribers_to_plan(
+                tx,
+                now,
+                address,
+                channels=list(notifiers),
+                ignore_backoff=force,
+                after=after,
+                limit=PLAN_BATCH,
             )
-            for subscriber in candidates
-        ]
-        opened += len(ledger_records.open_digests(db, plans, now=now))
-        if len(candidates) < PLAN_BATCH:
-            break
-    # After the digests: a subscriber whose digest was just opened has one open, and gets no heartbeat.
-    if not force:
-        opened += plan_heartbeats(db, notifiers, now=now, address=address, holidays=holidays)
-    return opened
+            if candidates:
+                after = candidates[-1].id or 0
+                plans = [
+                    # Between scheduled digests only the matches of instant follows go out.
+                    DigestPlan(
+                        subscriber.id or 0,
+                        split_address(subscriber.address)[0],
+                        not (force or _due(subscriber, now)),
+                    )
+                    for subscriber in candidates
+                ]
+                opened += len(ledger_records.open_digests(tx, plans, now=now))
+            if len(candidates) < PLAN_BATCH:
+                # After the digests, in the last page's transaction: a subscriber whose digest was just
+                # opened has one open, and gets no heartbeat.
+                if not force:
+                    opened += plan_heartbeats(tx, notifiers, now=now, address=address, holidays=holidays)
+                if then is not None:
+                    then(tx)
+                return opened
 
 
 def plan_heartbeats(
-    db: Database,
+    db: Db,
     notifiers: Mapping[str, Notifier],
     *,
     now: datetime,
@@ -285,7 +348,8 @@ def plan_heartbeats(
     (:func:`core.papers.health.recent_announcement`, which knows the calendar and ``holidays``). At most one
     heartbeat per announcement, and none when any digest went to the subscriber since it; instant
     schedules have no digest time and get none. A heartbeat is delivered like any digest (claimed, retried,
-    recorded once), so it is sent once even with several planners and workers.
+    recorded once), so it is sent once even with several planners and workers. Each page of candidates is
+    read and opened in one transaction (``db``'s when it is one: the planner's last page).
     """
     try:
         announced = recent_announcement(now, holidays)
@@ -297,20 +361,19 @@ def plan_heartbeats(
     opened = 0
     after = 0
     while True:
-        candidates = ledger_records.heartbeat_candidates(
-            db, now, announced, address, channels=list(notifiers), after=after, limit=PLAN_BATCH
-        )
-        if not candidates:
-            return opened
-        after = candidates[-1].id or 0
-        plans = [
-            DigestPlan(subscriber.id or 0, split_address(subscriber.address)[0], instant_only=False)
-            for subscriber in candidates
-            if _heartbeat_due(subscriber, now)
-        ]
-        opened += len(ledger_records.open_heartbeats(db, plans, not_since=announced, now=now))
+        with db.transaction() as tx:
+            candidates = ledger_records.heartbeat_candidates(
+                tx, now, announced, address, channels=list(notifiers), after=after, limit=PLAN_BATCH
+            )
+            plans = [
+                DigestPlan(subscriber.id or 0, split_address(subscriber.address)[0], instant_only=False)
+                for subscriber in candidates
+                if _heartbeat_due(subscriber, now)
+            ]
+            opened += len(ledger_records.open_heartbeats(tx, plans, not_since=announced, now=now))
         if len(candidates) < PLAN_BATCH:
             return opened
+        after = candidates[-1].id or 0
 
 
 def _heartbeat_due(subscriber: Subscriber, now: datetime) -> bool:

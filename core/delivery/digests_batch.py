@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import TracebackType
 
-from core.db import Database
+from core.db import Database, Db
 from core.delivery.ranking import (
     RankKey,
     RecommendationKey,
@@ -147,7 +147,7 @@ class ClaimedBatch:
 
 
 def batch_items(
-    db: Database,
+    db: Db,
     claimed: list[ClaimedDigest],
     *,
     max_items: int | None = None,
@@ -165,8 +165,16 @@ def batch_items(
     are passed on as counts (:class:`DigestRest`), so the rendered digest is the same as with every item.
 
     Guides are read in each reader's language, ``default_language`` (the renderer's) for a reader who
-    chose none: the language the digest will be worded in.
+    chose none: the language the digest will be worded in. All of it is read in one transaction (``db``'s
+    when it is one: the claim's, in a delivery pass).
     """
+    with db.transaction() as tx:
+        return _batch_items(tx, claimed, max_items, default_language)
+
+
+def _batch_items(
+    db: Db, claimed: list[ClaimedDigest], max_items: int | None, default_language: str
+) -> ClaimedBatch:
     ranked = claim_records.digests_ranked(db, [c.digest_id for c in claimed])
     keep: dict[int, list[RankedMatch]] = {}
     rest: dict[int, DigestRest] = {}
@@ -225,7 +233,7 @@ def cap_rows(rows: list[RankedMatch], max_items: int | None) -> tuple[list[Ranke
 
 
 def with_guides(
-    db: Database,
+    db: Db,
     claimed: list[ClaimedDigest],
     items: dict[int, list[DigestItem]],
     default_language: str = DEFAULT_LANGUAGE,

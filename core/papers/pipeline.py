@@ -55,7 +55,22 @@ async def ingest_once(
     run_id = run_records.start_run(db, source.name, now=now)
     try:
         result = await source.fetch(partial(run_records.validator_for, db))
-        saved = paper_records.save_versions(db, result.papers, now=now, validator=result.validator)
+        # The batch and its run's record commit together: a run reads "ok" only with its versions stored.
+        with db.transaction() as tx:
+            saved = paper_records.save_versions(tx, result.papers, now=now, validator=result.validator)
+            state, fetched = result.state, len(result.papers)
+            note = "; ".join(filter(None, (result.note, announced_note(saved.announced)))) or None
+            run_records.finish_run(
+                tx,
+                run_id,
+                state,
+                fetched=fetched,
+                new_papers=saved.new_papers,
+                revisions=saved.revisions,
+                duplicates=saved.duplicates,
+                cursor=result.cursor,
+                note=note,
+            )
     except SourceError as exc:
         run_records.finish_run(db, run_id, RunState.ERROR, error=str(exc))
         log.warning("source %s failed: %s", source.name, exc, extra={"source": source.name})
@@ -68,19 +83,6 @@ async def ingest_once(
     except BaseException as exc:
         close_interrupted(db, run_id, exc)
         raise
-    state, fetched = result.state, len(result.papers)
-    note = "; ".join(filter(None, (result.note, announced_note(saved.announced)))) or None
-    run_records.finish_run(
-        db,
-        run_id,
-        state,
-        fetched=fetched,
-        new_papers=saved.new_papers,
-        revisions=saved.revisions,
-        duplicates=saved.duplicates,
-        cursor=result.cursor,
-        note=note,
-    )
     # Stored: the fetched versions can go before matching reads them back in batches. Holding both had
     # set the peak memory of a large feed's ingest (issue 14; docs/benchmarks.md, "Feed memory").
     del result

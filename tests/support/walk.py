@@ -180,6 +180,9 @@ class Walk:
     rollbacks: int
     phases: dict[str, int]  # transactions of the ingest and of the delivery
     steps: dict[str, str]  # step -> the innermost product function on its stack
+    # Each transaction in the order begun: its phase and the product stack that began it ("file:qualname",
+    # outermost first).
+    opened: list[tuple[str, list[str]]] = field(default_factory=list)
 
     @property
     def also_entered(self) -> list[str]:
@@ -206,6 +209,7 @@ class Recorder:
     seen: set[str] = field(default_factory=set)
     counts: dict[str, int] = field(default_factory=lambda: {"begin": 0, "commit": 0, "rollback": 0})
     phases: dict[str, int] = field(default_factory=dict)
+    opened: list[tuple[str, list[tuple[str, str]]]] = field(default_factory=list)  # (phase, stack) per begin
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -267,21 +271,27 @@ class Recorder:
                     self.counts[name] += 1
                     if name == "begin":
                         self.phases[self.phase] = self.phases.get(self.phase, 0) + 1
+                        self.opened.append((self.phase, self.product_frames(sys._getframe(1))))
 
         return listener
 
-    def capture(self, step: Step, frame: FrameType | None) -> None:
-        """Keep the product frames of the stack at ``frame`` as ``step``'s, unless it has one already."""
+    def product_frames(self, frame: FrameType | None) -> list[tuple[str, str]]:
+        """The product frames of the stack at ``frame``: (file, qualname), outermost first."""
         frames = []
         while frame is not None:
             where = self.product_file(frame.f_code)
             if where is not None:
                 frames.append((where, frame.f_code.co_qualname))
             frame = frame.f_back
+        return frames[::-1]
+
+    def capture(self, step: Step, frame: FrameType | None) -> None:
+        """Keep the product frames of the stack at ``frame`` as ``step``'s, unless it has one already."""
+        frames = self.product_frames(frame)
         with self.lock:
             if step.name not in self.seen:
                 self.seen.add(step.name)
-                self.stacks.append(_Stack(step, frames[::-1]))
+                self.stacks.append(_Stack(step, frames))
 
     @contextmanager
     def installed(self) -> Iterator[None]:
@@ -339,6 +349,7 @@ class Recorder:
             rollbacks=self.counts["rollback"],
             phases=dict(self.phases),
             steps={s.step.name: "{}:{}".format(*s.frames[-1]) if s.frames else "" for s in self.stacks},
+            opened=[(phase, [f"{where}:{name}" for where, name in frames]) for phase, frames in self.opened],
         )
 
 
@@ -424,7 +435,21 @@ def markdown(walk: Walk) -> str:
         names = ", ".join(f"`{name}`" for name in path.functions)
         lines.append(f"| {number} | `{path.file}` | {path.step} | {names} |")
     lines += ["", "Also entered: " + ", ".join(f"`{f}`" for f in walk.also_entered) + "."]
+    lines += [
+        "",
+        "| # | phase | the transaction is begun by (the entry point's callee down to the SQL function) |",
+        "|---|-------|------------------------------------------------------------------------------------|",
+    ]
+    lines += [f"| {n} | {phase} | {began_by(stack)} |" for n, (phase, stack) in enumerate(walk.opened, 1)]
     return "\n".join(lines) + "\n"
+
+
+def began_by(stack: list[str]) -> str:
+    """A transaction's stack, short: module.function from below the entry point down to the SQL function
+    (the unit of work's own frames in core/db.py left out)."""
+    frames = [frame for frame in stack if not frame.startswith("core/db.py:")]
+    shown = frames[1:] if len(frames) > 1 else frames
+    return " > ".join(f"`{Path(where).stem}.{name}`" for where, name in (f.split(":", 1) for f in shown))
 
 
 def steps_markdown() -> str:
@@ -441,6 +466,9 @@ def main(argv: list[str] | None = None) -> None:
     shape = parser.add_mutually_exclusive_group()
     shape.add_argument("--json", action="store_true", help="the whole walk as JSON (tests/test_walk.py)")
     shape.add_argument("--markdown", action="store_true", help="docs/architecture.md's generated part")
+    shape.add_argument(
+        "--transactions", action="store_true", help="each transaction with the product stack that began it"
+    )
     args = parser.parse_args(argv)
     # Only what the walk sets: no PAPERTRAIL_* variable or papertrail.toml of the caller's changes it.
     for name in [n for n in os.environ if n.startswith("PAPERTRAIL_") and n != "PAPERTRAIL_CORPUS"]:
@@ -451,6 +479,9 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(asdict(walk), indent=1))
     elif args.markdown:
         print(steps_markdown() + "\n" + markdown(walk), end="")
+    elif args.transactions:
+        for number, (phase, stack) in enumerate(walk.opened, 1):
+            print(f"{number:2} {phase:9} " + " > ".join(stack))
     else:
         print(f"main path: {len(walk.main_path)} files; entered: {len(walk.entered)}; ", end="")
         print(f"transactions: {walk.transactions} ({walk.commits} commits, {walk.rollbacks} rollbacks)")
