@@ -130,7 +130,7 @@ async def send_due_digests(
             raise LookupError(
                 f"no subscriber {address}; add a follow with: papertrail follow {address} QUERY"
             )
-    # Learned recommendations join the ledger before planning, as matches without a follow (issue 17). In a
+    # Learned recommendations join the ledger before planning, as matches without a follow. In a
     # thread: a day's new papers scored for thousands of models is seconds of CPU the event loop (and the
     # chat bots sharing it) should not wait for.
     await asyncio.to_thread(_recommend, db, clock())

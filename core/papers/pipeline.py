@@ -84,7 +84,7 @@ async def ingest_once(
         close_interrupted(db, run_id, exc)
         raise
     # Stored: the fetched versions can go before matching reads them back in batches. Holding both had
-    # set the peak memory of a large feed's ingest (issue 14; docs/benchmarks.md, "Feed memory").
+    # set the peak memory of a large feed's ingest (docs/benchmarks.md, "Feed memory").
     del result
     matches = match_new(db, now=now, index=index)
     return IngestReport(
