@@ -71,7 +71,9 @@ class Guide:
 
 @dataclass(frozen=True, slots=True)
 class DigestItem:
-    """One matched version as it appears in a digest."""
+    """One version as a reader sees it: in a digest, a webhook's JSON, an Atom entry (:class:`FeedEntry`)
+    and a chat's ``try`` reply. The fields a reply has no use for keep their defaults (a query feed's
+    entries have no ``reasons``)."""
 
     arxiv_id: str
     version: int
@@ -111,6 +113,36 @@ class DigestItem:
     def is_revision(self) -> bool:
         """True for v2 and later."""
         return self.version > 1
+
+
+@dataclass(frozen=True, slots=True)
+class FeedEntry:
+    """One version as an Atom entry shows it: what a reader sees of it (``item``, as in a digest) and the
+    entry's times, which only a feed says.
+
+    ``arrived_at`` is when PaperTrail first stored the version and ``announced_at`` when arXiv announced it;
+    ``sent_at`` (a subscriber's feed only) when the digest that carried it was sent; ``guide_made_at`` when
+    ``item.guide`` was made (None without a guide).
+    """
+
+    item: DigestItem
+    arrived_at: datetime
+    announced_at: datetime | None = None
+    sent_at: datetime | None = None
+    guide_made_at: datetime | None = None
+
+    @property
+    def published_at(self) -> datetime:
+        """When the version was published: arXiv's announcement, else its arrival."""
+        return self.announced_at or self.arrived_at
+
+    @property
+    def updated_at(self) -> datetime:
+        """When the entry last changed: its arrival (or its digest's sending), or its guide if later."""
+        times = [self.sent_at or self.arrived_at]
+        if self.guide_made_at is not None:
+            times.append(self.guide_made_at)
+        return max(times)
 
 
 @dataclass(frozen=True, slots=True)

@@ -417,8 +417,8 @@ def test_private_feed_shows_exactly_what_sent_digests_carried(db: Database) -> N
     # Bounded: the newest entries only.
     assert len(feed_records.sent_feed(db, book.subscriber_id, limit=2, language="en")) == 2
     assert [
-        abs_id(v.arxiv_id, v.number)
-        for v in feed_records.sent_feed(db, book.subscriber_id, limit=PRIVATE_FEED_ENTRIES, language="en")
+        abs_id(e.item.arxiv_id, e.item.version)
+        for e in feed_records.sent_feed(db, book.subscriber_id, limit=PRIVATE_FEED_ENTRIES, language="en")
     ] == ids
 
 

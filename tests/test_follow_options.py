@@ -82,7 +82,9 @@ async def test_try_query_shows_matches_with_reasons(sqlite_store: Database) -> N
     hits = try_query(sqlite_store, "cat:cs.DC")
     assert {f"{h.arxiv_id}v{h.version}" for h in hits} == new | revised
     assert all(h.reasons == ("category cs.DC",) for h in hits)
-    assert [h.first_seen_at for h in hits] == sorted((h.first_seen_at for h in hits), reverse=True)
+    # Newest first: the order the store gave the versions their ids as it first saw them.
+    ids = [h.version_id or 0 for h in hits]
+    assert 0 not in ids and ids == sorted(ids, reverse=True)
     with pytest.raises(QueryError, match="position"):
         try_query(sqlite_store, "cat:cs.DC AND (")
 

@@ -191,7 +191,7 @@ async def test_a_whitespace_abstract_a_category_and_a_licence_read_alike_everywh
 
     # The Atom feeds (a query's and the subscriber's) and the AI guides' prompt.
     sent = feed_records.sent_feed(db, subscriber, limit=10, language="en")
-    assert {e.number: e.changes for e in sent} == {1: (), 2: ("categories", "license")}
+    assert {e.item.version: e.item.changes for e in sent} == {1: (), 2: ("categories", "license")}
     subjects = guide_records.versions_needing_guides(db, "en", 10)
     assert {s.number: s.changed for s in subjects} == {1: (), 2: ("categories", "license")}
 

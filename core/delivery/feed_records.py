@@ -23,9 +23,8 @@ in one language, when there is one.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 from sqlmodel import col
@@ -39,7 +38,7 @@ from core.papers import browser_records
 from core.papers.browser_query import PaperFilter, Sort
 from core.papers.revisions import changes_of
 from core.reasons import Reason
-from core.values import AnnounceType, Guide, PaperIn
+from core.values import AnnounceType, DigestItem, FeedEntry, Guide, PaperIn
 
 # The version columns an entry shows.
 _ENTRY_COLUMNS: tuple[Any, ...] = (
@@ -58,53 +57,9 @@ _ENTRY_COLUMNS: tuple[Any, ...] = (
     col(Version.news),
 )
 
-if TYPE_CHECKING:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class FeedVersion:
-    """One version as a feed entry shows it.
-
-    ``arrived_at`` is when PaperTrail first saw the version; ``sent_at`` (a subscriber's feed only) when
-    the digest that carried it was sent, with ``reasons`` the follows' reasons it matched for.
-    ``guide_made_at`` is when ``guide`` was made (None without a guide).
-    """
-
-    version_id: int
-    arxiv_id: str
-    number: int
-    title: str
-    abstract: str
-    authors: tuple[str, ...]
-    categories: tuple[str, ...]
-    announced_at: datetime | None
-    arrived_at: datetime
-    comment: str | None = None
-    journal_ref: str | None = None
-    doi: str | None = None
-    changes: tuple[str, ...] = ()
-    guide: Guide | None = None
-    guide_made_at: datetime | None = None
-    reasons: tuple[Reason, ...] = ()
-    sent_at: datetime | None = None
-
-    @property
-    def is_revision(self) -> bool:
-        """True for v2 and later."""
-        return self.number > 1
-
-    @property
-    def updated_at(self) -> datetime:
-        """When the entry last changed: its arrival (or its digest's sending), or its guide if later."""
-        times = [self.sent_at or self.arrived_at]
-        if self.guide_made_at is not None:
-            times.append(self.guide_made_at)
-        return max(times)
-
 
 # The feeds' reads and the feed nonce; a query's papers are found by the browser's index walk.
-def query_feed(db: Db, search: SearchQuery, *, limit: int, language: str) -> list[FeedVersion]:
+def query_feed(db: Db, search: SearchQuery, *, limit: int, language: str) -> list[FeedEntry]:
     """The newest ``limit`` news versions that ``search`` matches, newest arrival first, each with what
     it changed and its guide in ``language`` (see the module docstring for how they are found)."""
     papers = browser_records.newest_news_ids(db, PaperFilter(sort=Sort.UPDATED, search=search), limit)
@@ -127,7 +82,7 @@ def query_feed(db: Db, search: SearchQuery, *, limit: int, language: str) -> lis
     return [_entry(row, changed, guides) for row in chosen]
 
 
-def sent_feed(db: Db, subscriber_id: int, *, limit: int, language: str) -> list[FeedVersion]:
+def sent_feed(db: Db, subscriber_id: int, *, limit: int, language: str) -> list[FeedEntry]:
     """What the subscriber was sent (``core.ledger.ledger_sent``), newest first, at most ``limit``
     versions, each with its reasons, what it changed and its guide in ``language``."""
     if limit <= 0:
@@ -220,26 +175,25 @@ def _entry(
     *,
     reasons: tuple[Reason, ...] = (),
     sent_at: datetime | None = None,
-) -> FeedVersion:
+) -> FeedEntry:
     """A version row (with ``_ENTRY_COLUMNS``) as an entry."""
     vid = int(row.version_id)
     guide, made = guides.get(vid, (None, None))
-    return FeedVersion(
+    item = DigestItem(
         version_id=vid,
         arxiv_id=row.paper_id,
-        number=row.number,
+        version=row.number,
         title=row.title,
         abstract=row.abstract,
         authors=tuple(row.authors or ()),
         categories=tuple(row.categories or ()),
-        announced_at=row.announced_at,
-        arrived_at=row.first_seen_at,
         comment=row.comment,
         journal_ref=row.journal_ref,
         doi=row.doi,
         changes=changed[(row.paper_id, row.number)],
         guide=guide,
-        guide_made_at=made,
         reasons=reasons,
-        sent_at=sent_at,
+    )
+    return FeedEntry(
+        item, arrived_at=row.first_seen_at, announced_at=row.announced_at, sent_at=sent_at, guide_made_at=made
     )

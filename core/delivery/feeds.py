@@ -24,11 +24,11 @@ from core.config import Settings
 from core.db import Database
 from core.delivery import feed_records
 from core.delivery.feed_links import private_feed_path
-from core.delivery.feed_records import FeedVersion
 from core.follows import subscriber_records
 from core.follows.search_text import SearchQuery
 from core.models import Subscriber
 from core.people import tokens
+from core.values import FeedEntry
 
 # Entries in a subscriber's private feed: the items of their newest sent digests.
 PRIVATE_FEED_ENTRIES = 100
@@ -92,11 +92,11 @@ def feed_subscriber(db: Database, key: str, token: str) -> Subscriber:
     return subscriber
 
 
-def query_feed(db: Database, search: SearchQuery, *, limit: int, language: str) -> list[FeedVersion]:
+def query_feed(db: Database, search: SearchQuery, *, limit: int, language: str) -> list[FeedEntry]:
     """The public feed of a follow's query: the newest ``limit`` news versions ``search`` matches."""
     return feed_records.query_feed(db, search, limit=limit, language=language)
 
 
-def sent_feed(db: Database, subscriber_id: int, *, limit: int, language: str) -> list[FeedVersion]:
+def sent_feed(db: Database, subscriber_id: int, *, limit: int, language: str) -> list[FeedEntry]:
     """The private feed of a subscriber: what it was sent, newest first, at most ``limit`` versions."""
     return feed_records.sent_feed(db, subscriber_id, limit=limit, language=language)

@@ -78,7 +78,11 @@ class GuideModel(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class GuideSubject:
-    """A version that needs a guide, with what the prompt needs. ``changed`` names a revision's changes."""
+    """The guide step's work item: a stored version that needs a guide, and the text the prompt quotes.
+
+    ``changed`` names a revision's changes. It never leaves ``core.guides`` (``tests/test_read_models.py``):
+    readers see a guide on their :class:`core.values.DigestItem`, never this.
+    """
 
     version_id: int
     paper_id: str

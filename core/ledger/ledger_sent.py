@@ -55,9 +55,13 @@ OLDEST_FIRST = SentOrder.OLDEST_FIRST
 
 
 @dataclass(frozen=True, slots=True)
-class SentItem:
-    """One match a sent digest carried: the version, its title as stored, the match's reasons, and the
-    digest that carried it with when it was sent."""
+class SentMatch:
+    """One match a sent digest carried: the ledger's record of a sending, not a view of the paper.
+
+    It names the match, its reasons, the digest that carried it with when it was sent, and the version
+    (its id and key); the title as stored comes along only for the subscription export, which writes it
+    next to the key. A caller that shows the version reads it by ``version_id`` (the private Atom feed).
+    """
 
     match_id: int
     digest_id: int
@@ -77,7 +81,7 @@ def sent_items(
     since: datetime | None = None,
     limit: int | None = None,
     page: int = SENT_PAGE,
-) -> Iterator[SentItem]:
+) -> Iterator[SentMatch]:
     """What the subscriber's sent digests carried (see the module docstring for what counts and the order),
     lazily, at most ``limit`` items, only digests sent at or after ``since``.
 
@@ -114,7 +118,7 @@ def _page(
     since: datetime | None,
     after: tuple[datetime, int] | None,
     size: int,
-) -> tuple[list[tuple[datetime, int]], list[SentItem]]:
+) -> tuple[list[tuple[datetime, int]], list[SentMatch]]:
     """One page: the next ``size`` sent digests after ``after`` in ``order`` as (sent time, id), and their
     matches in that order."""
     # Every sent digest has sent_at (finish_sent, an issue, an import); created_at only guards the order.
@@ -159,8 +163,8 @@ def _page(
     return digests, [_item(row, position[row.digest_id][0]) for row in ordered]
 
 
-def _item(row: Any, sent_at: datetime) -> SentItem:
-    return SentItem(
+def _item(row: Any, sent_at: datetime) -> SentMatch:
+    return SentMatch(
         match_id=int(row.id),
         digest_id=int(row.digest_id),
         sent_at=sent_at,

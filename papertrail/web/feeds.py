@@ -32,7 +32,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime, parsedate_to_datetime
-from typing import TYPE_CHECKING
 from urllib.parse import quote, urlencode
 
 from starlette.requests import Request
@@ -49,12 +48,10 @@ from core.follows.search_text import SearchError, compile_search
 from core.languages import LANGUAGE_TAGS, Translator, normalize_language, translator
 from core.models import Subscriber
 from core.people import tokens
+from core.values import DigestItem, FeedEntry
 from papertrail.service.context import AppContext
 from papertrail.web.atom import MEDIA_TYPE, Entry, Feed, Link, Paragraph, serialize
 from papertrail.web.pages import PRIVATE_HEADERS, SECURITY_HEADERS, Pages, arxiv_url, paper_path
-
-if TYPE_CHECKING:
-    from core.delivery.feed_records import FeedVersion
 
 # A query feed is built at most once per this many seconds per (normalised query, language) and process;
 # readers polling in between get the cached document (or a 304). Also its Cache-Control max-age.
@@ -293,12 +290,13 @@ class FeedPages:
 
     # -- both ------------------------------------------------------------------------------------------
 
-    def _entry(self, version: FeedVersion, t: Translator) -> Entry:
+    def _entry(self, entry: FeedEntry, t: Translator) -> Entry:
         """One version as an entry, its own words in ``t``'s language."""
-        versioned = f"{version.arxiv_id}v{version.number}"
+        version = entry.item
+        versioned = f"{version.arxiv_id}v{version.version}"
         title = " ".join(version.title.split())
         if version.is_revision:
-            title = t.gettext("{title} (revision v{version})", title=title, version=version.number)
+            title = t.gettext("{title} (revision v{version})", title=title, version=version.version)
         paragraphs: list[Paragraph] = []
         if version.is_revision:
             changed = (
@@ -309,7 +307,7 @@ class FeedPages:
             paragraphs.append(
                 Paragraph(
                     t.gettext("changed: {fields}", fields=changed),
-                    label=t.gettext("Revision v{version}", version=version.number),
+                    label=t.gettext("Revision v{version}", version=version.version),
                 )
             )
         paragraphs.append(Paragraph(short_authors(version.authors, t.language), label=t.gettext("Authors:")))
@@ -323,14 +321,14 @@ class FeedPages:
         if version.reasons:
             paragraphs.append(Paragraph(reasons_text(version.reasons, t.language), label=t.gettext("Why:")))
         paragraphs += self._guide(version, t)
-        paragraphs.append(Paragraph(f"arXiv:{versioned}", href=arxiv_url(version.arxiv_id, version.number)))
+        paragraphs.append(Paragraph(f"arXiv:{versioned}", href=arxiv_url(version.arxiv_id, version.version)))
         return Entry(
-            id=arxiv_url(version.arxiv_id, version.number),
+            id=arxiv_url(version.arxiv_id, version.version),
             title=title,
-            updated=version.updated_at,
-            published=version.announced_at or version.arrived_at,
+            updated=entry.updated_at,
+            published=entry.published_at,
             links=(
-                Link(arxiv_url(version.arxiv_id, version.number), "alternate", "text/html"),
+                Link(arxiv_url(version.arxiv_id, version.version), "alternate", "text/html"),
                 Link(f"https://arxiv.org/pdf/{versioned}", "related", "application/pdf", "PDF"),
                 Link(self.public_url + paper_path(version.arxiv_id), "related", "text/html", "PaperTrail"),
             ),
@@ -341,7 +339,7 @@ class FeedPages:
         )
 
     @staticmethod
-    def _guide(version: FeedVersion, t: Translator) -> Sequence[Paragraph]:
+    def _guide(version: DigestItem, t: Translator) -> Sequence[Paragraph]:
         """The version's AI guide, labelled machine-generated, in its own paragraphs."""
         guide = version.guide
         if guide is None:
@@ -350,7 +348,7 @@ class FeedPages:
         paragraphs = [
             Paragraph(
                 guide.tldr,
-                label=_said(t, "AI guide to v%(version)s (machine-generated)", version=str(version.number)),
+                label=_said(t, "AI guide to v%(version)s (machine-generated)", version=str(version.version)),
                 lang=lang,
             )
         ]
