@@ -60,7 +60,6 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
-from slack_sdk.webhook.webhook_response import WebhookResponse
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
@@ -488,7 +487,7 @@ class SlackBot:
             return
         client = AsyncWebhookClient(url=response_url, timeout=API_TIMEOUT, retry_handlers=[])
 
-        async def post() -> WebhookResponse:
+        async def post() -> None:
             try:
                 response = await client.send_dict(message)
             except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
@@ -496,7 +495,6 @@ class SlackBot:
             if response.status_code != 200:
                 reason = f"HTTP {response.status_code}: {response.body[:100]}"
                 raise _refused(reason, response.status_code, response.headers)
-            return response
 
         try:
             await send_one(post, limiter=self.limiter, key=conversation.target)
