@@ -23,6 +23,13 @@ channel's subscription, which goes ``in_channel`` so the channel sees who change
 within :data:`ACK_BUDGET` seconds (Slack waits 3) is acknowledged empty and sent to the command's
 ``response_url`` when ready.
 
+What the app posts itself goes through the digests' send path (:func:`notifiers.slack.send.send_one`) and
+their limiter, which the shell passes in: a late reply or a button's answer to a ``response_url`` under its
+conversation (the channel, or the person's DM: one message per second, shared with the digests posted
+there), an App Home publish under the person's home. A 429's Retry-After is waited out and the post sent
+again, as for a digest; a longer wait drops it (logged). An acknowledgement is not paced: it is the answer
+to Slack's own request, which Slack posts, and it cannot wait (Slack gives up after 3 s).
+
 Every Web API client here has slack_sdk's retry handlers off: a retry after a dropped connection could
 post a reply twice.
 
@@ -36,7 +43,7 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -63,13 +70,16 @@ from bot.commands_follows import follow_items
 from bot.commands_status import describe_schedule
 from bot.commands_table import BY_NAME, VOTE_COMMANDS
 from core import replay
+from core.channel import DeliveryError
 from core.config_edges import SlackBotSettings
 from core.db import Database
 from core.follows import subscribers
 from core.languages import LANGUAGES, N_, Translator, reader_language, translator
 from core.models import SubscriberStatus, utcnow
+from notifiers.ratelimit import RateLimiter
 from notifiers.slack.chat_format import RUN_ACTION, UNFOLLOW_ACTION, VOTE_ACTIONS, home_view, reply_message
 from notifiers.slack.chat_workspace import Conversation, SlackChannel, Workspace, chat_context, why
+from notifiers.slack.send import retry_after_seconds, send_one
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +150,10 @@ class SlackBot:
     """The Slack app over one store. ``client`` is injected in tests; otherwise built from settings.
 
     ``clock`` is "now" for the commands (tests pin it). ``ack_budget`` is how long a reply may take
-    before the slash command is acknowledged empty and answered through its response_url.
+    before the slash command is acknowledged empty and answered through its response_url. ``limiter``: the
+    Slack digest notifier's (``SlackNotifier.limiter``), so that the app's own posts and the digests share
+    one channel's limit; the shell always passes it. Without one (tests) posts are not paced, only 429s
+    waited out.
     """
 
     def __init__(
@@ -151,11 +164,13 @@ class SlackBot:
         client: AsyncWebClient | None = None,
         clock: Callable[[], datetime] = utcnow,
         ack_budget: float = ACK_BUDGET,
+        limiter: RateLimiter | None = None,
     ) -> None:
         self.settings = settings
         self.db = db
         self.clock = clock
         self.ack_budget = ack_budget
+        self.limiter = limiter or RateLimiter(scope="slack")
         self.client = client or self._build_client(settings)
         self.workspace = Workspace(self.client)
         self._inflight: set[asyncio.Task[Any]] = set()
@@ -325,7 +340,7 @@ class SlackBot:
             except TimeoutError:
                 await ack()  # Slack gives up after 3 s; the reply follows through the response_url
                 answer = await work
-                await self._respond(body.get("response_url"), answer.message)
+                await self._respond(body.get("response_url"), answer.message, conversation)
                 return
             message = answer.message
             await ack(
@@ -358,7 +373,8 @@ class SlackBot:
             channel = body.get("channel") or {}
             conversation = Conversation(user_id, str(channel.get("id") or ""), str(channel.get("name") or ""))
             answer = await self.answer(conversation, value, f"{DEFAULT_COMMAND} ", context.bot_user_id)
-            await self._respond(body.get("response_url"), {**answer.message, "replace_original": False})
+            message = {**answer.message, "replace_original": False}
+            await self._respond(body.get("response_url"), message, conversation)
 
     async def _on_home_opened(self, event: dict[str, Any]) -> None:
         """The App Home tab was opened: publish the person's follows (the Messages tab needs nothing)."""
@@ -450,31 +466,54 @@ class SlackBot:
                 schedule=describe_schedule(subscriber, t),
             )
         view = home_view(items, summary=summary, prefix=p, notice=notice, t=t)
-        try:
-            await self.client.views_publish(user_id=user_id, view=view)
-        except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
-            log.warning("slack: views.publish for %s failed (%s)", user_id, why(exc))
 
-    async def _respond(self, response_url: Any, message: dict[str, Any]) -> None:
-        """Post a late reply to the command's response_url (valid 30 minutes, 5 uses)."""
+        async def publish() -> None:
+            try:
+                await self.client.views_publish(user_id=user_id, view=view)
+            except SlackApiError as exc:
+                raise _refused(why(exc), exc.response.status_code, exc.response.headers) from None
+            except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
+                raise DeliveryError(why(exc), retryable=True) from None
+
+        try:
+            await send_one(publish, limiter=self.limiter, key=f"home:{user_id}")
+        except DeliveryError as exc:
+            log.warning("slack: views.publish for %s failed (%s)", user_id, exc)
+
+    async def _respond(self, response_url: Any, message: dict[str, Any], conversation: Conversation) -> None:
+        """Post a late reply to the command's response_url (valid 30 minutes, 5 uses), paced as a message
+        to ``conversation``."""
         if not isinstance(response_url, str) or not response_url.startswith(("https://", "http://")):
             log.warning("slack: a reply was ready but the request had no response_url")
             return
         client = AsyncWebhookClient(url=response_url, timeout=API_TIMEOUT, retry_handlers=[])
+
+        async def post() -> None:
+            try:
+                response = await client.send_dict(message)
+            except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
+                raise DeliveryError(why(exc), retryable=True) from None
+            if response.status_code != 200:
+                reason = f"HTTP {response.status_code}: {response.body[:100]}"
+                raise _refused(reason, response.status_code, response.headers)
+
         try:
-            response = await client.send_dict(message)
-        except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
-            log.warning("slack: posting a reply to the response_url failed (%s)", why(exc))
-            return
-        if response.status_code != 200:
-            log.warning(
-                "slack: the response_url refused a reply (HTTP %d: %s)",
-                response.status_code,
-                response.body[:100],
-            )
+            await send_one(post, limiter=self.limiter, key=conversation.target)
+        except DeliveryError as exc:
+            log.warning("slack: a reply to %s was not posted (%s)", conversation.address, exc)
 
 
 NO_CONVERSATION = N_("PaperTrail cannot tell which Slack conversation this command came from.")
+
+
+def _refused(reason: str, status: int, headers: Mapping[str, Any] | None) -> DeliveryError:
+    """A post of the app's own that Slack answered with an error. ``reason`` (Slack's error code, or the
+    HTTP status and body) is for the log; a 429 carries Slack's Retry-After (1 s when it gave none), which
+    the send path waits out when short, as for a digest."""
+    if status == 429 or reason == "ratelimited":
+        wait = retry_after_seconds(headers or {})
+        return DeliveryError(reason, retryable=True, retry_after=wait if wait is not None else 1.0)
+    return DeliveryError(reason, retryable=False)
 
 
 def _plain_answer(message: str, problem: Problem, prefix: str, t: Translator) -> Answer:

@@ -45,9 +45,15 @@ class Conversation:
         return not self.channel_id or self.channel_id.startswith("D") or self.channel_name == "directmessage"
 
     @property
+    def target(self) -> str:
+        """The user id in a DM (digests reach it in the app's DM), the channel id in a channel: where this
+        conversation's digests are posted, and so its key in the rate limiter."""
+        return self.user_id if self.is_dm else self.channel_id
+
+    @property
     def address(self) -> str:
         """``slack:<user id>`` in a DM, ``slack:<channel id>`` in a channel."""
-        return f"slack:{self.user_id if self.is_dm else self.channel_id}"
+        return f"slack:{self.target}"
 
 
 @dataclass(frozen=True, slots=True)

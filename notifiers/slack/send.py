@@ -1,12 +1,19 @@
-"""Sending a digest's parts to Slack, shared by both Slack adapters (the bot's ``notifiers.slack.notifier``
-and the incoming webhook's ``notifiers.slack.webhook``), so that they behave alike on ``skip_parts``, rate
-limits and ``delivered_parts``; the adapters keep only their client and their error tables."""
+"""Sending to Slack: the one send path of both Slack adapters (the bot's ``notifiers.slack.notifier`` and the
+incoming webhook's ``notifiers.slack.webhook``) and of the chat bot's own posts (``notifiers.slack.chat``:
+late replies and button answers, App Home publishes), so that all of them keep Slack's rate limits (one
+message per second per channel) and handle its 429 alike; the callers keep only their client and their
+error tables.
+
+:func:`send_one` posts one message: it waits for the limiter, and a 429 whose Retry-After is short is waited
+out and the message posted again. :func:`send_parts` sends a digest's parts with it, minding ``skip_parts``
+and ``delivered_parts``."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from core.channel import DeliveryError, part_delivered
 from core.retry_after import retry_after_seconds as http_retry_after
@@ -15,10 +22,13 @@ from notifiers.slack.blocks import SlackPayload
 
 log = logging.getLogger(__name__)
 
-# A Retry-After up to this long is waited out in place (and the same part sent again); a longer one ends
-# the attempt with a retryable error carrying the hint, so the ledger reschedules the digest.
+T = TypeVar("T")
+
+# A Retry-After up to this long is waited out in place (and the same message posted again); a longer one
+# ends the attempt with a retryable error carrying the hint: the ledger reschedules a digest, a chat reply
+# is dropped (and logged).
 MAX_INLINE_WAIT = 5.0
-# How often one part is retried in place after short rate limits before giving up for this attempt.
+# How often one message is posted again after short rate limits before giving up for this attempt.
 MAX_INLINE_RETRIES = 3
 
 
@@ -30,6 +40,31 @@ def retry_after_seconds(headers: Mapping[str, Any]) -> float | None:
     return None
 
 
+async def send_one(post: Callable[[], Awaitable[T]], *, limiter: RateLimiter, key: str) -> T:
+    """Post one message to the destination ``key`` when ``limiter`` gives it a slot; return what ``post``
+    returns.
+
+    ``post`` sends it and raises :class:`DeliveryError` (translated by the caller's error table). A rate
+    limit of at most :data:`MAX_INLINE_WAIT` seconds is waited out and the message posted again, at most
+    :data:`MAX_INLINE_RETRIES` times; any other failure is re-raised, after holding ``key`` for as long as
+    Slack asked.
+    """
+    retries = 0
+    while True:
+        await limiter.acquire(key)
+        try:
+            return await post()
+        except DeliveryError as exc:
+            if _wait_in_place(exc) and retries < MAX_INLINE_RETRIES:
+                retries += 1
+                log.info("Slack rate limit: waiting %.1f s to post again", exc.retry_after)
+                await limiter.postpone(key, exc.retry_after or 0.0)
+                continue
+            if exc.retry_after is not None:
+                await limiter.postpone(key, exc.retry_after)
+            raise
+
+
 async def send_parts(
     payloads: Sequence[SlackPayload],
     *,
@@ -38,32 +73,22 @@ async def send_parts(
     limiter: RateLimiter,
     key: str,
 ) -> str | None:
-    """Post each payload after the first ``skip`` ones, paced by ``limiter`` under ``key``.
+    """Post each payload after the first ``skip`` ones with :func:`send_one`, paced by ``limiter`` under
+    ``key``.
 
-    ``post`` sends one message and raises :class:`DeliveryError` (translated). A short rate limit is waited
-    out and the same part sent again; any other failure is re-raised with ``delivered_parts`` set, counting
-    the skipped parts. Returns the platform id of the first message this call posted.
+    ``post`` sends one message and raises :class:`DeliveryError` (translated); a failure is re-raised with
+    ``delivered_parts`` set, counting the skipped parts. Returns the platform id of the first message this
+    call posted.
     """
     first: str | None = None
     for index, payload in enumerate(payloads):
         if index < skip:
             continue
-        retries = 0
-        while True:
-            await limiter.acquire(key)
-            try:
-                platform_id = await post(payload)
-            except DeliveryError as exc:
-                if _wait_in_place(exc) and retries < MAX_INLINE_RETRIES:
-                    retries += 1
-                    log.info("Slack rate limit: waiting %.1f s to resend part %d", exc.retry_after, index + 1)
-                    await limiter.postpone(key, exc.retry_after or 0.0)
-                    continue
-                if exc.retry_after is not None:
-                    await limiter.postpone(key, exc.retry_after)
-                exc.delivered_parts = index
-                raise
-            break
+        try:
+            platform_id = await send_one(partial(post, payload), limiter=limiter, key=key)
+        except DeliveryError as exc:
+            exc.delivered_parts = index
+            raise
         first = first or platform_id
         if index + 1 < len(payloads):
             # Renews the digest's lease (the ledger records the last part itself); LeaseLost stops here.

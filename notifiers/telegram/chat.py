@@ -110,7 +110,9 @@ class TelegramBot:
         self.db = db
         self._app = self._build(bot)
         limiter = limiter or RateLimiter(scope="telegram")
-        self.handlers = ChatHandlers(settings.commands, db, lambda: self._app.bot, clock, limiter)
+        self.handlers = ChatHandlers(
+            settings.commands, db, lambda: self._app.bot, clock, limiter, settings.api_url
+        )
         self._register(self._app, self.handlers)
         self._lock = asyncio.Lock()
         self._started = False

@@ -33,9 +33,9 @@ from datetime import datetime
 from typing import Any
 
 import telegram
-from telegram import Chat, ChatMemberUpdated, LinkPreviewOptions, ReplyParameters, Update, User
-from telegram.constants import ChatMemberStatus, ChatType, ParseMode
-from telegram.error import Forbidden, RetryAfter, TelegramError
+from telegram import Chat, ChatMemberUpdated, Update, User
+from telegram.constants import ChatMemberStatus, ChatType
+from telegram.error import TelegramError
 from telegram.ext import CallbackContext
 
 from bot.commands import handle
@@ -57,7 +57,7 @@ from notifiers.telegram.chat_render import (
     voted_markup,
     without_button,
 )
-from notifiers.telegram.notifier import flood_wait
+from notifiers.telegram.notifier import Budget, SendError, send_message
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +66,9 @@ Context = CallbackContext[Any, Any, Any, Any]
 ADMIN_CACHE_SECONDS = 60.0
 """How long one getChatMember answer decides whether a group member is an admin."""
 ADMIN_CACHE_SIZE = 4096
-MAX_REPLY_WAIT = 5.0
-"""A flood-control wait up to this long is sat out before sending a reply again; longer ones drop it."""
-MAX_REPLY_RETRIES = 3
-"""How often one part of a reply is sent again after a short flood-control wait before it is dropped."""
+REPLY_BUDGET = Budget(max_wait=5.0, max_retries=3)
+"""A reply sits out a flood-control wait up to 5 s and sends one part at most 3 more times; a longer wait
+drops it (someone is waiting for the answer; a digest waits longer)."""
 ALERT_CHARS = 200
 """Telegram's limit on the text of an answerCallbackQuery alert."""
 
@@ -105,14 +104,17 @@ class ChatHandlers:
         bot: Callable[[], telegram.Bot],
         clock: Callable[[], datetime],
         limiter: RateLimiter,
+        api_url: str,
     ) -> None:
         """``bot`` returns the initialised Bot (the Application's); ``clock`` is "now" for the grammar;
-        ``limiter`` paces replies, the digest notifier's own, so that both keep to one chat's limits."""
+        ``limiter`` paces replies, the digest notifier's own, so that both keep to one chat's limits;
+        ``api_url``: the Bot API server, named in the errors of a send."""
         self.settings = settings
         self.db = db
         self._bot = bot
         self._clock = clock
         self._limiter = limiter
+        self._api_url = api_url
         self._admins: dict[tuple[int, int], tuple[float, bool]] = {}
 
     # -- messages ------------------------------------------------------------------------------------
@@ -425,52 +427,39 @@ class ChatHandlers:
     ) -> list[telegram.Message]:
         """Send a reply as Telegram HTML (split when long; buttons under the last part); never raises.
 
-        A chat that blocked the bot, or a failure of the Bot API, is logged: the update is done either way.
+        Each part goes through the digests' send path (:func:`notifiers.telegram.notifier.send_message`)
+        and their limiter: per chat, per group and overall, so a burst of replies is paced, not refused,
+        and shares Telegram's limits with the digests going out to the same chat. A part Telegram does not
+        take (a chat that blocked the bot, a longer flood wait, the Bot API failing) is logged and ends
+        the reply: the update is done either way.
         """
         parts = html_parts(reply)
         markup = keyboard(reply, "/", ids or {})
         sent: list[telegram.Message] = []
+        chat: int | str = chat_id
         for index, part in enumerate(parts):
             last = index == len(parts) - 1
-            message = await self._send_part(
-                chat_id, part, markup if last else None, reply_to if index == 0 else None
-            )
-            if message is None:
-                break
-            sent.append(message)
-        return sent
-
-    async def _send_part(
-        self, chat_id: int, text: str, markup: telegram.InlineKeyboardMarkup | None, reply_to: int | None
-    ) -> telegram.Message | None:
-        key = str(chat_id)
-        for attempt in range(1, MAX_REPLY_RETRIES + 2):
-            # The digests' limiter: per chat, per group and overall, so a burst of replies is paced, not
-            # refused, and shares Telegram's limits with the digests going out to the same chat.
-            await self._limiter.acquire(key)
             try:
-                return await self._bot().send_message(
-                    chat_id=chat_id,
-                    text=text,
-                    parse_mode=ParseMode.HTML,
-                    link_preview_options=LinkPreviewOptions(is_disabled=True),
-                    reply_markup=markup,
-                    reply_parameters=(
-                        ReplyParameters(reply_to, allow_sending_without_reply=True) if reply_to else None
-                    ),
+                outcome = await send_message(
+                    self._bot(),
+                    chat,
+                    part,
+                    html=True,
+                    markup=markup if last else None,
+                    limiter=self._limiter,
+                    budget=REPLY_BUDGET,
+                    api_url=self._api_url,
+                    reply_to=reply_to if index == 0 else None,
                 )
-            except RetryAfter as exc:
-                wait = flood_wait(exc)
-                await self._limiter.postpone(key, wait)
-                if attempt <= MAX_REPLY_RETRIES and wait <= MAX_REPLY_WAIT:
-                    continue  # the limiter holds the next attempt until the wait is over
-                log.warning("telegram: reply to chat %s dropped: flood control for %g s", chat_id, wait)
-            except Forbidden as exc:
-                log.info("telegram: cannot answer chat %s: %s", chat_id, exc.message)
-            except TelegramError as exc:
-                log.warning("telegram: reply to chat %s failed: %s", chat_id, exc.message)
-            return None
-        return None
+            except SendError as exc:
+                if exc.retryable:
+                    log.warning("telegram: reply to chat %s dropped: %s", chat, exc.reason)
+                else:
+                    log.info("telegram: cannot answer chat %s: %s", chat, exc.reason)
+                break
+            sent.append(outcome.message)
+            chat = outcome.chat
+        return sent
 
     @staticmethod
     def _reply_to(chat: Chat, message_id: int) -> int | None:

@@ -1,20 +1,29 @@
-"""Telegram notifier: digests as Telegram HTML messages through python-telegram-bot's ``Bot``.
+"""Telegram notifier: digests as Telegram HTML messages through python-telegram-bot's ``Bot``, and the one
+send path that digests and the chat bot's replies (notifiers/telegram/chat_handlers.py) share.
 
 Format: Telegram HTML, link previews off; a long digest is split (notifiers/telegram/format.py) at the
 declared ``max_length`` (4096 UTF-16 code units) and sent as several messages to the same chat.
 
+Sending one message (:func:`send_message`): it waits for the rate limiter, sits out a short flood-control
+wait and sends again, follows a group that moved to a supergroup, and falls back to plain text when
+Telegram cannot parse the HTML. Every python-telegram-bot error becomes one :class:`SendError` (a
+:class:`core.channel.DeliveryError`) by the table :data:`ERRORS`. What digests and replies do differently
+is a parameter, :class:`Budget`: a digest waits out longer flood waits (the ledger stands behind it), a
+reply gives up sooner (someone is waiting for it). The digest adds its own rules around it: resuming
+after the parts an earlier attempt delivered, renewing the lease between parts, and a subscriber that
+moved with its group.
+
 Rate limits: ``PAPERTRAIL_TELEGRAM_MAX_PER_SECOND`` overall, one message per
 ``PAPERTRAIL_TELEGRAM_CHAT_INTERVAL`` seconds per chat, ``PAPERTRAIL_TELEGRAM_GROUP_PER_MINUTE`` per group;
-shared by every worker on a PostgreSQL database, per process on SQLite (notifiers/ratelimit.py).
-Every python-telegram-bot error is translated here into one :class:`core.channel.DeliveryError`, by
-the
-table :data:`ERRORS`.
+shared by every worker on a PostgreSQL database, per process on SQLite (notifiers/ratelimit.py), and
+by the chat bot's replies, which the shell gives this notifier's limiter.
 """
 
 from __future__ import annotations
 
 import asyncio
 import warnings
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import ClassVar
 
@@ -38,16 +47,48 @@ from core.config_edges import TelegramSettings
 from core.delivery.rate_limit import RateLimit
 from core.values import Message, SendResult
 from notifiers.ratelimit import RateLimiter, Window
-from notifiers.telegram.format import MAX_LENGTH, Part, html_to_text, item_buttons, split_message
+from notifiers.telegram.format import MAX_LENGTH, html_to_text, item_buttons, split_message
 
-# A flood-control wait up to this long is sat out inline; a longer one goes back to the ledger's back-off.
-MAX_INLINE_WAIT = 30.0
-# How often one part is re-sent after "retry after" or a chat migration before giving up for this attempt.
-MAX_PART_RETRIES = 3
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """How long one send keeps trying: a flood wait up to ``max_wait`` seconds is sat out in place, and one
+    message is sent again at most ``max_retries`` times (after flood control, a group migration or the
+    fall-back to plain text)."""
+
+    max_wait: float
+    max_retries: int
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """A message Telegram accepted, and the chat it went to (a new id after a group migration)."""
+
+    message: telegram.Message
+    chat: int | str
+
+
+class SendError(DeliveryError):
+    """A message Telegram did not take: the digest's :class:`DeliveryError`, plus ``reason``, Telegram's own
+    words (token redacted) for a log line about something other than a digest (a chat reply)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str,
+        retryable: bool,
+        retry_after: float | None = None,
+        delivered_parts: int = 0,
+    ) -> None:
+        super().__init__(
+            message, retryable=retryable, retry_after=retry_after, delivered_parts=delivered_parts
+        )
+        self.reason = reason
 
 
 def flood_wait(exc: RetryAfter) -> float:
-    """Seconds Telegram's flood control asks to wait, for digests and chat replies alike.
+    """Seconds Telegram's flood control asks to wait.
 
     PTB 22 moves ``retry_after`` from int to timedelta and warns on reading it; either is accepted here,
     without the warning.
@@ -109,6 +150,106 @@ ERRORS: tuple[tuple[type[TelegramError], bool, str], ...] = (
 )
 
 
+async def send_message(
+    bot: telegram.Bot,
+    chat: int | str,
+    text: str,
+    *,
+    html: bool,
+    markup: telegram.InlineKeyboardMarkup | None,
+    limiter: RateLimiter,
+    budget: Budget,
+    api_url: str,
+    reply_to: int | None = None,
+    delivered: int = 0,
+) -> Sent:
+    """Send ``text`` (Telegram HTML when ``html``) to ``chat`` with ``markup`` under it, link previews off.
+
+    ``reply_to``: the message it answers (sent anyway when that one is gone). ``delivered``: the parts of
+    a digest sent before this one, which a failure reports as delivered. Raises :class:`SendError`.
+    """
+    retries = 0
+    while True:
+        await limiter.acquire(str(chat))
+        try:
+            message = await bot.send_message(
+                chat_id=chat,
+                text=text,
+                parse_mode=ParseMode.HTML if html else None,
+                link_preview_options=telegram.LinkPreviewOptions(is_disabled=True),
+                reply_markup=markup,
+                reply_parameters=(
+                    telegram.ReplyParameters(reply_to, allow_sending_without_reply=True) if reply_to else None
+                ),
+            )
+            return Sent(message, chat)
+        except RetryAfter as exc:
+            wait = flood_wait(exc)
+            # The limiter holds the next message to this chat, this one's next attempt included.
+            await limiter.postpone(str(chat), wait)
+            if wait > budget.max_wait or retries >= budget.max_retries:
+                raise translate(exc, chat, api_url=api_url, token=bot.token, delivered=delivered) from None
+        except ChatMigrated as exc:
+            if retries >= budget.max_retries:
+                raise translate(exc, chat, api_url=api_url, token=bot.token, delivered=delivered) from None
+            chat = exc.new_chat_id
+        except BadRequest as exc:
+            if not (html and "can't parse entities" in exc.message.lower()):
+                raise translate(exc, chat, api_url=api_url, token=bot.token, delivered=delivered) from None
+            # Our markup should never fail Telegram's parser; if it does, the words still go out.
+            text, html = html_to_text(text).strip(), False
+        except TelegramError as exc:
+            raise translate(exc, chat, api_url=api_url, token=bot.token, delivered=delivered) from None
+        except (KeyError, ValueError, TypeError) as exc:
+            # PTB reads answer["result"] blindly: an HTTP 200 with ok=false (a broken proxy) lands here.
+            raise SendError(
+                f"the Telegram Bot API at {api_url} sent an unexpected answer ({type(exc).__name__}); the "
+                "digest stays pending and will be retried",
+                reason=f"an unexpected answer ({type(exc).__name__})",
+                retryable=True,
+                delivered_parts=delivered,
+            ) from None
+        retries += 1
+
+
+def translate(exc: TelegramError, chat: int | str, *, api_url: str, token: str, delivered: int) -> SendError:
+    """One :class:`SendError` for a python-telegram-bot error, classified by :data:`ERRORS`.
+
+    ``chat`` is "" for a failure of the bot itself (its token checked before any chat).
+    """
+    wait = flood_wait(exc) if isinstance(exc, RetryAfter) else None
+    retryable, text = next((ok, text) for kind, ok, text in ERRORS if isinstance(exc, kind))
+    reason = redact(exc.message, token)
+    fields = {
+        "where": f"chat {chat}" if chat != "" else "the bot",
+        "reason": reason,
+        "api": api_url,
+        "wait": wait,
+        "new_chat": getattr(exc, "new_chat_id", None),
+    }
+    if isinstance(exc, InvalidToken):
+        reason = "the bot token was rejected"
+    elif wait is not None:
+        reason = f"flood control for {wait:g} s"
+    return SendError(
+        text.format(**fields),
+        reason=reason,
+        retryable=retryable,
+        retry_after=wait,
+        delivered_parts=delivered,
+    )
+
+
+def redact(text: str, token: str) -> str:
+    """``text`` with the bot token masked (PTB quotes it in some messages)."""
+    return text.replace(token, "********") if token else text
+
+
+# A digest sits out a flood-control wait up to 30 s inline (a longer one goes back to the ledger's
+# back-off) and sends one part at most 3 more times after "retry after" or a chat migration.
+DIGEST_BUDGET = Budget(max_wait=30.0, max_retries=3)
+
+
 class TelegramNotifier:
     """Sends digests to Telegram chats (``telegram:<chat id>``) through the Bot API."""
 
@@ -155,10 +296,21 @@ class TelegramNotifier:
         first_id: str | None = None
         moved_to: str | None = None
         for index in range(message.skip_parts, len(parts)):
-            sent, new_chat = await self._send_part(bot, chat, parts[index], index)
-            first_id = first_id or str(sent.message_id)
-            if new_chat != chat:
-                chat, moved_to = new_chat, f"telegram:{new_chat}"
+            part = parts[index]
+            sent = await send_message(
+                bot,
+                chat,
+                part.text,
+                html=part.is_html,
+                markup=item_buttons(part.items, part.language),
+                limiter=self.limiter,
+                budget=DIGEST_BUDGET,
+                api_url=self.settings.api_url,
+                delivered=index,
+            )
+            first_id = first_id or str(sent.message.message_id)
+            if sent.chat != chat:
+                chat, moved_to = sent.chat, f"telegram:{sent.chat}"
             if index + 1 < len(parts):
                 # Renews the digest's lease (the ledger records the last part itself); LeaseLost stops here.
                 await part_delivered(index + 1)
@@ -183,7 +335,10 @@ class TelegramNotifier:
                 try:
                     await self._bot.initialize()
                 except TelegramError as exc:
-                    raise self._translate(exc, "", delivered) from None
+                    token = self.settings.token.get_secret_value() if self.settings.token else ""
+                    raise translate(
+                        exc, "", api_url=self.settings.api_url, token=token, delivered=delivered
+                    ) from None
                 self._bot_ready = True
             return self._bot
 
@@ -204,70 +359,6 @@ class TelegramNotifier:
             request=request,
             get_updates_request=request,
         )
-
-    async def _send_part(
-        self, bot: telegram.Bot, chat: int | str, part: Part, index: int
-    ) -> tuple[telegram.Message, int | str]:
-        """Send one part, following migrations, sitting out short flood waits and falling back to text.
-
-        Returns the sent message and the chat it went to (a new id after a group migration).
-        """
-        retries = 0
-        while True:
-            await self.limiter.acquire(str(chat))
-            try:
-                sent = await bot.send_message(
-                    chat_id=chat,
-                    text=part.text,
-                    parse_mode=ParseMode.HTML if part.is_html else None,
-                    link_preview_options=telegram.LinkPreviewOptions(is_disabled=True),
-                    reply_markup=item_buttons(part.items, part.language),
-                )
-                return sent, chat
-            except RetryAfter as exc:
-                wait = flood_wait(exc)
-                await self.limiter.postpone(str(chat), wait)
-                if wait > MAX_INLINE_WAIT or retries >= MAX_PART_RETRIES:
-                    raise self._translate(exc, chat, index) from None
-            except ChatMigrated as exc:
-                if retries >= MAX_PART_RETRIES:
-                    raise self._translate(exc, chat, index) from None
-                chat = exc.new_chat_id
-            except BadRequest as exc:
-                if not (part.is_html and "can't parse entities" in exc.message.lower()):
-                    raise self._translate(exc, chat, index) from None
-                # Our markup should never fail Telegram's parser; if it does, the words still go out.
-                part = Part(html_to_text(part.text).strip(), False, part.items, part.language)
-            except TelegramError as exc:
-                raise self._translate(exc, chat, index) from None
-            except (KeyError, ValueError, TypeError) as exc:
-                # PTB reads answer["result"] blindly: an HTTP 200 with ok=false (a broken proxy) lands here.
-                raise DeliveryError(
-                    f"the Telegram Bot API at {self.settings.api_url} sent an unexpected answer "
-                    f"({type(exc).__name__}); the digest stays pending and will be retried",
-                    retryable=True,
-                    delivered_parts=index,
-                ) from None
-            retries += 1
-
-    def _translate(self, exc: TelegramError, chat: int | str, index: int) -> DeliveryError:
-        """One DeliveryError for a python-telegram-bot error, classified by :data:`ERRORS`."""
-        wait = flood_wait(exc) if isinstance(exc, RetryAfter) else None
-        retryable, text = next((ok, text) for kind, ok, text in ERRORS if isinstance(exc, kind))
-        fields = {
-            "where": f"chat {chat}" if chat != "" else "the bot",
-            "reason": self._redact(exc.message),
-            "api": self.settings.api_url,
-            "wait": wait,
-            "new_chat": getattr(exc, "new_chat_id", None),
-        }
-        return DeliveryError(
-            text.format(**fields), retryable=retryable, retry_after=wait, delivered_parts=index
-        )
-
-    def _redact(self, text: str) -> str:
-        token = self.settings.token.get_secret_value() if self.settings.token else ""
-        return text.replace(token, "********") if token else text
 
 
 def _chat_id(address: str, delivered: int) -> int | str:

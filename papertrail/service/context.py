@@ -24,6 +24,7 @@ from papertrail.service import channels
 from papertrail.service.store_context import open_store
 
 if TYPE_CHECKING:
+    from notifiers.slack.chat import SlackBot
     from notifiers.telegram.chat import TelegramBot
 
 __all__ = ["AppContext", "build_context", "delivery_policy"]
@@ -53,6 +54,8 @@ class AppContext:
     notifiers_open: bool = True
     # The Telegram bot, built on first use (bots role; the web role serves its webhook route).
     _telegram_bot: TelegramBot | None = field(default=None, repr=False)
+    # The Slack app, built on first use (web role in HTTP mode, bots role in Socket Mode).
+    _slack_bot: SlackBot | None = field(default=None, repr=False)
 
     def telegram_bot(self) -> TelegramBot | None:
         """This process's one Telegram bot; None without PAPERTRAIL_TELEGRAM_TOKEN."""
@@ -65,6 +68,19 @@ class AppContext:
             limiter = notifier.limiter if isinstance(notifier, TelegramNotifier) else None
             self._telegram_bot = TelegramBot(self.settings.telegram_bot(), self.db, limiter=limiter)
         return self._telegram_bot
+
+    def slack_bot(self) -> SlackBot:
+        """This process's one Slack app (the caller checks that the settings serve it: ``serves_http``,
+        ``uses_socket_mode``); raises ``SlackSetupError`` without PAPERTRAIL_SLACK_BOT_TOKEN."""
+        if self._slack_bot is None:
+            from notifiers.slack.chat import SlackBot  # slack_bolt only where the Slack app runs
+            from notifiers.slack.notifier import SlackNotifier
+
+            # The app's own posts go through the digests' limiter: one channel's limit holds for both.
+            notifier = self.notifiers.get("slack")
+            limiter = notifier.limiter if isinstance(notifier, SlackNotifier) else None
+            self._slack_bot = SlackBot(self.settings.slack_bot(), self.db, limiter=limiter)
+        return self._slack_bot
 
     async def close_notifiers(self) -> None:
         """Close the notifiers' connections (in the event loop that used them); safe to call twice."""

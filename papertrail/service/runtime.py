@@ -441,7 +441,7 @@ async def _serve(server: EmbeddedServer, where: str) -> None:
 async def bots_role(ctx: AppContext, stop: asyncio.Event) -> None:
     """The chat bots until ``stop``: Telegram (long polling, or its webhook registered and served by the
     web role) and Slack in Socket Mode (in HTTP mode the web role serves Slack's endpoint)."""
-    from notifiers.slack.chat import SlackBot, SlackSetupError, uses_socket_mode
+    from notifiers.slack.chat import SlackSetupError, uses_socket_mode
     from notifiers.telegram.chat import TelegramBotError
 
     async def telegram(bot: TelegramBot) -> None:
@@ -452,7 +452,7 @@ async def bots_role(ctx: AppContext, stop: asyncio.Event) -> None:
 
     async def slack() -> None:
         try:
-            await SlackBot(ctx.settings.slack_bot(), ctx.db).run_socket_mode(stop)
+            await ctx.slack_bot().run_socket_mode(stop)
         except SlackSetupError as exc:
             raise RoleError(f"the Slack app cannot run: {exc}") from None
 

@@ -116,9 +116,7 @@ def build_app(ctx: AppContext, *, clock: Callable[[], datetime] = utcnow) -> Sta
     from notifiers.slack.chat import serves_http  # slack_bolt is imported only when Slack is configured
 
     if serves_http(ctx.settings.slack_bot()):
-        from notifiers.slack.chat import SlackBot
-
-        routes += SlackBot(ctx.settings.slack_bot(), ctx.db).routes()
+        routes += ctx.slack_bot().routes()
     telegram = ctx.telegram_bot() if ctx.settings.telegram_mode == "webhook" else None
     if telegram is not None:
         routes.append(telegram.webhook_route())  # POST /telegram/webhook, secret-checked
