@@ -7,8 +7,9 @@ One pass (:func:`send_due_digests`) is what ``papertrail digest``, the scheduler
    pass); the new papers are scored against the models of the readers who asked for learned
    recommendations, and the picks join the ledger as matches without a follow (core.taste.recommend).
 1. **Plan**: due newsletters open their issues (copied to their members as instant matches; see
-   core.people.newsletters), in the planner's first transaction; then every active subscriber with unassigned matches whose digest is due (by
-   schedule, or any instant match) gets a pending digest that claims those matches.
+   core.people.newsletters), in the planner's first transaction; then every active subscriber with
+   unassigned matches whose digest is due (by schedule, or any instant match) gets a pending digest that
+   claims those matches.
 2. **Claim**: take due digests (a lease per worker; ``SKIP LOCKED`` on PostgreSQL) in batches.
 3. **Send** each through its channel's notifier and record: sent (matches sent, same transaction);
    retryable failure (exponential back-off, the platform's retry-after respected, dead-lettered after

@@ -103,10 +103,11 @@ def recommend_new(
     to run in several processes at once.
 
     When this returns, everything matched before the call is in the ledger (the fan-out runs first; when
-    it raises, the fan-out may be undone: the caller fans out before it reads the ledger). The first batch's papers and models are read in the fan-out's last
-    transaction; when nobody wants recommendations (no model is read) the cursor moves past the batch in
-    that same transaction and nothing else is written. A batch shorter than ``papers_per_batch`` was the
-    last: the pass ends without a read that would find nothing.
+    it raises, the fan-out may be undone: the caller fans out before it reads the ledger). The first
+    batch's papers and models are read in the fan-out's last transaction; when nobody wants
+    recommendations (no model is read) the cursor moves past the batch in that same transaction and
+    nothing else is written. A batch shorter than ``papers_per_batch`` was the last: the pass ends
+    without a read that would find nothing.
 
     ``threshold``: the lowest score recommended (None: :data:`core.taste.model.DEFAULT_THRESHOLD`).
     """

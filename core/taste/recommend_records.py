@@ -7,8 +7,9 @@ itself is :mod:`core.taste.recommend`. The rules kept here:
 
 * **Which versions.** News versions that are v1 (new papers), with an id above the cursor, and below the
   first version not yet run against the follows or not yet fanned out (its query matches still waiting):
-  a version is scored only once its follow matches are in the ledger, so a paper a follow brings is never taken for a recommendation. A first pass (cursor 0)
-  starts at the news first seen in the last :data:`FIRST_PASS_WINDOW`, never at the whole library.
+  a version is scored only once its follow matches are in the ledger, so a paper a follow brings is
+  never taken for a recommendation. A first pass (cursor 0) starts at the news first seen in the last
+  :data:`FIRST_PASS_WINDOW`, never at the whole library.
 * **Whose models.** Subscribers that receive matches (:func:`core.follows.fanout.receives_matches`) with
   ``recommend`` set and a stored model, a page at a time by id.
 * **The write.** The Match rows (no follow; the reasons hold the score) and the cursor's advance in one
