@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 COMPOSITION_ROOTS = {"papertrail.service.store_context": frozenset({"core.db_migrate"})}
 
 
-def _graph(*, type_checking: bool = False) -> grimp.ImportGraph:
+def import_graph(*, type_checking: bool = False) -> grimp.ImportGraph:
     # No cache: grimp's cache served the graph of the other setting of exclude_type_checking_imports.
     return grimp.build_graph(
         "core", *SHELL_PACKAGES, exclude_type_checking_imports=not type_checking, cache_dir=None
@@ -144,7 +144,7 @@ def cross_package_sql_imports(graph: grimp.ImportGraph) -> list[tuple[str, str]]
 
 def measure() -> tuple[list[list[str]], list[str]]:
     """(the SCCs of core/'s package graph, the shell modules importing core's SQL modules)."""
-    graph = _graph()
+    graph = import_graph()
     return strongly_connected_components(package_edges(graph)), shell_files_importing_store(graph)
 
 
@@ -156,16 +156,16 @@ def main() -> None:
     print(f"largest strongly connected component: {largest} packages (goal: 1)")
     for component in components:
         print(f"  {len(component)}: {', '.join(component)}")
-    graph = _graph()
+    graph = import_graph()
     print(
         f"files in bot/, notifiers/ and papertrail/ importing core's SQL modules: {len(shell)} "
         "(the composition roots left out)"
     )
     for module in shell:
         print(f"  {module}")
-    annotated = shell_files_importing_store(_graph(type_checking=True))
+    annotated = shell_files_importing_store(import_graph(type_checking=True))
     print(f"  ({len(annotated)} counting imports made only for type annotations)")
-    across = cross_package_sql_imports(_graph())
+    across = cross_package_sql_imports(import_graph())
     print(f"imports of another package's SQL module inside core/: {len(across)}")
     for root in shell_files_importing_store(graph, roots=True):
         print(f"composition root (not counted): {root} -> {', '.join(sorted(COMPOSITION_ROOTS[root]))}")

@@ -119,6 +119,21 @@ class Transaction:
         yield self
 
     @contextmanager
+    def savepoint(self) -> Iterator[Transaction]:
+        """A part of this transaction that rolls back alone when its block raises (a SAVEPOINT), so that the
+        rest can still commit; the exception goes on to the caller, who decides what its failure means.
+
+        On SQLite the driver opens a transaction only before a write: one that has only read yet is begun
+        here first, or the SAVEPOINT would begin one of its own (and its release commit it).
+        """
+        connection = self._session.connection()
+        driver = connection.connection.dbapi_connection
+        if connection.dialect.name == "sqlite" and not getattr(driver, "in_transaction", True):
+            connection.exec_driver_sql("BEGIN")
+        with self._session.begin_nested():
+            yield self
+
+    @contextmanager
     def session(self) -> Iterator[Session]:
         """The transaction's session, as it is: nothing is committed when the block ends."""
         yield self._session

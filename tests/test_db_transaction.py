@@ -48,3 +48,32 @@ def test_each_call_on_the_database_is_its_own_transaction(db: Database) -> None:
         raise Planted
     assert run_records.running_run(db, "arxiv-rss") is not None  # committed before, kept
     assert subscriber_records.get_subscriber(db, "console:ada") is None
+
+
+def test_a_savepoint_that_fails_rolls_back_alone(db: Database) -> None:
+    # Its part is undone, the exception reaches the caller, and the rest of the transaction still commits:
+    # on PostgreSQL even after a statement that failed inside it.
+    import sqlalchemy as sa
+
+    with db.transaction() as tx:
+        run_records.start_run(tx, "arxiv-rss", now=NOW)
+        with pytest.raises(Planted), tx.savepoint() as part:
+            subscriber_records.ensure_subscriber(part, "console:ada", timezone="UTC", schedule="daily 08:00")
+            raise Planted
+        with pytest.raises(sa.exc.DBAPIError), tx.savepoint() as part, part.connection() as connection:
+            connection.execute(sa.text("SELECT * FROM no_such_table"))
+        subscriber_records.ensure_subscriber(tx, "console:bob", timezone="UTC", schedule="daily 08:00")
+    assert run_records.running_run(db, "arxiv-rss") is not None
+    assert subscriber_records.get_subscriber(db, "console:ada") is None
+    assert subscriber_records.get_subscriber(db, "console:bob") is not None
+
+
+def test_a_savepoint_in_a_transaction_that_has_only_read_commits_nothing_alone(db: Database) -> None:
+    # SQLite's driver begins a transaction only before a write: the savepoint must not begin (and its
+    # release commit) one of its own, apart from the transaction it belongs to.
+    with pytest.raises(Planted), db.transaction() as tx:
+        assert run_records.running_run(tx, "arxiv-rss") is None
+        with tx.savepoint() as part:
+            run_records.start_run(part, "arxiv-rss", now=NOW)
+        raise Planted
+    assert run_records.running_run(db, "arxiv-rss") is None

@@ -9,7 +9,14 @@ either shrinks, so that the pin moves down with the code (lower it in the same c
 
 from __future__ import annotations
 
-from bench.architecture import COMPOSITION_ROOTS, contract, measure, strongly_connected_components
+from bench.architecture import (
+    COMPOSITION_ROOTS,
+    contract,
+    cross_package_sql_imports,
+    import_graph,
+    measure,
+    strongly_connected_components,
+)
 
 # Today: no cycle; every package of core/ is its own component, the shared modules one more, in the order
 # of docs/architecture.md ("The order of core's packages"; a layers contract in pyproject.toml keeps it).
@@ -17,6 +24,9 @@ LARGEST_COMPONENT = 1
 # The shell calls steps (30 files imported a SQL module before it did). The composition root, which builds
 # the Database and runs the migrations, is not counted (bench.architecture.COMPOSITION_ROOTS).
 SHELL_FILES_IMPORTING_STORE = 0
+# Inside core/, imports of another package's SQL module where the owner has no public step for it yet
+# (docs/architecture.md, "The database and each table's SQL"); the goal is 0.
+CROSS_PACKAGE_SQL_IMPORTS = 40
 
 
 def test_the_package_cycles_of_core_do_not_grow() -> None:
@@ -31,6 +41,14 @@ def test_the_shell_does_not_import_the_store_more() -> None:
     assert len(shell) <= SHELL_FILES_IMPORTING_STORE, f"more shell files import core's SQL modules: {shell}"
     assert len(shell) == SHELL_FILES_IMPORTING_STORE, (
         f"fewer shell files import SQL modules ({len(shell)}): lower SHELL_FILES_IMPORTING_STORE to match"
+    )
+
+
+def test_core_does_not_reach_into_another_packages_sql_more() -> None:
+    found = cross_package_sql_imports(import_graph())
+    assert len(found) <= CROSS_PACKAGE_SQL_IMPORTS, f"a package reads another's SQL anew: {found}"
+    assert len(found) == CROSS_PACKAGE_SQL_IMPORTS, (
+        f"fewer imports of another package's SQL ({len(found)}): lower CROSS_PACKAGE_SQL_IMPORTS to match"
     )
 
 

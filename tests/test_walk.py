@@ -28,12 +28,12 @@ END = "<!-- end of the generated walk -->"
 
 # Today's measured numbers: they only go down.
 MAIN_PATH_FILES = {"sqlite": 24, "postgresql": 24}
-TRANSACTIONS = {"sqlite": 16, "postgresql": 20}  # PostgreSQL: 19, and 1 of TIMING_SLACK
+TRANSACTIONS = {"sqlite": 6, "postgresql": 10}  # PostgreSQL: 9, and 1 of TIMING_SLACK
 # PostgreSQL's shared rate limit (core/delivery/rate_limit.py) takes the overall slot again when the first
 # came back more than 40 ms late: one more autocommit statement, on a busy machine. The pin allows it.
 TIMING_SLACK = {"sqlite": 0, "postgresql": 1}
-# The goal, not met yet on either database: at most this many files on the main path and this many
-# transactions for one paper's day.
+# The goal: at most this many files on the main path (not met yet) and this many transactions for one
+# paper's day (met on SQLite; PostgreSQL's ingest lock and shared rate limit add their own statements).
 MAIN_PATH_GOAL = 12
 TRANSACTIONS_GOAL = 6
 

@@ -3,11 +3,13 @@
 One pass (:func:`send_due_digests`) is what ``papertrail digest``, the scheduler's minute tick and each
 ``papertrail worker`` loop run:
 
-0. **Recommend**: the new papers are scored against the models of the readers who asked for learned
+0. **Fan out and recommend**: the query matches matching found become the followers' Match rows (once per
+   pass); the new papers are scored against the models of the readers who asked for learned
    recommendations, and the picks join the ledger as matches without a follow (core.taste.recommend).
 1. **Plan**: due newsletters open their issues (copied to their members as instant matches; see
-   core.people.newsletters); then every active subscriber with unassigned matches whose digest is due (by
-   schedule, or any instant match) gets a pending digest that claims those matches.
+   core.people.newsletters), in the planner's first transaction; then every active subscriber with
+   unassigned matches whose digest is due (by schedule, or any instant match) gets a pending digest that
+   claims those matches.
 2. **Claim**: take due digests (a lease per worker; ``SKIP LOCKED`` on PostgreSQL) in batches.
 3. **Send** each through its channel's notifier and record: sent (matches sent, same transaction);
    retryable failure (exponential back-off, the platform's retry-after respected, dead-lettered after
@@ -27,11 +29,11 @@ import logging
 import os
 import socket
 from collections import Counter
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import date, datetime, timedelta
 
 from core.channel import Notifier, normalise_address, split_address
-from core.db import Database, Db
+from core.db import Database, Db, Transaction
 from core.delivery import alarm_records
 from core.delivery.alarm import settle
 from core.delivery.digests_batch import BatchLease, ClaimedBatch, batch_items
@@ -47,6 +49,7 @@ from core.delivery.digests_deliver import (
 from core.delivery.receipts import LOOKBACK, RUN_OVERLAP, RunLog, receipt_window
 from core.delivery.render import Renderer
 from core.follows import subscriber_records
+from core.follows.manage import fan_out
 from core.ledger import claim_records, ledger_records, outcome_records
 from core.ledger.ledger_records import ClaimedDigest, DigestPlan
 from core.models import Subscriber, SubscriberStatus, utcnow
@@ -54,7 +57,7 @@ from core.papers import run_records
 from core.papers.health import recent_announcement
 from core.papers.status import CALENDAR_SOURCES
 from core.people.masking import mask_address
-from core.people.newsletters import open_due_issues
+from core.people.newsletters import issue_due
 from core.schedule import is_due, parse_schedule
 from core.taste.recommend import recommend_new
 from core.values import Receipt
@@ -130,16 +133,16 @@ async def send_due_digests(
             raise LookupError(
                 f"no subscriber {address}; add a follow with: papertrail follow {address} QUERY"
             )
-    # Learned recommendations join the ledger before planning, as matches without a follow. In a
-    # thread: a day's new papers scored for thousands of models is seconds of CPU the event loop (and the
-    # chat bots sharing it) should not wait for.
-    await asyncio.to_thread(_recommend, db, clock())
+    # The pass's one fan-out, then learned recommendations join the ledger before planning, as matches
+    # without a follow. In a thread: a day's new papers scored for thousands of models is seconds of CPU the
+    # event loop (and the chat bots sharing it) should not wait for.
+    fanned_out = await asyncio.to_thread(_recommend, db, clock())
 
-    def claim(tx: Db) -> _Claim | None:
+    def claim(tx: Transaction) -> _Claim | None:
         # The claim and what its batch needs to be sent are read in one transaction: the items each digest
-        # shows (the rest are counted: DigestRest) and the raised alarms. Nothing is sent inside it: the
-        # claim is committed, with its lease, before the first send. (The scan receipts' runs are read on
-        # their own, at the first receipt: a receipt that cannot be made never holds a digest back.)
+        # shows (the rest are counted: DigestRest), the raised alarms, and at the first claim the runs the
+        # scan receipts are made from. Nothing is sent inside it: the claim is committed, with its lease,
+        # before the first send.
         claimed = claim_records.claim_digests(
             tx,
             clock(),
@@ -155,14 +158,16 @@ async def send_due_digests(
         batch = batch_items(
             tx, claimed, max_items=renderer.max_items, default_language=renderer.default_language
         )
-        return _Claim(claimed, batch, alarmed=bool(alarm_records.delivery_alarms(tx)))
+        alarmed = bool(alarm_records.delivery_alarms(tx))
+        receipts.preload(tx, claimed)
+        return _Claim(claimed, batch, alarmed=alarmed)
 
     # The first batch is claimed in the planner's last transaction: what was just planned is claimed
     # without a transaction of its own (a claim that fails rolls that page back with it: planned again
     # by the next pass, nothing lost).
     first: list[_Claim | None] = []
 
-    def claim_first(tx: Db) -> None:
+    def claim_first(tx: Transaction) -> None:
         if not (stop and stop.is_set()):
             first.append(claim(tx))
 
@@ -171,6 +176,7 @@ async def send_due_digests(
     # claimed again anyway: naming them too would grow every claim with the pass (100,000 ids is more
     # than a statement can bind).
     retrying: list[int] = []
+    receipts = PassReceipts(db, clock(), holidays=policy.holidays, grace=policy.stale_grace)
     plan_digests(
         db,
         notifiers,
@@ -178,9 +184,9 @@ async def send_due_digests(
         force=force,
         address=address,
         holidays=policy.holidays,
+        fanned_out=fanned_out,
         then=claim_first,
     )
-    receipts = PassReceipts(db, clock(), holidays=policy.holidays, grace=policy.stale_grace)
     reports: list[DigestReport] = []
     gate = asyncio.Semaphore(policy.concurrency)
 
@@ -244,13 +250,16 @@ def _lost_before_send(claimed: ClaimedDigest, worker: str, items: int) -> Digest
     return DigestReport(claimed.address, items, False, error, digest_id=claimed.digest_id)
 
 
-def _recommend(db: Database, now: datetime) -> None:
-    """The recommendation pass (core.taste.recommend); a failure is logged and the digests go without the new
-    recommendations, which the next pass writes (its cursor did not move)."""
+def _recommend(db: Database, now: datetime) -> bool:
+    """The fan-out and the recommendation pass (core.taste.recommend); whether both were done. A failure is
+    logged and the digests go without the new recommendations, which the next pass writes (its cursor did
+    not move); the planner then fans out itself."""
     try:
         recommend_new(db, now=now)
     except Exception:  # the database away for a moment, a model that cannot be used: never hold digests back
         log.exception("recommendation pass failed; digests are planned without new recommendations")
+        return False
+    return True
 
 
 def _settle_refusals(
@@ -283,18 +292,22 @@ def plan_digests(
     force: bool = False,
     address: str | None = None,
     holidays: Collection[date] = (),
-    then: Callable[[Db], object] | None = None,
+    fanned_out: bool = False,
+    then: Callable[[Transaction], object] | None = None,
 ) -> int:
     """Open a digest for every subscriber that is due, then the heartbeats that are due; returns how many
     were opened. ``then`` runs last, in the transaction of the last page (the delivery pass's first claim).
 
     Subscribers on a channel this process has no notifier for are left alone: their matches stay pending
-    until a process that can deliver them plans them. Newsletters that are due open their issues first,
-    so that the members' copies go into the digests planned here. ``holidays`` are arXiv's (no heartbeat
-    for a mailing that does not exist); an operator's ``force`` sends what is pending, never a heartbeat.
+    until a process that can deliver them plans them. Newsletters that are due open their issues first, in
+    the first page's transaction, so that the members' copies go into the digests planned here.
+    ``holidays`` are arXiv's (no heartbeat for a mailing that does not exist); an operator's ``force``
+    sends what is pending, never a heartbeat. ``fanned_out``: the caller has just fanned out what matching
+    found (the delivery pass's recommendation pass); otherwise planning does it first.
     """
-    # Fans what matching found out to the followers first: newsletters and subscribers plan from Match rows.
-    open_due_issues(db, now=now, due=_due, force=force, address=address)
+    # Newsletters and subscribers plan from Match rows: what matching found is fanned out first.
+    if not fanned_out:
+        fan_out(db, now=now)
     opened = 0
     after = 0
     while True:
@@ -302,6 +315,8 @@ def plan_digests(
         # minute's 100,000 subscribers are never all in memory nor all locked, and each page costs the same
         # few statements.
         with db.transaction() as tx:
+            if not after:  # the first page
+                issue_due(tx, now=now, due=_due, force=force, address=address)
             candidates = ledger_records.subscribers_to_plan(
                 tx,
                 now,
@@ -399,28 +414,44 @@ class PassReceipts:
         self.grace = grace
         self._log: tuple[datetime, datetime, RunLog] | None = None
 
-    def _load(self, since: datetime, until: datetime) -> RunLog:
-        runs = run_records.receipt_runs(self.db, since, until, overlap=RUN_OVERLAP, sources=CALENDAR_SOURCES)
+    def _load(self, since: datetime, until: datetime, db: Db | None = None) -> RunLog:
+        runs = run_records.receipt_runs(
+            db or self.db, since, until, overlap=RUN_OVERLAP, sources=CALENDAR_SOURCES
+        )
         return RunLog(runs, holidays=self.holidays, grace=self.grace)
 
-    def runs_for(self, since: datetime, until: datetime) -> RunLog:
-        """A run log that covers the window (since, until]."""
+    def runs_for(self, since: datetime, until: datetime, db: Db | None = None) -> RunLog:
+        """A run log that covers the window (since, until] (read in ``db`` when given: a transaction)."""
         if self._log is None:
             start, end = min(since, self.now - LOOKBACK - self.SLACK), max(until, self.now)
-            self._log = (start, end, self._load(start, end))
+            self._log = (start, end, self._load(start, end, db))
         lo, hi, log = self._log
         if lo <= since and until <= hi:
             return log
-        return self._load(since, until)
+        return self._load(since, until, db)
+
+    def preload(self, tx: Transaction, claimed: Sequence[ClaimedDigest]) -> None:
+        """Read the pass's runs in ``tx`` (the first claim's transaction), for the window of the first
+        receipt, as :meth:`receipt` would read them on its own. In a savepoint: a read that fails is undone
+        alone and never holds the claim back; the first receipt then reads the runs again on its own."""
+        if self._log is not None:
+            return
+        window = next((w for w in map(_window, claimed) if w is not None), None)
+        if window is None:
+            return
+        try:
+            with tx.savepoint() as part:
+                self.runs_for(*window, db=part)
+        except Exception as exc:  # the receipts read them again at the first one (and log a failure)
+            log.warning("the scan receipts' runs were not read with the claim: %s", exc)
 
     def receipt(self, claimed: ClaimedDigest, *, matched: int) -> Receipt | None:
         """The receipt of a claimed digest of ``matched`` items; None for one claimed without its times,
         or when it cannot be made (logged): a receipt never holds a digest back."""
-        if claimed.created_at is None or claimed.subscriber_created_at is None:
+        window = _window(claimed)
+        if window is None:
             return None
-        since, until = receipt_window(
-            claimed.last_digest_at, claimed.subscriber_created_at, claimed.created_at
-        )
+        since, until = window
         try:
             runs = self.runs_for(since, until)
             return runs.receipt(since=since, until=until, matched=matched, timezone=claimed.timezone)
@@ -431,6 +462,13 @@ class PassReceipts:
                 extra={"subscriber": mask_address(claimed.address), "digest": claimed.digest_id},
             )
             return None
+
+
+def _window(claimed: ClaimedDigest) -> tuple[datetime, datetime] | None:
+    """The receipt window of a claimed digest; None for one claimed without its times."""
+    if claimed.created_at is None or claimed.subscriber_created_at is None:
+        return None
+    return receipt_window(claimed.last_digest_at, claimed.subscriber_created_at, claimed.created_at)
 
 
 def _due(subscriber: Subscriber, now: datetime) -> bool:

@@ -182,7 +182,8 @@ def export_follows(db: Database, address: str | None, *, timezone: str, schedule
     return (export_line(row, default_schedule=schedule, default_timezone=timezone) for row in rows)
 
 
-def fan_out(db: Database) -> int:
+def fan_out(db: Database, *, now: datetime | None = None) -> int:
     """Fan the waiting query matches out to their followers' Match rows now rather than at the next digest
-    planning, so that a one-shot command leaves the ledger complete; how many rows were written."""
-    return match_records.expand_matches(db)
+    planning, so that a one-shot command leaves the ledger complete, or before a planner reads it; how
+    many rows were written."""
+    return match_records.expand_matches(db, now=now)

@@ -7,7 +7,7 @@ written with Core statements on the session's connection (a bulk load and a fan-
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import NamedTuple
 
@@ -82,27 +82,33 @@ def record_query_matches(
     return len(rows)
 
 
-def expand_matches(db: Db, *, now: datetime | None = None) -> int:
+def expand_matches(db: Db, *, now: datetime | None = None, then: Callable[[Db], object] | None = None) -> int:
     """Fan the waiting query matches out to their followers' Match rows; returns the rows written.
 
     Planning, guides and a subscriber's pending count call this first, so the ledger they read is
     complete; the status page, ``/metrics`` and ``status`` read only, and never pay for it. A slice of
-    versions per transaction (``core.follows.fanout``). On PostgreSQL one process fans out at a time: a
-    transaction-scoped advisory lock (per schema) that a second caller waits for, a slice at most,
-    before it fans out what is left; so when this returns, everything matched before the call is in
-    the ledger, whoever fanned it out.
+    versions per transaction (``core.follows.fanout``); a slice shorter than :data:`FAN_OUT_VERSIONS` was
+    the last, and ends the fan-out without a read that would find nothing. On PostgreSQL one process fans
+    out at a time: a transaction-scoped advisory lock (per schema) that a second caller waits for, a
+    slice at most, before it fans out what is left; so when this returns, everything matched before the
+    call is in the ledger, whoever fanned it out.
+
+    ``then`` runs in the last slice's transaction, after it: a caller's read of the complete ledger,
+    without a transaction of its own (if it raises, that slice rolls back with it).
     """
     now = now or utcnow()
     total = 0
     while True:
-        with db.session() as session:
-            connection = session.connection()
+        with db.transaction() as tx, tx.connection() as connection:
             if connection.dialect.name == "postgresql":
                 connection.execute(
                     sa.text("SELECT pg_advisory_xact_lock(:key, hashtext(current_schema()))"),
                     {"key": _FAN_OUT_LOCK_KEY},
                 )
             versions = pending_versions(connection, FAN_OUT_VERSIONS)
-            if not versions:
+            if versions:
+                total += fan_out(connection, versions, now)
+            if len(versions) < FAN_OUT_VERSIONS:
+                if then is not None:
+                    then(tx)
                 return total
-            total += fan_out(connection, versions, now)

@@ -12,10 +12,9 @@ import logging
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
-from functools import partial
 from typing import Any, ClassVar, Protocol
 
-from core.db import Database
+from core.db import Database, Db
 from core.english import counted
 from core.follows.index import FollowIndex, match_new
 from core.models import RunState, SourceRun
@@ -23,7 +22,7 @@ from core.papers import paper_records, run_records
 from core.papers.saving import Novelty, SaveResult
 from core.papers.search_index import INDEX_BATCH
 from core.papers.sources import CommunitySource, PagedSource, Source, SourceError
-from core.values import PaperIn
+from core.values import PaperIn, ResponseValidator
 
 log = logging.getLogger(__name__)
 
@@ -46,15 +45,31 @@ class IngestReport:
 
 
 async def ingest_once(
-    db: Database, source: Source, *, now: datetime | None = None, index: FollowIndex | None = None
+    db: Database,
+    source: Source,
+    *,
+    now: datetime | None = None,
+    index: FollowIndex | None = None,
+    opening: Callable[[Db], object] | None = None,
 ) -> IngestReport:
     """Run one source once: fetch, store new versions, record the run, then match what is new.
 
-    A failed fetch is recorded as a run in state ``error`` with the message; nothing is stored.
+    The run opens (``running``) in one transaction with the read of the source's stored HTTP validator
+    and ``opening``, run first (the ingest claim's closing of the runs a dead process left ``running``);
+    the fetch runs after it commits. A failed fetch is recorded as a run in state ``error`` with the
+    message; nothing is stored.
     """
-    run_id = run_records.start_run(db, source.name, now=now)
+    with db.transaction() as tx:
+        if opening is not None:
+            opening(tx)
+        run_id = run_records.start_run(tx, source.name, now=now)
+        stored = run_records.validator_for(tx, source.url)
+
+    def validators(url: str) -> ResponseValidator | None:
+        return stored if url == source.url else run_records.validator_for(db, url)
+
     try:
-        result = await source.fetch(partial(run_records.validator_for, db))
+        result = await source.fetch(validators)
         # The batch and its run's record commit together: a run reads "ok" only with its versions stored.
         with db.transaction() as tx:
             saved = paper_records.save_versions(tx, result.papers, now=now, validator=result.validator)
@@ -370,7 +385,7 @@ def running_run(db: Database, source: str) -> SourceRun | None:
     return run_records.running_run(db, source)
 
 
-def close_abandoned(db: Database, source: str, *, reason: str) -> list[int]:
+def close_abandoned(db: Db, source: str, *, reason: str) -> list[int]:
     """Close every ``running`` run of ``source`` as failed with ``reason`` (the caller holds its ingest
     lock, so none is live); their ids."""
     return run_records.close_abandoned(db, source, reason=reason)

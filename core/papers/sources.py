@@ -43,9 +43,14 @@ ValidatorLookup = Callable[[str], ResponseValidator | None]
 
 
 class Source(Protocol):
-    """An ingest source. ``fetch`` does the network part and the parsing; it never touches the store."""
+    """An ingest source. ``fetch`` does the network part and the parsing; it never touches the store.
+
+    ``url`` is the address its fetch requests: the ingest reads its stored validator with the run's
+    opening, before the fetch, and gives it to ``fetch`` through ``validators``.
+    """
 
     name: ClassVar[str]
+    url: str
 
     async def fetch(self, validators: ValidatorLookup) -> FetchResult:
         """Fetch and parse, or raise :class:`SourceError`."""

@@ -2,7 +2,7 @@
 
 A newsletter is a hidden active subscriber (``newsletter:NAME``) holding the follows and the schedule,
 plus a list of members. New versions are matched once for it, like any subscriber. When its schedule is
-due, :func:`open_due_issues` opens an *issue*: its matches are recorded as one sent digest on the channel
+due, :func:`issue_due` opens an *issue*: its matches are recorded as one sent digest on the channel
 ``newsletter`` and copied to each active member (skipping papers the member already has), as instant
 matches, so the members' ordinary digests deliver them through their own channels with their own
 unsubscribe links. An unconfirmed, paused or unsubscribed member gets no copies.
@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from core.channel import NEWSLETTER_CHANNEL, NEWSLETTER_NAME, normalise_address
-from core.db import Database
+from core.db import Database, Db
 from core.follows import match_records
 from core.follows.query import parse
 from core.languages import N_, Listed, Phrase, Worded
@@ -152,15 +152,28 @@ def open_due_issues(
     force: bool = False,
     address: str | None = None,
 ) -> list[Issue]:
-    """Open an issue for every newsletter that is due (``due``) and has matches; returns them.
+    """Fan out what matching found, then open an issue for every newsletter that is due (``due``) and has
+    matches (:func:`issue_due`); returns them."""
+    # A newsletter's matches are its hidden subscriber's Match rows.
+    match_records.expand_matches(db, now=now)
+    return issue_due(db, now=now, due=due, force=force, address=address)
 
-    Runs before the ordinary planning, which then puts the members' copies into their digests. With
-    ``address`` only that newsletter is considered (a member's address opens none).
+
+def issue_due(
+    db: Db,
+    *,
+    now: datetime,
+    due: Callable[[Subscriber, datetime], bool],
+    force: bool = False,
+    address: str | None = None,
+) -> list[Issue]:
+    """Open an issue for every newsletter that is due (``due``) and has matches in the ledger; returns them.
+
+    The planner runs this in its first transaction, after the pass's fan-out and before it plans anyone,
+    so that the members' copies go into the digests it plans. With ``address`` only that newsletter is
+    considered (a member's address opens none).
     """
     issues: list[Issue] = []
-    # Fan out what matching found first: a newsletter's matches are its hidden subscriber's Match rows, and
-    # plan_digests, which calls this before it plans anyone, relies on it for everyone else's.
-    match_records.expand_matches(db, now=now)
     for newsletter, subscriber in newsletter_records.newsletters_to_issue(db, address):
         if not (force or due(subscriber, now)):
             continue

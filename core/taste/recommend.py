@@ -1,12 +1,14 @@
 """The recommendation pass: each new paper scored once against every model that wants it, and
 the best few per subscriber written to the ledger as matches without a follow.
 
-Runs after the fan-out and before digest planning (``core.delivery.digests.send_due_digests``), and at the
-end of
-a one-shot ``papertrail ingest``. One pass (:func:`recommend_new`), a batch of papers at a time:
+Runs before digest planning (``core.delivery.digests.send_due_digests``), and at the end of a one-shot
+``papertrail ingest``. One pass (:func:`recommend_new`) fans out the waiting query matches first (so that
+what a follow brought is in the ledger), then goes a batch of papers at a time:
 
-1. The next :data:`PAPERS_PER_BATCH` news v1 versions above the cursor that matching has seen
-   (:func:`core.taste.recommend_records.next_papers`; a first pass starts at the last day's news).
+1. The next :data:`PAPERS_PER_BATCH` news v1 versions above the cursor that matching has seen and the
+   fan-out has written (:func:`core.taste.recommend_records.next_papers`; a first pass starts at the last
+   day's news), read with the first page of models in the fan-out's last transaction; when no model is
+   read the cursor moves past the batch there, and the pass writes nothing else.
    Revisions are never recommended: a revision is news about a paper, for the readers who follow it
    (``id:`` follows, or the follow that brought v1); a paper recommended as v1 is not recommended again.
 2. Each version is vectorised once (:func:`core.taste.model.vectorise`).
@@ -17,8 +19,7 @@ a one-shot ``papertrail ingest``. One pass (:func:`recommend_new`), a batch of p
    (N) less its recommendations not sent yet, so a digest holds at most N.
 4. Each pick's reasons (:func:`core.taste.model.explain`: the closest liked paper, the strongest shared
    terms) are stored with its score (:func:`core.reasons.recommendation_hit`); the rows and the
-   cursor's
-   advance go in one transaction (:func:`core.taste.recommend_records.write`).
+   cursor's advance go in one transaction (:func:`core.taste.recommend_records.write`).
 
 Two passes at once (two workers) score the same batch, but only the first to write moves the cursor and
 writes its rows; the other writes nothing and stops. A pass that dies before its write leaves the cursor
@@ -36,7 +37,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from core.db import Database
+from core.db import Database, Db
 from core.follows import match_records
 from core.models import utcnow
 from core.reasons import LIKED, SHARED, Reason, reason, recommendation_hit
@@ -97,22 +98,44 @@ def recommend_new(
     models_per_slice: int = MODELS_PER_SLICE,
     threshold: float | None = None,
 ) -> PassReport:
-    """Score the new papers since the last pass for every subscriber who wants recommendations, and write
-    the picks to the ledger; returns what was done. Safe to run in several processes at once.
+    """Fan out the waiting query matches, then score the new papers since the last pass for every
+    subscriber who wants recommendations, and write the picks to the ledger; returns what was done. Safe
+    to run in several processes at once.
+
+    When this returns, everything matched before the call is in the ledger (the fan-out runs first; when
+    it raises, the fan-out may be undone: the caller fans out before it reads the ledger). The first
+    batch's papers and models are read in the fan-out's last transaction; when nobody wants
+    recommendations (no model is read) the cursor moves past the batch in that same transaction and
+    nothing else is written. A batch shorter than ``papers_per_batch`` was the last: the pass ends
+    without a read that would find nothing.
 
     ``threshold``: the lowest score recommended (None: :data:`core.taste.model.DEFAULT_THRESHOLD`).
     """
     now = now or utcnow()
     report = PassReport()
+    first: list[_Read] = []
+
+    def read_first(tx: Db) -> None:
+        first.append(_read(tx, now=now, papers=papers_per_batch, models=models_per_slice))
+
+    # The follows' matches go into the ledger first: what a follow brought is never recommended.
+    match_records.expand_matches(db, now=now, then=read_first)
     while True:
-        batch = recommend_records.next_papers(db, now=now, limit=papers_per_batch)
+        if first:
+            read = first.pop()
+        else:
+            with db.transaction() as tx:
+                read = _read(tx, now=now, papers=papers_per_batch, models=models_per_slice)
+        batch = read.batch
         if batch.through <= batch.after:
             return report
-        # The versions just read have been matched; their follow matches must be in the ledger before it
-        # is read for what the follows brought (when this returns, everything matched before is).
-        match_records.expand_matches(db, now=now)
-        rows, scored = _score_batch(db, batch, now=now, per_slice=models_per_slice, threshold=threshold)
-        written = recommend_records.write(db, batch, rows, now=now)
+        if read.models:
+            rows, scored = _score_batch(
+                db, batch, now=now, per_slice=models_per_slice, threshold=threshold, first=read.models
+            )
+            written = recommend_records.write(db, batch, rows, now=now)
+        else:  # nothing to score: the cursor moved in the read (or another pass had moved it)
+            written, scored = read.moved, 0
         if written is None:
             log.info(
                 "recommendations: another pass scored versions %d-%d first", batch.after + 1, batch.through
@@ -128,6 +151,30 @@ def recommend_new(
                 scored,
                 written,
             )
+        if len(batch.papers) < papers_per_batch:
+            return report  # the batch took every paper there was: reading again would find none
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """One batch's read: its papers and the first page of models; with no model, the cursor's move made
+    in the read (``moved``: 0 rows written, or None when another pass had moved it first)."""
+
+    batch: PaperBatch
+    models: list[ModelOf]
+    moved: int | None = 0
+
+
+def _read(tx: Db, *, now: datetime, papers: int, models: int) -> _Read:
+    """The next batch of papers and the first page of models, in ``tx``; with papers but no model, the
+    cursor is moved past them there too (nothing to score, nothing else to write)."""
+    batch = recommend_records.next_papers(tx, now=now, limit=papers)
+    if batch.through <= batch.after:
+        return _Read(batch, [])
+    page = recommend_records.models(tx, now=now, after=0, limit=models) if batch.papers else []
+    if page:
+        return _Read(batch, page)
+    return _Read(batch, [], moved=recommend_records.write(tx, batch, [], now=now))
 
 
 def _score_batch(
@@ -137,9 +184,14 @@ def _score_batch(
     now: datetime,
     per_slice: int,
     threshold: float | None = None,
+    first: list[ModelOf] | None = None,
 ) -> tuple[list[RecommendationRow], int]:
-    """The recommendations of one batch of papers for every model, a slice of models at a time."""
-    page = recommend_records.models(db, now=now, after=0, limit=per_slice) if batch.papers else []
+    """The recommendations of one batch of papers for every model, a slice of models at a time (``first``:
+    the first slice when it was read with the batch)."""
+    if first is not None:
+        page = first
+    else:
+        page = recommend_records.models(db, now=now, after=0, limit=per_slice) if batch.papers else []
     if not page:
         return [], 0
     # Loaded here, not with the module: scikit-learn takes a second or more to import, and a pass that

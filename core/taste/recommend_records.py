@@ -6,9 +6,10 @@ the store (``db.connection()``); the pass
 itself is :mod:`core.taste.recommend`. The rules kept here:
 
 * **Which versions.** News versions that are v1 (new papers), with an id above the cursor, and below the
-  first version not yet run against the follows: a version is scored only once its follow matches are in
-  the ledger, so a paper a follow brings is never taken for a recommendation. A first pass (cursor 0)
-  starts at the news first seen in the last :data:`FIRST_PASS_WINDOW`, never at the whole library.
+  first version not yet run against the follows or not yet fanned out (its query matches still waiting):
+  a version is scored only once its follow matches are in the ledger, so a paper a follow brings is
+  never taken for a recommendation. A first pass (cursor 0) starts at the news first seen in the last
+  :data:`FIRST_PASS_WINDOW`, never at the whole library.
 * **Whose models.** Subscribers that receive matches (:func:`core.follows.fanout.receives_matches`) with
   ``recommend`` set and a stored model, a page at a time by id.
 * **The write.** The Match rows (no follow; the reasons hold the score) and the cursor's advance in one
@@ -36,6 +37,7 @@ from core.ledger.ledger_records import recommended_expression, unsent_condition
 from core.models import (
     LibrarySeed,
     Match,
+    QueryMatch,
     RecommendCursor,
     Subscriber,
     TasteModelRow,
@@ -48,6 +50,7 @@ from core.models import (
 FIRST_PASS_WINDOW = timedelta(days=1)
 _CURSOR_ID = 1
 _MATCH = Match.metadata.tables["match"]
+_QUERY_MATCH = QueryMatch.metadata.tables["query_match"]
 _VERSION = Version.metadata.tables["version"]
 _SUBSCRIBER = Subscriber.metadata.tables["subscriber"]
 _MODEL = TasteModelRow.metadata.tables["taste_model"]
@@ -104,16 +107,21 @@ def cursor(db: Db) -> int:
 def next_papers(db: Db, *, now: datetime, limit: int) -> PaperBatch:
     """Up to ``limit`` new papers after the cursor, oldest first, and where the cursor goes after them.
 
-    Only versions already run against the follows count (see the module's rules); with fewer than
-    ``limit`` the cursor goes to just below the first version still to match (or the newest version),
+    Only versions already run against the follows and fanned out count (see the module's rules); with
+    fewer than ``limit`` the cursor goes to just below the first version still to match or to fan out (or
+    the newest version),
     past the revisions and history in between, which are never scored.
     """
     v = _VERSION.c
     with db.connection() as connection:
         after = _cursor(connection)
         unmatched = connection.execute(sa.select(sa.func.min(v.id)).where(v.matched_at.is_(None))).scalar()
+        # A version whose query matches still wait for the fan-out is not scored yet either, whoever reads
+        # first: its follows' Match rows are not in the ledger.
+        waiting = connection.execute(sa.select(sa.func.min(_QUERY_MATCH.c.version_id))).scalar()
         newest = connection.execute(sa.select(sa.func.max(v.id))).scalar()
-        end = int(unmatched) - 1 if unmatched is not None else int(newest or 0)
+        firsts = [int(found) for found in (unmatched, waiting) if found is not None]
+        end = min(firsts) - 1 if firsts else int(newest or 0)
         start = after if after else _first_pass_start(connection, now, end)
         if end <= start:
             return PaperBatch(after, max(start, after), ())

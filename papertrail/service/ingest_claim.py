@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from core.db import Database
+from core.db import Database, Db
 from core.overview import screens
 from core.papers import pipeline
 from papertrail.service.leader import Lock, PostgresLock, lock_for
@@ -61,9 +61,27 @@ def _take(lock: Lock) -> bool:
     return taken
 
 
+class SourceClaim:
+    """A source's ingest lock, held: it closes the runs a dead process left ``running`` once."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.closed = False
+
+    def close_abandoned(self, db: Db) -> int:
+        """Close the source's abandoned runs in ``db`` (the transaction that opens the new run, with
+        ``ingest_once(..., opening=claim.close_abandoned)``); how many. Only the first call closes."""
+        if self.closed:
+            return 0
+        self.closed = True
+        return _close_abandoned(db, self.source)
+
+
 @contextmanager
-def claim_source(db: Database, source: str) -> Iterator[None]:
-    """Hold ``source``'s ingest lock for the block, closing the runs a dead process left ``running``.
+def claim_source(db: Database, source: str, *, with_run: bool = False) -> Iterator[SourceClaim]:
+    """Hold ``source``'s ingest lock for the block, closing the runs a dead process left ``running``: first,
+    in a transaction of their own, or with ``with_run`` in the caller's transaction that opens its run
+    (:meth:`SourceClaim.close_abandoned`; if the block never called it, they are closed when it ends).
 
     Raises :class:`SourceBusy` when another process holds it.
     """
@@ -71,9 +89,12 @@ def claim_source(db: Database, source: str) -> Iterator[None]:
     if not _take(lock):
         running = pipeline.running_run(db, source)
         raise SourceBusy(source, running.started_at if running else None)
+    claim = SourceClaim(source)
     try:
-        _close_abandoned(db, source)
-        yield
+        if not with_run:
+            claim.close_abandoned(db)
+        yield claim
+        claim.close_abandoned(db)  # nothing left to do when the block closed them
     finally:
         lock.release()
 
@@ -100,7 +121,7 @@ def reap_abandoned(db: Database, sources: Iterable[str]) -> int:
     return closed
 
 
-def _close_abandoned(db: Database, source: str) -> int:
+def _close_abandoned(db: Db, source: str) -> int:
     ids = pipeline.close_abandoned(db, source, reason=ABANDONED)
     if ids:
         log.warning(

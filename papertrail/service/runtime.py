@@ -134,8 +134,10 @@ class Jobs:
                 )
                 return
             try:
-                with claim_source(ctx.db, name):
-                    report = await ingest_once(ctx.db, ctx.sources[name], index=ctx.follows)
+                with claim_source(ctx.db, name, with_run=True) as claim:
+                    report = await ingest_once(
+                        ctx.db, ctx.sources[name], index=ctx.follows, opening=claim.close_abandoned
+                    )
             except SourceBusy as exc:  # a `papertrail ingest` (or another service) runs it: it does the work
                 log.info("skipped: %s", exc, extra={"source": name})
                 return
