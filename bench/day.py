@@ -115,7 +115,7 @@ from core.follows.index import match_new  # noqa: E402
 from core.follows.normalise import words  # noqa: E402
 from core.follows.query import QueryError, parse  # noqa: E402
 from core.guides import guide_records  # noqa: E402
-from core.ledger import claim_records, outcome_records  # noqa: E402
+from core.ledger import ledger_records  # noqa: E402
 from core.models import utcnow  # noqa: E402
 from core.papers.pipeline import ingest_once  # noqa: E402
 from core.values import DigestItem, DigestRest, Message, PaperIn, Receipt, SendResult  # noqa: E402
@@ -583,11 +583,11 @@ def stage_deliver(db: Database, now: datetime, renderer: TimedRenderer) -> Calla
         # The items step is two reads now: ranking rows of every match, full items of the shown ones.
         undo = timed_functions(
             [
-                (claim_records, "claim_digests"),
-                (claim_records, "digests_ranked"),
-                (claim_records, "match_items"),
+                (ledger_records, "claim_digests"),
+                (ledger_records, "digests_ranked"),
+                (ledger_records, "match_items"),
                 (guide_records, "guides_for"),
-                (outcome_records, "finish_sent"),
+                (ledger_records, "finish_sent"),
             ],
             spent,
         )

@@ -9,7 +9,7 @@ process, the production entry points are timed, with the SQL statements each one
 * **plan**: ``core.delivery.digests.plan_digests`` — every subscriber gets a pending digest holding its
 matches.
 * **claim + items**: what ``send_due_digests`` does per batch before sending:
-``claim_records.claim_digests``
+``ledger_records.claim_digests``
   (``policy.batch`` at a time), then ``core.delivery.digests_batch.batch_items`` with the renderer's cap: the
   matches'
   ranking rows, full items for the shown ones only, their guides and the batch's newsletter titles.
@@ -40,7 +40,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from core.ledger import claim_records
+from core.ledger import ledger_records
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -299,7 +299,7 @@ def run(url: str, label: str, subscribers: int, matches: int) -> None:
     items_total = 0
     while True:
         with measure(claim, counter):
-            claimed = claim_records.claim_digests(db, now, "bench", limit=policy.batch, lease=policy.lease)
+            claimed = ledger_records.claim_digests(db, now, "bench", limit=policy.batch, lease=policy.lease)
             if not claimed:
                 break
             batch = digests.batch_items(

@@ -19,7 +19,7 @@ from sqlmodel import col
 
 from core.db import Database
 from core.follows import subscriber_records
-from core.ledger import claim_records
+from core.ledger import ledger_records
 from core.models import Digest, DigestState, utcnow
 from tests.conftest import migrated_store
 
@@ -70,7 +70,7 @@ def test_two_claimers_that_selected_the_same_digests_share_none(file_store: Data
 
     def claim(worker: str) -> None:
         try:
-            got = claim_records.claim_digests(
+            got = ledger_records.claim_digests(
                 file_store, utcnow(), worker, limit=DIGESTS, lease=timedelta(minutes=5)
             )
             claimed[worker] = [c.digest_id for c in got]

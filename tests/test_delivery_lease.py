@@ -26,7 +26,7 @@ from core.delivery.render import Renderer
 from core.follows import subscriber_records
 from core.follows.index import match_new
 from core.follows.manage import follow
-from core.ledger import claim_records, ledger_records
+from core.ledger import ledger_records
 from core.models import DigestState, SubscriberStatus, utcnow
 from core.papers import paper_records
 from core.values import Message, PaperIn, SendResult
@@ -85,7 +85,7 @@ async def test_a_long_telegram_digest_renews_its_lease_part_by_part(
         while not sending.done():
             await asyncio.sleep(0.2)
             # Another worker looks for digests whose lease ran out, all along the send, at the ledger's time.
-            taken += claim_records.claim_digests(db, clock.now, "two", limit=10, lease=timedelta(minutes=5))
+            taken += ledger_records.claim_digests(db, clock.now, "two", limit=10, lease=timedelta(minutes=5))
         (report,) = await sending
         await notifier.aclose()
     parts = len(api.sent())
@@ -119,7 +119,7 @@ class PartsNotifier:
             self.sent.append(index)
             if index == 1 and self.db is not None:
                 # While this worker is slow, its lease runs out and another worker takes the digest.
-                self.between += claim_records.claim_digests(
+                self.between += ledger_records.claim_digests(
                     self.db, utcnow() + timedelta(hours=1), "thief", limit=10, lease=timedelta(hours=2)
                 )
             if index + 1 < self.parts:
@@ -184,7 +184,7 @@ async def test_a_failure_after_the_lease_was_lost_leaves_the_new_claim_alone(
     class FailsLate(PartsNotifier):
         async def send(self, address: str, message: Message) -> SendResult:
             assert self.db is not None
-            self.between += claim_records.claim_digests(
+            self.between += ledger_records.claim_digests(
                 self.db, utcnow() + timedelta(hours=1), "thief", limit=10, lease=timedelta(hours=2)
             )
             raise DeliveryError("the platform timed out", retryable=retryable)
@@ -229,7 +229,7 @@ class SlowSerialNotifier:
     session: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def steal(self) -> None:
-        self.taken += claim_records.claim_digests(
+        self.taken += ledger_records.claim_digests(
             self.db, self.clock.now, "two", limit=10, lease=timedelta(hours=1)
         )
 
@@ -288,7 +288,7 @@ async def test_a_send_accepted_after_the_lease_was_lost_leaves_the_new_claim_alo
     class AcceptedLate(PartsNotifier):
         async def send(self, address: str, message: Message) -> SendResult:
             assert self.db is not None
-            self.between += claim_records.claim_digests(
+            self.between += ledger_records.claim_digests(
                 self.db, utcnow() + timedelta(hours=1), "thief", limit=10, lease=timedelta(hours=2)
             )
             return SendResult(platform_id="late", parts=1)

@@ -5,7 +5,7 @@ counts the rest. ``core.delivery.digests_batch.batch_items`` ranks light rows wi
 builds full
 items for the shown ones only. Here 400-match digests (mixed reasons, upvotes, revisions with what they
 changed, newsletter copies, guides, two languages) are rendered for every channel both ways: from the
-capped batch, and from every item built by the ORM path (``claim_records.digests_items``), the
+capped batch, and from every item built by the ORM path (``ledger_records.digests_items``), the
 reference.
 """
 
@@ -25,7 +25,7 @@ from core.delivery import digests_batch
 from core.delivery.digests import DeliveryPolicy, batch_items, plan_digests, send_due_digests
 from core.delivery.render import Renderer
 from core.guides import guide_records
-from core.ledger import claim_records
+from core.ledger import ledger_records
 from core.models import Version, utcnow
 from core.people import newsletter_records
 from core.reasons import ABSTRACT, AUTHOR, CATEGORY, TITLE, Reason, hit_data
@@ -211,7 +211,7 @@ def claimed_store(db: Database) -> Iterator[Database]:
 
 def test_a_capped_batch_renders_like_every_item_and_loads_only_the_shown(claimed_store: Database) -> None:
     db = claimed_store
-    claimed = claim_records.claim_digests(db, utcnow(), "w", limit=100, lease=timedelta(minutes=5))
+    claimed = ledger_records.claim_digests(db, utcnow(), "w", limit=100, lease=timedelta(minutes=5))
     assert len(claimed) == len(SUBSCRIBERS)
     ids = [c.digest_id for c in claimed]
 
@@ -244,7 +244,7 @@ def test_a_capped_batch_renders_like_every_item_and_loads_only_the_shown(claimed
     assert sum(params for kind, params in text_reads if kind == "earlier") <= shown_revisions
 
     # The reference: every item, built by the ORM path, with guides.
-    full = digests_batch.with_guides(db, claimed, claim_records.digests_items(db, ids))
+    full = digests_batch.with_guides(db, claimed, ledger_records.digests_items(db, ids))
     assert {d: len(full[d]) for d in ids} == {c.digest_id: SUBSCRIBERS[c.address][0] for c in claimed}
     assert any(batch.rest_of(d).count for d in ids) and not batch.rest_of(ids[-1]).count
     titles = newsletter_records.newsletter_titles(db, [NEWSLETTER])

@@ -17,7 +17,7 @@ from core.channel import Notifier
 from core.db import Database
 from core.delivery import digests
 from core.delivery.digests import PLAN_BATCH, batch_items, plan_digests
-from core.ledger import claim_records
+from core.ledger import ledger_records
 from core.models import utcnow
 from core.reasons import CATEGORY, Reason, hit_data
 
@@ -147,7 +147,7 @@ def statements(db: Database, subscribers: int) -> tuple[int, int, int]:
         planning, count = count, 0
         claimed_total = 0
         titled = 0
-        while claimed := claim_records.claim_digests(db, now, "w", limit=CLAIM, lease=timedelta(minutes=5)):
+        while claimed := ledger_records.claim_digests(db, now, "w", limit=CLAIM, lease=timedelta(minutes=5)):
             batch = batch_items(db, claimed)
             claimed_total += len(claimed)
             assert all(len(batch.items[c.digest_id]) == 2 for c in claimed)

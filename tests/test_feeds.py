@@ -35,7 +35,7 @@ from core.follows.manage import follow
 from core.follows.query import PaperText, QueryError, parse
 from core.guides import guide_records
 from core.languages import translator
-from core.ledger import claim_records, ledger_records, outcome_records
+from core.ledger import ledger_records
 from core.models import Follow, Match, Subscriber, Version
 from core.papers import paper_records
 from core.people import tokens
@@ -347,8 +347,8 @@ def sent_digest(
     )
     assert digest is not None
     if send:
-        outcome_records.finish_sent(db, digest, platform_id=None, parts=1, now=now + timedelta(minutes=5))
-    return sorted(abs_id(item.arxiv_id, item.version) for item in claim_records.digest_items(db, digest))
+        ledger_records.finish_sent(db, digest, platform_id=None, parts=1, now=now + timedelta(minutes=5))
+    return sorted(abs_id(item.arxiv_id, item.version) for item in ledger_records.digest_items(db, digest))
 
 
 def ledger(db: Database) -> Ledger:

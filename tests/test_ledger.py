@@ -18,7 +18,7 @@ from core.delivery.render import Renderer
 from core.follows import subscriber_records
 from core.follows.index import match_new
 from core.follows.manage import follow
-from core.ledger import claim_records, ledger_records, outcome_records
+from core.ledger import ledger_records
 from core.models import DigestState, SubscriberStatus, utcnow
 from core.overview import dashboard_records
 from core.papers import paper_records
@@ -80,7 +80,7 @@ async def test_retry_backs_off_respects_retry_after_then_dead_letters(db: Databa
     assert await send_due_digests(db, notifiers(notifier), renderer, policy=policy, force=True) == []
 
     notifier.outcomes.clear()
-    assert outcome_records.requeue_dead(db) == 1
+    assert ledger_records.requeue_dead(db) == 1
     (final,) = await send_due_digests(db, notifiers(notifier), renderer, policy=policy)
     assert final.sent and final.items == 2
     assert (
@@ -228,18 +228,18 @@ def test_an_outcome_from_a_stale_claim_changes_nothing(db: Database, outcome: st
     now = utcnow()
     lease = timedelta(minutes=5)
     assert plan_digests(db, notifiers(ScriptedNotifier()), now=now) == 1
-    (first,) = claim_records.claim_digests(db, now + timedelta(seconds=1), "one", limit=10, lease=lease)
-    (second,) = claim_records.claim_digests(db, now + 2 * lease, "two", limit=10, lease=lease)
+    (first,) = ledger_records.claim_digests(db, now + timedelta(seconds=1), "one", limit=10, lease=lease)
+    (second,) = ledger_records.claim_digests(db, now + 2 * lease, "two", limit=10, lease=lease)
     assert (first.digest_id, first.attempts, second.attempts) == (second.digest_id, 1, 2)
     (before,) = ledger_records.digests_of(db, subscriber_id)
     subscriber_before = subscriber_records.get_subscriber(db, "console:ada")
     for held in [("one", 1), ("two", 1), ("one", 2)]:  # the old claim, and two claims that never were
         if outcome == "sent":
-            recorded = outcome_records.finish_sent(
+            recorded = ledger_records.finish_sent(
                 db, first.digest_id, platform_id="late", parts=1, now=now + 3 * lease, held=held
             )
         else:
-            recorded = outcome_records.finish_retry(
+            recorded = ledger_records.finish_retry(
                 db,
                 first.digest_id,
                 error="timeout",
@@ -261,7 +261,7 @@ def test_an_outcome_from_a_stale_claim_changes_nothing(db: Database, outcome: st
         subscriber_before.retry_at,
     )
     # The holder's own outcome is recorded.
-    assert outcome_records.finish_sent(
+    assert ledger_records.finish_sent(
         db, first.digest_id, platform_id="ok", parts=1, now=now, held=("two", 2)
     )
     (sent,) = ledger_records.digests_of(db, subscriber_id)

@@ -23,7 +23,7 @@ from core.delivery.render import Renderer
 from core.follows import match_records, subscriber_records
 from core.follows.index import match_new
 from core.follows.manage import follow
-from core.ledger import ledger_records, outcome_records
+from core.ledger import ledger_records
 from core.models import DISLIKE, LIKE, Match, Version, utcnow
 from core.papers import paper_records
 from core.reasons import LIKED, SHARED, recommended_score
@@ -287,7 +287,7 @@ def test_room_comes_back_once_the_digest_is_sent(db: Database) -> None:
     assert recommend_new(db, now=d.now, threshold=threshold).written == 2
     digest = ledger_records.open_digest(db, ada, "email", instant_only=False, now=d.now)
     assert digest is not None
-    outcome_records.finish_sent(db, digest, platform_id="x", parts=1, now=d.now)
+    ledger_records.finish_sent(db, digest, platform_id="x", parts=1, now=d.now)
     d.news(second)
     assert recommend_new(db, now=d.now, threshold=threshold).written == 2
     assert len(recommendations(db, ada)) == 4

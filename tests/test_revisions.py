@@ -23,7 +23,7 @@ from core.delivery.render import CHANGE_LABELS, Renderer, changes_text
 from core.follows.index import match_new
 from core.follows.manage import follow
 from core.guides import guide_records
-from core.ledger import claim_records, ledger_records
+from core.ledger import ledger_records
 from core.models import Version
 from core.papers import paper_records
 from core.papers.revisions import CHANGE_NAMES, changes_of, history, what_changed
@@ -174,7 +174,7 @@ async def test_a_whitespace_abstract_a_category_and_a_licence_read_alike_everywh
     assert items[2].changes == ("categories", "license") and items[1].changes == ()
     assert "changed: categories, license\n" in message.text
     (digest,) = ledger_records.digests_of(db, subscriber)
-    again = {item.version: item.changes for item in claim_records.digest_items(db, digest.id or 0)}
+    again = {item.version: item.changes for item in ledger_records.digest_items(db, digest.id or 0)}
     assert again == {1: (), 2: ("categories", "license")}
 
     # papertrail show, as text and as JSON.
@@ -253,7 +253,7 @@ def test_only_the_owner_says_what_a_revision_changed() -> None:
                 found[path.relative_to(ROOT).as_posix()] = where
     assert found == {}, "ask core.papers.revisions what a revision changed"
     # The rule's own comparison is found by the same check, so the check can see one; before the owner, it
-    # found core/papers/status.py (show), core/ledger/ledger_items.py (digests) and
+    # found core/papers/status.py (show), core/ledger/ledger_records.py (digests) and
     # core/guides/guide_records.py.
     assert _compares_two_versions(ast.parse(owner.read_text(encoding="utf-8")))
     assert _compares_two_versions(ast.parse("older = [v for v in stored if v.number < revision.number]"))

@@ -21,7 +21,7 @@ from core.db import Database
 from core.follows import match_records, subscriber_records
 from core.follows.index import match_new
 from core.follows.manage import follow
-from core.ledger import ledger_records, outcome_records
+from core.ledger import ledger_records
 from core.ledger.ledger_records import DigestPlan
 from core.ledger.ledger_sent import NEWEST_FIRST, OLDEST_FIRST, sent_items
 from core.models import Follow
@@ -67,7 +67,7 @@ def _plan(db: Database, subscriber_id: int, papers: list[PaperIn], now: datetime
 
 
 def _sent(db: Database, digest: int, at: datetime, parts: int = 1) -> None:
-    assert outcome_records.finish_sent(db, digest, platform_id=None, parts=parts, now=at)
+    assert ledger_records.finish_sent(db, digest, platform_id=None, parts=parts, now=at)
 
 
 def story(db: Database) -> Story:
@@ -103,10 +103,10 @@ def story(db: Database) -> Story:
 
     digests["B"] = _plan(db, ada.id, dc[3:5], T0 + DAY)
     at = T0 + DAY + SENDING
-    assert outcome_records.finish_retry(
+    assert ledger_records.finish_retry(
         db, digests["B"], error="timeout", retry_at=at + SENDING, parts_sent=1, dead=False, now=at
     )
-    assert outcome_records.finish_retry(
+    assert ledger_records.finish_retry(
         db,
         digests["B"],
         error="timeout",
@@ -119,7 +119,7 @@ def story(db: Database) -> Story:
     digests["C"] = _plan(db, ada.id, [*dc[5:7], revision_of(dc[0])], T0 + 2 * DAY)
     _sent(db, digests["C"], T0 + 2 * DAY + SENDING)
 
-    assert outcome_records.requeue_dead(db, address=ADDRESS, now=T0 + 3 * DAY) == 1
+    assert ledger_records.requeue_dead(db, address=ADDRESS, now=T0 + 3 * DAY) == 1
     _sent(db, digests["B"], T0 + 3 * DAY + SENDING, parts=2)
 
     issue = newsletter_records.open_issue(db, letter.id, now=T0 + 4 * DAY)

@@ -15,7 +15,7 @@ from core.db import Database
 from core.db_migrate import alembic_config
 from core.follows import match_records, subscriber_records
 from core.follows.match_records import QueryHit
-from core.ledger import claim_records, ledger_records, outcome_records
+from core.ledger import ledger_records
 from core.models import Follow, Paper, RunState, SourceRun, Version
 from core.overview import dashboard_records
 from core.papers import paper_records, run_records
@@ -154,21 +154,21 @@ def test_follows_matches_digests_ledger(db: Database) -> None:
     )  # one open digest
     assert ledger_records.subscribers_to_plan(db, NOW) == []
     lease = timedelta(minutes=5)
-    (claimed,) = claim_records.claim_digests(db, NOW, "w1", limit=10, lease=lease)
+    (claimed,) = ledger_records.claim_digests(db, NOW, "w1", limit=10, lease=lease)
     assert (claimed.digest_id, claimed.attempts, claimed.address) == (digest_id, 1, "email:ada@example.org")
-    assert claim_records.claim_digests(db, NOW, "w2", limit=10, lease=lease) == []  # held by w1
-    outcome_records.finish_retry(
+    assert ledger_records.claim_digests(db, NOW, "w2", limit=10, lease=lease) == []  # held by w1
+    ledger_records.finish_retry(
         db, digest_id, error="boom", retry_at=NOW + lease, parts_sent=0, dead=False, now=NOW
     )
-    assert claim_records.claim_digests(db, NOW, "w2", limit=10, lease=lease) == []  # backing off
+    assert ledger_records.claim_digests(db, NOW, "w2", limit=10, lease=lease) == []  # backing off
     assert len(pending) == len(ledger_records.pending_matches(db, subscriber.id))  # still unsent
-    (retried,) = claim_records.claim_digests(db, NOW + timedelta(minutes=6), "w2", limit=10, lease=lease)
+    (retried,) = ledger_records.claim_digests(db, NOW + timedelta(minutes=6), "w2", limit=10, lease=lease)
     assert retried.attempts == 2
     # w2 dies holding it; once the lease runs out another worker takes it over.
-    (taken_over,) = claim_records.claim_digests(db, NOW + timedelta(minutes=12), "w3", limit=10, lease=lease)
+    (taken_over,) = ledger_records.claim_digests(db, NOW + timedelta(minutes=12), "w3", limit=10, lease=lease)
     assert taken_over.digest_id == digest_id
 
-    outcome_records.finish_sent(db, digest_id, platform_id="<id@x>", parts=1, now=NOW)
+    ledger_records.finish_sent(db, digest_id, platform_id="<id@x>", parts=1, now=NOW)
     assert ledger_records.pending_matches(db, subscriber.id) == []
     (digest,) = ledger_records.digests_of(db, subscriber.id)
     assert (digest.state, digest.item_count, digest.attempts) == ("sent", 2, 3)

@@ -13,7 +13,7 @@ from core.db import Database
 from core.delivery import queue
 from core.follows import manage, subscriber_records, subscribers
 from core.follows.subscribers import SubscriberSettings
-from core.ledger import ledger_records, outcome_records
+from core.ledger import ledger_records
 from core.models import SubscriberStatus
 from tests.support.ledger import seed
 
@@ -117,7 +117,7 @@ def test_send_now_failing_at_the_requeue_opens_no_digest(
     sid = seed(db, ADA, schedule="daily 08:00")
     ada = subscribers.subscriber_by_address(db, ADA)
     assert ada is not None
-    monkeypatch.setattr(outcome_records, "requeue_dead", _planted)
+    monkeypatch.setattr(ledger_records, "requeue_dead", _planted)
     with pytest.raises(Planted):
         queue.send_now(db, ada, now=NOW)
     assert ledger_records.digests_of(db, sid) == []

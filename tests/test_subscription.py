@@ -23,7 +23,7 @@ from core.delivery.feeds import private_feed_url
 from core.follows import match_records, subscriber_records
 from core.follows.index import match_new
 from core.follows.manage import follow
-from core.ledger import ledger_records, outcome_records
+from core.ledger import ledger_records
 from core.models import Digest, DigestState, Follow, Match, Subscriber
 from core.papers import paper_records
 from core.papers.saving import Novelty
@@ -76,7 +76,7 @@ def send_digest(db: Database, subscriber_id: int, papers: list[PaperIn], sent_at
     match_records.expand_matches(db, now=sent_at - timedelta(minutes=30))
     digest = ledger_records.open_digest(db, subscriber_id, "email", instant_only=False, now=sent_at)
     assert digest is not None
-    outcome_records.finish_sent(db, digest, platform_id="<m@x>", parts=1, now=sent_at)
+    ledger_records.finish_sent(db, digest, platform_id="<m@x>", parts=1, now=sent_at)
     return digest
 
 

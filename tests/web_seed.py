@@ -34,7 +34,7 @@ from core.follows import match_records, subscriber_records
 from core.follows.index import match_new
 from core.follows.manage import follow
 from core.guides import guide_records
-from core.ledger import claim_records, ledger_records, outcome_records
+from core.ledger import ledger_records
 from core.ledger.ledger_records import DigestPlan
 from core.models import Follow, RunState, Subscriber, SubscriberStatus, UTCDateTime, utcnow
 from core.papers import paper_records, run_records
@@ -252,20 +252,20 @@ def _seed_digests(db: Database, now: datetime) -> None:
         store_id: digest for store_id, digest in zip([p.subscriber_id for p in plans], opened, strict=True)
     }
     queued = digest_of[ids["slack:C0123ABC"]]
-    claimed = claim_records.claim_digests(
+    claimed = ledger_records.claim_digests(
         db, now, "seed", limit=10, lease=DeliveryPolicy().lease, exclude=[queued]
     )
     fates = {ids[address]: fate for address, (_, fate) in SUBSCRIBERS.items()}
     for digest in claimed:
         fate = fates[digest.subscriber_id]
         if fate == "sent":
-            outcome_records.finish_sent(db, digest.digest_id, platform_id="m1", parts=1, now=now)
+            ledger_records.finish_sent(db, digest.digest_id, platform_id="m1", parts=1, now=now)
         elif fate == "dead":
-            outcome_records.finish_retry(
+            ledger_records.finish_retry(
                 db, digest.digest_id, error="timeout", retry_at=now, parts_sent=0, dead=True, now=now
             )
         elif fate == "refused":
-            outcome_records.finish_refused(db, digest.digest_id, error="bot was blocked by the user", now=now)
+            ledger_records.finish_refused(db, digest.digest_id, error="bot was blocked by the user", now=now)
 
 
 def _count(connection: sa.Connection, sql: str, **params: Any) -> int:

@@ -35,7 +35,7 @@ from core.channel import DeliveryError, split_address
 from core.db import Database
 from core.delivery import alarm_records
 from core.delivery.alarm_records import HeldDigest
-from core.ledger import outcome_records
+from core.ledger import ledger_records
 from core.models import DeliveryAlarm
 from core.people.masking import mask_address, mask_recipients, mask_text
 
@@ -225,7 +225,7 @@ def _pause(db: Database, refusal: Refused, now: datetime) -> None:
     # The error is stored, listed by the CLI and logged: an adapter may have quoted the address's URL in it.
     error = mask_text(str(refusal.error))
     held = (refusal.worker, refusal.attempts) if refusal.worker else None
-    outcome_records.finish_refused(db, refusal.digest_id, error=error, now=now, held=held)
+    ledger_records.finish_refused(db, refusal.digest_id, error=error, now=now, held=held)
     log.warning(
         "delivery to %s refused, subscriber paused: %s",
         mask_address(refusal.address),

@@ -50,7 +50,7 @@ from core.delivery.receipts import LOOKBACK, RUN_OVERLAP, RunLog, receipt_window
 from core.delivery.render import Renderer
 from core.follows import subscriber_records
 from core.follows.manage import fan_out
-from core.ledger import claim_records, ledger_records, outcome_records
+from core.ledger import ledger_records
 from core.ledger.ledger_records import ClaimedDigest, DigestPlan
 from core.models import Subscriber, SubscriberStatus, utcnow
 from core.papers import run_records
@@ -143,7 +143,7 @@ async def send_due_digests(
         # shows (the rest are counted: DigestRest), the raised alarms, and at the first claim the runs the
         # scan receipts are made from. Nothing is sent inside it: the claim is committed, with its lease,
         # before the first send.
-        claimed = claim_records.claim_digests(
+        claimed = ledger_records.claim_digests(
             tx,
             clock(),
             worker,
@@ -492,7 +492,7 @@ def resume(db: Database, address: str) -> Subscriber:
     subscriber = subscriber_records.get_subscriber(db, address)
     if subscriber is None or subscriber.id is None:
         raise LookupError(f"no subscriber {address}")
-    outcome_records.requeue_dead(db, address=address)
+    ledger_records.requeue_dead(db, address=address)
     return subscriber_records.update_subscriber(
         db, subscriber.id, status=SubscriberStatus.ACTIVE, status_reason=None, retry_at=None, failures=0
     )

@@ -32,7 +32,7 @@ from core.delivery.ranking import (
 )
 from core.guides import guide_records
 from core.languages import DEFAULT_LANGUAGE, reader_language
-from core.ledger import claim_records
+from core.ledger import ledger_records
 from core.ledger.ledger_records import ClaimedDigest, RankedMatch
 from core.people import newsletter_records
 from core.values import DigestItem, DigestRest
@@ -52,7 +52,7 @@ class BatchLease:
     longer to send than that: fifty mails through one SMTP session at 8 s each is 400 s, while the last ones
     wait their turn. Without renewal the lease of the waiting digests ran out mid-batch, another worker took
     them over and sent them too. So every ``lease / LEASE_RENEWALS`` the worker renews the lease of every
-    digest of the batch it still holds (one guarded statement, ``claim_records.renew_leases``), until it has
+    digest of the batch it still holds (one guarded statement, ``ledger_records.renew_leases``), until it has
     recorded that digest's outcome (:meth:`release`). A dead worker renews nothing: its digests are taken over
     one lease after its last renewal, as before.
 
@@ -106,7 +106,7 @@ class BatchLease:
         if not self._held:
             return
         try:
-            renewed = claim_records.renew_leases(
+            renewed = ledger_records.renew_leases(
                 self.db, dict(self._held), worker=self.worker, until=self.clock() + self.lease
             )
         except Exception:  # the database away for a moment: the next renewal tries again, within the lease
@@ -175,7 +175,7 @@ def batch_items(
 def _batch_items(
     db: Db, claimed: list[ClaimedDigest], max_items: int | None, default_language: str
 ) -> ClaimedBatch:
-    ranked = claim_records.digests_ranked(db, [c.digest_id for c in claimed])
+    ranked = ledger_records.digests_ranked(db, [c.digest_id for c in claimed])
     keep: dict[int, list[RankedMatch]] = {}
     rest: dict[int, DigestRest] = {}
     for digest_id, rows in ranked.items():
@@ -189,7 +189,7 @@ def _batch_items(
                 newsletters=frozenset(newsletter_names(left)),
                 own=any(newsletter_of(row) is None for row in left),
             )
-    full = claim_records.match_items(db, [row for rows in keep.values() for row in rows])
+    full = ledger_records.match_items(db, [row for rows in keep.values() for row in rows])
     items = with_guides(
         db,
         claimed,

@@ -28,7 +28,7 @@ from core.channel import (
 from core.db import Database
 from core.delivery.alarm import Refused
 from core.delivery.render import Renderer
-from core.ledger import claim_records, outcome_records
+from core.ledger import ledger_records
 from core.ledger.ledger_records import ClaimedDigest
 from core.models import utcnow
 from core.people.masking import mask_address, mask_text
@@ -119,7 +119,7 @@ class SentRecorder:
                 return
             held = (self.worker, self.claimed.attempts) if self.worker else None
             try:
-                recorded = outcome_records.finish_sent(
+                recorded = ledger_records.finish_sent(
                     self.db,
                     self.claimed.digest_id,
                     platform_id=result.platform_id,
@@ -179,7 +179,7 @@ async def deliver(
     async def renew(parts: int) -> None:
         # A split digest goes out at a chat's pace (a 500-item Telegram digest is ~40 messages at 1/s):
         # each accepted part renews the lease, so it never runs out mid-send and no other worker repeats it.
-        if not claim_records.renew_lease(
+        if not ledger_records.renew_lease(
             db,
             claimed.digest_id,
             worker=worker,
@@ -276,7 +276,7 @@ def _record_failure(
         )
     dead = claimed.attempts >= policy.max_attempts
     wait = max(backoff(claimed.attempts), timedelta(seconds=exc.retry_after or 0))
-    if not outcome_records.finish_retry(
+    if not ledger_records.finish_retry(
         db,
         claimed.digest_id,
         error=error,

@@ -12,7 +12,7 @@ from datetime import datetime
 
 from core.channel import split_address
 from core.db import Database
-from core.ledger import ledger_records, outcome_records
+from core.ledger import ledger_records
 from core.models import Digest, Subscriber
 
 
@@ -54,13 +54,13 @@ def send_now(db: Database, subscriber: Subscriber, *, now: datetime) -> SentNow:
     with db.transaction() as tx:
         # An open digest is due at once (next_attempt_at = now).
         opened = ledger_records.open_digest(tx, subscriber.id, channel, instant_only=False, now=now)
-        requeued = outcome_records.requeue_dead(tx, address=subscriber.address, now=now)
+        requeued = ledger_records.requeue_dead(tx, address=subscriber.address, now=now)
     return SentNow(count, opened is not None or bool(requeued))
 
 
 def requeue_dead(db: Database, address: str | None = None) -> int:
     """Re-queue the dead-lettered digests (of ``address``, normalised, or of everyone); how many."""
-    return outcome_records.requeue_dead(db, address=address)
+    return ledger_records.requeue_dead(db, address=address)
 
 
 def dead_digests(db: Database, limit: int = 20) -> list[tuple[Digest, str]]:
