@@ -10,7 +10,7 @@ process, the production entry points are timed, with the SQL statements each one
 matches.
 * **claim + items**: what ``send_due_digests`` does per batch before sending:
 ``ledger_records.claim_digests``
-  (``policy.batch`` at a time), then ``core.delivery.digests_batch.batch_items`` with the renderer's cap: the
+  (``policy.batch`` at a time), then ``core.delivery.digests.batch_items`` with the renderer's cap: the
   matches'
   ranking rows, full items for the shown ones only, their guides and the batch's newsletter titles.
 * **render**: ``Renderer.render`` of every claimed digest for Telegram, with what the batch step read.

@@ -1,7 +1,7 @@
 """A capped digest loads only the items it shows, and renders exactly as if every item had been loaded.
 
 A day of category follows gives a subscriber ~400 matches; a digest shows ``max_items`` (50) of them and
-counts the rest. ``core.delivery.digests_batch.batch_items`` ranks light rows with the renderer's rule and
+counts the rest. ``core.delivery.digests.batch_items`` ranks light rows with the renderer's rule and
 builds full
 items for the shown ones only. Here 400-match digests (mixed reasons, upvotes, revisions with what they
 changed, newsletter copies, guides, two languages) are rendered for every channel both ways: from the
@@ -21,7 +21,7 @@ from sqlmodel import SQLModel
 
 from core.channel import Notifier, split_address
 from core.db import Database
-from core.delivery import digests_batch
+from core.delivery import digests
 from core.delivery.digests import DeliveryPolicy, batch_items, plan_digests, send_due_digests
 from core.delivery.render import Renderer
 from core.guides import guide_records
@@ -244,7 +244,7 @@ def test_a_capped_batch_renders_like_every_item_and_loads_only_the_shown(claimed
     assert sum(params for kind, params in text_reads if kind == "earlier") <= shown_revisions
 
     # The reference: every item, built by the ORM path, with guides.
-    full = digests_batch.with_guides(db, claimed, ledger_records.digests_items(db, ids))
+    full = digests.with_guides(db, claimed, ledger_records.digests_items(db, ids))
     assert {d: len(full[d]) for d in ids} == {c.digest_id: SUBSCRIBERS[c.address][0] for c in claimed}
     assert any(batch.rest_of(d).count for d in ids) and not batch.rest_of(ids[-1]).count
     titles = newsletter_records.newsletter_titles(db, [NEWSLETTER])

@@ -20,8 +20,7 @@ from bot.commands import handle
 from bot.commands_base import ChatContext
 from core.config import Settings
 from core.db import Database
-from core.delivery.digests import send_due_digests
-from core.delivery.digests_batch import cap_rows
+from core.delivery.digests import cap_rows, send_due_digests
 from core.delivery.render import MAX_SHARED_TERMS, Renderer, reason_text, reasons_text
 from core.follows.manage import follow
 from core.ledger import ledger_records

@@ -1,4 +1,4 @@
-"""Sending digests: plan the due ones, claim them, render per channel, send, and record the outcome once.
+"""The delivery pass: plan the due digests, claim them, render per channel, send, and record the outcome once.
 
 One pass (:func:`send_due_digests`) is what ``papertrail digest``, the scheduler's minute tick and each
 ``papertrail worker`` loop run:
@@ -9,16 +9,22 @@ One pass (:func:`send_due_digests`) is what ``papertrail digest``, the scheduler
 1. **Plan**: due newsletters open their issues (copied to their members as instant matches; see
    core.people.newsletters), in the planner's first transaction; then every active subscriber with
    unassigned matches whose digest is due (by schedule, or any instant match) gets a pending digest that
-   claims those matches.
-2. **Claim**: take due digests (a lease per worker; ``SKIP LOCKED`` on PostgreSQL) in batches.
-3. **Send** each through its channel's notifier and record: sent (matches sent, same transaction);
-   retryable failure (exponential back-off, the platform's retry-after respected, dead-lettered after
-   ``max_attempts``); permanent failure, judged with the batch's other refusals once the batch is done
-   (core.delivery.alarm): the recipient's (subscriber paused with the reason, matches kept for later) or
-   the server's (digest held for a retry, a delivery alarm raised, nobody paused).
+   claims those matches (:func:`plan_digests`, :func:`plan_heartbeats`).
+2. **Claim**: take due digests (a lease per worker; ``SKIP LOCKED`` on PostgreSQL) in batches, each loaded
+   in a fixed number of queries (:func:`batch_items`: the matches ranked from light rows with the
+   renderer's own rule, only the items a digest shows built in full, the rest counted) and its leases kept
+   while it is sent (:class:`BatchLease`).
+3. **Send** each through its channel's notifier (:func:`deliver`) and record: sent, the moment the platform
+   accepts it (:class:`SentRecorder`; matches sent, same transaction); retryable failure (exponential
+   :func:`backoff`, the platform's retry-after respected, dead-lettered after ``max_attempts``); permanent
+   failure, judged with the batch's other refusals once the batch is done (core.delivery.alarm): the
+   recipient's (subscriber paused with the reason, matches kept for later) or the server's (digest held for
+   a retry, a delivery alarm raised, nobody paused).
 
-This module runs the pass and plans; loading a claimed batch is ``core.delivery.digests_batch`` and delivering
-one digest (send, record, back off) is ``core.delivery.digests_deliver``. Import them from here.
+One module because the steps are one pass: the claimed batch and the delivery of one digest had no caller
+but the pass, share its policy, report and logger, and hold its guarantees together (a digest claimed is
+sent or put back; its lease outlives its send; its outcome is recorded once, by its claim). The ledger's
+SQL under it is core.ledger.ledger_records.
 """
 
 from __future__ import annotations
@@ -28,59 +34,54 @@ import dataclasses
 import logging
 import os
 import socket
+import threading
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from types import TracebackType
 
-from core.channel import Notifier, normalise_address, split_address
+from core.channel import (
+    DeliveryError,
+    LeaseLost,
+    Notifier,
+    normalise_address,
+    on_accepted,
+    on_part_delivered,
+    split_address,
+)
 from core.db import Database, Db, Transaction
 from core.delivery import alarm_records
-from core.delivery.alarm import settle
-from core.delivery.digests_batch import BatchLease, ClaimedBatch, batch_items
-from core.delivery.digests_deliver import (
-    BACKOFF_BASE,
-    BACKOFF_MAX,
-    DeliveryPolicy,
-    DigestReport,
-    SentRecorder,
-    backoff,
-    deliver,
+from core.delivery.alarm import Refused, settle
+from core.delivery.ranking import (
+    RankKey,
+    RecommendationKey,
+    newsletter_names,
+    newsletter_of,
+    rank_key,
+    recommendation_key,
+    shown,
+    shown_recommended,
+    split_recommended,
 )
 from core.delivery.receipts import LOOKBACK, RUN_OVERLAP, RunLog, receipt_window
 from core.delivery.render import Renderer
 from core.follows import subscriber_records
 from core.follows.manage import fan_out
+from core.guides import guide_records
+from core.languages import DEFAULT_LANGUAGE, reader_language
 from core.ledger import ledger_records
-from core.ledger.ledger_records import ClaimedDigest, DigestPlan
+from core.ledger.ledger_records import ClaimedDigest, DigestPlan, RankedMatch
 from core.models import Subscriber, SubscriberStatus, utcnow
 from core.papers import run_records
 from core.papers.health import recent_announcement
 from core.papers.status import CALENDAR_SOURCES
-from core.people.masking import mask_address
+from core.people import newsletter_records
+from core.people.masking import mask_address, mask_text
 from core.people.newsletters import issue_due
 from core.schedule import is_due, parse_schedule
 from core.taste.recommend import recommend_new
-from core.values import Receipt
-
-__all__ = [
-    "BACKOFF_BASE",
-    "BACKOFF_MAX",
-    "MAX_RETRIES_PER_PASS",
-    "PLAN_BATCH",
-    "BatchLease",
-    "ClaimedBatch",
-    "DeliveryPolicy",
-    "DigestReport",
-    "PassReceipts",
-    "SentRecorder",
-    "backoff",
-    "batch_items",
-    "plan_digests",
-    "plan_heartbeats",
-    "resume",
-    "send_due_digests",
-    "worker_name",
-]
+from core.values import DigestItem, DigestRest, Receipt, SendResult
 
 log = logging.getLogger(__name__)
 # Subscribers read and digests opened per planning transaction: a page of candidates (keyset by id) and
@@ -91,6 +92,49 @@ PLAN_BATCH = 1_000
 # Past this many (a platform refusing everything) the pass ends early rather than bind ever more ids into
 # each claim (SQLite binds at most 32,766 values per statement); the next pass goes on where it stopped.
 MAX_RETRIES_PER_PASS = 10_000
+
+# A batch's leases are renewed every lease / LEASE_RENEWALS: a renewal may come this many times over, less
+# one, too late (an event loop busy parsing a feed, a database slow for a moment) before a lease runs out.
+LEASE_RENEWALS = 3
+
+# Retryable delivery failures back off exponentially from one minute up to six hours.
+BACKOFF_BASE = timedelta(minutes=1)
+BACKOFF_MAX = timedelta(hours=6)
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryPolicy:
+    """How hard and how wide delivery goes; built from settings (``PAPERTRAIL_DELIVERY_*``, ``_WORKER_*``)."""
+
+    max_attempts: int = 8
+    lease: timedelta = timedelta(minutes=5)
+    batch: int = 50
+    concurrency: int = 20
+    # Distinct recipients refused the same way in one batch that make it the server's refusal, not
+    # theirs (core.delivery.alarm; PAPERTRAIL_DELIVERY_ALARM_RECIPIENTS).
+    alarm_recipients: int = 5
+    # arXiv's calendar, as the status page reads it: which days heartbeats go out on, and when a source
+    # counts as stale in a scan receipt (PAPERTRAIL_ARXIV_HOLIDAYS, PAPERTRAIL_ARXIV_STALE_GRACE_HOURS).
+    holidays: frozenset[date] = frozenset()
+    stale_grace: timedelta = timedelta(hours=4)
+
+
+@dataclass(frozen=True, slots=True)
+class DigestReport:
+    """What one delivery attempt did."""
+
+    address: str
+    items: int
+    sent: bool
+    error: str | None = None
+    paused: bool = False
+    dead: bool = False
+    digest_id: int = 0
+    # A refusal waiting for its batch's verdict (core.delivery.alarm); None once recorded.
+    refused: Refused | None = None
+    # Delivered by a worker whose claim had passed to another one meanwhile (it stalled past its lease):
+    # not recorded over the new holder's claim, and possibly a duplicate. Counted apart from failures.
+    late: bool = False
 
 
 def worker_name() -> str:
@@ -284,6 +328,476 @@ def _settle_refusals(
     ]
 
 
+# A claimed batch: its leases kept while it is sent, and its items loaded for rendering.
+class BatchLease:
+    """Keeps a worker's claims on a batch alive while the worker is sending it (``async with``).
+
+    A claim lasts one lease (``PAPERTRAIL_DELIVERY_LEASE_SECONDS``) from its claim, but a batch can take
+    longer to send than that: fifty mails through one SMTP session at 8 s each is 400 s, while the last ones
+    wait their turn. Without renewal the lease of the waiting digests ran out mid-batch, another worker took
+    them over and sent them too. So every ``lease / LEASE_RENEWALS`` the worker renews the lease of every
+    digest of the batch it still holds (one guarded statement, ``ledger_records.renew_leases``), until it has
+    recorded that digest's outcome (:meth:`release`). A dead worker renews nothing: its digests are taken over
+    one lease after its last renewal, as before.
+
+    A digest whose renewal finds it no longer this worker's (the worker stalled past its lease and another
+    worker took it) is :meth:`lost`: its send is not started.
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        claimed: list[ClaimedDigest],
+        *,
+        worker: str,
+        lease: timedelta,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.db = db
+        self.worker = worker
+        self.lease = lease
+        self.clock = clock
+        self._held = {c.digest_id: c.attempts for c in claimed}
+        self._lost: set[int] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> BatchLease:
+        self._task = asyncio.create_task(self._renew_every(self.lease.total_seconds() / LEASE_RENEWALS))
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    def release(self, digest_id: int) -> None:
+        """The digest's outcome is recorded (or it is another worker's now): renew it no more."""
+        self._held.pop(digest_id, None)
+
+    def lost(self, digest_id: int) -> bool:
+        """Whether a renewal found the digest no longer this worker's."""
+        return digest_id in self._lost
+
+    def renew(self) -> None:
+        """Renew the lease of every digest still held, now. Synchronous on purpose: one short statement,
+        and no send of this loop can resume between the clock's reading and the write."""
+        if not self._held:
+            return
+        try:
+            renewed = ledger_records.renew_leases(
+                self.db, dict(self._held), worker=self.worker, until=self.clock() + self.lease
+            )
+        except Exception:  # the database away for a moment: the next renewal tries again, within the lease
+            log.exception("worker %s could not renew the lease of its batch", self.worker)
+            return
+        # Not renewed: recorded meanwhile by a thread that sends (email), or taken over by another worker.
+        for digest_id in [d for d in self._held if d not in renewed]:
+            self._held.pop(digest_id)
+            self._lost.add(digest_id)
+
+    async def _renew_every(self, seconds: float) -> None:
+        while self._held:
+            await asyncio.sleep(seconds)
+            self.renew()
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedBatch:
+    """What a claimed batch needs for rendering, read in a fixed number of queries for the whole batch."""
+
+    # Digest id -> the items it shows (all of them without a cap), in match order, with the guides in
+    # the reader's language.
+    items: dict[int, list[DigestItem]]
+    # Newsletter name -> title, for every newsletter the batch's items (shown or not) were copied from.
+    newsletters: dict[str, str]
+    # Digest id -> its items past the cap, counted but not loaded (absent: none).
+    rest: dict[int, DigestRest] = dataclasses.field(default_factory=dict)
+
+    def rest_of(self, digest_id: int) -> DigestRest:
+        """The items of ``digest_id`` the digest will not show, summarised."""
+        return self.rest.get(digest_id) or DigestRest()
+
+    def titles_for(self, items: list[DigestItem], rest: DigestRest | None = None) -> dict[str, str]:
+        """The titles of the newsletters ``items`` (and ``rest``) were copied from (a deleted one keeps
+        its name)."""
+        names = newsletter_names(items) | (rest.newsletters if rest else frozenset())
+        return {name: self.newsletters.get(name, name) for name in names}
+
+
+def batch_items(
+    db: Db,
+    claimed: list[ClaimedDigest],
+    *,
+    max_items: int | None = None,
+    default_language: str = DEFAULT_LANGUAGE,
+) -> ClaimedBatch:
+    """The items, guides and newsletter titles of a claimed batch: a fixed number of queries per batch
+    (ranking rows, upvotes, items, follows, earlier versions, one per language for guides, one for
+    titles), whatever the number of digests in it.
+
+    With ``max_items`` (the renderer's cap) only the items each digest will show are loaded in full: a
+    day of category follows gives a subscriber ~400 matches of which a digest shows 50, and building the
+    other 350 (texts, authors, what revisions changed) was most of a worker's time. The matches are
+    ranked first from light rows with the renderer's own rule (:func:`core.delivery.ranking.shown`), and the
+    rest
+    are passed on as counts (:class:`DigestRest`), so the rendered digest is the same as with every item.
+
+    Guides are read in each reader's language, ``default_language`` (the renderer's) for a reader who
+    chose none: the language the digest will be worded in. All of it is read in one transaction (``db``'s
+    when it is one: the claim's, in a delivery pass).
+    """
+    with db.transaction() as tx:
+        return _batch_items(tx, claimed, max_items, default_language)
+
+
+def _batch_items(
+    db: Db, claimed: list[ClaimedDigest], max_items: int | None, default_language: str
+) -> ClaimedBatch:
+    ranked = ledger_records.digests_ranked(db, [c.digest_id for c in claimed])
+    keep: dict[int, list[RankedMatch]] = {}
+    rest: dict[int, DigestRest] = {}
+    for digest_id, rows in ranked.items():
+        keep[digest_id], left = cap_rows(rows, max_items)
+        if left:
+            followed, recommended = split_recommended(left)
+            rest[digest_id] = DigestRest(
+                new=sum(1 for row in followed if not row.is_revision),
+                revisions=sum(1 for row in followed if row.is_revision),
+                recommended=len(recommended),
+                newsletters=frozenset(newsletter_names(left)),
+                own=any(newsletter_of(row) is None for row in left),
+            )
+    full = ledger_records.match_items(db, [row for rows in keep.values() for row in rows])
+    items = with_guides(
+        db,
+        claimed,
+        {digest_id: [full[row.match_id] for row in rows] for digest_id, rows in keep.items()},
+        default_language,
+    )
+    names = {name for found in items.values() for name in newsletter_names(found)}
+    names.update(name for summary in rest.values() for name in summary.newsletters)
+    return ClaimedBatch(items, newsletter_records.newsletter_titles(db, sorted(names)) if names else {}, rest)
+
+
+def _ranked_key(row: RankedMatch) -> RankKey:
+    # The renderer's rule (core.delivery.ranking.item_rank) on the light row.
+    return rank_key(row.reasons, row.upvotes, row.arxiv_id, row.version)
+
+
+def _recommendation_key(row: RankedMatch) -> RecommendationKey:
+    # The renderer's rule (core.delivery.render.item_recommendation_rank) on the light row.
+    return recommendation_key(row.recommended or 0.0, row.arxiv_id, row.version)
+
+
+def cap_rows(rows: list[RankedMatch], max_items: int | None) -> tuple[list[RankedMatch], list[RankedMatch]]:
+    """``rows`` split into the ones a digest capped at ``max_items`` shows and the rest, each in match
+    order (the renderer sorts the shown ones itself; a stable sort of them in match order gives the
+    order it would give them among all items). The follows' matches are picked first; learned
+    recommendations only fill the room they leave (:func:`core.delivery.ranking.shown_recommended`)."""
+    if max_items is None:
+        return rows, []
+    followed, recommended = split_recommended(rows)
+    new, revisions = shown(
+        (row for row in followed if not row.is_revision),
+        (row for row in followed if row.is_revision),
+        _ranked_key,
+        max_items,
+    )
+    picked = shown_recommended(recommended, _recommendation_key, max_items - len(new) - len(revisions))
+    chosen = {row.match_id for row in (*new, *revisions, *picked)}
+    return [row for row in rows if row.match_id in chosen], [
+        row for row in rows if row.match_id not in chosen
+    ]
+
+
+def with_guides(
+    db: Db,
+    claimed: list[ClaimedDigest],
+    items: dict[int, list[DigestItem]],
+    default_language: str = DEFAULT_LANGUAGE,
+) -> dict[int, list[DigestItem]]:
+    """A claimed batch's items with their stored guides in each reader's language (``default_language``
+    for none): one query per language in the batch. A guide not made yet is not waited for."""
+    languages = {c.digest_id: reader_language(c.language, default=default_language) for c in claimed}
+    for language in set(languages.values()):
+        ids = {
+            item.version_id
+            for digest_id, wanted in languages.items()
+            if wanted == language
+            for item in items.get(digest_id, [])
+            if item.version_id is not None
+        }
+        guides = guide_records.guides_for(db, sorted(ids), language)
+        if not guides:
+            continue
+        for digest_id, wanted in languages.items():
+            if wanted == language and digest_id in items:
+                items[digest_id] = [
+                    dataclasses.replace(item, guide=guides.get(item.version_id or 0))
+                    for item in items[digest_id]
+                ]
+    return items
+
+
+# Delivering one claimed digest: render, send, record the outcome once, back off.
+class SentRecorder:
+    """Records one claimed digest as sent, once, from whichever thread first sees the platform accept it.
+
+    The ledger hands it to the adapter (:func:`core.channel.on_accepted`). An adapter with its own
+    sending
+    thread calls it there the moment the platform accepted the message, before that thread takes the next
+    one: a worker killed at any instant leaves at most the sends then in flight unrecorded, one per send
+    slot, instead of every digest that thread got through while the event loop was busy elsewhere.
+
+    It never raises: a failed write (the database away for a moment) is kept in ``error`` and tried again
+    when the ledger calls it after ``send`` returns, on the event loop. ``clock`` is the delivery pass's
+    (a test's fixed time): the sent time becomes the subscriber's ``last_digest_at``, which schedules and
+    scan receipts count from.
+
+    With ``worker`` only that worker's claim (at the claimed attempt) is recorded. If the claim passed to
+    another worker meanwhile (this one stalled past its lease), nothing is written over the new holder's
+    state: ``late`` is set and the delivery is logged as a possible duplicate.
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        claimed: ClaimedDigest,
+        clock: Callable[[], datetime] = utcnow,
+        worker: str = "",
+    ) -> None:
+        self.db = db
+        self.claimed = claimed
+        self.clock = clock
+        self.worker = worker
+        self.recorded = False
+        self.late = False
+        self.error: Exception | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, result: SendResult) -> None:
+        """Record ``result`` for the claimed digest, unless that was done already."""
+        with self._lock:
+            if self.recorded:
+                return
+            held = (self.worker, self.claimed.attempts) if self.worker else None
+            try:
+                recorded = ledger_records.finish_sent(
+                    self.db,
+                    self.claimed.digest_id,
+                    platform_id=result.platform_id,
+                    parts=self.claimed.parts_sent + result.parts,
+                    now=self.clock(),
+                    moved_to=result.moved_to,
+                    held=held,
+                )
+            except Exception as exc:  # recorded again, or raised, by the caller on the event loop
+                claimed = self.claimed
+                log.warning(
+                    "digest %s was delivered but recording it failed: %s",
+                    claimed.digest_id,
+                    exc,
+                    extra={"subscriber": mask_address(claimed.address), "digest": claimed.digest_id},
+                )
+                self.error = exc
+                return
+            self.recorded = True
+            self.error = None
+            if not recorded and held is not None:
+                self.late = True
+                claimed = self.claimed
+                log.warning(
+                    "digest %s was delivered by %s after its claim (attempt %d) passed to another worker: "
+                    "not recorded over the new claim, and possibly delivered twice",
+                    claimed.digest_id,
+                    self.worker,
+                    claimed.attempts,
+                    extra={
+                        "subscriber": mask_address(claimed.address),
+                        "digest": claimed.digest_id,
+                        "worker": self.worker,
+                    },
+                )
+
+
+async def deliver(
+    db: Database,
+    notifiers: Mapping[str, Notifier],
+    renderer: Renderer,
+    claimed: ClaimedDigest,
+    items: list[DigestItem],
+    policy: DeliveryPolicy,
+    titles: Mapping[str, str],
+    worker: str = "",
+    clock: Callable[[], datetime] = utcnow,
+    rest: DigestRest | None = None,
+    receipt: Receipt | None = None,
+) -> DigestReport:
+    """Deliver one claimed digest: render it, send it through its channel (renewing its lease per part
+    sent), and record the outcome once (sent, a retry or dead letter, or a refusal left to the batch's
+    verdict). Never raises for a failed send: an adapter's crash is a retryable failure."""
+    channel, target = split_address(claimed.address)
+    # Reports count every item of the digest, shown or not (all of them are marked sent with it).
+    count = len(items) + (rest.count if rest else 0)
+    notifier = notifiers.get(channel)
+    recorder = SentRecorder(db, claimed, clock, worker)
+
+    async def renew(parts: int) -> None:
+        # A split digest goes out at a chat's pace (a 500-item Telegram digest is ~40 messages at 1/s):
+        # each accepted part renews the lease, so it never runs out mid-send and no other worker repeats it.
+        if not ledger_records.renew_lease(
+            db,
+            claimed.digest_id,
+            worker=worker,
+            attempts=claimed.attempts,
+            parts_sent=parts,
+            until=clock() + policy.lease,
+        ):
+            raise LeaseLost(
+                f"digest {claimed.digest_id} is no longer held by {worker} after {parts} parts "
+                "(its lease ran out and another worker took it); stopped sending"
+            )
+
+    try:
+        if notifier is None:
+            raise DeliveryError(f"no notifier for channel {channel!r} in this process", retryable=True)
+        message = renderer.render(
+            channel,
+            items,
+            target,
+            address=claimed.address,
+            key=f"papertrail-digest-{claimed.digest_id}",
+            newsletters=titles,
+            language=claimed.language,
+            rest=rest,
+            receipt=receipt,
+            heartbeat=claimed.heartbeat,
+        )
+        if claimed.parts_sent:
+            message = dataclasses.replace(message, skip_parts=claimed.parts_sent)
+        with on_part_delivered(renew), on_accepted(recorder):
+            result = await notifier.send(target, message)
+    except LeaseLost as exc:
+        # The digest is another worker's now: leave its row alone (that worker records it), just say so.
+        log.warning(
+            "%s",
+            exc,
+            extra={
+                "subscriber": mask_address(claimed.address),
+                "digest": claimed.digest_id,
+                "worker": worker,
+            },
+        )
+        return DigestReport(claimed.address, count, False, str(exc), digest_id=claimed.digest_id)
+    except DeliveryError as exc:
+        return _record_failure(db, claimed, exc, count, policy, worker, clock)
+    except Exception as exc:  # an adapter bug must not stop the other deliveries, nor lose the digest
+        log.exception(
+            "delivery of digest %s to %s crashed",
+            claimed.digest_id,
+            mask_address(claimed.address),
+            extra={"subscriber": mask_address(claimed.address), "digest": claimed.digest_id},
+        )
+        error = DeliveryError(f"unexpected error in the {channel} adapter: {exc!r}", retryable=True)
+        return _record_failure(db, claimed, error, count, policy, worker, clock)
+    # Adapters that send from the event loop return right after the platform's acceptance: record it now
+    # (no await in between). One that sent from its own thread has normally recorded it there already.
+    recorder(result)
+    if not recorder.recorded:
+        raise recorder.error or RuntimeError(f"digest {claimed.digest_id} was sent but not recorded")
+    if recorder.late:
+        late = f"delivered after the claim of {worker} passed to another worker; not recorded"
+        return DigestReport(claimed.address, count, False, late, digest_id=claimed.digest_id, late=True)
+    if result.moved_to:
+        log.info(
+            "subscriber %s moved to %s",
+            mask_address(claimed.address),
+            result.moved_to,
+            extra={"subscriber": mask_address(claimed.address), "digest": claimed.digest_id},
+        )
+    return DigestReport(claimed.address, count, True, digest_id=claimed.digest_id)
+
+
+def _record_failure(
+    db: Database,
+    claimed: ClaimedDigest,
+    exc: DeliveryError,
+    items: int,
+    policy: DeliveryPolicy,
+    worker: str | None = None,
+    clock: Callable[[], datetime] = utcnow,
+) -> DigestReport:
+    # The pass's clock, like the claim's and the sent time's: the back-off runs from this attempt.
+    now = clock()
+    # The error is stored, listed by the CLI and logged: an adapter may have quoted the address's URL in it.
+    error = mask_text(str(exc))
+    # Only this worker's claim is failed: if its lease ran out meanwhile and another worker took the digest
+    # (and may be sending it right now), putting it back in the queue would let a third one send it again.
+    held = (worker, claimed.attempts) if worker else None
+    if not exc.retryable or exc.operator:
+        # Whose refusal this is (the recipient's or the server's) is judged with the batch's others.
+        refused = Refused(claimed.digest_id, claimed.address, claimed.attempts, items, exc, worker)
+        return DigestReport(
+            claimed.address, items, False, error, digest_id=claimed.digest_id, refused=refused
+        )
+    dead = claimed.attempts >= policy.max_attempts
+    wait = max(backoff(claimed.attempts), timedelta(seconds=exc.retry_after or 0))
+    if not ledger_records.finish_retry(
+        db,
+        claimed.digest_id,
+        error=error,
+        retry_at=now + wait,
+        parts_sent=exc.delivered_parts,
+        dead=dead,
+        now=now,
+        held=held,
+    ):
+        log.warning(
+            "digest %s failed after the claim of %s passed to another worker (or it was sent meanwhile); "
+            "left to its holder: %s",
+            claimed.digest_id,
+            worker,
+            error,
+            extra={
+                "subscriber": mask_address(claimed.address),
+                "digest": claimed.digest_id,
+                "worker": worker,
+            },
+        )
+        return DigestReport(claimed.address, items, False, error, digest_id=claimed.digest_id)
+    if dead:
+        log.error(
+            "digest %s to %s dead-lettered after %d attempts: %s; `papertrail retry` re-queues it",
+            claimed.digest_id,
+            mask_address(claimed.address),
+            claimed.attempts,
+            error,
+            extra={"subscriber": mask_address(claimed.address), "digest": claimed.digest_id},
+        )
+    else:
+        log.warning(
+            "delivery to %s failed, retry in %s: %s",
+            mask_address(claimed.address),
+            wait,
+            error,
+            extra={"subscriber": mask_address(claimed.address), "digest": claimed.digest_id},
+        )
+    return DigestReport(claimed.address, items, False, error, dead=dead, digest_id=claimed.digest_id)
+
+
+def backoff(attempts: int) -> timedelta:
+    """The wait after the ``attempts``-th failed attempt: 1, 2, 4 … minutes, at most six hours."""
+    factor: int = 2 ** min(max(attempts - 1, 0), 20)
+    return min(BACKOFF_MAX, BACKOFF_BASE * factor)
+
+
+# Planning: the digests and heartbeats that are due, and the pass's scan receipts.
 def plan_digests(
     db: Database,
     notifiers: Mapping[str, Notifier],

@@ -1,6 +1,6 @@
 """The order of a digest and what it shows: the ranking of items within a section, the cap on how many
 are shown, and where learned recommendations go. On plain values as well as items, so that a worker can
-rank a digest's matches before it loads them (core.delivery.digests_batch) and the renderer shows the same.
+rank a digest's matches before it loads them (core.delivery.digests) and the renderer shows the same.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from core.reasons import ABSTRACT, AUTHOR, CATEGORY, PAPER, TITLE, Reason
 from core.values import DigestItem
 
 # An item, or a lighter stand-in for one that carries what ranking needs
-# (core.delivery.digests_batch.batch_items).
+# (core.delivery.digests.batch_items).
 _Ranked = TypeVar("_Ranked")
 # The sort key of an item in a digest section, see rank_key.
 RankKey = tuple[int, int, str, int]

@@ -30,7 +30,7 @@ class WorkerTotals:
     sent: int = 0
     failed: int = 0
     # Delivered after this worker's claim had passed to another worker (it stalled past its lease): not
-    # recorded by this worker, possibly delivered twice (core.delivery.digests_deliver.SentRecorder).
+    # recorded by this worker, possibly delivered twice (core.delivery.digests.SentRecorder).
     late: int = 0
 
     def add(self, reports: list[DigestReport]) -> None:
