@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 from sqlmodel import Field, SQLModel
 
-from core.values import AnnounceType, PaperIn
+from core.values import AnnounceType, DigestItem, PaperIn
 
 __all__ = [
     "CommunityPickRow",
@@ -671,4 +671,23 @@ def version_to_paper(version: Version) -> PaperIn:
         doi=version.doi,
         license=version.license,
         source=version.source,
+    )
+
+
+def version_to_item(version: Any, **shown: Any) -> DigestItem:
+    """A stored version as a reader sees it: the version's own fields from ``version`` (a ``Version`` or a
+    row with its columns, ``paper_id`` and ``number`` among them), and what the caller adds (``reasons``,
+    ``changes``, ``upvotes``, ``follows``, ``guide``, ``recommended``) as keywords."""
+    return DigestItem(
+        version_id=version.id if isinstance(version, Version) else version.version_id,
+        arxiv_id=version.paper_id,
+        version=version.number,
+        title=version.title,
+        authors=tuple(version.authors or ()),
+        categories=tuple(version.categories or ()),
+        abstract=version.abstract,
+        comment=version.comment,
+        journal_ref=version.journal_ref,
+        doi=version.doi,
+        **shown,
     )

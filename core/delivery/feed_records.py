@@ -33,12 +33,12 @@ from core.db import Db
 from core.follows.query import PaperText
 from core.follows.search_text import SearchQuery
 from core.ledger.ledger_sent import NEWEST_FIRST, sent_items
-from core.models import GuideRow, Subscriber, Version
+from core.models import GuideRow, Subscriber, Version, version_to_item
 from core.papers import browser_records
 from core.papers.browser_query import PaperFilter, Sort
 from core.papers.revisions import changes_of
 from core.reasons import Reason
-from core.values import AnnounceType, DigestItem, FeedEntry, Guide, PaperIn
+from core.values import AnnounceType, FeedEntry, Guide, PaperIn
 
 # The version columns an entry shows.
 _ENTRY_COLUMNS: tuple[Any, ...] = (
@@ -179,21 +179,7 @@ def _entry(
     """A version row (with ``_ENTRY_COLUMNS``) as an entry."""
     vid = int(row.version_id)
     guide, made = guides.get(vid, (None, None))
-    item = DigestItem(
-        version_id=vid,
-        arxiv_id=row.paper_id,
-        version=row.number,
-        title=row.title,
-        abstract=row.abstract,
-        authors=tuple(row.authors or ()),
-        categories=tuple(row.categories or ()),
-        comment=row.comment,
-        journal_ref=row.journal_ref,
-        doi=row.doi,
-        changes=changed[(row.paper_id, row.number)],
-        guide=guide,
-        reasons=reasons,
-    )
+    item = version_to_item(row, changes=changed[(row.paper_id, row.number)], guide=guide, reasons=reasons)
     return FeedEntry(
         item, arrived_at=row.first_seen_at, announced_at=row.announced_at, sent_at=sent_at, guide_made_at=made
     )

@@ -43,6 +43,7 @@ from core.models import (
     UTCDateTime,
     Version,
     utcnow,
+    version_to_item,
 )
 from core.papers.revisions import changes_of
 from core.reasons import Reason, reasons_from_data, recommended_score
@@ -916,20 +917,11 @@ def _items_of(session: Session, rows: Sequence[tuple[Match, Version]]) -> list[D
     changed = changes_of(session.connection(), [(v.paper_id, v.number) for _, v in rows])
     queries = _follow_queries(session, {fid for match, _ in rows for fid in match.follow_ids})
     return [
-        DigestItem(
-            version_id=version.id,
-            arxiv_id=version.paper_id,
-            version=version.number,
-            title=version.title,
-            authors=tuple(version.authors),
-            categories=tuple(version.categories),
+        version_to_item(
+            version,
             reasons=reasons_from_data(match.reasons),
-            abstract=version.abstract,
-            comment=version.comment,
             changes=changed[(version.paper_id, version.number)],
             upvotes=upvotes.get(version.paper_id, 0),
-            journal_ref=version.journal_ref,
-            doi=version.doi,
             follows=tuple((fid, queries[fid]) for fid in sorted(match.follow_ids) if fid in queries),
             recommended=recommended_score(match.reasons),
         )

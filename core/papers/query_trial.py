@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 
 from core.db import Database
 from core.follows.query import parse
-from core.models import utcnow, version_to_paper
+from core.models import utcnow, version_to_item, version_to_paper
 from core.papers import paper_records
 from core.values import DigestItem
 
@@ -27,19 +27,5 @@ def try_query(db: Database, text: str, *, days: int = 7, now: datetime | None = 
     for version in paper_records.versions_since(db, since):
         reasons = query.evaluate(version_to_paper(version))
         if reasons is not None:
-            hits.append(
-                DigestItem(
-                    version_id=version.id,
-                    arxiv_id=version.paper_id,
-                    version=version.number,
-                    title=version.title,
-                    authors=tuple(version.authors),
-                    categories=tuple(version.categories),
-                    reasons=reasons,
-                    abstract=version.abstract,
-                    comment=version.comment,
-                    journal_ref=version.journal_ref,
-                    doi=version.doi,
-                )
-            )
+            hits.append(version_to_item(version, reasons=reasons))
     return hits
