@@ -205,6 +205,13 @@ def split_address(address: str) -> tuple[str, str]:
     return channel.strip().lower(), target.strip()
 
 
+def http_target(channel: str, target: str) -> str:
+    """The address rule of a channel whose target is a URL: an http(s) URL, or a ValueError that says so."""
+    if not target.startswith(("https://", "http://")):
+        raise ValueError(f"{channel} target {target!r} must be an http(s) URL, e.g. {channel}:https://…")
+    return target
+
+
 class Channel(Protocol):
     """One delivery channel's rules, behind which core never names a channel.
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from core.channel import Notifier, NotifierParts
+from core.channel import Notifier, NotifierParts, http_target
 from core.people.masking import mask_text, mask_url
 
 if TYPE_CHECKING:
@@ -60,11 +60,7 @@ class SlackWebhookChannel:
 
     def normalise(self, target: str) -> str:
         """An http(s) URL."""
-        if not target.startswith(("https://", "http://")):
-            raise ValueError(
-                f"{self.name} target {target!r} must be an http(s) URL, e.g. {self.name}:https://…"
-            )
-        return target
+        return http_target(self.name, target)
 
     def mask(self, target: str) -> str:
         """The URL with its secret path segments and every query value masked."""

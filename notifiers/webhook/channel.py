@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from core.channel import Notifier, NotifierParts
+from core.channel import Notifier, NotifierParts, http_target
 from core.people.masking import mask_url
 
 if TYPE_CHECKING:
@@ -22,11 +22,7 @@ class WebhookChannel:
 
     def normalise(self, target: str) -> str:
         """An http(s) URL."""
-        if not target.startswith(("https://", "http://")):
-            raise ValueError(
-                f"{self.name} target {target!r} must be an http(s) URL, e.g. {self.name}:https://…"
-            )
-        return target
+        return http_target(self.name, target)
 
     def mask(self, target: str) -> str:
         """The URL with its password, secret path segments and every query value masked."""
