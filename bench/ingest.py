@@ -81,8 +81,8 @@ from core.db import (  # noqa: E402
 )
 from core.db_migrate import migrate  # noqa: E402
 from core.follows.index import match_new  # noqa: E402
+from core.papers.paper_records import Novelty  # noqa: E402
 from core.papers.pipeline import ingest_once  # noqa: E402
-from core.papers.saving import Novelty  # noqa: E402
 from core.values import PaperIn  # noqa: E402
 from ingest.arxiv_oai_parse import parse_oai  # noqa: E402
 from ingest.arxiv_rss import ArxivRssSource  # noqa: E402

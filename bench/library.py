@@ -98,8 +98,8 @@ from core.db import (  # noqa: E402
 )
 from core.db_migrate import migrate  # noqa: E402
 from core.models import RunState  # noqa: E402
+from core.papers.paper_records import Novelty  # noqa: E402
 from core.papers.pipeline import backfill  # noqa: E402
-from core.papers.saving import Novelty  # noqa: E402
 from core.values import AnnounceType, CommunityPick, PaperIn  # noqa: E402
 from papertrail.cli.backfill import snapshot_batches  # noqa: E402
 

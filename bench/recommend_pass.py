@@ -71,7 +71,7 @@ from bench.recommend import example, other_papers  # noqa: E402
 from core.db import Database, make_engine  # noqa: E402
 from core.db_migrate import migrate  # noqa: E402
 from core.models import LIKE, utcnow  # noqa: E402
-from core.papers.saving import Novelty  # noqa: E402
+from core.papers.paper_records import Novelty  # noqa: E402
 from core.reasons import CATEGORY, Reason, hit_data  # noqa: E402
 from core.taste import model as tm  # noqa: E402
 from core.taste.model_format import TasteModel  # noqa: E402

@@ -11,7 +11,7 @@ Every package keeps its own SQL in functions that take ``db: Db`` first. ``Db`` 
 So steps compose by passing the transaction down::
 
     with database.transaction() as tx:
-        saving.save_batch(tx, ...)
+        paper_records.save_batch(tx, ...)
         run_records.finish_run(tx, ...)   # one commit for both
 
 The transaction is passed explicitly, never kept in a context variable: asyncio tasks and threads copy

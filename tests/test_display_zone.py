@@ -27,7 +27,7 @@ from core.languages import translator
 from core.models import RunState
 from core.overview import dashboard_records
 from core.papers import paper_records, run_records
-from core.papers.saving import Novelty
+from core.papers.paper_records import Novelty
 from core.timezones import abbreviation, day_starts
 from core.values import AnnounceType, PaperIn
 from papertrail.web.app import build_app

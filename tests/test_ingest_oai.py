@@ -13,8 +13,8 @@ from core.follows import match_records
 from core.models import RunState
 from core.overview import dashboard_records
 from core.papers import paper_records, run_records
+from core.papers.paper_records import Novelty
 from core.papers.pipeline import IngestReport, ingest_paged
-from core.papers.saving import Novelty
 from core.values import PaperIn
 from ingest.arxiv_oai import ArxivOaiSource
 from ingest.http import HttpClient, Politeness

@@ -24,8 +24,8 @@ from core.models import GuideRow
 from core.overview import dashboard_records
 from core.papers import count_records, paper_records
 from core.papers.count_records import LibraryTotals, add_to_totals, rebuild_library_totals
+from core.papers.paper_records import Novelty
 from core.papers.pipeline import backfill
-from core.papers.saving import Novelty
 from core.values import AnnounceType, CommunityPick, Guide, PaperIn
 from ingest.arxiv_oai_parse import parse_oai
 from ingest.arxiv_rss_parse import parse_feed

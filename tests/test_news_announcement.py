@@ -20,8 +20,8 @@ from core.follows.manage import follow
 from core.ledger import ledger_records
 from core.models import Version
 from core.papers import paper_records, run_records
+from core.papers.paper_records import Novelty
 from core.papers.pipeline import complete_papers, ingest_once
-from core.papers.saving import Novelty
 from core.taste.library_file import read_library
 from core.taste.library_import import import_library
 from core.values import AnnounceType, CommunityPick, PaperIn

@@ -26,7 +26,7 @@ LARGEST_COMPONENT = 1
 SHELL_FILES_IMPORTING_STORE = 0
 # Inside core/, imports of another package's SQL module where the owner has no public step for it yet
 # (docs/architecture.md, "The database and each table's SQL"); the goal is 0.
-CROSS_PACKAGE_SQL_IMPORTS = 32
+CROSS_PACKAGE_SQL_IMPORTS = 31
 
 
 def test_the_package_cycles_of_core_do_not_grow() -> None:

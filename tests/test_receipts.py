@@ -49,7 +49,7 @@ from core.ledger.ledger_records import DigestPlan
 from core.models import DigestState, Follow, RunState, SourceRun, Subscriber
 from core.papers import paper_records, run_records
 from core.papers.health import recent_announcement
-from core.papers.saving import SaveResult
+from core.papers.paper_records import SaveResult
 from core.values import Outage, PaperIn, Receipt, SourceScan
 from notifiers.console.notifier import ConsoleNotifier
 from notifiers.slack.blocks import build_payloads

@@ -19,7 +19,7 @@ from core.ledger import ledger_records
 from core.models import Follow, Paper, RunState, SourceRun, Version
 from core.overview import dashboard_records
 from core.papers import paper_records, run_records
-from core.papers.saving import Novelty
+from core.papers.paper_records import Novelty
 from core.reasons import CATEGORY, Reason
 from core.values import AnnounceType, PaperIn, ResponseValidator
 

@@ -26,7 +26,7 @@ from core.follows.manage import follow
 from core.ledger import ledger_records
 from core.models import Digest, DigestState, Follow, Match, Subscriber
 from core.papers import paper_records
-from core.papers.saving import Novelty
+from core.papers.paper_records import Novelty
 from core.people import newsletter_records, newsletters, tokens
 from core.people.subscription import export_subscription, import_subscription
 from core.people.subscription_file import (

@@ -20,7 +20,7 @@ from core.follows import subscriber_records
 from core.follows.manage import follow
 from core.models import DISLIKE, LIKE, LibrarySeed, Subscriber, Version, Vote
 from core.papers import paper_records
-from core.papers.saving import Novelty
+from core.papers.paper_records import Novelty
 from core.people.subscription import exported, import_subscription
 from core.people.subscription_file import (
     MAX_LIBRARY,

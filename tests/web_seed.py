@@ -38,8 +38,8 @@ from core.ledger import ledger_records
 from core.ledger.ledger_records import DigestPlan
 from core.models import Follow, RunState, Subscriber, SubscriberStatus, UTCDateTime, utcnow
 from core.papers import paper_records, run_records
+from core.papers.paper_records import Novelty
 from core.papers.pipeline import ingest_community, ingest_once
-from core.papers.saving import Novelty
 from core.values import AnnounceType, CommunityPick, Guide, PaperIn
 from ingest.arxiv_oai_parse import parse_oai
 from ingest.arxiv_rss import ArxivRssSource

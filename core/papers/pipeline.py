@@ -19,7 +19,7 @@ from core.english import counted
 from core.follows.index import FollowIndex, match_new
 from core.models import RunState, SourceRun
 from core.papers import paper_records, run_records
-from core.papers.saving import Novelty, SaveResult
+from core.papers.paper_records import Novelty, SaveResult
 from core.papers.search_index import INDEX_BATCH
 from core.papers.sources import CommunitySource, PagedSource, Source, SourceError
 from core.values import PaperIn, ResponseValidator
@@ -307,7 +307,7 @@ async def complete_papers(db: Database, api: PaperLookup, *, limit: int = 500) -
 
     Such papers were picked by the community, not announced to PaperTrail's feed: storing them as
     history completes their page without notifying anyone. When arXiv's announcement brings one of those
-    versions later, it becomes news then, once (``core.papers.saving``).
+    versions later, it becomes news then, once (``core.papers.paper_records``).
     """
     ids = paper_records.papers_without_versions(db, limit)
     run_id = run_records.start_run(db, api.name)

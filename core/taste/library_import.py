@@ -23,8 +23,8 @@ from core.db import Database
 from core.languages import N_, Phrase
 from core.models import utcnow
 from core.papers import paper_records
+from core.papers.paper_records import Novelty
 from core.papers.pipeline import PaperLookup
-from core.papers.saving import Novelty
 from core.papers.sources import SourceError
 from core.taste import taste_records
 from core.taste.library_file import EntryProblem, LibraryEntry, LibraryRead

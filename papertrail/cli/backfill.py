@@ -18,7 +18,7 @@ from core.values import PaperIn
 from ingest.snapshot_parse import SnapshotRecord, SnapshotSkip, iter_snapshot
 
 if TYPE_CHECKING:
-    from core.papers.saving import SaveResult
+    from core.papers.paper_records import SaveResult
 
 # Versions per transaction: big enough to amortise the commit, small enough to keep memory flat.
 BATCH_VERSIONS = 5000
