@@ -26,6 +26,14 @@ from papertrail.cli.common import (
     webhook_refusal,
 )
 
+# `--language` of the commands that create a subscriber.
+SubscriberLanguage = Annotated[
+    str | None,
+    typer.Option(
+        help="en or zh: the subscriber's digests, replies and AI guides (unset: PAPERTRAIL_DEFAULT_LANGUAGE)."
+    ),
+]
+
 if TYPE_CHECKING:
     from core.config import Settings
     from core.models import Follow
@@ -52,13 +60,7 @@ def follow(
     instant: Annotated[
         bool, typer.Option("--instant", help="Send this follow's matches at once, not with the digest.")
     ] = False,
-    language: Annotated[
-        str | None,
-        typer.Option(
-            help="en or zh: the subscriber's digests, replies and AI guides "
-            "(unset: PAPERTRAIL_DEFAULT_LANGUAGE)."
-        ),
-    ] = None,
+    language: SubscriberLanguage = None,
 ) -> None:
     """Add a follow (or change its options); creates the subscriber when the address is new."""
     from core.follows.manage import follow as add_follow
@@ -209,13 +211,7 @@ def subscribe(
     newsletter: Annotated[
         str | None, typer.Option(help="Also join this newsletter (see `papertrail newsletter list`).")
     ] = None,
-    language: Annotated[
-        str | None,
-        typer.Option(
-            help="en or zh: the subscriber's digests, replies and AI guides "
-            "(unset: PAPERTRAIL_DEFAULT_LANGUAGE)."
-        ),
-    ] = None,
+    language: SubscriberLanguage = None,
 ) -> None:
     """Sign an email address up the self-service way: it gets a confirmation link, and nothing else until
     it confirms (unlike `follow`, whose addresses count as confirmed)."""
