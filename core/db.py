@@ -83,7 +83,7 @@ class Database:
     def transaction(self) -> Iterator[Transaction]:
         """A unit of work: everything run on the yielded transaction commits together when the block ends,
         or rolls back together when it raises."""
-        with Session(self.engine, expire_on_commit=False) as session, session.begin():
+        with self.session() as session:
             yield Transaction(session)
 
     @contextmanager
