@@ -41,7 +41,6 @@ import sqlalchemy as sa  # noqa: E402
 
 from core.config import Settings  # noqa: E402
 from core.db import (  # noqa: E402
-    Database,
     make_engine,
 )
 from core.db_migrate import migrate  # noqa: E402
@@ -253,7 +252,7 @@ def bench_workers(subscribers: int) -> None:
         try:
             engine = make_engine(_schema_url(schema))
             migrate(engine)
-            seed_due_digests(Database(engine), subscribers)
+            seed_due_digests(engine, subscribers)
             engine.dispose()
             env = {
                 **os.environ,

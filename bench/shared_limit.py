@@ -36,14 +36,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import sqlalchemy as sa  # noqa: E402
-from sqlmodel import SQLModel  # noqa: E402
 
 from core.db import make_engine  # noqa: E402
 from core.db_migrate import migrate  # noqa: E402
-from core.models import utcnow  # noqa: E402  (also registers the tables)
-from core.reasons import CATEGORY, Reason, hit_data  # noqa: E402
+from core.reasons import CATEGORY, Reason  # noqa: E402
 from tests.conftest import POSTGRES_URL  # noqa: E402
 from tests.fakes.telegram_api import Call, fake_telegram  # noqa: E402
+from tests.support.due_digests import seed_due_digests  # noqa: E402
 
 TOKEN = "123456:BENCH-token"
 QS = (0.01, 0.1, 0.5, 0.9, 0.99)
@@ -57,59 +56,7 @@ def _schema_url(schema: str) -> str:
 
 def seed(engine: sa.Engine, digests: int) -> None:
     """``digests`` instant Telegram subscribers (chats 1000, 1001 …), each with one matched paper."""
-    # The models' tables, not reflected ones: their Python-side defaults fill the columns not given here.
-    paper, version, subscriber, match = (
-        SQLModel.metadata.tables[name] for name in ("paper", "version", "subscriber", "match")
-    )
-    now = utcnow()
-    with engine.begin() as conn:
-        conn.execute(sa.insert(paper), [{"id": "2611.00001", "latest_version": 1, "first_seen_at": now}])
-        version_id = conn.execute(
-            sa.insert(version).returning(version.c.id),
-            [
-                {
-                    "paper_id": "2611.00001",
-                    "number": 1,
-                    "title": "Asynchronous rollouts",
-                    "abstract": "An abstract.",
-                    "authors": ["Ada Lovelace"],
-                    "categories": ["cs.DC"],
-                    "announce_type": "new",
-                    "source": "arxiv-rss",
-                    "first_seen_at": now,
-                    "matched_at": now,
-                }
-            ],
-        ).scalar_one()
-        conn.execute(
-            sa.insert(subscriber),
-            [
-                {
-                    "address": f"telegram:{1000 + n}",
-                    "timezone": "UTC",
-                    "schedule": "instant",
-                    "status": "active",
-                    "created_at": now,
-                    "failures": 0,
-                }
-                for n in range(digests)
-            ],
-        )
-        ids = [row[0] for row in conn.execute(sa.select(subscriber.c.id))]
-        conn.execute(
-            sa.insert(match),
-            [
-                {
-                    "subscriber_id": sid,
-                    "version_id": version_id,
-                    "follow_ids": [],
-                    "reasons": [hit_data([Reason(CATEGORY, "cs.DC")])],
-                    "created_at": now,
-                    "instant": True,
-                }
-                for sid in ids
-            ],
-        )
+    seed_due_digests(engine, digests, address=lambda n: f"telegram:{1000 + n}", instant_matches=True)
 
 
 def _details(calls: list[Call], accepted: list[float]) -> None:

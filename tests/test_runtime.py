@@ -227,7 +227,7 @@ async def test_a_failed_delivery_pass_is_logged_and_the_worker_goes_on(
     ctx = build_context(
         Settings(database_url=f"sqlite:///{tmp_path}/w.db", digest_check_seconds=1), console=out
     )
-    seed_due_digests(ctx.db, 1)
+    seed_due_digests(ctx.db.engine, 1)
     with ctx.db.engine.begin() as conn:  # the ledger's table disappears for a moment
         conn.exec_driver_sql("ALTER TABLE digest RENAME TO digest_away")
     stop = asyncio.Event()

@@ -24,7 +24,7 @@ IN_FLIGHT = 2
 def test_sigterm_during_sends_finishes_them_and_claims_nothing_more(
     sqlite_store: Database, tmp_path: Path
 ) -> None:
-    seed_due_digests(sqlite_store, SUBSCRIBERS)
+    seed_due_digests(sqlite_store.engine, SUBSCRIBERS)
     slow = Answer(200, delay=1.0)
     with webhook_receiver(*[slow] * IN_FLIGHT) as receiver:
         with sqlite_store.engine.begin() as conn:  # the seeded console subscribers become webhooks

@@ -29,7 +29,7 @@ WORKERS = 3
 def test_three_workers_send_every_digest_exactly_once(
     pg_store: Database, postgres_url: str, tmp_path: Path, subscribers: int, batch: int
 ) -> None:
-    seed_due_digests(pg_store, subscribers)
+    seed_due_digests(pg_store.engine, subscribers)
     env = {
         **os.environ,
         "PAPERTRAIL_DATABASE_URL": postgres_url,

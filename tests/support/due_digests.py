@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import sqlalchemy as sa
 from sqlmodel import SQLModel
 
-from core.db import Database
 from core.models import utcnow
 from core.reasons import CATEGORY, Reason, hit_data
 
@@ -15,10 +16,22 @@ PAPER, VERSION, SUBSCRIBER, MATCH, DIGEST = (
 )
 
 
-def seed_due_digests(db: Database, count: int) -> None:
-    """``count`` instant subscribers, each with one unsent match, inserted in bulk."""
+def console_address(n: int) -> str:
+    """The address of the ``n``-th seeded subscriber unless a caller names its own."""
+    return f"console:s{n:05d}"
+
+
+def seed_due_digests(
+    engine: sa.Engine,
+    count: int,
+    *,
+    address: Callable[[int], str] = console_address,
+    instant_matches: bool = False,
+) -> None:
+    """``count`` instant subscribers (``address(n)``), each with one unsent match of one paper, inserted in
+    bulk; ``instant_matches`` marks the matches as an instant follow's."""
     now = utcnow()
-    with db.engine.begin() as conn:
+    with engine.begin() as conn:
         conn.execute(sa.insert(PAPER), [{"id": "2611.00001", "latest_version": 1, "first_seen_at": now}])
         version_id = conn.execute(
             sa.insert(VERSION).returning(VERSION.c.id),
@@ -41,7 +54,7 @@ def seed_due_digests(db: Database, count: int) -> None:
             sa.insert(SUBSCRIBER),
             [
                 {
-                    "address": f"console:s{n:05d}",
+                    "address": address(n),
                     "timezone": "UTC",
                     "schedule": "instant",
                     "status": "active",
@@ -61,7 +74,7 @@ def seed_due_digests(db: Database, count: int) -> None:
                     "follow_ids": [],
                     "reasons": [hit_data([Reason(CATEGORY, "cs.DC")])],
                     "created_at": now,
-                    "instant": False,
+                    "instant": instant_matches,
                 }
                 for sid in ids
             ],
